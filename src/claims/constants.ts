@@ -1,0 +1,16 @@
+// Names shared with kubevirt/ipam-extensions on purpose: a cluster can switch between the two without orphaning
+// claims, because both recognise the same finalizer, label and claim names.
+
+export const CLAIM_FINALIZER = 'kubevirt.io/persistent-ipam';
+export const VM_LABEL = 'kubevirt.io/vm';
+export const KUBEVIRT_VM_FINALIZER = 'kubevirt.io/virtualMachineControllerFinalize';
+export const FEATURE_GATE = 'PersistentIPs';
+
+/** Opt-in for CNIs whose config cannot carry `allowPersistentIPs` (value "true"). */
+export const NAD_PERSISTENT_IPS_ANNOTATION = 'persistent-ips.kubevirt.io/allow-persistent-ips';
+
+export const MULTUS_NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
+export const MULTUS_DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-network';
+export const LAUNCHER_LABEL = 'kubevirt.io';
+export const LAUNCHER_LABEL_VALUE = 'virt-launcher';
+export const DOMAIN_ANNOTATION = 'kubevirt.io/domain';
