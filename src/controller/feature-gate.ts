@@ -1,0 +1,44 @@
+import { FEATURE_GATE } from '../claims/constants.ts';
+import type { KubeVirtCR } from '../kube/types.ts';
+
+/** What the operator said with `--feature-gates`: undefined when the flag does not mention the gate. */
+export type GateOverride = boolean | undefined;
+
+export interface GateState {
+  enabled: boolean;
+  source: 'flag' | 'kubevirt-cr' | 'default';
+}
+
+/**
+ * Parses `--feature-gates=PersistentIPs=true,Other=false` in the Kubernetes component style. Unknown gates are
+ * ignored, so that the same flag string can be shared with other components; malformed entries are an error
+ * because a typo must not silently leave the gate in an unexpected state.
+ */
+export function parseFeatureGatesFlag(value: string | undefined): GateOverride {
+  if (value === undefined || value.trim() === '') return undefined;
+  let result: GateOverride;
+  for (const part of value.split(',')) {
+    const entry = part.trim();
+    if (entry === '') continue;
+    const match = /^([A-Za-z0-9]+)=(true|false)$/i.exec(entry);
+    if (!match) throw new Error(`invalid --feature-gates entry "${entry}": expected Name=true or Name=false`);
+    if (match[1] === FEATURE_GATE) result = match[2]!.toLowerCase() === 'true';
+  }
+  return result;
+}
+
+/** True when any KubeVirt CR lists the gate; KubeVirt installs one CR per cluster, but we do not rely on that. */
+export function gateInKubeVirtCRs(crs: readonly KubeVirtCR[]): boolean {
+  return crs.some((cr) => cr.spec?.configuration?.developerConfiguration?.featureGates?.includes(FEATURE_GATE) ?? false);
+}
+
+/**
+ * Precedence: an explicit flag wins (for clusters where the controller may not read the KubeVirt CR, or for an
+ * operator who wants to force it); otherwise the KubeVirt CR decides, live; with neither, the gate is off, as it is
+ * in KubeVirt itself.
+ */
+export function resolveGate(override: GateOverride, crs: readonly KubeVirtCR[]): GateState {
+  if (override !== undefined) return { enabled: override, source: 'flag' };
+  if (crs.length > 0) return { enabled: gateInKubeVirtCRs(crs), source: 'kubevirt-cr' };
+  return { enabled: false, source: 'default' };
+}

@@ -1,0 +1,19 @@
+import { pino, type Logger, type LevelWithSilent } from 'pino';
+
+export type { Logger };
+
+export const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+/**
+ * JSON logs on stdout (or the given stream), one object per line, so that a cluster's log pipeline can index
+ * namespace/name/reconcileID without parsing prose.
+ */
+export function createLogger(level: LevelWithSilent = 'info', destination?: NodeJS.WritableStream): Logger {
+  const options = {
+    level,
+    base: { component: 'persistent-ips' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label: string) => ({ level: label }) },
+  };
+  return destination ? pino(options, destination as pino.DestinationStream) : pino(options);
+}
