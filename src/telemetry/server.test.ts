@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { describe, it } from 'node:test';
+import { createLogger } from './logger.ts';
+import { createMetrics } from './metrics.ts';
+import { createTelemetryServer, renderChecks, type TelemetryServer } from './server.ts';
+
+const logger = createLogger('silent');
+
+function get(port: number, path: string, method = 'GET'): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function withServer(
+  setup: (server: TelemetryServer) => void,
+  body: (port: number) => Promise<void>,
+  options: { withRegistry?: boolean; health?: boolean } = {},
+): Promise<void> {
+  const metrics = createMetrics({ defaultMetrics: false });
+  const server = createTelemetryServer({
+    logger,
+    port: 0,
+    host: '127.0.0.1',
+    ...(options.withRegistry === false ? {} : { registry: metrics.registry }),
+    ...(options.health === undefined ? {} : { health: options.health }),
+  });
+  setup(server);
+  const { port } = await server.listen();
+  try {
+    await body(port);
+  } finally {
+    await server.close();
+  }
+}
+
+describe('renderChecks', () => {
+  const table = [
+    { name: 'no checks', outcomes: [], verbose: false, status: 200, body: 'ok\n' },
+    { name: 'all pass', outcomes: [{ name: 'a', ok: true }], verbose: false, status: 200, body: 'ok\n' },
+    { name: 'all pass, verbose', outcomes: [{ name: 'a', ok: true }], verbose: true, status: 200, body: '[+]a ok\n/readyz check passed\n' },
+    {
+      name: 'one fails with a reason',
+      outcomes: [{ name: 'a', ok: true }, { name: 'b', ok: false, message: 'not yet' }],
+      verbose: false,
+      status: 503,
+      body: '[+]a ok\n[-]b failed: not yet\n/readyz check failed\n',
+    },
+  ];
+  for (const row of table) {
+    it(row.name, () => {
+      assert.deepEqual(renderChecks('/readyz', row.outcomes, row.verbose), { status: row.status, body: row.body });
+    });
+  }
+});
+
+describe('telemetry server', () => {
+  it('answers /healthz with no checks registered', async () => {
+    await withServer(() => {}, async (port) => {
+      const res = await get(port, '/healthz');
+      assert.equal(res.status, 200);
+      assert.equal(res.body, 'ok\n');
+      assert.equal(res.headers['cache-control'], 'no-store');
+    });
+  });
+
+  it('is ready only when every readiness check passes, and follows the checks live', async () => {
+    let synced = false;
+    await withServer(
+      (server) => {
+        server.addReadinessCheck('caches-synced', () => synced);
+        server.addReadinessCheck('webhook-certificate', async () => ({ ok: true }));
+      },
+      async (port) => {
+        const before = await get(port, '/readyz');
+        assert.equal(before.status, 503);
+        assert.match(before.body, /\[-\]caches-synced failed/);
+        assert.match(before.body, /\[\+\]webhook-certificate ok/);
+        synced = true;
+        const after = await get(port, '/readyz');
+        assert.equal(after.status, 200);
+        assert.equal(after.body, 'ok\n');
+        const verbose = await get(port, '/readyz?verbose');
+        assert.match(verbose.body, /\[\+\]caches-synced ok/);
+      },
+    );
+  });
+
+  it('treats a throwing check as failed and reports its message', async () => {
+    await withServer(
+      (server) => {
+        server.addReadinessCheck('boom', () => {
+          throw new Error('informer stopped');
+        });
+        server.addHealthCheck('loop', () => ({ ok: false, message: 'event loop stuck' }));
+      },
+      async (port) => {
+        const ready = await get(port, '/readyz');
+        assert.equal(ready.status, 503);
+        assert.match(ready.body, /\[-\]boom failed: informer stopped/);
+        const live = await get(port, '/healthz');
+        assert.equal(live.status, 503);
+        assert.match(live.body, /event loop stuck/);
+      },
+    );
+  });
+
+  it('serves the prom-client registry in the exposition format', async () => {
+    await withServer(() => {}, async (port) => {
+      const res = await get(port, '/metrics');
+      assert.equal(res.status, 200);
+      assert.match(String(res.headers['content-type']), /text\/plain/);
+      assert.match(res.body, /# TYPE controller_runtime_reconcile_total counter/);
+      assert.match(res.body, /# TYPE leader_election_master_status gauge/);
+    });
+  });
+
+  it('answers 404 for /metrics without a registry and for unknown paths, 405 for other methods', async () => {
+    await withServer(() => {}, async (port) => {
+      assert.equal((await get(port, '/metrics')).status, 404);
+      assert.equal((await get(port, '/nope')).status, 404);
+      const post = await get(port, '/readyz', 'POST');
+      assert.equal(post.status, 405);
+      assert.equal(post.headers['allow'], 'GET, HEAD');
+    }, { withRegistry: false });
+  });
+
+  it('a metrics-only server does not answer probes', async () => {
+    await withServer(() => {}, async (port) => {
+      assert.equal((await get(port, '/healthz')).status, 404);
+      assert.equal((await get(port, '/metrics')).status, 200);
+    }, { health: false });
+  });
+
+  it('HEAD answers with the status and no body', async () => {
+    await withServer(() => {}, async (port) => {
+      const res = await get(port, '/healthz', 'HEAD');
+      assert.equal(res.status, 200);
+      assert.equal(res.body, '');
+    });
+  });
+
+  it('close() lets an in-flight request finish, then refuses new connections', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered!: () => void;
+    const inCheck = new Promise<void>((resolve) => (entered = resolve));
+    const server = createTelemetryServer({ logger, port: 0, host: '127.0.0.1' });
+    server.addReadinessCheck('slow', async () => {
+      entered();
+      await gate;
+      return true;
+    });
+    const { port } = await server.listen();
+    const pending = get(port, '/readyz');
+    await inCheck;
+    const closed = server.close();
+    release();
+    const res = await pending;
+    assert.equal(res.status, 200);
+    await closed;
+    await assert.rejects(get(port, '/healthz'), /ECONNREFUSED/);
+  });
+
+  it('close() on a server that never listened resolves', async () => {
+    const server = createTelemetryServer({ logger, port: 0, host: '127.0.0.1' });
+    await server.close();
+  });
+});

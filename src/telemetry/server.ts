@@ -1,0 +1,159 @@
+// Health and metrics over plain HTTP: /healthz (the process answers), /readyz (every registered readiness check
+// passes: caches synced, webhook certificate loaded, ...) and /metrics (the prom-client registry). The controller
+// may run one server for probes and another for metrics (different ports, as the Deployment does), or one for all.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import type { Logger } from './logger.ts';
+
+/** A check passes with `true` or `{ ok: true }`; a failure may say why. A check that throws has failed. */
+export type CheckResult = boolean | { ok: boolean; message?: string };
+export type Check = () => CheckResult | Promise<CheckResult>;
+
+export interface TelemetryServerOptions {
+  logger: Logger;
+  /** Port to listen on; 0 picks a free one (tests). */
+  port: number;
+  /** Default '0.0.0.0' (all IPv4 interfaces); tests use '127.0.0.1'. */
+  host?: string;
+  /** Serve /metrics from this registry; without it /metrics answers 404. */
+  registry?: Registry;
+  /** Serve /healthz and /readyz (default true). A metrics-only server sets false. */
+  health?: boolean;
+  /** How long close() lets in-flight requests finish before it cuts their connections (default 5 s). */
+  closeTimeoutMs?: number;
+}
+
+export interface TelemetryServer {
+  /** Register a readiness check: /readyz answers 200 only when every one passes. */
+  addReadinessCheck(name: string, check: Check): void;
+  /** Register a liveness check: /healthz answers 200 only when every one passes (none by default: alive = answers). */
+  addHealthCheck(name: string, check: Check): void;
+  /** Start listening; resolves with the bound address (useful with port 0). */
+  listen(): Promise<AddressInfo>;
+  /** Stop accepting connections, let in-flight requests finish (bounded by closeTimeoutMs) and resolve when closed. */
+  close(): Promise<void>;
+}
+
+interface NamedCheck {
+  name: string;
+  check: Check;
+}
+
+interface CheckOutcome {
+  name: string;
+  ok: boolean;
+  message?: string;
+}
+
+async function runCheck({ name, check }: NamedCheck): Promise<CheckOutcome> {
+  try {
+    const result = await check();
+    if (typeof result === 'boolean') return { name, ok: result };
+    return result.message === undefined ? { name, ok: result.ok } : { name, ok: result.ok, message: result.message };
+  } catch (error) {
+    return { name, ok: false, message: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/**
+ * Body in the style of the Kubernetes components' `/readyz?verbose`: one `[+]name ok` / `[-]name failed: why` line
+ * per check. The short form (`ok`) is used on success unless `verbose` is asked for; a failure always says which
+ * check failed, because a probe's body ends up in the pod's events.
+ */
+export function renderChecks(path: string, outcomes: readonly CheckOutcome[], verbose: boolean): { status: number; body: string } {
+  const failed = outcomes.filter((o) => !o.ok);
+  const status = failed.length === 0 ? 200 : 503;
+  if (status === 200 && !verbose) return { status, body: 'ok\n' };
+  const lines = outcomes.map((o) => (o.ok ? `[+]${o.name} ok` : `[-]${o.name} failed${o.message ? `: ${o.message}` : ''}`));
+  lines.push(status === 200 ? `${path} check passed` : `${path} check failed`);
+  return { status, body: `${lines.join('\n')}\n` };
+}
+
+export function createTelemetryServer(options: TelemetryServerOptions): TelemetryServer {
+  const log = options.logger.child({ server: 'telemetry' });
+  const readiness: NamedCheck[] = [];
+  const liveness: NamedCheck[] = [];
+  const serveHealth = options.health ?? true;
+  const closeTimeoutMs = options.closeTimeoutMs ?? 5000;
+
+  const reply = (res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void => {
+    res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+    res.end(res.req.method === 'HEAD' ? undefined : body);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      reply(res, 405, 'method not allowed\n');
+      return;
+    }
+    const verbose = url.searchParams.has('verbose');
+    if (serveHealth && (url.pathname === '/healthz' || url.pathname === '/livez')) {
+      const { status, body } = renderChecks(url.pathname, await Promise.all(liveness.map(runCheck)), verbose);
+      reply(res, status, body);
+      return;
+    }
+    if (serveHealth && url.pathname === '/readyz') {
+      const outcomes = await Promise.all(readiness.map(runCheck));
+      const { status, body } = renderChecks(url.pathname, outcomes, verbose);
+      if (status !== 200) log.debug({ failed: outcomes.filter((o) => !o.ok) }, 'readiness check failed');
+      reply(res, status, body);
+      return;
+    }
+    if (options.registry && url.pathname === '/metrics') {
+      const text = await options.registry.metrics();
+      reply(res, 200, text, options.registry.contentType);
+      return;
+    }
+    reply(res, 404, 'not found\n');
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      log.error({ err: error, path: req.url }, 'telemetry request failed');
+      if (!res.headersSent) reply(res, 500, 'internal error\n');
+      else res.destroy();
+    });
+  });
+  // Probes come from the kubelet every few seconds: keep-alive sockets are fine, but never let one linger forever.
+  server.keepAliveTimeout = 5000;
+  server.requestTimeout = 10_000;
+
+  return {
+    addReadinessCheck(name, check) {
+      readiness.push({ name, check });
+    },
+    addHealthCheck(name, check) {
+      liveness.push({ name, check });
+    },
+    listen() {
+      return new Promise<AddressInfo>((resolve, reject) => {
+        const onError = (error: Error): void => reject(error);
+        server.once('error', onError);
+        server.listen(options.port, options.host ?? '0.0.0.0', () => {
+          server.off('error', onError);
+          const address = server.address() as AddressInfo;
+          log.info({ address: address.address, port: address.port }, 'telemetry server listening');
+          resolve(address);
+        });
+      });
+    },
+    close() {
+      if (!server.listening) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        // close() stops accepting and (Node ≥ 19) closes idle keep-alive sockets; busy ones finish their request.
+        const timer = setTimeout(() => server.closeAllConnections(), closeTimeoutMs);
+        timer.unref();
+        server.close((error) => {
+          clearTimeout(timer);
+          if (error) reject(error);
+          else resolve();
+        });
+        server.closeIdleConnections();
+      });
+    },
+  };
+}
