@@ -1,0 +1,132 @@
+// IP address text <-> BigInt. Validation is delegated to ip-cidr (and its ip-address base); everything after
+// parsing is plain BigInt arithmetic, so address maths never depends on enumerating a range.
+
+import IPCIDR from 'ip-cidr';
+
+export type IPFamily = 4 | 6;
+
+export const FAMILY_BITS: Readonly<Record<IPFamily, number>> = { 4: 32, 6: 128 };
+
+/** The highest address of a family (255.255.255.255 or ffff:...:ffff) as a BigInt. */
+export function maxAddress(family: IPFamily): bigint {
+  return (1n << BigInt(FAMILY_BITS[family])) - 1n;
+}
+
+/** An address, optionally with the prefix length it was written with ("10.0.0.5/24" → prefix 24). */
+export interface ParsedAddress {
+  family: IPFamily;
+  value: bigint;
+  prefix?: number;
+}
+
+export type ParseResult<T> = { ok: true; value: T } | { ok: false; message: string };
+
+const PREFIX_RE = /^(?:0|[1-9][0-9]{0,2})$/;
+
+/**
+ * Parses "192.0.2.1", "2001:db8::1", or either with a "/prefix". Never throws.
+ *
+ * Refused on purpose, although ip-address accepts them: zone indexes ("fe80::1%eth0", meaningless for a pool),
+ * IPv4-embedded IPv6 text ("::ffff:192.0.2.1", which ip-cidr silently turns into an IPv4 address), IPv4 octets
+ * with leading zeros (ambiguous: octal for some parsers), and surrounding spaces (callers trim list items).
+ */
+export function parseAddress(input: unknown, opts: { allowPrefix?: boolean } = {}): ParseResult<ParsedAddress> {
+  if (typeof input !== 'string') return { ok: false, message: `expected a string, got ${describe(input)}` };
+  if (input === '') return { ok: false, message: 'empty address' };
+  const parts = input.split('/');
+  if (parts.length > 2) return { ok: false, message: `"${input}" has more than one "/"` };
+  const [addr = '', prefixText] = parts;
+  if (prefixText !== undefined && !opts.allowPrefix) {
+    return { ok: false, message: `"${input}" is a CIDR, expected a single address` };
+  }
+  if (addr.includes('%')) return { ok: false, message: `"${input}": zone indexes (%...) are not supported` };
+  const v6 = addr.includes(':');
+  if (v6 && addr.includes('.')) {
+    return {
+      ok: false,
+      message: `"${input}": IPv4-embedded IPv6 notation is not supported, write the address in hexadecimal groups`,
+    };
+  }
+  let parsed: ReturnType<typeof IPCIDR.createAddress>;
+  try {
+    parsed = IPCIDR.createAddress(addr);
+  } catch (err) {
+    return { ok: false, message: `"${input}" is not a valid IP address (${errorText(err)})` };
+  }
+  const family: IPFamily = v6 ? 6 : 4;
+  // ip-address stores the validated groups: 4 decimal octets, or 8 hex groups with "::" already expanded.
+  const groups: unknown = (parsed as { parsedAddress?: unknown }).parsedAddress;
+  const wantGroups = family === 4 ? 4 : 8;
+  if (parsed.v4 !== (family === 4) || !Array.isArray(groups) || groups.length !== wantGroups) {
+    return { ok: false, message: `"${input}" is not a valid IP address` };
+  }
+  let value = 0n;
+  for (const g of groups) {
+    const n = typeof g === 'string' ? Number.parseInt(g, family === 4 ? 10 : 16) : Number.NaN;
+    if (!Number.isInteger(n) || n < 0 || n > (family === 4 ? 0xff : 0xffff)) {
+      return { ok: false, message: `"${input}" is not a valid IP address` };
+    }
+    value = (value << (family === 4 ? 8n : 16n)) | BigInt(n);
+  }
+  if (prefixText === undefined) return { ok: true, value: { family, value } };
+  if (!PREFIX_RE.test(prefixText) || Number(prefixText) > FAMILY_BITS[family]) {
+    return {
+      ok: false,
+      message: `"${input}" has an invalid prefix length (expected 0..${FAMILY_BITS[family]})`,
+    };
+  }
+  return { ok: true, value: { family, value, prefix: Number(prefixText) } };
+}
+
+/** Canonical text: dotted quad, or RFC 5952 IPv6 (lowercase, longest run of ≥ 2 zero groups as "::"). */
+export function formatAddress(family: IPFamily, value: bigint): string {
+  if (family === 4) {
+    const n = Number(value);
+    return `${(n >>> 24) & 0xff}.${(n >>> 16) & 0xff}.${(n >>> 8) & 0xff}.${n & 0xff}`;
+  }
+  const groups: number[] = [];
+  for (let i = 7; i >= 0; i--) groups.push(Number((value >> BigInt(i * 16)) & 0xffffn));
+  let bestStart = -1;
+  let bestLen = 1; // a single zero group is never compressed
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (gs: number[]) => gs.map((g) => g.toString(16)).join(':');
+  if (bestStart < 0) return hex(groups);
+  return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
+}
+
+/** "10.0.0.5/24" */
+export function formatCidr(family: IPFamily, value: bigint, prefix: number): string {
+  return `${formatAddress(family, value)}/${prefix}`;
+}
+
+/** Number of addresses covered by a prefix of the given length. */
+export function prefixSize(family: IPFamily, prefix: number): bigint {
+  return 1n << BigInt(FAMILY_BITS[family] - prefix);
+}
+
+export function familyName(family: IPFamily): string {
+  return family === 4 ? 'IPv4' : 'IPv6';
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  return typeof v;
+}
+
+function errorText(err: unknown): string {
+  const msg = err instanceof Error ? err.message : String(err);
+  return msg.replace(/\.$/, '');
+}

@@ -1,0 +1,365 @@
+// A network's address pool, parsed from the NAD keys OVN-Kubernetes uses: `subnets` and `excludeSubnets`, each a
+// comma-separated string (an array of strings is accepted too). The result is either a validated Pool, whose usable
+// space per family is an IntervalSet of BigInts, or the full list of problems: parsing never throws and never stops
+// at the first problem, so an operator sees everything wrong with a NAD at once.
+//
+// Which addresses of a subnet are handed out
+// -------------------------------------------
+// - IPv4, prefix <= 30: never the network address (first) nor the broadcast address (last).
+// - IPv4 /31 and /32: every address (RFC 3021 point-to-point links have no network/broadcast address; a /32 is one
+//   host).
+// - IPv6, prefix <= 126: never the all-zeros address (the Subnet-Router anycast address, RFC 4291 §2.6.1, which
+//   routers answer). IPv6 has no broadcast address, so the last address is handed out.
+// - IPv6 /127 and /128: every address (RFC 6164 point-to-point links; a /128 is one host).
+//
+// The gateway: nothing is reserved implicitly. The first usable address (.1, ::1) is handed out like any other.
+// Reasons: this is how the IPAM these networks otherwise use behaves (OVN-Kubernetes layer2/localnet secondary
+// networks and whereabouts both hand out the first usable address and expect the router's address to be listed in
+// the excludes), so a pool moved to this allocator keeps its capacity and its existing claims stay valid; many
+// secondary networks (overlay layer2 between VMs) have no router at all; and where there is one it is not always
+// at .1 (.254 is common), so a guessed reservation would waste an address on small subnets while still not
+// protecting the real router. Users of bridge + static IPAM therefore list their gateway in `excludeSubnets`
+// ("192.0.2.1" or "192.0.2.1/32"); callers that know the gateway from elsewhere (e.g. an `ipam.gateway` key) can
+// pass it as `gateway`, which is excluded the same way and validated to lie inside the pool.
+
+import {
+  type IPFamily,
+  FAMILY_BITS,
+  familyName,
+  formatAddress,
+  formatCidr,
+  parseAddress,
+  prefixSize,
+} from './address.ts';
+import { IntervalSet, cmp } from './intervals.ts';
+
+/** The pool keys as found in a NAD config; values are `unknown` because they come straight from user JSON. */
+export interface PoolSpec {
+  /** "10.0.0.0/24,fd00::/64" or ["10.0.0.0/24", "fd00::/64"]. OVN's "cidr/hostPrefix" form is accepted. */
+  subnets?: unknown;
+  /** Same shape; each entry a CIDR or a single address. */
+  excludeSubnets?: unknown;
+  /** The OVN-Kubernetes topology; `layer3` (a subnet per node) cannot be served by a cluster-wide pool. */
+  topology?: unknown;
+  /** Optional router address(es), excluded from allocation. */
+  gateway?: unknown;
+}
+
+export interface Cidr {
+  family: IPFamily;
+  prefix: number;
+  /** First and last address covered (network and broadcast for IPv4). */
+  first: bigint;
+  last: bigint;
+  /** Canonical text, e.g. "10.0.0.0/24", "fd00::/64". */
+  text: string;
+}
+
+export interface PoolAddress {
+  family: IPFamily;
+  value: bigint;
+  text: string;
+}
+
+/**
+ * A validated pool. Treat it as immutable: the allocator copies `usable` before changing anything.
+ * `families` lists the address families present, IPv4 first; an allocation takes one address of each.
+ */
+export interface Pool {
+  families: readonly IPFamily[];
+  subnets: readonly Cidr[];
+  excludes: readonly Cidr[];
+  gateways: readonly PoolAddress[];
+  /** Addresses that may be handed out: subnets minus reserved, excluded and gateway addresses. */
+  usable: Readonly<Partial<Record<IPFamily, IntervalSet>>>;
+  /** A normalised description; two NADs of one network must agree on it to share the pool. */
+  canonical: string;
+  /** Things accepted but worth telling the operator (ignored host prefix, host bits set...). */
+  warnings: readonly string[];
+}
+
+export type PoolProblemCode =
+  | 'InvalidType'
+  | 'NoSubnets'
+  | 'InvalidSubnet'
+  | 'OverlappingSubnets'
+  | 'InvalidExclude'
+  | 'ExcludeOutsidePool'
+  | 'InvalidGateway'
+  | 'GatewayOutsidePool'
+  | 'EmptyPool'
+  | 'UnsupportedTopology';
+
+export interface PoolProblem {
+  code: PoolProblemCode;
+  message: string;
+  /** The offending entry, when there is one. */
+  value?: string;
+}
+
+export type PoolParseResult =
+  | { ok: true; pool: Pool }
+  | { ok: false; problems: PoolProblem[]; warnings: string[] };
+
+export function parsePool(spec: PoolSpec): PoolParseResult {
+  const problems: PoolProblem[] = [];
+  const warnings: string[] = [];
+
+  if (spec.topology !== undefined && typeof spec.topology !== 'string') {
+    problems.push({ code: 'InvalidType', message: `topology must be a string` });
+  } else if (typeof spec.topology === 'string' && spec.topology.toLowerCase() === 'layer3') {
+    problems.push({
+      code: 'UnsupportedTopology',
+      message: 'topology layer3 gives every node its own subnet; a cluster-wide pool needs layer2 or localnet',
+    });
+  }
+
+  // Subnets.
+  const subnets: Cidr[] = [];
+  const subnetItems = splitList(spec.subnets, 'subnets', problems);
+  if (subnetItems === undefined && (spec.subnets === undefined || spec.subnets === null)) {
+    problems.push({ code: 'NoSubnets', message: 'subnets is missing: a pool needs at least one CIDR' });
+  } else if (subnetItems !== undefined && subnetItems.length === 0) {
+    problems.push({ code: 'NoSubnets', message: 'subnets is empty: a pool needs at least one CIDR' });
+  }
+  for (const item of subnetItems ?? []) {
+    const r = parseSubnetEntry(item);
+    if (!r.ok) problems.push({ code: 'InvalidSubnet', message: `subnets: ${r.message}`, value: item });
+    else {
+      warnings.push(...r.value.warnings.map((w) => `subnets: ${w}`));
+      subnets.push(r.value.cidr);
+    }
+  }
+  subnets.sort(cidrOrder);
+  for (let i = 1; i < subnets.length; i++) {
+    // Two CIDRs are either disjoint or nested. Compare with every earlier subnet of the family (lists are short).
+    for (let j = i - 1; j >= 0; j--) {
+      const a = subnets[j]!;
+      const b = subnets[i]!;
+      if (a.family !== b.family) break;
+      if (b.first <= a.last) {
+        problems.push({
+          code: 'OverlappingSubnets',
+          message:
+            a.text === b.text
+              ? `subnets: ${a.text} is listed twice`
+              : `subnets: ${a.text} and ${b.text} overlap`,
+          value: b.text,
+        });
+        break;
+      }
+    }
+  }
+
+  // Excludes.
+  const excludes: Cidr[] = [];
+  for (const item of splitList(spec.excludeSubnets, 'excludeSubnets', problems) ?? []) {
+    const r = parseCidrOrAddress(item);
+    if (!r.ok) {
+      problems.push({ code: 'InvalidExclude', message: `excludeSubnets: ${r.message}`, value: item });
+      continue;
+    }
+    warnings.push(...r.value.warnings.map((w) => `excludeSubnets: ${w}`));
+    const ex = r.value.cidr;
+    const inside = subnets.find((s) => s.family === ex.family && s.first <= ex.first && ex.last <= s.last);
+    if (!inside) {
+      const touching = subnets.find((s) => s.family === ex.family && s.first <= ex.last && ex.first <= s.last);
+      problems.push({
+        code: 'ExcludeOutsidePool',
+        message: touching
+          ? `excludeSubnets: ${ex.text} extends outside subnet ${touching.text}`
+          : `excludeSubnets: ${ex.text} is not inside any of the subnets (${listOrNone(subnets, ex.family)})`,
+        value: item,
+      });
+      continue;
+    }
+    excludes.push(ex);
+  }
+  excludes.sort(cidrOrder);
+
+  // Gateways.
+  const gateways: PoolAddress[] = [];
+  for (const item of splitList(spec.gateway, 'gateway', problems) ?? []) {
+    const r = parseAddress(item);
+    if (!r.ok) {
+      problems.push({ code: 'InvalidGateway', message: `gateway: ${r.message}`, value: item });
+      continue;
+    }
+    const { family, value } = r.value;
+    const text = formatAddress(family, value);
+    if (!subnets.some((s) => s.family === family && s.first <= value && value <= s.last)) {
+      problems.push({
+        code: 'GatewayOutsidePool',
+        message: `gateway: ${text} is not inside any of the subnets (${listOrNone(subnets, family)})`,
+        value: item,
+      });
+      continue;
+    }
+    if (!gateways.some((g) => g.family === family && g.value === value)) gateways.push({ family, value, text });
+  }
+  gateways.sort((a, b) => a.family - b.family || cmp(a.value, b.value));
+
+  // Usable space per family.
+  const families = ([4, 6] as const).filter((f) => subnets.some((s) => s.family === f));
+  const usable: Partial<Record<IPFamily, IntervalSet>> = {};
+  for (const family of families) {
+    const own = subnets.filter((s) => s.family === family);
+    const hostRanges = own.map(hostRange);
+    const removed = IntervalSet.from([
+      ...excludes.filter((e) => e.family === family).map((e) => ({ start: e.first, end: e.last })),
+      ...gateways.filter((g) => g.family === family).map((g) => ({ start: g.value, end: g.value })),
+    ]);
+    const set = IntervalSet.from(hostRanges).minus(removed);
+    usable[family] = set;
+    if (set.isEmpty()) {
+      problems.push({
+        code: 'EmptyPool',
+        message:
+          `no usable ${familyName(family)} address is left in ${own.map((s) => s.text).join(', ')}` +
+          ` once ${reservedWording(own)}excludeSubnets${gateways.length > 0 ? ' and gateway' : ''} are taken out`,
+      });
+    }
+  }
+
+  if (problems.length > 0) return { ok: false, problems, warnings };
+  const canonical = [
+    `subnets=${subnets.map((s) => s.text).join(',')}`,
+    `excludeSubnets=${excludes.map((s) => s.text).join(',')}`,
+    ...(gateways.length > 0 ? [`gateway=${gateways.map((g) => g.text).join(',')}`] : []),
+  ].join(';');
+  return { ok: true, pool: { families, subnets, excludes, gateways, usable, canonical, warnings } };
+}
+
+/** The subnet of the pool containing an address, if any. */
+export function subnetOf(pool: Pool, family: IPFamily, value: bigint): Cidr | undefined {
+  return pool.subnets.find((s) => s.family === family && s.first <= value && value <= s.last);
+}
+
+export type AddressVerdict =
+  | { usable: true; subnet: Cidr }
+  | { usable: false; code: 'AddressOutsidePool' | 'AddressExcluded'; message: string; subnet?: Cidr };
+
+/** Whether an address may be handed out by this pool, and if not, why (for messages users read). */
+export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): AddressVerdict {
+  const text = formatAddress(family, value);
+  const subnet = subnetOf(pool, family, value);
+  if (!subnet) {
+    return {
+      usable: false,
+      code: 'AddressOutsidePool',
+      message: pool.families.includes(family)
+        ? `${text} is outside the pool (${listOrNone(pool.subnets, family)})`
+        : `${text} is ${familyName(family)} but the pool has no ${familyName(family)} subnet`,
+    };
+  }
+  if (pool.usable[family]?.has(value)) return { usable: true, subnet };
+  const range = hostRange(subnet);
+  let why: string;
+  if (value < range.start) {
+    why = family === 4 ? `the network address of ${subnet.text}` : `the subnet-router anycast address of ${subnet.text}`;
+  } else if (value > range.end) {
+    why = `the broadcast address of ${subnet.text}`;
+  } else if (pool.gateways.some((g) => g.family === family && g.value === value)) {
+    why = 'the gateway';
+  } else {
+    const ex = pool.excludes.find((e) => e.family === family && e.first <= value && value <= e.last);
+    why = ex ? `inside excludeSubnets entry ${ex.text}` : 'not usable';
+  }
+  return { usable: false, code: 'AddressExcluded', message: `${text} is ${why}`, subnet };
+}
+
+/** "10.0.0.5" → "10.0.0.5/24", with the prefix of the pool subnet holding the address (undefined if none). */
+export function toPoolCidr(pool: Pool, family: IPFamily, value: bigint): string | undefined {
+  const s = subnetOf(pool, family, value);
+  return s ? formatCidr(family, value, s.prefix) : undefined;
+}
+
+/** The addresses of a subnet that may be handed out before excludes (see the header comment). */
+function hostRange(s: Cidr): { start: bigint; end: bigint } {
+  const bits = FAMILY_BITS[s.family];
+  if (s.family === 4 && s.prefix <= bits - 2) return { start: s.first + 1n, end: s.last - 1n };
+  if (s.family === 6 && s.prefix <= bits - 2) return { start: s.first + 1n, end: s.last };
+  return { start: s.first, end: s.last };
+}
+
+function reservedWording(subnets: Cidr[]): string {
+  const v4 = subnets.some((s) => s.family === 4 && s.prefix <= 30);
+  const v6 = subnets.some((s) => s.family === 6 && s.prefix <= 126);
+  if (v4) return 'network/broadcast addresses and ';
+  if (v6) return 'subnet-router anycast addresses and ';
+  return '';
+}
+
+function cidrOrder(a: Cidr, b: Cidr): number {
+  return a.family - b.family || cmp(a.first, b.first) || a.prefix - b.prefix;
+}
+
+function listOrNone(subnets: readonly Cidr[], family: IPFamily): string {
+  const own = subnets.filter((s) => s.family === family);
+  return own.length > 0 ? own.map((s) => s.text).join(', ') : `no ${familyName(family)} subnet`;
+}
+
+/** A list value: comma-separated string or array of strings. undefined when absent or of the wrong type. */
+function splitList(value: unknown, key: string, problems: PoolProblem[]): string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') {
+    return value
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+  }
+  if (Array.isArray(value)) {
+    const out: string[] = [];
+    for (const v of value) {
+      if (typeof v !== 'string') {
+        problems.push({ code: 'InvalidType', message: `${key}: every entry must be a string, got ${JSON.stringify(v)}` });
+      } else if (v.trim() !== '') out.push(v.trim());
+    }
+    return out;
+  }
+  problems.push({
+    code: 'InvalidType',
+    message: `${key} must be a comma-separated string or a list of strings, got ${typeof value}`,
+  });
+  return undefined;
+}
+
+type CidrResult = { ok: true; value: { cidr: Cidr; warnings: string[] } } | { ok: false; message: string };
+
+/** A subnet: "a/p", or OVN's "a/p/hostPrefix" whose host prefix only matters for layer3 and is ignored here. */
+function parseSubnetEntry(text: string): CidrResult {
+  const parts = text.split('/');
+  const warnings: string[] = [];
+  let cidrText = text;
+  if (parts.length === 3) {
+    const [addr, prefix, hostPrefix] = parts as [string, string, string];
+    cidrText = `${addr}/${prefix}`;
+    const p = Number(prefix);
+    const h = Number(hostPrefix);
+    const bits = addr.includes(':') ? 128 : 32;
+    if (!/^[0-9]{1,3}$/.test(hostPrefix) || h < p || h > bits) {
+      return { ok: false, message: `"${text}": host prefix /${hostPrefix} must be between /${prefix} and /${bits}` };
+    }
+    warnings.push(`host prefix /${hostPrefix} of "${text}" is ignored (it only matters for layer3)`);
+  } else if (parts.length !== 2) {
+    return { ok: false, message: `"${text}" is not a CIDR (expected address/prefix, e.g. 192.0.2.0/24)` };
+  }
+  const r = parseCidrOrAddress(cidrText);
+  if (!r.ok) return r;
+  r.value.warnings.push(...warnings);
+  return r;
+}
+
+/** "a/p" or a single address (→ /32, /128). Host bits are masked off, with a warning. */
+function parseCidrOrAddress(text: string): CidrResult {
+  const r = parseAddress(text, { allowPrefix: true });
+  if (!r.ok) return r;
+  const { family, value } = r.value;
+  const prefix = r.value.prefix ?? FAMILY_BITS[family];
+  const size = prefixSize(family, prefix);
+  const first = value - (value % size);
+  const last = first + size - 1n;
+  const cidr: Cidr = { family, prefix, first, last, text: formatCidr(family, first, prefix) };
+  const warnings = value !== first ? [`"${text}" has host bits set; it is read as ${cidr.text}`] : [];
+  return { ok: true, value: { cidr, warnings } };
+}
