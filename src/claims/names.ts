@@ -1,0 +1,87 @@
+// Names that other components must compute the same way: the claim name (the webhook writes it into the launcher
+// pod, the IPAM plugin looks it up) and KubeVirt's pod interface name (the IPAM plugin matches claims to interfaces).
+
+import { createHash } from 'node:crypto';
+
+export const MAX_SUBDOMAIN_LENGTH = 253;
+export const PRIMARY_POD_INTERFACE = 'eth0';
+
+const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** Kubernetes' rule for object names such as an IPAMClaim's: DNS-1123 subdomain, at most 253 characters. */
+export function isDns1123Subdomain(name: string): boolean {
+  return name.length > 0 && name.length <= MAX_SUBDOMAIN_LENGTH && SUBDOMAIN.test(name);
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** KubeVirt's name for the pod interface of a secondary network: "pod" + 11 hex characters of sha256(name). */
+export function podInterfaceName(networkName: string): string {
+  return `pod${sha256Hex(networkName).slice(0, 11)}`;
+}
+
+const CLAIM_HASH_LENGTH = 10;
+
+/**
+ * The IPAMClaim name for a VM's logical network (the VM/VMI network `name`, not the NAD's).
+ *
+ * `<vm>.<network>` whenever that is a valid object name, so that claims made by kubevirt/ipam-extensions are found
+ * under the name they already have. Otherwise `<vm>.<readable>-<hash>`, where `<readable>` is the network name
+ * squeezed into `[a-z0-9-]` and cut to fit, and `<hash>` is 10 hex characters of sha256("<vm>/<network>"); when the
+ * VM name leaves no room for `<readable>`, `<vm, cut to fit>.<hash>`. The name depends on nothing but (vm, network),
+ * so adding or removing another network never renames an existing claim.
+ *
+ * Two networks of one VM cannot get the same name:
+ * - two plain names differ because the network names differ;
+ * - two hashed names end in their hashes, which differ unless sha256 collides in 40 bits (odds about 1e-12 per pair);
+ * - a hashed name of network A equals the plain name of network B only if B is literally `<readable A>-<hash>` or
+ *   `<hash>` (or, with a cut VM name, never: the plain name would keep the VM's full name, which contains the cut
+ *   part plus at least one more character before a dot, while the hash has no dot). Nobody names a network after 10
+ *   hex digits of the sha256 of another network's name; and if someone does on purpose, the decision reports the
+ *   clash (ClaimNameConflict) rather than letting two networks share one claim.
+ * The reference implementation lowercases and re-joins the valid pieces, so `net_a` and `net.a` both become
+ * `vm.net.a`; here `net.a` keeps the plain form and `net_a` gets a hashed one.
+ *
+ * `vmName` must be a valid DNS-1123 subdomain, which the API server guarantees for every object name.
+ */
+export function claimName(vmName: string, networkName: string): string {
+  const plain = `${vmName}.${networkName}`;
+  if (isDns1123Subdomain(plain)) return plain;
+
+  const hash = sha256Hex(`${vmName}/${networkName}`).slice(0, CLAIM_HASH_LENGTH);
+  const readable = toLabelChars(networkName);
+  const room = MAX_SUBDOMAIN_LENGTH - vmName.length - '.'.length - '-'.length - CLAIM_HASH_LENGTH;
+  if (readable !== '' && room > 0) {
+    return `${vmName}.${trimTrailingSeparators(readable.slice(0, room))}-${hash}`;
+  }
+  const vmRoom = MAX_SUBDOMAIN_LENGTH - '.'.length - CLAIM_HASH_LENGTH;
+  return `${trimTrailingSeparators(vmName.slice(0, vmRoom))}.${hash}`;
+}
+
+/**
+ * The name kubevirt/ipam-extensions gives the claim of a network whose plain name is not valid: lowercased, with the
+ * valid pieces re-joined by dots. Only used to recognise such claims as belonging to a network still in use (so a
+ * switch from the reference implementation never deletes the claim a running VM depends on), never to create one.
+ */
+export function referenceClaimName(vmName: string, networkName: string): string {
+  const pieces = networkName
+    .toLowerCase()
+    .split(/[^a-z0-9-]+/)
+    .map((piece) => piece.replace(/^-+|-+$/g, ''))
+    .filter((piece) => piece !== '');
+  return `${vmName}.${pieces.join('.')}`;
+}
+
+/** Lowercases ASCII, turns every other character into '-', and collapses and trims the dashes. */
+function toLabelChars(name: string): string {
+  return name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '');
+}
+
+function trimTrailingSeparators(name: string): string {
+  return name.replace(/[-.]+$/, '');
+}
