@@ -1,0 +1,541 @@
+// In-memory allocation state for ONE network's pool. Pure: no Kubernetes I/O, no clocks, no randomness. The
+// caller (the allocator loop) owns the mapping between claims and keys, writes claim status, and calls
+// `rebuild` whenever it has to trust the claims again (start-up, pool change, resync).
+//
+// Rules:
+// - Claims are the source of truth. `rebuild` takes what the claims hold, as they hold it. Two claims holding one
+//   address are both reported and neither is changed; allocating for either returns IPAddressConflict until one
+//   of them is released.
+// - An address is never handed out twice: only free addresses are handed out, and an address becomes free only
+//   when its last holder is released.
+// - Allocation is idempotent per key: a key that holds addresses gets exactly the strings it holds back. A key
+//   missing a family of the pool (e.g. IPv6 was added to the network) gets the missing family added; the
+//   addresses it holds never change.
+// - One address per family of the pool, all or nothing.
+// - Dynamic allocation takes the LOWEST free address of each family. Deterministic: the next answer depends only
+//   on which addresses are held, so a restarted controller (rebuilt from the claims) continues exactly where the
+//   previous one stopped.
+// - A static request (VMI annotation `network.kubevirt.io/addresses`) is honoured when each address is inside the
+//   pool, not excluded/reserved, and not held by another key; otherwise it is refused with the reason. A request
+//   covering only some families gets the others allocated dynamically.
+
+import { type IPFamily, familyName, formatAddress, formatCidr, parseAddress } from './address.ts';
+import { IntervalSet, cmp } from './intervals.ts';
+import { type Pool, classifyAddress, subnetOf } from './pool.ts';
+
+/** What a claim holds, as written in `IPAMClaim.status.ips` ("10.0.0.5/24"; a bare address is accepted). */
+export interface ClaimAddresses {
+  key: string;
+  ips: readonly string[];
+}
+
+export interface AddressConflict {
+  /** The address (no prefix). */
+  ip: string;
+  /** Every key holding it, sorted. */
+  keys: string[];
+}
+
+export type RebuildProblemCode =
+  | 'InvalidAddress'
+  | 'AddressOutsidePool'
+  | 'AddressExcluded'
+  | 'MultipleAddressesPerFamily'
+  | 'DuplicateKey';
+
+export interface RebuildProblem {
+  key: string;
+  ip?: string;
+  code: RebuildProblemCode;
+  message: string;
+}
+
+export interface RebuildReport {
+  /** Addresses held by more than one claim. */
+  conflicts: AddressConflict[];
+  /** Claims holding something this pool would not hand out; they keep holding it (reported, never changed). */
+  problems: RebuildProblem[];
+}
+
+export type AllocationErrorCode =
+  /** No free address left in (at least) one family of the pool. */
+  | 'SubnetExhausted'
+  /** The key holds an address another key holds too (found by `rebuild`). */
+  | 'IPAddressConflict'
+  /** A requested address is held by another key. */
+  | 'AddressInUse'
+  /** A requested (or held) address is not inside any subnet of the pool. */
+  | 'AddressOutsidePool'
+  /** A requested (or held) address is a network/broadcast/anycast address, the gateway, or inside an exclude. */
+  | 'AddressExcluded'
+  /** The key holds a string that is not an address (a hand-edited status). */
+  | 'InvalidAddress'
+  /** The request itself is malformed: not an address, two addresses of one family, wrong prefix length. */
+  | 'InvalidRequest';
+
+export type AllocateResult =
+  | {
+      ok: true;
+      /** CIDR form with the prefix of the pool subnet, one per family, IPv4 first. */
+      ips: string[];
+      /** False when the key already held exactly these (nothing to write). */
+      changed: boolean;
+      /** E.g. a static request that differs from what the key already holds (it is not applied). */
+      warnings: string[];
+    }
+  | { ok: false; error: AllocationErrorCode; message: string };
+
+export interface AllocateOptions {
+  /** Specific addresses, bare or CIDR form, at most one per family. Empty means "any free address". */
+  requested?: readonly string[];
+}
+
+/**
+ * The IPAMClaim condition `IPsAllocated` reason for each outcome. The claim API knows four reasons; refusals that
+ * are not conflicts or exhaustion map to InternalError (as OVN-Kubernetes does for its unclassified allocation
+ * errors) and the condition message carries the precise reason.
+ */
+export const ALLOCATION_CONDITION_REASON: Readonly<Record<AllocationErrorCode | 'Success', string>> = {
+  Success: 'SuccessfulAllocation',
+  SubnetExhausted: 'SubnetExhausted',
+  IPAddressConflict: 'IPAddressConflict',
+  AddressInUse: 'IPAddressConflict',
+  AddressOutsidePool: 'InternalError',
+  AddressExcluded: 'InternalError',
+  InvalidAddress: 'InternalError',
+  InvalidRequest: 'InternalError',
+};
+
+export interface FamilyStats {
+  family: IPFamily;
+  /** Addresses the pool may hand out. */
+  size: bigint;
+  /** Of those, held by at least one key. */
+  used: bigint;
+  free: bigint;
+  /** Distinct addresses held that the pool would not hand out (outside, excluded: see RebuildReport). */
+  heldUnusable: number;
+  /** Free intervals: a measure of fragmentation. */
+  freeIntervals: number;
+}
+
+export interface AllocatorStats {
+  /** Keys holding at least one address (or an invalid string). */
+  claims: number;
+  /** Addresses held by more than one key. */
+  conflicts: number;
+  families: FamilyStats[];
+}
+
+interface Held {
+  family: IPFamily;
+  value: bigint;
+  /** As stored in the claim (or as handed out). */
+  text: string;
+}
+
+interface ClaimState {
+  held: Held[];
+  /** Strings of the claim that are not addresses. */
+  invalid: string[];
+}
+
+interface FamilyState {
+  free: IntervalSet;
+  /** address → keys holding it (more than one only after a rebuild found a conflict). */
+  holders: Map<bigint, string[]>;
+  conflicted: Set<bigint>;
+}
+
+export class PoolAllocator {
+  readonly pool: Pool;
+  #claims = new Map<string, ClaimState>();
+  #families = new Map<IPFamily, FamilyState>();
+
+  constructor(pool: Pool) {
+    this.pool = pool;
+    this.#reset();
+  }
+
+  /** Replaces the whole state with what the claims hold. */
+  rebuild(claims: Iterable<ClaimAddresses>): RebuildReport {
+    this.#reset();
+    const problems: RebuildProblem[] = [];
+    const points = new Map<IPFamily, bigint[]>();
+    for (const { key, ips } of claims) {
+      let state = this.#claims.get(key);
+      if (state) {
+        problems.push({ key, code: 'DuplicateKey', message: `claim ${key} is listed more than once; its addresses are merged` });
+      } else {
+        state = { held: [], invalid: [] };
+      }
+      for (const text of Array.isArray(ips) ? ips : []) {
+        const r = parseAddress(text, { allowPrefix: true });
+        if (!r.ok) {
+          state.invalid.push(String(text));
+          problems.push({ key, ip: String(text), code: 'InvalidAddress', message: `claim ${key}: ${r.message}` });
+          continue;
+        }
+        const { family, value } = r.value;
+        if (state.held.some((h) => h.family === family && h.value === value)) continue;
+        if (state.held.some((h) => h.family === family)) {
+          problems.push({
+            key,
+            ip: text,
+            code: 'MultipleAddressesPerFamily',
+            message: `claim ${key} holds more than one ${familyName(family)} address (${text} is one of them)`,
+          });
+        }
+        const verdict = classifyAddress(this.pool, family, value);
+        if (!verdict.usable) {
+          problems.push({ key, ip: text, code: verdict.code, message: `claim ${key}: ${verdict.message}` });
+        }
+        state.held.push({ family, value, text });
+        const fam = this.#family(family);
+        const holders = fam.holders.get(value);
+        if (holders) {
+          holders.push(key);
+          fam.conflicted.add(value);
+        } else {
+          fam.holders.set(value, [key]);
+          if (verdict.usable) {
+            let list = points.get(family);
+            if (!list) points.set(family, (list = []));
+            list.push(value);
+          }
+        }
+      }
+      if (state.held.length > 0 || state.invalid.length > 0) this.#claims.set(key, state);
+    }
+    for (const family of this.pool.families) {
+      const list = (points.get(family) ?? []).sort(cmp);
+      this.#family(family).free = this.#usable(family).withoutSorted(list);
+    }
+    return { conflicts: this.conflicts(), problems };
+  }
+
+  allocate(key: string, opts: AllocateOptions = {}): AllocateResult {
+    const state = this.#claims.get(key);
+    if (state) {
+      const refusal = this.#checkHeld(key, state);
+      if (refusal) return refusal;
+    }
+    const held = state?.held ?? [];
+    const missing = this.pool.families.filter((f) => !held.some((h) => h.family === f));
+    const requested = opts.requested ?? [];
+
+    if (missing.length === 0) {
+      const warnings = this.#requestMismatch(key, held, requested);
+      return { ok: true, ips: held.map((h) => h.text), changed: false, warnings };
+    }
+
+    const wanted = this.#parseRequest(requested);
+    if (!wanted.ok) return wanted;
+    for (const [family, want] of wanted.byFamily) {
+      const verdict = classifyAddress(this.pool, family, want.value);
+      if (!this.pool.families.includes(family) && !verdict.usable) {
+        return { ok: false, error: verdict.code, message: `requested ${verdict.message}` };
+      }
+    }
+    const warnings: string[] = [];
+    const picks: Held[] = [];
+    const exhausted: IPFamily[] = [];
+    for (const family of missing) {
+      const fam = this.#family(family);
+      const want = wanted.byFamily.get(family);
+      if (want !== undefined) {
+        const verdict = classifyAddress(this.pool, family, want.value);
+        if (!verdict.usable) return { ok: false, error: verdict.code, message: `requested ${verdict.message}` };
+        if (want.prefix !== undefined && want.prefix !== verdict.subnet.prefix) {
+          return {
+            ok: false,
+            error: 'InvalidRequest',
+            message:
+              `requested ${want.text}, but the pool subnet is ${verdict.subnet.text}:` +
+              ` give the address alone or with /${verdict.subnet.prefix}`,
+          };
+        }
+        const holders = fam.holders.get(want.value);
+        if (holders) {
+          return {
+            ok: false,
+            error: 'AddressInUse',
+            message: `requested ${formatAddress(family, want.value)} is already held by ${holders.join(', ')}`,
+          };
+        }
+        picks.push({ family, value: want.value, text: formatCidr(family, want.value, verdict.subnet.prefix) });
+        continue;
+      }
+      const value = fam.free.first();
+      if (value === undefined) {
+        exhausted.push(family);
+        continue;
+      }
+      picks.push({ family, value, text: formatCidr(family, value, subnetOf(this.pool, family, value)!.prefix) });
+    }
+    const extra = [...wanted.byFamily].filter(([family]) => !missing.includes(family)).map(([, w]) => w.text);
+    if (extra.length > 0) warnings.push(...this.#requestMismatch(key, held, extra));
+    if (exhausted.length > 0) {
+      return {
+        ok: false,
+        error: 'SubnetExhausted',
+        message: exhausted
+          .map((f) => {
+            const subnets = this.pool.subnets.filter((s) => s.family === f).map((s) => s.text);
+            return `no free ${familyName(f)} address left in ${subnets.join(', ')} (${this.#usable(f).size} usable, all in use)`;
+          })
+          .join('; '),
+      };
+    }
+
+    // Commit: every check passed, so the whole set is taken at once.
+    const next: ClaimState = state ?? { held: [], invalid: [] };
+    for (const pick of picks) {
+      const fam = this.#family(pick.family);
+      fam.free.delete(pick.value);
+      fam.holders.set(pick.value, [key]);
+      next.held.push(pick);
+    }
+    next.held.sort((a, b) => a.family - b.family);
+    this.#claims.set(key, next);
+    return { ok: true, ips: next.held.map((h) => h.text), changed: true, warnings };
+  }
+
+  /** Frees everything the key holds (an address still held by another key stays taken). Returns what it held. */
+  release(key: string): string[] {
+    const state = this.#claims.get(key);
+    if (!state) return [];
+    this.#claims.delete(key);
+    for (const { family, value } of state.held) {
+      const fam = this.#family(family);
+      const holders = fam.holders.get(value);
+      if (!holders) continue;
+      const rest = holders.filter((k) => k !== key);
+      if (rest.length > 0) {
+        fam.holders.set(value, rest);
+        if (rest.length < 2) fam.conflicted.delete(value);
+        continue;
+      }
+      fam.holders.delete(value);
+      fam.conflicted.delete(value);
+      if (this.#usable(family).has(value)) fam.free.add(value);
+    }
+    return [...state.held.map((h) => h.text), ...state.invalid];
+  }
+
+  /** The key holding an address (bare or CIDR form); the first one, sorted, if several conflict. */
+  holderOf(ip: string): string | undefined {
+    return this.holdersOf(ip)[0];
+  }
+
+  /** Every key holding an address, sorted; [] when free or not an address. */
+  holdersOf(ip: string): string[] {
+    const r = parseAddress(ip, { allowPrefix: true });
+    if (!r.ok) return [];
+    return [...(this.#families.get(r.value.family)?.holders.get(r.value.value) ?? [])].sort();
+  }
+
+  /** What a key holds, as stored; undefined for an unknown key. */
+  ipsOf(key: string): string[] | undefined {
+    const state = this.#claims.get(key);
+    return state ? [...state.held.map((h) => h.text), ...state.invalid] : undefined;
+  }
+
+  /** Everything held, by key (sorted): what the claims' status should say. `rebuild(claims())` is a no-op. */
+  claims(): ClaimAddresses[] {
+    return [...this.#claims.keys()].sort().map((key) => ({ key, ips: this.ipsOf(key)! }));
+  }
+
+  conflicts(): AddressConflict[] {
+    const out: AddressConflict[] = [];
+    for (const family of [4, 6] as const) {
+      const fam = this.#families.get(family);
+      if (!fam) continue;
+      for (const value of [...fam.conflicted].sort(cmp)) {
+        out.push({ ip: formatAddress(family, value), keys: [...(fam.holders.get(value) ?? [])].sort() });
+      }
+    }
+    return out;
+  }
+
+  stats(): AllocatorStats {
+    let conflicts = 0;
+    const families: FamilyStats[] = [];
+    for (const family of this.pool.families) {
+      const fam = this.#family(family);
+      const size = this.#usable(family).size;
+      const used = size - fam.free.size;
+      conflicts += fam.conflicted.size;
+      families.push({
+        family,
+        size,
+        used,
+        free: fam.free.size,
+        heldUnusable: fam.holders.size - Number(used),
+        freeIntervals: fam.free.intervalCount,
+      });
+    }
+    // Families outside the pool can hold addresses too (a claim from before the pool changed).
+    for (const [family, fam] of this.#families) {
+      if (this.pool.families.includes(family)) continue;
+      conflicts += fam.conflicted.size;
+      families.push({ family, size: 0n, used: 0n, free: 0n, heldUnusable: fam.holders.size, freeIntervals: 0 });
+    }
+    return { claims: this.#claims.size, conflicts, families };
+  }
+
+  #reset(): void {
+    this.#claims = new Map();
+    this.#families = new Map();
+    for (const family of this.pool.families) this.#family(family);
+  }
+
+  #family(family: IPFamily): FamilyState {
+    let fam = this.#families.get(family);
+    if (!fam) {
+      fam = { free: this.#usable(family).clone(), holders: new Map(), conflicted: new Set() };
+      this.#families.set(family, fam);
+    }
+    return fam;
+  }
+
+  #usable(family: IPFamily): IntervalSet {
+    return this.pool.usable[family] ?? EMPTY;
+  }
+
+  /** Why a key's existing holding cannot be confirmed, if it cannot. */
+  #checkHeld(key: string, state: ClaimState): AllocateResult | undefined {
+    if (state.invalid.length > 0) {
+      return {
+        ok: false,
+        error: 'InvalidAddress',
+        message: `claim ${key} holds ${state.invalid.map((s) => JSON.stringify(s)).join(', ')}, which is not an IP address`,
+      };
+    }
+    for (const h of state.held) {
+      const holders = this.#family(h.family).holders.get(h.value) ?? [];
+      if (holders.length > 1) {
+        const others = holders.filter((k) => k !== key).sort();
+        return {
+          ok: false,
+          error: 'IPAddressConflict',
+          message: `${formatAddress(h.family, h.value)} is held by ${key} and also by ${others.join(', ')}`,
+        };
+      }
+    }
+    for (const h of state.held) {
+      const verdict = classifyAddress(this.pool, h.family, h.value);
+      if (!verdict.usable) {
+        return { ok: false, error: verdict.code, message: `claim ${key}: ${verdict.message}` };
+      }
+    }
+    return undefined;
+  }
+
+  #requestMismatch(key: string, held: readonly Held[], requested: readonly string[]): string[] {
+    if (requested.length === 0) return [];
+    const heldSet = new Set(held.map((h) => `${h.family}/${h.value}`));
+    const same =
+      requested.length === held.length &&
+      requested.every((text) => {
+        const r = parseAddress(text, { allowPrefix: true });
+        return r.ok && heldSet.has(`${r.value.family}/${r.value.value}`);
+      });
+    if (same) return [];
+    return [
+      `requested ${requested.join(', ')} not applied: ${key} already holds ${held.map((h) => h.text).join(', ')}` +
+        ` and the addresses of a claim never change (delete the claim to get new ones)`,
+    ];
+  }
+
+  /** Syntax only: whether each requested address is usable is checked for the families actually allocated. */
+  #parseRequest(
+    requested: readonly string[],
+  ):
+    | { ok: true; byFamily: Map<IPFamily, { value: bigint; prefix?: number; text: string }> }
+    | { ok: false; error: AllocationErrorCode; message: string } {
+    const byFamily = new Map<IPFamily, { value: bigint; prefix?: number; text: string }>();
+    for (const text of requested) {
+      const r = parseAddress(text, { allowPrefix: true });
+      if (!r.ok) return { ok: false, error: 'InvalidRequest', message: `requested address ${r.message}` };
+      const { family, value, prefix } = r.value;
+      if (byFamily.has(family)) {
+        return {
+          ok: false,
+          error: 'InvalidRequest',
+          message: `requested ${requested.join(', ')}: at most one ${familyName(family)} address per interface`,
+        };
+      }
+      byFamily.set(family, prefix === undefined ? { value, text } : { value, prefix, text });
+    }
+    return { ok: true, byFamily };
+  }
+}
+
+const EMPTY = IntervalSet.from([]);
+
+// ---------------------------------------------------------------------------------------------------------------
+// The VMI annotation asking for specific addresses.
+
+/** On a VMI (or the VM template): JSON object, KubeVirt interface name → list of addresses (bare or CIDR). */
+export const ADDRESSES_ANNOTATION = 'network.kubevirt.io/addresses';
+
+export interface AddressesAnnotation {
+  /** Interface name → requested addresses, for interfaces whose entry is valid. */
+  requests: Map<string, string[]>;
+  /**
+   * What is wrong. A problem naming an `interface` means that interface's request was dropped: the caller must
+   * not fall back to a dynamic address for it (the user asked for something specific), but report and wait.
+   */
+  problems: { interface?: string; message: string }[];
+}
+
+/** Parses the annotation value. Never throws; absent or empty means no requests. */
+export function parseAddressesAnnotation(value: unknown): AddressesAnnotation {
+  const requests = new Map<string, string[]>();
+  const problems: AddressesAnnotation['problems'] = [];
+  if (value === undefined || value === null || value === '') return { requests, problems };
+  if (typeof value !== 'string') {
+    problems.push({ message: `${ADDRESSES_ANNOTATION} must be a JSON string, got ${typeof value}` });
+    return { requests, problems };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (err) {
+    problems.push({
+      message: `${ADDRESSES_ANNOTATION} is not valid JSON (${err instanceof Error ? err.message : String(err)})`,
+    });
+    return { requests, problems };
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    problems.push({
+      message: `${ADDRESSES_ANNOTATION} must be a JSON object mapping interface names to address lists, e.g. {"net1": ["192.0.2.10"]}`,
+    });
+    return { requests, problems };
+  }
+  for (const [iface, list] of Object.entries(parsed)) {
+    if (iface === '') {
+      problems.push({ message: `${ADDRESSES_ANNOTATION}: an interface name is empty` });
+      continue;
+    }
+    if (!Array.isArray(list)) {
+      problems.push({ interface: iface, message: `${ADDRESSES_ANNOTATION}: "${iface}" must map to a list of addresses` });
+      continue;
+    }
+    const bad: string[] = [];
+    const families = new Set<IPFamily>();
+    for (const item of list) {
+      const r = parseAddress(item, { allowPrefix: true });
+      if (!r.ok) bad.push(r.message);
+      else if (families.has(r.value.family)) bad.push(`more than one ${familyName(r.value.family)} address`);
+      else families.add(r.value.family);
+    }
+    if (bad.length > 0) {
+      problems.push({ interface: iface, message: `${ADDRESSES_ANNOTATION}: "${iface}": ${bad.join('; ')}` });
+      continue;
+    }
+    requests.set(iface, list as string[]);
+  }
+  return { requests, problems };
+}
