@@ -1,0 +1,491 @@
+// Connection setup and a small typed REST layer: exactly the verbs this project uses, each returning parsed JSON or
+// throwing a classified KubeApiError that names the object concerned.
+
+import { existsSync, readFileSync } from 'node:fs';
+import { isIPv6 } from 'node:net';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { pino, type Logger } from 'pino';
+import { type Clock, realClock } from '../queue/clock.ts';
+import { KubeApiError, type ObjectRef, errorFromException, errorFromResponse } from './errors.ts';
+import { type ListPage, type PageRequest, listAllPages } from './pager.ts';
+import type { JsonPatchOp } from './patch.ts';
+import { type ResourceDescriptor, resourcePath, resources } from './resources.ts';
+import { TokenBucket } from './token-bucket.ts';
+import { type HttpRequest, type HttpResponse, type Transport, kubeConfigTransport } from './transport.ts';
+import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Kubeconfig discovery
+
+export type KubeConfigSource = 'explicit' | 'in-cluster' | 'KUBECONFIG' | 'home';
+
+export interface LoadedKubeConfig {
+  kubeConfig: KubeConfig;
+  /** Which rule found the configuration. */
+  source: KubeConfigSource;
+  /** The file(s) read, or the service-account directory for in-cluster. */
+  location: string;
+  server: string;
+  context: string;
+  /** The current context's namespace (in-cluster: the pod's namespace), if any. */
+  namespace: string | undefined;
+}
+
+/** No usable configuration was found, or the one found cannot be used. */
+export class KubeConfigError extends Error {
+  override readonly name: string = 'KubeConfigError';
+  /** Every place that was looked at, in order. */
+  readonly tried: string[];
+  constructor(message: string, tried: string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.tried = tried;
+  }
+}
+
+/** The API server did not answer at all (as opposed to answering with an error). */
+export class ClusterUnreachableError extends Error {
+  override readonly name: string = 'ClusterUnreachableError';
+  readonly server: string;
+  constructor(server: string, options?: { cause?: unknown }) {
+    const why = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(`cannot reach the Kubernetes API server at ${server}${why}`, options);
+    this.server = server;
+  }
+}
+
+export interface LoadKubeConfigOptions {
+  /** An explicit kubeconfig file; when given, nothing else is tried. */
+  path?: string;
+  /** Use this context instead of the file's current-context. */
+  context?: string;
+  /** Injected for tests; default process.env. */
+  env?: Record<string, string | undefined>;
+  /** Injected for tests; default os.homedir(). */
+  homeDir?: string;
+  /** Injected for tests: prefix of /var/run/secrets/kubernetes.io/serviceaccount. */
+  serviceAccountRoot?: string;
+}
+
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/**
+ * Finds a kubeconfig in this order: explicit path → in-cluster service account → $KUBECONFIG → ~/.kube/config,
+ * and reports which one was used.
+ */
+export function loadKubeConfig(options: LoadKubeConfigOptions = {}): LoadedKubeConfig {
+  const env = options.env ?? process.env;
+  const tried: string[] = [];
+  const kc = new KubeConfig();
+
+  const fromFiles = (files: string[], source: KubeConfigSource): LoadedKubeConfig => {
+    try {
+      kc.loadFromFile(files[0] as string);
+      for (const f of files.slice(1)) {
+        const extra = new KubeConfig();
+        extra.loadFromFile(f);
+        kc.mergeConfig(extra, true);
+      }
+    } catch (err) {
+      throw new KubeConfigError(`cannot read kubeconfig ${files.join(delimiter)}: ${(err as Error).message}`, tried, { cause: err });
+    }
+    return finish(kc, source, files.join(delimiter), options.context, tried);
+  };
+
+  if (options.path !== undefined) {
+    tried.push(`explicit path ${options.path}`);
+    if (!existsSync(options.path)) throw new KubeConfigError(`kubeconfig ${options.path} does not exist`, tried);
+    return fromFiles([options.path], 'explicit');
+  }
+
+  const saRoot = `${options.serviceAccountRoot ?? ''}${SERVICE_ACCOUNT_DIR}`;
+  tried.push(`in-cluster (KUBERNETES_SERVICE_HOST/PORT and ${saRoot}/token)`);
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (host && port && existsSync(`${saRoot}/token`)) {
+    // The same shape the library's loadFromCluster builds, but from the injected env rather than process.env. The
+    // token is read through the `tokenFile` provider on every request, so projected-token rotation is honoured.
+    const namespaceFile = `${saRoot}/namespace`;
+    const namespace = existsSync(namespaceFile) ? readFileSync(namespaceFile, 'utf8').trim() : undefined;
+    kc.loadFromOptions({
+      clusters: [{ name: 'inCluster', server: `https://${isIPv6(host) ? `[${host}]` : host}:${port}`, caFile: `${saRoot}/ca.crt`, skipTLSVerify: false }],
+      users: [{ name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${saRoot}/token` } } }],
+      contexts: [{ name: 'inClusterContext', cluster: 'inCluster', user: 'inClusterUser', ...(namespace ? { namespace } : {}) }],
+      currentContext: 'inClusterContext',
+    });
+    return finish(kc, 'in-cluster', saRoot, options.context, tried);
+  }
+
+  const kubeconfigEnv = env.KUBECONFIG;
+  tried.push(`$KUBECONFIG${kubeconfigEnv ? ` (${kubeconfigEnv})` : ' (unset)'}`);
+  if (kubeconfigEnv) {
+    const files = kubeconfigEnv.split(delimiter).filter((f) => f !== '');
+    const present = files.filter((f) => existsSync(f));
+    if (present.length > 0) return fromFiles(present, 'KUBECONFIG');
+  }
+
+  const home = options.homeDir ?? homedir();
+  const homeConfig = join(home, '.kube', 'config');
+  tried.push(homeConfig);
+  if (existsSync(homeConfig)) return fromFiles([homeConfig], 'home');
+
+  throw new KubeConfigError(`no Kubernetes configuration found; tried: ${tried.join('; ')}`, tried);
+}
+
+function finish(kc: KubeConfig, source: KubeConfigSource, location: string, context: string | undefined, tried: string[]): LoadedKubeConfig {
+  if (context !== undefined) {
+    if (!kc.getContextObject(context)) throw new KubeConfigError(`context ${context} not found in ${location}`, tried);
+    kc.setCurrentContext(context);
+  }
+  const current = kc.getCurrentContext();
+  const cluster = kc.getCurrentCluster();
+  if (!cluster?.server) {
+    throw new KubeConfigError(`kubeconfig ${location}: context ${current || '(none)'} has no cluster with a server URL`, tried);
+  }
+  return {
+    kubeConfig: kc,
+    source,
+    location,
+    server: cluster.server,
+    context: current,
+    namespace: kc.getContextObject(current)?.namespace,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// REST client
+
+export interface ListOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  limit?: number;
+  continue?: string;
+  /** Unset: a consistent (quorum) read. '0': any cached version. */
+  resourceVersion?: string;
+  resourceVersionMatch?: 'Exact' | 'NotOlderThan';
+  signal?: AbortSignal;
+}
+
+export interface WatchOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  resourceVersion?: string;
+  /** Server-side duration of the watch; the stream then ends normally. */
+  timeoutSeconds?: number;
+  /** Default true: bookmarks keep the resume point fresh on quiet resources. */
+  allowWatchBookmarks?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface WriteOptions {
+  dryRun?: boolean;
+  /** Defaults to the client's field manager. */
+  fieldManager?: string;
+  signal?: AbortSignal;
+}
+
+export interface PatchOptions extends WriteOptions {
+  /** e.g. 'status' */
+  subresource?: string;
+}
+
+export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
+
+export interface DeleteOptions {
+  /** The delete only happens if the object still has this uid / resourceVersion (409 otherwise). */
+  preconditions?: { uid?: string; resourceVersion?: string };
+  propagationPolicy?: PropagationPolicy;
+  gracePeriodSeconds?: number;
+  dryRun?: boolean;
+  signal?: AbortSignal;
+}
+
+/** A core/v1 Event as this project writes it (compatible with the controller's recorder). */
+export interface EventInput {
+  metadata: { namespace: string; name?: string; generateName?: string };
+  involvedObject: {
+    apiVersion?: string;
+    kind: string;
+    namespace?: string;
+    name: string;
+    uid?: string;
+    resourceVersion?: string;
+    fieldPath?: string;
+  };
+  reason: string;
+  message: string;
+  type: string;
+  source?: { component?: string; host?: string };
+  reportingComponent?: string;
+  reportingInstance?: string;
+  firstTimestamp?: string;
+  lastTimestamp?: string;
+  count?: number;
+  action?: string;
+}
+
+export interface VersionInfo {
+  major: string;
+  minor: string;
+  gitVersion: string;
+  [key: string]: unknown;
+}
+
+export interface KubeClientOptions {
+  /** Client-side throttling like client-go's QPS/burst. Default: none. */
+  rateLimit?: { qps: number; burst: number };
+  /** Sent as `fieldManager` on writes. Default 'persistent-ips'. */
+  fieldManager?: string;
+  clock?: Clock;
+  logger?: Logger;
+  /** Called once per request with the verb, the resource plural and the HTTP code (or 'error'), for metrics. */
+  onRequest?: (verb: string, resource: string, code: string) => void;
+}
+
+export interface FromKubeConfigOptions extends KubeClientOptions {
+  /** Deadline for non-watch requests. Default 30 s. */
+  timeoutMs?: number;
+}
+
+type Query = HttpRequest['query'];
+
+export class KubeClient {
+  readonly transport: Transport;
+  readonly #bucket: TokenBucket | undefined;
+  readonly #fieldManager: string;
+  readonly #logger: Logger;
+  readonly #onRequest: KubeClientOptions['onRequest'];
+
+  constructor(transport: Transport, options: KubeClientOptions = {}) {
+    this.transport = transport;
+    this.#bucket = options.rateLimit
+      ? new TokenBucket({ qps: options.rateLimit.qps, burst: options.rateLimit.burst, clock: options.clock ?? realClock })
+      : undefined;
+    this.#fieldManager = options.fieldManager ?? 'persistent-ips';
+    this.#logger = options.logger ?? pino({ level: 'silent' });
+    this.#onRequest = options.onRequest;
+  }
+
+  static fromKubeConfig(kubeConfig: KubeConfig, options: FromKubeConfigOptions = {}): KubeClient {
+    return new KubeClient(kubeConfigTransport(kubeConfig, { timeoutMs: options.timeoutMs }), options);
+  }
+
+  get server(): string {
+    return this.transport.server;
+  }
+
+  /** GET /version: proves the server answers. Throws ClusterUnreachableError when no answer arrives. */
+  async version(signal?: AbortSignal): Promise<VersionInfo> {
+    try {
+      return await this.#json<VersionInfo>('get', { kind: 'APIServer', name: 'version' }, 'version', { method: 'GET', path: '/version', signal });
+    } catch (err) {
+      if (err instanceof KubeApiError && err.code === undefined && !signal?.aborted) throw new ClusterUnreachableError(this.server, { cause: err });
+      throw err;
+    }
+  }
+
+  /** One page of a collection. */
+  async list<T>(r: ResourceDescriptor, options: ListOptions = {}): Promise<ListPage<T>> {
+    const query: Query = {
+      labelSelector: options.labelSelector,
+      fieldSelector: options.fieldSelector,
+      limit: options.limit,
+      continue: options.continue,
+      // The server rejects a resourceVersion next to a continue token: the token already pins the snapshot.
+      resourceVersion: options.continue ? undefined : options.resourceVersion,
+      resourceVersionMatch: options.continue ? undefined : options.resourceVersionMatch,
+    };
+    const body = await this.#json<{ items?: T[] | null; metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number } }>(
+      'list',
+      { kind: r.kind, namespace: options.namespace },
+      r.plural,
+      { method: 'GET', path: resourcePath(r, options.namespace), query, signal: options.signal },
+    );
+    const page: ListPage<T> = { items: body.items ?? [], resourceVersion: body.metadata?.resourceVersion ?? '' };
+    if (body.metadata?.continue) page.continue = body.metadata.continue;
+    if (body.metadata?.remainingItemCount !== undefined) page.remainingItemCount = body.metadata.remainingItemCount;
+    return page;
+  }
+
+  /** Every page of a collection, from one snapshot (falls back to an unpaginated list if a token expires). */
+  listAll<T>(r: ResourceDescriptor, options: Omit<ListOptions, 'continue' | 'limit'> & { pageSize?: number } = {}): Promise<{ items: T[]; resourceVersion: string }> {
+    const { pageSize, ...rest } = options;
+    return listAllPages<T>((req: PageRequest) => this.list<T>(r, { ...rest, limit: req.limit, continue: req.continue, signal: req.signal ?? rest.signal }), {
+      pageSize,
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * Streams watch events until the server ends the watch (timeoutSeconds), the signal aborts, or the connection
+   * fails (KubeApiError). ERROR events are yielded as they come: the caller decides (410 there means relist).
+   */
+  async *watch<T = unknown>(r: ResourceDescriptor, options: WatchOptions = {}): AsyncGenerator<WatchEvent<T>> {
+    const ref: ObjectRef = { kind: r.kind, namespace: options.namespace };
+    const query: Query = {
+      watch: true,
+      allowWatchBookmarks: options.allowWatchBookmarks ?? true,
+      resourceVersion: options.resourceVersion,
+      timeoutSeconds: options.timeoutSeconds,
+      labelSelector: options.labelSelector,
+      fieldSelector: options.fieldSelector,
+    };
+    const resp = await this.#send('watch', ref, r.plural, {
+      method: 'GET',
+      path: resourcePath(r, options.namespace),
+      query,
+      signal: options.signal,
+      streaming: true,
+    });
+    if (resp.status !== 200) throw errorFromResponse(resp.status, await safeText(resp), ref, 'watch', resp.headers);
+    const body = resp.stream();
+    if (!body) return;
+    try {
+      yield* parseWatchStream(body) as AsyncGenerator<WatchEvent<T>>;
+    } catch (err) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      // The connection was up, so whatever broke it (reset, corrupt frame, body timeout) is worth a reconnect.
+      const e = errorFromException(err, ref, 'watch');
+      throw e.reason === 'unknown' ? new KubeApiError({ reason: 'transient', object: ref, verb: 'watch', message: e.message, cause: err }) : e;
+    }
+  }
+
+  get<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, options: { signal?: AbortSignal } = {}): Promise<T> {
+    return this.#json<T>('get', { kind: r.kind, namespace, name }, r.plural, {
+      method: 'GET',
+      path: resourcePath(r, namespace, name),
+      signal: options.signal,
+    });
+  }
+
+  /** Creates `object` in its metadata.namespace (or `namespace` for objects that only carry generateName). */
+  create<T extends { metadata?: { namespace?: string; name?: string; generateName?: string } }>(
+    r: ResourceDescriptor,
+    object: T,
+    options: WriteOptions & { namespace?: string } = {},
+  ): Promise<T> {
+    const namespace = options.namespace ?? object.metadata?.namespace;
+    return this.#json<T>('create', { kind: r.kind, namespace, name: object.metadata?.name ?? object.metadata?.generateName }, r.plural, {
+      method: 'POST',
+      path: resourcePath(r, namespace),
+      query: this.#writeQuery(options),
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(object),
+      signal: options.signal,
+    });
+  }
+
+  /** PUT: a full replacement, guarded by the object's metadata.resourceVersion when it carries one. */
+  replace<T extends { metadata: { namespace?: string; name: string } }>(r: ResourceDescriptor, object: T, options: PatchOptions = {}): Promise<T> {
+    const { namespace, name } = object.metadata;
+    return this.#json<T>('update', { kind: r.kind, namespace, name }, r.plural, {
+      method: 'PUT',
+      path: subresourcePath(r, namespace, name, options.subresource),
+      query: this.#writeQuery(options),
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(object),
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * Deletes with optional preconditions. Resolves to what the server returns: a Status when the object is gone, or
+   * the object itself when finalizers (or foreground deletion) keep it for now.
+   */
+  delete(r: ResourceDescriptor, namespace: string | undefined, name: string, options: DeleteOptions = {}): Promise<unknown> {
+    const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
+    if (options.preconditions) body.preconditions = options.preconditions;
+    if (options.propagationPolicy) body.propagationPolicy = options.propagationPolicy;
+    if (options.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = options.gracePeriodSeconds;
+    if (options.dryRun) body.dryRun = ['All'];
+    return this.#json<unknown>('delete', { kind: r.kind, namespace, name }, r.plural, {
+      method: 'DELETE',
+      path: resourcePath(r, namespace, name),
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: options.signal,
+    });
+  }
+
+  /** RFC 6902 JSON patch; a failed `test` operation surfaces as a `conflict`. */
+  jsonPatch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, ops: readonly JsonPatchOp[], options: PatchOptions = {}): Promise<T> {
+    return this.#patch<T>(r, namespace, name, 'application/json-patch+json', ops, options);
+  }
+
+  /** RFC 7386 merge patch (null deletes a key; arrays are replaced whole). */
+  mergePatch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, patch: object, options: PatchOptions = {}): Promise<T> {
+    return this.#patch<T>(r, namespace, name, 'application/merge-patch+json', patch, options);
+  }
+
+  /** Creates a core/v1 Event in the event's namespace. */
+  createEvent(event: EventInput, options: { signal?: AbortSignal } = {}): Promise<unknown> {
+    const metadata = { ...event.metadata };
+    if (!metadata.name && !metadata.generateName) metadata.generateName = `${event.involvedObject.name}.`;
+    return this.create(resources.events, { apiVersion: 'v1', kind: 'Event', ...event, metadata }, { signal: options.signal });
+  }
+
+  #patch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, contentType: string, body: unknown, options: PatchOptions): Promise<T> {
+    return this.#json<T>('patch', { kind: r.kind, namespace, name }, r.plural, {
+      method: 'PATCH',
+      path: subresourcePath(r, namespace, name, options.subresource),
+      query: this.#writeQuery(options),
+      headers: { 'Content-Type': contentType },
+      body: JSON.stringify(body),
+      signal: options.signal,
+    });
+  }
+
+  #writeQuery(options: WriteOptions): Query {
+    return { fieldManager: options.fieldManager ?? this.#fieldManager, dryRun: options.dryRun ? 'All' : undefined };
+  }
+
+  async #json<T>(verb: string, ref: ObjectRef, resource: string, req: HttpRequest): Promise<T> {
+    const resp = await this.#send(verb, ref, resource, req);
+    let text: string;
+    try {
+      text = await resp.text();
+    } catch (err) {
+      if (req.signal?.aborted) throw req.signal.reason;
+      throw errorFromException(err, ref, verb);
+    }
+    if (resp.status < 200 || resp.status > 299) throw errorFromResponse(resp.status, text, ref, verb, resp.headers);
+    try {
+      return (text === '' ? undefined : JSON.parse(text)) as T;
+    } catch (err) {
+      throw new KubeApiError({ reason: 'unknown', object: ref, verb, code: resp.status, message: `response is not JSON: ${text.slice(0, 200)}`, cause: err });
+    }
+  }
+
+  async #send(verb: string, ref: ObjectRef, resource: string, req: HttpRequest): Promise<HttpResponse> {
+    if (this.#bucket) await this.#bucket.take(req.signal);
+    let resp: HttpResponse;
+    try {
+      resp = await this.transport.request(req);
+    } catch (err) {
+      this.#onRequest?.(verb, resource, 'error');
+      // Our own cancellation is not a failure of the server: hand the reason back untouched.
+      if (req.signal?.aborted) throw req.signal.reason;
+      const e = errorFromException(err, ref, verb);
+      this.#logger.debug({ err: e, verb, resource }, 'request failed before a response');
+      throw e;
+    }
+    this.#onRequest?.(verb, resource, String(resp.status));
+    return resp;
+  }
+}
+
+function subresourcePath(r: ResourceDescriptor, namespace: string | undefined, name: string, subresource: string | undefined): string {
+  const base = resourcePath(r, namespace, name);
+  return subresource ? `${base}/${encodeURIComponent(subresource)}` : base;
+}
+
+async function safeText(resp: HttpResponse): Promise<string> {
+  try {
+    return await resp.text();
+  } catch {
+    return '';
+  }
+}

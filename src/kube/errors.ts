@@ -1,0 +1,243 @@
+// One error type for everything the API server (or the network on the way to it) can say, classified the way a
+// reconciler needs to act on it: ignore, retry with backoff, relist, re-read and retry, or give up.
+
+/** The object a request concerned. `name` is absent for collection requests (list, watch, create by generateName). */
+export interface ObjectRef {
+  kind: string;
+  namespace?: string;
+  name?: string;
+}
+
+export type ApiErrorReason =
+  | 'notFound' // 404
+  | 'alreadyExists' // 409 on create
+  | 'conflict' // 409 otherwise (stale resourceVersion, failed precondition), and a failed JSON-patch `test`
+  | 'gone' // 410: resourceVersion or continue token expired; the caller must relist
+  | 'invalid' // 422: the object itself is rejected; retrying the same request cannot help
+  | 'badRequest' // 400, 405, 406, 415: the request is malformed; a bug, not a condition
+  | 'forbidden' // 403: RBAC, or the namespace is terminating
+  | 'unauthorized' // 401: credentials missing or expired
+  | 'transient' // 408, 429, 5xx, network failures and timeouts
+  | 'unknown';
+
+/** The `Status` object the API server returns with a failure (also the object of a watch ERROR event). */
+export interface ApiStatus {
+  kind?: string;
+  apiVersion?: string;
+  status?: string;
+  message?: string;
+  reason?: string;
+  code?: number;
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    uid?: string;
+    causes?: { type?: string; message?: string; field?: string }[];
+    retryAfterSeconds?: number;
+  };
+}
+
+export class KubeApiError extends Error {
+  override readonly name: string = 'KubeApiError';
+  readonly reason: ApiErrorReason;
+  /** The HTTP status code; undefined when no response arrived. */
+  readonly code: number | undefined;
+  readonly object: ObjectRef;
+  readonly verb: string;
+  readonly status: ApiStatus | undefined;
+  /** How long the server asked us to wait (Retry-After or details.retryAfterSeconds). */
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(init: {
+    reason: ApiErrorReason;
+    object: ObjectRef;
+    verb: string;
+    code?: number;
+    status?: ApiStatus;
+    message?: string;
+    retryAfterSeconds?: number;
+    cause?: unknown;
+  }) {
+    const what = describeRef(init.object);
+    const detail = init.message ?? init.status?.message ?? init.status?.reason ?? 'request failed';
+    const code = init.code === undefined ? '' : ` ${init.code}`;
+    super(`${init.verb} ${what}: ${init.reason}${code}: ${detail}`, init.cause === undefined ? undefined : { cause: init.cause });
+    this.reason = init.reason;
+    this.code = init.code;
+    this.object = init.object;
+    this.verb = init.verb;
+    this.status = init.status;
+    this.retryAfterSeconds = init.retryAfterSeconds;
+  }
+
+  /** Retrying the same request cannot succeed; report and wait for the object to change. */
+  get terminal(): boolean {
+    return this.reason === 'invalid' || this.reason === 'badRequest';
+  }
+
+  /** Worth retrying with backoff as is (conflicts need a fresh read first). */
+  get transient(): boolean {
+    return this.reason === 'transient';
+  }
+}
+
+export function describeRef(ref: ObjectRef): string {
+  const path = ref.namespace ? `${ref.namespace}/${ref.name ?? '*'}` : (ref.name ?? '*');
+  return `${ref.kind} ${path}`;
+}
+
+// The apiserver reports a failed JSON-patch `test` as 422 (it used to be 500), with the message of the patch
+// library. For our callers it means "the object changed under you", i.e. a conflict, not an invalid object.
+const PATCH_TEST_FAILED = /testing value .* failed|test operation .* failed|test failed/i;
+
+/** Classifies an HTTP failure from its status code and, when present, the Status body's `reason`. */
+export function classifyStatus(code: number, status?: ApiStatus, verb?: string): ApiErrorReason {
+  switch (status?.reason) {
+    case 'NotFound':
+      return 'notFound';
+    case 'AlreadyExists':
+      return 'alreadyExists';
+    case 'Conflict':
+      return 'conflict';
+    case 'Gone':
+    case 'Expired':
+      return 'gone';
+    case 'Unauthorized':
+      return 'unauthorized';
+    case 'Forbidden':
+      return 'forbidden';
+    case 'TooManyRequests':
+    case 'ServerTimeout':
+    case 'Timeout':
+    case 'ServiceUnavailable':
+    case 'InternalError':
+      return 'transient';
+    default:
+      break;
+  }
+  if (code === 422 && PATCH_TEST_FAILED.test(status?.message ?? '')) return 'conflict';
+  if (code === 404) return 'notFound';
+  if (code === 409) return verb === 'create' ? 'alreadyExists' : 'conflict';
+  if (code === 410) return 'gone';
+  if (code === 422) return 'invalid';
+  if (code === 401) return 'unauthorized';
+  if (code === 403) return 'forbidden';
+  if (code === 400 || code === 405 || code === 406 || code === 415) return 'badRequest';
+  if (code === 408 || code === 429 || (code >= 500 && code <= 599)) return 'transient';
+  return 'unknown';
+}
+
+/** Parses a failure body (a Status, or anything else) into a classified error. */
+export function errorFromResponse(
+  code: number,
+  body: string,
+  object: ObjectRef,
+  verb: string,
+  headers: Record<string, string> = {},
+): KubeApiError {
+  let status: ApiStatus | undefined;
+  try {
+    const parsed: unknown = JSON.parse(body);
+    if (parsed && typeof parsed === 'object' && (parsed as ApiStatus).kind === 'Status') status = parsed as ApiStatus;
+  } catch {
+    // Proxies and load balancers answer with HTML or plain text; the code alone then decides.
+  }
+  const retryAfter = parseRetryAfter(headers['retry-after']) ?? status?.details?.retryAfterSeconds;
+  const message = status?.message ?? (body.trim().slice(0, 300) || undefined);
+  return new KubeApiError({
+    reason: classifyStatus(code, status, verb),
+    object,
+    verb,
+    code,
+    status,
+    message,
+    retryAfterSeconds: retryAfter,
+  });
+}
+
+/** A watch ERROR event carries a Status instead of an object; 410 there means the same as an HTTP 410. */
+export function errorFromWatchStatus(status: ApiStatus, object: ObjectRef): KubeApiError {
+  const code = typeof status.code === 'number' ? status.code : 500;
+  return new KubeApiError({ reason: classifyStatus(code, status, 'watch'), object, verb: 'watch', code, status });
+}
+
+// Error codes (Node's system errors, undici's) that mean the request may well succeed if repeated.
+const TRANSIENT_NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_ABORTED',
+]);
+
+function errorCodes(err: unknown): string[] {
+  const codes: string[] = [];
+  const seen = new Set<unknown>();
+  let e: unknown = err;
+  while (e && typeof e === 'object' && !seen.has(e)) {
+    seen.add(e);
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.push(code);
+    const name = (e as { name?: unknown }).name;
+    if (name === 'TimeoutError') codes.push('ETIMEDOUT');
+    // AggregateError from happy-eyeballs connects carries the per-address failures.
+    const inner = (e as { errors?: unknown }).errors;
+    if (Array.isArray(inner)) for (const x of inner) codes.push(...errorCodes(x));
+    e = (e as { cause?: unknown }).cause;
+  }
+  return codes;
+}
+
+/**
+ * Wraps an exception raised before any HTTP status was received. Network failures and timeouts are transient;
+ * anything else (TLS verification, a malformed URL) is `unknown`, because retrying will not fix a configuration.
+ */
+export function errorFromException(err: unknown, object: ObjectRef, verb: string): KubeApiError {
+  if (err instanceof KubeApiError) return err;
+  const codes = errorCodes(err);
+  const transient = codes.some((c) => TRANSIENT_NETWORK_CODES.has(c)) || (err instanceof TypeError && err.message === 'fetch failed' && codes.length === 0);
+  const message = err instanceof Error ? describeException(err) : String(err);
+  return new KubeApiError({ reason: transient ? 'transient' : 'unknown', object, verb, message, cause: err });
+}
+
+function describeException(err: Error): string {
+  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+  return `${err.message}${cause}`;
+}
+
+function parseRetryAfter(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  return Number.isFinite(n) && n >= 0 ? n : undefined;
+}
+
+const is =
+  (reason: ApiErrorReason) =>
+  (err: unknown): err is KubeApiError =>
+    err instanceof KubeApiError && err.reason === reason;
+
+export const isNotFound = is('notFound');
+export const isAlreadyExists = is('alreadyExists');
+export const isConflict = is('conflict');
+export const isGone = is('gone');
+export const isInvalid = is('invalid');
+export const isForbidden = is('forbidden');
+export const isUnauthorized = is('unauthorized');
+export const isTransient = is('transient');
+
+/** True for errors whose retry cannot succeed without a change (invalid object, malformed request). */
+export function isTerminalApiError(err: unknown): boolean {
+  return err instanceof KubeApiError && err.terminal;
+}
