@@ -15,7 +15,7 @@
 #           --force          rebuild even when the binaries are cached
 set -euo pipefail
 
-RECIPE=1 # bump when the flags below change, so old caches are not reused
+RECIPE=2 # bump when the flags below change, so old caches are not reused
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
 
@@ -124,9 +124,12 @@ if ! with_heartbeat "downloading modules" "$GO" mod download >"$DL_LOG" 2>&1; th
 fi
 log "modules ready ($(elapsed) s)"
 
+# /version: the pinned release, its publication time as buildDate, no commit (the module zip has no git data).
+BUILD_DATE=$("$GO" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes 2>/dev/null || echo 1970-01-01T00:00:00Z)
 LDFLAGS="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$K8S_MAJOR -X $pkg.gitMinor=$K8S_MINOR -X $pkg.gitTreeState=clean"
+  LDFLAGS+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$K8S_MAJOR -X $pkg.gitMinor=$K8S_MINOR"
+  LDFLAGS+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit= -X $pkg.buildDate=$BUILD_DATE"
 done
 
 TMP=$OUT/tmp.$$

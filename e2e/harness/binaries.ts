@@ -1,0 +1,76 @@
+// The control-plane binaries: built once by e2e/controlplane/build.sh into a cache outside the work tree.
+import { spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { join } from 'node:path';
+import { BUILD_SCRIPT } from './paths.ts';
+
+export interface Binaries {
+  binDir: string;
+  etcd: string;
+  kubeApiserver: string;
+  kubeControllerManager: string;
+  /** The version-matched kubectl when it could be built, else the system one. */
+  kubectl: string;
+}
+
+function executable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The kubectl to use: `binDir/kubectl` when built, else the first `kubectl` on PATH, else /usr/bin/kubectl. */
+export function kubectlPath(binDir?: string): string {
+  if (binDir && executable(join(binDir, 'kubectl'))) return join(binDir, 'kubectl');
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (dir && executable(join(dir, 'kubectl'))) return join(dir, 'kubectl');
+  }
+  return '/usr/bin/kubectl';
+}
+
+export function binariesIn(binDir: string): Binaries {
+  return {
+    binDir,
+    etcd: join(binDir, 'etcd'),
+    kubeApiserver: join(binDir, 'kube-apiserver'),
+    kubeControllerManager: join(binDir, 'kube-controller-manager'),
+    kubectl: kubectlPath(binDir),
+  };
+}
+
+/**
+ * Runs the build script (a no-op taking a few ms when the binaries are cached; 10-25 min cold on 2 cores) and
+ * returns the binaries. Its progress lines go to `onLog`. `PERSISTENT_IPS_CONTROLPLANE_BIN` short-cuts everything:
+ * a directory that already holds etcd, kube-apiserver and kube-controller-manager.
+ */
+export async function ensureBinaries(onLog: (line: string) => void = () => {}): Promise<Binaries> {
+  const override = process.env.PERSISTENT_IPS_CONTROLPLANE_BIN;
+  if (override) return binariesIn(override);
+  const stdout: string[] = [];
+  const code = await new Promise<number | string>((resolve, reject) => {
+    const child = spawn('bash', [BUILD_SCRIPT], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.setEncoding('utf8').on('data', (d: string) => stdout.push(d));
+    let partial = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      const lines = (partial + d).split('\n');
+      partial = lines.pop() ?? '';
+      for (const l of lines) onLog(l);
+    });
+    child.on('error', reject);
+    child.on('close', (c, signal) => {
+      if (partial) onLog(partial);
+      resolve(c ?? signal ?? 'unknown');
+    });
+  });
+  if (code !== 0) throw new Error(`${BUILD_SCRIPT} failed (${code}); its output above says why`);
+  const binDir = stdout.join('').trim().split('\n').pop() ?? '';
+  if (!binDir) throw new Error(`${BUILD_SCRIPT} printed no bin directory`);
+  const bins = binariesIn(binDir);
+  for (const p of [bins.etcd, bins.kubeApiserver, bins.kubeControllerManager]) {
+    if (!executable(p)) throw new Error(`${p} is missing after the build`);
+  }
+  return bins;
+}
