@@ -1,0 +1,295 @@
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { FakeClock } from '../queue/clock.ts';
+import { createLogger } from '../telemetry/logger.ts';
+import { createFileCertificates, createSelfManagedCertificates, type CertStoreClient } from './cert-provisioning.ts';
+import {
+  generateCa,
+  generateServing,
+  secretToState,
+  serviceDnsNames,
+  splitPem,
+  type CertKeyPair,
+  type JsonPatchOperation,
+  type MutatingWebhookConfiguration,
+  type Secret,
+} from './certs.ts';
+
+const logger = createLogger('silent');
+const T0 = Date.UTC(2026, 0, 1);
+const S = 1000;
+const policy = {
+  dnsNames: serviceDnsNames('persistent-ips-webhook', 'persistent-ips-system'),
+  ipAddresses: ['127.0.0.1'],
+  caValidityMs: 60 * S,
+  servingValidityMs: 24 * S,
+  trustPropagationMs: 2 * S,
+};
+
+/** The API server's side: one Secret and one webhook configuration, with resourceVersion preconditions. */
+class FakeCluster {
+  secret: Secret | undefined;
+  config: MutatingWebhookConfiguration | undefined;
+  rv = 0;
+  secretWrites = 0;
+  configPatches = 0;
+  configReadFails = false;
+
+  constructor(withConfig = true) {
+    if (withConfig) {
+      this.config = {
+        metadata: { name: 'persistent-ips-launcher-pods', resourceVersion: '1' },
+        webhooks: [
+          { name: 'create', clientConfig: { service: { name: 'persistent-ips-webhook', namespace: 'persistent-ips-system' } } },
+          { name: 'hotplug', clientConfig: { service: { name: 'persistent-ips-webhook', namespace: 'persistent-ips-system' } } },
+        ],
+      };
+    }
+  }
+
+  client(): CertStoreClient {
+    return {
+      getSecret: async () => structuredClone(this.secret),
+      createSecret: async (secret) => {
+        if (this.secret) throw new Error('AlreadyExists');
+        return this.#storeSecret(secret);
+      },
+      updateSecret: async (secret) => {
+        if (!this.secret || secret.metadata.resourceVersion !== this.secret.metadata.resourceVersion) throw new Error('Conflict');
+        return this.#storeSecret(secret);
+      },
+      getWebhookConfiguration: async () => {
+        if (this.configReadFails) throw new Error('forbidden');
+        return structuredClone(this.config);
+      },
+      patchWebhookConfiguration: async (patch) => {
+        this.config = applyJsonPatch(this.config!, patch);
+        this.configPatches++;
+        return structuredClone(this.config);
+      },
+    };
+  }
+
+  #storeSecret(secret: Secret): Secret {
+    this.secretWrites++;
+    this.secret = { ...structuredClone(secret), metadata: { ...secret.metadata, resourceVersion: String(++this.rv) } };
+    return structuredClone(this.secret);
+  }
+
+  /** The CAs in the caBundle of every webhook (they must agree). */
+  trustedCas(): X509Certificate[] {
+    const bundles = (this.config?.webhooks ?? []).map((w) => Buffer.from(w.clientConfig?.caBundle ?? '', 'base64').toString('utf8'));
+    assert.ok(bundles.every((b) => b === bundles[0]), 'every webhook carries the same caBundle');
+    return splitPem(bundles[0] ?? '').map((pem) => new X509Certificate(pem));
+  }
+}
+
+/** Enough RFC 6902 for the patches certs.ts makes: test, add, replace on object members and array indices. */
+function applyJsonPatch<T>(doc: T, patch: JsonPatchOperation[]): T {
+  const copy = structuredClone(doc) as Record<string, unknown>;
+  for (const op of patch) {
+    const parts = op.path.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+    const last = parts.pop()!;
+    let target: Record<string, unknown> = copy;
+    for (const p of parts) target = target[p] as Record<string, unknown>;
+    if (op.op === 'test') assert.deepEqual(target[last], op.value, `test failed at ${op.path}`);
+    else if (op.op === 'replace') {
+      assert.ok(last in target, `replace of a missing ${op.path}`);
+      target[last] = op.value;
+    } else if (op.op === 'add') target[last] = op.value;
+    else throw new Error(`unexpected op ${op.op}`);
+  }
+  return copy as T;
+}
+
+function replica(cluster: FakeCluster, clock: FakeClock) {
+  const served: CertKeyPair[] = [];
+  const source = createSelfManagedCertificates({
+    client: cluster.client(),
+    secretName: 'persistent-ips-webhook-cert',
+    namespace: 'persistent-ips-system',
+    webhookConfigurationName: 'persistent-ips-launcher-pods',
+    policy,
+    logger,
+    clock,
+    onCertificate: (pair) => served.push(pair),
+  });
+  return { source, served };
+}
+
+function trustedBy(cas: X509Certificate[], certPem: string, now: number): boolean {
+  const cert = new X509Certificate(certPem);
+  return now < cert.validToDate.getTime() && cas.some((ca) => now < ca.validToDate.getTime() && cert.verify(ca.publicKey));
+}
+
+describe('self-managed webhook certificates', () => {
+  it('first start: creates the Secret, serves its certificate, publishes the CA in every webhook', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    assert.equal(a.source.ready(), false);
+    await a.source.reconcile();
+    assert.equal(a.source.ready(), true);
+    assert.equal(cluster.secretWrites, 1);
+    assert.equal(cluster.secret?.type, 'kubernetes.io/tls');
+    const state = secretToState(cluster.secret);
+    assert.equal(a.served.length, 1);
+    assert.equal(a.served[0]!.certPem, state.serving?.certPem);
+    assert.equal(cluster.trustedCas().length, 1);
+    assert.ok(trustedBy(cluster.trustedCas(), a.served[0]!.certPem, clock.now()));
+  });
+
+  it('steady state: no writes', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    await a.source.reconcile();
+    const writes = [cluster.secretWrites, cluster.configPatches];
+    clock.advance(5 * S);
+    await a.source.reconcile();
+    await a.source.reconcile();
+    assert.deepEqual([cluster.secretWrites, cluster.configPatches], writes);
+    assert.equal(a.served.length, 1);
+  });
+
+  it('two replicas starting together converge on one CA and one serving certificate', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    const b = replica(cluster, clock);
+    await Promise.all([a.source.reconcile(), b.source.reconcile()]);
+    assert.equal(cluster.secretWrites, 1, 'the slower replica adopted the first one\'s Secret');
+    assert.equal(a.source.current()?.certPem, b.source.current()?.certPem);
+    assert.equal(cluster.trustedCas().length, 1);
+  });
+
+  it('adopts an existing valid Secret without writing', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    await replica(cluster, clock).source.reconcile();
+    const writes = cluster.secretWrites;
+    const b = replica(cluster, clock);
+    await b.source.reconcile();
+    assert.equal(cluster.secretWrites, writes);
+    assert.equal(b.served[0]?.certPem, secretToState(cluster.secret).serving?.certPem);
+  });
+
+  it('rotates CA and serving certificates over time; two replicas always serve what the caBundle trusts', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    const b = replica(cluster, clock);
+    await a.source.reconcile();
+    await b.source.reconcile();
+    const cas = new Set<string>();
+    for (let step = 0; step < 300; step++) {
+      clock.advance(500);
+      // The replicas look at different moments; b only every other step, as a slow poller would.
+      await a.source.reconcile();
+      if (step % 2 === 0) await b.source.reconcile();
+      const trusted = cluster.trustedCas();
+      for (const ca of trusted) cas.add(ca.fingerprint256);
+      for (const r of [a, b]) {
+        assert.ok(trustedBy(trusted, r.source.current()!.certPem, clock.now()), `step ${step}: a served certificate is not trusted`);
+      }
+    }
+    assert.ok(cas.size >= 4, `CAs used: ${cas.size}`);
+    assert.ok(a.served.length >= 8, `serving certificates: ${a.served.length}`);
+  });
+
+  it('never switches to a serving certificate of a new CA while the webhook configuration cannot be read', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    await a.source.reconcile();
+    const firstCa = secretToState(cluster.secret).ca!.certPem;
+    // Routine serving renewals until the CA passes 2/3 of its 60 s (at 40 s the serving certificate is valid).
+    for (let t = 0; t < 3; t++) {
+      clock.advance(10 * S);
+      await a.source.reconcile();
+    }
+    assert.equal(secretToState(cluster.secret).ca!.certPem, firstCa);
+    clock.advance(10 * S);
+    await a.source.reconcile(); // new CA, published next to the old one
+    const secondCa = secretToState(cluster.secret).ca!.certPem;
+    assert.notEqual(secondCa, firstCa);
+    assert.equal(cluster.trustedCas().length, 2);
+    const servedBefore = a.source.current()!.certPem;
+    assert.ok(new X509Certificate(servedBefore).verify(new X509Certificate(firstCa).publicKey), 'still serving the old CA\'s certificate');
+    // A second replica that cannot read the configuration must not switch either, however long it waits.
+    cluster.configReadFails = true;
+    const b = replica(cluster, clock);
+    clock.advance(3 * S); // beyond trustPropagationMs, serving certificate still valid
+    await b.source.reconcile();
+    assert.ok(new X509Certificate(b.source.current()!.certPem).verify(new X509Certificate(firstCa).publicKey));
+    cluster.configReadFails = false;
+    await a.source.reconcile();
+    assert.ok(new X509Certificate(a.source.current()!.certPem).verify(new X509Certificate(secondCa).publicKey), 'switched once trusted');
+  });
+
+  it('works without a webhook configuration, and publishes the CA once it appears', async () => {
+    const cluster = new FakeCluster(false);
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    await a.source.reconcile();
+    assert.equal(a.source.ready(), true);
+    cluster.config = new FakeCluster(true).config;
+    await a.source.reconcile();
+    assert.equal(cluster.trustedCas().length, 1);
+  });
+
+  it('replaces a Secret someone filled with garbage', async () => {
+    const cluster = new FakeCluster();
+    cluster.secret = { metadata: { name: 'persistent-ips-webhook-cert', namespace: 'persistent-ips-system', resourceVersion: '1' }, type: 'Opaque', data: { 'tls.crt': 'Z2FyYmFnZQ==' } };
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    await a.source.reconcile();
+    assert.equal(a.source.ready(), true);
+    assert.equal(cluster.secret?.type, 'Opaque', 'the type of an existing Secret is kept');
+  });
+
+  it('start() serves at once and stop() ends the loop', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    await a.source.start();
+    assert.equal(a.source.ready(), true);
+    await a.source.stop();
+  });
+});
+
+describe('external (file) webhook certificates', () => {
+  it('loads tls.crt/tls.key, reloads on change, and keeps the current pair while the files are inconsistent', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'persistent-ips-certs-'));
+    try {
+      const ca = await generateCa(Date.now(), 3600 * S);
+      const first = await generateServing(ca, Date.now(), policy);
+      const second = await generateServing(ca, Date.now(), policy);
+      const loaded: CertKeyPair[] = [];
+      const files = createFileCertificates({ dir, logger, onCertificate: (pair) => loaded.push(pair), clock: new FakeClock(0) });
+      await files.start();
+      assert.equal(files.ready(), false, 'no files yet');
+      await writeFile(join(dir, 'tls.crt'), first.certPem);
+      await writeFile(join(dir, 'tls.key'), first.keyPem);
+      await files.reload();
+      assert.equal(files.ready(), true);
+      assert.equal(files.current()?.certPem, first.certPem);
+      // Half-way through an update: new certificate, old key. Keep serving the old pair.
+      await writeFile(join(dir, 'tls.crt'), second.certPem);
+      await files.reload();
+      assert.equal(files.current()?.certPem, first.certPem);
+      await writeFile(join(dir, 'tls.key'), second.keyPem);
+      await files.reload();
+      assert.equal(files.current()?.certPem, second.certPem);
+      await files.reload();
+      assert.equal(loaded.length, 2, 'an unchanged pair is not handed over again');
+      await files.stop();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

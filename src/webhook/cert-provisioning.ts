@@ -1,0 +1,330 @@
+// Where the webhook's serving certificate comes from, as a running process sees it:
+// - `self-managed` (default): the Secret `persistent-ips-webhook-cert` in the controller's namespace holds the CA and
+//   the serving certificate, the controller keeps it current (certs.ts decides, this file reads and writes) and
+//   publishes the CA in the MutatingWebhookConfiguration's caBundle. Every replica runs this loop: writes carry the
+//   read resourceVersion, so replicas starting together converge on one CA (the loser of a race re-reads and adopts
+//   the winner's). RBAC allows get/create/update on that one Secret (no watch), so other replicas' rotations are
+//   picked up by polling (resyncMs) and at each computed rotation time.
+// - `external` (cert-manager): the files tls.crt/tls.key in --webhook-cert-dir, reloaded when they change.
+// Both hand each new certificate to `onCertificate` (the webhook server's setCertificate).
+
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import type { Logger } from '../telemetry/logger.ts';
+import { realClock, sleep, type Clock } from '../queue/clock.ts';
+import {
+  applyPlan,
+  caBundlePatch,
+  DEFAULT_CERT_POLICY,
+  planCertificates,
+  sameState,
+  secretToState,
+  stateToSecretData,
+  webhooksTrust,
+  type CertKeyPair,
+  type CertPolicy,
+  type CertState,
+  type JsonPatchOperation,
+  type MutatingWebhookConfiguration,
+  type Secret,
+} from './certs.ts';
+
+/** A source of the serving certificate, whichever the provisioning. */
+export interface CertificateSource {
+  /** Starts providing; resolves once the first attempt is done (a certificate may still be missing: see ready()). */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  current(): CertKeyPair | undefined;
+  /** True once a certificate has been handed to onCertificate: the readiness check "webhook certificate loaded". */
+  ready(): boolean;
+}
+
+/** The API calls of self-managed provisioning, injected (wired to src/kube's client by the controller). */
+export interface CertStoreClient {
+  /** GET the Secret; undefined when it does not exist. */
+  getSecret(signal: AbortSignal): Promise<Secret | undefined>;
+  /** POST; rejects when it already exists (another replica was first). */
+  createSecret(secret: Secret, signal: AbortSignal): Promise<Secret>;
+  /** PUT with `secret.metadata.resourceVersion` as precondition; rejects on conflict. */
+  updateSecret(secret: Secret, signal: AbortSignal): Promise<Secret>;
+  /** GET the MutatingWebhookConfiguration; undefined when it does not exist. */
+  getWebhookConfiguration(signal: AbortSignal): Promise<MutatingWebhookConfiguration | undefined>;
+  /** PATCH (application/json-patch+json). */
+  patchWebhookConfiguration(patch: JsonPatchOperation[], signal: AbortSignal): Promise<MutatingWebhookConfiguration>;
+}
+
+export interface SelfManagedOptions {
+  client: CertStoreClient;
+  secretName: string;
+  namespace: string;
+  webhookConfigurationName: string;
+  policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses'> & Partial<CertPolicy>;
+  logger: Logger;
+  onCertificate: (pair: CertKeyPair) => void;
+  /** Look again at least this often, for rotations done by another replica (default 60 s). */
+  resyncMs?: number;
+  clock?: Clock;
+}
+
+export interface SelfManagedCertificates extends CertificateSource {
+  /** One reconcile pass now (also what the loop runs); resolves with the state it left. */
+  reconcile(): Promise<CertState>;
+}
+
+const MAX_WRITE_RACES = 5;
+
+export function createSelfManagedCertificates(options: SelfManagedOptions): SelfManagedCertificates {
+  const policy: CertPolicy = { ...DEFAULT_CERT_POLICY, ...options.policy };
+  const clock = options.clock ?? realClock;
+  const resyncMs = options.resyncMs ?? 60_000;
+  const log = options.logger.child({ component: 'webhook-certificates', secret: `${options.namespace}/${options.secretName}` });
+  const stopController = new AbortController();
+  let served: CertKeyPair | undefined;
+  let nextCheckAt = 0;
+  let loop: Promise<void> | undefined;
+  /** CA fingerprint → when we first saw (or made) the webhook configuration trust it. */
+  const trustedSince = new Map<string, number>();
+  let warnedNoConfig = false;
+
+  const fingerprint = (pem: string | undefined): string | undefined => {
+    try {
+      return pem ? new X509Certificate(pem).fingerprint256 : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
+  const serve = (pair: CertKeyPair | undefined): void => {
+    if (!pair || (served && served.certPem === pair.certPem && served.keyPem === pair.keyPem)) return;
+    options.onCertificate(pair);
+    served = pair;
+    log.info({ notAfter: new X509Certificate(pair.certPem).validTo }, 'serving a new webhook certificate');
+  };
+
+  const noteTrust = (config: MutatingWebhookConfiguration | undefined, state: CertState, now: number): void => {
+    const print = fingerprint(state.ca?.certPem);
+    if (!print || !state.ca) return;
+    // No configuration: nobody calls the webhook through a caBundle, so nothing can break by using the CA.
+    const trusts = config === undefined || webhooksTrust(config, state.ca.certPem);
+    if (!trusts) trustedSince.delete(print);
+    else if (!trustedSince.has(print)) trustedSince.set(print, now);
+  };
+
+  const secretObject = (state: CertState, existing: Secret | undefined): Secret => ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      ...(existing?.metadata ?? {}),
+      name: options.secretName,
+      namespace: options.namespace,
+      labels: { ...(existing?.metadata.labels ?? {}), 'app.kubernetes.io/name': 'persistent-ips', 'app.kubernetes.io/component': 'webhook-certificate' },
+    },
+    // The type of an existing Secret cannot change; a new one is a TLS Secret (tls.crt/tls.key are present).
+    type: existing?.type ?? 'kubernetes.io/tls',
+    data: stateToSecretData(state),
+  });
+
+  const reconcile = async (): Promise<CertState> => {
+    const signal = stopController.signal;
+    for (let race = 0; ; race++) {
+      const secret = await options.client.getSecret(signal);
+      let config: MutatingWebhookConfiguration | undefined;
+      let configKnown = true;
+      try {
+        config = await options.client.getWebhookConfiguration(signal);
+        if (!config && !warnedNoConfig) {
+          warnedNoConfig = true;
+          log.warn({ webhookConfiguration: options.webhookConfigurationName }, 'the MutatingWebhookConfiguration does not exist; its caBundle will be set once it does');
+        }
+      } catch (error) {
+        // Without knowing what the API servers trust, never switch to a new CA; everything else goes on.
+        configKnown = false;
+        log.warn({ err: error, webhookConfiguration: options.webhookConfigurationName }, 'cannot read the MutatingWebhookConfiguration');
+      }
+      let state = secretToState(secret);
+      const now = clock.now();
+      if (configKnown) noteTrust(config, state, now);
+      const print = fingerprint(state.ca?.certPem);
+      const plan = planCertificates(now, state, policy, print === undefined ? undefined : trustedSince.get(print));
+      const wanted = await applyPlan(now, state, plan, policy);
+      if (!sameState(state, wanted)) {
+        if (plan.reasons.length > 0) log.info({ newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons }, 'renewing webhook certificates');
+        try {
+          const object = secretObject(wanted, secret);
+          if (secret) await options.client.updateSecret(object, signal);
+          else await options.client.createSecret(object, signal);
+        } catch (error) {
+          if (signal.aborted) throw error;
+          // Most likely another replica wrote first: read again and go on from what it wrote.
+          if (race + 1 >= MAX_WRITE_RACES) throw error;
+          log.info({ err: error }, 'the certificate Secret changed under us; reading it again');
+          continue;
+        }
+        state = wanted;
+        if (configKnown) noteTrust(config, state, now);
+      }
+      // Serve first, then publish: a routine change serves only what the published caBundle already trusts.
+      serve(state.serving);
+      if (configKnown && config) {
+        const patch = caBundlePatch(config, state.bundle);
+        if (patch.length > 0) {
+          await options.client.patchWebhookConfiguration(patch, signal);
+          log.info({ webhookConfiguration: options.webhookConfigurationName, cas: state.bundle.length }, 'published the webhook CA bundle');
+          // The patch went through: the API servers trust the bundle from now on (plus their propagation delay).
+          const current = fingerprint(state.ca?.certPem);
+          if (current && !trustedSince.has(current)) trustedSince.set(current, clock.now());
+        }
+      }
+      const after = planCertificates(clock.now(), state, policy, trustedSince.get(fingerprint(state.ca?.certPem) ?? ''));
+      nextCheckAt = after.newCa || after.newServing ? clock.now() : after.nextCheckAt;
+      return state;
+    }
+  };
+
+  const run = async (): Promise<void> => {
+    let backoff = 1000;
+    while (!stopController.signal.aborted) {
+      let delay: number;
+      try {
+        await reconcile();
+        backoff = 1000;
+        delay = Math.max(0, Math.min(nextCheckAt - clock.now(), resyncMs));
+      } catch (error) {
+        if (stopController.signal.aborted) break;
+        log.error({ err: error }, 'failed to provision the webhook certificate; retrying');
+        delay = backoff;
+        backoff = Math.min(backoff * 2, 30_000);
+      }
+      try {
+        await sleep(clock, delay, stopController.signal);
+      } catch {
+        break;
+      }
+    }
+  };
+
+  return {
+    reconcile,
+    async start() {
+      // The first pass is awaited so that the caller can serve (and report ready) at once; the loop goes on.
+      try {
+        await reconcile();
+      } catch (error) {
+        log.error({ err: error }, 'failed to provision the webhook certificate; retrying');
+      }
+      const first = Math.max(0, Math.min(nextCheckAt - clock.now(), resyncMs));
+      loop = sleep(clock, served ? first : 1000, stopController.signal).then(run, () => undefined);
+    },
+    async stop() {
+      stopController.abort(new Error('stopped'));
+      await loop;
+    },
+    current: () => served,
+    ready: () => served !== undefined,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// External provisioning: files written by someone else (cert-manager through a Secret volume).
+
+export interface FileCertificatesOptions {
+  dir: string;
+  logger: Logger;
+  onCertificate: (pair: CertKeyPair) => void;
+  certFile?: string;
+  keyFile?: string;
+  /** Poll this often too, since file events are unreliable on some volumes (default 10 s). */
+  pollIntervalMs?: number;
+  clock?: Clock;
+}
+
+/** Loads a certificate/key pair and checks that they belong together; rejects when the files are not usable (yet). */
+export async function loadCertificateFiles(dir: string, certFile = 'tls.crt', keyFile = 'tls.key'): Promise<CertKeyPair> {
+  const [certPem, keyPem] = await Promise.all([readFile(join(dir, certFile), 'utf8'), readFile(join(dir, keyFile), 'utf8')]);
+  const cert = new X509Certificate(certPem);
+  if (!cert.checkPrivateKey(createPrivateKey(keyPem))) throw new Error(`${join(dir, keyFile)} does not match ${join(dir, certFile)}`);
+  return { certPem, keyPem };
+}
+
+export interface FileCertificates extends CertificateSource {
+  /** Reads the files again now (file events and polling call it; so may a SIGHUP handler). */
+  reload(): Promise<void>;
+}
+
+export function createFileCertificates(options: FileCertificatesOptions): FileCertificates {
+  const clock = options.clock ?? realClock;
+  const pollIntervalMs = options.pollIntervalMs ?? 10_000;
+  const log = options.logger.child({ component: 'webhook-certificates', dir: options.dir });
+  const stopController = new AbortController();
+  let served: CertKeyPair | undefined;
+  let watcher: FSWatcher | undefined;
+  let loop: Promise<void> | undefined;
+  let reloading: Promise<void> | undefined;
+  let again = false;
+  let lastError = '';
+
+  const reloadOnce = async (): Promise<void> => {
+    try {
+      const pair = await loadCertificateFiles(options.dir, options.certFile, options.keyFile);
+      lastError = '';
+      if (served && served.certPem === pair.certPem && served.keyPem === pair.keyPem) return;
+      options.onCertificate(pair);
+      served = pair;
+      log.info({ notAfter: new X509Certificate(pair.certPem).validTo }, 'loaded the webhook certificate');
+    } catch (error) {
+      // A Secret volume swaps both files at once, but a plain directory may be caught half-written: keep serving
+      // what we have and look again at the next event or poll.
+      const message = error instanceof Error ? error.message : String(error);
+      if (message !== lastError) log.warn({ err: error }, served ? 'cannot reload the webhook certificate; keeping the current one' : 'webhook certificate not available yet');
+      lastError = message;
+    }
+  };
+  /** Coalesces bursts of file events into at most one reload in flight plus one queued. */
+  const reload = (): Promise<void> => {
+    if (reloading) {
+      again = true;
+      return reloading;
+    }
+    reloading = (async () => {
+      do {
+        again = false;
+        await reloadOnce();
+      } while (again);
+      reloading = undefined;
+    })();
+    return reloading;
+  };
+
+  return {
+    reload,
+    async start() {
+      await reload();
+      try {
+        watcher = watch(options.dir, { persistent: false }, () => void reload());
+        watcher.on('error', (error) => log.warn({ err: error }, 'watching the certificate directory failed; polling only'));
+      } catch (error) {
+        log.warn({ err: error }, 'cannot watch the certificate directory; polling only');
+      }
+      loop = (async () => {
+        for (;;) {
+          try {
+            await sleep(clock, pollIntervalMs, stopController.signal);
+          } catch {
+            return;
+          }
+          await reload();
+        }
+      })();
+    },
+    async stop() {
+      stopController.abort(new Error('stopped'));
+      watcher?.close();
+      await loop;
+      await reloading;
+    },
+    current: () => served,
+    ready: () => served !== undefined,
+  };
+}
