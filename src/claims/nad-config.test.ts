@@ -39,7 +39,13 @@ describe('parseNadConfig', () => {
 
   it('reads a primary user-defined network', () => {
     const config = parseCniConfig(
-      JSON.stringify({ name: 'udn', type: 'ovn-k8s-cni-overlay', topology: 'layer2', role: 'primary', subnets: '10.1.0.0/16' }),
+      JSON.stringify({
+        name: 'udn',
+        type: 'ovn-k8s-cni-overlay',
+        topology: 'layer2',
+        role: 'primary',
+        subnets: '10.1.0.0/16',
+      }),
     );
     assert.equal(config.role, 'primary');
     assert.equal(config.allowPersistentIPs, false);
@@ -77,7 +83,8 @@ describe('parseNadConfig', () => {
   });
 
   it('opts in through the annotation for CNIs whose config cannot carry the key', () => {
-    const config = parseNadConfig(nadWith('{"name":"br","type":"bridge"}', { [NAD_PERSISTENT_IPS_ANNOTATION]: 'true' }));
+    const annotations = { [NAD_PERSISTENT_IPS_ANNOTATION]: 'true' };
+    const config = parseNadConfig(nadWith('{"name":"br","type":"bridge"}', annotations));
     assert.equal(config.allowPersistentIPs, true);
     assert.equal(config.networkName, 'br');
   });
@@ -116,7 +123,8 @@ describe('parseNadConfig', () => {
     const config = parseCniConfig(
       JSON.stringify({ name: 7, allowPersistentIPs: 'true', topology: ['layer2'], subnets: ['10.0.0.0/24'], role: {} }),
     );
-    assert.deepEqual(config.problems.map((p) => p.field).sort(), ['allowPersistentIPs', 'name', 'role', 'subnets', 'topology']);
+    const fields = config.problems.map((p) => p.field).sort();
+    assert.deepEqual(fields, ['allowPersistentIPs', 'name', 'role', 'subnets', 'topology']);
     assert.equal(config.networkName, undefined);
     assert.equal(config.allowPersistentIPs, false);
     assert.deepEqual(config.subnets, []);
@@ -166,8 +174,8 @@ describe('parseNadConfig', () => {
   it('never throws, whatever the NAD object holds', () => {
     fc.assert(
       fc.property(fc.anything(), fc.anything(), (config, annotations) => {
-        const nad = { metadata: { name: 'n', annotations }, spec: { config } } as unknown as NetworkAttachmentDefinition;
-        checkShape(parseNadConfig(nad));
+        const nad = { metadata: { name: 'n', annotations }, spec: { config } };
+        checkShape(parseNadConfig(nad as unknown as NetworkAttachmentDefinition));
       }),
       { numRuns: 500 },
     );
