@@ -1,0 +1,872 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
+import { decide, hasWrites, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
+import {
+  annotatedBridgeNad,
+  applyPlan,
+  claim,
+  claimOf,
+  multus,
+  nad,
+  nadMap,
+  NS,
+  ovnNad,
+  ownerRefTo,
+  podNetwork,
+  standaloneVmi,
+  virtualMachine,
+  VM_NAME,
+  VM_UID,
+  vmiOf,
+  type NetSpec,
+} from './fixtures.ts';
+import { claimName, podInterfaceName, referenceClaimName } from './names.ts';
+
+const KEY = { namespace: NS, name: VM_NAME };
+
+function run(input: Partial<DecideInput>): Plan {
+  return decide({ key: KEY, nads: new Map(), claims: [], gateEnabled: true, ...input });
+}
+
+/** The writes of a plan by claim name, for compact assertions. */
+function writes(plan: Plan): { creates: string[]; removeFinalizers: string[]; deletes: string[] } {
+  return {
+    creates: plan.creates.map((c) => c.metadata.name),
+    removeFinalizers: plan.removeFinalizers.map((w) => w.name),
+    deletes: plan.deletes.map((w) => w.name),
+  };
+}
+
+const NONE = { creates: [], removeFinalizers: [], deletes: [] };
+const reasons = (plan: Plan): string[] => plan.problems.map((p) => p.reason);
+
+const blue = ovnNad('blue');
+const green = annotatedBridgeNad('green');
+const plainNad = ovnNad('plain', { persistent: false });
+const NADS = nadMap(blue, green, plainNad);
+const nets: NetSpec[] = [podNetwork(), multus('blue', 'blue'), multus('green', 'green'), multus('plain', 'plain')];
+
+/** A VM with two persistent networks (blue, green), one ordinary (plain), and the cluster pod network. */
+const vm = (opts: Parameters<typeof virtualMachine>[0] = {}): VirtualMachine =>
+  virtualMachine({ networks: nets, ...opts });
+const claimsOf = (owner: VirtualMachine | VirtualMachineInstance, ...networks: string[]): IPAMClaim[] =>
+  networks.map((network) => claimOf(owner, network));
+/** Claims of both persistent networks, as this project made them. */
+const both = (owner: VirtualMachine | VirtualMachineInstance): IPAMClaim[] => claimsOf(owner, 'blue', 'green');
+/** A VM with blue being hot-unplugged. */
+const unplugging = (): VirtualMachine =>
+  virtualMachine({ networks: [podNetwork(), multus('blue', 'blue', { absent: true }), multus('green', 'green')] });
+/** A VM with a single Multus network. */
+const vmOn = (network: string, nadRef = network): VirtualMachine =>
+  virtualMachine({ networks: [multus(network, nadRef)] });
+
+describe('spec section 5: lifecycle', () => {
+  it('create VM (running): claims with owner reference, finalizer and label for each persistent network', () => {
+    const theVm = vm();
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS });
+    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue', 'vm1.green'] });
+    assert.deepEqual(plan.creates[0], {
+      apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+      kind: 'IPAMClaim',
+      metadata: {
+        name: 'vm1.blue',
+        namespace: NS,
+        labels: { [VM_LABEL]: VM_NAME },
+        finalizers: [CLAIM_FINALIZER],
+        ownerReferences: [
+          {
+            apiVersion: 'kubevirt.io/v1',
+            kind: 'VirtualMachine',
+            name: VM_NAME,
+            uid: VM_UID,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+      spec: { network: 'net-blue', interface: podInterfaceName('blue') },
+    });
+    assert.equal(plan.creates[1]?.spec.network, 'br-green');
+    assert.deepEqual(plan.owner, { kind: 'VirtualMachine', name: VM_NAME, uid: VM_UID });
+    assert.deepEqual(plan.wanted, [
+      { network: 'blue', claim: 'vm1.blue', status: 'wanted' },
+      { network: 'green', claim: 'vm1.green', status: 'wanted' },
+    ]);
+    assert.deepEqual(plan.problems, []);
+    assert.equal(plan.retry, false);
+  });
+
+  it('create VM (running): the claims are planned before the VMI and its launcher pod exist', () => {
+    const plan = run({ vm: vm(), nads: NADS });
+    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
+  });
+
+  it('VM stopped: the VMI and pod are gone, the claims and their finalizers stay (no writes)', () => {
+    const theVm = vm({ running: false });
+    const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.problems, []);
+  });
+
+  it('VM stopped: a VM created stopped still gets its claims, so that a start reuses them', () => {
+    const plan = run({ vm: vm({ running: false }), nads: NADS });
+    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
+  });
+
+  it('VM started again: the same claims are reused, with no new objects and no writes', () => {
+    const theVm = vm();
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { uid: 'vmi-uid-2' }), nads: NADS, claims: both(theVm) });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.wanted.map((w) => w.status), ['created', 'created']);
+  });
+
+  it('live migration: source and target pods of the VMI change nothing', () => {
+    const theVm = vm();
+    const vmi = vmiOf(theVm, { migrating: true, activePods: { source: 'node-1', target: 'node-2' } });
+    const plan = run({ vm: theVm, vmi, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), NONE);
+    assert.equal(plan.retry, false);
+  });
+
+  it('VM deleted (background): the finalizer holds while the VMI is still there', () => {
+    const theVm = vm({ deleting: true });
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims: both(theVm) });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.problems, [], 'a VM on its way out is not nagged about its networks');
+  });
+
+  it('VM deleted (background): the finalizer holds while the VM is gone but its VMI is not', () => {
+    const theVm = vm();
+    const plan = run({ vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), NONE);
+    assert.equal(plan.owner, undefined, 'a VMI whose VM is gone owns nothing');
+  });
+
+  it('VM deleted (background): the claims lose the finalizer once the VMI is gone, for GC to remove them', () => {
+    const theVm = vm({ deleting: true });
+    const claims = claimsOf(theVm, 'blue', 'green');
+    const plan = run({ vm: theVm, nads: NADS, claims });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    assert.deepEqual(plan.removeFinalizers[0], {
+      name: 'vm1.blue',
+      uid: claims[0]?.metadata.uid,
+      resourceVersion: claims[0]?.metadata.resourceVersion,
+    });
+  });
+
+  it('VM deleted (background): the claims lose the finalizer when VM and VMI are both gone', () => {
+    const plan = run({ nads: NADS, claims: claimsOf(vm(), 'blue', 'green') });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    assert.equal(plan.owner, undefined);
+  });
+
+  it('VM deleted (foreground): GC marked the claims; the finalizer holds while the VMI is there', () => {
+    const theVm = vm({ deleting: true, finalizers: ['foregroundDeletion'] });
+    const claims = ['blue', 'green'].map((network) => claimOf(theVm, network, { deleting: true }));
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('VM deleted (foreground): the finalizer goes once the VMI is gone, so the VM can finish deleting', () => {
+    const theVm = vm({ deleting: true, finalizers: ['foregroundDeletion'] });
+    const claims = ['blue', 'green'].map((network) => claimOf(theVm, network, { deleting: true }));
+    const plan = run({ vm: theVm, nads: NADS, claims });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
+  it('standalone VMI: the VMI owns the claims', () => {
+    const vmi = standaloneVmi({ networks: nets });
+    const plan = run({ vmi, nads: NADS });
+    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
+    assert.deepEqual(plan.creates[0]?.metadata.ownerReferences, [
+      {
+        apiVersion: 'kubevirt.io/v1',
+        kind: 'VirtualMachineInstance',
+        name: VM_NAME,
+        uid: vmi.metadata.uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+    assert.deepEqual(plan.owner, { kind: 'VirtualMachineInstance', name: VM_NAME, uid: vmi.metadata.uid });
+  });
+
+  it('standalone VMI: the finalizer holds while the VMI is terminating with active pods', () => {
+    const vmi = standaloneVmi({ networks: nets, deleting: true });
+    const plan = run({ vmi, nads: NADS, claims: claimsOf(vmi, 'blue', 'green') });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('standalone VMI: the claims lose the finalizer when the VMI is terminating with no active pods', () => {
+    const vmi = standaloneVmi({ networks: nets, deleting: true, activePods: {} });
+    const plan = run({ vmi, nads: NADS, claims: claimsOf(vmi, 'blue', 'green') });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
+  it('standalone VMI: the claims lose the finalizer when the VMI is gone', () => {
+    const vmi = standaloneVmi({ networks: nets });
+    const plan = run({ nads: NADS, claims: claimsOf(vmi, 'blue', 'green') });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
+  it('hotplug an interface: a new claim appears for it, and only for it', () => {
+    const before = vm();
+    const after = virtualMachine({ networks: [...nets, multus('blue2', 'blue2')] });
+    const nads = nadMap(blue, green, plainNad, ovnNad('blue2'));
+    const plan = run({ vm: after, vmi: vmiOf(before), nads, claims: both(after) });
+    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue2'] });
+  });
+
+  it('hot-unplug (state: absent): nothing happens while the VMI still has the interface', () => {
+    const theVm = unplugging();
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.wanted.map((w) => w.network), ['green'], 'an absent interface wants no claim');
+  });
+
+  it('hot-unplug (state: absent): once the interface is gone from the VMI, its claim is deleted', () => {
+    const theVm = unplugging();
+    const vmi = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green')] });
+    const claims = claimsOf(theVm, 'blue', 'green');
+    const plan = run({ vm: theVm, vmi, nads: NADS, claims });
+    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
+    assert.deepEqual(plan.deletes[0], {
+      name: 'vm1.blue',
+      uid: claims[0]?.metadata.uid,
+      resourceVersion: claims[0]?.metadata.resourceVersion,
+    });
+  });
+
+  it('hot-unplug (state: absent): the deleted claim then loses its finalizer', () => {
+    const theVm = unplugging();
+    const vmi = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green')] });
+    const claims = [claimOf(theVm, 'blue', { deleting: true }), claimOf(theVm, 'green')];
+    const plan = run({ vm: theVm, vmi, nads: NADS, claims });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue'] });
+  });
+
+  it('hot-unplug (state: absent): a network removed from a stopped VM loses its claim', () => {
+    const theVm = virtualMachine({ running: false, networks: [podNetwork(), multus('green', 'green')] });
+    const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
+  });
+
+  it('hot-unplug (state: absent): plugged back while its claim is being deleted, the claim is created anew', () => {
+    const theVm = vm();
+    const vmiWithout = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green'), multus('plain', 'plain')] });
+    const deleted = [claimOf(theVm, 'blue', { deleting: true }), claimOf(theVm, 'green')];
+    const first = run({ vm: theVm, vmi: vmiWithout, nads: NADS, claims: deleted });
+    assert.deepEqual(writes(first), { ...NONE, removeFinalizers: ['vm1.blue'] });
+    assert.deepEqual(reasons(first), ['ClaimTerminating']);
+    const second = run({ vm: theVm, vmi: vmiWithout, nads: NADS, claims: applyPlan(deleted, first) });
+    assert.deepEqual(writes(second), { ...NONE, creates: ['vm1.blue'] });
+  });
+
+  it('feature gate turned off: no new claims', () => {
+    const theVm = vm();
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, gateEnabled: false });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.wanted, []);
+    assert.deepEqual(plan.problems, []);
+  });
+
+  it('feature gate turned off: existing claims of networks in use are kept', () => {
+    const theVm = vm();
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('feature gate turned off: deleted VMs still release their claims (no stranded finalizer)', () => {
+    const theVm = vm({ deleting: true });
+    const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green'), gateEnabled: false });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
+  it('feature gate turned off: claims of unplugged networks are still cleaned up', () => {
+    const theVm = virtualMachine({ networks: [podNetwork(), multus('green', 'green')] });
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false });
+    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
+  });
+
+  it('NAD edited to drop allowPersistentIPs: no new claim for it', () => {
+    const theVm = vm();
+    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads });
+    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.green'] });
+    assert.deepEqual(plan.problems, []);
+  });
+
+  it('NAD edited to drop allowPersistentIPs: the existing claim is kept while the network is in use', () => {
+    const theVm = vm();
+    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('NAD edited to drop allowPersistentIPs: the kept claim goes with the VM', () => {
+    const theVm = vm({ deleting: true });
+    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
+    const plan = run({ vm: theVm, nads, claims: claimsOf(theVm, 'blue', 'green') });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
+  it('claim with the same name but another owner UID: not adopted, reported, retried; the leftover released', () => {
+    const earlier = vm({ uid: 'vm-uid-0' });
+    const theVm = vm();
+    const leftover = claimOf(earlier, 'blue');
+    const plan = run({ vm: theVm, nads: NADS, claims: [leftover, claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue'] });
+    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
+    assert.equal(plan.problems[0]?.claim, 'vm1.blue');
+    assert.equal(plan.problems[0]?.network, 'blue');
+    assert.match(plan.problems[0]?.message ?? '', /vm-uid-0/);
+    assert.equal(plan.retry, true);
+    assert.deepEqual(plan.wanted[0], {
+      network: 'blue',
+      claim: 'vm1.blue',
+      status: 'blocked',
+      reason: 'ClaimOwnedByAnotherObject',
+    });
+  });
+
+  it('claim with the same name but another owner UID: the leftover keeps its finalizer while its VMI lives', () => {
+    const earlier = vm({ uid: 'vm-uid-0' });
+    const theVm = vm();
+    const claims = [claimOf(earlier, 'blue'), claimOf(theVm, 'green')];
+    const plan = run({ vm: theVm, vmi: vmiOf(earlier, { deleting: true }), nads: NADS, claims });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
+  });
+
+  it('claim with the same name but another owner UID: a claim of another kind of owner is never touched', () => {
+    const theVm = vm();
+    const foreign = claim({
+      name: 'vm1.blue',
+      owners: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'cm-uid' }],
+      finalizers: [CLAIM_FINALIZER],
+    });
+    const plan = run({ vm: theVm, nads: NADS, claims: [foreign, claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
+    assert.equal(plan.retry, true);
+  });
+
+  it('claim terminating (deletionTimestamp): wait for it to go', () => {
+    const theVm = vm();
+    const going = claimOf(vm({ uid: 'vm-uid-0' }), 'blue', { deleting: true, finalizers: [] });
+    const plan = run({ vm: theVm, nads: NADS, claims: [going, claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['ClaimTerminating']);
+    assert.equal(plan.retry, true);
+  });
+
+  it('claim terminating (deletionTimestamp): then create the new one', () => {
+    const theVm = vm();
+    const plan = run({ vm: theVm, nads: NADS, claims: [claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue'] });
+  });
+
+  it('claim created by hand, no owner: never adopted or deleted; reported and retried', () => {
+    const theVm = vm();
+    const handMade = claim({
+      name: 'vm1.blue',
+      network: 'net-blue',
+      labels: { [VM_LABEL]: VM_NAME },
+      finalizers: [CLAIM_FINALIZER],
+    });
+    const plan = run({ vm: theVm, nads: NADS, claims: [handMade, claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['ClaimNotOwned']);
+    assert.equal(plan.retry, true);
+  });
+
+  it('claim created by hand, no owner: left alone when the VM is deleted too', () => {
+    const handMade = claim({ name: 'vm1.blue', labels: { [VM_LABEL]: VM_NAME }, finalizers: [CLAIM_FINALIZER] });
+    const plan = run({ nads: NADS, claims: [handMade] });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  const brokenNads: [string, NetworkAttachmentDefinition, string][] = [
+    ['NAD missing', nad('other', {}), 'NetworkAttachmentDefinitionNotFound'],
+    ['invalid JSON', nad('blue', '{"name": "net-blue", "allowPersistentIPs": tr'), 'InvalidNetworkConfig'],
+    ['empty config', nad('blue', ''), 'InvalidNetworkConfig'],
+    ['no config at all', nad('blue', undefined), 'InvalidNetworkConfig'],
+  ];
+  for (const [title, broken, reason] of brokenNads) {
+    it(`NAD missing / invalid JSON / empty config: ${title} gives no claim and ${reason}, without retry`, () => {
+      const theVm = vm();
+      const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: nadMap(broken, green, plainNad) });
+      assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.green'] });
+      assert.deepEqual(reasons(plan), [reason]);
+      assert.equal(plan.problems[0]?.network, 'blue');
+      assert.equal(plan.retry, false, 'a NAD event brings the key back');
+      assert.deepEqual(plan.wanted[0], { network: 'blue', claim: 'vm1.blue', status: 'blocked', reason });
+    });
+  }
+
+  it('NAD missing / invalid JSON / empty config: once the NAD appears or is fixed, the claim is created', () => {
+    const plan = run({ vm: vm(), nads: NADS, claims: [claimOf(vm(), 'green')] });
+    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue'] });
+  });
+
+  it('controller restarted at any moment: half-made claims are completed, nothing is duplicated', () => {
+    const theVm = vm();
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: claimsOf(theVm, 'green') });
+    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue'] });
+  });
+
+  it('controller restarted at any moment: claims already released are not written again', () => {
+    const released = ['blue', 'green'].map((network) => claimOf(vm(), network, { finalizers: [] }));
+    const plan = run({ nads: NADS, claims: released });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('controller restarted at any moment: a finalizer is never removed early, whatever was done before', () => {
+    const theVm = vm();
+    const vmi = vmiOf(theVm);
+    for (const deleting of [false, true]) {
+      const claims = ['blue', 'green'].map((n) => claimOf(theVm, n, { deleting }));
+      const plan = run({ vm: theVm, vmi, nads: NADS, claims });
+      assert.deepEqual(writes(plan).removeFinalizers, []);
+    }
+  });
+});
+
+describe('spec section 4: when a claim is wanted', () => {
+  it('§4.1 the feature gate PersistentIPs must be on', () => {
+    const plan = run({ vm: vm(), nads: NADS, gateEnabled: false });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4.2 a Multus secondary network gets a claim on its pod interface', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: NADS });
+    assert.equal(plan.creates[0]?.spec.interface, podInterfaceName('blue'));
+  });
+
+  it('§4.2 the pod network gets a claim on eth0 when the namespace has a persistent primary network', () => {
+    const primary = ovnNad('udn', { role: 'primary', networkName: 'ns-udn' });
+    const plan = run({ vm: virtualMachine({ networks: [podNetwork('default')] }), nads: nadMap(primary) });
+    assert.deepEqual(writes(plan).creates, ['vm1.default']);
+    assert.deepEqual(plan.creates[0]?.spec, { network: 'ns-udn', interface: 'eth0' });
+  });
+
+  it('§4.2 the pod network of a namespace without a primary network gets nothing', () => {
+    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads: NADS });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.problems, []);
+  });
+
+  it('§4.2 a primary network elsewhere does not count for the pod network', () => {
+    const primary = ovnNad('udn', { role: 'primary', namespace: 'other' });
+    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads: nadMap(primary) });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4.2 two primary networks in one namespace are reported, not guessed between', () => {
+    const nads = nadMap(ovnNad('udn-a', { role: 'primary' }), ovnNad('udn-b', { role: 'primary' }));
+    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['AmbiguousPrimaryNetwork']);
+  });
+
+  it('§4.2 an interface with state: absent wants no claim', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue', { absent: true })] }), nads: NADS });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4.2 a Multus network that replaces the default network (default: true) is not secondary', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue', { default: true })] }), nads: NADS });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4.3 the NAD must exist', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'nope')] }), nads: NADS });
+    assert.deepEqual(reasons(plan), ['NetworkAttachmentDefinitionNotFound']);
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4.3 the NAD opts in through allowPersistentIPs in its config', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: NADS });
+    assert.deepEqual(writes(plan).creates, ['vm1.blue']);
+  });
+
+  it("§4.3 the NAD opts in through the project's annotation", () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('green', 'green')] }), nads: NADS });
+    assert.deepEqual(writes(plan).creates, ['vm1.green']);
+  });
+
+  it('§4.3 a NAD that does not opt in gives no claim and no problem', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('plain', 'plain')] }), nads: NADS });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.problems, []);
+    assert.deepEqual(plan.wanted, []);
+  });
+
+  it('§4.4 the NAD must be in the VM namespace: a persistent NAD elsewhere is reported', () => {
+    const elsewhere = ovnNad('shared', { namespace: 'infra' });
+    const plan = run({ vm: virtualMachine({ networks: [multus('shared', 'infra/shared')] }), nads: nadMap(elsewhere) });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['CrossNamespacePersistentNetwork']);
+    assert.equal(plan.retry, false);
+  });
+
+  it('§4.4 a non-persistent NAD elsewhere is an ordinary network', () => {
+    const elsewhere = ovnNad('shared', { namespace: 'infra', persistent: false });
+    const plan = run({ vm: virtualMachine({ networks: [multus('shared', 'infra/shared')] }), nads: nadMap(elsewhere) });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(plan.problems, []);
+  });
+
+  it('§4.4 a NAD named with the VM namespace spelled out is in the VM namespace', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', `${NS}/blue`)] }), nads: NADS });
+    assert.deepEqual(writes(plan).creates, ['vm1.blue']);
+  });
+
+  it('§4 topologies: layer3 cannot keep addresses', () => {
+    const plan = run({ vm: vmOn('l3'), nads: nadMap(ovnNad('l3', { topology: 'layer3' })) });
+    assert.deepEqual(reasons(plan), ['UnsupportedTopology']);
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4 topologies: localnet works for a secondary network, with or without subnets', () => {
+    const nads = nadMap(ovnNad('ln', { topology: 'localnet', subnets: null }));
+    const plan = run({ vm: virtualMachine({ networks: [multus('ln', 'ln')] }), nads });
+    assert.deepEqual(writes(plan).creates, ['vm1.ln']);
+  });
+
+  it('§4 topologies: a primary network must be layer2', () => {
+    const nads = nadMap(ovnNad('udn', { role: 'primary', topology: 'localnet' }));
+    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads });
+    assert.deepEqual(reasons(plan), ['UnsupportedTopology']);
+  });
+
+  it('§4 subnets: an OVN-Kubernetes layer2 network without subnets is reported', () => {
+    const plan = run({ vm: vmOn('blue'), nads: nadMap(ovnNad('blue', { subnets: null })) });
+    assert.deepEqual(reasons(plan), ['MissingSubnets']);
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it('§4 subnets: other CNIs have no subnet requirement here', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('green', 'green')] }), nads: NADS });
+    assert.deepEqual(plan.problems, []);
+  });
+});
+
+describe('NAD problems', () => {
+  it('a persistent NAD without a network name is reported as MissingNetworkName', () => {
+    const nameless = nad('blue', {
+      type: 'ovn-k8s-cni-overlay',
+      topology: 'layer2',
+      subnets: '10.0.0.0/24',
+      allowPersistentIPs: true,
+    });
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: nadMap(nameless) });
+    assert.deepEqual(reasons(plan), ['MissingNetworkName']);
+  });
+
+  it('allowPersistentIPs written as a string is reported, not guessed', () => {
+    const plan = run({ vm: vmOn('blue'), nads: nadMap(nad('blue', { name: 'b', allowPersistentIPs: 'true' })) });
+    assert.deepEqual(reasons(plan), ['InvalidNetworkConfig']);
+    assert.match(plan.problems[0]?.message ?? '', /allowPersistentIPs/);
+  });
+
+  it('a badly typed key on a NAD that does not opt in is none of our business', () => {
+    const plan = run({ vm: vmOn('blue'), nads: nadMap(nad('blue', { name: 'b', subnets: 5 })) });
+    assert.deepEqual(plan.problems, []);
+  });
+
+  it('a badly typed key on a persistent NAD is reported', () => {
+    const nads = nadMap(nad('blue', { name: 'b', allowPersistentIPs: true, topology: 2 }));
+    const plan = run({ vm: vmOn('blue'), nads });
+    assert.deepEqual(reasons(plan), ['InvalidNetworkConfig']);
+  });
+
+  it('a networkName that is neither "name" nor "namespace/name" is reported', () => {
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'a/b/c')] }), nads: NADS });
+    assert.deepEqual(reasons(plan), ['InvalidNetworkReference']);
+  });
+
+  it('a conflist NAD opting in on its plugin gets a claim named after the conflist', () => {
+    const list = nad('blue', {
+      cniVersion: '1.0.0',
+      name: 'list',
+      plugins: [{ type: 'ovn-k8s-cni-overlay', topology: 'localnet', allowPersistentIPs: true }],
+    });
+    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: nadMap(list) });
+    assert.equal(plan.creates[0]?.spec.network, 'list');
+  });
+});
+
+describe('names', () => {
+  it('networks net_a and net.a of one VM get two different claims', () => {
+    const theVm = virtualMachine({ networks: [multus('net_a', 'blue'), multus('net.a', 'blue')] });
+    const plan = run({ vm: theVm, nads: NADS });
+    assert.deepEqual(writes(plan).creates, [claimName(VM_NAME, 'net_a'), 'vm1.net.a']);
+    assert.notEqual(plan.creates[0]?.metadata.name, plan.creates[1]?.metadata.name);
+  });
+
+  it('a network deliberately named after the hashed claim of another is reported, not merged', () => {
+    const hashed = claimName(VM_NAME, 'net_a').slice(`${VM_NAME}.`.length);
+    const theVm = virtualMachine({ networks: [multus('net_a', 'blue'), multus(hashed, 'blue')] });
+    const plan = run({ vm: theVm, nads: NADS });
+    assert.deepEqual(writes(plan).creates, [claimName(VM_NAME, 'net_a')]);
+    assert.deepEqual(reasons(plan), ['ClaimNameConflict']);
+  });
+
+  it('a claim made by kubevirt/ipam-extensions under the plain name is adopted as is', () => {
+    const theVm = virtualMachine({ networks: [multus('blue', 'blue')] });
+    const reference = claim({
+      name: 'vm1.blue',
+      owners: [ownerRefTo(theVm)],
+      finalizers: [CLAIM_FINALIZER],
+      labels: { [VM_LABEL]: VM_NAME },
+      network: 'net-blue',
+    });
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [reference] });
+    assert.deepEqual(writes(plan), NONE);
+  });
+
+  it("a claim kubevirt/ipam-extensions made under its own name for net_a is not deleted while net_a is in use", () => {
+    const theVm = virtualMachine({ networks: [multus('net_a', 'blue')] });
+    const reference = claim({
+      name: referenceClaimName(VM_NAME, 'net_a'),
+      owners: [ownerRefTo(theVm)],
+      finalizers: [CLAIM_FINALIZER],
+      labels: { [VM_LABEL]: VM_NAME },
+    });
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [reference] });
+    assert.deepEqual(writes(plan), { ...NONE, creates: [claimName(VM_NAME, 'net_a')] });
+  });
+
+  it('a long VM name gets a valid label-less claim rather than an uncreatable one', () => {
+    const long = 'v'.repeat(70);
+    const theVm = virtualMachine({ name: long, networks: [multus('blue', 'blue')] });
+    const plan = decide({ key: { namespace: NS, name: long }, vm: theVm, nads: NADS, claims: [], gateEnabled: true });
+    assert.equal(plan.creates[0]?.metadata.name, `${long}.blue`);
+    assert.equal(plan.creates[0]?.metadata.labels, undefined);
+  });
+});
+
+describe('persistentNetworks', () => {
+  it('gives the webhook the claim of each persistent network of a VMI spec, and what blocks the others', () => {
+    const extra = [multus('gone', 'nope'), multus('blue-off', 'blue', { absent: true })];
+    const vmi = vmiOf(virtualMachine({ networks: [...nets, ...extra] }));
+    assert.deepEqual(persistentNetworks(KEY, vmi.spec, NADS), [
+      { network: 'blue', claim: 'vm1.blue', claimSpec: { network: 'net-blue', interface: podInterfaceName('blue') } },
+      {
+        network: 'green',
+        claim: 'vm1.green',
+        claimSpec: { network: 'br-green', interface: podInterfaceName('green') },
+      },
+      {
+        network: 'gone',
+        claim: 'vm1.gone',
+        problem: {
+          reason: 'NetworkAttachmentDefinitionNotFound',
+          message: `NetworkAttachmentDefinition ${NS}/nope does not exist`,
+        },
+      },
+    ]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Properties over generated states: VMs, VMIs, NADs and claims of several incarnations of one name, mixed freely.
+
+const OLD_VM_UID = 'vm-uid-0';
+const NETWORK_POOL: NetSpec[] = [
+  podNetwork('default'),
+  multus('blue', 'blue'),
+  multus('green', 'green'),
+  multus('plain', 'plain'),
+  multus('net_a', 'blue'),
+  multus('net.a', 'blue'),
+  multus('l3', 'l3'),
+  multus('broken', 'broken'),
+  multus('shared', 'infra/shared'),
+  multus('missing', 'missing'),
+];
+const NAD_POOL = [
+  blue,
+  green,
+  plainNad,
+  ovnNad('l3', { topology: 'layer3' }),
+  nad('broken', '{'),
+  ovnNad('shared', { namespace: 'infra' }),
+  ovnNad('udn', { role: 'primary' }),
+];
+
+/** Mostly true: the interesting states are mostly live ones. */
+const mostly = fc.constantFrom(true, true, true, false);
+const netSpecs = fc
+  .subarray(NETWORK_POOL)
+  .chain((picked) => fc.tuple(...picked.map((net) => mostly.map((present) => ({ ...net, absent: !present })))))
+  .map((picked) => picked as NetSpec[]);
+
+const vmArb = fc.option(
+  fc.record({
+    uid: fc.constantFrom(VM_UID, VM_UID, OLD_VM_UID),
+    deleting: mostly.map((b) => !b),
+    running: fc.boolean(),
+    networks: netSpecs,
+  }),
+  { nil: undefined, freq: 4 },
+);
+const vmiArb = fc.option(
+  fc.record({
+    controller: fc.constantFrom<string | undefined>(VM_UID, OLD_VM_UID, undefined),
+    uid: fc.constantFrom('vmi-uid-1', 'vmi-uid-2'),
+    deleting: mostly.map((b) => !b),
+    activePods: fc.boolean(),
+    networks: netSpecs,
+  }),
+  { nil: undefined },
+);
+const ownerArb = fc.constantFrom(
+  { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: VM_NAME, uid: VM_UID },
+  { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: VM_NAME, uid: OLD_VM_UID },
+  { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM_NAME, uid: 'vmi-uid-1' },
+  { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM_NAME, uid: 'vmi-uid-2' },
+  { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm2', uid: 'vm2-uid' },
+  { apiVersion: 'v1', kind: 'ConfigMap', name: VM_NAME, uid: 'cm-uid' },
+);
+const claimArb = fc.record({
+  name: fc.constantFrom(
+    ...NETWORK_POOL.map((net) => claimName(VM_NAME, net.name)),
+    referenceClaimName(VM_NAME, 'net_a'),
+    'vm1.gone',
+    'vm2.blue',
+  ),
+  owners: fc.array(ownerArb, { maxLength: 2 }),
+  finalizer: fc.boolean(),
+  label: fc.boolean(),
+  deleting: fc.boolean(),
+  iface: fc.constantFrom('', 'eth0', podInterfaceName('blue'), podInterfaceName('gone')),
+});
+
+const inputArb = fc
+  .record({
+    vm: vmArb,
+    vmi: vmiArb,
+    nads: fc.subarray(NAD_POOL),
+    claims: fc.uniqueArray(claimArb, { selector: (c) => c.name, maxLength: 8 }),
+    gateEnabled: mostly,
+  })
+  .map((gen): DecideInput => {
+    const theVm = gen.vm && virtualMachine({ ...gen.vm });
+    let vmi: VirtualMachineInstance | undefined;
+    if (gen.vmi) {
+      const { uid, deleting, networks, controller } = gen.vmi;
+      const opts = { uid, deleting, networks, ...(gen.vmi.activePods ? {} : { activePods: {} }) };
+      vmi = controller === undefined ? standaloneVmi(opts) : vmiOf(virtualMachine({ uid: controller }), opts);
+    }
+    const claims = gen.claims.map((c) =>
+      claim({
+        name: c.name,
+        owners: c.owners,
+        finalizers: c.finalizer ? [CLAIM_FINALIZER] : [],
+        ...(c.label ? { labels: { [VM_LABEL]: VM_NAME } } : {}),
+        deleting: c.deleting && c.finalizer,
+        iface: c.iface,
+      }),
+    );
+    return { key: KEY, vm: theVm, vmi, nads: nadMap(...gen.nads), claims, gateEnabled: gen.gateEnabled };
+  });
+
+const ofThisKey = (c: IPAMClaim): boolean => {
+  const refs = (c.metadata.ownerReferences ?? []).filter((r) => r.apiVersion.startsWith('kubevirt.io/'));
+  const kinds = ['VirtualMachine', 'VirtualMachineInstance'];
+  return refs.length > 0 && refs.every((r) => r.name === VM_NAME && kinds.includes(r.kind));
+};
+
+describe('properties', () => {
+  it('applying the creates and deciding again plans no more creates and the same other writes', () => {
+    fc.assert(
+      fc.property(inputArb, (input) => {
+        const first = decide(input);
+        const created = applyPlan(input.claims, { ...first, removeFinalizers: [], deletes: [] });
+        const second = decide({ ...input, claims: created });
+        assert.deepEqual(second.creates, []);
+        assert.deepEqual(writes(second).removeFinalizers, writes(first).removeFinalizers);
+        assert.deepEqual(writes(second).deletes, writes(first).deletes);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('applying every plan converges to a state that needs zero writes, each write guarded correctly', () => {
+    fc.assert(
+      fc.property(inputArb, (input) => {
+        let claims = input.claims;
+        for (let round = 0; round < 4; round++) {
+          const plan = decide({ ...input, claims });
+          if (!hasWrites(plan)) return;
+          claims = applyPlan(claims, plan); // throws when a precondition is wrong
+        }
+        assert.fail('no steady state after 4 rounds');
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('never writes to a claim that is not owned by a VM or VMI of this key, nor twice to one claim', () => {
+    fc.assert(
+      fc.property(inputArb, (input) => {
+        const plan = decide(input);
+        const byName = new Map(input.claims.map((c) => [c.metadata.name, c]));
+        for (const write of [...plan.removeFinalizers, ...plan.deletes]) {
+          const target = byName.get(write.name);
+          assert.ok(target && ofThisKey(target), write.name);
+        }
+        const touched = [...plan.removeFinalizers, ...plan.deletes].map((w) => w.name);
+        assert.equal(new Set(touched).size, touched.length);
+        for (const create of plan.creates) assert.ok(!byName.has(create.metadata.name));
+        for (const w of plan.removeFinalizers) {
+          assert.ok(byName.get(w.name)?.metadata.finalizers?.includes(CLAIM_FINALIZER));
+        }
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('never releases a claim whose network a live VMI of its owner still has', () => {
+    fc.assert(
+      fc.property(inputArb, (input) => {
+        const { vmi } = input;
+        if (!vmi || vmi.metadata.deletionTimestamp) return;
+        const vmiOwner = vmi.metadata.ownerReferences?.find((r) => r.controller)?.uid ?? vmi.metadata.uid;
+        const used = new Set((vmi.spec?.networks ?? []).map((n) => claimName(VM_NAME, n.name)));
+        const plan = decide(input);
+        const byName = new Map(input.claims.map((c) => [c.metadata.name, c]));
+        for (const write of [...plan.removeFinalizers, ...plan.deletes]) {
+          const target = byName.get(write.name);
+          const owned = target?.metadata.ownerReferences?.some((r) => r.uid === vmiOwner);
+          assert.ok(!(owned && used.has(write.name)), write.name);
+        }
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('creates claims only while the gate is on, for a live owner, fully formed', () => {
+    fc.assert(
+      fc.property(inputArb, (input) => {
+        const plan = decide(input);
+        if (plan.creates.length === 0) return;
+        assert.ok(input.gateEnabled);
+        assert.ok(plan.owner);
+        for (const create of plan.creates) {
+          assert.deepEqual(create.metadata.finalizers, [CLAIM_FINALIZER]);
+          assert.equal(create.metadata.ownerReferences?.[0]?.uid, plan.owner.uid);
+          assert.equal(create.metadata.ownerReferences?.[0]?.controller, true);
+          assert.equal(create.metadata.namespace, NS);
+          assert.ok(create.spec.network !== '');
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -1,0 +1,587 @@
+// The lifecycle rules of persistent IPs, all in this file: given what the caches hold for one VM key, which
+// IPAMClaims must be created, which must be deleted, which may lose the finalizer, and what blocks persistence.
+// The rules, by the names the code below uses for them:
+//
+//   OWNER        who owns the claims of this key: the VM, or a standalone VMI.
+//   WANTED       which networks get a claim: gate on, owner alive, network attached, NAD acceptable (NAD-* below).
+//   NAD-*        what makes a NAD acceptable for persistence: exists, parses, opts in, same namespace, topology,
+//                subnets.
+//   EXISTING-*   what to do when a claim of the wanted name already exists: ours, terminating, another owner's,
+//                nobody's.
+//   FINALIZER-OWNER-GONE        when a claim's VM or VMI (any incarnation of this name) no longer needs it.
+//   FINALIZER-DELETED-UNUSED    when a claim someone deleted may go although its owner lives.
+//   UNPLUG       which claims of the live owner belong to no network in use any more, and are deleted.
+//   KEEP-NOT-PERSISTENT         why claims of networks in use that stopped being persistent are kept.
+//
+// The function is pure and level-triggered: the same input gives the same plan, and a state that already matches
+// gives a plan without writes. It never updates a claim; a claim is created whole, or left alone, or deleted.
+
+import type {
+  IPAMClaim,
+  KubeObject,
+  NetworkAttachmentDefinition,
+  OwnerReference,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VmiSpecLike,
+  VmNetwork,
+} from '../kube/types.ts';
+import { apiVersionOf, resources } from '../kube/resources.ts';
+import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
+import { claimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName } from './names.ts';
+import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
+
+export interface ObjectKey {
+  namespace: string;
+  name: string;
+}
+
+export interface DecideInput {
+  /** The VM's namespace and name (a VMI has the same name as its VM). */
+  key: ObjectKey;
+  /** Undefined when no VM of this name exists. */
+  vm?: VirtualMachine;
+  /** Undefined when no VMI of this name exists. */
+  vmi?: VirtualMachineInstance;
+  /**
+   * By `namespace/name`: every NAD the VM or VMI references, and every NAD of the key's namespace (where the
+   * primary network of `pod: {}` networks is found). A referenced NAD that is not here is taken as not existing.
+   */
+  nads: ReadonlyMap<string, NetworkAttachmentDefinition>;
+  /** Every claim of the namespace that may concern this key: labelled for it, owned by its VM/VMI, or so named. */
+  claims: readonly IPAMClaim[];
+  /** Whether the KubeVirt feature gate `PersistentIPs` is on. */
+  gateEnabled: boolean;
+}
+
+export type OwnerKind = 'VirtualMachine' | 'VirtualMachineInstance';
+
+/** The object that owns new claims, and that Events about this key go on. */
+export interface ClaimOwner {
+  kind: OwnerKind;
+  name: string;
+  uid: string;
+}
+
+/** A write to one existing claim, with what its precondition must check (uid, and resourceVersion). */
+export interface ClaimWrite {
+  name: string;
+  uid: string;
+  resourceVersion: string;
+}
+
+export type ProblemReason =
+  | 'NetworkAttachmentDefinitionNotFound'
+  | 'InvalidNetworkReference'
+  | 'InvalidNetworkConfig'
+  | 'MissingNetworkName'
+  | 'CrossNamespacePersistentNetwork'
+  | 'UnsupportedTopology'
+  | 'MissingSubnets'
+  | 'AmbiguousPrimaryNetwork'
+  | 'ClaimNameConflict'
+  | 'ClaimTerminating'
+  | 'ClaimOwnedByAnotherObject'
+  | 'ClaimNotOwned';
+
+export interface Problem {
+  reason: ProblemReason;
+  message: string;
+  /** The logical network (VM network `name`) concerned. */
+  network?: string;
+  claim?: string;
+}
+
+/** `wanted`: to be created by this plan; `created`: exists and is ours; `blocked`: see `reason`. */
+export type WantedStatus = 'wanted' | 'created' | 'blocked';
+
+export interface WantedClaim {
+  network: string;
+  claim: string;
+  status: WantedStatus;
+  reason?: ProblemReason;
+}
+
+export interface Plan {
+  /** Undefined when there is no VM and no standalone VMI: nothing to create, nowhere to post Events. */
+  owner?: ClaimOwner;
+  creates: IPAMClaim[];
+  /** Remove CLAIM_FINALIZER, guarded by the claim's uid and resourceVersion. */
+  removeFinalizers: ClaimWrite[];
+  /** Delete, guarded by the claim's uid and resourceVersion. Never lists a claim that `removeFinalizers` lists. */
+  deletes: ClaimWrite[];
+  problems: Problem[];
+  /** Requeue with backoff: progress waits on something whose change no watch event of ours announces. */
+  retry: boolean;
+  /** Every network that persistence applies to, and how its claim stands. */
+  wanted: WantedClaim[];
+}
+
+export function hasWrites(plan: Plan): boolean {
+  return plan.creates.length + plan.removeFinalizers.length + plan.deletes.length > 0;
+}
+
+export function decide(input: DecideInput): Plan {
+  const plan: Plan = { creates: [], removeFinalizers: [], deletes: [], problems: [], retry: false, wanted: [] };
+  const { key } = input;
+  const claims = input.claims.filter((claim) => (claim.metadata.namespace ?? key.namespace) === key.namespace);
+
+  const owner = ownerOf(input);
+  if (owner) plan.owner = owner.ref;
+
+  // WANTED: claims are created only while the gate is on and the owner is not going away; a terminating owner
+  // would only get claims that garbage collection removes again.
+  if (owner && input.gateEnabled && !owner.terminating) {
+    planWantedClaims(input, owner, claims, plan);
+  }
+
+  const vmiNetworks = [...networksOf(input.vmi?.spec, true)];
+  const inVmi = usageOf(key.name, vmiNetworks);
+  const inUse = usageOf(key.name, [...networksOf(input.vm?.spec?.template?.spec, false), ...vmiNetworks]);
+  for (const claim of claims) {
+    const write = writeRef(claim);
+    const refs = kubevirtOwnerRefs(claim);
+    // Claims of anything but a VM or VMI of this very name are never written to, whatever else they look like.
+    if (!write || refs.length === 0 || refs.some((ref) => ref.name !== key.name)) continue;
+    if (hasFinalizer(claim) && (ownersAllGone(refs, input) || deletedAndUnused(claim, owner, inVmi))) {
+      plan.removeFinalizers.push(write);
+    } else if (owner && !owner.terminating && isUnplugged(claim, owner, inUse)) {
+      plan.deletes.push(write);
+    }
+  }
+  plan.removeFinalizers.sort(byName);
+  plan.deletes.sort(byName);
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// OWNER: the VM when it exists. Otherwise the VMI, but only a standalone one (no controller reference to a VM): a
+// VMI whose VM is gone is being torn down by KubeVirt, and a claim owned by it would outlive nothing useful.
+
+interface Owner {
+  ref: ClaimOwner;
+  apiVersion: string;
+  terminating: boolean;
+  /** Where the owner's networks are declared: the VM template, or the standalone VMI's spec. */
+  spec: VmiSpecLike | undefined;
+}
+
+function ownerOf({ vm, vmi }: DecideInput): Owner | undefined {
+  if (vm) {
+    const uid = vm.metadata.uid;
+    if (!uid) return undefined;
+    return {
+      ref: { kind: 'VirtualMachine', name: vm.metadata.name, uid },
+      apiVersion: apiVersionOf(resources.virtualMachines),
+      terminating: isTerminating(vm),
+      spec: vm.spec?.template?.spec,
+    };
+  }
+  if (vmi && !controllerRef(vmi, 'VirtualMachine')) {
+    const uid = vmi.metadata.uid;
+    if (!uid) return undefined;
+    return {
+      ref: { kind: 'VirtualMachineInstance', name: vmi.metadata.name, uid },
+      apiVersion: apiVersionOf(resources.virtualMachineInstances),
+      terminating: isTerminating(vmi),
+      spec: vmi.spec,
+    };
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// WANTED: one claim per network of the owner's spec that (1) is a Multus secondary network, or the pod network of a
+// namespace with a primary user-defined network, (2) has an interface that is not `state: absent`, and (3) refers to
+// an acceptable persistent NAD (NAD-*). A stopped VM still has a spec, so its claims exist and a later start reuses
+// them.
+
+/** A problem before it is tied to a network and claim. */
+export type Finding = Pick<Problem, 'reason' | 'message'>;
+
+/** A network that persistence applies to: the claim it should have, or what keeps it from having one. */
+export interface NetworkVerdict {
+  /** The logical network: the VM/VMI network `name`. */
+  network: string;
+  claim: string;
+  /** What the claim's spec must say; set exactly when `problem` is not. */
+  claimSpec?: IPAMClaim['spec'];
+  problem?: Finding;
+}
+
+type Verdict = Pick<NetworkVerdict, 'claimSpec' | 'problem'> | undefined;
+
+const blocked = (reason: ProblemReason, message: string): Verdict => ({ problem: { reason, message } });
+
+function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPAMClaim[], plan: Plan): void {
+  const existing = new Map(claims.map((claim) => [claim.metadata.name, claim]));
+  const claimedBy = new Map<string, string>();
+
+  for (const { network, claim: name, claimSpec, problem } of persistentNetworks(input.key, owner.spec, input.nads)) {
+    const block = (problem: Finding, retry = false): void => {
+      plan.problems.push({ ...problem, network, claim: name });
+      plan.wanted.push({ network, claim: name, status: 'blocked', reason: problem.reason });
+      if (retry) plan.retry = true;
+    };
+
+    if (!claimSpec) {
+      if (problem) block(problem);
+      continue;
+    }
+    // Two networks on one claim would share addresses; see claimName() for why this needs a deliberate effort.
+    const rival = claimedBy.get(name);
+    if (rival !== undefined) {
+      block({
+        reason: 'ClaimNameConflict',
+        message: `networks "${rival}" and "${network}" map to the same IPAMClaim name; rename one of them`,
+      });
+      continue;
+    }
+    claimedBy.set(name, network);
+
+    const found = existing.get(name);
+    if (!found) {
+      plan.creates.push(newClaim(input.key, owner, name, claimSpec));
+      plan.wanted.push({ network, claim: name, status: 'wanted' });
+      continue;
+    }
+    const refs = found.metadata.ownerReferences ?? [];
+    const ours = refs.some((ref) => ref.uid === owner.ref.uid);
+    if (isTerminating(found)) {
+      // EXISTING-TERMINATING: wait for it to go, then create the new one. Our own deleted claim is released by
+      // FINALIZER-DELETED-UNUSED as soon as no VMI uses it, which a VMI event announces; another owner's goes when
+      // garbage collection gets to it, which we must poll for.
+      block(
+        {
+          reason: 'ClaimTerminating',
+          message: ours
+            ? `IPAMClaim ${name} was deleted while in use; it is kept until no VMI uses it, then created anew`
+            : `IPAMClaim ${name} is being deleted; the new claim is created once it is gone`,
+        },
+        !ours,
+      );
+    } else if (ours) {
+      // EXISTING-OURS: steady state. Never "fixing" its spec or labels keeps resyncs at zero writes, and the IPAM
+      // plugin keys its allocation on the claim as it is.
+      plan.wanted.push({ network, claim: name, status: 'created' });
+    } else if (refs.length === 0) {
+      // EXISTING-NOT-OWNED: made by hand (or orphaned). Adopting would hand a stranger's addresses to the VM, and
+      // deleting would lose them: report, and look again later.
+      block(
+        {
+          reason: 'ClaimNotOwned',
+          message:
+            `IPAMClaim ${name} exists without an owner; delete it, or give it an ownerReference to ` +
+            `${owner.ref.kind} ${owner.ref.name}, for the ${owner.ref.kind} to use it`,
+        },
+        true,
+      );
+    } else {
+      // EXISTING-OTHER-OWNER: typically the leftover of an earlier VM of the same name, which garbage collection
+      // removes (FINALIZER-OWNER-GONE releases it); never overwrite or adopt it.
+      const others = refs.map((ref) => `${ref.kind} ${ref.name} (uid ${ref.uid})`).join(', ');
+      block(
+        {
+          reason: 'ClaimOwnedByAnotherObject',
+          message:
+            `IPAMClaim ${name} belongs to ${others}, not to this ${owner.ref.kind} (uid ${owner.ref.uid}); ` +
+            'waiting for it to be removed',
+        },
+        true,
+      );
+    }
+  }
+}
+
+/**
+ * WANTED (1)-(3) for one spec: the networks of a VM template or VMI spec that persistence applies to, each with its
+ * claim or the problem that blocks it. Ordinary networks are left out. The webhook asks the same question of the
+ * VMI spec, so that pods and claims agree on which networks are persistent.
+ */
+export function persistentNetworks(
+  key: ObjectKey,
+  spec: VmiSpecLike | undefined,
+  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+): NetworkVerdict[] {
+  const result: NetworkVerdict[] = [];
+  const seen = new Set<string>();
+  for (const net of spec?.networks ?? []) {
+    if (!net || typeof net.name !== 'string' || seen.has(net.name)) continue;
+    seen.add(net.name);
+    if (isAbsent(spec, net.name)) continue;
+    let verdict: Verdict;
+    if (net.multus && !net.multus.default) verdict = secondaryVerdict(key, nads, net.name, net.multus.networkName);
+    else if (net.pod) verdict = primaryVerdict(key, nads);
+    // A Multus network with `default: true` replaces the cluster default network: it is not a secondary network,
+    // and the spec gives persistence to secondary networks and to primary user-defined networks only.
+    if (verdict) result.push({ network: net.name, claim: claimName(key.name, net.name), ...verdict });
+  }
+  return result;
+}
+
+function secondaryVerdict(
+  key: ObjectKey,
+  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+  network: string,
+  reference: unknown,
+): Verdict {
+  const ref = parseNadReference(reference, key.namespace);
+  if (!ref) {
+    return blocked(
+      'InvalidNetworkReference',
+      `networkName ${JSON.stringify(reference)} is neither "name" nor "namespace/name"`,
+    );
+  }
+  const nad = nads.get(`${ref.namespace}/${ref.name}`);
+  // NAD-EXISTS: a NAD event brings the key back, so no retry.
+  if (!nad) {
+    return blocked(
+      'NetworkAttachmentDefinitionNotFound',
+      `NetworkAttachmentDefinition ${ref.namespace}/${ref.name} does not exist`,
+    );
+  }
+  return nadVerdict(parseNadConfig(nad), ref, key.namespace, podInterfaceName(network), false);
+}
+
+function primaryVerdict(key: ObjectKey, nads: ReadonlyMap<string, NetworkAttachmentDefinition>): Verdict {
+  const namespace = key.namespace;
+  const primaries: { ref: ObjectKey; config: NadConfig }[] = [];
+  for (const [mapKey, nad] of nads) {
+    const ref = nadKeyOf(mapKey, nad);
+    if (ref.namespace !== namespace) continue;
+    const config = parseNadConfig(nad);
+    if (config.role === 'primary') primaries.push({ ref, config });
+  }
+  // Without a primary user-defined network the pod network is the cluster default network, whose addresses are
+  // not ours to keep.
+  const [primary, ...more] = primaries.sort((a, b) => (a.ref.name < b.ref.name ? -1 : 1));
+  if (!primary) return undefined;
+  if (more.length > 0) {
+    const names = primaries.map((p) => p.ref.name).join(', ');
+    return blocked('AmbiguousPrimaryNetwork', `namespace ${namespace} has several primary networks (${names})`);
+  }
+  return nadVerdict(primary.config, primary.ref, namespace, PRIMARY_POD_INTERFACE, true);
+}
+
+/** Topologies the IPAM side can keep addresses on, by network role. */
+const SUPPORTED_TOPOLOGIES = { secondary: ['layer2', 'localnet'], primary: ['layer2'] } as const;
+
+function nadVerdict(
+  config: NadConfig,
+  ref: ObjectKey,
+  ownerNamespace: string,
+  iface: string,
+  primary: boolean,
+): Verdict {
+  const nad = `NetworkAttachmentDefinition ${ref.namespace}/${ref.name}`;
+  // NAD-PARSES: a config nobody can read is reported whether or not it meant to opt in; a bad key only when the NAD
+  // opts in, or when the bad key is the opt-in itself (someone tried, with e.g. "true" as a string).
+  const problems = config.problems.filter(
+    (p) => p.field === undefined || p.field === 'allowPersistentIPs' || config.allowPersistentIPs,
+  );
+  if (problems.length > 0) {
+    return blocked('InvalidNetworkConfig', `${nad}: ${problems.map((p) => p.message).join('; ')}`);
+  }
+  // NAD-OPTS-IN: a NAD that does not ask for persistence is an ordinary network; nothing to say about it.
+  if (!config.allowPersistentIPs) return undefined;
+  if (config.networkName === undefined) {
+    return blocked('MissingNetworkName', `${nad} has no network "name" in its config, which an IPAMClaim must name`);
+  }
+  // NAD-SAME-NAMESPACE: an owner reference cannot cross namespaces and the IPAM plugin looks the claim up in the
+  // NAD's namespace, so a claim could be either owned or found, never both.
+  if (ref.namespace !== ownerNamespace) {
+    return blocked(
+      'CrossNamespacePersistentNetwork',
+      `${nad} allows persistent IPs, but only a NetworkAttachmentDefinition in the VM's namespace ` +
+        `(${ownerNamespace}) can have them`,
+    );
+  }
+  // NAD-TOPOLOGY: checked only when set, since CNIs other than OVN-Kubernetes have no topology.
+  const supported: readonly string[] = primary ? SUPPORTED_TOPOLOGIES.primary : SUPPORTED_TOPOLOGIES.secondary;
+  if (config.topology !== undefined && !supported.includes(config.topology)) {
+    return blocked(
+      'UnsupportedTopology',
+      `${nad} has topology "${config.topology}"; persistent IPs on a ${primary ? 'primary' : 'secondary'} ` +
+        `network need ${supported.join(' or ')}`,
+    );
+  }
+  // NAD-SUBNETS: OVN-Kubernetes allocates on layer2 only from `subnets`; localnet may be address-less (the guest
+  // brings its own), and other CNIs keep their address ranges elsewhere.
+  if (isOvnKubernetes(config) && config.topology === 'layer2' && config.subnets.length === 0) {
+    return blocked('MissingSubnets', `${nad} allows persistent IPs but has no subnets to allocate from`);
+  }
+  return { claimSpec: { network: config.networkName, interface: iface } };
+}
+
+function parseNadReference(reference: unknown, defaultNamespace: string): ObjectKey | undefined {
+  if (typeof reference !== 'string') return undefined;
+  const parts = reference.split('/');
+  if (parts.length === 1 && parts[0]) return { namespace: defaultNamespace, name: parts[0] };
+  if (parts.length === 2 && parts[0] && parts[1]) return { namespace: parts[0], name: parts[1] };
+  return undefined;
+}
+
+function nadKeyOf(mapKey: string, nad: NetworkAttachmentDefinition): ObjectKey {
+  const slash = mapKey.indexOf('/');
+  return {
+    namespace: nad.metadata?.namespace ?? (slash >= 0 ? mapKey.slice(0, slash) : ''),
+    name: nad.metadata?.name ?? mapKey.slice(slash + 1),
+  };
+}
+
+function newClaim(key: ObjectKey, owner: Owner, name: string, spec: IPAMClaim['spec']): IPAMClaim {
+  return {
+    apiVersion: apiVersionOf(resources.ipamClaims),
+    kind: resources.ipamClaims.kind,
+    metadata: {
+      name,
+      namespace: key.namespace,
+      // Label values stop at 63 characters while object names go to 253; a VM name that cannot be a label value
+      // (KubeVirt's own labels would break first) leaves the claim unlabelled rather than uncreatable.
+      ...(isLabelValue(key.name) ? { labels: { [VM_LABEL]: key.name } } : {}),
+      finalizers: [CLAIM_FINALIZER],
+      ownerReferences: [
+        {
+          apiVersion: owner.apiVersion,
+          kind: owner.ref.kind,
+          name: owner.ref.name,
+          uid: owner.ref.uid,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: { ...spec },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// FINALIZER-OWNER-GONE: the finalizer keeps a claim (and so its addresses) while a VM or VMI may still run on it. A
+// claim owned by VM uid X is released once no VM X is alive (gone, or terminating) AND no VMI controlled by X is
+// left; a claim owned by standalone VMI uid X once VMI X is gone, or terminating with no launcher pod. Every
+// incarnation of this name counts, so leftovers of an earlier VM of the same name are released too. This covers
+// background deletion (VM terminating behind KubeVirt's finalizer until its VMI is gone), foreground deletion (GC
+// marks the claims first; the finalizer holds until the VMI is gone, then lets the VM finish), and a stopped VM (VMI
+// gone, VM alive: kept). It applies with the gate off as well, so no finalizer is ever stranded.
+
+function ownersAllGone(refs: readonly OwnerReference[], { vm, vmi }: DecideInput): boolean {
+  return refs.every((ref) => {
+    if (ref.kind === 'VirtualMachine') {
+      const vmAlive = vm !== undefined && vm.metadata.uid === ref.uid && !isTerminating(vm);
+      const vmiOfIt = vmi !== undefined && controllerRef(vmi, 'VirtualMachine')?.uid === ref.uid;
+      return !vmAlive && !vmiOfIt;
+    }
+    if (!vmi || vmi.metadata.uid !== ref.uid) return true;
+    return isTerminating(vmi) && Object.keys(vmi.status?.activePods ?? {}).length === 0;
+  });
+}
+
+// FINALIZER-DELETED-UNUSED: someone deleted one of our claims (by hand, or UNPLUG did). Holding it while a VMI has
+// the network protects addresses in use; holding it longer would deadlock a network that is plugged back, since its
+// wanted claim can only be created once this one is gone.
+function deletedAndUnused(claim: IPAMClaim, owner: Owner | undefined, inVmi: Usage): boolean {
+  return isTerminating(claim) && owner !== undefined && isOwnedBy(claim, owner.ref.uid) && !isUsed(claim, inVmi);
+}
+
+// UNPLUG: a claim of the live owner that belongs to no network in use is deleted (with uid and resourceVersion
+// preconditions; its finalizer then goes by FINALIZER-DELETED-UNUSED). "In use" is a network of the VM spec whose
+// interface is not absent, or any network of the VMI spec, because an unplug in progress keeps it there until the
+// interface is gone. Only claims that carry our finalizer or label are touched: anything else owned by the VM was
+// made by someone else, for their own reasons.
+//
+// KEEP-NOT-PERSISTENT: "in use" does not ask whether the network is still persistent. A NAD edited to drop
+// allowPersistentIPs, or the gate turned off, stops new claims, but deleting existing ones would take the addresses
+// of a running VM away on a mere config edit; they go with the VM, or when the network is removed from it.
+function isUnplugged(claim: IPAMClaim, owner: Owner, inUse: Usage): boolean {
+  if (isTerminating(claim) || !isOwnedBy(claim, owner.ref.uid)) return false;
+  const ourMark = hasFinalizer(claim) || claim.metadata.labels?.[VM_LABEL] === owner.ref.name;
+  return ourMark && !isUsed(claim, inUse);
+}
+
+interface Usage {
+  claimNames: Set<string>;
+  interfaces: Set<string>;
+}
+
+/**
+ * The networks of a VM template (skipping absent interfaces) or of a VMI spec (all of them: an unplug in progress
+ * keeps the network there until the interface is gone).
+ */
+function* networksOf(spec: VmiSpecLike | undefined, includeAbsent: boolean): Generator<VmNetwork> {
+  for (const net of spec?.networks ?? []) {
+    if (!net || typeof net.name !== 'string') continue;
+    if (includeAbsent || !isAbsent(spec, net.name)) yield net;
+  }
+}
+
+/**
+ * What identifies the claim of each network: its claim name, the name kubevirt/ipam-extensions gave it (claims
+ * adopted after a switch from the reference implementation keep the reference's name), and its pod interface.
+ */
+function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
+  const usage: Usage = { claimNames: new Set(), interfaces: new Set() };
+  for (const net of networks) {
+    usage.claimNames.add(claimName(vmName, net.name));
+    usage.claimNames.add(referenceClaimName(vmName, net.name));
+    usage.interfaces.add(net.pod || net.multus?.default ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name));
+  }
+  return usage;
+}
+
+function isUsed(claim: IPAMClaim, usage: Usage): boolean {
+  const iface = claim.spec?.interface;
+  return usage.claimNames.has(claim.metadata.name) || (!!iface && usage.interfaces.has(iface));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Small facts about objects.
+
+function isTerminating(obj: KubeObject): boolean {
+  return !!obj.metadata.deletionTimestamp;
+}
+
+function hasFinalizer(claim: IPAMClaim): boolean {
+  return claim.metadata.finalizers?.includes(CLAIM_FINALIZER) ?? false;
+}
+
+function isOwnedBy(claim: IPAMClaim, uid: string): boolean {
+  return (claim.metadata.ownerReferences ?? []).some((ref) => ref.uid === uid);
+}
+
+function controllerRef(obj: KubeObject, kind: OwnerKind): OwnerReference | undefined {
+  return obj.metadata.ownerReferences?.find((ref) => ref.controller === true && ref.kind === kind);
+}
+
+function isAbsent(spec: VmiSpecLike | undefined, network: string): boolean {
+  return spec?.domain?.devices?.interfaces?.find((iface) => iface?.name === network)?.state === 'absent';
+}
+
+const KUBEVIRT_GROUP = resources.virtualMachines.group;
+
+/** Owner references to KubeVirt VMs and VMIs, whatever their name. */
+function kubevirtOwnerRefs(claim: IPAMClaim): OwnerReference[] {
+  return (claim.metadata.ownerReferences ?? []).filter(
+    (ref) =>
+      (ref.kind === 'VirtualMachine' || ref.kind === 'VirtualMachineInstance') &&
+      typeof ref.apiVersion === 'string' &&
+      ref.apiVersion.startsWith(`${KUBEVIRT_GROUP}/`),
+  );
+}
+
+function writeRef(claim: IPAMClaim): ClaimWrite | undefined {
+  const { name, uid, resourceVersion } = claim.metadata;
+  // Without both, a write could not be guarded against racing with another writer; objects from the API always
+  // have them.
+  if (!uid || !resourceVersion) return undefined;
+  return { name, uid, resourceVersion };
+}
+
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+function isLabelValue(value: string): boolean {
+  return value.length <= 63 && LABEL_VALUE.test(value);
+}
+
+function byName(a: ClaimWrite, b: ClaimWrite): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}

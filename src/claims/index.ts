@@ -1,0 +1,37 @@
+// The claims domain: pure functions of plain data. The controller, the webhook and the CLI import from here only,
+// so the modules behind it can be reshaped without touching them. Test fixtures are deliberately not exported.
+
+export * from './constants.ts';
+export {
+  decide,
+  hasWrites,
+  persistentNetworks,
+  type ClaimOwner,
+  type ClaimWrite,
+  type DecideInput,
+  type Finding,
+  type NetworkVerdict,
+  type ObjectKey,
+  type OwnerKind,
+  type Plan,
+  type Problem,
+  type ProblemReason,
+  type WantedClaim,
+  type WantedStatus,
+} from './decide.ts';
+export {
+  claimName,
+  isDns1123Subdomain,
+  MAX_SUBDOMAIN_LENGTH,
+  podInterfaceName,
+  PRIMARY_POD_INTERFACE,
+  referenceClaimName,
+} from './names.ts';
+export {
+  isOvnKubernetes,
+  OVN_K8S_CNI_TYPE,
+  parseCniConfig,
+  parseNadConfig,
+  type NadConfig,
+  type NadConfigProblem,
+} from './nad-config.ts';
