@@ -5,10 +5,11 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { connectToCluster, EXISTING_KUBECONFIG_ENV } from './existing.ts';
-import { startControlPlane, verifyGarbageCollector, type Cluster, type ControlPlane } from './controlplane.ts';
+import { freePort, startControlPlane, verifyGarbageCollector, type Cluster, type ControlPlane } from './controlplane.ts';
 import { poll } from './kubehttp.ts';
 import { pinnedVersions } from './paths.ts';
 import { isAlive } from './process.ts';
@@ -145,3 +146,54 @@ describe('local control plane', { timeout: 45 * 60_000 }, () => {
     for (const pid of pids) assert.equal(isAlive(pid), false, `pid ${pid} still alive`);
   });
 });
+
+describe('local control plane start-up', { timeout: 45 * 60_000, skip: !!process.env[EXISTING_KUBECONFIG_ENV] }, () => {
+  it('retries with new ports when a chosen port is taken before the server binds it', async () => {
+    // Hold two ports and hand them out as etcd's client port (1st pick) and the apiserver's port (5th pick: after
+    // etcd's retry took picks 3 and 4): both servers fail to bind, and the harness must retry each with new ports.
+    const held = await Promise.all([holdPort(), holdPort()]);
+    const scripted = new Map([
+      [1, held[0]!.port],
+      [5, held[1]!.port],
+    ]);
+    const picks: number[] = [];
+    const pickPort = async () => {
+      const p = scripted.get(picks.length + 1) ?? (await freePort());
+      picks.push(p);
+      return p;
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'persistent-ips-cp-test-'));
+    const lines: string[] = [];
+    try {
+      const cp = await startControlPlane({ dir, pickPort, crdDirs: [], onLog: (l) => lines.push(l) });
+      try {
+        const retries = lines.filter((l) => l.includes('retrying with new ports'));
+        assert.deepEqual(
+          retries.map((l) => l.split(':')[0]),
+          ['etcd', 'kube-apiserver'],
+          lines.join('\n'),
+        );
+        assert.equal(picks.length, 6);
+        assert.equal(cp.server, `https://127.0.0.1:${picks[5]}`);
+        assert.equal((await cp.http.expect('GET', '/readyz', [200])).status, 200);
+      } finally {
+        await cp.stop();
+      }
+      assert.ok(Object.values(cp.pids).every((pid) => !isAlive(pid)));
+    } finally {
+      for (const h of held) h.server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+function holdPort(): Promise<{ port: number; server: Server }> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen({ host: '127.0.0.1', port: 0 }, () => {
+      const addr = server.address();
+      resolvePort({ port: typeof addr === 'object' && addr ? addr.port : 0, server });
+    });
+  });
+}

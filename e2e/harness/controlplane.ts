@@ -5,14 +5,14 @@
 //   ... use cp.kubeconfigPath (or cp.server + cp.token + cp.caFile) ...
 //   await cp.stop();
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { binariesIn, ensureBinaries, type Binaries } from './binaries.ts';
 import { runKubectl, type KubectlOptions, type KubectlResult } from './kubectl.ts';
 import { KubeHttp, poll } from './kubehttp.ts';
 import { CRDS_DIR, pinnedVersions } from './paths.ts';
-import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from './process.ts';
+import { spawnLogged, stopProcess, type ManagedProcess } from './process.ts';
 
 export type ComponentName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
 
@@ -36,6 +36,8 @@ export interface StartOptions {
   stopGraceMs?: number;
   /** Deadline for the whole start (after the binaries exist). Default 180 s. */
   startTimeoutMs?: number;
+  /** How ports are chosen (default freePort). A hook for tests of the retry on ports taken meanwhile. */
+  pickPort?: () => Promise<number>;
 }
 
 /** What tests need from a cluster, whether the harness started it or it already existed. */
@@ -89,6 +91,20 @@ export function freePort(): Promise<number> {
 
 const ADDRESS_IN_USE = /address already in use|bind: address already in use|EADDRINUSE/i;
 
+/** What a log file holds from `offset` on (at most the last 64 KiB). */
+function logSince(file: string, offset: number): string {
+  const fd = openSync(file, 'r');
+  try {
+    const size = statSync(file).size;
+    const from = Math.max(offset, size - 65536);
+    const buf = Buffer.alloc(Math.max(0, size - from));
+    readSync(fd, buf, 0, buf.length, from);
+    return buf.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Generates the admin token and the token file, and the service-account RSA key. */
 function writeSecrets(apiDir: string): { token: string; tokenFile: string; saKey: string; saPub: string } {
   const token = randomBytes(24).toString('hex');
@@ -134,6 +150,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
   const log = opts.onLog ?? (() => {});
   const dir = resolve(opts.dir);
   const grace = opts.stopGraceMs ?? 10_000;
+  const pickPort = opts.pickPort ?? freePort;
   const t0 = Date.now();
   const since = () => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
 
@@ -151,6 +168,8 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
   for (const d of [logDir, etcdDir, certDir, join(dir, 'controller-manager')]) mkdirSync(d, { recursive: true, mode: 0o700 });
 
   const started: ManagedProcess[] = [];
+  /** Where each process's output starts in its (appended) log file. */
+  const logStart = new Map<ManagedProcess, number>();
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
@@ -192,9 +211,12 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
   }
 
   const launch = (name: ComponentName, command: string, args: string[]): ManagedProcess => {
+    if (stopping) throw new Error(`not starting ${name}: the control plane is stopping`);
     const logFile = join(logDir, `${name}.log`);
     writeFileSync(logFile, `# ${command} ${args.join(' ')}\n`, { flag: 'a' });
+    const offset = statSync(logFile).size;
     const p = spawnLogged(name, command, args, logFile);
+    logStart.set(p, offset);
     started.push(p);
     void p.exited.then((code) => opts.onExit?.(name, p.pid, code, stopping !== undefined));
     opts.onProcess?.(name, p.pid);
@@ -202,7 +224,9 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
     return p;
   };
   const diedReason = (p: ManagedProcess) => () =>
-    p.hasExited() ? `${p.name} exited early; last lines of ${p.logFile}:\n${tailFile(p.logFile)}` : undefined;
+    p.hasExited()
+      ? `${p.name} exited early; its last lines in ${p.logFile}:\n${logSince(p.logFile, logStart.get(p) ?? 0).trimEnd().split('\n').slice(-20).join('\n')}`
+      : undefined;
 
   /** Starts a server on fresh ports; when its log says the port was taken meanwhile, tries new ports. */
   const withPortRetry = async <T>(name: ComponentName, attempt: () => Promise<T>): Promise<T> => {
@@ -211,7 +235,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
         return await attempt();
       } catch (err) {
         const last = started.at(-1);
-        if (i < 5 && last?.name === name && last.hasExited() && ADDRESS_IN_USE.test(tailFile(last.logFile, 50))) {
+        if (i < 5 && last?.name === name && last.hasExited() && ADDRESS_IN_USE.test(logSince(last.logFile, logStart.get(last) ?? 0))) {
           log(`${name}: a port was taken between discovery and bind; retrying with new ports`);
           started.pop();
           continue;
@@ -224,7 +248,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
   try {
     // etcd
     const etcd = await withPortRetry('etcd', async () => {
-      const [clientPort, peerPort] = [await freePort(), await freePort()];
+      const [clientPort, peerPort] = [await pickPort(), await pickPort()];
       const clientUrl = `http://127.0.0.1:${clientPort}`;
       const peerUrl = `http://127.0.0.1:${peerPort}`;
       rmSync(join(etcdDir, 'data'), { recursive: true, force: true });
@@ -257,8 +281,10 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
     const secrets = writeSecrets(apiDir);
     const caFile = join(certDir, 'apiserver.crt');
     const api = await withPortRetry('kube-apiserver', async () => {
-      const port = await freePort();
-      rmSync(caFile, { force: true });
+      const port = await pickPort();
+      // A fresh serving certificate per attempt (the apiserver refuses a half-written pair).
+      rmSync(certDir, { recursive: true, force: true });
+      mkdirSync(certDir, { recursive: true, mode: 0o700 });
       const p = launch('kube-apiserver', bins.kubeApiserver, [
         `--etcd-servers=${etcd.clientUrl}`,
         '--bind-address=127.0.0.1',
