@@ -47,27 +47,9 @@ export function parseAddress(input: unknown, opts: { allowPrefix?: boolean } = {
       message: `"${input}": IPv4-embedded IPv6 notation is not supported, write the address in hexadecimal groups`,
     };
   }
-  let parsed: ReturnType<typeof IPCIDR.createAddress>;
-  try {
-    parsed = IPCIDR.createAddress(addr);
-  } catch (err) {
-    return { ok: false, message: `"${input}" is not a valid IP address (${errorText(err)})` };
-  }
   const family: IPFamily = v6 ? 6 : 4;
-  // ip-address stores the validated groups: 4 decimal octets, or 8 hex groups with "::" already expanded.
-  const groups: unknown = (parsed as { parsedAddress?: unknown }).parsedAddress;
-  const wantGroups = family === 4 ? 4 : 8;
-  if (parsed.v4 !== (family === 4) || !Array.isArray(groups) || groups.length !== wantGroups) {
-    return { ok: false, message: `"${input}" is not a valid IP address` };
-  }
-  let value = 0n;
-  for (const g of groups) {
-    const n = typeof g === 'string' ? Number.parseInt(g, family === 4 ? 10 : 16) : Number.NaN;
-    if (!Number.isInteger(n) || n < 0 || n > (family === 4 ? 0xff : 0xffff)) {
-      return { ok: false, message: `"${input}" is not a valid IP address` };
-    }
-    value = (value << (family === 4 ? 8n : 16n)) | BigInt(n);
-  }
+  const value = canonicalValue(family, addr) ?? libraryValue(family, addr);
+  if (typeof value === 'string') return { ok: false, message: `"${input}" ${value}` };
   if (prefixText === undefined) return { ok: true, value: { family, value } };
   if (!PREFIX_RE.test(prefixText) || Number(prefixText) > FAMILY_BITS[family]) {
     return {
@@ -78,14 +60,80 @@ export function parseAddress(input: unknown, opts: { allowPrefix?: boolean } = {
   return { ok: true, value: { family, value, prefix: Number(prefixText) } };
 }
 
+/**
+ * Fast path for the canonical text this module writes (what claims hold): a quick split, trusted only when
+ * formatting the result gives back exactly the input. formatAddress is tested to agree with ip-address's
+ * correctForm, so this accepts nothing the library would read differently; anything else goes to the library.
+ */
+function canonicalValue(family: IPFamily, addr: string): bigint | undefined {
+  if (family === 4) {
+    const parts = addr.split('.');
+    if (parts.length !== 4) return undefined;
+    let n = 0;
+    for (const p of parts) {
+      const octet = Number(p);
+      if (p === '' || !Number.isInteger(octet) || octet < 0 || octet > 255) return undefined;
+      n = n * 256 + octet;
+    }
+    return formatV4(n) === addr ? BigInt(n) : undefined;
+  }
+  if (addr.length > 39) return undefined;
+  const halves = addr.split('::');
+  if (halves.length > 2) return undefined;
+  const head = halves[0] ? halves[0].split(':') : [];
+  const tail = halves[1] ? halves[1].split(':') : [];
+  const gap = 8 - head.length - tail.length;
+  if (halves.length === 1 ? gap !== 0 : gap < 1) return undefined;
+  const groups: number[] = [];
+  for (const g of head) groups.push(hexGroup(g));
+  for (let k = 0; k < gap && halves.length === 2; k++) groups.push(0);
+  for (const g of tail) groups.push(hexGroup(g));
+  if (groups.some((g) => g < 0) || formatV6(groups) !== addr) return undefined;
+  let value = 0n;
+  for (let k = 0; k < 8; k += 2) value = (value << 32n) | BigInt(groups[k]! * 0x10000 + groups[k + 1]!);
+  return value;
+}
+
+function hexGroup(g: string): number {
+  return /^[0-9a-f]{1,4}$/.test(g) ? Number.parseInt(g, 16) : -1;
+}
+
+/** Validation by ip-cidr / ip-address; returns the value or what is wrong. */
+function libraryValue(family: IPFamily, addr: string): bigint | string {
+  let parsed: ReturnType<typeof IPCIDR.createAddress>;
+  try {
+    parsed = IPCIDR.createAddress(addr);
+  } catch (err) {
+    return `is not a valid IP address (${errorText(err)})`;
+  }
+  // ip-address stores the validated groups: 4 decimal octets, or 8 hex groups with "::" already expanded.
+  const groups: unknown = (parsed as { parsedAddress?: unknown }).parsedAddress;
+  const wantGroups = family === 4 ? 4 : 8;
+  if (parsed.v4 !== (family === 4) || !Array.isArray(groups) || groups.length !== wantGroups) {
+    return 'is not a valid IP address';
+  }
+  let value = 0n;
+  for (const g of groups) {
+    const n = typeof g === 'string' ? Number.parseInt(g, family === 4 ? 10 : 16) : Number.NaN;
+    if (!Number.isInteger(n) || n < 0 || n > (family === 4 ? 0xff : 0xffff)) return 'is not a valid IP address';
+    value = (value << (family === 4 ? 8n : 16n)) | BigInt(n);
+  }
+  return value;
+}
+
 /** Canonical text: dotted quad, or RFC 5952 IPv6 (lowercase, longest run of ≥ 2 zero groups as "::"). */
 export function formatAddress(family: IPFamily, value: bigint): string {
-  if (family === 4) {
-    const n = Number(value);
-    return `${(n >>> 24) & 0xff}.${(n >>> 16) & 0xff}.${(n >>> 8) & 0xff}.${n & 0xff}`;
-  }
+  if (family === 4) return formatV4(Number(value));
   const groups: number[] = [];
   for (let i = 7; i >= 0; i--) groups.push(Number((value >> BigInt(i * 16)) & 0xffffn));
+  return formatV6(groups);
+}
+
+function formatV4(n: number): string {
+  return `${(n >>> 24) & 0xff}.${(n >>> 16) & 0xff}.${(n >>> 8) & 0xff}.${n & 0xff}`;
+}
+
+function formatV6(groups: readonly number[]): string {
   let bestStart = -1;
   let bestLen = 1; // a single zero group is never compressed
   for (let i = 0; i < 8; ) {
@@ -101,7 +149,7 @@ export function formatAddress(family: IPFamily, value: bigint): string {
     }
     i = j;
   }
-  const hex = (gs: number[]) => gs.map((g) => g.toString(16)).join(':');
+  const hex = (gs: readonly number[]) => gs.map((g) => g.toString(16)).join(':');
   if (bestStart < 0) return hex(groups);
   return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
 }

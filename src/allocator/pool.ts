@@ -241,8 +241,9 @@ export type AddressVerdict =
 
 /** Whether an address may be handed out by this pool, and if not, why (for messages users read). */
 export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): AddressVerdict {
-  const text = formatAddress(family, value);
   const subnet = subnetOf(pool, family, value);
+  if (subnet && pool.usable[family]?.has(value)) return { usable: true, subnet };
+  const text = formatAddress(family, value);
   if (!subnet) {
     return {
       usable: false,
@@ -252,7 +253,6 @@ export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): Ad
         : `${text} is ${familyName(family)} but the pool has no ${familyName(family)} subnet`,
     };
   }
-  if (pool.usable[family]?.has(value)) return { usable: true, subnet };
   const range = hostRange(subnet);
   let why: string;
   if (value < range.start) {
