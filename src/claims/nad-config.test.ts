@@ -97,19 +97,19 @@ describe('parseNadConfig', () => {
   });
 
   const documentProblems: [string, unknown, RegExp][] = [
-    ['missing config', undefined, /no spec.config/],
-    ['empty config', '', /empty/],
-    ['blank config', '  \n', /empty/],
+    ['a missing config', undefined, /no spec.config/],
+    ['an empty config', '', /empty/],
+    ['a blank config', '  \n', /empty/],
     ['invalid JSON', '{"name": ', /not valid JSON/],
-    ['JSON array', '[1,2]', /not a JSON object/],
+    ['a JSON array', '[1,2]', /not a JSON object/],
     ['JSON null', 'null', /not a JSON object/],
-    ['JSON string', '"net"', /not a JSON object/],
-    ['config of the wrong type', 42, /not a string/],
-    ['plugins not an array', '{"name":"n","plugins":{}}', /"plugins" is not an array/],
-    ['plugin not an object', '{"name":"n","plugins":[1]}', /plugins\[0\] is not a JSON object/],
+    ['a JSON string', '"net"', /not a JSON object/],
+    ['a config of the wrong type', 42, /not a string/],
+    ['plugins that are not an array', '{"name":"n","plugins":{}}', /"plugins" is not an array/],
+    ['a plugin that is not an object', '{"name":"n","plugins":[1]}', /plugins\[0\] is not a JSON object/],
   ];
   for (const [name, config, message] of documentProblems) {
-    it(`reports a ${name} as a problem of the whole document`, () => {
+    it(`reports ${name} as a problem of the whole document`, () => {
       const parsed = parseNadConfig(nadWith(config));
       assert.equal(parsed.problems.length, 1);
       assert.equal(parsed.problems[0]?.reason, 'InvalidNetworkConfig');
