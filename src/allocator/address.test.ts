@@ -79,7 +79,10 @@ test('formatAddress and parseAddress agree with ip-address for any address', () 
   const libraryValue = (text: string) => BigInt(IPCIDR.createAddress(text).bigInteger().toString());
   // Bias towards zero groups, where the compression rules matter.
   const v6 = fc
-    .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), { minLength: 8, maxLength: 8 })
+    .array(fc.oneof(fc.constant(0), fc.constant(0), fc.integer({ min: 0, max: 0xffff })), {
+      minLength: 8,
+      maxLength: 8,
+    })
     .map((gs) => gs.reduce((acc, g) => (acc << 16n) | BigInt(g), 0n));
   fc.assert(
     fc.property(v6, (value) => {

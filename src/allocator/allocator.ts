@@ -165,7 +165,8 @@ export class PoolAllocator {
     for (const { key, ips } of claims) {
       let state = this.#claims.get(key);
       if (state) {
-        problems.push({ key, code: 'DuplicateKey', message: `claim ${key} is listed more than once; its addresses are merged` });
+        const message = `claim ${key} is listed more than once; its addresses are merged`;
+        problems.push({ key, code: 'DuplicateKey', message });
       } else {
         state = { held: [], invalid: [] };
       }
@@ -232,10 +233,9 @@ export class PoolAllocator {
     const wanted = this.#parseRequest(requested);
     if (!wanted.ok) return wanted;
     for (const [family, want] of wanted.byFamily) {
-      const verdict = classifyAddress(this.pool, family, want.value);
-      if (!this.pool.families.includes(family) && !verdict.usable) {
-        return { ok: false, error: verdict.code, message: `requested ${verdict.message}` };
-      }
+      if (this.pool.families.includes(family)) continue;
+      const verdict = classifyAddress(this.pool, family, want.value); // a family the pool does not have
+      if (!verdict.usable) return { ok: false, error: verdict.code, message: `requested ${verdict.message}` };
     }
     const warnings: string[] = [];
     const picks: Held[] = [];
@@ -282,7 +282,8 @@ export class PoolAllocator {
         message: exhausted
           .map((f) => {
             const subnets = this.pool.subnets.filter((s) => s.family === f).map((s) => s.text);
-            return `no free ${familyName(f)} address left in ${subnets.join(', ')} (${this.#usable(f).size} usable, all in use)`;
+            const size = this.#usable(f).size;
+            return `no free ${familyName(f)} address left in ${subnets.join(', ')} (${size} usable, all in use)`;
           })
           .join('; '),
       };
@@ -409,7 +410,7 @@ export class PoolAllocator {
       return {
         ok: false,
         error: 'InvalidAddress',
-        message: `claim ${key} holds ${state.invalid.map((s) => JSON.stringify(s)).join(', ')}, which is not an IP address`,
+        message: `claim ${key} holds ${state.invalid.map((s) => JSON.stringify(s)).join(', ')}, not an IP address`,
       };
     }
     for (const h of state.held) {
@@ -510,7 +511,9 @@ export function parseAddressesAnnotation(value: unknown): AddressesAnnotation {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     problems.push({
-      message: `${ADDRESSES_ANNOTATION} must be a JSON object mapping interface names to address lists, e.g. {"net1": ["192.0.2.10"]}`,
+      message:
+        `${ADDRESSES_ANNOTATION} must be a JSON object mapping interface names to address lists,` +
+        ` e.g. {"net1": ["192.0.2.10"]}`,
     });
     return { requests, problems };
   }
@@ -520,7 +523,8 @@ export function parseAddressesAnnotation(value: unknown): AddressesAnnotation {
       continue;
     }
     if (!Array.isArray(list)) {
-      problems.push({ interface: iface, message: `${ADDRESSES_ANNOTATION}: "${iface}" must map to a list of addresses` });
+      const message = `${ADDRESSES_ANNOTATION}: "${iface}" must map to a list of addresses`;
+      problems.push({ interface: iface, message });
       continue;
     }
     const bad: string[] = [];

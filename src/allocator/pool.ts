@@ -256,7 +256,7 @@ export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): Ad
   const range = hostRange(subnet);
   let why: string;
   if (value < range.start) {
-    why = family === 4 ? `the network address of ${subnet.text}` : `the subnet-router anycast address of ${subnet.text}`;
+    why = `the ${family === 4 ? 'network' : 'subnet-router anycast'} address of ${subnet.text}`;
   } else if (value > range.end) {
     why = `the broadcast address of ${subnet.text}`;
   } else if (pool.gateways.some((g) => g.family === family && g.value === value)) {
@@ -312,7 +312,8 @@ function splitList(value: unknown, key: string, problems: PoolProblem[]): string
     const out: string[] = [];
     for (const v of value) {
       if (typeof v !== 'string') {
-        problems.push({ code: 'InvalidType', message: `${key}: every entry must be a string, got ${JSON.stringify(v)}` });
+        const message = `${key}: every entry must be a string, got ${v === null ? 'null' : typeof v}`;
+        problems.push({ code: 'InvalidType', message });
       } else if (v.trim() !== '') out.push(v.trim());
     }
     return out;
