@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../queue/clock.ts';
 import { createLogger } from '../telemetry/logger.ts';
+import { applyJsonPatch } from './testing.ts';
 import { createFileCertificates, createSelfManagedCertificates, type CertStoreClient } from './cert-provisioning.ts';
 import {
   generateCa,
@@ -14,7 +15,6 @@ import {
   serviceDnsNames,
   splitPem,
   type CertKeyPair,
-  type JsonPatchOperation,
   type MutatingWebhookConfiguration,
   type Secret,
 } from './certs.ts';
@@ -86,24 +86,6 @@ class FakeCluster {
     assert.ok(bundles.every((b) => b === bundles[0]), 'every webhook carries the same caBundle');
     return splitPem(bundles[0] ?? '').map((pem) => new X509Certificate(pem));
   }
-}
-
-/** Enough RFC 6902 for the patches certs.ts makes: test, add, replace on object members and array indices. */
-function applyJsonPatch<T>(doc: T, patch: JsonPatchOperation[]): T {
-  const copy = structuredClone(doc) as Record<string, unknown>;
-  for (const op of patch) {
-    const parts = op.path.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
-    const last = parts.pop()!;
-    let target: Record<string, unknown> = copy;
-    for (const p of parts) target = target[p] as Record<string, unknown>;
-    if (op.op === 'test') assert.deepEqual(target[last], op.value, `test failed at ${op.path}`);
-    else if (op.op === 'replace') {
-      assert.ok(last in target, `replace of a missing ${op.path}`);
-      target[last] = op.value;
-    } else if (op.op === 'add') target[last] = op.value;
-    else throw new Error(`unexpected op ${op.op}`);
-  }
-  return copy as T;
 }
 
 function replica(cluster: FakeCluster, clock: FakeClock) {

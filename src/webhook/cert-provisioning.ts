@@ -12,6 +12,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
+import type { JsonPatchOp } from '../kube/patch.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { realClock, sleep, type Clock } from '../queue/clock.ts';
 import {
@@ -26,7 +27,6 @@ import {
   type CertKeyPair,
   type CertPolicy,
   type CertState,
-  type JsonPatchOperation,
   type MutatingWebhookConfiguration,
   type Secret,
 } from './certs.ts';
@@ -52,7 +52,7 @@ export interface CertStoreClient {
   /** GET the MutatingWebhookConfiguration; undefined when it does not exist. */
   getWebhookConfiguration(signal: AbortSignal): Promise<MutatingWebhookConfiguration | undefined>;
   /** PATCH (application/json-patch+json). */
-  patchWebhookConfiguration(patch: JsonPatchOperation[], signal: AbortSignal): Promise<MutatingWebhookConfiguration>;
+  patchWebhookConfiguration(patch: JsonPatchOp[], signal: AbortSignal): Promise<MutatingWebhookConfiguration>;
 }
 
 export interface SelfManagedOptions {

@@ -22,6 +22,7 @@ import 'reflect-metadata'; // @peculiar/x509 (tsyringe) needs a Reflect polyfill
 import * as x509 from '@peculiar/x509';
 import { createPrivateKey, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
+import type { JsonPatchOp } from '../kube/patch.ts';
 import type { KubeObject } from '../kube/types.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -46,12 +47,6 @@ export interface WebhookClientConfig {
 
 export interface MutatingWebhookConfiguration extends KubeObject {
   webhooks?: { name: string; clientConfig?: WebhookClientConfig; [key: string]: unknown }[];
-}
-
-export interface JsonPatchOperation {
-  op: 'add' | 'remove' | 'replace' | 'test';
-  path: string;
-  value?: unknown;
 }
 
 /** Keys of the certificate Secret. tls.crt/tls.key are what a kubernetes.io/tls Secret (and cert-manager) use. */
@@ -316,11 +311,11 @@ export function webhooksTrust(config: MutatingWebhookConfiguration, caPem: strin
  * preceded by a `test` of the webhook's name at that index, so a concurrent reordering of the list fails the patch
  * instead of writing into another webhook. Empty when every caBundle already holds exactly these certificates.
  */
-export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: readonly string[]): JsonPatchOperation[] {
+export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: readonly string[]): JsonPatchOp[] {
   const wanted = joinPem(bundle);
   const wantedPrints = [...fingerprints(wanted)].sort().join(',');
   const value = Buffer.from(wanted, 'utf8').toString('base64');
-  const ops: JsonPatchOperation[] = [];
+  const ops: JsonPatchOp[] = [];
   (config.webhooks ?? []).forEach((webhook, i) => {
     const current = webhook.clientConfig?.caBundle;
     if ([...fingerprints(decodeBundle(current))].sort().join(',') === wantedPrints) return;

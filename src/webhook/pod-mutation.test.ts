@@ -1,0 +1,285 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { claimName, podInterfaceName } from '../claims/index.ts';
+import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
+import { mayNeedReferences, mutateLauncherPod, type PodMutationInput } from './pod-mutation.ts';
+import { applyJsonPatch } from './testing.ts';
+
+const NS = 'vms';
+const VM = 'vm1';
+const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
+const DEFAULT_NET = 'v1.multus-cni.io/default-network';
+
+function nad(name: string, config: Record<string, unknown> | string, namespace = NS, annotations?: Record<string, string>): NetworkAttachmentDefinition {
+  return {
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name, namespace, ...(annotations ? { annotations } : {}) },
+    spec: { config: typeof config === 'string' ? config : JSON.stringify(config) },
+  };
+}
+
+const ovn = (name: string, extra: Record<string, unknown>) => ({ cniVersion: '0.4.0', name, type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.10.0.0/16', ...extra });
+
+const NADS = [
+  nad('red', ovn('tenant-red', { allowPersistentIPs: true })),
+  nad('blue', ovn('tenant-blue', {})),
+  nad('bridge', { cniVersion: '0.4.0', name: 'br', type: 'bridge' }, NS, { 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }),
+  nad('red', ovn('other-red', { allowPersistentIPs: true }), 'other'),
+  nad('l3', ovn('l3net', { allowPersistentIPs: true, topology: 'layer3' })),
+];
+const PRIMARY = nad('primary-udn', ovn('tenant-primary', { role: 'primary', allowPersistentIPs: true }));
+
+function nadMap(...nads: NetworkAttachmentDefinition[]): Map<string, NetworkAttachmentDefinition> {
+  return new Map(nads.map((n) => [`${n.metadata.namespace}/${n.metadata.name}`, n]));
+}
+
+function vmi(networks: VmNetwork[], interfaces: VmInterface[] = networks.map((n) => ({ name: n.name, bridge: {} }))): VirtualMachineInstance {
+  return {
+    apiVersion: 'kubevirt.io/v1',
+    kind: 'VirtualMachineInstance',
+    metadata: { name: VM, namespace: NS, uid: 'vmi-uid' },
+    spec: { networks, domain: { devices: { interfaces } } },
+  };
+}
+
+const multus = (name: string, networkName: string, extra: Partial<VmNetwork['multus']> = {}): VmNetwork => ({ name, multus: { networkName, ...extra } });
+
+function pod(annotations: Record<string, string> | undefined, labels: Record<string, string> = { 'kubevirt.io': 'virt-launcher' }): Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'virt-launcher-vm1-abcde', namespace: NS, labels, ...(annotations ? { annotations: { 'kubevirt.io/domain': VM, ...annotations } } : {}) },
+  };
+}
+
+const el = (name: string, network: string, extra: Record<string, unknown> = {}) => ({ name, namespace: NS, interface: podInterfaceName(network), ...extra });
+const json = (elements: unknown[]): string => JSON.stringify(elements);
+
+interface Row {
+  name: string;
+  input: Partial<PodMutationInput> & { pod: Pod; vmi: VirtualMachineInstance };
+  /** The annotations after the patch; undefined: no patch at all. */
+  expect?: Record<string, unknown>;
+  skipped?: string;
+  reports?: string[];
+  stale?: boolean;
+}
+
+const rows: Row[] = [
+  {
+    name: 'not a launcher pod: no patch',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }, { app: 'x' }), vmi: vmi([multus('red', 'red')]) },
+    skipped: 'NotALauncherPod',
+  },
+  {
+    name: 'gate off: no patch',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), gateEnabled: false },
+    skipped: 'GateDisabled',
+  },
+  {
+    name: 'persistent secondary network: its element gets the claim reference',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]) },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
+  },
+  {
+    name: 'only the persistent element changes; the others keep every field',
+    input: {
+      pod: pod({ [NETWORKS]: json([el('blue', 'blue', { mac: '02:00:00:00:00:02' }), el('red', 'red', { mac: '02:00:00:00:00:01', ips: ['10.10.0.5/16'] })]) }),
+      vmi: vmi([multus('blue', 'blue'), multus('red', 'red')]),
+    },
+    expect: {
+      [NETWORKS]: [el('blue', 'blue', { mac: '02:00:00:00:00:02' }), el('red', 'red', { mac: '02:00:00:00:00:01', ips: ['10.10.0.5/16'], 'ipam-claim-reference': 'vm1.red' })],
+    },
+  },
+  {
+    name: 'non-persistent network only: no patch',
+    input: { pod: pod({ [NETWORKS]: json([el('blue', 'blue')]) }), vmi: vmi([multus('blue', 'blue')]) },
+  },
+  {
+    name: 'NAD opted in by annotation',
+    input: { pod: pod({ [NETWORKS]: json([el('bridge', 'br0')]) }), vmi: vmi([multus('br0', 'bridge')]) },
+    expect: { [NETWORKS]: [el('bridge', 'br0', { 'ipam-claim-reference': 'vm1.br0' })] },
+  },
+  {
+    name: 'element already referencing its claim: no patch (idempotent, reinvocation)',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) }), vmi: vmi([multus('red', 'red')]) },
+  },
+  {
+    name: 'element referencing another claim: left alone and reported',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'someone-else' })]) }), vmi: vmi([multus('red', 'red')]) },
+    reports: ['ConflictingClaimReference'],
+  },
+  {
+    name: 'legacy list form: converted to JSON with the reference on the persistent element only',
+    input: { pod: pod({ [NETWORKS]: `red@${podInterfaceName('red')}, ${NS}/blue` }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) },
+    expect: { [NETWORKS]: [{ name: 'red', interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }, { name: 'blue', namespace: NS }] },
+  },
+  {
+    name: 'legacy list form without persistent networks: left as written',
+    input: { pod: pod({ [NETWORKS]: 'blue' }), vmi: vmi([multus('blue', 'blue')]) },
+  },
+  {
+    name: 'element without interface and namespace: matched by NAD in the pod namespace',
+    input: { pod: pod({ [NETWORKS]: json([{ name: 'red' }]) }), vmi: vmi([multus('red', 'red')]) },
+    expect: { [NETWORKS]: [{ name: 'red', 'ipam-claim-reference': 'vm1.red' }] },
+  },
+  {
+    name: 'two networks on one NAD: each element gets its own claim, told apart by interface',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'b'), el('red', 'a')]) }), vmi: vmi([multus('a', 'red'), multus('b', 'red')]) },
+    expect: { [NETWORKS]: [el('red', 'b', { 'ipam-claim-reference': 'vm1.b' }), el('red', 'a', { 'ipam-claim-reference': 'vm1.a' })] },
+  },
+  {
+    name: 'older ordinal interface names (net1, net2) are matched too',
+    input: { pod: pod({ [NETWORKS]: json([{ name: 'blue', namespace: NS, interface: 'net1' }, { name: 'red', namespace: NS, interface: 'net2' }]) }), vmi: vmi([{ name: 'default', pod: {} }, multus('blue', 'blue'), multus('red', 'red')]) },
+    expect: { [NETWORKS]: [{ name: 'blue', namespace: NS, interface: 'net1' }, { name: 'red', namespace: NS, interface: 'net2', 'ipam-claim-reference': 'vm1.red' }] },
+  },
+  {
+    name: 'logical network name that is not a valid object name: the claim name of src/claims',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'Net_A')]) }), vmi: vmi([multus('Net_A', 'red')]) },
+    expect: { [NETWORKS]: [el('red', 'Net_A', { 'ipam-claim-reference': claimName(VM, 'Net_A') })] },
+  },
+  {
+    name: 'element of a network the VMI does not have (stale VMI?): left alone, reported, stale suspected',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red'), el('red', 'hotplugged')]) }), vmi: vmi([multus('red', 'red')]) },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' }), el('red', 'hotplugged')] },
+    reports: ['UnknownNetworkElement'],
+    stale: true,
+  },
+  {
+    name: 'cross-namespace persistent NAD: no reference, reported',
+    input: { pod: pod({ [NETWORKS]: json([{ name: 'red', namespace: 'other', interface: podInterfaceName('red') }]) }), vmi: vmi([multus('red', 'other/red')]) },
+    reports: ['PersistenceBlocked'],
+  },
+  {
+    name: 'layer3 persistent NAD: no reference, reported',
+    input: { pod: pod({ [NETWORKS]: json([el('l3', 'l3')]) }), vmi: vmi([multus('l3', 'l3')]) },
+    reports: ['PersistenceBlocked'],
+  },
+  {
+    name: 'NAD missing: no reference, reported',
+    input: { pod: pod({ [NETWORKS]: json([el('gone', 'gone')]) }), vmi: vmi([multus('gone', 'gone')]) },
+    reports: ['PersistenceBlocked'],
+  },
+  {
+    name: 'interface being hot-unplugged (state: absent): no reference',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')], [{ name: 'red', bridge: {}, state: 'absent' }]) },
+  },
+  {
+    name: 'Multus default network (default: true) is not a secondary network: untouched',
+    input: { pod: pod({ [DEFAULT_NET]: `${NS}/red` }), vmi: vmi([multus('main', 'red', { default: true })]) },
+  },
+  {
+    name: 'garbage networks annotation: pod left alone, reported',
+    input: { pod: pod({ [NETWORKS]: '[{"name":"red"' }), vmi: vmi([multus('red', 'red')]) },
+    skipped: 'UnreadableAnnotation',
+    reports: ['InvalidNetworksAnnotation'],
+  },
+  {
+    name: 'networks annotation that is a JSON object: pod left alone, reported',
+    input: { pod: pod({ [NETWORKS]: '{"name":"red"}' }), vmi: vmi([multus('red', 'red')]) },
+    skipped: 'UnreadableAnnotation',
+    reports: ['InvalidNetworksAnnotation'],
+  },
+  {
+    name: 'persistent network without an element in the pod: reported',
+    input: { pod: pod({ [NETWORKS]: '[]' }), vmi: vmi([multus('red', 'red')]) },
+    reports: ['MissingNetworkElement'],
+  },
+  {
+    name: 'primary UDN: default-network element for the cluster default network, with the claim',
+    input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+    expect: { [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }] },
+  },
+  {
+    name: 'primary UDN and a secondary network together',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'pod-net', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), clusterDefaultNetwork: { namespace: 'openshift-ovn-kubernetes', name: 'default' } },
+    expect: {
+      [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })],
+      [DEFAULT_NET]: [{ name: 'default', namespace: 'openshift-ovn-kubernetes', 'ipam-claim-reference': 'vm1.pod-net' }],
+    },
+  },
+  {
+    name: 'primary UDN with an existing default-network element: kept, reference added',
+    input: { pod: pod({ [DEFAULT_NET]: 'custom-ns/custom-default' }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+    expect: { [DEFAULT_NET]: [{ name: 'custom-default', namespace: 'custom-ns', 'ipam-claim-reference': 'vm1.default' }] },
+  },
+  {
+    name: 'primary UDN whose default-network element already has the reference: no patch',
+    input: { pod: pod({ [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+  },
+  {
+    name: 'primary UDN with a garbage default-network annotation: pod left alone, reported',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]), [DEFAULT_NET]: '[[' }), vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY) },
+    skipped: 'UnreadableAnnotation',
+    reports: ['InvalidDefaultNetworkAnnotation'],
+  },
+  {
+    name: 'primary UDN on UPDATE (in-place hotplug): the default network of a running pod is not touched',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), operation: 'UPDATE' },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
+  },
+  {
+    name: 'pod network without a primary UDN (cluster default network): untouched',
+    input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }]) },
+  },
+  {
+    name: 'primary NAD that does not allow persistent IPs: untouched',
+    input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(nad('primary-udn', ovn('p', { role: 'primary' }))) },
+  },
+  {
+    name: 'pod without any annotation and a primary UDN: the annotations map is created',
+    input: { pod: pod(undefined), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(PRIMARY) },
+    expect: { [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }] },
+  },
+];
+
+function run(row: Row) {
+  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, ...row.input });
+}
+
+describe('mutateLauncherPod', () => {
+  for (const row of rows) {
+    it(row.name, () => {
+      const result = run(row);
+      assert.equal(result.skipped, row.skipped);
+      assert.deepEqual(result.reports.map((r) => r.reason), row.reports ?? []);
+      assert.equal(result.staleVmiSuspected, row.stale ?? false);
+      if (!row.expect) {
+        assert.deepEqual(result.patch, []);
+        return;
+      }
+      assert.notDeepEqual(result.patch, []);
+      const patched = applyJsonPatch(row.input.pod, result.patch);
+      const before = row.input.pod.metadata.annotations ?? {};
+      const after = patched.metadata.annotations ?? {};
+      for (const [key, value] of Object.entries(after)) {
+        if (key in row.expect) assert.deepEqual(JSON.parse(value), row.expect[key], key);
+        else assert.equal(value, before[key], `annotation ${key} must not change`);
+      }
+      for (const key of Object.keys(row.expect)) assert.ok(key in after, `${key} missing`);
+      // Nothing else of the pod changes.
+      assert.deepEqual({ ...patched, metadata: { ...patched.metadata, annotations: undefined } }, { ...row.input.pod, metadata: { ...row.input.pod.metadata, annotations: undefined } });
+      // Idempotent: the patched pod needs no further patch.
+      assert.deepEqual(run({ ...row, input: { ...row.input, pod: patched } }).patch, []);
+    });
+  }
+
+  it('escapes the annotation key in the patch path', () => {
+    const result = run(rows.find((r) => r.name.startsWith('persistent secondary'))!);
+    assert.deepEqual(result.patch.map((op) => [op.op, op.path]), [['replace', '/metadata/annotations/k8s.v1.cni.cncf.io~1networks']]);
+    assert.deepEqual(result.references, [{ annotation: NETWORKS, network: 'red', claim: 'vm1.red' }]);
+  });
+});
+
+describe('mayNeedReferences', () => {
+  const cases: { name: string; pod: Pod; nads: Map<string, NetworkAttachmentDefinition>; expect: boolean }[] = [
+    { name: 'only ordinary networks', pod: pod({ [NETWORKS]: json([el('blue', 'blue')]) }), nads: nadMap(...NADS), expect: false },
+    { name: 'no networks annotation, no primary network', pod: pod({}), nads: nadMap(...NADS), expect: false },
+    { name: 'a persistent NAD', pod: pod({ [NETWORKS]: json([el('blue', 'blue'), el('red', 'red')]) }), nads: nadMap(...NADS), expect: true },
+    { name: 'a NAD not known yet', pod: pod({ [NETWORKS]: 'unknown' }), nads: nadMap(...NADS), expect: true },
+    { name: 'a persistent primary network in the namespace', pod: pod({}), nads: nadMap(...NADS, PRIMARY), expect: true },
+    { name: 'an unreadable annotation', pod: pod({ [NETWORKS]: '[' }), nads: nadMap(...NADS), expect: true },
+  ];
+  for (const row of cases) it(row.name, () => assert.equal(mayNeedReferences(row.pod, NS, row.nads), row.expect));
+});

@@ -1,0 +1,251 @@
+// What the webhook does to a virt-launcher pod, as a pure function: given the pod, its VMI, the NADs and the gate,
+// the JSON patch (RFC 6902) that points the pod's persistent networks at their IPAMClaims.
+//
+// - Secondary networks: every element of `k8s.v1.cni.cncf.io/networks` whose network is persistent for this VMI
+//   gets `ipam-claim-reference: <claim>`. An element belongs to a VMI network when its NAD (namespace/name) is that
+//   network's NAD and, when the element names an interface, the interface is KubeVirt's pod interface name for that
+//   network (hashed, or the older ordinal `net<N>`).
+// - Primary user-defined network (VMI network `pod: {}` in a namespace whose primary NAD allows persistent IPs):
+//   `v1.multus-cni.io/default-network` gets an element `{name, namespace, ipam-claim-reference}` naming the cluster
+//   default network (OVN-Kubernetes attaches the primary UDN itself and reads the claim from that element), or the
+//   existing element there gets the reference. Only at CREATE: a running pod's default network cannot change.
+// - "Persistent for this VMI" is src/claims' persistentNetworks() on the VMI spec: the very rule the controller uses
+//   to create claims, so a pod never references a claim the controller would not make.
+// - Never touched: pods that are not launcher pods, pods when the gate is off, elements of other networks, elements
+//   that already carry a reference (a different one is reported, not overwritten), and any pod whose annotation
+//   cannot be read (reported). An unchanged annotation produces no patch operation.
+
+import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { parseNadConfig, persistentNetworks, podInterfaceName, type NetworkVerdict } from '../claims/index.ts';
+import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
+import type { NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import {
+  elementNamespace,
+  IPAM_CLAIM_REFERENCE,
+  nadKeyOfNetworkName,
+  parseNetworkSelection,
+  serializeNetworkSelection,
+} from './network-selection.ts';
+
+/** The cluster default network NAD that OVN-Kubernetes' primary-UDN support expects in the default-network element. */
+export const DEFAULT_CLUSTER_NETWORK = { namespace: 'ovn-kubernetes', name: 'default' } as const;
+
+export interface PodMutationInput {
+  pod: Pod;
+  /** The request's namespace (a pod being created may not carry one in its metadata yet). */
+  namespace: string;
+  /** AdmissionRequest.operation. */
+  operation: string;
+  /** The VMI the pod runs; its name is the VM name of the claims. */
+  vmi: VirtualMachineInstance;
+  /** By `namespace/name`: the NADs the VMI references, and every NAD of the pod's namespace (primary network). */
+  nads: ReadonlyMap<string, NetworkAttachmentDefinition>;
+  gateEnabled: boolean;
+  clusterDefaultNetwork?: { namespace: string; name: string };
+}
+
+export type PodMutationSkip = 'NotALauncherPod' | 'GateDisabled' | 'UnreadableAnnotation';
+
+export type PodMutationReportReason =
+  | 'InvalidNetworksAnnotation'
+  | 'InvalidDefaultNetworkAnnotation'
+  | 'UnknownNetworkElement'
+  | 'ConflictingClaimReference'
+  | 'PersistenceBlocked'
+  | 'MissingNetworkElement';
+
+export interface PodMutationReport {
+  reason: PodMutationReportReason;
+  message: string;
+  network?: string;
+}
+
+export interface AddedReference {
+  annotation: typeof MULTUS_NETWORKS_ANNOTATION | typeof MULTUS_DEFAULT_NETWORK_ANNOTATION;
+  /** The logical network (VMI network name). */
+  network: string;
+  claim: string;
+}
+
+export interface PodMutation {
+  skipped?: PodMutationSkip;
+  /** Empty: admit the pod unchanged. */
+  patch: JsonPatchOp[];
+  references: AddedReference[];
+  reports: PodMutationReport[];
+  /**
+   * An element of the pod matches no network of the VMI: the VMI given may be older than the pod (a cache that has
+   * not seen a hotplug yet). The caller should read the VMI from the API and call again.
+   */
+  staleVmiSuspected: boolean;
+}
+
+/** A Multus secondary network of the VMI, with what identifies its element in the pod. */
+interface SecondaryNetwork {
+  network: string;
+  nadKey: string;
+  hashedInterface: string;
+  ordinalInterface: string;
+}
+
+function secondaryNetworksOf(vmi: VirtualMachineInstance, namespace: string): SecondaryNetwork[] {
+  const result: SecondaryNetwork[] = [];
+  let ordinal = 0;
+  for (const net of vmi.spec?.networks ?? []) {
+    if (!net?.multus || net.multus.default) continue;
+    ordinal++;
+    const nadKey = nadKeyOfNetworkName(net.multus.networkName, namespace);
+    if (nadKey === undefined || typeof net.name !== 'string') continue;
+    result.push({ network: net.name, nadKey, hashedInterface: podInterfaceName(net.name), ordinalInterface: `net${ordinal}` });
+  }
+  return result;
+}
+
+export function isLauncherPod(pod: Pod): boolean {
+  return pod.metadata?.labels?.[LAUNCHER_LABEL] === LAUNCHER_LABEL_VALUE;
+}
+
+const annotationPath = (key: string): string => `/metadata/annotations/${escapeJsonPointer(key)}`;
+
+export function mutateLauncherPod(input: PodMutationInput): PodMutation {
+  const result: PodMutation = { patch: [], references: [], reports: [], staleVmiSuspected: false };
+  const { pod, namespace, vmi } = input;
+  if (!isLauncherPod(pod)) return { ...result, skipped: 'NotALauncherPod' };
+  if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
+
+  const annotations = pod.metadata?.annotations ?? {};
+  const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, input.nads);
+  const persistent = new Map<string, NetworkVerdict>();
+  for (const verdict of verdicts) {
+    if (verdict.claimSpec) persistent.set(verdict.network, verdict);
+    else if (verdict.problem) {
+      result.reports.push({ reason: 'PersistenceBlocked', network: verdict.network, message: `network "${verdict.network}" gets no claim reference: ${verdict.problem.message}` });
+    }
+  }
+
+  // Read both annotations first: a pod with an unreadable one is left alone entirely.
+  const networksText = annotations[MULTUS_NETWORKS_ANNOTATION];
+  const networks = networksText === undefined ? undefined : parseNetworkSelection(networksText);
+  if (networks && !networks.ok) {
+    result.reports.push({ reason: 'InvalidNetworksAnnotation', message: `annotation ${MULTUS_NETWORKS_ANNOTATION} cannot be read (${networks.error}); the pod is left unchanged` });
+    return { ...result, skipped: 'UnreadableAnnotation' };
+  }
+  const defaultText = annotations[MULTUS_DEFAULT_NETWORK_ANNOTATION];
+  const defaultNetwork = defaultText === undefined ? undefined : parseNetworkSelection(defaultText);
+  const primary = verdicts.find((v) => v.claimSpec && isPodNetwork(vmi, v.network));
+  if (primary && input.operation === 'CREATE' && defaultNetwork && (!defaultNetwork.ok || defaultNetwork.elements.length !== 1)) {
+    const why = defaultNetwork.ok ? `it selects ${defaultNetwork.elements.length} networks, not one` : defaultNetwork.error;
+    result.reports.push({ reason: 'InvalidDefaultNetworkAnnotation', message: `annotation ${MULTUS_DEFAULT_NETWORK_ANNOTATION} cannot be read (${why}); the pod is left unchanged` });
+    return { ...result, skipped: 'UnreadableAnnotation' };
+  }
+
+  const ops: JsonPatchOp[] = [];
+  if (pod.metadata?.annotations === undefined) ops.push({ op: 'add', path: '/metadata/annotations', value: {} });
+  const before = ops.length;
+
+  // Secondary networks.
+  if (networks?.ok) {
+    const elements = networks.elements.map((element) => ({ ...element }));
+    const secondaries = secondaryNetworksOf(vmi, namespace);
+    const taken = new Set<string>();
+    let changed = false;
+    elements.forEach((element, i) => {
+      const key = `${elementNamespace(element, namespace)}/${element.name}`;
+      const candidates = secondaries.filter((s) => s.nadKey === key);
+      const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
+      const match = iface
+        ? (candidates.find((c) => c.hashedInterface === iface) ?? candidates.find((c) => c.ordinalInterface === iface))
+        : candidates.find((c) => !taken.has(c.network));
+      if (!match) {
+        result.staleVmiSuspected = true;
+        result.reports.push({
+          reason: 'UnknownNetworkElement',
+          message: `element ${i} (${key}${iface ? `@${iface}` : ''}) matches no network of VirtualMachineInstance ${namespace}/${vmi.metadata.name}; left unchanged`,
+        });
+        return;
+      }
+      taken.add(match.network);
+      const verdict = persistent.get(match.network);
+      if (!verdict) return;
+      const existing = element[IPAM_CLAIM_REFERENCE];
+      if (typeof existing === 'string' && existing !== '') {
+        if (existing !== verdict.claim) {
+          result.reports.push({
+            reason: 'ConflictingClaimReference',
+            network: match.network,
+            message: `element ${i} (${key}) already references IPAMClaim ${existing}, not ${verdict.claim}; left unchanged`,
+          });
+        }
+        return;
+      }
+      element[IPAM_CLAIM_REFERENCE] = verdict.claim;
+      changed = true;
+      result.references.push({ annotation: MULTUS_NETWORKS_ANNOTATION, network: match.network, claim: verdict.claim });
+    });
+    for (const verdict of persistent.values()) {
+      if (!isPodNetwork(vmi, verdict.network) && !taken.has(verdict.network)) {
+        result.reports.push({ reason: 'MissingNetworkElement', network: verdict.network, message: `persistent network "${verdict.network}" has no element in the pod's ${MULTUS_NETWORKS_ANNOTATION}` });
+      }
+    }
+    if (changed) {
+      const value = serializeNetworkSelection(elements);
+      if (value !== networksText) ops.push({ op: 'replace', path: annotationPath(MULTUS_NETWORKS_ANNOTATION), value });
+    }
+  }
+
+  // Primary user-defined network.
+  if (primary && input.operation === 'CREATE') {
+    const cluster = input.clusterDefaultNetwork ?? DEFAULT_CLUSTER_NETWORK;
+    const current = defaultNetwork?.ok ? defaultNetwork.elements[0] : undefined;
+    const existing = current?.[IPAM_CLAIM_REFERENCE];
+    if (typeof existing === 'string' && existing !== '') {
+      if (existing !== primary.claim) {
+        result.reports.push({
+          reason: 'ConflictingClaimReference',
+          network: primary.network,
+          message: `${MULTUS_DEFAULT_NETWORK_ANNOTATION} already references IPAMClaim ${existing}, not ${primary.claim}; left unchanged`,
+        });
+      }
+    } else {
+      // Respect an existing element (its network, namespace, interface...): only the reference is added.
+      const element: NetworkSelectionElement = current ? { ...current } : { name: cluster.name, namespace: cluster.namespace };
+      if (current && !current.namespace) element.namespace = namespace;
+      element[IPAM_CLAIM_REFERENCE] = primary.claim;
+      const value = serializeNetworkSelection([element]);
+      if (value !== defaultText) {
+        ops.push({ op: defaultText === undefined ? 'add' : 'replace', path: annotationPath(MULTUS_DEFAULT_NETWORK_ANNOTATION), value });
+        result.references.push({ annotation: MULTUS_DEFAULT_NETWORK_ANNOTATION, network: primary.network, claim: primary.claim });
+      }
+    }
+  }
+
+  result.patch = ops.length > before ? ops : [];
+  return result;
+}
+
+function isPodNetwork(vmi: VirtualMachineInstance, network: string): boolean {
+  return (vmi.spec?.networks ?? []).some((n) => n?.name === network && n.pod !== undefined && n.pod !== null);
+}
+
+/**
+ * Whether a launcher pod may need a reference at all, judged from the NADs alone (no VMI): an element whose NAD
+ * allows persistent IPs or is not known, or a persistent primary network in the namespace. It lets the webhook admit
+ * the pods of VMs on ordinary networks without reading their VMI, so that a VMI that cannot be read delays only the
+ * VMs that need persistence. `nads` is keyed `namespace/name` as in PodMutationInput. An unreadable annotation says
+ * yes (the full path reports it).
+ */
+export function mayNeedReferences(pod: Pod, namespace: string, nads: ReadonlyMap<string, NetworkAttachmentDefinition>): boolean {
+  for (const [key, nad] of nads) {
+    if (!key.startsWith(`${namespace}/`)) continue;
+    const config = parseNadConfig(nad);
+    if (config.role === 'primary' && config.allowPersistentIPs) return true;
+  }
+  const text = pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION];
+  if (text === undefined) return false;
+  const parsed = parseNetworkSelection(text);
+  if (!parsed.ok) return true;
+  return parsed.elements.some((element) => {
+    const nad = nads.get(`${elementNamespace(element, namespace)}/${element.name}`);
+    return nad === undefined || parseNadConfig(nad).allowPersistentIPs;
+  });
+}
