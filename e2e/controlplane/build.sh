@@ -71,7 +71,7 @@ if [[ -z $GO ]]; then
   GO=$(command -v go || true)
   [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
 fi
-[[ -n $GO && -x $GO ]] || die "the Go toolchain was not found (looked for 'go' on PATH and /usr/local/go/bin/go); install Go >= 1.24 or set GO=/path/to/go"
+[[ -n $GO && -x $GO ]] || die "the Go toolchain was not found (${GO:+GO=$GO is not executable; }looked for 'go' on PATH and /usr/local/go/bin/go); install Go >= 1.24 or set GO=/path/to/go"
 # GOTOOLCHAIN=local unless the caller chose a toolchain (CI may pick a newer one for an old system Go).
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 GO_VERSION=$("$GO" env GOVERSION) || die "'$GO env GOVERSION' failed"

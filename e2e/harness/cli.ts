@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ensureBinaries } from './binaries.ts';
+import { ensureBinaries, kubectlPath } from './binaries.ts';
 import { startControlPlane, type ComponentName, type ControlPlane } from './controlplane.ts';
 import { CLI_SCRIPT, REPO_ROOT } from './paths.ts';
 import { isAlive, stopPid } from './process.ts';
@@ -203,6 +203,7 @@ async function up(dir: string, timeoutS: number): Promise<number> {
 function printReady(state: ClusterState): void {
   say(`Kubernetes ${state.version} at ${state.server}`);
   say(`logs: ${join(state.dir, 'logs')}`);
+  if (state.binDir) say(`version-matched kubectl: ${kubectlPath(state.binDir)}`);
   say(`stop with: npm run cluster:down -- --dir ${state.dir}`);
   process.stdout.write(`export KUBECONFIG=${state.kubeconfigPath}\n`);
 }

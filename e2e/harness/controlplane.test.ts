@@ -3,6 +3,7 @@
 // (but the version and the processes) run against that cluster instead.
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type Server } from 'node:net';
@@ -11,7 +12,9 @@ import { after, before, describe, it } from 'node:test';
 import { connectToCluster, EXISTING_KUBECONFIG_ENV } from './existing.ts';
 import { freePort, startControlPlane, verifyGarbageCollector, type Cluster, type ControlPlane } from './controlplane.ts';
 import { poll } from './kubehttp.ts';
-import { pinnedVersions } from './paths.ts';
+import { CLI_SCRIPT, pinnedVersions } from './paths.ts';
+import { findProcesses, readState } from './cli.ts';
+import { runKubectl } from './kubectl.ts';
 import { isAlive } from './process.ts';
 
 const CRDS = [
@@ -197,3 +200,30 @@ function holdPort(): Promise<{ port: number; server: Server }> {
     });
   });
 }
+
+describe('cluster:up / cluster:down', { timeout: 45 * 60_000, skip: !!process.env[EXISTING_KUBECONFIG_ENV] }, () => {
+  it('starts detached, serves the pinned version, and leaves no process after down', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'persistent-ips-cli-test-'));
+    try {
+      const upRun = spawnSync(process.execPath, [CLI_SCRIPT, 'up', '--dir', dir], { encoding: 'utf8', timeout: 40 * 60_000 });
+      assert.equal(upRun.status, 0, upRun.stderr);
+      assert.match(upRun.stdout, new RegExp(`KUBECONFIG=${join(dir, 'kubeconfig')}`));
+      const state = readState(dir);
+      assert.equal(state?.status, 'ready');
+      const out = await runKubectl(['get', '--raw', '/version'], { kubeconfig: join(dir, 'kubeconfig'), binDir: state.binDir! });
+      assert.equal(JSON.parse(out.stdout).gitVersion, pinnedVersions().kubernetes);
+      const pids = [state.supervisorPid, ...Object.values(state.pids)];
+      assert.equal(pids.length, 4);
+      assert.ok(pids.every(isAlive));
+
+      const downRun = spawnSync(process.execPath, [CLI_SCRIPT, 'down', '--dir', dir], { encoding: 'utf8', timeout: 120_000 });
+      assert.equal(downRun.status, 0, downRun.stderr);
+      for (const pid of pids) assert.equal(isAlive(pid), false, `pid ${pid} survived cluster:down`);
+      assert.deepEqual(findProcesses(dir), []);
+      assert.equal(readState(dir)?.status, 'stopped');
+    } finally {
+      spawnSync(process.execPath, [CLI_SCRIPT, 'down', '--dir', dir], { encoding: 'utf8', timeout: 120_000 });
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -165,6 +165,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
   const apiDir = join(dir, 'apiserver');
   const certDir = join(apiDir, 'certs');
   for (const d of [etcdDir, apiDir, join(dir, 'controller-manager')]) rmSync(d, { recursive: true, force: true });
+  for (const name of ['etcd', 'kube-apiserver', 'kube-controller-manager']) rmSync(join(logDir, `${name}.log`), { force: true });
   for (const d of [logDir, etcdDir, certDir, join(dir, 'controller-manager')]) mkdirSync(d, { recursive: true, mode: 0o700 });
 
   const started: ManagedProcess[] = [];

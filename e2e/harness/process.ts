@@ -38,13 +38,14 @@ export function spawnLogged(name: string, command: string, args: string[], logFi
   return { name, pid: child.pid, logFile, child, exited, hasExited: () => done };
 }
 
+/** True while `pid` runs (a zombie, exited but not yet reaped by its parent, does not count). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
+  return !isZombie(pid);
 }
 
 /** Signals the process group of `pid` (falling back to the process alone). */
@@ -66,10 +67,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function waitForExit(pid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    if (!isAlive(pid) || isZombie(pid)) return true;
+    if (!isAlive(pid)) return true;
     await sleep(50);
   }
-  return !isAlive(pid) || isZombie(pid);
+  return !isAlive(pid);
 }
 
 function isZombie(pid: number): boolean {
