@@ -1,0 +1,231 @@
+// The synchronous cache behind an informer: objects by `namespace/name`, a namespace index, and named secondary
+// indexes. Every mutation returns the events it implies, which is where event de-duplication (an update that does
+// not change the trimmed content is no event) and relist diffing live. No I/O, no time: tests drive it directly.
+
+import type { KubeObject } from '../kube/types.ts';
+
+export type ChangeType = 'add' | 'update' | 'delete';
+
+export interface ChangeEvent<T> {
+  type: ChangeType;
+  /** For add/update the new state; for delete the last state seen (the final one when the watch delivered it). */
+  object: T;
+  /** For update: the previous cached state. For delete: the cached state, when there was one. */
+  old?: T;
+  /**
+   * Set on deletes found by a relist: the object vanished while we were disconnected, so `object` is the last state
+   * we saw, not its final one (client-go's DeletedFinalStateUnknown).
+   */
+  finalStateUnknown?: true;
+}
+
+export type IndexFn<T> = (obj: T) => readonly string[];
+
+/** The cache key, and the work-queue key convention: `namespace/name`, or `name` for cluster-scoped objects. */
+export function keyOf(namespace: string | undefined, name: string): string {
+  return namespace ? `${namespace}/${name}` : name;
+}
+
+export function objectKey(obj: KubeObject): string {
+  return keyOf(obj.metadata.namespace, obj.metadata.name);
+}
+
+/**
+ * Deep equality of plain JSON values, ignoring object members whose value is undefined. Key order does not matter;
+ * array order does.
+ */
+export function deepEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    if (a.length !== bb.length) return false;
+    for (let i = 0; i < a.length; i++) if (!deepEqual(a[i], bb[i])) return false;
+    return true;
+  }
+  const ao = a as Record<string, unknown>;
+  const bo = b as Record<string, unknown>;
+  let na = 0;
+  for (const k in ao) {
+    if (ao[k] === undefined) continue;
+    na++;
+    if (!deepEqual(ao[k], bo[k])) return false;
+  }
+  let nb = 0;
+  for (const k in bo) if (bo[k] !== undefined) nb++;
+  return na === nb;
+}
+
+/**
+ * Whether two states of one object differ in anything but bookkeeping. resourceVersion changes on every write and
+ * generation on every spec write, including writes to fields the trim dropped, so neither counts.
+ */
+export function sameContent(a: KubeObject, b: KubeObject): boolean {
+  const { resourceVersion: _ra, generation: _ga, ...ma } = a.metadata;
+  const { resourceVersion: _rb, generation: _gb, ...mb } = b.metadata;
+  if (!deepEqual(ma, mb)) return false;
+  for (const k in a) if (k !== 'metadata' && !deepEqual((a as unknown as Record<string, unknown>)[k], (b as unknown as Record<string, unknown>)[k])) return false;
+  for (const k in b) if (k !== 'metadata' && !(k in a) && (b as unknown as Record<string, unknown>)[k] !== undefined) return false;
+  return true;
+}
+
+/** A different incarnation: same name, different uid (deleted and recreated). */
+function reincarnated(a: KubeObject, b: KubeObject): boolean {
+  return !!a.metadata.uid && !!b.metadata.uid && a.metadata.uid !== b.metadata.uid;
+}
+
+interface Index<T> {
+  fn: IndexFn<T>;
+  /** index value → keys of the objects that produce it */
+  entries: Map<string, Set<string>>;
+}
+
+export class Store<T extends KubeObject> {
+  readonly #items = new Map<string, T>();
+  readonly #byNamespace = new Map<string, Map<string, T>>();
+  readonly #indexes = new Map<string, Index<T>>();
+  readonly #equal: (a: T, b: T) => boolean;
+
+  constructor(options: { equal?: (a: T, b: T) => boolean } = {}) {
+    this.#equal = options.equal ?? sameContent;
+  }
+
+  get size(): number {
+    return this.#items.size;
+  }
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.#items.get(keyOf(namespace, name));
+  }
+
+  getByKey(key: string): T | undefined {
+    return this.#items.get(key);
+  }
+
+  /** Every object, or those of one namespace (from the namespace index, not a scan). */
+  list(namespace?: string): T[] {
+    if (namespace === undefined) return [...this.#items.values()];
+    return [...(this.#byNamespace.get(namespace)?.values() ?? [])];
+  }
+
+  keys(namespace?: string): string[] {
+    if (namespace === undefined) return [...this.#items.keys()];
+    return [...(this.#byNamespace.get(namespace)?.keys() ?? [])];
+  }
+
+  /** Registers an index; objects already cached are indexed at once. */
+  addIndex(name: string, fn: IndexFn<T>): void {
+    if (this.#indexes.has(name)) throw new Error(`index ${name} already exists`);
+    const index: Index<T> = { fn, entries: new Map() };
+    this.#indexes.set(name, index);
+    for (const [key, obj] of this.#items) this.#indexAdd(index, key, obj);
+  }
+
+  /** Objects whose index function returned `value`. */
+  byIndex(name: string, value: string): T[] {
+    const out: T[] = [];
+    for (const key of this.#index(name).entries.get(value) ?? []) {
+      const obj = this.#items.get(key);
+      if (obj) out.push(obj);
+    }
+    return out;
+  }
+
+  /** Keys of the objects whose index function returned `value`. */
+  indexKeys(name: string, value: string): string[] {
+    return [...(this.#index(name).entries.get(value) ?? [])];
+  }
+
+  /** Stores the object; returns add, update, delete+add (new uid) or nothing (same content). */
+  upsert(obj: T): ChangeEvent<T>[] {
+    const key = objectKey(obj);
+    const old = this.#items.get(key);
+    if (!old) {
+      this.#insert(key, obj);
+      return [{ type: 'add', object: obj }];
+    }
+    if (reincarnated(old, obj)) {
+      this.#remove(key, old);
+      this.#insert(key, obj);
+      return [
+        { type: 'delete', object: old, finalStateUnknown: true },
+        { type: 'add', object: obj },
+      ];
+    }
+    if (this.#equal(old, obj)) {
+      // Only bookkeeping changed: keep the newest resourceVersion for preconditions, without an event. Index
+      // functions read content, so the indexes are unaffected.
+      this.#items.set(key, obj);
+      this.#byNamespace.get(obj.metadata.namespace ?? '')?.set(key, obj);
+      return [];
+    }
+    this.#remove(key, old);
+    this.#insert(key, obj);
+    return [{ type: 'update', object: obj, old }];
+  }
+
+  /** Removes the object. A delete is always an event, even for an object that was never cached. */
+  delete(obj: T): ChangeEvent<T>[] {
+    const key = objectKey(obj);
+    const old = this.#items.get(key);
+    if (old) this.#remove(key, old);
+    return [old ? { type: 'delete', object: obj, old } : { type: 'delete', object: obj }];
+  }
+
+  /**
+   * Makes the cache equal to a fresh list and returns the difference as events: deletes (with finalStateUnknown)
+   * for objects that vanished, adds for new ones, updates for changed ones, and delete+add for recreated ones.
+   */
+  replace(objects: readonly T[]): ChangeEvent<T>[] {
+    const fresh = new Map<string, T>();
+    for (const obj of objects) fresh.set(objectKey(obj), obj);
+    const events: ChangeEvent<T>[] = [];
+    for (const [key, old] of [...this.#items]) {
+      if (!fresh.has(key)) {
+        this.#remove(key, old);
+        events.push({ type: 'delete', object: old, finalStateUnknown: true });
+      }
+    }
+    for (const obj of fresh.values()) for (const e of this.upsert(obj)) events.push(e);
+    return events;
+  }
+
+  #index(name: string): Index<T> {
+    const index = this.#indexes.get(name);
+    if (!index) throw new Error(`no index named ${name}`);
+    return index;
+  }
+
+  #insert(key: string, obj: T): void {
+    this.#items.set(key, obj);
+    const ns = obj.metadata.namespace ?? '';
+    let m = this.#byNamespace.get(ns);
+    if (!m) this.#byNamespace.set(ns, (m = new Map()));
+    m.set(key, obj);
+    for (const index of this.#indexes.values()) this.#indexAdd(index, key, obj);
+  }
+
+  #remove(key: string, obj: T): void {
+    this.#items.delete(key);
+    const ns = obj.metadata.namespace ?? '';
+    const m = this.#byNamespace.get(ns);
+    m?.delete(key);
+    if (m?.size === 0) this.#byNamespace.delete(ns);
+    for (const index of this.#indexes.values()) {
+      for (const value of new Set(index.fn(obj))) {
+        const keys = index.entries.get(value);
+        keys?.delete(key);
+        if (keys?.size === 0) index.entries.delete(value);
+      }
+    }
+  }
+
+  #indexAdd(index: Index<T>, key: string, obj: T): void {
+    for (const value of index.fn(obj)) {
+      let keys = index.entries.get(value);
+      if (!keys) index.entries.set(value, (keys = new Set()));
+      keys.add(key);
+    }
+  }
+}

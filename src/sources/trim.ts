@@ -1,0 +1,264 @@
+// What the caches keep of each object: the fields of src/kube/types.ts that the controller reads, nothing else.
+// Two reasons. Memory: a VMI as served is tens of kilobytes (managedFields, status, annotations); trimmed it is a
+// few hundred bytes. Quiet: an update whose trimmed form did not change is not an event (see store.ts), so status
+// churn the controller never reads costs zero reconciles.
+//
+// Labels are kept only where the controller selects by them (claims: kubevirt.io/vm; launcher pods: kubevirt.io);
+// annotations only where it reads them (the NAD opt-in; the launcher pod's network annotations).
+
+import {
+  DOMAIN_ANNOTATION,
+  LAUNCHER_LABEL,
+  MULTUS_DEFAULT_NETWORK_ANNOTATION,
+  MULTUS_NETWORKS_ANNOTATION,
+  NAD_PERSISTENT_IPS_ANNOTATION,
+} from '../claims/constants.ts';
+import type {
+  IPAMClaim,
+  IPAMClaimCondition,
+  KubeObject,
+  KubeVirtCR,
+  NetworkAttachmentDefinition,
+  ObjectMeta,
+  OwnerReference,
+  Pod,
+  VirtualMachine,
+  VirtualMachineInstance,
+  VmiSpecLike,
+  VmInterface,
+  VmNetwork,
+} from '../kube/types.ts';
+
+export type Trim<T extends KubeObject> = (raw: unknown) => T;
+
+/** Thrown for an object that lacks what every cached object needs (metadata.name). */
+export class UntrimmableObjectError extends Error {
+  override readonly name: string = 'UntrimmableObjectError';
+}
+
+type Raw = Record<string, unknown>;
+
+const rec = (x: unknown): Raw | undefined => (x !== null && typeof x === 'object' && !Array.isArray(x) ? (x as Raw) : undefined);
+const str = (x: unknown): string | undefined => (typeof x === 'string' ? x : undefined);
+const bool = (x: unknown): boolean | undefined => (typeof x === 'boolean' ? x : undefined);
+const num = (x: unknown): number | undefined => (typeof x === 'number' ? x : undefined);
+const list = (x: unknown): unknown[] | undefined => (Array.isArray(x) ? x : undefined);
+
+/** Sets `key` only when `value` is defined, so trimmed objects have no `undefined` members to compare or store. */
+function put<T extends object, K extends keyof T>(target: T, key: K, value: T[K] | undefined): void {
+  if (value !== undefined) target[key] = value;
+}
+
+function stringList(x: unknown): string[] | undefined {
+  const l = list(x)?.filter((v): v is string => typeof v === 'string');
+  return l && l.length > 0 ? l : undefined;
+}
+
+function pickStrings(x: unknown, keep: (key: string) => boolean): Record<string, string> | undefined {
+  const r = rec(x);
+  if (!r) return undefined;
+  let out: Record<string, string> | undefined;
+  for (const [k, v] of Object.entries(r)) {
+    if (typeof v === 'string' && keep(k)) (out ??= {})[k] = v;
+  }
+  return out;
+}
+
+export interface MetaPolicy {
+  /** true: all labels; a list: only these keys; false/absent: none. */
+  labels?: boolean | readonly string[];
+  annotations?: readonly string[];
+}
+
+const keepFn = (policy: boolean | readonly string[] | undefined): ((k: string) => boolean) =>
+  policy === true ? () => true : Array.isArray(policy) ? (k) => policy.includes(k) : () => false;
+
+export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
+  const m = rec(raw);
+  const name = str(m?.name);
+  if (!m || !name) throw new UntrimmableObjectError('object has no metadata.name');
+  const out: ObjectMeta = { name };
+  put(out, 'namespace', str(m.namespace));
+  put(out, 'uid', str(m.uid));
+  put(out, 'resourceVersion', str(m.resourceVersion));
+  put(out, 'generation', num(m.generation));
+  put(out, 'creationTimestamp', str(m.creationTimestamp));
+  put(out, 'deletionTimestamp', str(m.deletionTimestamp));
+  put(out, 'finalizers', stringList(m.finalizers));
+  if (policy.labels) put(out, 'labels', pickStrings(m.labels, keepFn(policy.labels)));
+  if (policy.annotations?.length) put(out, 'annotations', pickStrings(m.annotations, keepFn(policy.annotations)));
+  const owners = list(m.ownerReferences)?.map(trimOwnerReference).filter((o): o is OwnerReference => o !== undefined);
+  if (owners && owners.length > 0) out.ownerReferences = owners;
+  return out;
+}
+
+function trimOwnerReference(raw: unknown): OwnerReference | undefined {
+  const o = rec(raw);
+  const apiVersion = str(o?.apiVersion);
+  const kind = str(o?.kind);
+  const name = str(o?.name);
+  const uid = str(o?.uid);
+  if (!apiVersion || !kind || !name || !uid) return undefined;
+  const out: OwnerReference = { apiVersion, kind, name, uid };
+  put(out, 'controller', bool(o?.controller));
+  put(out, 'blockOwnerDeletion', bool(o?.blockOwnerDeletion));
+  return out;
+}
+
+function head(raw: Raw | undefined, meta: ObjectMeta): KubeObject {
+  const out: KubeObject = { metadata: meta };
+  put(out, 'apiVersion', str(raw?.apiVersion));
+  put(out, 'kind', str(raw?.kind));
+  return out;
+}
+
+/** Binding blocks (bridge, masquerade, pod, …) matter by presence only; their settings stay out of the cache. */
+const presence = (x: unknown): Record<string, unknown> | undefined => (rec(x) ? {} : undefined);
+
+function trimNetwork(raw: unknown): VmNetwork | undefined {
+  const n = rec(raw);
+  const name = str(n?.name);
+  if (!n || !name) return undefined;
+  const out: VmNetwork = { name };
+  const multus = rec(n.multus);
+  const networkName = str(multus?.networkName);
+  if (multus && networkName !== undefined) {
+    out.multus = { networkName };
+    put(out.multus, 'default', bool(multus.default));
+  }
+  put(out, 'pod', presence(n.pod));
+  return out;
+}
+
+function trimInterface(raw: unknown): VmInterface | undefined {
+  const i = rec(raw);
+  const name = str(i?.name);
+  if (!i || !name) return undefined;
+  const out: VmInterface = { name };
+  put(out, 'state', str(i.state));
+  put(out, 'macAddress', str(i.macAddress));
+  put(out, 'bridge', presence(i.bridge));
+  put(out, 'masquerade', presence(i.masquerade));
+  put(out, 'sriov', presence(i.sriov));
+  const binding = str(rec(i.binding)?.name);
+  if (binding !== undefined) out.binding = { name: binding };
+  return out;
+}
+
+export function trimVmiSpec(raw: unknown): VmiSpecLike | undefined {
+  const s = rec(raw);
+  if (!s) return undefined;
+  const out: VmiSpecLike = {};
+  const networks = list(s.networks)?.map(trimNetwork).filter((n): n is VmNetwork => n !== undefined);
+  if (networks) out.networks = networks;
+  const interfaces = list(rec(rec(s.domain)?.devices)?.interfaces)
+    ?.map(trimInterface)
+    .filter((i): i is VmInterface => i !== undefined);
+  if (interfaces) out.domain = { devices: { interfaces } };
+  return out;
+}
+
+export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
+  const raw = rec(input);
+  const out: VirtualMachine = head(raw, trimMeta(raw?.metadata));
+  const spec = rec(raw?.spec);
+  if (spec) {
+    const s: NonNullable<VirtualMachine['spec']> = {};
+    put(s, 'running', bool(spec.running));
+    put(s, 'runStrategy', str(spec.runStrategy));
+    const templateSpec = trimVmiSpec(rec(spec.template)?.spec);
+    if (templateSpec) s.template = { spec: templateSpec };
+    out.spec = s;
+  }
+  const status = rec(raw?.status);
+  if (status) {
+    const st: NonNullable<VirtualMachine['status']> = {};
+    put(st, 'printableStatus', str(status.printableStatus));
+    put(st, 'ready', bool(status.ready));
+    if (Object.keys(st).length > 0) out.status = st;
+  }
+  return out;
+};
+
+export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) => {
+  const raw = rec(input);
+  const out: VirtualMachineInstance = head(raw, trimMeta(raw?.metadata));
+  put(out, 'spec', trimVmiSpec(raw?.spec));
+  const status = rec(raw?.status);
+  if (status) {
+    const st: NonNullable<VirtualMachineInstance['status']> = {};
+    put(st, 'phase', str(status.phase));
+    put(st, 'activePods', pickStrings(status.activePods, () => true));
+    if (Object.keys(st).length > 0) out.status = st;
+  }
+  return out;
+};
+
+export const trimNetworkAttachmentDefinition: Trim<NetworkAttachmentDefinition> = (input) => {
+  const raw = rec(input);
+  const out: NetworkAttachmentDefinition = head(raw, trimMeta(raw?.metadata, { annotations: [NAD_PERSISTENT_IPS_ANNOTATION] }));
+  const spec = rec(raw?.spec);
+  if (spec) {
+    out.spec = {};
+    put(out.spec, 'config', str(spec.config));
+  }
+  return out;
+};
+
+function trimCondition(raw: unknown): IPAMClaimCondition | undefined {
+  const c = rec(raw);
+  const type = str(c?.type);
+  const status = str(c?.status);
+  if (!c || !type || status === undefined) return undefined;
+  const out: IPAMClaimCondition = { type, status };
+  put(out, 'reason', str(c.reason));
+  put(out, 'message', str(c.message));
+  put(out, 'lastTransitionTime', str(c.lastTransitionTime));
+  put(out, 'observedGeneration', num(c.observedGeneration));
+  return out;
+}
+
+export const trimIPAMClaim: Trim<IPAMClaim> = (input) => {
+  const raw = rec(input);
+  const spec = rec(raw?.spec);
+  const meta = trimMeta(raw?.metadata, { labels: true });
+  const out: IPAMClaim = { ...head(raw, meta), spec: { network: str(spec?.network) ?? '', interface: str(spec?.interface) ?? '' } };
+  const status = rec(raw?.status);
+  if (status) {
+    const st: NonNullable<IPAMClaim['status']> = {};
+    put(st, 'ips', stringList(status.ips));
+    const ownerPod = str(rec(status.ownerPod)?.name);
+    if (ownerPod !== undefined) st.ownerPod = { name: ownerPod };
+    const conditions = list(status.conditions)
+      ?.map(trimCondition)
+      .filter((c): c is IPAMClaimCondition => c !== undefined);
+    if (conditions && conditions.length > 0) st.conditions = conditions;
+    if (Object.keys(st).length > 0) out.status = st;
+  }
+  return out;
+};
+
+export const trimKubeVirt: Trim<KubeVirtCR> = (input) => {
+  const raw = rec(input);
+  const out: KubeVirtCR = head(raw, trimMeta(raw?.metadata));
+  const dev = rec(rec(rec(raw?.spec)?.configuration)?.developerConfiguration);
+  const gates = list(dev?.featureGates)?.filter((g): g is string => typeof g === 'string');
+  out.spec = gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {};
+  return out;
+};
+
+export const trimPod: Trim<Pod> = (input) => {
+  const raw = rec(input);
+  const out: Pod = head(
+    raw,
+    trimMeta(raw?.metadata, {
+      labels: [LAUNCHER_LABEL],
+      annotations: [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION, DOMAIN_ANNOTATION],
+    }),
+  );
+  const nodeName = str(rec(raw?.spec)?.nodeName);
+  out.spec = nodeName === undefined ? {} : { nodeName };
+  const phase = str(rec(raw?.status)?.phase);
+  if (phase !== undefined) out.status = { phase };
+  return out;
+};
