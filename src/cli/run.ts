@@ -1,0 +1,215 @@
+// `persistent-ips run`: the composition root of the controller process. Everything here is wiring and lifecycle;
+// behaviour lives in the modules it composes.
+
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { createController } from '../controller/controller.ts';
+import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
+import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/client.ts';
+import { isForbidden, isNotFound, isUnauthorized } from '../kube/errors.ts';
+import { resources } from '../kube/resources.ts';
+import { createLeaderElector } from '../leader/elector.ts';
+import type { Lease } from '../leader/lease.ts';
+import { createSources } from '../sources/index.ts';
+import { createLogger } from '../telemetry/logger.ts';
+import { createMetrics } from '../telemetry/metrics.ts';
+import { createTelemetryServer, type TelemetryServer } from '../telemetry/server.ts';
+import { EXIT } from './exit-codes.ts';
+
+export interface RunOptions {
+  kubeconfig?: string;
+  context?: string;
+  namespace?: string;
+  concurrency: number;
+  featureGates?: string;
+  logLevel: string;
+  leaderElect: boolean;
+  leaderElectionNamespace?: string;
+  metricsBindAddress: string;
+  healthProbeBindAddress: string;
+  qps: number;
+  burst: number;
+  resyncPeriod: number;
+  gracefulShutdownTimeout: number;
+}
+
+/** A failure the CLI turns into a message for a person and a distinct exit code. */
+export class CliError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.exitCode = exitCode;
+  }
+}
+
+/** ":8080" → all interfaces, "127.0.0.1:8080" → that host, "0" → disabled. */
+export function parseBindAddress(value: string): { host: string; port: number } | undefined {
+  if (value === '0' || value === '') return undefined;
+  const colon = value.lastIndexOf(':');
+  const host = colon > 0 ? value.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
+  const port = Number(colon >= 0 ? value.slice(colon + 1) : value);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`invalid bind address "${value}": expected [host]:port or 0`, EXIT.usage);
+  return { host, port };
+}
+
+function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
+  let loaded: LoadedKubeConfig;
+  try {
+    loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
+  } catch (err) {
+    if (err instanceof KubeConfigError) {
+      throw new CliError(
+        `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.` +
+          `\nFor a local cluster to try it on: npm run cluster:up -- --dir /tmp/pips (then --kubeconfig /tmp/pips/kubeconfig).`,
+        EXIT.noKubeconfig,
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+  const metrics = createMetrics();
+  const client = KubeClient.fromKubeConfig(loaded.kubeConfig, {
+    logger: log,
+    rateLimit: { qps: options.qps, burst: options.burst },
+    onRequest: (verb, resource, code) => metrics.apiRequests.inc({ verb, resource, code }),
+  });
+  log.info({ kubeconfig: loaded.location, source: loaded.source, server: loaded.server, context: loaded.context }, 'using cluster');
+  return { loaded, client, metrics };
+}
+
+async function checkCluster(client: KubeClient, server: string, log: Logger): Promise<void> {
+  let lastError: unknown;
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    try {
+      const version = await client.version(AbortSignal.timeout(10_000));
+      log.info({ kubernetes: version.gitVersion }, 'connected to the API server');
+      return;
+    } catch (err) {
+      if (isUnauthorized(err)) {
+        throw new CliError(`the API server at ${server} rejected our credentials (401). Check the kubeconfig's user or token.`, EXIT.notAuthorized, { cause: err });
+      }
+      lastError = err;
+      log.warn({ err, attempt }, 'API server not reachable yet');
+      await new Promise((r) => setTimeout(r, attempt * 1000));
+    }
+  }
+  throw new CliError(
+    `${new ClusterUnreachableError(server, { cause: lastError }).message}\nIs the cluster running, and is this the right kubeconfig/context?`,
+    EXIT.clusterUnreachable,
+    { cause: lastError },
+  );
+}
+
+/** Runs until SIGINT/SIGTERM; resolves with the exit code. */
+export async function run(options: RunOptions): Promise<number> {
+  const log = createLogger(options.logLevel as Parameters<typeof createLogger>[0]);
+  const gateOverride = (() => {
+    try {
+      return parseFeatureGatesFlag(options.featureGates);
+    } catch (err) {
+      throw new CliError((err as Error).message, EXIT.usage);
+    }
+  })();
+  const metricsAddr = parseBindAddress(options.metricsBindAddress);
+  const probeAddr = parseBindAddress(options.healthProbeBindAddress);
+  const { loaded, client, metrics } = connect(options, log);
+  await checkCluster(client, loaded.server, log);
+
+  const sources = createSources(client, { logger: log, ...(options.namespace ? { namespace: options.namespace } : {}) });
+  const controller = createController({
+    client,
+    sources,
+    gateOverride,
+    log,
+    metrics,
+    concurrency: options.concurrency,
+    resyncIntervalMs: options.resyncPeriod * 1000,
+  });
+
+  const servers: TelemetryServer[] = [];
+  if (probeAddr) {
+    const probes = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
+    probes.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
+    servers.push(probes);
+  }
+  if (metricsAddr) {
+    servers.push(createTelemetryServer({ logger: log, port: metricsAddr.port, host: metricsAddr.host, registry: metrics.registry, health: false }));
+  }
+  for (const server of servers) {
+    const addr = await server.listen();
+    log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
+  }
+
+  sources.start();
+  const stopping = new AbortController();
+  let exitCode: number = EXIT.ok;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping.signal.aborted) {
+      log.warn({ signal }, 'second signal: exiting at once');
+      process.exit(EXIT.failure);
+    }
+    log.info({ signal }, 'shutting down');
+    stopping.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  await Promise.race([sources.synced(), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
+  if (!stopping.signal.aborted) log.info({ gate: controller.gate() }, 'caches synced');
+
+  const drainMs = options.gracefulShutdownTimeout * 1000;
+  if (!stopping.signal.aborted) {
+    if (options.leaderElect) {
+      const namespace = options.leaderElectionNamespace ?? process.env.POD_NAMESPACE ?? loaded.namespace ?? 'persistent-ips-system';
+      const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
+      const lease = { namespace, name: 'persistent-ips-leader' };
+      const elector = createLeaderElector({
+        lease,
+        identity,
+        logger: log,
+        isLeaderGauge: metrics.isLeader,
+        client: {
+          get: async (signal) => {
+            try {
+              return await client.get<Lease>(resources.leases, namespace, lease.name, { signal });
+            } catch (err) {
+              if (isNotFound(err)) return undefined;
+              throw err;
+            }
+          },
+          create: (l, signal) => client.create<Lease>(resources.leases, l, { signal }),
+          update: (l, signal) => client.replace<Lease & { metadata: { name: string } }>(resources.leases, l as Lease & { metadata: { name: string } }, { signal }),
+        },
+        callbacks: {
+          onStartedLeading: (signal) => controller.lead(signal, drainMs),
+          onStoppedLeading: () => {
+            if (!stopping.signal.aborted) {
+              // As in controller-runtime: a replica that lost its lease exits, so nothing it had in flight writes
+              // on; the Deployment restarts it as a standby.
+              log.error('lost the leader lease; exiting');
+              exitCode = EXIT.failure;
+              stopping.abort();
+            }
+          },
+        },
+      });
+      const running = elector.run();
+      await new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }));
+      await elector.stop();
+      await running;
+    } else {
+      await controller.lead(stopping.signal, drainMs);
+    }
+  }
+
+  await sources.stop();
+  controller.dispose();
+  await Promise.all(servers.map((s) => s.close()));
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  log.info('stopped');
+  return exitCode;
+}
+
+export { isForbidden };

@@ -1,0 +1,106 @@
+// Wiring: informer events → keys → work queue → reconcile. Informers and the queue's intake run on every replica
+// (the webhook reads the same caches); workers run only while this replica leads.
+
+import type { Logger } from 'pino';
+import { type Subscription, merge } from 'rxjs';
+import type { KubeClient } from '../kube/client.ts';
+import { runWorkers, startResync, WorkQueue } from '../queue/index.ts';
+import { type Sources, VMIS_BY_NAD, VMS_BY_NAD } from '../sources/index.ts';
+import { objectKey } from '../sources/store.ts';
+import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { EventRecorder } from './events.ts';
+import { type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
+import { claimsByOwnerName, keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
+import { CLAIMS_BY_OWNER_NAME, createReconciler } from './reconciler.ts';
+import { WriteOverlay } from './write-overlay.ts';
+
+const CONTROLLER_NAME = 'virtualmachine-ipamclaims';
+
+export interface ControllerOptions {
+  client: KubeClient;
+  sources: Sources;
+  gateOverride: GateOverride;
+  log: Logger;
+  metrics?: Metrics;
+  concurrency: number;
+  /** Full pass over every key; default 10 minutes. */
+  resyncIntervalMs?: number;
+}
+
+export interface Controller {
+  readonly queue: WorkQueue;
+  gate(): GateState;
+  /** Runs the workers until `signal` aborts, then lets in-flight reconciles finish within `drainTimeoutMs`. */
+  lead(signal: AbortSignal, drainTimeoutMs?: number): Promise<void>;
+  /** Stops mapping events to keys (call after the informers stopped). */
+  dispose(): void;
+}
+
+/** Create before the sources start, so that their initial adds are mapped to keys. */
+export function createController(options: ControllerOptions): Controller {
+  const { client, sources, log, metrics } = options;
+  sources.claims.addIndex(CLAIMS_BY_OWNER_NAME, claimsByOwnerName);
+  const queue = new WorkQueue({ name: CONTROLLER_NAME, ...(metrics ? { metrics: workQueueMetrics(metrics, CONTROLLER_NAME) } : {}) });
+  const overlay = new WriteOverlay();
+  const recorder = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'events' }), metrics);
+
+  let gate = resolveGate(options.gateOverride, sources.kubeVirts.list());
+  const gateEnabled = (): boolean => gate.enabled;
+  const allKeys = (): Set<string> => {
+    const keys = new Set<string>([...sources.vms.keys(), ...sources.vmis.keys()]);
+    // Claims whose VM and VMI are both gone still need their finalizers released.
+    for (const claim of sources.claims.list()) for (const key of keysOfClaim(claim)) keys.add(key);
+    return keys;
+  };
+  const nadLookup: NadKeyLookup = {
+    referencing: (nadKey) => [...sources.vms.indexKeys(VMS_BY_NAD, nadKey), ...sources.vmis.indexKeys(VMIS_BY_NAD, nadKey)],
+    inNamespace: (ns) => [...sources.vms.keys(ns), ...sources.vmis.keys(ns)],
+  };
+
+  const subscriptions: Subscription[] = [
+    merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
+      if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
+      queue.add(keyOfObject(e.object));
+    }),
+    sources.claims.events$.subscribe((e) => {
+      if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
+      for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key);
+    }),
+    sources.nads.events$.subscribe((e) => {
+      for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key);
+    }),
+    sources.kubeVirts.events$.subscribe(() => {
+      const next = resolveGate(options.gateOverride, sources.kubeVirts.list());
+      if (next.enabled === gate.enabled) return;
+      gate = next;
+      log.info({ gate: 'PersistentIPs', enabled: next.enabled, source: next.source }, 'feature gate changed; reconciling every VM');
+      for (const key of allKeys()) queue.add(key);
+    }),
+  ];
+
+  const reconcile = createReconciler({ sources, client, gateEnabled, recorder, overlay, log, ...(metrics ? { metrics } : {}) });
+
+  return {
+    queue,
+    gate: () => gate,
+    async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
+      log.info({ concurrency: options.concurrency, gate }, 'starting workers');
+      const pool = runWorkers(queue, options.concurrency, reconcile, { logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}) });
+      const resync = startResync(queue, { intervalMs: options.resyncIntervalMs ?? 600_000, keys: allKeys, logger: log });
+      // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
+      await new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        else signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      resync.stop();
+      const result = await queue.shutDown({ timeoutMs: drainTimeoutMs });
+      if (result.timedOut) log.warn({ abandoned: result.abandoned }, 'reconciles still running at the shutdown deadline');
+      await pool.done;
+      log.info('workers stopped');
+    },
+    dispose(): void {
+      for (const s of subscriptions) s.unsubscribe();
+    },
+  };
+}

@@ -1,0 +1,159 @@
+// One reconcile of one key (`namespace/vmName`): read a snapshot from the caches, let the pure decision say what
+// must change, write exactly that, and report what blocks persistence. Every rule lives in src/claims/decide.ts;
+// this file only moves data in and out.
+
+import type { Logger } from 'pino';
+import { randomUUID } from 'node:crypto';
+import { CLAIM_FINALIZER, claimName, decide, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import type { KubeClient } from '../kube/client.ts';
+import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
+import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
+import { apiVersionOf, resources } from '../kube/resources.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, VmiSpecLike } from '../kube/types.ts';
+import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
+import { TerminalError } from '../queue/index.ts';
+import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
+import { keyOf, objectKey } from '../sources/store.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import type { EventRecorder } from './events.ts';
+import type { WriteOverlay } from './write-overlay.ts';
+
+/** Index of claims by the VM/VMI names in their owner references (see keys.ts), added by the controller. */
+export const CLAIMS_BY_OWNER_NAME = 'claimsByOwnerName';
+
+export interface ReconcilerDeps {
+  sources: Pick<Sources, 'vms' | 'vmis' | 'nads' | 'claims'>;
+  client: KubeClient;
+  gateEnabled: () => boolean;
+  recorder: EventRecorder;
+  overlay: WriteOverlay;
+  log: Logger;
+  metrics?: Metrics;
+}
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const slash = key.indexOf('/');
+  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+}
+
+/** The decision's input for one key, read from the caches (and our own writes the caches have not shown yet). */
+export function gatherInput(key: string, deps: Pick<ReconcilerDeps, 'sources' | 'overlay' | 'gateEnabled'>): DecideInput {
+  const { sources, overlay } = deps;
+  const { namespace, name } = splitKey(key);
+  const vm = sources.vms.getByKey(key);
+  const vmi = sources.vmis.getByKey(key);
+  const specs: (VmiSpecLike | undefined)[] = [vm?.spec?.template?.spec, vmi?.spec];
+
+  const nads = new Map<string, NetworkAttachmentDefinition>();
+  for (const nad of sources.nads.list(namespace)) nads.set(objectKey(nad), nad);
+  for (const spec of specs) {
+    for (const nadKey of nadKeysOf(namespace, spec)) {
+      const nad = sources.nads.getByKey(nadKey);
+      if (nad) nads.set(nadKey, nad);
+    }
+  }
+
+  // Claims that may concern this key: labelled for it, owned by any incarnation of its VM/VMI, or carrying a name
+  // one of its networks would use (a hand-made claim or another owner's has neither label nor our owner).
+  const claimKeys = new Set<string>();
+  const addAll = (claims: readonly IPAMClaim[]) => claims.forEach((c) => claimKeys.add(objectKey(c)));
+  addAll(sources.claims.byIndex(CLAIMS_BY_VM, key));
+  addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_NAME, key));
+  for (const uid of [vm?.metadata.uid, vmi?.metadata.uid]) if (uid) addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_UID, uid));
+  for (const spec of specs) {
+    for (const net of spec?.networks ?? []) {
+      claimKeys.add(keyOf(namespace, claimName(name, net.name)));
+      claimKeys.add(keyOf(namespace, referenceClaimName(name, net.name)));
+    }
+  }
+  const claims: IPAMClaim[] = [];
+  for (const claimKey of claimKeys) {
+    const claim = overlay.view(claimKey, sources.claims.getByKey(claimKey));
+    if (claim) claims.push(claim);
+  }
+
+  return { key: { namespace, name }, vm, vmi, nads, claims, gateEnabled: deps.gateEnabled() };
+}
+
+/** Writes a plan. Returns true when something raced with us and the key should run again. */
+async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: Logger, signal: AbortSignal): Promise<boolean> {
+  const { client, overlay, metrics } = deps;
+  const claimsApi = resources.ipamClaims;
+  let raced = false;
+  const onError = (err: unknown, what: string, claim: string, guardedPatch = false): void => {
+    if (isNotFound(err)) return; // already gone: what we wanted
+    // Some API server versions answer a failed JSON-patch `test` with a bare 422, indistinguishable from an invalid
+    // patch; ours are built from the cached object, so a 422 there means the object changed: look again.
+    if (isConflict(err) || isAlreadyExists(err) || (guardedPatch && isInvalid(err))) {
+      log.debug({ claim, err }, `${what} raced with another change; will look again`);
+      raced = true;
+      return;
+    }
+    if (isTerminalApiError(err)) throw new TerminalError(`${what} of IPAMClaim ${namespace}/${claim} was rejected`, { cause: err });
+    throw err;
+  };
+
+  for (const claim of plan.creates) {
+    try {
+      const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
+      overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
+      metrics?.claimsCreated.inc();
+      log.info({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
+    } catch (err) {
+      onError(err, 'create', claim.metadata.name);
+    }
+  }
+  for (const write of plan.removeFinalizers) {
+    const claimKey = keyOf(namespace, write.name);
+    const current = overlay.view(claimKey, deps.sources.claims.getByKey(claimKey));
+    const ops = removeFinalizerPatch(current?.metadata.finalizers, CLAIM_FINALIZER);
+    if (!ops) continue;
+    // The uid test keeps a patch from landing on a new claim of the same name; the finalizer-list test (in ops)
+    // keeps it from clobbering a concurrent finalizer change.
+    const guarded: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops];
+    try {
+      const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, guarded, { signal });
+      overlay.record(claimKey, write.resourceVersion, updated);
+      metrics?.finalizersRemoved.inc();
+      log.info({ claim: write.name }, 'removed finalizer from IPAMClaim');
+    } catch (err) {
+      onError(err, 'finalizer removal', write.name, true);
+    }
+  }
+  for (const write of plan.deletes) {
+    const claimKey = keyOf(namespace, write.name);
+    try {
+      const result = await client.delete(claimsApi, namespace, write.name, {
+        preconditions: { uid: write.uid, resourceVersion: write.resourceVersion },
+        signal,
+      });
+      const stillThere = (result as IPAMClaim | undefined)?.kind === resources.ipamClaims.kind ? (result as IPAMClaim) : null;
+      overlay.record(claimKey, write.resourceVersion, stillThere);
+      metrics?.claimsDeleted.inc();
+      log.info({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
+    } catch (err) {
+      onError(err, 'delete', write.name);
+    }
+  }
+  return raced;
+}
+
+export function createReconciler(deps: ReconcilerDeps) {
+  return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult> {
+    const { namespace, name } = splitKey(key);
+    const log = deps.log.child({ namespace, name, reconcileID: randomUUID() });
+    const plan = decide(gatherInput(key, deps));
+    const raced = await apply(plan, namespace, deps, log, ctx.signal);
+    if (plan.owner) {
+      const kind = plan.owner.kind === 'VirtualMachine' ? resources.virtualMachines : resources.virtualMachineInstances;
+      await deps.recorder.report(
+        { apiVersion: apiVersionOf(kind), kind: plan.owner.kind, namespace, name: plan.owner.name, uid: plan.owner.uid },
+        plan.problems,
+      );
+    } else if (plan.problems.length > 0) {
+      log.warn({ problems: plan.problems }, 'persistence blocked, and no VM or VMI to report it on');
+    }
+    if (plan.retry) log.debug({ problems: plan.problems.map((p) => p.reason) }, 'waiting; will retry with backoff');
+    return { requeue: raced || plan.retry };
+  };
+}

@@ -1,0 +1,52 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { WriteOverlay } from './write-overlay.ts';
+import type { IPAMClaim } from '../kube/types.ts';
+
+const claim = (rv: string, uid = 'c1'): IPAMClaim => ({
+  metadata: { name: 'vm-a.blue', namespace: 'ns', uid, resourceVersion: rv },
+  spec: { network: 'blue', interface: 'pod1' },
+});
+
+describe('WriteOverlay', () => {
+  it('shows a created claim until the cache has it', () => {
+    const overlay = new WriteOverlay();
+    overlay.record('ns/vm-a.blue', undefined, claim('5'));
+    assert.equal(overlay.view('ns/vm-a.blue', undefined)?.metadata.resourceVersion, '5');
+    assert.equal(overlay.view('ns/vm-a.blue', claim('5'))?.metadata.resourceVersion, '5');
+    assert.equal(overlay.size, 0, 'the entry is dropped once the cache caught up');
+  });
+
+  it('shows a claim as gone after a delete while the cache still holds the old version', () => {
+    const overlay = new WriteOverlay();
+    overlay.record('ns/vm-a.blue', '7', null);
+    assert.equal(overlay.view('ns/vm-a.blue', claim('7')), undefined);
+    assert.equal(overlay.view('ns/vm-a.blue', claim('7')), undefined);
+  });
+
+  it('yields to the cache as soon as it shows any other version', () => {
+    const overlay = new WriteOverlay();
+    overlay.record('ns/vm-a.blue', '7', claim('8'));
+    assert.equal(overlay.view('ns/vm-a.blue', claim('9'))?.metadata.resourceVersion, '9');
+    assert.equal(overlay.view('ns/vm-a.blue', claim('7'))?.metadata.resourceVersion, '7', 'no entry left to mask it');
+  });
+
+  it('forgets a created claim that was deleted before its add reached the cache', () => {
+    const overlay = new WriteOverlay();
+    overlay.record('ns/vm-a.blue', undefined, claim('5', 'c9'));
+    overlay.observeDeleted('ns/vm-a.blue', 'other-uid');
+    assert.ok(overlay.view('ns/vm-a.blue', undefined), 'a delete of another incarnation does not end it');
+    overlay.observeDeleted('ns/vm-a.blue', 'c9');
+    assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
+  });
+
+  it('expires, so a lost watch event cannot mask the cache forever', () => {
+    let now = 0;
+    const overlay = new WriteOverlay({ ttlMs: 1000, now: () => now });
+    overlay.record('ns/vm-a.blue', undefined, claim('5'));
+    now = 999;
+    assert.ok(overlay.view('ns/vm-a.blue', undefined));
+    now = 1000;
+    assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
+  });
+});
