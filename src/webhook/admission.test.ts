@@ -1,0 +1,248 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Registry } from 'prom-client';
+import { podInterfaceName } from '../claims/index.ts';
+import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import { createLogger } from '../telemetry/logger.ts';
+import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type ObjectCache, type PodAdmissionDeps } from './admission.ts';
+import { createWebhookMetrics } from './metrics.ts';
+import { applyJsonPatch } from './testing.ts';
+
+const logger = createLogger('silent');
+const NS = 'vms';
+const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
+
+class Cache<T extends { metadata: { name: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items: T[];
+  constructor(items: T[] = []) {
+    this.items = items;
+  }
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name);
+  }
+  list(namespace?: string): T[] {
+    return this.items.filter((i) => namespace === undefined || i.metadata.namespace === namespace);
+  }
+}
+
+const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ({
+  metadata: { name, namespace },
+  spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: `net-${name}`, type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/16', ...(persistent ? { allowPersistentIPs: true } : {}) }) },
+});
+const RED = nad('red', true);
+const BLUE = nad('blue', false);
+
+function vmi(networks: string[], uid = 'vmi-uid-1'): VirtualMachineInstance {
+  return {
+    metadata: { name: 'vm1', namespace: NS, uid },
+    spec: { networks: networks.map((n) => ({ name: n, multus: { networkName: n === 'hot' ? 'red' : n } })), domain: { devices: { interfaces: networks.map((n) => ({ name: n, bridge: {} })) } } },
+  };
+}
+
+function launcher(networks: string[], options: { ownerUid?: string; labels?: Record<string, string>; annotations?: Record<string, string> } = {}): Pod {
+  return {
+    metadata: {
+      name: 'virt-launcher-vm1-x',
+      namespace: NS,
+      labels: options.labels ?? { 'kubevirt.io': 'virt-launcher' },
+      annotations: {
+        'kubevirt.io/domain': 'vm1',
+        [NETWORKS]: JSON.stringify(networks.map((n) => ({ name: n === 'hot' ? 'red' : n, namespace: NS, interface: podInterfaceName(n) }))),
+        ...options.annotations,
+      },
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: options.ownerUid ?? 'vmi-uid-1', controller: true }],
+    },
+  };
+}
+
+function review(pod: Pod, operation = 'CREATE'): AdmissionReview {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid: 'req-1', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: NS, operation, object: pod },
+  };
+}
+
+interface Setup {
+  cached?: VirtualMachineInstance[];
+  api?: VirtualMachineInstance | 'error' | 'hang';
+  nads?: NetworkAttachmentDefinition[];
+  gate?: boolean;
+  fetchNad?: Fetch<NetworkAttachmentDefinition>;
+  budgetMs?: number;
+}
+
+function handler(setup: Setup) {
+  const calls: string[] = [];
+  const registry = new Registry();
+  const metrics = createWebhookMetrics(registry);
+  const fetchVmi: Fetch<VirtualMachineInstance> = async (namespace, name, signal) => {
+    calls.push(`${namespace}/${name}`);
+    if (setup.api === 'error') throw new Error('etcdserver: request timed out');
+    if (setup.api === 'hang') return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+    return setup.api;
+  };
+  const deps: PodAdmissionDeps = {
+    logger,
+    gateEnabled: () => setup.gate ?? true,
+    vmis: new Cache(setup.cached ?? []),
+    nads: new Cache(setup.nads ?? [RED, BLUE]),
+    fetchVmi,
+    metrics,
+    ...(setup.fetchNad ? { fetchNad: setup.fetchNad } : {}),
+    ...(setup.budgetMs ? { budgetMs: setup.budgetMs } : {}),
+  };
+  return { handle: createPodAdmissionHandler(deps), calls, registry };
+}
+
+function patchedNetworks(pod: Pod, out: AdmissionReview): unknown {
+  const ops = JSON.parse(Buffer.from(out.response!.patch!, 'base64').toString('utf8'));
+  return JSON.parse(applyJsonPatch(pod, ops).metadata.annotations![NETWORKS]!);
+}
+
+describe('pod admission handler', () => {
+  it('VMI in the cache: patches, echoes the uid, JSONPatch type, no API call', async () => {
+    const { handle, calls } = handler({ cached: [vmi(['red', 'blue'])] });
+    const pod = launcher(['red', 'blue']);
+    const out = await handle(review(pod));
+    assert.equal(out.apiVersion, 'admission.k8s.io/v1');
+    assert.equal(out.kind, 'AdmissionReview');
+    assert.equal(out.response?.uid, 'req-1');
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.deepEqual(patchedNetworks(pod, out), [
+      { name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' },
+      { name: 'blue', namespace: NS, interface: podInterfaceName('blue') },
+    ]);
+    assert.deepEqual(calls, []);
+  });
+
+  it('VMI not in the cache yet: read from the API, then patched', async () => {
+    const { handle, calls, registry } = handler({ api: vmi(['red']) });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.deepEqual(calls, [`${NS}/vm1`]);
+    assert.match(await registry.metrics(), /persistent_ips_webhook_vmi_lookups_total\{source="api"\} 1/);
+  });
+
+  it('the cache holds an earlier VMI of the same name (other uid): read from the API', async () => {
+    const { handle, calls } = handler({ cached: [vmi(['blue'], 'old-uid')], api: vmi(['red']) });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.deepEqual(calls, [`${NS}/vm1`]);
+  });
+
+  it('the cached VMI lacks a network the pod has (hotplug not seen yet): re-read from the API', async () => {
+    const { handle, calls } = handler({ cached: [vmi(['red'])], api: vmi(['red', 'hot']) });
+    const pod = launcher(['red', 'hot']);
+    const out = await handle(review(pod, 'UPDATE'));
+    assert.deepEqual(calls, [`${NS}/vm1`]);
+    assert.deepEqual(
+      (patchedNetworks(pod, out) as { 'ipam-claim-reference': string }[]).map((e) => e['ipam-claim-reference']),
+      ['vm1.red', 'vm1.hot'],
+    );
+  });
+
+  it('the API cannot be read: denied with a clear, retryable message', async () => {
+    const { handle, registry } = handler({ api: 'error' });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 503);
+    assert.match(out.response!.status!.message!, /VirtualMachineInstance vms\/vm1/);
+    assert.match(out.response!.status!.message!, /KubeVirt retries/);
+    assert.equal(out.response?.patch, undefined);
+    assert.match(await registry.metrics(), /persistent_ips_webhook_admissions_total\{result="denied"\} 1/);
+  });
+
+  it('the API does not answer within the budget: denied before the API server times out', async () => {
+    const { handle } = handler({ api: 'hang', budgetMs: 20 });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response!.status!.message!, /cannot read VirtualMachineInstance/);
+  });
+
+  it('the VMI does not exist (API 404): allowed unchanged, with a warning', async () => {
+    const { handle } = handler({});
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.match(out.response!.warnings![0]!, /does not exist/);
+  });
+
+  it('the VMI was re-created (other uid than the pod owner): allowed unchanged, with a warning', async () => {
+    const { handle } = handler({ api: vmi(['red'], 'new-uid') });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.match(out.response!.warnings![0]!, /not the pod owner's vmi-uid-1/);
+  });
+
+  it('ordinary networks only: admitted without looking the VMI up (even with the API down)', async () => {
+    const { handle, calls } = handler({ api: 'error' });
+    const out = await handle(review(launcher(['blue'])));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.deepEqual(calls, []);
+  });
+
+  it('not a launcher pod, or the gate off: admitted unchanged without lookups', async () => {
+    for (const [setup, pod] of [
+      [{ api: 'error' as const }, launcher(['red'], { labels: { app: 'web' } })],
+      [{ api: 'error' as const, gate: false }, launcher(['red'])],
+    ] as const) {
+      const { handle, calls } = handler(setup);
+      const out = await handle(review(pod));
+      assert.equal(out.response?.allowed, true);
+      assert.equal(out.response?.patch, undefined);
+      assert.deepEqual(calls, []);
+    }
+  });
+
+  it('an unreadable networks annotation: admitted unchanged, with a warning', async () => {
+    const { handle } = handler({ cached: [vmi(['red'])] });
+    const out = await handle(review(launcher([], { annotations: { [NETWORKS]: '[{"name":' } })));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.match(out.response!.warnings![0]!, /cannot be read/);
+  });
+
+  it('a NAD referenced by the VMI but not cached is read from the API; if that fails, denied', async () => {
+    const fetched: string[] = [];
+    const ok = handler({ cached: [vmi(['red'])], nads: [BLUE], fetchNad: async (ns, name) => (fetched.push(`${ns}/${name}`), RED) });
+    assert.equal((await ok.handle(review(launcher(['red'])))).response?.patchType, 'JSONPatch');
+    assert.deepEqual(fetched, [`${NS}/red`]);
+    const failing = handler({ cached: [vmi(['red'])], nads: [BLUE], fetchNad: async () => Promise.reject(new Error('connection reset')) });
+    const out = await failing.handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response!.status!.message!, /NetworkAttachmentDefinition vms\/red/);
+  });
+
+  it('not a pod, another operation, or a subresource: admitted unchanged', async () => {
+    const { handle } = handler({ api: 'error' });
+    const base = review(launcher(['red']));
+    for (const request of [
+      { ...base.request!, kind: { group: '', version: 'v1', kind: 'Service' } },
+      { ...base.request!, operation: 'DELETE' },
+      { ...base.request!, subResource: 'status' },
+      { ...base.request!, object: undefined },
+    ]) {
+      const out = await handle({ ...base, request });
+      assert.deepEqual(out.response, { uid: 'req-1', allowed: true });
+    }
+  });
+
+  it('rejects what is not an AdmissionReview v1', async () => {
+    const { handle } = handler({});
+    for (const body of [null, [], { apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'x' } }, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }]) {
+      await assert.rejects(handle(body), BadAdmissionReviewError);
+    }
+  });
+});
+
+describe('vmiOf', () => {
+  it('prefers the owner reference, falls back to kubevirt.io/domain', () => {
+    assert.deepEqual(vmiOf(launcher(['red'])), { name: 'vm1', uid: 'vmi-uid-1' });
+    assert.deepEqual(vmiOf({ metadata: { name: 'p', annotations: { 'kubevirt.io/domain': 'vm2' } } }), { name: 'vm2' });
+    assert.equal(vmiOf({ metadata: { name: 'p' } }), undefined);
+  });
+});

@@ -1,0 +1,308 @@
+// AdmissionReview v1 in, AdmissionReview v1 out, for launcher pods: find the pod's VMI and NADs (caches first, the
+// API when the caches have not seen them), run the pure mutation, and answer.
+//
+// ERROR BEHAVIOUR (see docs/webhook-behaviour.md; docs/webhook.md explains failurePolicy Fail):
+// - The VMI cannot be read (API error or timeout, when the cache has not seen it): DENY, with a message that names
+//   the VMI and says it is transient. Allowing would start the VM with an address from the general pool instead of
+//   its claim's, the one outcome this product exists to prevent, and silently; a denial makes virt-controller
+//   record FailedCreate and retry the pod with backoff, which recovers by itself once the API answers. It is the
+//   same trade-off as failurePolicy Fail, made explicitly and answered before the API server's own timeout (5 s):
+//   a timeout would be judged by failurePolicy and, if an operator switched it to Ignore, admit the pod without
+//   the reference.
+// - The API says the VMI does not exist (authoritative 404), or it exists with another UID than the pod's owner
+//   reference: ALLOW unchanged, with a warning. The pod belongs to a VMI that is gone; no claim will be made for it
+//   and garbage collection removes the pod. Denying would only keep a dead object retrying.
+// - A NAD the VMI references cannot be read (API error): DENY, same reasoning as the VMI. A NAD that does not exist:
+//   the network is not persistent (the CNI fails that pod anyway), reported.
+// - The pod's annotations cannot be parsed: ALLOW unchanged with a warning and a log line. Multus will reject the
+//   same annotation; rewriting something we cannot read could only make it worse.
+// - The pod names no VMI (no owner reference, no kubevirt.io/domain): ALLOW unchanged with a warning.
+// - A pod whose networks cannot be persistent judged from the NADs alone (all NADs known and ordinary, no
+//   persistent primary network) is admitted without reading its VMI, so VMs on ordinary networks never wait for
+//   the VMI lookups above.
+
+import { DOMAIN_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { isNotFound } from '../kube/errors.ts';
+import type { KubeClient } from '../kube/client.ts';
+import { resources } from '../kube/resources.ts';
+import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { Logger } from '../telemetry/logger.ts';
+import type { WebhookMetrics } from './metrics.ts';
+import { elementNamespace, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
+import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
+
+export interface AdmissionRequest {
+  uid: string;
+  kind?: { group?: string; version?: string; kind?: string };
+  resource?: { group?: string; version?: string; resource?: string };
+  subResource?: string;
+  namespace?: string;
+  name?: string;
+  operation?: string;
+  object?: unknown;
+  oldObject?: unknown;
+  dryRun?: boolean;
+}
+
+export interface AdmissionResponse {
+  uid: string;
+  allowed: boolean;
+  patchType?: 'JSONPatch';
+  /** base64 of the JSON patch */
+  patch?: string;
+  status?: { code?: number; reason?: string; message?: string };
+  warnings?: string[];
+}
+
+export interface AdmissionReview {
+  apiVersion: 'admission.k8s.io/v1';
+  kind: 'AdmissionReview';
+  request?: AdmissionRequest;
+  response?: AdmissionResponse;
+}
+
+/** A read-only view of an informer cache (src/sources' Store has this shape). */
+export interface ObjectCache<T> {
+  get(namespace: string | undefined, name: string): T | undefined;
+  list(namespace?: string): T[];
+}
+
+/** A GET from the API: resolves undefined when the object does not exist (404), rejects on any other failure. */
+export type Fetch<T> = (namespace: string, name: string, signal: AbortSignal) => Promise<T | undefined>;
+
+export interface PodAdmissionDeps {
+  logger: Logger;
+  /** The PersistentIPs gate as resolved now (flag or KubeVirt CR). */
+  gateEnabled: () => boolean;
+  vmis: ObjectCache<VirtualMachineInstance>;
+  nads: ObjectCache<NetworkAttachmentDefinition>;
+  fetchVmi: Fetch<VirtualMachineInstance>;
+  /** Optional: without it a NAD missing from the cache is taken as not existing. */
+  fetchNad?: Fetch<NetworkAttachmentDefinition>;
+  /** The cluster default network NAD named in a primary UDN's default-network element. */
+  clusterDefaultNetwork?: { namespace: string; name: string };
+  /** Time for the whole admission, API fallbacks included; below the webhook's timeoutSeconds (5). Default 3 s. */
+  budgetMs?: number;
+  metrics?: WebhookMetrics;
+}
+
+/** A request that is not an AdmissionReview v1: the server answers HTTP 400. */
+export class BadAdmissionReviewError extends Error {
+  override readonly name = 'BadAdmissionReviewError';
+}
+
+/** Builds GET functions for the deps from src/kube's client (404 → undefined). */
+export function apiFetchers(client: Pick<KubeClient, 'get'>): { fetchVmi: Fetch<VirtualMachineInstance>; fetchNad: Fetch<NetworkAttachmentDefinition> } {
+  const fetcher =
+    <T>(r: (typeof resources)[keyof typeof resources]): Fetch<T> =>
+    async (namespace, name, signal) => {
+      try {
+        return await client.get<T>(r, namespace, name, { signal });
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    };
+  return { fetchVmi: fetcher(resources.virtualMachineInstances), fetchNad: fetcher(resources.networkAttachmentDefinitions) };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Validates the envelope; throws BadAdmissionReviewError when it is not an AdmissionReview v1 with a request. */
+export function readAdmissionReview(body: unknown): AdmissionRequest {
+  if (!isObject(body)) throw new BadAdmissionReviewError('the body is not a JSON object');
+  if (body['apiVersion'] !== 'admission.k8s.io/v1' || body['kind'] !== 'AdmissionReview') {
+    throw new BadAdmissionReviewError(`expected admission.k8s.io/v1 AdmissionReview, got ${String(body['apiVersion'])} ${String(body['kind'])}`);
+  }
+  const request = body['request'];
+  if (!isObject(request) || typeof request['uid'] !== 'string' || request['uid'] === '') {
+    throw new BadAdmissionReviewError('the AdmissionReview has no request uid');
+  }
+  return request as unknown as AdmissionRequest;
+}
+
+export function reviewResponse(response: AdmissionResponse): AdmissionReview {
+  return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
+}
+
+/** The VMI a launcher pod belongs to: its controller owner reference, else the kubevirt.io/domain annotation. */
+export function vmiOf(pod: Pod): { name: string; uid?: string } | undefined {
+  const owner = pod.metadata?.ownerReferences?.find((ref) => ref.kind === 'VirtualMachineInstance' && ref.apiVersion?.startsWith('kubevirt.io/'));
+  if (owner?.name) return owner.uid ? { name: owner.name, uid: owner.uid } : { name: owner.name };
+  const domain = pod.metadata?.annotations?.[DOMAIN_ANNOTATION];
+  return typeof domain === 'string' && domain !== '' ? { name: domain } : undefined;
+}
+
+type Outcome = 'patched' | 'unchanged' | 'skipped' | 'denied' | 'allowed_without_vmi' | 'unreadable';
+
+class TransientLookupError extends Error {
+  override readonly name = 'TransientLookupError';
+  readonly object: { kind: string; namespace: string; name: string };
+  constructor(object: { kind: string; namespace: string; name: string }, cause: unknown) {
+    super(`cannot read ${object.kind} ${object.namespace}/${object.name}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.object = object;
+  }
+}
+
+export type PodAdmissionHandler = (body: unknown, signal?: AbortSignal) => Promise<AdmissionReview>;
+
+export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionHandler {
+  const budgetMs = deps.budgetMs ?? 3000;
+  const log = deps.logger.child({ component: 'webhook' });
+
+  const fetchVmi = async (namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> => {
+    try {
+      const vmi = await deps.fetchVmi(namespace, name, signal);
+      deps.metrics?.vmiLookups.inc({ source: vmi ? 'api' : 'api_not_found' });
+      return vmi;
+    } catch (error) {
+      deps.metrics?.vmiLookups.inc({ source: 'api_error' });
+      throw new TransientLookupError({ kind: 'VirtualMachineInstance', namespace, name }, signal.aborted ? signal.reason : error);
+    }
+  };
+
+  const namespaceNads = (namespace: string): Map<string, NetworkAttachmentDefinition> =>
+    new Map(deps.nads.list(namespace).map((nad) => [`${nad.metadata.namespace ?? namespace}/${nad.metadata.name}`, nad]));
+
+  /** From the caches only: the namespace's NADs and those the pod's elements name (for mayNeedReferences). */
+  const nadsForPod = (pod: Pod, namespace: string): Map<string, NetworkAttachmentDefinition> => {
+    const map = namespaceNads(namespace);
+    const selection = parseNetworkSelection(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
+    for (const element of selection.ok ? selection.elements : []) {
+      const ns = elementNamespace(element, namespace);
+      const nad = map.has(`${ns}/${element.name}`) ? undefined : deps.nads.get(ns, element.name);
+      if (nad) map.set(`${ns}/${element.name}`, nad);
+    }
+    return map;
+  };
+
+  /** What the pure mutation needs: the namespace's NADs and those the VMI references, from the API if not cached. */
+  const nadsForVmi = async (vmi: VirtualMachineInstance, namespace: string, signal: AbortSignal): Promise<Map<string, NetworkAttachmentDefinition>> => {
+    const map = namespaceNads(namespace);
+    for (const net of vmi.spec?.networks ?? []) {
+      const key = net?.multus ? nadKeyOfNetworkName(net.multus.networkName, namespace) : undefined;
+      if (!key || map.has(key)) continue;
+      const [ns, name] = key.split('/') as [string, string];
+      const cached = deps.nads.get(ns, name);
+      if (cached) {
+        map.set(key, cached);
+        continue;
+      }
+      if (!deps.fetchNad) continue;
+      try {
+        const fetched = await deps.fetchNad(ns, name, signal);
+        if (fetched) map.set(key, fetched);
+      } catch (error) {
+        throw new TransientLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ns, name }, signal.aborted ? signal.reason : error);
+      }
+    }
+    return map;
+  };
+
+  const admit = async (request: AdmissionRequest, signal: AbortSignal): Promise<{ response: AdmissionResponse; outcome: Outcome }> => {
+    const uid = request.uid;
+    const allow = (outcome: Outcome, warnings: string[] = []): { response: AdmissionResponse; outcome: Outcome } => ({
+      response: { uid, allowed: true, ...(warnings.length ? { warnings } : {}) },
+      outcome,
+    });
+    const isPod = (request.kind?.group ?? '') === '' && request.kind?.kind === 'Pod' && !request.subResource;
+    if (!isPod || (request.operation !== 'CREATE' && request.operation !== 'UPDATE') || !isObject(request.object)) return allow('skipped');
+    const pod = request.object as unknown as Pod;
+    if (!isObject(pod.metadata)) return allow('skipped');
+    const namespace = request.namespace || pod.metadata.namespace || '';
+    const generateName = (pod.metadata as { generateName?: unknown }).generateName;
+    const podName: string = pod.metadata.name || request.name || (typeof generateName === 'string' ? generateName : '');
+    const plog = log.child({ namespace, pod: podName, operation: request.operation, uid, ...(request.dryRun ? { dryRun: true } : {}) });
+    if (!isLauncherPod(pod) || !deps.gateEnabled()) return allow('skipped');
+
+    if (!mayNeedReferences(pod, namespace, nadsForPod(pod, namespace))) {
+      plog.debug('launcher pod on ordinary networks only');
+      return allow('unchanged');
+    }
+    const ref = vmiOf(pod);
+    if (!ref) {
+      const message = `persistent-ips: launcher pod ${namespace}/${podName} names no VirtualMachineInstance (no owner reference, no ${DOMAIN_ANNOTATION} annotation); admitted without IPAM claim references`;
+      plog.warn(message);
+      return allow('allowed_without_vmi', [message]);
+    }
+    const vmiLog = plog.child({ vmi: ref.name });
+
+    let vmi = deps.vmis.get(namespace, ref.name);
+    let fromApi = false;
+    if (vmi && (!ref.uid || vmi.metadata.uid === ref.uid)) {
+      deps.metrics?.vmiLookups.inc({ source: 'cache' });
+    } else {
+      // The cache has not seen this VMI (just created) or holds an earlier incarnation of the name.
+      vmi = await fetchVmi(namespace, ref.name, signal);
+      fromApi = true;
+    }
+    const gone = (why: string): { response: AdmissionResponse; outcome: Outcome } => {
+      const message = `persistent-ips: VirtualMachineInstance ${namespace}/${ref.name} ${why}; launcher pod admitted without IPAM claim references`;
+      vmiLog.warn(message);
+      return allow('allowed_without_vmi', [message]);
+    };
+    if (!vmi) return gone('does not exist');
+    if (ref.uid && vmi.metadata.uid !== ref.uid) return gone(`has uid ${vmi.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
+
+    const compute = async (v: VirtualMachineInstance): Promise<PodMutation> =>
+      mutateLauncherPod({
+        pod,
+        namespace,
+        operation: request.operation!,
+        vmi: v,
+        nads: await nadsForVmi(v, namespace, signal),
+        gateEnabled: true,
+        ...(deps.clusterDefaultNetwork ? { clusterDefaultNetwork: deps.clusterDefaultNetwork } : {}),
+      });
+    let result = await compute(vmi);
+    if (result.staleVmiSuspected && !fromApi) {
+      // The pod has a network the cached VMI lacks: a hotplug the cache has not caught up with. Ask the API.
+      vmiLog.debug('the cached VMI looks older than the pod; reading it from the API');
+      const fresh = await fetchVmi(namespace, ref.name, signal);
+      if (!fresh) return gone('does not exist');
+      if (ref.uid && fresh.metadata.uid !== ref.uid) return gone(`has uid ${fresh.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
+      result = await compute(fresh);
+    }
+
+    const warnings = result.reports
+      .filter((r) => r.reason !== 'PersistenceBlocked' && r.reason !== 'MissingNetworkElement')
+      .map((r) => `persistent-ips: ${r.message}`);
+    for (const report of result.reports) vmiLog.warn({ reason: report.reason, network: report.network }, report.message);
+    if (result.skipped === 'UnreadableAnnotation') return allow('unreadable', warnings);
+    if (result.patch.length === 0) return allow('unchanged', warnings);
+    vmiLog.info({ references: result.references }, 'adding IPAM claim references');
+    return {
+      response: {
+        uid,
+        allowed: true,
+        patchType: 'JSONPatch',
+        patch: Buffer.from(JSON.stringify(result.patch), 'utf8').toString('base64'),
+        ...(warnings.length ? { warnings } : {}),
+      },
+      outcome: 'patched',
+    };
+  };
+
+  return async (body, outer) => {
+    const request = readAdmissionReview(body);
+    const deadline = AbortSignal.timeout(budgetMs);
+    const signal = outer ? AbortSignal.any([outer, deadline]) : deadline;
+    let outcome: Outcome;
+    let response: AdmissionResponse;
+    try {
+      ({ response, outcome } = await admit(request, signal));
+    } catch (error) {
+      if (!(error instanceof TransientLookupError)) throw error;
+      const message =
+        `persistent-ips: cannot admit launcher pod yet: ${error.message}. ` +
+        'The pod is rejected rather than started without its persistent IP address; KubeVirt retries the pod creation.';
+      log.warn({ err: error, object: error.object, namespace: request.namespace, uid: request.uid }, 'denying launcher pod: lookup failed');
+      outcome = 'denied';
+      response = { uid: request.uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } };
+    }
+    deps.metrics?.admissions.inc({ result: outcome });
+    return reviewResponse(response);
+  };
+}

@@ -1,0 +1,40 @@
+// Webhook metrics. The HTTP-level ones carry controller-runtime's names and labels, so that dashboards for Go
+// webhooks work unchanged; the admission outcomes are this project's.
+
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+export interface WebhookMetrics {
+  requests: Counter<'webhook' | 'code'>;
+  inFlight: Gauge<'webhook'>;
+  latency: Histogram<'webhook'>;
+  admissions: Counter<'result'>;
+  vmiLookups: Counter<'source'>;
+}
+
+/** Registers the webhook metrics in `registry` (once per registry). */
+export function createWebhookMetrics(registry: Registry): WebhookMetrics {
+  const registers = [registry];
+  return {
+    requests: new Counter({ name: 'controller_runtime_webhook_requests_total', help: 'Total number of admission requests by HTTP status code.', labelNames: ['webhook', 'code'], registers }),
+    inFlight: new Gauge({ name: 'controller_runtime_webhook_requests_in_flight', help: 'Current number of admission requests being served.', labelNames: ['webhook'], registers }),
+    latency: new Histogram({
+      name: 'controller_runtime_webhook_latency_seconds',
+      help: 'Histogram of the latency of processing admission requests.',
+      labelNames: ['webhook'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    admissions: new Counter({
+      name: 'persistent_ips_webhook_admissions_total',
+      help: 'Launcher-pod admissions by outcome: patched, unchanged, skipped, denied, allowed_without_vmi, unreadable.',
+      labelNames: ['result'],
+      registers,
+    }),
+    vmiLookups: new Counter({
+      name: 'persistent_ips_webhook_vmi_lookups_total',
+      help: 'Where the webhook found the VMI of a launcher pod: cache, api, api_not_found, api_error.',
+      labelNames: ['source'],
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,173 @@
+import assert from 'node:assert/strict';
+import { Agent, request } from 'node:https';
+import { connect } from 'node:tls';
+import { after, before, describe, it } from 'node:test';
+import { Registry } from 'prom-client';
+import { createLogger } from '../telemetry/logger.ts';
+import { reviewResponse, type PodAdmissionHandler } from './admission.ts';
+import { generateCa, generateServing, type CertKeyPair } from './certs.ts';
+import { createWebhookMetrics } from './metrics.ts';
+import { createWebhookServer, MUTATE_POD_PATH, type WebhookServer } from './server.ts';
+
+const logger = createLogger('silent');
+const names = { dnsNames: ['persistent-ips-webhook.persistent-ips-system.svc'], ipAddresses: ['127.0.0.1'], servingValidityMs: 3_600_000 };
+
+let ca1: CertKeyPair;
+let ca2: CertKeyPair;
+let serving1: CertKeyPair;
+let serving2: CertKeyPair;
+
+before(async () => {
+  const now = Date.now();
+  ca1 = await generateCa(now, 7_200_000);
+  ca2 = await generateCa(now, 7_200_000);
+  serving1 = await generateServing(ca1, now, names);
+  serving2 = await generateServing(ca2, now, names);
+});
+
+interface Reply {
+  status: number;
+  body: string;
+}
+
+function post(port: number, body: string, options: { ca: string | string[]; agent?: Agent; path?: string; method?: string; contentType?: string }): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: options.path ?? MUTATE_POD_PATH,
+        method: options.method ?? 'POST',
+        ca: options.ca,
+        agent: options.agent ?? false,
+        headers: { 'content-type': options.contentType ?? 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const reviewBody = (uid = 'u-1'): string =>
+  JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object: { metadata: { name: 'p' } } } });
+
+/** A stand-in handler: a fixed patch; while `gate` is set, it waits for it (a request held in flight). */
+const held: { gate?: Promise<void>; open?: () => void; entered?: Promise<void>; enter?: () => void } = {};
+function holdRequests(): void {
+  held.gate = new Promise((resolve) => (held.open = resolve));
+  held.entered = new Promise((resolve) => (held.enter = resolve));
+}
+function releaseRequests(): void {
+  held.gate = undefined;
+  held.open?.();
+}
+const stubHandler: PodAdmissionHandler = async (body) => {
+  held.enter?.();
+  await held.gate;
+  const uid = (body as { request: { uid: string } }).request.uid;
+  const patch = Buffer.from(JSON.stringify([{ op: 'add', path: '/metadata/annotations/x', value: 'y' }])).toString('base64');
+  return reviewResponse({ uid, allowed: true, patchType: 'JSONPatch', patch });
+};
+
+describe('webhook server', () => {
+  let server: WebhookServer;
+  let port: number;
+  const registry = new Registry();
+
+  before(async () => {
+    server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', metrics: createWebhookMetrics(registry), mutatePod: stubHandler });
+    ({ port } = await server.listen());
+  });
+  after(async () => {
+    await server.close();
+  });
+
+  it('has no certificate before one is set: handshakes fail, not ready', async () => {
+    assert.equal(server.hasCertificate(), false);
+    await assert.rejects(post(port, reviewBody(), { ca: ca1.certPem }));
+  });
+
+  it('answers an AdmissionReview with the handler\'s response over TLS 1.2+', async () => {
+    server.setCertificate(serving1);
+    assert.equal(server.hasCertificate(), true);
+    const reply = await post(port, reviewBody('abc'), { ca: ca1.certPem });
+    assert.equal(reply.status, 200);
+    const out = JSON.parse(reply.body);
+    assert.equal(out.response.uid, 'abc');
+    assert.equal(out.response.patchType, 'JSONPatch');
+    assert.deepEqual(JSON.parse(Buffer.from(out.response.patch, 'base64').toString()), [{ op: 'add', path: '/metadata/annotations/x', value: 'y' }]);
+    assert.match(await registry.metrics(), /controller_runtime_webhook_requests_total\{webhook="\/mutate-v1-pod",code="200"\} \d/);
+  });
+
+  it('refuses TLS 1.1', async () => {
+    await assert.rejects(
+      new Promise<void>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port, ca: ca1.certPem, maxVersion: 'TLSv1.1', minVersion: 'TLSv1', servername: 'persistent-ips-webhook.persistent-ips-system.svc' }, () => {
+          socket.end();
+          resolve();
+        });
+        socket.on('error', reject);
+      }),
+    );
+  });
+
+  it('answers 404, 405, 415, 400 for what is not an admission request', async () => {
+    assert.equal((await post(port, reviewBody(), { ca: ca1.certPem, path: '/other' })).status, 404);
+    assert.equal((await post(port, '', { ca: ca1.certPem, method: 'GET' })).status, 405);
+    assert.equal((await post(port, reviewBody(), { ca: ca1.certPem, contentType: 'text/plain' })).status, 415);
+    assert.equal((await post(port, '{not json', { ca: ca1.certPem })).status, 400);
+  });
+
+  it('rejects an invalid certificate pair and keeps serving the current one', async () => {
+    assert.throws(() => server.setCertificate({ certPem: serving2.certPem, keyPem: serving1.keyPem }));
+    assert.equal((await post(port, reviewBody(), { ca: ca1.certPem })).status, 200);
+  });
+
+  it('rotation: new connections get the new certificate; an in-flight request and a kept-alive connection carry on', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // A kept-alive connection established with the first certificate.
+      assert.equal((await post(port, reviewBody('before'), { ca: ca1.certPem, agent })).status, 200);
+      // A request in flight while the certificate changes.
+      holdRequests();
+      const inFlight = post(port, reviewBody('in-flight'), { ca: ca1.certPem });
+      await held.entered;
+      server.setCertificate(serving2);
+      releaseRequests();
+      const reply = await inFlight;
+      assert.equal(reply.status, 200);
+      assert.equal(JSON.parse(reply.body).response.uid, 'in-flight');
+      // The kept-alive connection still works (its handshake is done).
+      assert.equal((await post(port, reviewBody('kept-alive'), { ca: ca1.certPem, agent })).status, 200);
+      // New connections present the new certificate: trusted with the new CA, not with the old one alone.
+      assert.equal((await post(port, reviewBody('new'), { ca: ca2.certPem })).status, 200);
+      await assert.rejects(post(port, reviewBody('old-ca-only'), { ca: ca1.certPem }), /self-signed|unable to verify|certificate/i);
+      // During a CA overlap the API server trusts both: either certificate verifies.
+      assert.equal((await post(port, reviewBody('bundle'), { ca: [ca1.certPem, ca2.certPem] })).status, 200);
+    } finally {
+      agent.destroy();
+    }
+  });
+});
+
+describe('webhook server shutdown', () => {
+  it('close() lets an admission in flight finish, then refuses connections', async () => {
+    const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler });
+    server.setCertificate(serving1);
+    const { port } = await server.listen();
+    holdRequests();
+    const inFlight = post(port, reviewBody('last'), { ca: ca1.certPem });
+    await held.entered;
+    const closed = server.close();
+    releaseRequests();
+    assert.equal((await inFlight).status, 200);
+    await closed;
+    await assert.rejects(post(port, reviewBody(), { ca: ca1.certPem }), /ECONNREFUSED/);
+  });
+});

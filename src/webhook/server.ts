@@ -1,0 +1,179 @@
+// The admission webhook's HTTPS server: POST /mutate-v1-pod, AdmissionReview v1 in and out, TLS 1.2 or newer.
+//
+// Every replica serves it, leader or not: the handler only reads caches (and the API as a fallback) and returns a
+// patch; it never writes. The certificate is swapped with setSecureContext: new connections get the new one,
+// connections already established (the API server keeps them alive) and requests in flight continue undisturbed.
+// Until a certificate is set, handshakes fail and hasCertificate() is false (readiness: "webhook certificate
+// loaded"), so the Service does not route to this replica yet.
+
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createSecureContext } from 'node:tls';
+import type { Logger } from '../telemetry/logger.ts';
+import { BadAdmissionReviewError, type PodAdmissionHandler } from './admission.ts';
+import type { CertKeyPair } from './certs.ts';
+import type { WebhookMetrics } from './metrics.ts';
+
+export const MUTATE_POD_PATH = '/mutate-v1-pod';
+const MIN_TLS_VERSION = 'TLSv1.2' as const;
+
+export interface WebhookServerOptions {
+  logger: Logger;
+  /** Port to listen on (9443 in the Deployment); 0 picks a free one (tests). */
+  port: number;
+  /** Default '0.0.0.0'. */
+  host?: string;
+  /** Handles POST /mutate-v1-pod bodies (createPodAdmissionHandler). */
+  mutatePod: PodAdmissionHandler;
+  metrics?: WebhookMetrics;
+  /** Largest accepted body; an AdmissionReview carries the pod (and on UPDATE the old pod too). Default 8 MiB. */
+  maxBodyBytes?: number;
+  /** How long close() lets in-flight admissions finish before cutting their connections (default 10 s). */
+  closeTimeoutMs?: number;
+}
+
+export interface WebhookServer {
+  /** Installs (or rotates to) a certificate for new connections. Throws, keeping the current one, if invalid. */
+  setCertificate(pair: CertKeyPair): void;
+  hasCertificate(): boolean;
+  listen(): Promise<AddressInfo>;
+  close(): Promise<void>;
+}
+
+class HttpError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > limit) {
+      reject(new HttpError(413, `body larger than ${limit} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        reject(new HttpError(413, `body larger than ${limit} bytes`));
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export function createWebhookServer(options: WebhookServerOptions): WebhookServer {
+  const log = options.logger.child({ server: 'webhook' });
+  const maxBodyBytes = options.maxBodyBytes ?? 8 * 1024 * 1024;
+  const closeTimeoutMs = options.closeTimeoutMs ?? 10_000;
+  const metrics = options.metrics;
+  let certificate: CertKeyPair | undefined;
+
+  const send = (res: ServerResponse, status: number, body: unknown): void => {
+    const text = typeof body === 'string' ? `${body}\n` : JSON.stringify(body);
+    res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json' });
+    res.end(text);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<number> => {
+    const path = new URL(req.url ?? '/', 'https://localhost').pathname;
+    if (path !== MUTATE_POD_PATH) throw new HttpError(404, 'not found');
+    if (req.method !== 'POST') {
+      res.setHeader('allow', 'POST');
+      throw new HttpError(405, 'method not allowed');
+    }
+    const type = req.headers['content-type'] ?? '';
+    if (!/^application\/json\b/i.test(type)) throw new HttpError(415, `expected application/json, got ${type || 'no content type'}`);
+    const raw = await readBody(req, maxBodyBytes);
+    let body: unknown;
+    try {
+      body = JSON.parse(raw.toString('utf8'));
+    } catch (error) {
+      throw new HttpError(400, `body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    // Aborts the API fallbacks if the API server gives up on us (closed connection).
+    const aborter = new AbortController();
+    const onClose = (): void => {
+      if (!res.writableFinished) aborter.abort(new Error('the client closed the connection'));
+    };
+    res.on('close', onClose);
+    try {
+      const review = await options.mutatePod(body, aborter.signal);
+      send(res, 200, review);
+      return 200;
+    } catch (error) {
+      if (error instanceof BadAdmissionReviewError) throw new HttpError(400, error.message);
+      throw error;
+    } finally {
+      res.off('close', onClose);
+    }
+  };
+
+  const server: Server = createServer({ minVersion: MIN_TLS_VERSION }, (req, res) => {
+    const started = process.hrtime.bigint();
+    metrics?.inFlight.inc({ webhook: MUTATE_POD_PATH });
+    const done = (status: number): void => {
+      metrics?.inFlight.dec({ webhook: MUTATE_POD_PATH });
+      metrics?.requests.inc({ webhook: MUTATE_POD_PATH, code: String(status) });
+      metrics?.latency.observe({ webhook: MUTATE_POD_PATH }, Number(process.hrtime.bigint() - started) / 1e9);
+    };
+    handle(req, res).then(done, (error: unknown) => {
+      const status = error instanceof HttpError ? error.status : 500;
+      if (status === 500) log.error({ err: error, path: req.url }, 'admission request failed');
+      else log.warn({ status, reason: (error as Error).message, path: req.url }, 'rejected admission request');
+      if (!res.headersSent) send(res, status, status === 500 ? 'internal error' : (error as Error).message);
+      else res.destroy();
+      done(status);
+    });
+  });
+  server.headersTimeout = 30_000;
+  server.requestTimeout = 60_000;
+  server.on('tlsClientError', (error) => log.debug({ err: error }, 'TLS handshake failed'));
+
+  return {
+    setCertificate(pair) {
+      // Validate first (mismatched key, bad PEM): a broken pair must never replace a working one.
+      createSecureContext({ cert: pair.certPem, key: pair.keyPem, minVersion: MIN_TLS_VERSION });
+      server.setSecureContext({ cert: pair.certPem, key: pair.keyPem, minVersion: MIN_TLS_VERSION });
+      const first = certificate === undefined;
+      certificate = pair;
+      log.info(first ? 'webhook certificate loaded' : 'webhook certificate rotated; new connections use it');
+    },
+    hasCertificate: () => certificate !== undefined,
+    listen() {
+      return new Promise<AddressInfo>((resolve, reject) => {
+        const onError = (error: Error): void => reject(error);
+        server.once('error', onError);
+        server.listen(options.port, options.host ?? '0.0.0.0', () => {
+          server.off('error', onError);
+          const address = server.address() as AddressInfo;
+          log.info({ address: address.address, port: address.port, path: MUTATE_POD_PATH }, 'webhook server listening');
+          resolve(address);
+        });
+      });
+    },
+    close() {
+      if (!server.listening) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => server.closeAllConnections(), closeTimeoutMs);
+        timer.unref();
+        server.close((error) => {
+          clearTimeout(timer);
+          if (error) reject(error);
+          else resolve();
+        });
+        server.closeIdleConnections();
+      });
+    },
+  };
+}
