@@ -249,3 +249,19 @@ describe('leader elector', () => {
     await runA;
   });
 });
+
+describe('leader elector release', () => {
+  it('releases even when its last write is stale (someone updated the Lease metadata meanwhile)', async () => {
+    const clock = new FakeClock(0);
+    const api = new FakeLeaseApi(clock);
+    const rec: Recorder = { events: [], signals: [] };
+    const a = elector(api, 'a', rec);
+    const runA = a.run();
+    await advance(clock, 0);
+    api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '1000', labels: { touched: 'yes' } } };
+    await a.stop();
+    await runA;
+    assert.equal(api.lease?.spec?.holderIdentity, '');
+    assert.deepEqual(api.lease?.metadata.labels, { touched: 'yes' });
+  });
+});

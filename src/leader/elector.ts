@@ -259,15 +259,25 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
   };
 
   const release = async (): Promise<void> => {
-    const base = written;
+    let base = written;
     holding = false;
     written = undefined;
     disarmDeadline();
-    if (!base) return;
     const { signal, done } = withTimeout(new AbortController().signal, timing.renewDeadlineMs);
     try {
-      await client.update(releasedLease(base, clock.now()), signal);
-      log.info('released the lease');
+      // First with our last write; if that is stale (or missing), with what the API holds, if it is still ours.
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const current = base ?? (await client.get(signal));
+        if (current?.spec?.holderIdentity !== identity) return;
+        try {
+          await client.update(releasedLease(current, clock.now()), signal);
+          log.info('released the lease');
+          return;
+        } catch (error) {
+          if (base === undefined || signal.aborted) throw error;
+          base = undefined;
+        }
+      }
     } catch (error) {
       log.warn({ err: error }, 'failed to release the lease; a standby takes over when it expires');
     } finally {
