@@ -1,0 +1,133 @@
+// `npm start`: the main job. With a cluster configured (KUBECONFIG, ~/.kube/config) it runs the controller against
+// it. Without one it brings up everything needed to watch the controller work on this machine: a real local control
+// plane (etcd, kube-apiserver, kube-controller-manager), the KubeVirt stand-in (test infrastructure: KubeVirt itself
+// cannot run without nodes), the examples from manifests/examples, and the controller. Ctrl-C stops everything.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pino } from 'pino';
+import { startControlPlane } from '../e2e/harness/index.ts';
+import { startKubeVirtStandIn } from '../e2e/kubevirt-standin/index.ts';
+
+const root = resolve(import.meta.dirname, '..');
+const cli = join(root, 'dist', 'cli', 'main.js');
+const args = process.argv.slice(2);
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+function configuredKubeconfig(): string | undefined {
+  if (args.includes('--local')) return undefined;
+  const fromEnv = process.env.KUBECONFIG?.split(':').find((f) => f !== '' && existsSync(f));
+  if (fromEnv) return fromEnv;
+  const home = join(homedir(), '.kube', 'config');
+  return existsSync(home) ? home : undefined;
+}
+
+function runController(extra: string[], logFile?: string): ChildProcess {
+  const child = spawn(process.execPath, [cli, 'run', ...extra], { stdio: logFile ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+  if (logFile) {
+    const out = createWriteStream(logFile, { flags: 'a' });
+    child.stdout?.pipe(out);
+    child.stderr?.pipe(out);
+  }
+  return child;
+}
+
+async function againstConfiguredCluster(kubeconfig: string): Promise<void> {
+  say(`persistent-ips: a cluster is configured (${kubeconfig}); running the controller against it.`);
+  say('(To try it on a local control plane instead: npm start -- --local)');
+  const child = runController(args.filter((a) => a !== '--local'));
+  const forward = (sig: NodeJS.Signals) => child.kill(sig);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  child.on('exit', (code) => process.exit(code ?? 1));
+}
+
+async function local(): Promise<void> {
+  const dirFlag = args.indexOf('--dir');
+  const dir = resolve(dirFlag >= 0 && args[dirFlag + 1] ? args[dirFlag + 1]! : join(root, '.cluster', 'local'));
+  mkdirSync(dir, { recursive: true });
+  say('persistent-ips: no cluster configured; starting a local control plane (the first run builds it from Go modules, which takes several minutes).');
+  const t0 = Date.now();
+  const cp = await startControlPlane({ dir, onLog: (line) => say(`  ${line}`), handleSignals: false });
+  const cleanups: (() => Promise<void>)[] = [() => cp.stop()];
+  let stopping = false;
+  const stopAll = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    say('\nstopping…');
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((err) => say(`  cleanup failed: ${err}`));
+    say('stopped.');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stopAll(0));
+  process.on('SIGTERM', () => void stopAll(0));
+
+  try {
+    say(`control plane ready: Kubernetes ${cp.version} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    const examples = join(root, 'manifests', 'examples');
+    const apply = async (argv: string[]) => {
+      const r = await cp.kubectl(argv);
+      if (r.code !== 0) throw new Error(`kubectl ${argv.join(' ')} failed: ${r.stderr}`);
+    };
+    await apply(['apply', '-f', join(examples, 'namespace.yaml'), '-f', join(examples, 'nad-persistent.yaml')]);
+    await apply(['create', 'namespace', 'kubevirt']);
+    await apply(['apply', '-f', join(examples, 'kubevirt-featuregate.yaml')]);
+
+    const standInLog = pino({ level: 'info' }, pino.destination({ dest: join(dir, 'logs', 'kubevirt-standin.log'), sync: false }));
+    const standIn = await startKubeVirtStandIn({ kubeconfigPath: cp.kubeconfigPath, log: standInLog });
+    cleanups.push(() => standIn.stop());
+
+    const controllerLog = join(dir, 'logs', 'persistent-ips.log');
+    const controller = runController(
+      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0'],
+      controllerLog,
+    );
+    cleanups.push(
+      () =>
+        new Promise<void>((done) => {
+          if (controller.exitCode !== null) return done();
+          controller.once('exit', () => done());
+          controller.kill('SIGTERM');
+        }),
+    );
+    controller.on('exit', (code) => {
+      if (!stopping) {
+        say(`the controller exited (code ${code}); see ${controllerLog}`);
+        void stopAll(1);
+      }
+    });
+
+    await apply(['apply', '-f', join(examples, 'vm.yaml')]);
+    const ready = Date.now();
+    let claims = '';
+    while (Date.now() - ready < 60_000) {
+      const r = await cp.kubectl(['get', 'ipamclaims', '-n', 'vm-demo', '-o', 'name']);
+      claims = r.stdout.trim();
+      if (claims !== '') break;
+      await new Promise((r2) => setTimeout(r2, 250));
+    }
+    if (claims === '') throw new Error(`no IPAMClaim appeared within 60 s; see ${controllerLog}`);
+    const shown = await cp.kubectl(['get', 'vm,vmi,ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
+    say(`\nThe example VM's claim exists ${((Date.now() - ready) / 1000).toFixed(1)} s after the VM was created:\n`);
+    say(shown.stdout);
+    const k = `kubectl --kubeconfig ${cp.kubeconfigPath}`;
+    say('Look around (in another terminal):');
+    say(`  ${k} get ipamclaims -A`);
+    say(`  ${k} get ipamclaim -n vm-demo vm-a.tenantblue -o yaml`);
+    say(`  ${k} get pods -n vm-demo -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'`);
+    say(`  ${k} get events -n vm-demo`);
+    say(`  ${k} patch vm -n vm-demo vm-a --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop: the claim stays`);
+    say(`  ${k} delete vm -n vm-demo vm-a                                                    # delete: the claim goes`);
+    say(`Logs: ${join(dir, 'logs')} (persistent-ips.log, kubevirt-standin.log, kube-apiserver.log, …)`);
+    say('Ctrl-C stops everything.');
+  } catch (err) {
+    say(`persistent-ips: ${err instanceof Error ? err.message : String(err)}`);
+    await stopAll(1);
+  }
+}
+
+const kubeconfig = configuredKubeconfig();
+if (kubeconfig) await againstConfiguredCluster(kubeconfig);
+else await local();
