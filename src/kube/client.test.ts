@@ -142,7 +142,7 @@ describe('KubeClient', () => {
   });
 
   it('sends JSON patches with their content type; a failed test is a conflict', async () => {
-    const t = scripted(() => respond(422, statusBody(422, '', 'the server rejected our request due to an error in our request: Testing value /metadata/finalizers failed')));
+    const t = scripted(() => respond(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'the server rejected our request due to an error in our request', reason: 'Invalid', details: {}, code: 422 }));
     const ops = removeFinalizerPatch(['a', 'kubevirt.io/persistent-ipam'], 'kubevirt.io/persistent-ipam') ?? [];
     await assert.rejects(new KubeClient(t).jsonPatch(resources.ipamClaims, 'ns1', 'c', ops), (e: unknown) => isConflict(e));
     const req = t.requests[0] as HttpRequest;

@@ -8,7 +8,7 @@ import { delimiter, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import { type Clock, realClock } from '../queue/clock.ts';
-import { KubeApiError, type ObjectRef, errorFromException, errorFromResponse } from './errors.ts';
+import { type ClassifyContext, KubeApiError, type ObjectRef, errorFromException, errorFromResponse } from './errors.ts';
 import { type ListPage, type PageRequest, listAllPages } from './pager.ts';
 import type { JsonPatchOp } from './patch.ts';
 import { type ResourceDescriptor, resourcePath, resources } from './resources.ts';
@@ -428,21 +428,27 @@ export class KubeClient {
   }
 
   #patch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, contentType: string, body: unknown, options: PatchOptions): Promise<T> {
-    return this.#json<T>('patch', { kind: r.kind, namespace, name }, r.plural, {
-      method: 'PATCH',
-      path: subresourcePath(r, namespace, name, options.subresource),
-      query: this.#writeQuery(options),
-      headers: { 'Content-Type': contentType },
-      body: JSON.stringify(body),
-      signal: options.signal,
-    });
+    return this.#json<T>(
+      'patch',
+      { kind: r.kind, namespace, name },
+      r.plural,
+      {
+        method: 'PATCH',
+        path: subresourcePath(r, namespace, name, options.subresource),
+        query: this.#writeQuery(options),
+        headers: { 'Content-Type': contentType },
+        body: JSON.stringify(body),
+        signal: options.signal,
+      },
+      { jsonPatch: contentType === 'application/json-patch+json' },
+    );
   }
 
   #writeQuery(options: WriteOptions): Query {
     return { fieldManager: options.fieldManager ?? this.#fieldManager, dryRun: options.dryRun ? 'All' : undefined };
   }
 
-  async #json<T>(verb: string, ref: ObjectRef, resource: string, req: HttpRequest): Promise<T> {
+  async #json<T>(verb: string, ref: ObjectRef, resource: string, req: HttpRequest, ctx: ClassifyContext = {}): Promise<T> {
     const resp = await this.#send(verb, ref, resource, req);
     let text: string;
     try {
@@ -451,7 +457,7 @@ export class KubeClient {
       if (req.signal?.aborted) throw req.signal.reason;
       throw errorFromException(err, ref, verb);
     }
-    if (resp.status < 200 || resp.status > 299) throw errorFromResponse(resp.status, text, ref, verb, resp.headers);
+    if (resp.status < 200 || resp.status > 299) throw errorFromResponse(resp.status, text, ref, verb, resp.headers, ctx);
     try {
       return (text === '' ? undefined : JSON.parse(text)) as T;
     } catch (err) {

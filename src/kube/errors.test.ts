@@ -52,9 +52,24 @@ describe('classifyStatus', () => {
     });
   }
 
-  it('treats a failed JSON-patch test as a conflict, not an invalid object', () => {
-    const s: ApiStatus = { kind: 'Status', code: 422, message: 'the server rejected our request: Testing value /metadata/finalizers failed' };
-    assert.equal(classifyStatus(422, s, 'patch'), 'conflict');
+  it('treats a JSON patch that does not apply (as kube-apiserver 1.34 reports it) as a conflict', () => {
+    // The body kube-apiserver v1.34.4 returned for a failed `test` op, captured from a real server.
+    const s: ApiStatus = { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'the server rejected our request due to an error in our request', reason: 'Invalid', details: {}, code: 422 };
+    assert.equal(classifyStatus(422, s, 'patch', { jsonPatch: true }), 'conflict');
+    assert.equal(classifyStatus(422, s, 'patch'), 'invalid', 'not for other kinds of request');
+    const legacy: ApiStatus = { kind: 'Status', code: 422, message: 'Testing value /metadata/finalizers failed' };
+    assert.equal(classifyStatus(422, legacy, 'patch'), 'conflict');
+  });
+
+  it('keeps a JSON-patched object that fails validation invalid', () => {
+    const s: ApiStatus = {
+      kind: 'Status',
+      code: 422,
+      reason: 'Invalid',
+      message: 'IPAMClaim.k8s.cni.cncf.io "v2" is invalid: spec.network: Invalid value',
+      details: { name: 'v2', group: 'k8s.cni.cncf.io', kind: 'IPAMClaim', causes: [{ reason: 'FieldValueTypeInvalid', field: 'spec.network' }] },
+    };
+    assert.equal(classifyStatus(422, s, 'patch', { jsonPatch: true }), 'invalid');
   });
 });
 

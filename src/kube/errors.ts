@@ -33,7 +33,7 @@ export interface ApiStatus {
     group?: string;
     kind?: string;
     uid?: string;
-    causes?: { type?: string; message?: string; field?: string }[];
+    causes?: { reason?: string; message?: string; field?: string }[];
     retryAfterSeconds?: number;
   };
 }
@@ -87,12 +87,30 @@ export function describeRef(ref: ObjectRef): string {
   return `${ref.kind} ${path}`;
 }
 
-// The apiserver reports a failed JSON-patch `test` as 422 (it used to be 500), with the message of the patch
-// library. For our callers it means "the object changed under you", i.e. a conflict, not an invalid object.
+// Older apiservers put the patch library's message in the Status; some proxies still do.
 const PATCH_TEST_FAILED = /testing value .* failed|test operation .* failed|test failed/i;
 
+export interface ClassifyContext {
+  /** The request was an RFC 6902 JSON patch. */
+  jsonPatch?: boolean;
+}
+
+/**
+ * A JSON patch that cannot be applied to the current object (a failed `test`, a path that no longer exists) is
+ * answered by kube-apiserver 1.34 with 422 reason Invalid, the generic message "the server rejected our request due
+ * to an error in our request" and empty details, while a patched object that fails validation gets 422 with
+ * details.causes. The first means "the object changed under you": a conflict, to re-read and retry; only the
+ * second is an invalid object.
+ */
+function isUnappliableJsonPatch(code: number, status: ApiStatus | undefined, ctx: ClassifyContext): boolean {
+  if (code !== 422) return false;
+  if (PATCH_TEST_FAILED.test(status?.message ?? '')) return true;
+  return !!ctx.jsonPatch && !(status?.details?.causes && status.details.causes.length > 0) && !status?.details?.name;
+}
+
 /** Classifies an HTTP failure from its status code and, when present, the Status body's `reason`. */
-export function classifyStatus(code: number, status?: ApiStatus, verb?: string): ApiErrorReason {
+export function classifyStatus(code: number, status?: ApiStatus, verb?: string, ctx: ClassifyContext = {}): ApiErrorReason {
+  if (isUnappliableJsonPatch(code, status, ctx)) return 'conflict';
   switch (status?.reason) {
     case 'NotFound':
       return 'notFound';
@@ -116,7 +134,6 @@ export function classifyStatus(code: number, status?: ApiStatus, verb?: string):
     default:
       break;
   }
-  if (code === 422 && PATCH_TEST_FAILED.test(status?.message ?? '')) return 'conflict';
   if (code === 404) return 'notFound';
   if (code === 409) return verb === 'create' ? 'alreadyExists' : 'conflict';
   if (code === 410) return 'gone';
@@ -135,6 +152,7 @@ export function errorFromResponse(
   object: ObjectRef,
   verb: string,
   headers: Record<string, string> = {},
+  ctx: ClassifyContext = {},
 ): KubeApiError {
   let status: ApiStatus | undefined;
   try {
@@ -144,9 +162,11 @@ export function errorFromResponse(
     // Proxies and load balancers answer with HTML or plain text; the code alone then decides.
   }
   const retryAfter = parseRetryAfter(headers['retry-after']) ?? status?.details?.retryAfterSeconds;
-  const message = status?.message ?? (body.trim().slice(0, 300) || undefined);
+  const reason = classifyStatus(code, status, verb, ctx);
+  let message = status?.message ?? (body.trim().slice(0, 300) || undefined);
+  if (reason === 'conflict' && code === 422) message = `JSON patch does not apply to the current object (a test failed or a path is gone): ${message ?? ''}`;
   return new KubeApiError({
-    reason: classifyStatus(code, status, verb),
+    reason,
     object,
     verb,
     code,
