@@ -15,6 +15,10 @@
 #           --force          rebuild even when the binaries are cached
 set -euo pipefail
 
+# Everything runs inside main(), which bash parses whole before running: editing this file during a build (which
+# takes minutes) cannot break the running build.
+main() {
+
 RECIPE=2 # bump when the flags below change, so old caches are not reused
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
@@ -167,3 +171,7 @@ log "etcd --version: $("$BIN/etcd" --version 2>&1 | head -n1)"
 [[ -z $FAILED_OPTIONAL ]] || log "not built:$FAILED_OPTIONAL"
 log "done in $(elapsed) s"
 echo "$BIN"
+}
+
+main "$@"
+exit
