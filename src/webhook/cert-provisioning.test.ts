@@ -7,7 +7,8 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../queue/clock.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { applyJsonPatch } from './testing.ts';
-import { createFileCertificates, createSelfManagedCertificates, type CertStoreClient } from './cert-provisioning.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, type CertStoreClient } from './cert-provisioning.ts';
 import {
   generateCa,
   generateServing,
@@ -273,5 +274,34 @@ describe('external (file) webhook certificates', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('kubeCertStoreClient', () => {
+  it('maps 404 to undefined, passes other errors on, and addresses the right objects', async () => {
+    const calls: string[] = [];
+    const notFound = (kind: string) => new KubeApiError({ reason: 'notFound', code: 404, object: { kind }, verb: 'get' });
+    const store = kubeCertStoreClient(
+      {
+        get: async (r, ns, name) => {
+          calls.push(`get ${r.plural} ${ns ?? '-'} ${name}`);
+          if (r.plural === 'secrets') throw notFound('Secret');
+          throw new KubeApiError({ reason: 'forbidden', code: 403, object: { kind: r.kind }, verb: 'get' });
+        },
+        create: async (r, obj) => (calls.push(`create ${r.plural}`), obj),
+        replace: async (r, obj) => (calls.push(`replace ${r.plural}`), obj),
+        jsonPatch: async (r, ns, name) => (calls.push(`patch ${r.group}/${r.plural} ${ns ?? '-'} ${name}`), {} as never),
+      },
+      { namespace: 'persistent-ips-system', secretName: 'persistent-ips-webhook-cert', webhookConfigurationName: 'persistent-ips-launcher-pods' },
+    );
+    const signal = new AbortController().signal;
+    assert.equal(await store.getSecret(signal), undefined);
+    await assert.rejects(store.getWebhookConfiguration(signal), KubeApiError);
+    await store.patchWebhookConfiguration([], signal);
+    assert.deepEqual(calls, [
+      'get secrets persistent-ips-system persistent-ips-webhook-cert',
+      'get mutatingwebhookconfigurations - persistent-ips-launcher-pods',
+      'patch admissionregistration.k8s.io/mutatingwebhookconfigurations - persistent-ips-launcher-pods',
+    ]);
   });
 });

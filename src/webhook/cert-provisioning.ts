@@ -12,7 +12,10 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { isNotFound } from '../kube/errors.ts';
+import type { KubeClient } from '../kube/client.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
+import type { ResourceDescriptor } from '../kube/resources.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import { realClock, sleep, type Clock } from '../queue/clock.ts';
 import {
@@ -53,6 +56,39 @@ export interface CertStoreClient {
   getWebhookConfiguration(signal: AbortSignal): Promise<MutatingWebhookConfiguration | undefined>;
   /** PATCH (application/json-patch+json). */
   patchWebhookConfiguration(patch: JsonPatchOp[], signal: AbortSignal): Promise<MutatingWebhookConfiguration>;
+}
+
+const SECRETS: ResourceDescriptor = { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true };
+const MUTATING_WEBHOOK_CONFIGURATIONS: ResourceDescriptor = {
+  group: 'admissionregistration.k8s.io',
+  version: 'v1',
+  plural: 'mutatingwebhookconfigurations',
+  kind: 'MutatingWebhookConfiguration',
+  namespaced: false,
+};
+
+/** The CertStoreClient on src/kube's client: exactly the verbs the RBAC grants (get/create/update, get/patch). */
+export function kubeCertStoreClient(
+  client: Pick<KubeClient, 'get' | 'create' | 'replace' | 'jsonPatch'>,
+  names: { namespace: string; secretName: string; webhookConfigurationName: string },
+): CertStoreClient {
+  const orUndefined = async <T>(request: Promise<T>): Promise<T | undefined> => {
+    try {
+      return await request;
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  };
+  return {
+    getSecret: (signal) => orUndefined(client.get<Secret>(SECRETS, names.namespace, names.secretName, { signal })),
+    createSecret: (secret, signal) => client.create(SECRETS, secret, { signal }),
+    updateSecret: (secret, signal) => client.replace(SECRETS, secret, { signal }),
+    getWebhookConfiguration: (signal) =>
+      orUndefined(client.get<MutatingWebhookConfiguration>(MUTATING_WEBHOOK_CONFIGURATIONS, undefined, names.webhookConfigurationName, { signal })),
+    patchWebhookConfiguration: (patch, signal) =>
+      client.jsonPatch<MutatingWebhookConfiguration>(MUTATING_WEBHOOK_CONFIGURATIONS, undefined, names.webhookConfigurationName, patch, { signal }),
+  };
 }
 
 export interface SelfManagedOptions {
