@@ -1,0 +1,275 @@
+// The suite's world: ONE control plane (or the cluster of PERSISTENT_IPS_EXISTING_KUBECONFIG), the KubeVirt
+// stand-in (test infrastructure doing virt-controller's job, in this process, watching every namespace), the
+// KubeVirt CR that carries the PersistentIPs gate, and the controller under test as separate processes: one shared
+// controller for most cases, dedicated ones (after stopping the shared one) where a case needs its own flags or
+// kills it.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { it, type TestContext } from 'node:test';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { FEATURE_GATE } from '../../src/claims/constants.ts';
+import type { KubeVirtCR } from '../../src/kube/types.ts';
+import { startOrConnect, type Cluster } from '../harness/index.ts';
+import { KubeVirtStandInClient, startKubeVirtStandIn, waitFor, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
+import { ControllerProcess, inNamespace, type ControllerOptions } from './controller-process.ts';
+import { Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
+
+/**
+ * The shared controller's --resync-period (seconds). Short on purpose: cases that must hold "after several
+ * resyncs" see them within seconds, and the steady-state case's window contains several full passes.
+ */
+export const SHARED_RESYNC_PERIOD_S = 2;
+
+/** Where the KubeVirt CR lives (KubeVirt's convention; the controller watches KubeVirt CRs in every namespace). */
+export const KUBEVIRT_NAMESPACE = 'kubevirt';
+export const KUBEVIRT_CR_NAME = 'kubevirt';
+
+export interface Tally {
+  ran: number;
+  passed: number;
+  failed: number;
+  todo: number;
+}
+
+export class SuiteEnv {
+  cluster!: Cluster;
+  kc!: KubeConfig;
+  api!: Api;
+  /** virtctl-like operations and waits (work whether or not the stand-in is running). */
+  kv!: KubeVirtStandInClient;
+  dir!: string;
+  readonly runId = randomBytes(3).toString('hex');
+  readonly tally: Tally = { ran: 0, passed: 0, failed: 0, todo: 0 };
+  readonly namespaces: string[] = [];
+  startedAt = 0;
+  #standIn: KubeVirtStandIn | undefined;
+  #shared: ControllerProcess | undefined;
+  readonly #dedicated = new Set<ControllerProcess>();
+  #originalGates: string[] | null | undefined;
+  #createdKubeVirtCR = false;
+
+  async setUp(): Promise<void> {
+    this.startedAt = Date.now();
+    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-'));
+    const t0 = Date.now();
+    this.cluster = await startOrConnect({ dir: join(this.dir, 'controlplane') });
+    console.log(`[e2e] Kubernetes ${this.cluster.version} at ${this.cluster.server} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
+    this.kc = kubeConfigFrom(this.cluster.kubeconfigPath);
+    this.api = new Api(this.cluster.http);
+    this.kv = KubeVirtStandInClient.fromKubeconfig(this.cluster.kubeconfigPath);
+    await this.#ensureKubeVirtCR();
+    await this.resumeStandIn();
+    this.#shared = await this.#startShared();
+  }
+
+  async tearDown(): Promise<void> {
+    for (const c of this.#dedicated) await c.stop().catch(() => undefined);
+    if (this.cluster && !this.cluster.owned) await this.#cleanUpExistingCluster();
+    await this.#shared?.stop().catch(() => undefined);
+    await this.pauseStandIn().catch(() => undefined);
+    if (this.cluster && !this.cluster.owned) await this.#restoreKubeVirtCR().catch(() => undefined);
+    await this.cluster?.stop();
+    if (this.tally.failed === 0) rmSync(this.dir, { recursive: true, force: true });
+    else console.log(`[e2e] kept ${this.dir} (controller logs, control plane logs) for the failed cases`);
+  }
+
+  // -- the KubeVirt stand-in --------------------------------------------------------------------------------------
+
+  /** Stops the stand-in: VMs, VMIs and pods stay as they are (as if virt-controller were down) until resumed. */
+  async pauseStandIn(): Promise<void> {
+    const s = this.#standIn;
+    this.#standIn = undefined;
+    await s?.stop();
+  }
+
+  async resumeStandIn(): Promise<void> {
+    this.#standIn ??= await startKubeVirtStandIn({
+      kubeconfigPath: this.cluster.kubeconfigPath,
+      log: pino({ level: process.env['KUBEVIRT_STANDIN_LOG_LEVEL'] ?? 'warn', base: { component: 'kubevirt-standin' } }, pino.destination(2)),
+    });
+  }
+
+  // -- controllers ------------------------------------------------------------------------------------------------
+
+  get shared(): ControllerProcess {
+    if (!this.#shared) throw new Error('the shared controller is not running (a case that stopped it must start it again)');
+    return this.#shared;
+  }
+
+  #startShared(): Promise<ControllerProcess> {
+    return ControllerProcess.start({
+      name: `shared-${Date.now().toString(36)}`,
+      kubeconfig: this.cluster.kubeconfigPath,
+      logDir: this.dir,
+      resyncPeriodS: SHARED_RESYNC_PERIOD_S,
+    });
+  }
+
+  /** SIGTERM the shared controller and start a new one (waits for /readyz). */
+  async restartShared(): Promise<ControllerProcess> {
+    await this.#shared?.stop();
+    this.#shared = undefined;
+    this.#shared = await this.#startShared();
+    return this.#shared;
+  }
+
+  /**
+   * Runs `fn` with the shared controller stopped, so that the dedicated controllers it starts (startController) are
+   * the only ones acting; stops them afterwards and starts the shared one again.
+   */
+  async withoutSharedController<T>(fn: () => Promise<T>): Promise<T> {
+    await this.#shared?.stop();
+    this.#shared = undefined;
+    try {
+      return await fn();
+    } finally {
+      for (const c of this.#dedicated) await c.stop().catch(() => undefined);
+      this.#dedicated.clear();
+      this.#shared = await this.#startShared();
+    }
+  }
+
+  async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir'>): Promise<ControllerProcess> {
+    if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
+    const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir });
+    this.#dedicated.add(c);
+    return c;
+  }
+
+  /** The controllers running now (for diagnostics). */
+  controllers(): ControllerProcess[] {
+    return [...(this.#shared ? [this.#shared] : []), ...this.#dedicated];
+  }
+
+  // -- the feature gate in the KubeVirt CR ---------------------------------------------------------------------------
+
+  async #ensureKubeVirtCR(): Promise<void> {
+    if (!(await this.api.get(paths.namespaces(KUBEVIRT_NAMESPACE)))) {
+      await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: KUBEVIRT_NAMESPACE } });
+    }
+    const cr = await this.api.get<KubeVirtCR>(paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME));
+    if (!cr) {
+      this.#createdKubeVirtCR = true;
+      await this.api.create(paths.kubeVirts(KUBEVIRT_NAMESPACE), {
+        apiVersion: 'kubevirt.io/v1',
+        kind: 'KubeVirt',
+        metadata: { name: KUBEVIRT_CR_NAME, namespace: KUBEVIRT_NAMESPACE },
+        spec: { configuration: { developerConfiguration: { featureGates: [FEATURE_GATE] } } },
+      });
+      return;
+    }
+    this.#originalGates = cr.spec?.configuration?.developerConfiguration?.featureGates ?? null;
+    await this.setGateInCR(true);
+  }
+
+  async #restoreKubeVirtCR(): Promise<void> {
+    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
+    if (this.#createdKubeVirtCR) await this.api.delete(path);
+    else if (this.#originalGates !== undefined) {
+      await this.api.mergePatch(path, { spec: { configuration: { developerConfiguration: { featureGates: this.#originalGates } } } });
+    }
+  }
+
+  /** Adds or removes PersistentIPs in the KubeVirt CR's developerConfiguration.featureGates (other gates kept). */
+  async setGateInCR(on: boolean): Promise<void> {
+    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
+    const cr = await this.api.get<KubeVirtCR>(path);
+    if (!cr) throw new Error(`KubeVirt CR ${KUBEVIRT_NAMESPACE}/${KUBEVIRT_CR_NAME} is missing`);
+    const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
+    if (on) gates.push(FEATURE_GATE);
+    // resourceVersion in a merge patch is a precondition: a concurrent change makes this fail instead of losing it
+    await this.api.mergePatch(path, {
+      metadata: { resourceVersion: cr.metadata.resourceVersion },
+      spec: { configuration: { developerConfiguration: { featureGates: gates } } },
+    });
+  }
+
+  // -- namespaces -------------------------------------------------------------------------------------------------
+
+  /** A fresh namespace for one case. */
+  async newNamespace(slug: string): Promise<string> {
+    const name = `e2e-${slug}`.slice(0, 55).replace(/-+$/, '') + `-${this.runId}`;
+    await this.api.create(paths.namespaces(), {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name, labels: { 'persistent-ips-e2e': this.runId } },
+    });
+    this.namespaces.push(name);
+    return name;
+  }
+
+  /** What a person needs to see when a case failed in `ns`: objects, Events, the controllers' lines about it. */
+  async describeNamespace(ns: string): Promise<string> {
+    const parts: string[] = [];
+    const get = await this.cluster
+      .kubectl(['get', 'virtualmachines,virtualmachineinstances,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false })
+      .catch((e: unknown) => ({ stdout: '', stderr: String(e) }));
+    parts.push(`kubectl get ... -n ${ns}:\n${get.stdout}${get.stderr}`);
+    const claims = await this.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'yaml'], { check: false }).catch(() => undefined);
+    if (claims) parts.push(`ipamclaims:\n${claims.stdout}`);
+    const events = await namespaceEvents(this.cluster, ns).catch(() => []);
+    parts.push(`events:\n${events.map((e) => `  ${e.type} ${e.reason} ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('\n')}`);
+    for (const c of this.controllers()) {
+      const lines = c.logsMatching(inNamespace(ns)).slice(-40);
+      parts.push(`controller ${c.name} (pid ${c.pid}, log ${c.logFile}) about ${ns}:\n${lines.map((l) => JSON.stringify(l)).join('\n')}`);
+    }
+    return parts.join('\n');
+  }
+
+  async #cleanUpExistingCluster(): Promise<void> {
+    // On a cluster that outlives the suite: delete the namespaces while the stand-in and the controller still run
+    // (they hold finalizers on VMs and claims), and wait a bounded time.
+    for (const ns of this.namespaces) await this.api.delete(paths.namespaces(ns)).catch(() => undefined);
+    await waitFor(
+      'test namespaces to be deleted',
+      async () => {
+        for (const ns of this.namespaces) if (await this.api.get(paths.namespaces(ns))) return false;
+        return true;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    ).catch((e: unknown) => console.log(`[e2e] ${String(e)}`));
+  }
+}
+
+/** What a case gets: the suite's world, its test context, and fresh namespaces (remembered for diagnostics). */
+export interface CaseContext {
+  env: SuiteEnv;
+  t: TestContext;
+  namespace(slug: string): Promise<string>;
+}
+
+export const DEFAULT_CASE_TIMEOUT_MS = 180_000;
+
+/**
+ * One end-to-end case (a `node:test` test). Counts it for the summary line and, when it fails, attaches what the
+ * namespaces it used look like (objects, Events, the controllers' log lines) to the failure.
+ */
+export function e2eCase(env: SuiteEnv, name: string, fn: (c: CaseContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
+  it(name, { timeout: opts.timeoutMs ?? DEFAULT_CASE_TIMEOUT_MS }, async (t) => {
+    env.tally.ran++;
+    const used: string[] = [];
+    const ctx: CaseContext = {
+      env,
+      t,
+      namespace: async (slug) => {
+        const ns = await env.newNamespace(slug);
+        used.push(ns);
+        return ns;
+      },
+    };
+    const t0 = Date.now();
+    try {
+      await fn(ctx);
+      env.tally.passed++;
+    } catch (err) {
+      env.tally.failed++;
+      for (const ns of used) t.diagnostic(await env.describeNamespace(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
+      throw err;
+    } finally {
+      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    }
+  });
+}

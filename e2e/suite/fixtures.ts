@@ -1,0 +1,202 @@
+// Objects and checks the cases share: NADs, VMs, what a correct claim looks like (computed here from the spec, not
+// with the controller's own functions), waits, and the bounded "nothing happens" window.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import { buildVM, waitFor, type Vm, type Vmi, type VMNetworkRequest } from '../kubevirt-standin/index.ts';
+import type { CaseContext, SuiteEnv } from './env.ts';
+import { eventsFor, paths, WatchLog, type CoreEvent, type IPAMClaim, type KubeObject, type NetworkAttachmentDefinition } from './kube.ts';
+
+/** Spec §3. Written out here (not imported from src/) so that the suite checks the controller against the spec. */
+export const CLAIM_FINALIZER = 'kubevirt.io/persistent-ipam';
+export const VM_LABEL = 'kubevirt.io/vm';
+/** A finalizer of "someone else" (another controller, an admin): the controller must leave it alone. */
+export const FOREIGN_FINALIZER = 'e2e.persistent-ips.test/hold';
+
+/** KubeVirt's pod interface name of a secondary network: "pod" + the first 11 hex digits of sha256(name). */
+export function expectedPodInterface(network: string): string {
+  return `pod${createHash('sha256').update(network).digest('hex').slice(0, 11)}`;
+}
+
+/**
+ * How long a case watches for something that must NOT happen (a write, a claim), after the controller had every
+ * chance to see the change that would cause it. On this otherwise idle cluster the controller turns a watch event
+ * into a write in well under a second (the cases that wait for a claim see it within a few hundred milliseconds),
+ * and the shared controller also runs a full resync every SHARED_RESYNC_PERIOD_S = 2 s; 4 s is more than ten
+ * reaction times and two resyncs, so a write that was going to happen would be seen. Longer only slows the suite.
+ */
+export const QUIET_WINDOW_MS = 4_000;
+
+/** Deadline for things that must happen (claims created, finalizers released, GC): generous for 2 busy cores. */
+export const EVENTUALLY_MS = 30_000;
+
+export interface NadOptions {
+  /** The CNI network name (`name` in the config): what a claim's spec.network must say. */
+  network: string;
+  topology?: string;
+  subnets?: string;
+  allowPersistentIPs?: boolean;
+  role?: string;
+}
+
+/** An OVN-Kubernetes style CNI config, as the JSON text Multus stores in spec.config. */
+export function nadConfig(namespace: string, nadName: string, o: NadOptions): string {
+  return JSON.stringify({
+    cniVersion: '0.4.0',
+    name: o.network,
+    type: 'ovn-k8s-cni-overlay',
+    topology: o.topology ?? 'layer2',
+    ...(o.topology === 'localnet' && o.subnets === undefined ? {} : { subnets: o.subnets ?? '10.200.0.0/24' }),
+    netAttachDefName: `${namespace}/${nadName}`,
+    ...(o.role ? { role: o.role } : {}),
+    ...(o.allowPersistentIPs === false ? {} : { allowPersistentIPs: true }),
+  });
+}
+
+/** Creates a NAD with `config` as its spec.config (a string, possibly invalid or empty, as users write them). */
+export async function createNad(env: SuiteEnv, namespace: string, name: string, config: string): Promise<NetworkAttachmentDefinition> {
+  return env.api.create<NetworkAttachmentDefinition>(paths.nads(namespace), {
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name, namespace },
+    spec: { config },
+  });
+}
+
+export async function createPersistentNad(env: SuiteEnv, namespace: string, name: string, o: NadOptions): Promise<NetworkAttachmentDefinition> {
+  return createNad(env, namespace, name, nadConfig(namespace, name, o));
+}
+
+/** Replaces a NAD's spec.config. */
+export async function setNadConfig(env: SuiteEnv, namespace: string, name: string, config: string): Promise<void> {
+  await env.api.mergePatch(paths.nads(namespace, name), { spec: { config } });
+}
+
+export async function createVM(env: SuiteEnv, namespace: string, name: string, networks: VMNetworkRequest[], running = true): Promise<Vm> {
+  return env.kv.createVM(buildVM({ namespace, name, networks, running }));
+}
+
+/** Creates a VM and waits for its VMI to run in a launcher pod. */
+export async function createRunningVM(
+  env: SuiteEnv,
+  namespace: string,
+  name: string,
+  networks: VMNetworkRequest[],
+): Promise<{ vm: Vm; vmi: Vmi; pod: V1Pod }> {
+  const vm = await createVM(env, namespace, name, networks);
+  const { vmi, pod } = await env.kv.waitForVMIRunning(namespace, name, { timeoutMs: EVENTUALLY_MS });
+  return { vm, vmi, pod };
+}
+
+export interface ExpectedOwner {
+  kind: 'VirtualMachine' | 'VirtualMachineInstance';
+  name: string;
+  uid: string;
+}
+
+export const ownerOf = (o: { kind?: string; metadata: { name: string; uid?: string } }, kind: ExpectedOwner['kind']): ExpectedOwner => ({
+  kind,
+  name: o.metadata.name,
+  uid: o.metadata.uid!,
+});
+
+/**
+ * A claim as spec §3 wants it: owned by `owner` (controller, blockOwnerDeletion, uid), our finalizer, the
+ * `kubevirt.io/vm` label, spec.network = the NAD config's `name`, spec.interface = KubeVirt's pod interface name.
+ */
+export function assertClaim(claim: IPAMClaim | undefined, owner: ExpectedOwner, logicalNetwork: string, cniNetwork: string): asserts claim is IPAMClaim {
+  assert.ok(claim, `claim of network ${logicalNetwork} exists`);
+  const where = `IPAMClaim ${claim.metadata.namespace}/${claim.metadata.name}`;
+  assert.equal(claim.metadata.name, `${owner.name}.${logicalNetwork}`, `${where}: name <vm>.<network>`);
+  assert.deepEqual(
+    claim.metadata.ownerReferences,
+    [{ apiVersion: 'kubevirt.io/v1', kind: owner.kind, name: owner.name, uid: owner.uid, controller: true, blockOwnerDeletion: true }],
+    `${where}: owner reference`,
+  );
+  assert.deepEqual(claim.metadata.finalizers, [CLAIM_FINALIZER], `${where}: finalizer`);
+  assert.equal(claim.metadata.labels?.[VM_LABEL], owner.name, `${where}: label ${VM_LABEL}`);
+  assert.deepEqual(claim.spec, { network: cniNetwork, interface: expectedPodInterface(logicalNetwork) }, `${where}: spec`);
+  assert.equal(claim.metadata.deletionTimestamp, undefined, `${where}: not terminating`);
+}
+
+/** Waits until every claim in `names` exists (not terminating) and returns them by name. */
+export async function waitForClaims(env: SuiteEnv, namespace: string, names: string[], timeoutMs = EVENTUALLY_MS): Promise<Map<string, IPAMClaim>> {
+  return waitFor(
+    `IPAMClaims ${names.join(', ')} in ${namespace}`,
+    async () => {
+      const claims = new Map((await env.api.claims(namespace)).map((c) => [c.metadata.name, c]));
+      return names.every((n) => claims.get(n) && !claims.get(n)!.metadata.deletionTimestamp) ? claims : undefined;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
+export async function waitForClaimGone(env: SuiteEnv, namespace: string, name: string, timeoutMs = EVENTUALLY_MS): Promise<void> {
+  await waitFor(`IPAMClaim ${namespace}/${name} to be gone`, async () => (await env.api.claim(namespace, name)) === undefined, { timeoutMs, intervalMs: 100 });
+}
+
+/** What the IPAM plugin does: records the addresses in status.ips, through the status subresource. */
+export async function writeClaimIps(env: SuiteEnv, namespace: string, name: string, ips: string[]): Promise<IPAMClaim> {
+  return env.api.mergePatch<IPAMClaim>(`${paths.claims(namespace, name)}/status`, { status: { ips } });
+}
+
+/** Waits for an Event with `reason` about the object `uid`, and returns all of them. */
+export async function waitForEvent(env: SuiteEnv, namespace: string, uid: string, reason: string, timeoutMs = EVENTUALLY_MS): Promise<CoreEvent[]> {
+  return waitFor(
+    `a ${reason} Event on ${uid} in ${namespace}`,
+    async () => {
+      const events = await eventsFor(env.cluster, namespace, uid, reason);
+      return events.length > 0 ? events : undefined;
+    },
+    { timeoutMs, intervalMs: 250 },
+  );
+}
+
+/** Watches a collection for QUIET_WINDOW_MS (or `windowMs`) and fails if anything in it changed. */
+export async function assertQuiet<T extends KubeObject>(log: WatchLog<T>, what: string, windowMs = QUIET_WINDOW_MS): Promise<void> {
+  const before = log.events.length;
+  await sleep(windowMs); // a bounded observation window, see QUIET_WINDOW_MS
+  log.check();
+  const changes = log.events.slice(before).map((e) => `${e.type} ${e.obj.metadata.name} rv=${e.rv}`);
+  assert.deepEqual(changes, [], `${what}: no change expected during ${windowMs} ms`);
+}
+
+export const hasOurFinalizer = (o: KubeObject): boolean => o.metadata.finalizers?.includes(CLAIM_FINALIZER) ?? false;
+
+/**
+ * The resourceVersion at which `name` lost our finalizer (first recorded event without it after one with it), or
+ * of its DELETED event if it went directly.
+ */
+export function finalizerReleaseRv(log: WatchLog<IPAMClaim>, name: string): number | undefined {
+  let had = false;
+  for (const e of log.of(name)) {
+    if (e.type === 'DELETED') return had ? e.rv : undefined;
+    if (hasOurFinalizer(e.obj)) had = true;
+    else if (had) return e.rv;
+  }
+  return undefined;
+}
+
+/** The resourceVersion of the DELETED event of `name` in `log`. */
+export function deletedRv(log: WatchLog, name: string): number | undefined {
+  return log.of(name).find((e) => e.type === 'DELETED')?.rv;
+}
+
+/** The first recorded version of `name` that matches `pred`. */
+export function firstRv<T extends KubeObject>(log: WatchLog<T>, name: string, pred: (e: { type: string; obj: T }) => boolean): number | undefined {
+  return log.of(name).find(pred)?.rv;
+}
+
+/** Starts watch logs, and stops them when the case ends. */
+export async function watchLog<T extends KubeObject>(c: CaseContext, path: string): Promise<WatchLog<T>> {
+  const log = await WatchLog.start<T>(c.env.kc, c.env.api, path);
+  c.t.after(() => log.stop());
+  return log;
+}
+
+/** A check that cannot pass yet for a reason outside this suite: runs as a `todo` subtest (reported, never failing). */
+export async function todoCheck(c: CaseContext, name: string, reason: string, fn: () => Promise<void>): Promise<void> {
+  c.env.tally.todo++;
+  await c.t.test(name, { todo: reason }, fn);
+}
