@@ -8,7 +8,8 @@ import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pino } from 'pino';
-import { startControlPlane } from '../e2e/harness/index.ts';
+import { freePort, startControlPlane } from '../e2e/harness/index.ts';
+import { controllerNamespace, localWebhookConfiguration, localWebhookFlags } from '../e2e/local/webhook-config.ts';
 import { startKubeVirtStandIn } from '../e2e/kubevirt-standin/index.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -74,6 +75,11 @@ async function local(): Promise<void> {
     await apply(['apply', '-f', join(examples, 'namespace.yaml'), '-f', join(examples, 'nad-persistent.yaml')]);
     await apply(['create', 'namespace', 'kubevirt']);
     await apply(['apply', '-f', join(examples, 'kubevirt-featuregate.yaml')]);
+    // The launcher-pod webhook, called by the API server by URL (no Service here), with the manifest's rules.
+    const webhookPort = await freePort();
+    const webhookConfig = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [controllerNamespace, { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(webhookPort) }] });
+    const applied = await cp.kubectl(['apply', '-f', '-'], { input: webhookConfig });
+    if (applied.code !== 0) throw new Error(`installing the webhook configuration failed: ${applied.stderr}`);
 
     const standInLog = pino({ level: 'info' }, pino.destination({ dest: join(dir, 'logs', 'kubevirt-standin.log'), sync: false }));
     const standIn = await startKubeVirtStandIn({ kubeconfigPath: cp.kubeconfigPath, log: standInLog });
@@ -81,7 +87,7 @@ async function local(): Promise<void> {
 
     const controllerLog = join(dir, 'logs', 'persistent-ips.log');
     const controller = runController(
-      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0'],
+      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
       controllerLog,
     );
     cleanups.push(
@@ -99,6 +105,8 @@ async function local(): Promise<void> {
       }
     });
 
+    // Launcher pods are admitted only once the webhook has its certificate (failurePolicy Fail): wait for /readyz.
+    await waitForLine(controllerLog, /serving the launcher-pod webhook/, 30_000);
     await apply(['apply', '-f', join(examples, 'vm.yaml')]);
     const ready = Date.now();
     let claims = '';
@@ -116,7 +124,7 @@ async function local(): Promise<void> {
     say('Look around (in another terminal):');
     say(`  ${k} get ipamclaims -A`);
     say(`  ${k} get ipamclaim -n vm-demo vm-a.tenantblue -o yaml`);
-    say(`  ${k} get pods -n vm-demo -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'`);
+    say(`  ${k} get pods -n vm-demo -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`);
     say(`  ${k} get events -n vm-demo`);
     say(`  ${k} patch vm -n vm-demo vm-a --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop: the claim stays`);
     say(`  ${k} delete vm -n vm-demo vm-a                                                    # delete: the claim goes`);
@@ -126,6 +134,17 @@ async function local(): Promise<void> {
     say(`persistent-ips: ${err instanceof Error ? err.message : String(err)}`);
     await stopAll(1);
   }
+}
+
+async function waitForLine(file: string, pattern: RegExp, timeoutMs: number): Promise<void> {
+  const { readFile } = await import('node:fs/promises');
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const text = await readFile(file, 'utf8').catch(() => '');
+    if (pattern.test(text)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the controller did not log ${pattern} within ${timeoutMs / 1000} s; see ${file}`);
 }
 
 const kubeconfig = configuredKubeconfig();

@@ -29,13 +29,21 @@ async function main(argv: string[]): Promise<number> {
           .option('feature-gates', { type: 'string', describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)' })
           .option('log-level', { type: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] })
           .option('leader-elect', { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' })
-          .option('leader-election-namespace', { type: 'string', describe: 'Namespace of the Lease. Default: $POD_NAMESPACE, then the kubeconfig context namespace' })
+          .option('controller-namespace', { type: 'string', describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then the kubeconfig context namespace, then persistent-ips-system' })
           .option('metrics-bind-address', { type: 'string', default: ':8080', describe: 'Address of /metrics; 0 disables it' })
           .option('health-probe-bind-address', { type: 'string', default: ':8081', describe: 'Address of /healthz and /readyz; 0 disables them' })
           .option('qps', { type: 'number', default: 50, describe: 'Client-side limit of API requests per second (like client-go QPS)' })
           .option('burst', { type: 'number', default: 100, describe: 'Client-side burst of API requests above --qps' })
           .option('resync-period', { type: 'number', default: 600, describe: 'Seconds between full passes over every VM (repairs anything missed; costs no writes in a steady state)' })
           .option('graceful-shutdown-timeout', { type: 'number', default: 30, describe: 'Seconds to let in-flight reconciles finish on shutdown' })
+          .option('webhook-bind-address', { type: 'string', default: ':9443', describe: 'Address of the launcher-pod admission webhook (HTTPS); 0 disables it' })
+          .option('webhook-cert-provisioning', { type: 'string', default: 'self', choices: ['self', 'external'], describe: 'self: keep a CA and serving certificate in a Secret and the webhook caBundle; external: read --webhook-cert-dir (e.g. cert-manager)' })
+          .option('webhook-cert-dir', { type: 'string', default: '/tmp/k8s-webhook-server/serving-certs', describe: 'tls.crt and tls.key, with --webhook-cert-provisioning=external' })
+          .option('webhook-service-name', { type: 'string', default: 'persistent-ips-webhook', describe: 'Service in front of the webhook (names in the self-made certificate)' })
+          .option('webhook-configuration-name', { type: 'string', default: 'persistent-ips-launcher-pods', describe: 'MutatingWebhookConfiguration whose caBundle the controller keeps' })
+          .option('webhook-cert-host', { type: 'string', array: true, default: [] as string[], describe: 'Extra DNS name or IP in the self-made certificate (repeatable)' })
+          .option('webhook-cert-validity', { type: 'number', describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3' })
+          .option('webhook-ca-validity', { type: 'number', describe: 'Seconds the self-made CA is valid (default five years)' })
           .check((a) => {
             if (!(Number.isInteger(a.concurrency) && a.concurrency >= 1)) throw new Error('--concurrency must be a whole number of at least 1');
             if (!(a.qps > 0 && a.burst >= 1)) throw new Error('--qps must be positive and --burst at least 1');
@@ -48,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
           ...(a.context ? { context: a.context } : {}),
           ...(a.namespace ? { namespace: a.namespace } : {}),
           ...(a['feature-gates'] ? { featureGates: a['feature-gates'] } : {}),
-          ...(a['leader-election-namespace'] ? { leaderElectionNamespace: a['leader-election-namespace'] } : {}),
+          ...(a['controller-namespace'] ? { controllerNamespace: a['controller-namespace'] } : {}),
           concurrency: a.concurrency,
           logLevel: a['log-level'],
           leaderElect: a['leader-elect'],
@@ -58,6 +66,14 @@ async function main(argv: string[]): Promise<number> {
           burst: a.burst,
           resyncPeriod: a['resync-period'],
           gracefulShutdownTimeout: a['graceful-shutdown-timeout'],
+          webhookBindAddress: a['webhook-bind-address'],
+          webhookCertProvisioning: a['webhook-cert-provisioning'] as RunOptions['webhookCertProvisioning'],
+          webhookCertDir: a['webhook-cert-dir'],
+          webhookServiceName: a['webhook-service-name'],
+          webhookConfigurationName: a['webhook-configuration-name'],
+          webhookCertHosts: a['webhook-cert-host'].map(String),
+          ...(a['webhook-cert-validity'] ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
+          ...(a['webhook-ca-validity'] ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
         };
         code = await run(options);
       },

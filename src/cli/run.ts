@@ -15,6 +15,11 @@ import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
 import { createTelemetryServer, type TelemetryServer } from '../telemetry/server.ts';
+import { apiFetchers, createPodAdmissionHandler } from '../webhook/admission.ts';
+import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, type CertificateSource } from '../webhook/cert-provisioning.ts';
+import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, serviceDnsNames } from '../webhook/certs.ts';
+import { createWebhookMetrics } from '../webhook/metrics.ts';
+import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
 import { EXIT } from './exit-codes.ts';
 
 export interface RunOptions {
@@ -25,13 +30,24 @@ export interface RunOptions {
   featureGates?: string;
   logLevel: string;
   leaderElect: boolean;
-  leaderElectionNamespace?: string;
+  controllerNamespace?: string;
   metricsBindAddress: string;
   healthProbeBindAddress: string;
   qps: number;
   burst: number;
   resyncPeriod: number;
   gracefulShutdownTimeout: number;
+  webhookBindAddress: string;
+  /** `self`: the controller keeps its own CA and serving certificate in a Secret; `external`: files (cert-manager). */
+  webhookCertProvisioning: 'self' | 'external';
+  webhookCertDir: string;
+  webhookServiceName: string;
+  webhookConfigurationName: string;
+  /** Extra names / IPs in the self-made serving certificate (e.g. 127.0.0.1 when the API server calls a URL). */
+  webhookCertHosts: string[];
+  /** Validity of self-made serving certificates, in seconds (rotated at 2/3 of it). */
+  webhookCertValidity?: number;
+  webhookCaValidity?: number;
 }
 
 /** A failure the CLI turns into a message for a person and a distinct exit code. */
@@ -128,10 +144,11 @@ export async function run(options: RunOptions): Promise<number> {
   });
 
   const servers: TelemetryServer[] = [];
+  let probesServer: TelemetryServer | undefined;
   if (probeAddr) {
-    const probes = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
-    probes.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
-    servers.push(probes);
+    probesServer = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
+    probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
+    servers.push(probesServer);
   }
   if (metricsAddr) {
     servers.push(createTelemetryServer({ logger: log, port: metricsAddr.port, host: metricsAddr.host, registry: metrics.registry, health: false }));
@@ -140,6 +157,10 @@ export async function run(options: RunOptions): Promise<number> {
     const addr = await server.listen();
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
+
+  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? loaded.namespace ?? 'persistent-ips-system';
+  const webhook = await startWebhook(options, { client, sources, gateEnabled: () => controller.gate().enabled, log, metrics, namespace: ownNamespace });
+  if (webhook && probesServer) probesServer.addReadinessCheck('webhook-certificate', () => webhook.server.hasCertificate());
 
   sources.start();
   const stopping = new AbortController();
@@ -161,7 +182,7 @@ export async function run(options: RunOptions): Promise<number> {
   const drainMs = options.gracefulShutdownTimeout * 1000;
   if (!stopping.signal.aborted) {
     if (options.leaderElect) {
-      const namespace = options.leaderElectionNamespace ?? process.env.POD_NAMESPACE ?? loaded.namespace ?? 'persistent-ips-system';
+      const namespace = ownNamespace;
       const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
       const lease = { namespace, name: 'persistent-ips-leader' };
       const elector = createLeaderElector({
@@ -205,6 +226,10 @@ export async function run(options: RunOptions): Promise<number> {
 
   await sources.stop();
   controller.dispose();
+  if (webhook) {
+    await webhook.certificates.stop();
+    await webhook.server.close();
+  }
   await Promise.all(servers.map((s) => s.close()));
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
@@ -212,4 +237,49 @@ export async function run(options: RunOptions): Promise<number> {
   return exitCode;
 }
 
-export { isForbidden };
+/**
+ * The launcher-pod webhook: served by every replica, leader or not, from the same caches as the controller (with
+ * API reads when the cache has not seen a VMI yet).
+ */
+async function startWebhook(
+  options: RunOptions,
+  deps: { client: KubeClient; sources: ReturnType<typeof createSources>; gateEnabled: () => boolean; log: Logger; metrics: ReturnType<typeof createMetrics>; namespace: string },
+): Promise<{ server: WebhookServer; certificates: CertificateSource } | undefined> {
+  const addr = parseBindAddress(options.webhookBindAddress);
+  if (!addr) return undefined;
+  const { client, sources, log } = deps;
+  const mutatePod = createPodAdmissionHandler({
+    logger: log,
+    gateEnabled: deps.gateEnabled,
+    vmis: sources.vmis,
+    nads: sources.nads,
+    ...apiFetchers(client),
+    metrics: createWebhookMetrics(deps.metrics.registry),
+  });
+  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod });
+  const onCertificate = (pair: Parameters<WebhookServer['setCertificate']>[0]) => server.setCertificate(pair);
+  let certificates: CertificateSource;
+  if (options.webhookCertProvisioning === 'external') {
+    certificates = createFileCertificates({ dir: options.webhookCertDir, logger: log, onCertificate });
+  } else {
+    const isIp = (h: string) => /^[0-9.]+$/.test(h) || h.includes(':');
+    const names = { namespace: deps.namespace, secretName: DEFAULT_SECRET_NAME, webhookConfigurationName: options.webhookConfigurationName };
+    certificates = createSelfManagedCertificates({
+      client: kubeCertStoreClient(client, names),
+      ...names,
+      logger: log,
+      onCertificate,
+      policy: {
+        dnsNames: serviceDnsNames(options.webhookServiceName, deps.namespace, options.webhookCertHosts.filter((h) => !isIp(h))),
+        ipAddresses: options.webhookCertHosts.filter(isIp),
+        ...(options.webhookCertValidity ? { servingValidityMs: options.webhookCertValidity * 1000 } : {}),
+        ...(options.webhookCaValidity ? { caValidityMs: options.webhookCaValidity * 1000 } : {}),
+        ...(options.webhookCertValidity || options.webhookCaValidity ? { trustPropagationMs: Math.min(DEFAULT_CERT_POLICY.trustPropagationMs, 2000) } : {}),
+      },
+    });
+  }
+  const bound = await server.listen();
+  await certificates.start();
+  log.info({ address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready() }, 'serving the launcher-pod webhook');
+  return { server, certificates };
+}

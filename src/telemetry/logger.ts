@@ -11,7 +11,7 @@ export const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info',
 export function createLogger(level: LevelWithSilent = 'info', destination?: NodeJS.WritableStream): Logger {
   const options = {
     level,
-    base: { component: 'persistent-ips' },
+    name: 'persistent-ips',
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
   };
