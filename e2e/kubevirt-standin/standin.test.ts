@@ -1,5 +1,6 @@
 // End-to-end test of the KubeVirt stand-in (test infrastructure) against a real API server: the cluster given by
-// PERSISTENT_IPS_E2E_KUBECONFIG, with the CRDs of manifests/crds installed. Skipped when that variable is unset.
+// PERSISTENT_IPS_E2E_KUBECONFIG (or PERSISTENT_IPS_EXISTING_KUBECONFIG), with the CRDs of manifests/crds installed;
+// without either, on a local control plane of its own started by the e2e harness.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -24,9 +25,10 @@ import {
   type Vmi,
 } from './index.ts';
 import { apiError } from './kube.ts';
+import { startOrConnect, type Cluster } from '../harness/index.ts';
 
-const KUBECONFIG = process.env['PERSISTENT_IPS_E2E_KUBECONFIG'];
-const SKIP_REASON = 'PERSISTENT_IPS_E2E_KUBECONFIG is not set: no cluster to run the KubeVirt stand-in against (the e2e harness sets it)';
+const GIVEN_KUBECONFIG = process.env['PERSISTENT_IPS_E2E_KUBECONFIG'];
+let KUBECONFIG: string | undefined = GIVEN_KUBECONFIG;
 const WAIT = { timeoutMs: 30_000 };
 const quietLog = () =>
   pino({ level: process.env['KUBEVIRT_STANDIN_LOG_LEVEL'] ?? 'warn', base: { component: 'kubevirt-standin' } }, pino.destination(2));
@@ -86,8 +88,7 @@ async function createNamespace(core: CoreV1Api, name: string): Promise<void> {
   }
 }
 
-if (!KUBECONFIG) it('KubeVirt stand-in on a real API server', { skip: SKIP_REASON }, () => undefined);
-else describe('KubeVirt stand-in on a real API server', { timeout: 300_000 }, () => {
+describe('KubeVirt stand-in on a real API server', { timeout: 300_000 }, () => {
   const suffix = randomBytes(3).toString('hex');
   const ns = `standin-${suffix}`;
   const ns2 = `standin-cli-${suffix}`;
@@ -96,8 +97,13 @@ else describe('KubeVirt stand-in on a real API server', { timeout: 300_000 }, ()
   let standIn: KubeVirtStandIn;
   let vmiEvents: EventLog;
   let vmEvents: EventLog;
+  let cluster: Cluster | undefined;
 
   before(async () => {
+    if (!GIVEN_KUBECONFIG) {
+      cluster = await startOrConnect();
+      KUBECONFIG = cluster.kubeconfigPath;
+    }
     kc = new KubeConfig();
     kc.loadFromFile(KUBECONFIG!);
     core = kc.makeApiClient(CoreV1Api);
@@ -125,6 +131,7 @@ else describe('KubeVirt stand-in on a real API server', { timeout: 300_000 }, ()
       await standIn.stop();
     }
     for (const n of [ns, ns2]) await core?.deleteNamespace({ name: n }).catch(() => undefined);
+    await cluster?.stop();
   });
 
   it('a running VM gets a VMI and a launcher pod with KubeVirt names, owners, finalizers and networks', async () => {
