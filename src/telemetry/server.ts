@@ -6,6 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from './logger.ts';
+import { closeGracefully, listenOn } from './server-lifecycle.ts';
 
 /** A check passes with `true` or `{ ok: true }`; a failure may say why. A check that throws has failed. */
 export type CheckResult = boolean | { ok: boolean; message?: string };
@@ -129,31 +130,13 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
     addHealthCheck(name, check) {
       liveness.push({ name, check });
     },
-    listen() {
-      return new Promise<AddressInfo>((resolve, reject) => {
-        const onError = (error: Error): void => reject(error);
-        server.once('error', onError);
-        server.listen(options.port, options.host ?? '0.0.0.0', () => {
-          server.off('error', onError);
-          const address = server.address() as AddressInfo;
-          log.info({ address: address.address, port: address.port }, 'telemetry server listening');
-          resolve(address);
-        });
-      });
+    async listen() {
+      const address = await listenOn(server, options.port, options.host);
+      log.info({ address: address.address, port: address.port }, 'telemetry server listening');
+      return address;
     },
     close() {
-      if (!server.listening) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        // close() stops accepting and (Node ≥ 19) closes idle keep-alive sockets; busy ones finish their request.
-        const timer = setTimeout(() => server.closeAllConnections(), closeTimeoutMs);
-        timer.unref();
-        server.close((error) => {
-          clearTimeout(timer);
-          if (error) reject(error);
-          else resolve();
-        });
-        server.closeIdleConnections();
-      });
+      return closeGracefully(server, closeTimeoutMs);
     },
   };
 }

@@ -14,6 +14,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, type PodAdmissionHandler } from './admission.ts';
 import type { CertKeyPair } from './certs.ts';
 import type { WebhookMetrics } from './metrics.ts';
+import { closeGracefully, listenOn } from '../telemetry/server-lifecycle.ts';
 
 export const MUTATE_POD_PATH = '/mutate-v1-pod';
 const MIN_TLS_VERSION = 'TLSv1.2' as const;
@@ -150,30 +151,13 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       log.info(first ? 'webhook certificate loaded' : 'webhook certificate rotated; new connections use it');
     },
     hasCertificate: () => certificate !== undefined,
-    listen() {
-      return new Promise<AddressInfo>((resolve, reject) => {
-        const onError = (error: Error): void => reject(error);
-        server.once('error', onError);
-        server.listen(options.port, options.host ?? '0.0.0.0', () => {
-          server.off('error', onError);
-          const address = server.address() as AddressInfo;
-          log.info({ address: address.address, port: address.port, path: MUTATE_POD_PATH }, 'webhook server listening');
-          resolve(address);
-        });
-      });
+    async listen() {
+      const address = await listenOn(server, options.port, options.host);
+      log.info({ address: address.address, port: address.port, path: MUTATE_POD_PATH }, 'webhook server listening');
+      return address;
     },
     close() {
-      if (!server.listening) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => server.closeAllConnections(), closeTimeoutMs);
-        timer.unref();
-        server.close((error) => {
-          clearTimeout(timer);
-          if (error) reject(error);
-          else resolve();
-        });
-        server.closeIdleConnections();
-      });
+      return closeGracefully(server, closeTimeoutMs);
     },
   };
 }
