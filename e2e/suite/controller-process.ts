@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { freePort, poll } from '../harness/index.ts';
+import { localWebhookFlags } from '../local/webhook-config.ts';
 import { parsePrometheus, type Sample } from './kube.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -27,6 +28,11 @@ export interface ControllerOptions {
   featureGates?: string;
   /** --resync-period in seconds. */
   resyncPeriodS?: number;
+  /**
+   * Serve the launcher-pod webhook on 127.0.0.1:PORT (the port the suite's MutatingWebhookConfiguration calls; see
+   * e2e/local/webhook-config.ts). Every controller of the suite uses the same port: only one runs at a time.
+   */
+  webhookPort: number;
   /** How long to wait for /readyz (default 60 s). */
   readyTimeoutMs?: number;
 }
@@ -71,6 +77,7 @@ export class ControllerProcess {
       `127.0.0.1:${probePort}`,
       '--log-level',
       'debug',
+      ...localWebhookFlags(opts.webhookPort),
       ...(opts.namespace ? ['--namespace', opts.namespace] : []),
       ...(opts.featureGates !== undefined ? ['--feature-gates', opts.featureGates] : []),
       ...(opts.resyncPeriodS !== undefined ? ['--resync-period', String(opts.resyncPeriodS)] : []),
@@ -105,7 +112,7 @@ export class ControllerProcess {
     });
   }
 
-  /** Starts the controller and waits until /readyz answers 200 (every informer has listed). */
+  /** Starts the controller and waits until /readyz answers 200 (informers listed, webhook certificate loaded). */
   static async start(opts: ControllerOptions): Promise<ControllerProcess> {
     for (let attempt = 1; ; attempt++) {
       const [probePort, metricsPort] = [await freePort(), await freePort()];

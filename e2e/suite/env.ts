@@ -12,7 +12,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import type { KubeVirtCR } from '../../src/kube/types.ts';
-import { startOrConnect, type Cluster } from '../harness/index.ts';
+import { freePort, startOrConnect, type Cluster } from '../harness/index.ts';
+import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 import { KubeVirtStandInClient, startKubeVirtStandIn, waitFor, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
 import { ControllerProcess, inNamespace, type ControllerOptions } from './controller-process.ts';
 import { Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
@@ -31,7 +32,6 @@ export interface Tally {
   ran: number;
   passed: number;
   failed: number;
-  todo: number;
 }
 
 export class SuiteEnv {
@@ -41,8 +41,10 @@ export class SuiteEnv {
   /** virtctl-like operations and waits (work whether or not the stand-in is running). */
   kv!: KubeVirtStandInClient;
   dir!: string;
+  /** Where every controller of the suite serves the launcher-pod webhook (the MutatingWebhookConfiguration's URL). */
+  webhookPort = 0;
   readonly runId = randomBytes(3).toString('hex');
-  readonly tally: Tally = { ran: 0, passed: 0, failed: 0, todo: 0 };
+  readonly tally: Tally = { ran: 0, passed: 0, failed: 0 };
   readonly namespaces: string[] = [];
   startedAt = 0;
   #standIn: KubeVirtStandIn | undefined;
@@ -61,6 +63,7 @@ export class SuiteEnv {
     this.api = new Api(this.cluster.http);
     this.kv = KubeVirtStandInClient.fromKubeconfig(this.cluster.kubeconfigPath);
     await this.#ensureKubeVirtCR();
+    await this.#installWebhookConfiguration();
     await this.resumeStandIn();
     this.#shared = await this.#startShared();
   }
@@ -70,7 +73,11 @@ export class SuiteEnv {
     if (this.cluster && !this.cluster.owned) await this.#cleanUpExistingCluster();
     await this.#shared?.stop().catch(() => undefined);
     await this.pauseStandIn().catch(() => undefined);
-    if (this.cluster && !this.cluster.owned) await this.#restoreKubeVirtCR().catch(() => undefined);
+    if (this.cluster && !this.cluster.owned) {
+      await this.#restoreKubeVirtCR().catch(() => undefined);
+      // with failurePolicy Fail and no controller left to answer, it would block every launcher pod of that cluster
+      await this.cluster.kubectl(['delete', 'mutatingwebhookconfiguration', localWebhookConfiguration(0).metadata.name, '--ignore-not-found']).catch(() => undefined);
+    }
     await this.cluster?.stop();
     if (this.tally.failed === 0) rmSync(this.dir, { recursive: true, force: true });
     else console.log(`[e2e] kept ${this.dir} (controller logs, control plane logs) for the failed cases`);
@@ -104,8 +111,29 @@ export class SuiteEnv {
       name: `shared-${Date.now().toString(36)}`,
       kubeconfig: this.cluster.kubeconfigPath,
       logDir: this.dir,
+      webhookPort: this.webhookPort,
       resyncPeriodS: SHARED_RESYNC_PERIOD_S,
     });
+  }
+
+  /**
+   * The launcher-pod webhook as `npm start` installs it locally: the shipped MutatingWebhookConfiguration, called by
+   * URL on 127.0.0.1 (no Service here), and the controller namespace exempt from it. The controller fills in the
+   * caBundle from the CA it keeps in a Secret there, so every controller process of the suite serves a certificate
+   * the API server trusts. failurePolicy is Fail, as shipped: while no controller runs, launcher pods wait (the
+   * stand-in retries, as virt-controller does).
+   */
+  async #installWebhookConfiguration(): Promise<void> {
+    this.webhookPort = await freePort();
+    const list = {
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        controllerNamespace,
+        { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) },
+      ],
+    };
+    await this.cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify(list) });
   }
 
   /** SIGTERM the shared controller and start a new one (waits for /readyz). */
@@ -132,9 +160,9 @@ export class SuiteEnv {
     }
   }
 
-  async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir'>): Promise<ControllerProcess> {
+  async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
     if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
-    const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir });
+    const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort });
     this.#dedicated.add(c);
     return c;
   }

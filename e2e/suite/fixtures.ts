@@ -169,7 +169,8 @@ export const hasOurFinalizer = (o: KubeObject): boolean => o.metadata.finalizers
  * of its DELETED event if it went directly.
  */
 export function finalizerReleaseRv(log: WatchLog<IPAMClaim>, name: string): number | undefined {
-  let had = false;
+  const initial = log.initial.get(name);
+  let had = initial ? hasOurFinalizer(initial) : false;
   for (const e of log.of(name)) {
     if (e.type === 'DELETED') return had ? e.rv : undefined;
     if (hasOurFinalizer(e.obj)) had = true;
@@ -188,15 +189,14 @@ export function firstRv<T extends KubeObject>(log: WatchLog<T>, name: string, pr
   return log.of(name).find(pred)?.rv;
 }
 
+/** The first resourceVersion at which `name` was being deleted (deletionTimestamp set) or gone. */
+export function deletionStartRv(log: WatchLog<IPAMClaim>, name: string): number | undefined {
+  return firstRv(log, name, (e) => e.type === 'DELETED' || !!e.obj.metadata.deletionTimestamp);
+}
+
 /** Starts watch logs, and stops them when the case ends. */
 export async function watchLog<T extends KubeObject>(c: CaseContext, path: string): Promise<WatchLog<T>> {
   const log = await WatchLog.start<T>(c.env.kc, c.env.api, path);
   c.t.after(() => log.stop());
   return log;
-}
-
-/** A check that cannot pass yet for a reason outside this suite: runs as a `todo` subtest (reported, never failing). */
-export async function todoCheck(c: CaseContext, name: string, reason: string, fn: () => Promise<void>): Promise<void> {
-  c.env.tally.todo++;
-  await c.t.test(name, { todo: reason }, fn);
 }

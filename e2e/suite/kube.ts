@@ -94,21 +94,24 @@ export interface Recorded<T> {
 export class WatchLog<T extends KubeObject = KubeObject> {
   readonly path: string;
   readonly events: Recorded<T>[] = [];
+  /** The objects as the initial list returned them, by name: the state before the first recorded event. */
+  readonly initial: Map<string, T>;
   #rv: string;
   #watch: Watch;
   #ctrl: AbortController | undefined;
   #stopped = false;
   #error: string | undefined;
 
-  private constructor(kc: KubeConfig, path: string, rv: string) {
+  private constructor(kc: KubeConfig, path: string, rv: string, initial: T[]) {
     this.path = path;
+    this.initial = new Map(initial.map((o) => [o.metadata.name, o]));
     this.#rv = rv;
     this.#watch = new Watch(kc);
   }
 
   static async start<T extends KubeObject>(kc: KubeConfig, api: Api, path: string): Promise<WatchLog<T>> {
-    const { resourceVersion } = await api.list<T>(path);
-    const log = new WatchLog<T>(kc, path, resourceVersion);
+    const { items, resourceVersion } = await api.list<T>(path);
+    const log = new WatchLog<T>(kc, path, resourceVersion, items);
     await log.#connect();
     return log;
   }

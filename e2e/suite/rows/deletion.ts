@@ -1,0 +1,173 @@
+// Spec §5 rows "VM deleted (background)", "VM deleted (foreground)", "standalone VMI".
+//
+// To see what the controller does WHILE a VMI still exists, these cases pause the KubeVirt stand-in (as if
+// virt-controller were slow): the VMI then lingers for as long as the case needs, and the case resumes it.
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { buildVM, waitFor, type Vm, type Vmi } from '../../kubevirt-standin/index.ts';
+import { inNamespace } from '../controller-process.ts';
+import { e2eCase, type SuiteEnv } from '../env.ts';
+import {
+  assertClaim,
+  assertQuiet,
+  createPersistentNad,
+  createRunningVM,
+  deletedRv,
+  deletionStartRv,
+  finalizerReleaseRv,
+  firstRv,
+  hasOurFinalizer,
+  ownerOf,
+  waitForClaimGone,
+  waitForClaims,
+  watchLog,
+  EVENTUALLY_MS,
+} from '../fixtures.ts';
+import { paths, type IPAMClaim } from '../kube.ts';
+
+const CLAIMS = ['vm1.red', 'vm1.blue'];
+
+export function registerDeletion(env: SuiteEnv): void {
+  describe('VM deleted (background)', () => {
+    e2eCase(env, 'VM deleted (background): claims keep the finalizer while the VMI exists, lose it once the VMI is gone, then GC deletes them', async (c) => {
+      const ns = await c.namespace('delete-background');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+      await createRunningVM(env, ns, 'vm1', [
+        { name: 'red', nadName: 'nad-red' },
+        { name: 'blue', nadName: 'nad-blue' },
+      ]);
+      await waitForClaims(env, ns, CLAIMS);
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+      const vmLog = await watchLog<Vm>(c, paths.vms(ns));
+      const logFrom = env.shared.logs.length;
+
+      await env.pauseStandIn();
+      try {
+        await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=background', '--wait=false']);
+        await env.kv.waitForVM(ns, 'vm1', (vm) => !!vm.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS, what: 'VM vm1 terminating' });
+        // The VM waits behind KubeVirt's finalizer, its VMI still runs: the claims must keep their finalizer.
+        await assertQuiet(claimLog, 'claims while the VM is terminating and its VMI still exists');
+        const held = await env.api.claims(ns);
+        assert.deepEqual(held.map((x) => x.metadata.name).sort(), [...CLAIMS].sort());
+        for (const claim of held) assert.ok(hasOurFinalizer(claim) && !claim.metadata.deletionTimestamp, `${claim.metadata.name} held`);
+        assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
+      } finally {
+        await env.resumeStandIn();
+      }
+
+      for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
+      await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      claimLog.check();
+      const vmiGone = deletedRv(vmiLog, 'vm1');
+      const vmGone = deletedRv(vmLog, 'vm1');
+      assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
+      for (const name of CLAIMS) {
+        const released = finalizerReleaseRv(claimLog, name);
+        assert.ok(released, `${name}: finalizer release recorded`);
+        assert.ok(released > vmiGone, `${name}: finalizer released (rv ${released}) only after the VMI was gone (rv ${vmiGone})`);
+        const deleting = deletionStartRv(claimLog, name)!;
+        assert.ok(deleting > vmGone, `${name}: deleted (rv ${deleting}) by garbage collection, after the VM was gone (rv ${vmGone})`);
+      }
+      assert.deepEqual(
+        env.shared.logsMatching((l) => inNamespace(ns)(l) && l.msg === 'deleted IPAMClaim of a network the VM no longer has', logFrom),
+        [],
+        'the controller itself deleted no claim',
+      );
+    });
+  });
+
+  describe('VM deleted (foreground)', () => {
+    e2eCase(env, 'VM deleted (foreground): GC marks the claims while the VM waits; the finalizer holds until the VMI is gone; then all go', async (c) => {
+      const ns = await c.namespace('delete-foreground');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+      await createRunningVM(env, ns, 'vm1', [
+        { name: 'red', nadName: 'nad-red' },
+        { name: 'blue', nadName: 'nad-blue' },
+      ]);
+      await waitForClaims(env, ns, CLAIMS);
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+      const vmLog = await watchLog<Vm>(c, paths.vms(ns));
+
+      await env.pauseStandIn();
+      try {
+        await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=foreground', '--wait=false']);
+        // garbage collection marks the blocking dependents (the claims) for deletion; our finalizer holds them
+        await waitFor(
+          'GC to mark both claims for deletion',
+          async () => {
+            const claims = await env.api.claims(ns);
+            return claims.length === CLAIMS.length && claims.every((x) => x.metadata.deletionTimestamp && hasOurFinalizer(x)) ? claims : undefined;
+          },
+          { timeoutMs: EVENTUALLY_MS, intervalMs: 100 },
+        );
+        await assertQuiet(claimLog, 'marked claims while the VMI still exists');
+        for (const claim of await env.api.claims(ns)) assert.ok(hasOurFinalizer(claim), `${claim.metadata.name} still holds our finalizer`);
+        const vm = await env.kv.getVM(ns, 'vm1');
+        assert.ok(vm?.metadata.deletionTimestamp, 'the VM waits (terminating)');
+        assert.ok(vm.metadata.finalizers?.includes('foregroundDeletion'), 'the VM waits for its dependents (foregroundDeletion)');
+        assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
+      } finally {
+        await env.resumeStandIn();
+      }
+
+      await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
+      claimLog.check();
+      const vmiGone = deletedRv(vmiLog, 'vm1');
+      const vmGone = deletedRv(vmLog, 'vm1');
+      assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
+      for (const name of CLAIMS) {
+        const released = finalizerReleaseRv(claimLog, name);
+        assert.ok(released, `${name}: finalizer release recorded`);
+        assert.ok(released > vmiGone, `${name}: finalizer released (rv ${released}) only after the VMI was gone (rv ${vmiGone})`);
+        const claimGone = deletedRv(claimLog, name)!;
+        assert.ok(claimGone < vmGone, `${name}: gone (rv ${claimGone}) before the VM finished deleting (rv ${vmGone})`);
+      }
+    });
+  });
+
+  describe('standalone VMI', () => {
+    e2eCase(env, 'standalone VMI: the claim is owned by the VMI and loses its finalizer once the VMI is terminating with no active pod', async (c) => {
+      const ns = await c.namespace('standalone-vmi');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
+      await env.api.create(paths.vmis(ns), {
+        apiVersion: 'kubevirt.io/v1',
+        kind: 'VirtualMachineInstance',
+        metadata: { name: 'vmi1', namespace: ns, labels: template.metadata?.labels },
+        spec: template.spec,
+      });
+      const { vmi } = await env.kv.waitForVMIRunning(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
+      const claims = await waitForClaims(env, ns, ['vmi1.red']);
+      assertClaim(claims.get('vmi1.red'), ownerOf(vmi, 'VirtualMachineInstance'), 'red', 'red');
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+
+      await env.pauseStandIn();
+      try {
+        await env.api.delete(paths.vmis(ns, 'vmi1'));
+        const terminating = await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS });
+        assert.ok(Object.keys(terminating.status?.activePods ?? {}).length > 0, 'the terminating VMI still has an active pod');
+        await assertQuiet(claimLog, 'the claim while its VMI is terminating with an active pod');
+        assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held');
+      } finally {
+        await env.resumeStandIn();
+      }
+
+      await waitForClaimGone(env, ns, 'vmi1.red');
+      await env.kv.waitForVMIGone(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
+      claimLog.check();
+      const podless = firstRv(vmiLog, 'vmi1', (e) => e.type === 'DELETED' || (!!e.obj.metadata.deletionTimestamp && Object.keys(e.obj.status?.activePods ?? {}).length === 0));
+      const released = finalizerReleaseRv(claimLog, 'vmi1.red');
+      assert.ok(podless && released, 'both recorded');
+      assert.ok(released > podless, `finalizer released (rv ${released}) only once the VMI was terminating with no active pod (rv ${podless})`);
+      const vmiGone = deletedRv(vmiLog, 'vmi1')!;
+      const deleting = deletionStartRv(claimLog, 'vmi1.red')!;
+      assert.ok(deleting > vmiGone, `claim deleted (rv ${deleting}) by garbage collection once the VMI was gone (rv ${vmiGone})`);
+    });
+  });
+}

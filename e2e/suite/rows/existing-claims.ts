@@ -1,0 +1,166 @@
+// Spec §5 rows about a claim of the wanted name that is not (or not yet) the VM's: "claim with the same name but
+// another owner UID", "claim terminating (deletionTimestamp)", "claim created by hand, no owner".
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import type { ControllerProcess } from '../controller-process.ts';
+import { e2eCase, SHARED_RESYNC_PERIOD_S, type SuiteEnv } from '../env.ts';
+import {
+  assertClaim,
+  assertQuiet,
+  createPersistentNad,
+  createRunningVM,
+  expectedPodInterface,
+  hasOurFinalizer,
+  ownerOf,
+  waitForClaims,
+  waitForEvent,
+  watchLog,
+  CLAIM_FINALIZER,
+  EVENTUALLY_MS,
+  FOREIGN_FINALIZER,
+  VM_LABEL,
+} from '../fixtures.ts';
+import { eventsFor, paths, type IPAMClaim, type KubeObject } from '../kube.ts';
+import { waitFor } from '../../kubevirt-standin/index.ts';
+
+/** How many full resync passes a "still exactly one Event" check waits through. */
+const RESYNCS = 3;
+
+/** Waits until `ctl` has logged `n` resync passes after log index `from` (the shared controller resyncs every 2 s). */
+async function waitForResyncs(ctl: ControllerProcess, n: number, from: number): Promise<void> {
+  await waitFor(`${n} resync passes of controller ${ctl.name}`, async () => ctl.logsMatching((l) => l.msg === 'resync', from).length >= n, {
+    timeoutMs: (n + 2) * SHARED_RESYNC_PERIOD_S * 1000 + 10_000,
+    intervalMs: 100,
+  });
+}
+
+export function registerExistingClaims(env: SuiteEnv): void {
+  describe('claim with the same name but another owner UID', () => {
+    e2eCase(env, 'claim with the same name but another owner UID: never touched, one ClaimOwnedByAnotherObject Event (also after several resyncs), log and metric; the right claim once it is deleted', async (c) => {
+      const ns = await c.namespace('other-owner');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      // The other owner is a live object (so garbage collection keeps the claim for as long as the case needs); the
+      // claim otherwise looks exactly like ours, label and finalizer included.
+      const owner = await env.api.create<KubeObject>(paths.configMaps(ns), { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'previous-owner' } });
+      const foreign = await env.api.create<IPAMClaim>(paths.claims(ns), {
+        apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+        kind: 'IPAMClaim',
+        metadata: {
+          name: 'vm1.red',
+          labels: { [VM_LABEL]: 'vm1' },
+          finalizers: [CLAIM_FINALIZER],
+          ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'previous-owner', uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+        },
+        spec: { network: 'red', interface: expectedPodInterface('red') },
+      });
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const ctl = env.shared;
+      const logFrom = ctl.logs.length;
+      const blockedBefore = await ctl.metric('persistent_ips_persistence_blocked_total', { reason: 'ClaimOwnedByAnotherObject' });
+
+      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const first = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
+      assert.equal(first[0]!.type, 'Warning');
+      assert.match(first[0]!.message, /vm1\.red/);
+      await waitForResyncs(ctl, RESYNCS, ctl.logs.length);
+      claimLog.check();
+      assert.deepEqual(claimLog.events, [], 'the claim was never written');
+      const now = await env.api.claim(ns, 'vm1.red');
+      assert.equal(now?.metadata.uid, foreign.metadata.uid);
+      assert.equal(now?.metadata.resourceVersion, foreign.metadata.resourceVersion, 'resourceVersion unchanged');
+      const events = await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
+      assert.equal(events.length, 1, `exactly one Event after ${RESYNCS} resyncs (got ${events.length})`);
+      assert.equal(events[0]!.count ?? 1, 1);
+      assert.ok(
+        ctl.logsMatching((l) => l['namespace'] === ns && l['reason'] === 'ClaimOwnedByAnotherObject' && l.level === 'warn', logFrom).length >= 1,
+        'a warning in the controller log',
+      );
+      assert.ok(
+        (await ctl.metric('persistent_ips_persistence_blocked_total', { reason: 'ClaimOwnedByAnotherObject' })) > blockedBefore,
+        'persistent_ips_persistence_blocked_total{reason="ClaimOwnedByAnotherObject"} went up',
+      );
+
+      // the leftover goes (its owner's controller lets go of it): the VM's own claim is created
+      await env.api.jsonPatch(paths.claims(ns, 'vm1.red'), [
+        { op: 'test', path: '/metadata/finalizers', value: [CLAIM_FINALIZER] },
+        { op: 'remove', path: '/metadata/finalizers' },
+      ]);
+      await env.api.delete(paths.claims(ns, 'vm1.red'));
+      const claims = await waitForClaims(env, ns, ['vm1.red']);
+      assert.notEqual(claims.get('vm1.red')!.metadata.uid, foreign.metadata.uid, 'a new claim');
+      assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
+    });
+  });
+
+  describe('claim terminating (deletionTimestamp)', () => {
+    e2eCase(env, 'claim terminating (deletionTimestamp): a new VM of the same name waits (ClaimTerminating) until the foreign finalizer goes, then gets its claim', async (c) => {
+      const ns = await c.namespace('claim-terminating');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      // an earlier VM vm1 whose claim someone else also holds with a finalizer
+      const { vm: earlier } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      await waitForClaims(env, ns, ['vm1.red']);
+      await env.api.jsonPatch(paths.claims(ns, 'vm1.red'), [{ op: 'add', path: '/metadata/finalizers/-', value: FOREIGN_FINALIZER }]);
+      await env.kv.deleteVM(ns, 'vm1');
+      await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      const terminating = await waitFor(
+        'the old claim: deleted by garbage collection, our finalizer released, the foreign one left',
+        async () => {
+          const claim = await env.api.claim(ns, 'vm1.red');
+          return claim?.metadata.deletionTimestamp && !hasOurFinalizer(claim) ? claim : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS, intervalMs: 100 },
+      );
+      assert.deepEqual(terminating.metadata.finalizers, [FOREIGN_FINALIZER]);
+      assert.equal(terminating.metadata.ownerReferences?.[0]?.uid, earlier.metadata.uid);
+
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      assert.notEqual(vm.metadata.uid, earlier.metadata.uid);
+      const events = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimTerminating');
+      assert.match(events[0]!.message, /vm1\.red/);
+      await assertQuiet(claimLog, 'the terminating claim while the new VM waits');
+      const still = await env.api.claim(ns, 'vm1.red');
+      assert.equal(still?.metadata.uid, terminating.metadata.uid, 'still the old claim');
+      assert.equal(still?.metadata.resourceVersion, terminating.metadata.resourceVersion, 'not written');
+
+      await env.api.jsonPatch(paths.claims(ns, 'vm1.red'), [
+        { op: 'test', path: '/metadata/finalizers', value: [FOREIGN_FINALIZER] },
+        { op: 'remove', path: '/metadata/finalizers' },
+      ]);
+      const claims = await waitForClaims(env, ns, ['vm1.red']);
+      assert.notEqual(claims.get('vm1.red')!.metadata.uid, terminating.metadata.uid, 'a new claim');
+      assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
+    });
+  });
+
+  describe('claim created by hand, no owner', () => {
+    e2eCase(env, 'claim created by hand, no owner: never adopted or deleted (not even when the VM goes); one ClaimNotOwned Event', async (c) => {
+      const ns = await c.namespace('claim-by-hand');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      const byHand = await env.api.create<IPAMClaim>(paths.claims(ns), {
+        apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+        kind: 'IPAMClaim',
+        metadata: { name: 'vm1.red', labels: { [VM_LABEL]: 'vm1' } },
+        spec: { network: 'red', interface: expectedPodInterface('red') },
+      });
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const ctl = env.shared;
+
+      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const first = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimNotOwned');
+      assert.equal(first[0]!.type, 'Warning');
+      await waitForResyncs(ctl, RESYNCS, ctl.logs.length);
+      assert.equal((await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimNotOwned')).length, 1, 'exactly one Event');
+      claimLog.check();
+      assert.deepEqual(claimLog.events, [], 'never written (not adopted)');
+
+      await env.kv.deleteVM(ns, 'vm1');
+      await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      await assertQuiet(claimLog, 'the hand-made claim after the VM is gone');
+      const still = await env.api.claim(ns, 'vm1.red');
+      assert.equal(still?.metadata.uid, byHand.metadata.uid, 'not deleted');
+      assert.equal(still?.metadata.resourceVersion, byHand.metadata.resourceVersion, 'not written');
+      assert.equal(still?.metadata.ownerReferences, undefined, 'not adopted');
+    });
+  });
+}

@@ -1,0 +1,69 @@
+// Spec §5 rows "hotplug an interface" and "hot-unplug (state: absent)". The stand-in does KubeVirt's
+// migration-based NIC hotplug: the VM template changes, the VMI follows, the VMI migrates to a pod with (or
+// without) the network, and an unplugged interface is then dropped from the VMI and the VM.
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import type { Vmi } from '../../kubevirt-standin/index.ts';
+import { e2eCase, type SuiteEnv } from '../env.ts';
+import {
+  assertClaim,
+  createPersistentNad,
+  createRunningVM,
+  deletionStartRv,
+  firstRv,
+  ownerOf,
+  waitForClaimGone,
+  waitForClaims,
+  watchLog,
+  EVENTUALLY_MS,
+} from '../fixtures.ts';
+import { paths, type IPAMClaim } from '../kube.ts';
+
+export function registerHotplug(env: SuiteEnv): void {
+  describe('hotplug an interface', () => {
+    e2eCase(env, 'hotplug an interface: a claim appears for the new interface; the existing claim is not touched', async (c) => {
+      const ns = await c.namespace('hotplug');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const red = (await waitForClaims(env, ns, ['vm1.red'])).get('vm1.red')!;
+
+      const vmi = await env.kv.hotplugInterface(ns, 'vm1', { networkName: 'blue', nadName: 'nad-blue' }, { timeoutMs: EVENTUALLY_MS });
+      assert.ok(vmi?.status?.interfaces?.some((i) => i.name === 'blue'), 'the VMI reports the hotplugged interface');
+      const claims = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
+      assertClaim(claims.get('vm1.blue'), ownerOf(vm, 'VirtualMachine'), 'blue', 'blue');
+      assert.equal(claims.get('vm1.red')!.metadata.resourceVersion, red.metadata.resourceVersion, 'vm1.red not written');
+      assert.equal(claims.size, 2);
+    });
+  });
+
+  describe('hot-unplug (state: absent)', () => {
+    e2eCase(env, 'hot-unplug (state: absent): once the interface is gone from the VMI, its claim is deleted; the other claim stays', async (c) => {
+      const ns = await c.namespace('hot-unplug');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+      await createRunningVM(env, ns, 'vm1', [
+        { name: 'red', nadName: 'nad-red' },
+        { name: 'blue', nadName: 'nad-blue' },
+      ]);
+      const before = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
+      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+      const logFrom = env.shared.logs.length;
+
+      await env.kv.hotUnplugInterface(ns, 'vm1', 'blue', { timeoutMs: EVENTUALLY_MS }); // waits: gone from VMI and VM
+      await waitForClaimGone(env, ns, 'vm1.blue');
+      claimLog.check();
+
+      const goneFromVmi = firstRv(vmiLog, 'vm1', (e) => !e.obj.spec?.networks?.some((n) => n.name === 'blue'));
+      const deleting = deletionStartRv(claimLog, 'vm1.blue');
+      assert.ok(goneFromVmi && deleting, 'both recorded');
+      assert.ok(deleting > goneFromVmi, `claim deleted (rv ${deleting}) only once the interface was gone from the VMI (rv ${goneFromVmi})`);
+      await env.shared.waitForLog('the deletion of vm1.blue', (l) => l['namespace'] === ns && l['claim'] === 'vm1.blue' && l.msg === 'deleted IPAMClaim of a network the VM no longer has', { from: logFrom });
+
+      const after = await env.api.claims(ns);
+      assert.deepEqual(after.map((x) => x.metadata.name), ['vm1.red']);
+      assert.equal(after[0]!.metadata.resourceVersion, before.get('vm1.red')!.metadata.resourceVersion, 'vm1.red not written');
+    });
+  });
+}
