@@ -1,0 +1,495 @@
+// The allocator loop: its own work queue keyed by network, fed by claim, NAD, VM and VMI events, run only by the
+// leader. One pass (reconcileNetwork) = resolve the network's pool from its NADs, gather every claim of the network
+// (cache + our own writes the cache has not shown yet), plan (plan.ts, pure), write the statuses, tell people.
+//
+// Why no address is ever handed out twice (docs/allocator.md, "Guarantees"):
+// - One network is one queue key, and the queue never hands a key to two workers at once: passes over a network
+//   are serialized, and within a pass the plan chooses every address from one rebuilt state.
+// - Every pass rebuilds the pool from the claims, read through the StatusOverlay, so a status we wrote a moment ago
+//   counts even while the cache has not received it (overlay.ts).
+// - A status write carries the claim's resourceVersion (a merge patch of the status subresource with
+//   metadata.resourceVersion is conditional): the write is the commit point. A controller killed between choosing
+//   and writing has committed nothing; the next leader rebuilds from the claims and, serving claims oldest first
+//   and taking the lowest free address, makes the same choice.
+// - A write whose outcome is unknown (timeout, 5xx) keeps its addresses reserved until it is retried to a definite
+//   answer.
+// - A replica that becomes leader first reads every claim with a consistent list and waits for nothing else: what
+//   the list shows and the cache does not is seeded into the overlay, so the last writes of the previous leader
+//   count before this replica chooses anything.
+
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { type Subscription, merge } from 'rxjs';
+import { parseNadConfig } from '../claims/nad-config.ts';
+import type { KubeClient } from '../kube/client.ts';
+import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
+import { apiVersionOf, resources } from '../kube/resources.ts';
+import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { type Clock, realClock, sleep } from '../queue/clock.ts';
+import { runWorkers, startResync, WorkQueue, type ReconcileResult } from '../queue/index.ts';
+import type { Informer } from '../sources/informer.ts';
+import { createInformer, type CommonInformerOptions } from '../sources/kinds.ts';
+import { keyOf, objectKey } from '../sources/store.ts';
+import { trimIPAMClaim, trimMeta, trimVmiSpec, type Trim } from '../sources/trim.ts';
+import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
+import type { Metrics } from '../telemetry/metrics.ts';
+import { ADDRESSES_ANNOTATION } from './allocator.ts';
+import { type Cause, ScopedEventRecorder } from './events.ts';
+import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
+import { ALLOCATOR_NAD_ANNOTATIONS, isAllocatorNad, readAllocatorNad, resolveNetwork } from './nad.ts';
+import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
+import { conditionsWith, planNetwork, type StatusWrite } from './plan.ts';
+import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
+import { kubevirtOwner, ownerRequest, type ReadCache } from './requests.ts';
+
+export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
+/** Index of the allocator's NAD cache: the config `name` of each NAD. */
+export const NADS_BY_NETWORK = 'allocator.nadsByNetwork';
+/** Indexes the allocator adds to the shared claims cache. */
+export const CLAIMS_BY_NETWORK = 'allocator.claimsByNetwork';
+export const CLAIMS_BY_OWNER = 'allocator.claimsByOwner';
+
+const NETWORK_PREFIX = 'network:';
+const NAD_PREFIX = 'nad:';
+/** Status writes of one pass in flight at once. */
+const WRITE_CONCURRENCY = 16;
+
+// ---------------------------------------------------------------------------------------------------------------
+// What the allocator caches: the NAD annotations it reads (the shared cache drops them), and from VMs and VMIs the
+// addresses annotation and the networks.
+
+export const trimAllocatorNad: Trim<NetworkAttachmentDefinition> = (input) => {
+  const raw = input as { apiVersion?: unknown; kind?: unknown; metadata?: unknown; spec?: { config?: unknown } } | undefined;
+  const out: NetworkAttachmentDefinition = { metadata: trimMeta(raw?.metadata, { annotations: ALLOCATOR_NAD_ANNOTATIONS }) };
+  if (typeof raw?.apiVersion === 'string') out.apiVersion = raw.apiVersion;
+  if (typeof raw?.kind === 'string') out.kind = raw.kind;
+  const config = raw?.spec?.config;
+  out.spec = typeof config === 'string' ? { config } : {};
+  return out;
+};
+
+export const trimAllocatorVm: Trim<VirtualMachine> = (input) => {
+  const raw = input as { metadata?: unknown; spec?: { template?: { metadata?: { annotations?: unknown }; spec?: unknown } } } | undefined;
+  const out: VirtualMachine = { metadata: trimMeta(raw?.metadata) };
+  const template = raw?.spec?.template;
+  const annotations = template?.metadata?.annotations as Record<string, unknown> | undefined;
+  const value = annotations?.[ADDRESSES_ANNOTATION];
+  const spec = trimVmiSpec(template?.spec);
+  if (spec || typeof value === 'string') {
+    out.spec = {
+      template: {
+        ...(typeof value === 'string' ? { metadata: { annotations: { [ADDRESSES_ANNOTATION]: value } } } : {}),
+        ...(spec ? { spec } : {}),
+      },
+    };
+  }
+  return out;
+};
+
+export const trimAllocatorVmi: Trim<VirtualMachineInstance> = (input) => {
+  const raw = input as { metadata?: unknown; spec?: unknown } | undefined;
+  const out: VirtualMachineInstance = { metadata: trimMeta(raw?.metadata, { annotations: [ADDRESSES_ANNOTATION] }) };
+  const spec = trimVmiSpec(raw?.spec);
+  if (spec) out.spec = spec;
+  return out;
+};
+
+export const nadNetwork = (nad: NetworkAttachmentDefinition): string[] => {
+  const name = parseNadConfig(nad).networkName;
+  return name === undefined ? [] : [name];
+};
+export const claimNetwork = (claim: IPAMClaim): string[] => (claim.spec?.network ? [claim.spec.network] : []);
+export const claimOwners = (claim: IPAMClaim): string[] => {
+  const ref = kubevirtOwner(claim);
+  return ref ? [keyOf(claim.metadata.namespace, ref.name)] : [];
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// One pass over one network.
+
+export interface IndexedCache<T> extends ReadCache<T> {
+  getByKey(key: string): T | undefined;
+  indexKeys(index: string, value: string): string[];
+  byIndex(index: string, value: string): T[];
+}
+
+/** Writes a claim's status with the resourceVersion precondition; resolves to the API server's answer. */
+export type StatusWriter = (claim: IPAMClaim, status: NonNullable<IPAMClaim['status']>, resourceVersion: string, signal: AbortSignal) => Promise<IPAMClaim>;
+export type ClaimReader = (namespace: string, name: string, signal: AbortSignal) => Promise<IPAMClaim | undefined>;
+
+export interface NetworkReconcilerDeps {
+  nads: IndexedCache<NetworkAttachmentDefinition>;
+  claims: IndexedCache<IPAMClaim>;
+  vms: ReadCache<VirtualMachine>;
+  vmis: ReadCache<VirtualMachineInstance>;
+  overlay: StatusOverlay;
+  writeStatus: StatusWriter;
+  readClaim: ClaimReader;
+  recorder: ScopedEventRecorder;
+  log: Logger;
+  metrics?: AllocatorMetrics;
+  now?: () => Date;
+}
+
+type WriteOutcome = 'written' | 'raced' | 'gone' | 'unknown' | 'rejected';
+
+/** Whether the API server certainly did not apply the request (an answer that rejects it). */
+function certainlyNotApplied(err: unknown): boolean {
+  return err instanceof KubeApiError && err.code !== undefined && err.code >= 400 && err.code < 500 && err.code !== 408;
+}
+
+const nadTarget = (nad: NetworkAttachmentDefinition) => ({
+  apiVersion: apiVersionOf(resources.networkAttachmentDefinitions),
+  kind: resources.networkAttachmentDefinitions.kind,
+  namespace: nad.metadata.namespace ?? '',
+  name: nad.metadata.name,
+  ...(nad.metadata.uid ? { uid: nad.metadata.uid } : {}),
+});
+
+export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
+  const { overlay, log } = deps;
+  const now = deps.now ?? (() => new Date());
+
+  const write = async (network: string, claim: IPAMClaim, status: NonNullable<IPAMClaim['status']>, resourceVersion: string, signal: AbortSignal): Promise<WriteOutcome> => {
+    const key = objectKey(claim);
+    try {
+      const updated = trimIPAMClaim(await deps.writeStatus(claim, status, resourceVersion, signal));
+      overlay.recordWrite(key, network, resourceVersion, updated);
+      return 'written';
+    } catch (err) {
+      if (isNotFound(err)) return 'gone';
+      if (isConflict(err)) {
+        log.debug({ claim: key, err }, 'claim changed meanwhile; will look again');
+        return 'raced';
+      }
+      if (certainlyNotApplied(err)) {
+        log.error({ claim: key, network, err }, 'the API server refused the claim status');
+        return 'rejected';
+      }
+      // It may have been applied: keep the addresses reserved until a retry gives a definite answer.
+      overlay.recordPending(key, network, resourceVersion, { ...claim, metadata: { ...claim.metadata, resourceVersion }, status });
+      log.warn({ claim: key, network, err }, 'claim status write has an unknown outcome; its addresses stay reserved until it is retried');
+      return 'unknown';
+    }
+  };
+
+  /** Retries writes whose outcome is unknown, as they were. Returns whether some are still unsettled. */
+  const settlePending = async (network: string, signal: AbortSignal): Promise<boolean> => {
+    let unsettled = false;
+    for (const p of overlay.pendingOf(network)) {
+      overlay.view(p.key, deps.claims.getByKey(p.key)); // drops it if the cache already settled it
+      if (!overlay.pendingOf(network).some((q) => q.key === p.key)) continue;
+      const [namespace, name] = splitKey(p.key);
+      const attempted = overlay.view(p.key, undefined)!;
+      const outcome = await write(network, attempted, p.status, p.resourceVersion, signal);
+      if (outcome === 'written') continue;
+      if (outcome === 'gone' || outcome === 'rejected') {
+        overlay.forget(p.key);
+        continue;
+      }
+      if (outcome === 'raced') {
+        // The claim changed since the attempt: read what it is now, which settles whether the attempt landed.
+        try {
+          const fresh = await deps.readClaim(namespace, name, signal);
+          if (!fresh) overlay.forget(p.key);
+          else overlay.seed(p.key, network, deps.claims.getByKey(p.key)?.metadata.resourceVersion, trimIPAMClaim(fresh));
+          continue;
+        } catch (err) {
+          log.warn({ claim: p.key, err }, 'cannot read the claim to settle an earlier write; will retry');
+        }
+      }
+      unsettled = true;
+    }
+    return unsettled;
+  };
+
+  const reportNads = async (scope: string, nads: readonly NetworkAttachmentDefinition[], problemsByKey: Map<string, string[]>, warningsByKey: Map<string, string[]>) => {
+    const causes: Cause[] = [];
+    for (const nad of nads) {
+      const key = objectKey(nad);
+      for (const message of problemsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'InvalidAllocatorPool', message });
+      for (const message of warningsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Normal', reason: 'AllocatorPoolWarning', message });
+    }
+    await deps.recorder.report(scope, causes);
+  };
+
+  /** A NAD that opts in but belongs to no network we can name: reported on the NAD itself. */
+  const reconcileNad = async (nadKey: string): Promise<ReconcileResult> => {
+    const nad = deps.nads.getByKey(nadKey);
+    const read = nad ? readAllocatorNad(nad) : undefined;
+    const lonely = nad && read && read.network === undefined && read.problems.length > 0 ? [nad] : [];
+    await reportNads(`${NAD_PREFIX}${nadKey}`, lonely, new Map(read && nad ? [[nadKey, read.problems]] : []), new Map());
+    return {};
+  };
+
+  const reconcileNetwork = async (network: string, signal: AbortSignal): Promise<ReconcileResult> => {
+    const nads = deps.nads.byIndex(NADS_BY_NETWORK, network);
+    const state = resolveNetwork(network, nads);
+    const scope = `${NETWORK_PREFIX}${network}`;
+    if (state.kind === 'unmanaged') {
+      await reportNads(scope, [], new Map(), new Map());
+      await deps.recorder.report(`claims:${network}`, []);
+      deps.metrics?.forget(network);
+      return {};
+    }
+    if (state.kind === 'invalid') {
+      await reportNads(scope, nads, state.problems, new Map());
+      log.warn({ network, problems: Object.fromEntries(state.problems) }, 'network pool is not usable; no new addresses until it is fixed');
+      deps.metrics?.forget(network);
+      return {};
+    }
+    await reportNads(scope, nads, new Map(), state.warnings);
+
+    const unsettled = await settlePending(network, signal);
+
+    const keys = new Set([...deps.claims.indexKeys(CLAIMS_BY_NETWORK, network), ...overlay.keysOf(network)]);
+    const claims: IPAMClaim[] = [];
+    for (const key of keys) {
+      const claim = overlay.view(key, deps.claims.getByKey(key));
+      if (claim && claim.spec?.network === network) claims.push(claim);
+    }
+    const plan = planNetwork({
+      network,
+      pool: state.pool,
+      now: now().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      claims: claims.map((claim) => {
+        const lookup = ownerRequest(claim, deps.vms, deps.vmis);
+        return { key: objectKey(claim), claim, request: lookup.request, ...(lookup.owner ? { owner: lookup.owner } : {}) };
+      }),
+    });
+    if (plan.report.problems.length > 0) log.debug({ network, problems: plan.report.problems }, 'claims hold addresses the pool would not hand out');
+
+    const outcomes = await mapLimit(plan.writes, WRITE_CONCURRENCY, async (w: StatusWrite): Promise<WriteOutcome> => {
+      const status: NonNullable<IPAMClaim['status']> = { ips: w.ips, conditions: conditionsWith(w.claim, w.condition) };
+      const outcome = await write(network, w.claim, status, w.claim.metadata.resourceVersion ?? '', signal);
+      if (outcome === 'written') {
+        deps.metrics?.written(network, w.condition.reason ?? '');
+        if (w.allocated) log.info({ network, claim: w.key, ips: w.ips }, 'allocated addresses');
+        else log.debug({ network, claim: w.key, reason: w.condition.reason }, 'updated claim condition');
+      }
+      return outcome;
+    });
+    await deps.recorder.report(
+      `claims:${network}`,
+      plan.events.map((e) => ({ target: e.target, type: e.type, reason: e.reason, message: e.message })),
+    );
+    deps.metrics?.observe(network, plan.allocator.stats());
+    const raced = outcomes.some((o) => o === 'raced' || o === 'rejected');
+    const unknown = outcomes.includes('unknown');
+    if (plan.skipped.length > 0) log.debug({ network, skipped: plan.skipped }, 'claims left for later');
+    return { requeue: raced || unknown || unsettled };
+  };
+
+  return async function reconcile(key: string, ctx: { signal: AbortSignal }): Promise<ReconcileResult> {
+    if (key.startsWith(NAD_PREFIX)) return reconcileNad(key.slice(NAD_PREFIX.length));
+    return reconcileNetwork(key.slice(NETWORK_PREFIX.length), ctx.signal);
+  };
+}
+
+export const networkKey = (network: string): string => `${NETWORK_PREFIX}${network}`;
+export const nadKey = (key: string): string => `${NAD_PREFIX}${key}`;
+
+function splitKey(key: string): [string, string] {
+  const slash = key.indexOf('/');
+  return [key.slice(0, slash), key.slice(slash + 1)];
+}
+
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, () => worker()));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Wiring.
+
+export interface AllocatorOptions {
+  client: KubeClient;
+  /** The shared claims informer (the controller's): the allocator adds its indexes and reads it. */
+  claims: Informer<IPAMClaim>;
+  /** Watch this namespace only (as the controller's --namespace). */
+  namespace?: string;
+  log: Logger;
+  metrics?: Metrics;
+  /** Networks served in parallel (one network is never served twice at once). Default 2. */
+  concurrency?: number;
+  /** Full pass over every network; default 10 minutes. */
+  resyncIntervalMs?: number;
+  informerOptions?: CommonInformerOptions;
+  clock?: Clock;
+}
+
+export interface Allocator {
+  readonly queue: WorkQueue;
+  readonly informers: readonly Informer<KubeObject>[];
+  /** The webhook's view: addresses for the allocator networks of a launcher pod. */
+  readonly podAddresses: PodAddressLookup;
+  start(): void;
+  hasSynced(): boolean;
+  synced(): Promise<void>;
+  /** Serves the queue while `signal` is not aborted (call only as the leader). */
+  lead(signal: AbortSignal, drainTimeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Create before the shared sources start, so that their initial claim events reach the allocator. */
+export function createAllocator(options: AllocatorOptions): Allocator {
+  const { client, claims, metrics } = options;
+  const log = options.log.child({ component: 'allocator' });
+  const clock = options.clock ?? realClock;
+  const scope = options.namespace ? { namespace: options.namespace } : {};
+  const informerOptions: CommonInformerOptions = { logger: log, ...options.informerOptions };
+  const nads = createInformer(client, { descriptor: resources.networkAttachmentDefinitions, trim: trimAllocatorNad }, scope, informerOptions);
+  const vms = createInformer(client, { descriptor: resources.virtualMachines, trim: trimAllocatorVm }, scope, informerOptions);
+  const vmis = createInformer(client, { descriptor: resources.virtualMachineInstances, trim: trimAllocatorVmi }, scope, informerOptions);
+  nads.addIndex(NADS_BY_NETWORK, nadNetwork);
+  claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
+  claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
+  const informers = [nads, vms, vmis] as unknown as readonly Informer<KubeObject>[];
+
+  const queue = new WorkQueue({ name: ALLOCATOR_QUEUE, ...(metrics ? { metrics: workQueueMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
+  const overlay = new StatusOverlay();
+  const recorder = new ScopedEventRecorder((event) => client.createEvent(event), log);
+  const allocatorMetrics = metrics ? createAllocatorMetrics(metrics.registry as Registry) : undefined;
+
+  const managed = (network: string): boolean =>
+    nads.byIndex(NADS_BY_NETWORK, network).some(isAllocatorNad) || overlay.keysOf(network).length > 0;
+  const enqueueNetwork = (network: string | undefined): void => {
+    if (network && managed(network)) queue.add(networkKey(network));
+  };
+  const allKeys = (): string[] => {
+    const out = new Set<string>();
+    for (const nad of nads.list()) {
+      if (!isAllocatorNad(nad)) continue;
+      const network = nadNetwork(nad)[0];
+      out.add(network === undefined ? nadKey(objectKey(nad)) : networkKey(network));
+    }
+    for (const network of overlay.networks()) out.add(networkKey(network));
+    return [...out];
+  };
+
+  const subscriptions: Subscription[] = [
+    claims.events$.subscribe((e) => {
+      if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
+      enqueueNetwork(e.object.spec?.network);
+      if (e.old && e.old.spec?.network !== e.object.spec?.network) enqueueNetwork(e.old.spec?.network);
+    }),
+    nads.events$.subscribe((e) => {
+      const networks = new Set([...nadNetwork(e.object), ...(e.old ? nadNetwork(e.old) : [])]);
+      // A network any of whose NADs opts in, or opted in before this change (to clear what was reported).
+      const wasOn = isAllocatorNad(e.object) || (e.old !== undefined && isAllocatorNad(e.old));
+      for (const network of networks) if (wasOn || managed(network)) queue.add(networkKey(network));
+      if (wasOn || nadNetwork(e.object).length === 0) queue.add(nadKey(objectKey(e.object)));
+    }),
+    merge(vms.events$, vmis.events$).subscribe((e) => {
+      for (const claim of claims.byIndex(CLAIMS_BY_OWNER, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
+    }),
+  ];
+
+  const reconcile = createNetworkReconciler({
+    nads,
+    claims,
+    vms,
+    vmis,
+    overlay,
+    recorder,
+    log,
+    ...(allocatorMetrics ? { metrics: allocatorMetrics } : {}),
+    writeStatus: (claim, status, resourceVersion, signal) =>
+      client.mergePatch<IPAMClaim>(
+        resources.ipamClaims,
+        claim.metadata.namespace,
+        claim.metadata.name,
+        // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
+        { metadata: { resourceVersion }, status },
+        { subresource: 'status', signal },
+      ),
+    readClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
+  });
+
+  /** The consistent read that makes the previous leader's last writes count (see the header). */
+  const barrier = async (signal: AbortSignal): Promise<void> => {
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      try {
+        const { items } = await client.listAll<unknown>(resources.ipamClaims, { ...scope, signal });
+        let seeded = 0;
+        for (const item of items) {
+          const fresh = trimIPAMClaim(item);
+          const key = objectKey(fresh);
+          const cached = claims.getByKey(key);
+          const cachedVersion = cached?.metadata.resourceVersion;
+          if (cached && cached.metadata.uid === fresh.metadata.uid) {
+            if (cachedVersion === fresh.metadata.resourceVersion || resourceVersionAtLeast(cachedVersion, fresh.metadata.resourceVersion)) continue;
+          }
+          overlay.seed(key, fresh.spec.network, cachedVersion, fresh);
+          seeded++;
+        }
+        log.info({ claims: items.length, newerThanCache: seeded }, 'read every claim before allocating');
+        return;
+      } catch (err) {
+        if (signal.aborted) return;
+        const delay = Math.min(30_000, 500 * 2 ** attempt);
+        log.warn({ err, retryInMs: delay }, 'cannot list claims before allocating; retrying');
+        await sleep(clock, delay, signal).catch(() => undefined);
+      }
+    }
+  };
+
+  return {
+    queue,
+    informers,
+    podAddresses: createPodAddressLookup({
+      allocatorNad: (namespace, name) => nads.get(namespace, name),
+      claims,
+      fetchClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
+    }),
+    start(): void {
+      for (const i of informers) i.start();
+    },
+    hasSynced: () => informers.every((i) => i.hasSynced),
+    synced: async () => {
+      await Promise.all(informers.map((i) => i.synced));
+    },
+    async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
+      await barrier(signal);
+      if (signal.aborted) {
+        await queue.shutDown({ timeoutMs: 0 });
+        return;
+      }
+      const concurrency = options.concurrency ?? 2;
+      log.info({ concurrency }, 'starting allocator workers');
+      const pool = runWorkers(queue, concurrency, reconcile, { logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
+      for (const key of allKeys()) queue.add(key);
+      const resync = startResync(queue, { intervalMs: options.resyncIntervalMs ?? 600_000, keys: allKeys, logger: log });
+      await new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        else signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      resync.stop();
+      const result = await queue.shutDown({ timeoutMs: drainTimeoutMs });
+      if (result.timedOut) log.warn({ abandoned: result.abandoned }, 'allocator passes still running at the shutdown deadline');
+      await pool.done;
+      log.info('allocator workers stopped');
+    },
+    async stop(): Promise<void> {
+      await Promise.all(informers.map((i) => i.stop()));
+      for (const s of subscriptions) s.unsubscribe();
+    },
+  };
+}
+
+async function getOrUndefined(client: KubeClient, namespace: string, name: string, signal: AbortSignal): Promise<IPAMClaim | undefined> {
+  try {
+    return await client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}

@@ -1,0 +1,181 @@
+// What a NetworkAttachmentDefinition says to the built-in allocator: whether it opts in, which network (the CNI
+// config `name`) it belongs to, and the pool. Pure and total: any NAD, however broken, gives an answer with the
+// problems spelled out for the operator, never an exception.
+//
+// The switch and the pool
+// -----------------------
+// - `persistent-ips.kubevirt.io/allocator: "true"` opts the NAD's network in. The NAD must also allow persistent IPs
+//   (`allowPersistentIPs: true` in the config, or `persistent-ips.kubevirt.io/allow-persistent-ips: "true"`), since
+//   only then are claims made for its VMs; an allocator NAD without it is reported.
+// - The pool: `subnets` and `excludeSubnets`, each read from its annotation when the annotation is set
+//   (`persistent-ips.kubevirt.io/subnets`, `persistent-ips.kubevirt.io/exclude-subnets`: comma-separated, for CNIs
+//   such as bridge + static IPAM that reject unknown config keys), else from the config key of the same name
+//   (comma-separated string, as OVN-Kubernetes writes it).
+//
+// One network, one pool
+// ---------------------
+// A network is its config `name`: every NAD with that name, in any namespace, shares the pool (as NADs of one
+// OVN-Kubernetes network share its subnets). They must all opt in and describe the same pool; otherwise nobody on
+// the network gets a new address until they agree (addresses already held are kept), and every one of them is told
+// why. Allocating from two pools, or for claims that came through a NAD that did not opt in, could hand one
+// address out twice.
+
+import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
+import { parseNadConfig } from '../claims/nad-config.ts';
+import type { NetworkAttachmentDefinition } from '../kube/types.ts';
+import { type Pool, parsePool } from './pool.ts';
+
+export const ALLOCATOR_ANNOTATION = 'persistent-ips.kubevirt.io/allocator';
+export const SUBNETS_ANNOTATION = 'persistent-ips.kubevirt.io/subnets';
+export const EXCLUDE_SUBNETS_ANNOTATION = 'persistent-ips.kubevirt.io/exclude-subnets';
+
+/** The NAD annotations the allocator reads (what its cache keeps). */
+export const ALLOCATOR_NAD_ANNOTATIONS: readonly string[] = [
+  ALLOCATOR_ANNOTATION,
+  SUBNETS_ANNOTATION,
+  EXCLUDE_SUBNETS_ANNOTATION,
+  NAD_PERSISTENT_IPS_ANNOTATION,
+];
+
+export interface AllocatorNad {
+  /** `namespace/name` */
+  key: string;
+  /** The switch is on. */
+  enabled: boolean;
+  /** The CNI network name; undefined when the config has none (or cannot be read). */
+  network?: string;
+  /** Claims are made for this NAD's VMs. */
+  persistent: boolean;
+  /** The pool keys as found (annotation or config), before parsing. */
+  subnets: string[];
+  excludeSubnets: string[];
+  topology?: string;
+  /** Set when enabled and the keys parse. */
+  pool?: Pool;
+  /** What keeps this NAD from serving allocations (only for enabled NADs, or a malformed switch). */
+  problems: string[];
+  /** Accepted but worth telling (e.g. an ignored OVN host prefix). */
+  warnings: string[];
+}
+
+const keyOf = (nad: NetworkAttachmentDefinition): string => `${nad.metadata?.namespace ?? ''}/${nad.metadata?.name ?? ''}`;
+
+function annotation(nad: NetworkAttachmentDefinition, key: string): string | undefined {
+  const value: unknown = nad?.metadata?.annotations?.[key];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** Whether the switch is on; cheap (no config parsing), for filters. */
+export function isAllocatorNad(nad: NetworkAttachmentDefinition | undefined): boolean {
+  return nad !== undefined && annotation(nad, ALLOCATOR_ANNOTATION)?.trim().toLowerCase() === 'true';
+}
+
+const splitList = (value: string): string[] =>
+  value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+
+/** Reads one NAD. Never throws. */
+export function readAllocatorNad(nad: NetworkAttachmentDefinition): AllocatorNad {
+  const config = parseNadConfig(nad);
+  const switchValue = annotation(nad, ALLOCATOR_ANNOTATION);
+  const enabled = isAllocatorNad(nad);
+  const subnetsAnnotation = annotation(nad, SUBNETS_ANNOTATION);
+  const excludeAnnotation = annotation(nad, EXCLUDE_SUBNETS_ANNOTATION);
+  const result: AllocatorNad = {
+    key: keyOf(nad),
+    enabled,
+    persistent: config.allowPersistentIPs,
+    subnets: subnetsAnnotation !== undefined ? splitList(subnetsAnnotation) : config.subnets,
+    excludeSubnets: excludeAnnotation !== undefined ? splitList(excludeAnnotation) : config.excludeSubnets,
+    problems: [],
+    warnings: [],
+  };
+  if (config.networkName !== undefined) result.network = config.networkName;
+  if (config.topology !== undefined) result.topology = config.topology;
+
+  if (switchValue !== undefined && !enabled && switchValue.trim().toLowerCase() !== 'false' && switchValue.trim() !== '') {
+    result.problems.push(`annotation ${ALLOCATOR_ANNOTATION} must be "true" or "false", got "${switchValue}"`);
+    return result;
+  }
+  if (!enabled) return result;
+
+  const unreadable = config.problems.filter((p) => p.field === undefined || p.field === 'subnets' || p.field === 'excludeSubnets');
+  for (const p of unreadable) result.problems.push(p.message);
+  if (result.network === undefined && unreadable.length === 0) {
+    result.problems.push('the config has no network "name", which identifies the pool and every claim of the network');
+  }
+  if (!config.allowPersistentIPs) {
+    result.problems.push(
+      `the allocator is switched on but the NAD does not allow persistent IPs, so its VMs get no IPAMClaim: ` +
+        `add "allowPersistentIPs": true to the config or the annotation ${NAD_PERSISTENT_IPS_ANNOTATION}: "true"`,
+    );
+  }
+  const parsed = parsePool({
+    subnets: result.subnets.join(','),
+    excludeSubnets: result.excludeSubnets.join(','),
+    ...(result.topology !== undefined ? { topology: result.topology } : {}),
+  });
+  if (parsed.ok) {
+    result.pool = parsed.pool;
+    result.warnings.push(...parsed.pool.warnings);
+  } else {
+    const where = subnetsAnnotation !== undefined ? `annotation ${SUBNETS_ANNOTATION}` : 'config key "subnets"';
+    for (const p of parsed.problems) result.problems.push(p.code === 'NoSubnets' ? noSubnets(where) : p.message);
+    result.warnings.push(...parsed.warnings);
+  }
+  return result;
+}
+
+function noSubnets(where: string): string {
+  return `no pool: set ${SUBNETS_ANNOTATION} (or "subnets" in the config), e.g. "192.0.2.0/24,fd00:10::/64" (looked at the ${where})`;
+}
+
+/** The state of one network, from every NAD (any namespace) whose config `name` is the network. */
+export type NetworkState =
+  /** No NAD of the network opts in: the allocator leaves it alone. */
+  | { kind: 'unmanaged'; network: string }
+  /** At least one NAD opts in, but something is wrong: problems by NAD key, for Events. No new allocations. */
+  | { kind: 'invalid'; network: string; problems: Map<string, string[]>; nads: AllocatorNad[] }
+  | { kind: 'ready'; network: string; pool: Pool; nads: AllocatorNad[]; warnings: Map<string, string[]> };
+
+/** Combines the NADs of one network (callers pass those whose config `name` is `network`). */
+export function resolveNetwork(network: string, nads: readonly NetworkAttachmentDefinition[]): NetworkState {
+  const read = nads.map(readAllocatorNad).filter((n) => n.network === network).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const enabled = read.filter((n) => n.enabled);
+  if (enabled.length === 0) return { kind: 'unmanaged', network };
+
+  const problems = new Map<string, string[]>();
+  const add = (key: string, message: string) => {
+    const list = problems.get(key) ?? [];
+    list.push(message);
+    problems.set(key, list);
+  };
+  for (const n of read) for (const p of n.problems) add(n.key, p);
+
+  const off = read.filter((n) => !n.enabled);
+  if (off.length > 0) {
+    const message =
+      `network "${network}" is served by the allocator (${enabled.map((n) => n.key).join(', ')}) but ` +
+      `${off.map((n) => n.key).join(', ')} ${off.length === 1 ? 'does' : 'do'} not set ${ALLOCATOR_ANNOTATION}: "true"; ` +
+      `every NAD of a network must agree, so no new address is handed out until they do`;
+    for (const n of read) add(n.key, message);
+  }
+  const pools = new Map<string, string[]>();
+  for (const n of enabled) {
+    if (!n.pool) continue;
+    const list = pools.get(n.pool.canonical) ?? [];
+    list.push(n.key);
+    pools.set(n.pool.canonical, list);
+  }
+  if (pools.size > 1) {
+    const described = [...pools].map(([canonical, keys]) => `${keys.join(', ')}: ${canonical}`).join('; ');
+    const message = `the NADs of network "${network}" declare different pools (${described}); no new address is handed out until they agree`;
+    for (const n of enabled) add(n.key, message);
+  }
+  if (problems.size > 0) return { kind: 'invalid', network, problems, nads: read };
+  const warnings = new Map<string, string[]>();
+  for (const n of enabled) if (n.warnings.length > 0) warnings.set(n.key, n.warnings);
+  return { kind: 'ready', network, pool: enabled[0]!.pool!, nads: read, warnings };
+}

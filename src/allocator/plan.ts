@@ -1,0 +1,178 @@
+// One pass over one network, as a pure function: given the pool and every claim of the network (as the caches and
+// our own recent writes show them) with what each claim's owner asks for, which claim statuses to write and what to
+// tell people. The allocator loop (loop.ts) gathers the input, writes the plan, and comes back on the next change.
+//
+// Rules (docs/allocator.md):
+// - The claims are the truth: the pool's state is rebuilt from every claim's status.ips on every pass. Two claims
+//   holding one address are both reported (IPAddressConflict, Events on both owners) and neither is changed.
+// - A claim without addresses gets one per family of the pool: the requested ones when its owner asks, else the
+//   lowest free ones. Claims are served oldest first (creationTimestamp, then namespace/name), so a pass repeated
+//   after a crash between choosing and recording makes the same choices.
+// - A claim keeps its addresses forever; a request that differs from them is reported, never applied.
+// - Every claim of the network ends with the condition IPsAllocated: True/SuccessfulAllocation when it holds valid
+//   addresses, False with OVN-Kubernetes' reasons otherwise. A claim whose condition already says so is not written:
+//   a steady state costs no write.
+
+import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
+import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
+import type { Pool } from './pool.ts';
+import type { OwnerRequest, OwnerTarget } from './requests.ts';
+
+export const CONDITION_TYPE = 'IPsAllocated';
+
+export interface PlanClaim {
+  /** `namespace/name` */
+  key: string;
+  claim: IPAMClaim;
+  request: OwnerRequest;
+  owner?: OwnerTarget;
+}
+
+export interface PlanInput {
+  network: string;
+  pool: Pool;
+  claims: readonly PlanClaim[];
+  /** RFC 3339, for lastTransitionTime. */
+  now: string;
+}
+
+/** The status to write to one claim. `ips` is what status.ips must hold afterwards (unchanged ones included). */
+export interface StatusWrite {
+  key: string;
+  claim: IPAMClaim;
+  ips: string[];
+  /** Whether `ips` differs from what the claim holds (new addresses were chosen). */
+  allocated: boolean;
+  condition: IPAMClaimCondition;
+}
+
+export interface PlanEvent {
+  target: OwnerTarget;
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+  /** The claim concerned (`namespace/name`). */
+  claim: string;
+}
+
+export interface NetworkPlan {
+  writes: StatusWrite[];
+  events: PlanEvent[];
+  /** Claims left for later, and why (owner not cached yet, owner gone, terminating). */
+  skipped: { key: string; why: string }[];
+  report: RebuildReport;
+  allocator: PoolAllocator;
+}
+
+/** Claims whose IPsAllocated condition says this, by outcome (for metrics and tests). */
+export type Outcome = AllocationErrorCode | 'Success';
+
+export function planNetwork(input: PlanInput): NetworkPlan {
+  const allocator = new PoolAllocator(input.pool);
+  const ordered = [...input.claims].sort(byAge);
+  const report = allocator.rebuild(ordered.map((c) => ({ key: c.key, ips: c.claim.status?.ips ?? [] })));
+  const plan: NetworkPlan = { writes: [], events: [], skipped: [], report, allocator };
+
+  const conflictOf = new Map<string, string>();
+  for (const conflict of report.conflicts) {
+    for (const key of conflict.keys) {
+      const others = conflict.keys.filter((k) => k !== key);
+      const text = `${conflict.ip} is held by ${key} and also by ${others.join(', ')}`;
+      conflictOf.set(key, conflictOf.has(key) ? `${conflictOf.get(key)}; ${text}` : text);
+    }
+  }
+
+  for (const c of ordered) {
+    const held = c.claim.status?.ips ?? [];
+    const tell = (type: PlanEvent['type'], reason: string, message: string) => {
+      if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
+    };
+    const refuse = (code: Outcome, message: string) => {
+      const reason = code === 'Success' ? ALLOCATION_CONDITION_REASON.Success : ALLOCATION_CONDITION_REASON[code];
+      const full = `IPAMClaim ${c.key} on network "${input.network}": ${message}`;
+      want(plan, c, held, false, condition(c.claim, 'False', reason, full, input.now));
+      tell('Warning', code, full);
+    };
+
+    const conflict = conflictOf.get(c.key);
+    if (conflict !== undefined) {
+      // Neither holder is changed: which one is right is not ours to guess.
+      refuse('IPAddressConflict', `${conflict}; neither claim is changed, delete the wrong one to resolve it`);
+      continue;
+    }
+    if (held.length === 0) {
+      if (c.claim.metadata.deletionTimestamp) {
+        plan.skipped.push({ key: c.key, why: 'the claim is being deleted' });
+        continue;
+      }
+      if (c.request.kind === 'wait' || c.request.kind === 'gone') {
+        plan.skipped.push({ key: c.key, why: c.request.message });
+        continue;
+      }
+      if (c.request.kind === 'invalid') {
+        refuse('InvalidRequest', `the requested addresses cannot be read: ${c.request.message}`);
+        continue;
+      }
+    }
+    const requested = c.request.kind === 'addresses' ? c.request.addresses : [];
+    const result = allocator.allocate(c.key, { requested });
+    if (!result.ok) {
+      const from = requested.length > 0 && held.length === 0 && c.request.kind === 'addresses' ? ` (asked for by ${c.request.source})` : '';
+      refuse(result.error, `${result.message}${from}`);
+      continue;
+    }
+    for (const warning of result.warnings) tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: ${warning}`);
+    const message = result.changed && held.length === 0 ? `allocated ${result.ips.join(', ')} from network "${input.network}"` : `holds ${result.ips.join(', ')} on network "${input.network}"`;
+    const previous = currentCondition(c.claim);
+    // Keep the message of an unchanged success, so that re-confirming an allocation never writes.
+    const text = previous?.status === 'True' && previous.reason === ALLOCATION_CONDITION_REASON.Success && !result.changed ? (previous.message ?? message) : message;
+    want(plan, c, result.ips, result.changed, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, text, input.now));
+  }
+  return plan;
+}
+
+/** Adds a write unless the claim already says exactly this. */
+function want(plan: NetworkPlan, c: PlanClaim, ips: readonly string[], allocated: boolean, cond: IPAMClaimCondition): void {
+  const previous = currentCondition(c.claim);
+  const same =
+    !allocated &&
+    previous !== undefined &&
+    previous.status === cond.status &&
+    previous.reason === cond.reason &&
+    previous.message === cond.message;
+  if (same) return;
+  plan.writes.push({ key: c.key, claim: c.claim, ips: [...ips], allocated, condition: cond });
+}
+
+export function currentCondition(claim: IPAMClaim): IPAMClaimCondition | undefined {
+  return claim.status?.conditions?.find((cond) => cond.type === CONDITION_TYPE);
+}
+
+/** The IPsAllocated condition to write, keeping lastTransitionTime while the status does not change. */
+export function condition(claim: IPAMClaim, status: 'True' | 'False', reason: string, message: string, now: string): IPAMClaimCondition {
+  const previous = currentCondition(claim);
+  const cond: IPAMClaimCondition = {
+    type: CONDITION_TYPE,
+    status,
+    reason,
+    message,
+    lastTransitionTime: previous?.status === status && previous.lastTransitionTime ? previous.lastTransitionTime : now,
+  };
+  if (claim.metadata.generation !== undefined) cond.observedGeneration = claim.metadata.generation;
+  return cond;
+}
+
+/** The status.conditions list after setting `cond`: other condition types are kept as they are, in order. */
+export function conditionsWith(claim: IPAMClaim, cond: IPAMClaimCondition): IPAMClaimCondition[] {
+  const list = claim.status?.conditions ?? [];
+  const at = list.findIndex((c) => c.type === cond.type);
+  if (at < 0) return [...list, cond];
+  return list.map((c, i) => (i === at ? cond : c));
+}
+
+function byAge(a: PlanClaim, b: PlanClaim): number {
+  const ta = a.claim.metadata.creationTimestamp ?? '';
+  const tb = b.claim.metadata.creationTimestamp ?? '';
+  if (ta !== tb) return ta < tb ? -1 : 1;
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}

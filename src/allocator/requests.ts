@@ -1,0 +1,119 @@
+// Which addresses a claim's owner asks for: the `network.kubevirt.io/addresses` annotation (interface name → list of
+// addresses) of the VMI, or, while the VM has no VMI yet, of the VM's template (KubeVirt copies template
+// annotations to the VMI). Claims are made as soon as a VM exists, so the VM template is usually what the allocator
+// reads: the request must be known before the first address is chosen, because a claim's addresses never change.
+//
+// Pure over read-only caches.
+
+import { claimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
+import type { IPAMClaim, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import { ADDRESSES_ANNOTATION, parseAddressesAnnotation } from './allocator.ts';
+
+export interface ReadCache<T> {
+  get(namespace: string | undefined, name: string): T | undefined;
+}
+
+/** The object Events about a claim go on: its owner VM (or standalone VMI). */
+export interface OwnerTarget {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export type OwnerRequest =
+  /** No request: any free address. */
+  | { kind: 'none' }
+  | { kind: 'addresses'; addresses: string[]; source: string }
+  /** The owner asked for something unreadable for this interface: report, and allocate nothing. */
+  | { kind: 'invalid'; message: string }
+  /** The owner named by the claim is not in the cache yet: decide later (its add event brings the claim back). */
+  | { kind: 'wait'; message: string }
+  /** The owner is another incarnation or terminating: the claim is on its way out; allocate nothing. */
+  | { kind: 'gone'; message: string };
+
+export interface OwnerLookup {
+  request: OwnerRequest;
+  owner?: OwnerTarget;
+  /** The logical network (VM network `name`) of the claim, when found. */
+  network?: string;
+}
+
+const KUBEVIRT_KINDS = new Set(['VirtualMachine', 'VirtualMachineInstance']);
+
+export function kubevirtOwner(claim: IPAMClaim): OwnerReference | undefined {
+  const refs = (claim.metadata.ownerReferences ?? []).filter((r) => KUBEVIRT_KINDS.has(r.kind) && r.apiVersion?.startsWith('kubevirt.io/'));
+  return refs.find((r) => r.controller === true) ?? refs[0];
+}
+
+function controllerUid(obj: { metadata: { ownerReferences?: OwnerReference[] } }, kind: string): string | undefined {
+  return obj.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === kind)?.uid;
+}
+
+/** The VM network of `spec` the claim belongs to: same claim name, or same pod interface. */
+export function networkOfClaim(claim: IPAMClaim, vmName: string, spec: VmiSpecLike | undefined): string | undefined {
+  const iface = claim.spec?.interface;
+  for (const net of spec?.networks ?? []) {
+    if (!net || typeof net.name !== 'string') continue;
+    if (claimName(vmName, net.name) === claim.metadata.name) return net.name;
+  }
+  for (const net of spec?.networks ?? []) {
+    if (!net || typeof net.name !== 'string') continue;
+    const primary = net.pod !== undefined || net.multus?.default === true;
+    if (iface && iface === (primary ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name))) return net.name;
+  }
+  return undefined;
+}
+
+/** What the claim's owner asks for, and who to tell about it. */
+export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, vmis: ReadCache<VirtualMachineInstance>): OwnerLookup {
+  const ref = kubevirtOwner(claim);
+  if (!ref) return { request: { kind: 'none' } };
+  const namespace = claim.metadata.namespace ?? '';
+  const owner: OwnerTarget = { apiVersion: ref.apiVersion, kind: ref.kind, namespace, name: ref.name, uid: ref.uid };
+  const what = `${ref.kind} ${namespace}/${ref.name}`;
+
+  let annotations: Record<string, string> | undefined;
+  let spec: VmiSpecLike | undefined;
+  let source: string;
+  if (ref.kind === 'VirtualMachine') {
+    const vm = vms.get(namespace, ref.name);
+    if (!vm) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
+    if (vm.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
+    if (vm.metadata.deletionTimestamp) return { owner, request: { kind: 'gone', message: `${what} is being deleted` } };
+    const vmi = vmis.get(namespace, ref.name);
+    if (vmi && controllerUid(vmi, 'VirtualMachine') === vm.metadata.uid) {
+      annotations = vmi.metadata.annotations;
+      spec = vmi.spec;
+      source = `VirtualMachineInstance ${namespace}/${ref.name}`;
+    } else {
+      annotations = vm.spec?.template?.metadata?.annotations;
+      spec = vm.spec?.template?.spec;
+      source = `the template of ${what}`;
+    }
+  } else {
+    const vmi = vmis.get(namespace, ref.name);
+    if (!vmi) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
+    if (vmi.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
+    annotations = vmi.metadata.annotations;
+    spec = vmi.spec;
+    source = what;
+  }
+
+  const network = networkOfClaim(claim, ref.name, spec);
+  const base: OwnerLookup = network === undefined ? { owner, request: { kind: 'none' } } : { owner, network, request: { kind: 'none' } };
+  const value = annotations?.[ADDRESSES_ANNOTATION];
+  if (value === undefined || network === undefined) return base;
+  const parsed = parseAddressesAnnotation(value);
+  const mine = parsed.problems.find((p) => p.interface === network);
+  if (mine) return { ...base, request: { kind: 'invalid', message: `${mine.message} (on ${source})` } };
+  const requested = parsed.requests.get(network);
+  if (requested) return { ...base, request: { kind: 'addresses', addresses: [...requested], source } };
+  // A document that cannot be read at all may well have meant this interface too: wait for the user to fix it.
+  const whole = parsed.problems.filter((p) => p.interface === undefined);
+  if (whole.length > 0 && parsed.requests.size === 0) {
+    return { ...base, request: { kind: 'invalid', message: `${whole.map((p) => p.message).join('; ')} (on ${source})` } };
+  }
+  return base;
+}

@@ -1,0 +1,153 @@
+// Test helpers for the allocator loop: an in-memory "API server" for claim statuses (resourceVersion preconditions,
+// a global revision counter like etcd's) whose changes reach the caches only when a test delivers them, so tests
+// choose exactly how far behind the caches are.
+
+import { pino } from 'pino';
+import type { EventInput } from '../kube/client.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { Store, objectKey } from '../sources/store.ts';
+import { ScopedEventRecorder } from './events.ts';
+import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER, claimNetwork, claimOwners, createNetworkReconciler, NADS_BY_NETWORK, nadNetwork, networkKey } from './loop.ts';
+import { StatusOverlay } from './overlay.ts';
+
+export const NS = 'vms';
+
+export function nad(name: string, network: string, annotations: Record<string, string>, extra: Record<string, unknown> = {}, namespace = NS): NetworkAttachmentDefinition {
+  return {
+    metadata: { name, namespace, uid: `uid-nad-${namespace}-${name}`, annotations },
+    spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', ...extra }) },
+  };
+}
+
+/** A bridge + static IPAM NAD that opts in, with its pool in annotations. */
+export function allocatorNad(name: string, network: string, subnets: string, exclude?: string, namespace = NS): NetworkAttachmentDefinition {
+  return nad(
+    name,
+    network,
+    {
+      'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
+      'persistent-ips.kubevirt.io/allocator': 'true',
+      'persistent-ips.kubevirt.io/subnets': subnets,
+      ...(exclude ? { 'persistent-ips.kubevirt.io/exclude-subnets': exclude } : {}),
+    },
+    {},
+    namespace,
+  );
+}
+
+export function vm(name: string, networks: { name: string; nad: string }[], addresses?: Record<string, string[]>, namespace = NS): VirtualMachine {
+  return {
+    metadata: { name, namespace, uid: `uid-vm-${name}` },
+    spec: {
+      template: {
+        ...(addresses ? { metadata: { annotations: { 'network.kubevirt.io/addresses': JSON.stringify(addresses) } } } : {}),
+        spec: {
+          networks: networks.map((n) => ({ name: n.name, multus: { networkName: n.nad } })),
+          domain: { devices: { interfaces: networks.map((n) => ({ name: n.name, bridge: {} })) } },
+        },
+      },
+    },
+  };
+}
+
+export function claim(vmName: string, logical: string, network: string, o: { created?: string; ips?: string[]; ownerUid?: string; namespace?: string } = {}): IPAMClaim {
+  return {
+    metadata: {
+      name: `${vmName}.${logical}`,
+      namespace: o.namespace ?? NS,
+      uid: `uid-claim-${vmName}.${logical}`,
+      creationTimestamp: o.created ?? '2025-01-01T00:00:00Z',
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vmName, uid: o.ownerUid ?? `uid-vm-${vmName}`, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: { network, interface: 'pod0' },
+    ...(o.ips ? { status: { ips: o.ips } } : {}),
+  };
+}
+
+/** What the fake API does on the next status write. */
+export type WriteFault = 'none' | 'timeout-applied' | 'timeout-lost';
+
+export class FakeWorld {
+  readonly nads = new Store<NetworkAttachmentDefinition>();
+  readonly claims = new Store<IPAMClaim>();
+  readonly vms = new Store<VirtualMachine>();
+  readonly vmis = new Store<VirtualMachineInstance>();
+  /** The API server's claims, by key. */
+  readonly server = new Map<string, IPAMClaim>();
+  readonly events: EventInput[] = [];
+  readonly writes: { key: string; status: IPAMClaim['status'] }[] = [];
+  overlay = new StatusOverlay();
+  readonly recorder = new ScopedEventRecorder(async (e) => {
+    this.events.push(e);
+  }, pino({ level: 'silent' }));
+  revision = 100;
+  faults: WriteFault[] = [];
+
+  constructor() {
+    this.nads.addIndex(NADS_BY_NETWORK, nadNetwork);
+    this.claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
+    this.claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
+  }
+
+  /** Creates a claim on the server and in the cache (as if its ADDED event was delivered). */
+  addClaim(c: IPAMClaim): IPAMClaim {
+    const stored = structuredClone(c);
+    stored.metadata.resourceVersion = String(++this.revision);
+    this.server.set(objectKey(stored), stored);
+    this.claims.upsert(structuredClone(stored));
+    return stored;
+  }
+
+  /** Delivers the server's current state of a claim (or all) to the cache. */
+  deliver(key?: string): void {
+    for (const [k, c] of this.server) if (key === undefined || key === k) this.claims.upsert(structuredClone(c));
+  }
+
+  deleteClaim(key: string): void {
+    const c = this.server.get(key);
+    this.server.delete(key);
+    if (c) {
+      this.claims.delete(c);
+      this.overlay.observeDeleted(key, c.metadata.uid);
+    }
+  }
+
+  reconciler(now = () => new Date('2025-06-01T12:00:00Z')) {
+    return createNetworkReconciler({
+      nads: this.nads,
+      claims: this.claims,
+      vms: this.vms,
+      vmis: this.vmis,
+      overlay: this.overlay,
+      recorder: this.recorder,
+      log: pino({ level: 'silent' }),
+      now,
+      writeStatus: async (c, status, resourceVersion) => {
+        const key = objectKey(c);
+        const fault = this.faults.shift() ?? 'none';
+        const current = this.server.get(key);
+        const ref = { kind: 'IPAMClaim', namespace: c.metadata.namespace, name: c.metadata.name };
+        if (fault === 'timeout-lost') throw new KubeApiError({ reason: 'transient', object: ref, verb: 'patch', message: 'context deadline exceeded' });
+        if (!current) throw new KubeApiError({ reason: 'notFound', code: 404, object: ref, verb: 'patch' });
+        if (current.metadata.resourceVersion !== resourceVersion) throw new KubeApiError({ reason: 'conflict', code: 409, object: ref, verb: 'patch' });
+        const next = structuredClone({ ...current, status: { ...(current.status ?? {}), ...structuredClone(status) } });
+        next.metadata.resourceVersion = String(++this.revision);
+        this.server.set(key, next);
+        this.writes.push({ key, status: structuredClone(status) });
+        if (fault === 'timeout-applied') throw new KubeApiError({ reason: 'transient', code: 504, object: ref, verb: 'patch', message: 'timeout' });
+        return structuredClone(next);
+      },
+      readClaim: async (namespace, name) => structuredClone(this.server.get(`${namespace}/${name}`)),
+    });
+  }
+
+  async pass(network: string, reconcile = this.reconciler()) {
+    return reconcile(networkKey(network), { signal: new AbortController().signal });
+  }
+
+  /** Every address held on the server, by claim key. */
+  held(): Map<string, string[]> {
+    return new Map([...this.server].map(([k, c]) => [k, c.status?.ips ?? []]));
+  }
+}
