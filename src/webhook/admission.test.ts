@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
+import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { podInterfaceName } from '../claims/index.ts';
 import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
@@ -70,6 +71,7 @@ interface Setup {
   gate?: boolean;
   fetchNad?: Fetch<NetworkAttachmentDefinition>;
   budgetMs?: number;
+  podAddresses?: PodAddressLookup;
 }
 
 function handler(setup: Setup) {
@@ -91,6 +93,7 @@ function handler(setup: Setup) {
     metrics,
     ...(setup.fetchNad ? { fetchNad: setup.fetchNad } : {}),
     ...(setup.budgetMs ? { budgetMs: setup.budgetMs } : {}),
+    ...(setup.podAddresses ? { podAddresses: setup.podAddresses } : {}),
   };
   return { handle: createPodAdmissionHandler(deps), calls, registry };
 }
@@ -236,6 +239,59 @@ describe('pod admission handler', () => {
     for (const body of [null, [], { apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'x' } }, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }]) {
       await assert.rejects(handle(body), BadAdmissionReviewError);
     }
+  });
+});
+
+describe('pod admission handler: built-in allocator networks', () => {
+  it('the claim holds addresses: the element gets them as ips', async () => {
+    const lookups: string[] = [];
+    const podAddresses: PodAddressLookup = async (namespace, v) => {
+      lookups.push(`${namespace}/${v.metadata.name}`);
+      return new Map([['red', { ips: ['10.0.0.5/16'] }]]);
+    };
+    const { handle } = handler({ cached: [vmi(['red', 'blue'])], podAddresses });
+    const pod = launcher(['red', 'blue']);
+    const out = await handle(review(pod));
+    assert.equal(out.response?.allowed, true);
+    assert.deepEqual(patchedNetworks(pod, out), [
+      { name: 'red', namespace: NS, interface: podInterfaceName('red'), ips: ['10.0.0.5/16'], 'ipam-claim-reference': 'vm1.red' },
+      { name: 'blue', namespace: NS, interface: podInterfaceName('blue') },
+    ]);
+    assert.deepEqual(lookups, [`${NS}/vm1`]);
+  });
+
+  it('the claim has no address yet: denied with the reason and a retry promise', async () => {
+    const { handle, registry } = handler({ cached: [vmi(['red'])], podAddresses: async () => new Map([['red', { deny: 'IPAMClaim vms/vm1.red for network "red" has no address yet' }]]) });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 503);
+    assert.match(out.response!.status!.message!, /vm1\.red for network "red" has no address yet/);
+    assert.match(out.response!.status!.message!, /KubeVirt retries/);
+    assert.match(await registry.metrics(), /persistent_ips_webhook_admissions_total\{result="denied"\} 1/);
+  });
+
+  it('the claim cannot be read: denied as a transient lookup failure', async () => {
+    const podAddresses: PodAddressLookup = async () => {
+      throw new ClaimLookupError({ kind: 'IPAMClaim', namespace: NS, name: 'vm1.red' }, new Error('connection reset'));
+    };
+    const { handle } = handler({ cached: [vmi(['red'])], podAddresses });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response!.status!.message!, /cannot read IPAMClaim vms\/vm1\.red: connection reset/);
+  });
+
+  it('UPDATE (in-place hotplug): addresses are not looked up', async () => {
+    let called = false;
+    const { handle } = handler({
+      cached: [vmi(['red'])],
+      podAddresses: async () => {
+        called = true;
+        return new Map();
+      },
+    });
+    const out = await handle(review(launcher(['red']), 'UPDATE'));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(called, false);
   });
 });
 

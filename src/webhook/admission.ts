@@ -20,7 +20,11 @@
 // - A pod whose networks cannot be persistent judged from the NADs alone (all NADs known and ordinary, no
 //   persistent primary network) is admitted without reading its VMI, so VMs on ordinary networks never wait for
 //   the VMI lookups above.
+// - Built-in allocator networks (docs/allocator.md, "Pod admission"): a pod whose claim has no address yet, or was
+//   refused one, is DENIED with the reason (KubeVirt retries); never admitted with an address other than its
+//   claim's. A claim that cannot be read: DENY, as for the VMI.
 
+import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { DOMAIN_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
@@ -84,6 +88,8 @@ export interface PodAdmissionDeps {
   /** Time for the whole admission, API fallbacks included; below the webhook's timeoutSeconds (5). Default 3 s. */
   budgetMs?: number;
   metrics?: WebhookMetrics;
+  /** The built-in allocator's addresses for a pod's networks (absent: no allocator). */
+  podAddresses?: PodAddressLookup;
 }
 
 /** A request that is not an AdmissionReview v1: the server answers HTTP 400. */
@@ -246,16 +252,28 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     if (!vmi) return gone('does not exist');
     if (ref.uid && vmi.metadata.uid !== ref.uid) return gone(`has uid ${vmi.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
 
-    const compute = async (v: VirtualMachineInstance): Promise<PodMutation> =>
-      mutateLauncherPod({
+    const compute = async (v: VirtualMachineInstance): Promise<PodMutation> => {
+      const nads = await nadsForVmi(v, namespace, signal);
+      let addresses: Map<string, PodAddresses> | undefined;
+      if (deps.podAddresses && request.operation === 'CREATE') {
+        try {
+          addresses = await deps.podAddresses(namespace, v, nads, signal);
+        } catch (error) {
+          if (!(error instanceof ClaimLookupError)) throw error;
+          throw new TransientLookupError(error.object, error.cause);
+        }
+      }
+      return mutateLauncherPod({
         pod,
         namespace,
         operation: request.operation!,
         vmi: v,
-        nads: await nadsForVmi(v, namespace, signal),
+        nads,
         gateEnabled: true,
         ...(deps.clusterDefaultNetwork ? { clusterDefaultNetwork: deps.clusterDefaultNetwork } : {}),
+        ...(addresses ? { addresses } : {}),
       });
+    };
     let result = await compute(vmi);
     if (result.staleVmiSuspected && !fromApi) {
       // The pod has a network the cached VMI lacks: a hotplug the cache has not caught up with. Ask the API.
@@ -271,6 +289,13 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       .map((r) => `persistent-ips: ${r.message}`);
     for (const report of result.reports) vmiLog.warn({ reason: report.reason, network: report.network }, report.message);
     if (result.skipped === 'UnreadableAnnotation') return allow('unreadable', warnings);
+    if (result.denials.length > 0) {
+      const message =
+        `persistent-ips: launcher pod not admitted yet: ${result.denials.map((d) => d.message).join('; ')}. ` +
+        'The pod is rejected rather than started with an address its claim does not hold; KubeVirt retries the pod creation.';
+      vmiLog.warn({ denials: result.denials }, 'denying launcher pod: its addresses are not allocated');
+      return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
+    }
     if (result.patch.length === 0) return allow('unchanged', warnings);
     vmiLog.info({ references: result.references }, 'adding IPAM claim references');
     return {

@@ -64,6 +64,7 @@ interface Row {
   skipped?: string;
   reports?: string[];
   stale?: boolean;
+  denials?: string[];
 }
 
 const rows: Row[] = [
@@ -228,6 +229,37 @@ const rows: Row[] = [
     input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(nad('primary-udn', ovn('p', { role: 'primary' }))) },
   },
   {
+    name: 'allocator network: the element gets the claim\'s addresses as ips, with the reference',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red'), el('blue', 'blue')]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]), addresses: new Map([['red', { ips: ['10.10.0.5/16', 'fd00::5/64'] }]]) },
+    expect: { [NETWORKS]: [el('red', 'red', { ips: ['10.10.0.5/16', 'fd00::5/64'], 'ipam-claim-reference': 'vm1.red' }), el('blue', 'blue')] },
+  },
+  {
+    name: 'allocator network whose element already references its claim: ips added all the same',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]) },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red', ips: ['10.10.0.5/16'] })] },
+  },
+  {
+    name: 'allocator network whose element already has the claim\'s ips: no patch',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { ips: ['10.10.0.5/16'], 'ipam-claim-reference': 'vm1.red' })]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]) },
+  },
+  {
+    name: 'allocator network whose element asks for other addresses than the claim\'s: denied',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { ips: ['10.10.0.9/16'] })]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]) },
+    expect: { [NETWORKS]: [el('red', 'red', { ips: ['10.10.0.9/16'], 'ipam-claim-reference': 'vm1.red' })] },
+    denials: ['red'],
+  },
+  {
+    name: 'allocator network whose claim has no address yet: denied with the reason',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { deny: 'no address yet' }]]) },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
+    denials: ['red'],
+  },
+  {
+    name: 'allocator addresses are not applied on UPDATE (a running pod keeps what it has)',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), operation: 'UPDATE', addresses: new Map([['red', { deny: 'no address yet' }]]) },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
+  },
+  {
     name: 'pod without any annotation and a primary UDN: the annotations map is created',
     input: { pod: pod(undefined), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(PRIMARY) },
     expect: { [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }] },
@@ -245,6 +277,7 @@ describe('mutateLauncherPod', () => {
       assert.equal(result.skipped, row.skipped);
       assert.deepEqual(result.reports.map((r) => r.reason), row.reports ?? []);
       assert.equal(result.staleVmiSuspected, row.stale ?? false);
+      assert.deepEqual(result.denials.map((d) => d.network), row.denials ?? []);
       if (!row.expect) {
         assert.deepEqual(result.patch, []);
         return;

@@ -14,8 +14,11 @@
 // - Never touched: pods that are not launcher pods, pods when the gate is off, elements of other networks, elements
 //   that already carry a reference (a different one is reported, not overwritten), and any pod whose annotation
 //   cannot be read (reported). An unchanged annotation produces no patch operation.
+// - Built-in allocator networks (`addresses`, at CREATE only): the element also gets `ips`, exactly the claim's
+//   addresses, or the pod is denied (`denials`) when the claim has none (docs/allocator.md, "Pod admission").
 
 import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import type { PodAddresses } from '../allocator/pod-addresses.ts';
 import { parseNadConfig, persistentNetworks, podInterfaceName, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
@@ -42,6 +45,8 @@ export interface PodMutationInput {
   nads: ReadonlyMap<string, NetworkAttachmentDefinition>;
   gateEnabled: boolean;
   clusterDefaultNetwork?: { namespace: string; name: string };
+  /** By VMI network name: the allocator networks' addresses (or why the pod must wait). Used at CREATE only. */
+  addresses?: ReadonlyMap<string, PodAddresses>;
 }
 
 export type PodMutationSkip = 'NotALauncherPod' | 'GateDisabled' | 'UnreadableAnnotation';
@@ -78,6 +83,8 @@ export interface PodMutation {
    * not seen a hotplug yet). The caller should read the VMI from the API and call again.
    */
   staleVmiSuspected: boolean;
+  /** Allocator networks whose addresses are not there: the pod must not be admitted (yet). */
+  denials: { network: string; message: string }[];
 }
 
 /** A Multus secondary network of the VMI, with what identifies its element in the pod. */
@@ -108,7 +115,7 @@ export function isLauncherPod(pod: Pod): boolean {
 const annotationPath = (key: string): string => `/metadata/annotations/${escapeJsonPointer(key)}`;
 
 export function mutateLauncherPod(input: PodMutationInput): PodMutation {
-  const result: PodMutation = { patch: [], references: [], reports: [], staleVmiSuspected: false };
+  const result: PodMutation = { patch: [], references: [], reports: [], staleVmiSuspected: false, denials: [] };
   const { pod, namespace, vmi } = input;
   if (!isLauncherPod(pod)) return { ...result, skipped: 'NotALauncherPod' };
   if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
@@ -167,6 +174,18 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
       taken.add(match.network);
       const verdict = persistent.get(match.network);
       if (!verdict) return;
+      const addresses = input.operation === 'CREATE' ? input.addresses?.get(match.network) : undefined;
+      if (addresses && 'deny' in addresses) result.denials.push({ network: match.network, message: addresses.deny });
+      else if (addresses) {
+        const asked = Array.isArray(element.ips) ? element.ips : [];
+        if (asked.length === 0) {
+          element.ips = [...addresses.ips];
+          changed = true;
+        } else if ([...asked].sort().join() !== [...addresses.ips].sort().join()) {
+          const message = `element ${i} (${key}) asks for ${asked.join(', ')}, but IPAMClaim ${verdict.claim} holds ${addresses.ips.join(', ')}`;
+          result.denials.push({ network: match.network, message });
+        }
+      }
       const existing = element[IPAM_CLAIM_REFERENCE];
       if (typeof existing === 'string' && existing !== '') {
         if (existing !== verdict.claim) {
