@@ -6,6 +6,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { EXIT } from './exit-codes.ts';
 import { CliError, run, type RunOptions } from './run.ts';
+import { status } from './status.ts';
 
 const EPILOG = `Exit codes: 0 ok, 1 failure, 2 bad flags, 3 no kubeconfig found, 4 cluster unreachable, 5 credentials rejected.
 
@@ -44,6 +45,7 @@ async function main(argv: string[]): Promise<number> {
           .option('webhook-cert-host', { type: 'string', array: true, default: [] as string[], describe: 'Extra DNS name or IP in the self-made certificate (repeatable)' })
           .option('webhook-cert-validity', { type: 'number', describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3' })
           .option('webhook-ca-validity', { type: 'number', describe: 'Seconds the self-made CA is valid (default five years)' })
+          .option('allocator', { type: 'boolean', default: true, describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off' })
           .check((a) => {
             if (!(Number.isInteger(a.concurrency) && a.concurrency >= 1)) throw new Error('--concurrency must be a whole number of at least 1');
             if (!(a.qps > 0 && a.burst >= 1)) throw new Error('--qps must be positive and --burst at least 1');
@@ -74,11 +76,37 @@ async function main(argv: string[]): Promise<number> {
           webhookCertHosts: a['webhook-cert-host'].map(String),
           ...(a['webhook-cert-validity'] ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
           ...(a['webhook-ca-validity'] ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
+          allocator: a.allocator,
         };
         code = await run(options);
       },
     )
-    .demandCommand(1, 'Name a command: run')
+    .command(
+      'status [vm]',
+      "Show each VM's networks with their IPAMClaim, addresses, IPsAllocated condition and owner (docs/status.md)",
+      (y) =>
+        y
+          .positional('vm', { type: 'string', describe: 'Only this VM (or standalone VMI)' })
+          .option('kubeconfig', { type: 'string', describe: 'Kubeconfig file. Default: in-cluster, then $KUBECONFIG, then ~/.kube/config' })
+          .option('context', { type: 'string', describe: 'Kubeconfig context to use instead of the current one' })
+          .option('namespace', { alias: 'n', type: 'string', describe: "Namespace to show. Default: the context's namespace, then default" })
+          .option('all-namespaces', { alias: 'A', type: 'boolean', default: false, describe: 'Show every namespace' })
+          .option('output', { alias: 'o', type: 'string', default: 'table', choices: ['table', 'json'], describe: 'table for people, json for scripts' }),
+      async (a) => {
+        code = await status(
+          {
+            ...(a.kubeconfig ? { kubeconfig: a.kubeconfig } : {}),
+            ...(a.context ? { context: a.context } : {}),
+            ...(a.namespace ? { namespace: a.namespace } : {}),
+            ...(a.vm ? { vm: a.vm } : {}),
+            allNamespaces: a['all-namespaces'],
+            output: a.output as 'table' | 'json',
+          },
+          process.stdout,
+        );
+      },
+    )
+    .demandCommand(1, 'Name a command: run, status')
     .strict()
     .epilog(EPILOG)
     .wrap(Math.min(120, process.stdout.columns || 120))

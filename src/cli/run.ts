@@ -4,6 +4,8 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { createAllocator } from '../allocator/loop.ts';
+import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/client.ts';
@@ -48,6 +50,8 @@ export interface RunOptions {
   /** Validity of self-made serving certificates, in seconds (rotated at 2/3 of it). */
   webhookCertValidity?: number;
   webhookCaValidity?: number;
+  /** Run the built-in allocator for NADs that opt in (docs/allocator.md). Default true. */
+  allocator?: boolean;
 }
 
 /** A failure the CLI turns into a message for a person and a distinct exit code. */
@@ -142,12 +146,17 @@ export async function run(options: RunOptions): Promise<number> {
     concurrency: options.concurrency,
     resyncIntervalMs: options.resyncPeriod * 1000,
   });
+  const allocator =
+    options.allocator === false
+      ? undefined
+      : createAllocator({ client, claims: sources.claims, ...(options.namespace ? { namespace: options.namespace } : {}), log, metrics, resyncIntervalMs: options.resyncPeriod * 1000 });
 
   const servers: TelemetryServer[] = [];
   let probesServer: TelemetryServer | undefined;
   if (probeAddr) {
     probesServer = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
     probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
+    if (allocator) probesServer.addReadinessCheck('allocator-informers-synced', () => allocator.hasSynced());
     servers.push(probesServer);
   }
   if (metricsAddr) {
@@ -159,10 +168,19 @@ export async function run(options: RunOptions): Promise<number> {
   }
 
   const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? loaded.namespace ?? 'persistent-ips-system';
-  const webhook = await startWebhook(options, { client, sources, gateEnabled: () => controller.gate().enabled, log, metrics, namespace: ownNamespace });
+  const webhook = await startWebhook(options, {
+    client,
+    sources,
+    gateEnabled: () => controller.gate().enabled,
+    log,
+    metrics,
+    namespace: ownNamespace,
+    ...(allocator ? { podAddresses: allocator.podAddresses } : {}),
+  });
   if (webhook && probesServer) probesServer.addReadinessCheck('webhook-certificate', () => webhook.server.hasCertificate());
 
   sources.start();
+  allocator?.start();
   const stopping = new AbortController();
   let exitCode: number = EXIT.ok;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -176,10 +194,14 @@ export async function run(options: RunOptions): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  await Promise.race([sources.synced(), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
+  await Promise.race([Promise.all([sources.synced(), allocator?.synced()]), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
   if (!stopping.signal.aborted) log.info({ gate: controller.gate() }, 'caches synced');
 
   const drainMs = options.gracefulShutdownTimeout * 1000;
+  // The allocator serves its own queue under the same leadership as the controller.
+  const lead = async (signal: AbortSignal): Promise<void> => {
+    await Promise.all([controller.lead(signal, drainMs), allocator?.lead(signal, drainMs)]);
+  };
   if (!stopping.signal.aborted) {
     if (options.leaderElect) {
       const namespace = ownNamespace;
@@ -203,7 +225,7 @@ export async function run(options: RunOptions): Promise<number> {
           update: (l, signal) => client.replace<Lease & { metadata: { name: string } }>(resources.leases, l as Lease & { metadata: { name: string } }, { signal }),
         },
         callbacks: {
-          onStartedLeading: (signal) => controller.lead(signal, drainMs),
+          onStartedLeading: (signal) => lead(signal),
           onStoppedLeading: () => {
             if (!stopping.signal.aborted) {
               // As in controller-runtime: a replica that lost its lease exits, so nothing it had in flight writes
@@ -220,11 +242,12 @@ export async function run(options: RunOptions): Promise<number> {
       await elector.stop();
       await running;
     } else {
-      await controller.lead(stopping.signal, drainMs);
+      await lead(stopping.signal);
     }
   }
 
   await sources.stop();
+  await allocator?.stop();
   controller.dispose();
   if (webhook) {
     await webhook.certificates.stop();
@@ -243,7 +266,15 @@ export async function run(options: RunOptions): Promise<number> {
  */
 async function startWebhook(
   options: RunOptions,
-  deps: { client: KubeClient; sources: ReturnType<typeof createSources>; gateEnabled: () => boolean; log: Logger; metrics: ReturnType<typeof createMetrics>; namespace: string },
+  deps: {
+    client: KubeClient;
+    sources: ReturnType<typeof createSources>;
+    gateEnabled: () => boolean;
+    log: Logger;
+    metrics: ReturnType<typeof createMetrics>;
+    namespace: string;
+    podAddresses?: PodAddressLookup;
+  },
 ): Promise<{ server: WebhookServer; certificates: CertificateSource } | undefined> {
   const addr = parseBindAddress(options.webhookBindAddress);
   if (!addr) return undefined;
@@ -255,6 +286,7 @@ async function startWebhook(
     nads: sources.nads,
     ...apiFetchers(client),
     metrics: createWebhookMetrics(deps.metrics.registry),
+    ...(deps.podAddresses ? { podAddresses: deps.podAddresses } : {}),
   });
   const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod });
   const onCertificate = (pair: Parameters<WebhookServer['setCertificate']>[0]) => server.setCertificate(pair);

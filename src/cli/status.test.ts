@@ -1,0 +1,104 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { buildStatus, renderJson, renderTable, stateOf } from './status.ts';
+
+const NS = 'demo';
+const nad = (name: string, network: string, annotations: Record<string, string> = {}, extra: Record<string, unknown> = {}): NetworkAttachmentDefinition => ({
+  metadata: { name, namespace: NS, annotations },
+  spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', ...extra }) },
+});
+const NADS = [
+  nad('bridge-static', 'bridge-static', {
+    'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
+    'persistent-ips.kubevirt.io/allocator': 'true',
+    'persistent-ips.kubevirt.io/subnets': '192.168.150.0/24',
+  }),
+  nad('plain', 'plain'),
+  nad('ovn', 'tenant', {}, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.1.0.0/16', allowPersistentIPs: true }),
+];
+
+function vm(name: string, nets: [string, string][], status = 'Running'): VirtualMachine {
+  return {
+    metadata: { name, namespace: NS, uid: `uid-${name}` },
+    spec: {
+      template: {
+        spec: {
+          networks: [{ name: 'default', pod: {} }, ...nets.map(([n, nadName]) => ({ name: n, multus: { networkName: nadName } }))],
+          domain: { devices: { interfaces: [{ name: 'default', masquerade: {} }, ...nets.map(([n]) => ({ name: n, bridge: {} }))] } },
+        },
+      },
+    },
+    status: { printableStatus: status },
+  };
+}
+
+function claim(name: string, network: string, o: { owner?: string; ownerUid?: string; ips?: string[]; cond?: [string, string, string] } = {}): IPAMClaim {
+  return {
+    metadata: {
+      name,
+      namespace: NS,
+      ...(o.owner ? { ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: o.owner, uid: o.ownerUid ?? `uid-${o.owner}`, controller: true }] } : {}),
+    },
+    spec: { network, interface: 'pod0' },
+    status: {
+      ips: o.ips ?? [],
+      ...(o.cond ? { conditions: [{ type: 'IPsAllocated', status: o.cond[0], reason: o.cond[1], message: o.cond[2], lastTransitionTime: '2025-01-01T00:00:00Z' }] } : {}),
+    },
+  };
+}
+
+const input = {
+  vms: [vm('vm-a', [['data', 'bridge-static'], ['mgmt', 'plain'], ['tenant', 'ovn']]), vm('vm-b', [['data', 'bridge-static']], 'Stopped')],
+  vmis: [] as VirtualMachineInstance[],
+  nads: NADS,
+  claims: [
+    claim('vm-a.data', 'bridge-static', { owner: 'vm-a', ips: ['192.168.150.2/24'], cond: ['True', 'SuccessfulAllocation', 'allocated 192.168.150.2/24'] }),
+    claim('vm-a.tenant', 'tenant', { owner: 'vm-a' }),
+    claim('vm-b.data', 'bridge-static', { owner: 'vm-b', cond: ['False', 'IPAddressConflict', 'requested 192.168.150.2 is already held by demo/vm-a.data'] }),
+    claim('old.data', 'bridge-static', { owner: 'old', ips: ['192.168.150.9/24'] }),
+  ],
+};
+
+describe('persistent-ips status', () => {
+  it('one row per VM network, joined with its claim; unused claims last', () => {
+    const rows = buildStatus(input);
+    assert.deepEqual(
+      rows.map((r) => [r.vm, r.network, r.claim ?? '', r.ips.join(','), stateOf(r), r.owner ?? '']),
+      [
+        ['vm-a', 'data', 'vm-a.data', '192.168.150.2/24', 'Allocated', 'VirtualMachine vm-a'],
+        ['vm-a', 'mgmt', '', '', 'not persistent', ''],
+        ['vm-a', 'tenant', 'vm-a.tenant', '', 'Waiting for the IPAM plugin', 'VirtualMachine vm-a'],
+        ['vm-b', 'data', 'vm-b.data', '', 'NotAllocated: IPAddressConflict', 'VirtualMachine vm-b'],
+        ['', '', 'old.data', '192.168.150.9/24', 'ClaimNotInUse', 'VirtualMachine old'],
+      ],
+    );
+    assert.equal(rows[0]!.allocator, true);
+    assert.equal(rows[2]!.allocator, false);
+  });
+
+  it('a VM filter, and a claim of another incarnation of the VM', () => {
+    const rows = buildStatus({ ...input, claims: [claim('vm-a.data', 'bridge-static', { owner: 'vm-a', ownerUid: 'older', ips: ['192.168.150.2/24'] })] }, { vm: 'vm-a' });
+    assert.equal(rows.length, 3);
+    assert.equal(rows[0]!.ownerMatches, false);
+    assert.equal(rows[0]!.problem?.reason, 'ClaimOwnedByAnotherObject');
+  });
+
+  it('the table reads at a glance: aligned columns, the reasons as numbered notes below', () => {
+    const text = renderTable(buildStatus(input), { showNamespace: false });
+    const lines = text.trimEnd().split('\n');
+    assert.match(lines[0]!, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER$/);
+    assert.match(lines[1]!, /^vm-a\s+Running\s+data\s+bridge-static \(allocator\)\s+vm-a\.data\s+192\.168\.150\.2\/24\s+Allocated\s+VirtualMachine vm-a$/);
+    const col = lines[0]!.indexOf('CLAIM');
+    for (const line of lines.slice(1, 6)) assert.equal(line[col - 1], ' ', `aligned: ${line}`);
+    assert.ok(lines.includes('[1] IPAMClaim demo/vm-b.data: requested 192.168.150.2 is already held by demo/vm-a.data'), text);
+    assert.ok(lines.some((l) => l.startsWith('[2] IPAMClaim demo/old.data: no network of VirtualMachine old uses this claim')), text);
+    assert.match(renderTable([], { showNamespace: true }), /No VMs/);
+  });
+
+  it('JSON for scripts: every field, messages included', () => {
+    const doc = JSON.parse(renderJson(buildStatus(input))) as { kind: string; items: { claim?: string; condition?: { message?: string } }[] };
+    assert.equal(doc.kind, 'StatusList');
+    assert.equal(doc.items.find((i) => i.claim === 'vm-b.data')?.condition?.message, 'requested 192.168.150.2 is already held by demo/vm-a.data');
+  });
+});

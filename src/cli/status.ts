@@ -1,0 +1,274 @@
+// `persistent-ips status`: per namespace (or one VM), each VM's networks with their claim, addresses, condition and
+// owner, as a table a person reads at a glance, or JSON for scripts. Read-only: four list calls, no cache, no
+// controller needed (it shows what the cluster holds, whoever wrote it).
+//
+// The joining rules are pure (buildStatus), so they are tested without a cluster.
+
+import { isAllocatorNad } from '../allocator/nad.ts';
+import { CONDITION_TYPE } from '../allocator/plan.ts';
+import { trimAllocatorNad } from '../allocator/loop.ts';
+import { persistentNetworks } from '../claims/decide.ts';
+import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from '../kube/client.ts';
+import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
+import { resources } from '../kube/resources.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import { trimIPAMClaim, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
+import { EXIT } from './exit-codes.ts';
+import { CliError } from './run.ts';
+
+export interface StatusRow {
+  namespace: string;
+  /** The VM (or standalone VMI) name; empty for a claim no VM or VMI uses. */
+  vm: string;
+  kind: 'VirtualMachine' | 'VirtualMachineInstance' | '';
+  /** VM printableStatus, or the standalone VMI's phase. */
+  vmStatus: string;
+  /** The logical network (VM network `name`); empty for an unused claim. */
+  network: string;
+  /** `namespace/name` of the NAD, or `(pod network)`. */
+  nad: string;
+  /** The NAD's network opts into the built-in allocator. */
+  allocator: boolean;
+  persistent: boolean;
+  claim?: string;
+  ips: string[];
+  condition?: { status: string; reason?: string; message?: string };
+  /** What blocks persistence, or what is odd about the claim. */
+  problem?: { reason: string; message: string };
+  /** The claim's owner, e.g. `VirtualMachine vm1`. */
+  owner?: string;
+  /** The owner is this VM (same uid). */
+  ownerMatches?: boolean;
+}
+
+export interface StatusInput {
+  vms: readonly VirtualMachine[];
+  vmis: readonly VirtualMachineInstance[];
+  nads: readonly NetworkAttachmentDefinition[];
+  claims: readonly IPAMClaim[];
+}
+
+const KUBEVIRT_KINDS = new Set(['VirtualMachine', 'VirtualMachineInstance']);
+
+function ownerRef(claim: IPAMClaim): OwnerReference | undefined {
+  const refs = (claim.metadata.ownerReferences ?? []).filter((r) => KUBEVIRT_KINDS.has(r.kind));
+  return refs.find((r) => r.controller === true) ?? refs[0];
+}
+
+function controllerOf(vmi: VirtualMachineInstance): OwnerReference | undefined {
+  return vmi.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === 'VirtualMachine');
+}
+
+function nadKey(reference: string, namespace: string): string {
+  return reference.includes('/') ? reference : `${namespace}/${reference}`;
+}
+
+/** One row per network of every VM and standalone VMI, plus one per claim that none of them uses. Sorted. */
+export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): StatusRow[] {
+  const nads = new Map(input.nads.map((n) => [`${n.metadata.namespace}/${n.metadata.name}`, n]));
+  const claims = new Map(input.claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
+  const vmis = new Map(input.vmis.map((v) => [`${v.metadata.namespace}/${v.metadata.name}`, v]));
+  const used = new Set<string>();
+  const rows: StatusRow[] = [];
+
+  const owners: { namespace: string; name: string; kind: StatusRow['kind']; uid: string | undefined; status: string; spec: VmiSpecLike | undefined }[] = [];
+  for (const vm of input.vms) {
+    const ns = vm.metadata.namespace ?? '';
+    const vmi = vmis.get(`${ns}/${vm.metadata.name}`);
+    owners.push({
+      namespace: ns,
+      name: vm.metadata.name,
+      kind: 'VirtualMachine',
+      uid: vm.metadata.uid,
+      status: vm.metadata.deletionTimestamp ? 'Terminating' : (vm.status?.printableStatus ?? (vmi ? (vmi.status?.phase ?? 'Pending') : 'Stopped')),
+      spec: vm.spec?.template?.spec,
+    });
+  }
+  for (const vmi of input.vmis) {
+    if (controllerOf(vmi)) continue;
+    owners.push({ namespace: vmi.metadata.namespace ?? '', name: vmi.metadata.name, kind: 'VirtualMachineInstance', uid: vmi.metadata.uid, status: vmi.status?.phase ?? 'Pending', spec: vmi.spec });
+  }
+
+  for (const o of owners) {
+    if (filter.vm !== undefined && o.name !== filter.vm) continue;
+    const verdicts = new Map(persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads).map((v) => [v.network, v]));
+    for (const net of o.spec?.networks ?? []) {
+      if (!net || typeof net.name !== 'string') continue;
+      const verdict = verdicts.get(net.name);
+      if (net.pod !== undefined && !verdict) continue; // the cluster default network: not ours to keep
+      const ref = net.multus ? nadKey(net.multus.networkName, o.namespace) : undefined;
+      const row: StatusRow = {
+        namespace: o.namespace,
+        vm: o.name,
+        kind: o.kind,
+        vmStatus: o.status,
+        network: net.name,
+        nad: ref ?? '(pod network)',
+        allocator: ref !== undefined && isAllocatorNad(nads.get(ref)),
+        persistent: verdict?.claimSpec !== undefined,
+        ips: [],
+      };
+      if (verdict?.problem) row.problem = { reason: verdict.problem.reason, message: verdict.problem.message };
+      if (verdict) {
+        row.claim = verdict.claim;
+        const claim = claims.get(`${o.namespace}/${verdict.claim}`);
+        if (claim) {
+          used.add(`${o.namespace}/${verdict.claim}`);
+          describeClaim(row, claim, o.uid);
+        }
+      }
+      rows.push(row);
+    }
+  }
+
+  for (const [key, claim] of claims) {
+    if (used.has(key)) continue;
+    const ref = ownerRef(claim);
+    if (filter.vm !== undefined && ref?.name !== filter.vm) continue;
+    const row: StatusRow = {
+      namespace: claim.metadata.namespace ?? '',
+      vm: '',
+      kind: '',
+      vmStatus: '',
+      network: '',
+      nad: claim.spec?.network ? `(network ${claim.spec.network})` : '',
+      allocator: false,
+      persistent: true,
+      claim: claim.metadata.name,
+      ips: [],
+      problem: {
+        reason: 'ClaimNotInUse',
+        message: ref
+          ? `no network of ${ref.kind} ${ref.name} uses this claim (left over, being deleted, or waiting for garbage collection)`
+          : 'no VM or VMI owns this claim (made by hand?)',
+      },
+    };
+    describeClaim(row, claim, undefined);
+    rows.push(row);
+  }
+
+  return rows.sort((a, b) => cmp(a.namespace, b.namespace) || cmp(a.vm === '' ? '\uffff' : a.vm, b.vm === '' ? '\uffff' : b.vm) || cmp(a.network, b.network) || cmp(a.claim ?? '', b.claim ?? ''));
+}
+
+function describeClaim(row: StatusRow, claim: IPAMClaim, ownerUid: string | undefined): void {
+  row.ips = [...(claim.status?.ips ?? [])];
+  const cond = claim.status?.conditions?.find((c) => c.type === CONDITION_TYPE);
+  if (cond) {
+    row.condition = { status: cond.status, ...(cond.reason ? { reason: cond.reason } : {}), ...(cond.message ? { message: cond.message } : {}) };
+  }
+  const ref = ownerRef(claim);
+  if (ref) {
+    row.owner = `${ref.kind} ${ref.name}`;
+    if (ownerUid !== undefined) row.ownerMatches = ref.uid === ownerUid;
+  }
+  if (claim.metadata.deletionTimestamp && !row.problem) row.problem = { reason: 'ClaimTerminating', message: 'the claim is being deleted' };
+  if (row.ownerMatches === false && !row.problem) {
+    row.problem = { reason: 'ClaimOwnedByAnotherObject', message: `the claim belongs to another ${ref?.kind ?? 'object'} ${ref?.name ?? ''} (uid ${ref?.uid ?? '?'})` };
+  }
+}
+
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** What the CONDITION column says, in a few words. */
+export function stateOf(row: StatusRow): string {
+  if (row.problem && !row.condition) return row.problem.reason;
+  if (row.condition) {
+    const word = row.condition.status === 'True' ? 'Allocated' : row.condition.status === 'False' ? 'NotAllocated' : 'Unknown';
+    return row.condition.reason && row.condition.reason !== 'SuccessfulAllocation' ? `${word}: ${row.condition.reason}` : word;
+  }
+  if (!row.persistent) return 'not persistent';
+  if (!row.claim) return '';
+  if (row.ips.length > 0) return 'Recorded';
+  return row.allocator ? 'Waiting for the allocator' : 'Waiting for the IPAM plugin';
+}
+
+/** The table, and below it the messages behind every row that is not fine. */
+export function renderTable(rows: readonly StatusRow[], options: { showNamespace: boolean }): string {
+  if (rows.length === 0) return 'No VMs, VMIs or IPAMClaims found.\n';
+  const headers = [...(options.showNamespace ? ['NAMESPACE'] : []), 'VM', 'STATUS', 'NETWORK', 'NAD', 'CLAIM', 'ADDRESSES', 'CONDITION', 'OWNER'];
+  const notes: string[] = [];
+  let noted = 0;
+  const lines = rows.map((row) => {
+    const messages = [row.problem?.message, row.condition?.status === 'False' ? row.condition.message : undefined].filter((m): m is string => !!m);
+    let state = stateOf(row);
+    if (messages.length > 0) {
+      noted++;
+      const about = row.claim ? `IPAMClaim ${row.namespace}/${row.claim}` : `${row.kind} ${row.namespace}/${row.vm}`;
+      notes.push(`[${noted}] ${about}: ${messages.join('; ')}`);
+      state = `${state} [${noted}]`;
+    }
+    const owner = row.owner ? `${row.owner}${row.ownerMatches === false ? ' (another uid!)' : ''}` : row.claim && row.ips.length + (row.condition ? 1 : 0) > 0 ? '(none)' : '';
+    return [
+      ...(options.showNamespace ? [row.namespace] : []),
+      row.vm || '-',
+      row.vmStatus || '-',
+      row.network || '-',
+      `${row.nad.startsWith(`${row.namespace}/`) ? row.nad.slice(row.namespace.length + 1) : row.nad}${row.allocator ? ' (allocator)' : ''}`,
+      row.claim ?? '-',
+      row.ips.length > 0 ? row.ips.join(',') : '-',
+      state || '-',
+      owner || '-',
+    ];
+  });
+  const widths = headers.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const fmt = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('   ')
+      .trimEnd();
+  return [fmt(headers), ...lines.map(fmt), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n') + '\n';
+}
+
+export function renderJson(rows: readonly StatusRow[]): string {
+  return `${JSON.stringify({ apiVersion: 'persistent-ips.kubevirt.io/v1', kind: 'StatusList', items: rows }, null, 2)}\n`;
+}
+
+export interface StatusOptions {
+  kubeconfig?: string;
+  context?: string;
+  namespace?: string;
+  allNamespaces: boolean;
+  vm?: string;
+  output: 'table' | 'json';
+}
+
+/** Lists what it needs and prints; resolves with the exit code. */
+export async function status(options: StatusOptions, out: { write(text: string): unknown }): Promise<number> {
+  let loaded;
+  try {
+    loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
+  } catch (err) {
+    if (err instanceof KubeConfigError) throw new CliError(`${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`, EXIT.noKubeconfig, { cause: err });
+    throw err;
+  }
+  const client = KubeClient.fromKubeConfig(loaded.kubeConfig, { timeoutMs: 30_000 });
+  const namespace = options.allNamespaces ? undefined : (options.namespace ?? loaded.namespace ?? 'default');
+  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, optional = false): Promise<T[]> => {
+    try {
+      const { items } = await client.listAll<unknown>(r, namespace ? { namespace } : {});
+      return items.map(trim);
+    } catch (err) {
+      if (optional && err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
+      if (isUnauthorized(err)) throw new CliError(`the API server at ${loaded.server} rejected our credentials (401)`, EXIT.notAuthorized, { cause: err });
+      if (isForbidden(err)) throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, { cause: err });
+      if (err instanceof KubeApiError && err.code === undefined) throw new CliError(new ClusterUnreachableError(loaded.server, { cause: err }).message, EXIT.clusterUnreachable, { cause: err });
+      throw err;
+    }
+  };
+  const [vms, vmis, nads, claims] = await Promise.all([
+    list(resources.virtualMachines, trimVirtualMachine, true),
+    list(resources.virtualMachineInstances, trimVirtualMachineInstance, true),
+    list(resources.networkAttachmentDefinitions, trimAllocatorNad, true),
+    list(resources.ipamClaims, trimIPAMClaim, true),
+  ]);
+  const rows = buildStatus({ vms, vmis, nads, claims }, options.vm !== undefined ? { vm: options.vm } : {});
+  if (options.output === 'json') out.write(renderJson(rows));
+  else {
+    if (rows.length === 0 && options.vm !== undefined) {
+      out.write(`No VM or VMI named ${options.vm}${namespace ? ` in namespace ${namespace}` : ''}.\n`);
+      return EXIT.failure;
+    }
+    out.write(renderTable(rows, { showNamespace: namespace === undefined }));
+  }
+  return EXIT.ok;
+}
