@@ -1,0 +1,425 @@
+// End to end: the built-in allocator (issue 5, docs/allocator.md) against a real kube-apiserver with the real garbage
+// collector, the KubeVirt stand-in doing virt-controller's part (launcher pods go through the real webhook, which
+// the API server calls by URL), and the controller as a separate process (the built CLI).
+//
+// ONE control plane for this file; one namespace and one network (pool) per case, so cases do not depend on each
+// other. Run after `npm run build`:
+//   node_modules/.bin/node --test --test-reporter=spec e2e/allocator/allocator.test.ts
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it, type TestContext } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { freePort, startOrConnect, type Cluster } from '../harness/index.ts';
+import { buildVM, parseNetworksAnnotation, startKubeVirtStandIn, waitFor, type KubeVirtStandIn, type Vm } from '../kubevirt-standin/index.ts';
+import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
+import { Controller, runCli } from './controller.ts';
+
+// Written out here, not imported from src/: the test checks the controller against the documented names.
+const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
+const ALLOW = 'persistent-ips.kubevirt.io/allow-persistent-ips';
+const SUBNETS = 'persistent-ips.kubevirt.io/subnets';
+const EXCLUDE = 'persistent-ips.kubevirt.io/exclude-subnets';
+const ADDRESSES = 'network.kubevirt.io/addresses';
+const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
+const EVENTUALLY_MS = 30_000;
+/** How long a case watches for something that must not happen (a write, an admitted pod): many reaction times. */
+const QUIET_MS = 3_000;
+
+interface Claim {
+  metadata: { name: string; namespace: string; uid: string; resourceVersion: string; deletionTimestamp?: string };
+  spec: { network: string; interface: string };
+  status?: { ips?: string[]; conditions?: { type: string; status: string; reason: string; message: string }[] };
+}
+interface CoreEvent {
+  reason: string;
+  message: string;
+  involvedObject: { kind: string; name: string; uid?: string };
+}
+
+const podInterface = (network: string) => `pod${createHash('sha256').update(network).digest('hex').slice(0, 11)}`;
+
+class World {
+  cluster!: Cluster;
+  kv!: KubeVirtStandIn;
+  controller!: Controller;
+  dir!: string;
+  webhookPort!: number;
+  readonly runId = randomBytes(3).toString('hex');
+  readonly tally = { ran: 0, passed: 0, failed: 0 };
+  startedAt = Date.now();
+  #restarts = 0;
+
+  async setUp(): Promise<void> {
+    this.startedAt = Date.now();
+    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-allocator-'));
+    this.cluster = await startOrConnect({ dir: join(this.dir, 'controlplane') });
+    await this.ensure('/api/v1/namespaces/kubevirt', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kubevirt' } });
+    await this.ensure('/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt', '/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts', {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'KubeVirt',
+      metadata: { name: 'kubevirt', namespace: 'kubevirt' },
+      spec: { configuration: { developerConfiguration: { featureGates: ['PersistentIPs'] } } },
+    });
+    await this.ensure(`/api/v1/namespaces/${controllerNamespace.metadata.name}`, '/api/v1/namespaces', controllerNamespace);
+    this.webhookPort = await freePort();
+    const webhook = { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) };
+    const applied = await this.cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify(webhook) });
+    assert.equal(applied.code, 0, applied.stderr);
+    this.kv = await startKubeVirtStandIn({
+      kubeconfigPath: this.cluster.kubeconfigPath,
+      log: pino({ level: process.env['KUBEVIRT_STANDIN_LOG_LEVEL'] ?? 'error', base: { component: 'kubevirt-standin' } }, pino.destination(2)),
+    });
+    this.controller = await this.startController();
+  }
+
+  startController(o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<Controller> {
+    return Controller.start({
+      name: `allocator-${++this.#restarts}${o.leaderElect ? '-elected' : ''}`,
+      kubeconfig: this.cluster.kubeconfigPath,
+      logDir: this.dir,
+      webhookPort: o.webhookPort ?? this.webhookPort,
+      // The 200-VM burst is about correctness, not client throttling.
+      extraArgs: ['--qps', '200', '--burst', '400', '--resync-period', '30', ...(o.leaderElect ? ['--leader-elect'] : [])],
+    });
+  }
+
+  async tearDown(): Promise<void> {
+    await this.controller?.stop().catch(() => undefined);
+    await this.kv?.stop().catch(() => undefined);
+    await this.cluster?.stop();
+    if (this.tally.failed === 0) rmSync(this.dir, { recursive: true, force: true });
+    else console.log(`[e2e allocator] kept ${this.dir} (controller and control plane logs)`);
+  }
+
+  async ensure(path: string, collection: string, body: unknown): Promise<void> {
+    const got = await this.cluster.http.request('GET', path);
+    if (got.status === 200) return;
+    await this.cluster.http.expect('POST', collection, [201, 409], body);
+  }
+
+  async namespace(slug: string): Promise<string> {
+    const name = `alloc-${slug}-${this.runId}`;
+    await this.cluster.http.expect('POST', '/api/v1/namespaces', [201], { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    return name;
+  }
+
+  /** A bridge + static IPAM NAD that opts into the allocator, its pool in annotations. */
+  async allocatorNad(ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> {
+    await this.cluster.http.expect('POST', `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`, [201], {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name, namespace: ns, annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: subnets, ...(exclude ? { [EXCLUDE]: exclude } : {}) } },
+      spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }) },
+    });
+  }
+
+  /** A VM with one secondary network `data` on `nad`, optionally asking for addresses. */
+  async createVM(ns: string, name: string, nad: string, o: { addresses?: string[]; running?: boolean } = {}): Promise<Vm> {
+    const vm = buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }] });
+    if (o.addresses) {
+      vm.spec!.template!.metadata = { ...(vm.spec!.template!.metadata ?? {}), annotations: { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } };
+    }
+    return this.kv.createVM(vm);
+  }
+
+  async claims(ns: string): Promise<Claim[]> {
+    const res = await this.cluster.http.expect('GET', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims`, [200]);
+    return res.json<{ items: Claim[] }>().items;
+  }
+
+  async claim(ns: string, name: string): Promise<Claim | undefined> {
+    const res = await this.cluster.http.request('GET', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/${name}`);
+    return res.status === 200 ? res.json<Claim>() : undefined;
+  }
+
+  /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
+  waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
+    return waitFor(
+      `IPAMClaim ${ns}/${name} with IPsAllocated=${status}`,
+      async () => {
+        const c = await this.claim(ns, name);
+        return c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status) ? c : undefined;
+      },
+      { timeoutMs, intervalMs: 100 },
+    );
+  }
+
+  async events(ns: string, reason: string, involved: string): Promise<CoreEvent[]> {
+    const res = await this.cluster.http.expect('GET', `/api/v1/namespaces/${ns}/events`, [200]);
+    return res.json<{ items: CoreEvent[] }>().items.filter((e) => e.reason === reason && e.involvedObject.name === involved);
+  }
+
+  async describe(ns: string): Promise<string> {
+    const get = await this.cluster.kubectl(['get', 'vm,vmi,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false }).catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
+    const claims = await this.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'yaml'], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
+    const events = await this.cluster.kubectl(['get', 'events', '-n', ns], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
+    const lines = this.controller.logs.filter((l) => JSON.stringify(l).includes(ns)).slice(-30).map((l) => JSON.stringify(l));
+    return [get.stdout, get.stderr, claims.stdout, events.stdout, `controller log (${this.controller.logFile}):`, ...lines].join('\n');
+  }
+}
+
+/** The launcher pod's element for the `data` network. */
+function dataElement(pod: V1Pod): Record<string, unknown> {
+  const elements = parseNetworksAnnotation(pod.metadata?.annotations?.[NETWORKS]) ?? [];
+  const element = elements.find((e) => e.interface === podInterface('data'));
+  assert.ok(element, `launcher pod ${pod.metadata?.name} has an element for network data: ${pod.metadata?.annotations?.[NETWORKS]}`);
+  return element as Record<string, unknown>;
+}
+
+const world = new World();
+
+function e2eCase(name: string, fn: (t: TestContext, used: string[]) => Promise<void>, timeoutMs = 120_000): void {
+  it(name, { timeout: timeoutMs }, async (t) => {
+    world.tally.ran++;
+    const used: string[] = [];
+    const t0 = Date.now();
+    try {
+      await fn(t, used);
+      world.tally.passed++;
+    } catch (err) {
+      world.tally.failed++;
+      for (const ns of used) t.diagnostic(await world.describe(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
+      throw err;
+    } finally {
+      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    }
+  });
+}
+
+describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, () => {
+  before(() => world.setUp(), { timeout: 300_000 });
+  after(() => world.tearDown(), { timeout: 120_000 });
+
+  e2eCase('a VM on an allocator network gets an address in its claim status and in its launcher pod element; status shows it', async (t, used) => {
+    const ns = await world.namespace('basic');
+    used.push(ns);
+    await world.allocatorNad(ns, 'br-static', 'e2e-basic', '10.61.0.0/24', '10.61.0.1');
+    await world.createVM(ns, 'vm1', 'br-static');
+    const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
+    assert.deepEqual(claim.status?.ips, ['10.61.0.2/24'], 'lowest free address after the excluded gateway, pool prefix length');
+    const cond = claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
+    assert.equal(cond.reason, 'SuccessfulAllocation');
+    const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    const element = dataElement(pod);
+    assert.deepEqual(element['ips'], ['10.61.0.2/24'], 'the launcher pod asks static IPAM for the claim address');
+    assert.equal(element['ipam-claim-reference'], 'vm1.data');
+
+    const table = await runCli(['status', '--kubeconfig', world.cluster.kubeconfigPath, '-n', ns]);
+    assert.equal(table.code, 0, table.stderr);
+    t.diagnostic(`persistent-ips status -n ${ns}:\n${table.stdout}`);
+    assert.match(table.stdout, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
+    assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
+    const json = await runCli(['status', '--kubeconfig', world.cluster.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
+    const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
+    assert.deepEqual(doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]), [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']]);
+  });
+
+  e2eCase('stop/start and live migration keep the address: same claim, unwritten, same ips in every new launcher pod', async (t, used) => {
+    const ns = await world.namespace('keep');
+    used.push(ns);
+    await world.allocatorNad(ns, 'br-static', 'e2e-keep', '10.62.0.0/24,fd00:62::/64', '10.62.0.1');
+    await world.createVM(ns, 'vm1', 'br-static');
+    const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
+    assert.deepEqual(claim.status?.ips, ['10.62.0.2/24', 'fd00:62::1/64'], 'dual stack: one address per family');
+    const first = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    assert.deepEqual(dataElement(first.pod)['ips'], claim.status?.ips);
+
+    await world.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    await world.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    const restarted = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    assert.notEqual(restarted.pod.metadata?.uid, first.pod.metadata?.uid, 'a new launcher pod');
+    assert.deepEqual(dataElement(restarted.pod)['ips'], claim.status?.ips, 'the restarted VM keeps its addresses');
+
+    const migration = await world.kv.migrate(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    const migrated = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    assert.equal(migrated.pod.metadata?.name, migration.targetPod);
+    assert.deepEqual(dataElement(migrated.pod)['ips'], claim.status?.ips, 'the migration target keeps the addresses');
+
+    const after = await world.claim(ns, 'vm1.data');
+    assert.equal(after?.metadata.uid, claim.metadata.uid, 'the same claim object');
+    assert.equal(after?.metadata.resourceVersion, claim.metadata.resourceVersion, 'never written since the allocation');
+    t.diagnostic(`addresses ${claim.status?.ips?.join(', ')} kept through stop/start and migration`);
+  });
+
+  e2eCase('deleting a VM frees its address for another VM', async (t, used) => {
+    const ns = await world.namespace('free');
+    used.push(ns);
+    await world.allocatorNad(ns, 'br-static', 'e2e-free', '10.63.0.0/24', '10.63.0.1');
+    await world.createVM(ns, 'first', 'br-static', { running: false });
+    assert.deepEqual((await world.waitForCondition(ns, 'first.data', 'True')).status?.ips, ['10.63.0.2/24']);
+    await world.createVM(ns, 'second', 'br-static', { running: false });
+    assert.deepEqual((await world.waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
+
+    await world.kv.deleteVM(ns, 'first');
+    await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await world.claim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
+    await world.createVM(ns, 'third', 'br-static');
+    const third = await world.waitForCondition(ns, 'third.data', 'True');
+    assert.deepEqual(third.status?.ips, ['10.63.0.2/24'], 'the freed address is the lowest free one again');
+    const { pod } = await world.kv.waitForVMIRunning(ns, 'third', { timeoutMs: EVENTUALLY_MS });
+    assert.deepEqual(dataElement(pod)['ips'], ['10.63.0.2/24']);
+    t.diagnostic('10.63.0.2 went from VM first (deleted) to VM third');
+  });
+
+  e2eCase('two VMs asking for the same static address: one gets it, the other is refused with the reason until it is free', async (t, used) => {
+    const ns = await world.namespace('static');
+    used.push(ns);
+    await world.allocatorNad(ns, 'br-static', 'e2e-static', '10.64.0.0/24');
+    await world.createVM(ns, 'vm-a', 'br-static', { addresses: ['10.64.0.50'] });
+    const a = await world.waitForCondition(ns, 'vm-a.data', 'True');
+    assert.deepEqual(a.status?.ips, ['10.64.0.50/24'], 'a static request inside the pool is honoured');
+    const podA = (await world.kv.waitForVMIRunning(ns, 'vm-a', { timeoutMs: EVENTUALLY_MS })).pod;
+    assert.deepEqual(dataElement(podA)['ips'], ['10.64.0.50/24']);
+
+    const vmB = await world.createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
+    const b = await world.waitForCondition(ns, 'vm-b.data', 'False');
+    const cond = b.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
+    assert.equal(cond.reason, 'IPAddressConflict');
+    assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
+    assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
+    const events = await waitFor('an AddressInUse Event on vm-b', async () => {
+      const found = await world.events(ns, 'AddressInUse', 'vm-b');
+      return found.length > 0 ? found : undefined;
+    });
+    assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
+    t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
+    // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    assert.deepEqual(await world.kv.listLauncherPods(ns, 'vm-b'), [], 'no launcher pod admitted for vm-b');
+
+    await world.kv.deleteVM(ns, 'vm-a');
+    const granted = await world.waitForCondition(ns, 'vm-b.data', 'True');
+    assert.deepEqual(granted.status?.ips, ['10.64.0.50/24'], 'once vm-a is gone, vm-b gets the address it asked for');
+    const podB = (await world.kv.waitForVMIRunning(ns, 'vm-b', { timeoutMs: EVENTUALLY_MS })).pod;
+    assert.deepEqual(dataElement(podB)['ips'], ['10.64.0.50/24'], 'and its launcher pod is admitted on KubeVirt\'s retry');
+  });
+
+  e2eCase('an invalid pool is reported on the NAD; nothing is allocated, nothing crashes', async (_t, used) => {
+    const ns = await world.namespace('invalid');
+    used.push(ns);
+    await world.allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
+    await world.createVM(ns, 'vm1', 'br-bad', { running: false });
+    const events = await waitFor('an InvalidAllocatorPool Event on the NAD', async () => {
+      const found = await world.events(ns, 'InvalidAllocatorPool', 'br-bad');
+      return found.length > 0 ? found : undefined;
+    });
+    assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
+    await waitFor('claim vm1.data', async () => world.claim(ns, 'vm1.data'));
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    assert.equal((await world.claim(ns, 'vm1.data'))?.status, undefined, 'no status written');
+    assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
+  });
+
+  e2eCase(
+    'SIGKILL of the controller during a burst of 200 VM creations: after the restart, 200 distinct addresses',
+    async (t, used) => {
+      const ns = await world.namespace('burst');
+      used.push(ns);
+      const N = 200;
+      await world.allocatorNad(ns, 'br-burst', 'e2e-burst', '10.66.0.0/24');
+      const allocated = async () => (await world.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
+      // VMs that do not run: the claims come from the VMs alone, and no launcher pod is needed.
+      let created = 0;
+      const create = async (i: number) => {
+        await world.createVM(ns, `vm-${String(i).padStart(3, '0')}`, 'br-burst', { running: false });
+        created++;
+      };
+      const burst = (async () => {
+        for (let i = 0; i < N; i += 10) await Promise.all(Array.from({ length: Math.min(10, N - i) }, (_, k) => create(i + k)));
+      })();
+      const atKill = await waitFor('a third of the burst allocated', async () => {
+        const n = await allocated();
+        return n >= N / 3 ? n : undefined;
+      }, { timeoutMs: 120_000, intervalMs: 20 });
+      await world.controller.kill();
+      const killedAt = { created, allocated: await allocated() };
+      t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
+      await burst;
+      world.controller = await world.startController();
+      const claims = await waitFor(
+        `${N} claims allocated after the restart`,
+        async () => {
+          const all = await world.claims(ns);
+          const done = all.filter((c) => c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True'));
+          return all.length === N && done.length === N ? all : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 250 },
+      );
+      const ips = claims.map((c) => c.status!.ips!);
+      assert.ok(ips.every((l) => l.length === 1), 'one IPv4 address per claim');
+      const addresses = ips.map((l) => l[0]!);
+      assert.equal(new Set(addresses).size, N, 'all distinct');
+      const expected = Array.from({ length: N }, (_, i) => `10.66.0.${i + 1}/24`).sort();
+      assert.deepEqual([...addresses].sort(), expected, 'exactly the lowest 200 addresses: none lost to the crash, none twice');
+      t.diagnostic(`${N} claims, ${new Set(addresses).size} distinct addresses after SIGKILL and restart`);
+
+      // The commit point is a conditional write: the API server refuses a status write made against an older
+      // resourceVersion (what keeps a controller that chose from a stale view from recording its choice).
+      const stale = claims[0]!;
+      const fresh = await world.claim(ns, stale.metadata.name);
+      const older = String(Number(fresh!.metadata.resourceVersion) - 1);
+      const res = await world.cluster.http.request(
+        'PATCH',
+        `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/${stale.metadata.name}/status`,
+        { metadata: { resourceVersion: older }, status: { ips: ['10.66.0.250/24'] } },
+        'application/merge-patch+json',
+      );
+      assert.equal(res.status, 409, `a status merge patch with a stale resourceVersion is a conflict: ${res.body.slice(0, 200)}`);
+    },
+    300_000,
+  );
+
+  e2eCase(
+    'leader change during a burst: the new leader allocates the rest, no address twice',
+    async (t, used) => {
+      const ns = await world.namespace('leader');
+      used.push(ns);
+      const N = 60;
+      await world.allocatorNad(ns, 'br-leader', 'e2e-leader', '10.67.0.0/24');
+      await world.controller.stop();
+      const first = await world.startController({ leaderElect: true });
+      world.controller = first;
+      await first.waitForLog('leadership', (l) => l.msg === 'starting allocator workers');
+      const standby = await world.startController({ leaderElect: true, webhookPort: await freePort() });
+      const allocated = async () => (await world.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
+      const burst = (async () => {
+        for (let i = 0; i < N; i += 10) {
+          await Promise.all(Array.from({ length: Math.min(10, N - i) }, (_, k) => world.createVM(ns, `vm-${String(i + k).padStart(2, '0')}`, 'br-leader', { running: false })));
+        }
+      })();
+      await waitFor('a third of the burst allocated', async () => ((await allocated()) >= N / 3 ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });
+      await first.kill();
+      t.diagnostic(`leader killed with ${await allocated()}/${N} claims allocated`);
+      await burst;
+      await standby.waitForLog('leadership', (l) => l.msg === 'starting allocator workers', 60_000);
+      const barrier = standby.logs.find((l) => l.msg === 'read every claim before allocating');
+      t.diagnostic(`new leader: ${JSON.stringify({ claims: barrier?.['claims'], newerThanCache: barrier?.['newerThanCache'] })}`);
+      const claims = await waitFor(
+        `${N} claims allocated by the new leader`,
+        async () => {
+          const all = await world.claims(ns);
+          return all.length === N && all.every((c) => c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True')) ? all : undefined;
+        },
+        { timeoutMs: 90_000, intervalMs: 250 },
+      );
+      const addresses = claims.map((c) => c.status!.ips![0]!);
+      assert.equal(new Set(addresses).size, N, 'all distinct');
+      assert.deepEqual([...addresses].sort(), Array.from({ length: N }, (_, i) => `10.67.0.${i + 1}/24`).sort());
+      await standby.stop();
+      world.controller = await world.startController();
+    },
+    180_000,
+  );
+});
+
+// The acceptance line: how many end-to-end cases ran, against which Kubernetes version.
+after((t) => {
+  const { ran, passed, failed } = world.tally;
+  const wall = ((Date.now() - world.startedAt) / 1000).toFixed(0);
+  const line = `e2e allocator: ${ran} cases against Kubernetes ${world.cluster?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed) in ${wall} s`;
+  t.diagnostic(line);
+  console.log(line);
+});
