@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { claimName, podInterfaceName } from '../claims/names.ts';
 import { trimAllocatorNad, trimAllocatorVm, trimAllocatorVmi } from './loop.ts';
-import { FakeWorld, NS, allocatorNad, claim, vm } from './testing.ts';
+import { FakeWorld, NS, allocatorNad, claim, nad, vm } from './testing.ts';
 
 const NET = 'blue';
 
@@ -253,6 +253,17 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     // reported once while it lasts
     await w.pass(NET);
     assert.equal(w.events.filter((e) => e.reason === 'InvalidAllocatorPool').length, 1);
+  });
+
+  it('a malformed switch, or an opted-in NAD without a network name, is reported on the NAD itself', async () => {
+    const w = new FakeWorld();
+    w.nads.upsert(nad('typo', 'x', { 'persistent-ips.kubevirt.io/allocator': 'yes' }));
+    w.nads.upsert({ metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: { config: '{"type": "bridge"}' } });
+    const reconcile = w.reconciler();
+    for (const key of ['nad:vms/typo', 'nad:vms/nameless', 'nad:vms/gone']) await reconcile(key, { signal: new AbortController().signal });
+    assert.deepEqual([...new Set(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`))], ['typo InvalidAllocatorPool', 'nameless InvalidAllocatorPool']);
+    assert.match(w.events[0]!.message, /must be "true" or "false", got "yes"/);
+    assert.ok(w.events.some((e) => /no network "name"/.test(e.message)));
   });
 
   it('NADs of one network in two namespaces share one pool', async () => {

@@ -36,7 +36,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { ADDRESSES_ANNOTATION } from './allocator.ts';
 import { type Cause, ScopedEventRecorder } from './events.ts';
 import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
-import { ALLOCATOR_NAD_ANNOTATIONS, isAllocatorNad, readAllocatorNad, resolveNetwork } from './nad.ts';
+import { ALLOCATOR_ANNOTATION, ALLOCATOR_NAD_ANNOTATIONS, isAllocatorNad, readAllocatorNad, resolveNetwork } from './nad.ts';
 import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
 import { conditionsWith, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
@@ -213,12 +213,15 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     await deps.recorder.report(scope, causes);
   };
 
-  /** A NAD that opts in but belongs to no network we can name: reported on the NAD itself. */
+  /**
+   * What is wrong with a NAD that no network pass reports: a malformed switch, or a NAD that opts in but whose
+   * network cannot be named. Reported on the NAD itself.
+   */
   const reconcileNad = async (nadKey: string): Promise<ReconcileResult> => {
     const nad = deps.nads.getByKey(nadKey);
     const read = nad ? readAllocatorNad(nad) : undefined;
-    const lonely = nad && read && read.network === undefined && read.problems.length > 0 ? [nad] : [];
-    await reportNads(`${NAD_PREFIX}${nadKey}`, lonely, new Map(read && nad ? [[nadKey, read.problems]] : []), new Map());
+    const own = nad && read && read.problems.length > 0 && (!read.enabled || read.network === undefined) ? [nad] : [];
+    await reportNads(`${NAD_PREFIX}${nadKey}`, own, new Map(read && nad ? [[nadKey, read.problems]] : []), new Map());
     return {};
   };
 
@@ -367,9 +370,10 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   const allKeys = (): string[] => {
     const out = new Set<string>();
     for (const nad of nads.list()) {
+      if (nad.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined) out.add(nadKey(objectKey(nad)));
       if (!isAllocatorNad(nad)) continue;
       const network = nadNetwork(nad)[0];
-      out.add(network === undefined ? nadKey(objectKey(nad)) : networkKey(network));
+      if (network !== undefined) out.add(networkKey(network));
     }
     for (const network of overlay.networks()) out.add(networkKey(network));
     return [...out];
@@ -386,7 +390,8 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       // A network any of whose NADs opts in, or opted in before this change (to clear what was reported).
       const wasOn = isAllocatorNad(e.object) || (e.old !== undefined && isAllocatorNad(e.old));
       for (const network of networks) if (wasOn || managed(network)) queue.add(networkKey(network));
-      if (wasOn || nadNetwork(e.object).length === 0) queue.add(nadKey(objectKey(e.object)));
+      const mentions = (n: NetworkAttachmentDefinition | undefined) => n?.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined;
+      if (mentions(e.object) || mentions(e.old)) queue.add(nadKey(objectKey(e.object)));
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
       for (const claim of claims.byIndex(CLAIMS_BY_OWNER, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
@@ -447,6 +452,14 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     informers,
     podAddresses: createPodAddressLookup({
       allocatorNad: (namespace, name) => nads.get(namespace, name),
+      fetchNad: async (namespace, name, signal) => {
+        try {
+          return trimAllocatorNad(await client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
+        } catch (err) {
+          if (isNotFound(err)) return undefined;
+          throw err;
+        }
+      },
       claims,
       fetchClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
     }),

@@ -61,6 +61,28 @@ describe('createPodAddressLookup', () => {
     assert.deepEqual(fetched, [`${NS}/vm1.blue`]);
   });
 
+  it('a NAD the allocator cache has not seen yet is read from the API (the given one may lack the annotations)', async () => {
+    const trimmed = new Map(nads);
+    trimmed.set(`${NS}/nad-blue`, nad('nad-blue', 'blue', { 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }));
+    const lookup = createPodAddressLookup({
+      allocatorNad: () => undefined,
+      fetchNad: async (_ns, name) => (name === 'nad-blue' ? allocatorNad('nad-blue', 'blue', '10.0.0.0/24') : nads.get(`${NS}/${name}`)),
+      claims: { get: () => claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] }) },
+      fetchClaim: async () => undefined,
+    });
+    assert.deepEqual([...(await lookup(NS, vmi, trimmed, new AbortController().signal))], [['blue', { ips: ['10.0.0.4/24'] }]]);
+  });
+
+  it('a NAD whose pool cannot be served: the denial says why', async () => {
+    const broken = new Map(nads);
+    broken.set(`${NS}/nad-blue`, allocatorNad('nad-blue', 'blue', '10.0.0.0/33'));
+    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, claims: { get: () => claim('vm1', 'blue', 'blue') }, fetchClaim: async () => claim('vm1', 'blue', 'blue') });
+    const out = await lookup(NS, vmi, broken, new AbortController().signal);
+    const r = out.get('blue');
+    assert.ok(r && 'deny' in r);
+    assert.match(r.deny, /cannot be served: subnets: "10\.0\.0\.0\/33" has an invalid prefix length/);
+  });
+
   it('a failed API read is a ClaimLookupError naming the claim', async () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,

@@ -18,7 +18,7 @@
 
 import { persistentNetworks } from '../claims/decide.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachineInstance } from '../kube/types.ts';
-import { isAllocatorNad } from './nad.ts';
+import { isAllocatorNad, readAllocatorNad } from './nad.ts';
 import { currentCondition } from './plan.ts';
 
 export type PodAddresses =
@@ -39,6 +39,8 @@ export class ClaimLookupError extends Error {
 export interface PodAddressDeps {
   /** The allocator's NAD cache (it keeps the allocator annotations, which the shared cache drops). */
   allocatorNad(namespace: string, name: string): NetworkAttachmentDefinition | undefined;
+  /** GET a NAD the allocator's cache has not seen yet; undefined for 404, throws on any other failure. */
+  fetchNad?(namespace: string, name: string, signal: AbortSignal): Promise<NetworkAttachmentDefinition | undefined>;
   claims: { get(namespace: string | undefined, name: string): IPAMClaim | undefined };
   /** GET a claim; undefined for 404, throws on any other failure. */
   fetchClaim(namespace: string, name: string, signal: AbortSignal): Promise<IPAMClaim | undefined>;
@@ -68,8 +70,22 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
       const net = vmi.spec?.networks?.find((n) => n?.name === verdict.network);
       const ref = net?.multus ? nadKeyOf(net.multus.networkName, namespace) : undefined;
       if (!ref) continue; // the primary network is not served by the allocator
-      const nad = deps.allocatorNad(ref[0], ref[1]) ?? nads.get(`${ref[0]}/${ref[1]}`);
-      if (!isAllocatorNad(nad)) continue;
+      let nad = deps.allocatorNad(ref[0], ref[1]);
+      if (!nad) {
+        // Not seen by the allocator's cache yet (a NAD created a moment ago). The NAD the caller has may come from a
+        // cache that drops the allocator annotations: ask the API, so a pod never misses its addresses for that.
+        const given = nads.get(`${ref[0]}/${ref[1]}`);
+        if (isAllocatorNad(given) || !deps.fetchNad) nad = given;
+        else {
+          try {
+            nad = await deps.fetchNad(ref[0], ref[1], signal);
+          } catch (err) {
+            throw new ClaimLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ref[0], name: ref[1] }, signal.aborted ? signal.reason : err);
+          }
+        }
+      }
+      if (!nad || !isAllocatorNad(nad)) continue;
+      const poolProblems = readAllocatorNad(nad).problems;
 
       let claim = deps.claims.get(namespace, verdict.claim);
       if (!claim?.status?.ips?.length) {
@@ -79,7 +95,11 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
           throw new ClaimLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : err);
         }
       }
-      out.set(verdict.network, addressesOf(claim, `${namespace}/${verdict.claim}`, vmi, verdict.network));
+      const result = addressesOf(claim, `${namespace}/${verdict.claim}`, vmi, verdict.network);
+      if ('deny' in result && poolProblems.length > 0 && !claim?.status?.ips?.length) {
+        result.deny += `; NetworkAttachmentDefinition ${ref[0]}/${ref[1]} cannot be served: ${poolProblems.join('; ')}`;
+      }
+      out.set(verdict.network, result);
     }
     return out;
   };
