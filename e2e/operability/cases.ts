@@ -1,0 +1,47 @@
+// Named cases with their wall time, and the summary line every operability file prints at its end:
+//   e2e operability: N cases against Kubernetes v1.34.4 (<area>: P passed, F failed in S s)
+import { after, it, type TestContext } from 'node:test';
+import type { World } from './world.ts';
+
+export interface Tally {
+  area: string;
+  ran: number;
+  passed: number;
+  failed: number;
+  startedAt: number;
+}
+
+export function tally(area: string): Tally {
+  return { area, ran: 0, passed: 0, failed: 0, startedAt: Date.now() };
+}
+
+/** A case: counted, timed (wall time as a diagnostic), and a failure keeps the work directory. */
+export function operabilityCase(world: World, t: Tally, name: string, fn: (ctx: TestContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
+  it(name, { timeout: opts.timeoutMs ?? 180_000 }, async (ctx) => {
+    t.ran++;
+    const t0 = Date.now();
+    try {
+      await fn(ctx);
+      t.passed++;
+    } catch (err) {
+      t.failed++;
+      world.noteFailure();
+      throw err;
+    } finally {
+      ctx.diagnostic(`wall time ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    }
+  });
+}
+
+/** Registers the file's summary line (a root-level after hook: printed once every case has run). */
+export function summaryAtEnd(world: World, t: Tally): void {
+  after((ctx) => {
+    const version = world.cp?.version ?? '(no cluster)';
+    ctx.diagnostic(
+      `e2e operability: ${t.ran} cases against Kubernetes ${version} (${t.area}: ${t.passed} passed, ${t.failed} failed in ${((Date.now() - t.startedAt) / 1000).toFixed(0)} s)`,
+    );
+  });
+}
+
+/** Milliseconds as seconds with one decimal. */
+export const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;

@@ -1,0 +1,515 @@
+// What every operability file needs around the controller: its own real control plane (one per file), plain REST
+// access through the harness's client (independent of the controller's), the KubeVirt CR with the PersistentIPs
+// gate, persistent and ordinary NADs, the URL-based webhook configuration, the KubeVirt stand-in (test
+// infrastructure: what virt-controller does with VMs, VMIs and launcher pods) with its warnings captured, and
+// launcher pods made directly through the API (the same pod the stand-in makes) where a test needs to see each
+// admission itself.
+import { randomBytes, X509Certificate } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
+import { connect } from 'node:tls';
+import { KubeConfig, Watch, type V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
+import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
+import { freePort, poll, startControlPlane, type ControlPlane, type KubeResponse } from '../harness/index.ts';
+import {
+  buildVM,
+  parseNetworksAnnotation,
+  podInterfaceName,
+  startKubeVirtStandIn,
+  type KubeVirtStandIn,
+  type VMNetworkRequest,
+  type Vm,
+  type Vmi,
+} from '../kubevirt-standin/index.ts';
+import { launcherPodName, renderLauncherPod, renderVmiFromVm } from '../kubevirt-standin/render.ts';
+import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
+
+export { CONTROLLER_NAMESPACE };
+export const WEBHOOK_CONFIGURATION = 'persistent-ips-launcher-pods';
+export const WEBHOOK_SECRET = 'persistent-ips-webhook-cert';
+export const LEASE_NAME = 'persistent-ips-leader';
+export const KUBEVIRT_NAMESPACE = 'kubevirt';
+export const KUBEVIRT_CR = 'kubevirt';
+
+const ns = (namespace: string) => `/namespaces/${encodeURIComponent(namespace)}`;
+const tail = (name?: string) => (name === undefined ? '' : `/${encodeURIComponent(name)}`);
+
+export const paths = {
+  namespaces: (name?: string) => `/api/v1/namespaces${tail(name)}`,
+  pods: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/pods${tail(name)}`,
+  secrets: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/secrets${tail(name)}`,
+  claims: (namespace: string, name?: string) => `/apis/k8s.cni.cncf.io/v1alpha1${ns(namespace)}/ipamclaims${tail(name)}`,
+  nads: (namespace: string, name?: string) => `/apis/k8s.cni.cncf.io/v1${ns(namespace)}/network-attachment-definitions${tail(name)}`,
+  vms: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachines${tail(name)}`,
+  vmis: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachineinstances${tail(name)}`,
+  kubeVirts: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/kubevirts${tail(name)}`,
+  leases: (namespace: string, name?: string) => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases${tail(name)}`,
+  webhookConfigurations: (name?: string) => `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations${tail(name)}`,
+};
+
+export interface Secret {
+  metadata: { name: string; resourceVersion?: string };
+  type?: string;
+  data?: Record<string, string>;
+}
+
+export interface MutatingWebhookConfiguration {
+  metadata: { name: string; resourceVersion?: string };
+  webhooks: { name: string; clientConfig: { url?: string; caBundle?: string } }[];
+}
+
+export interface Lease {
+  metadata: { name: string; resourceVersion?: string };
+  spec?: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string; leaseTransitions?: number };
+}
+
+/** A pod creation through the API server (admission included): the pod as stored, or why it was refused. */
+export type PodCreation = { ok: true; pod: V1Pod; ms: number } | { ok: false; status: number; message: string; ms: number };
+
+/** One warning or error the stand-in logged (e.g. a launcher pod creation the API server refused). */
+export interface StandInWarning {
+  level: string;
+  msg: string;
+  err?: string;
+  key?: string;
+}
+
+export class World {
+  cp!: ControlPlane;
+  dir!: string;
+  readonly runId = randomBytes(3).toString('hex');
+  readonly standInWarnings: StandInWarning[] = [];
+  readonly #standIns: KubeVirtStandIn[] = [];
+  #failed = false;
+
+  /**
+   * Starts this file's control plane, the controller namespace (labelled as in manifests/default, so the webhook
+   * skips it; unless `controllerNamespace: false`) and the KubeVirt CR (gate on).
+   */
+  async setUp(label: string, opts: { controllerNamespace?: boolean } = {}): Promise<void> {
+    this.dir = mkdtempSync(join(tmpdir(), `persistent-ips-operability-${label}-`));
+    const t0 = Date.now();
+    this.cp = await startControlPlane({ dir: join(this.dir, 'controlplane') });
+    console.log(`[operability:${label}] Kubernetes ${this.cp.version} at ${this.cp.server} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
+    if (opts.controllerNamespace !== false) await this.ensureNamespace(controllerNamespace);
+    await this.ensureNamespace({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: KUBEVIRT_NAMESPACE } });
+    await this.create(paths.kubeVirts(KUBEVIRT_NAMESPACE), {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'KubeVirt',
+      metadata: { name: KUBEVIRT_CR, namespace: KUBEVIRT_NAMESPACE },
+      spec: { configuration: { developerConfiguration: { featureGates: [FEATURE_GATE] } } },
+    });
+  }
+
+  /** Marks the file as failed: its work directory (controller and control plane logs) is kept. */
+  noteFailure(): void {
+    this.#failed = true;
+  }
+
+  async tearDown(): Promise<void> {
+    for (const s of this.#standIns.splice(0)) await s.stop().catch(() => undefined);
+    await this.cp?.stop();
+    if (!this.dir) return;
+    if (this.#failed) console.log(`[operability] kept ${this.dir} (controller logs, control plane logs) for the failed cases`);
+    else rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  // -- REST -------------------------------------------------------------------------------------------------------
+
+  async get<T>(path: string): Promise<T | undefined> {
+    const res = await this.cp.http.get(path);
+    if (res.status === 404) return undefined;
+    if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
+    return res.json<T>();
+  }
+
+  async list<T>(path: string): Promise<T[]> {
+    const res = await this.cp.http.expect('GET', path, [200]);
+    return res.json<{ items?: T[] }>().items ?? [];
+  }
+
+  async create<T>(path: string, body: unknown): Promise<T> {
+    return (await this.cp.http.expect('POST', path, [201], body)).json<T>();
+  }
+
+  async mergePatch<T>(path: string, body: unknown): Promise<T> {
+    return (await this.cp.http.expect('PATCH', path, [200], body, 'application/merge-patch+json')).json<T>();
+  }
+
+  async delete(path: string, body?: unknown): Promise<boolean> {
+    const res = await this.cp.http.request('DELETE', path, body);
+    if (res.status === 404) return false;
+    if (res.status !== 200 && res.status !== 202) throw new Error(`DELETE ${path}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
+    return true;
+  }
+
+  async ensureNamespace(obj: { metadata: { name: string } } & Record<string, unknown>): Promise<void> {
+    if (await this.get(paths.namespaces(obj.metadata.name))) return;
+    await this.create(paths.namespaces(), obj);
+  }
+
+  /** A fresh namespace for one case. */
+  async namespace(prefix: string): Promise<string> {
+    const name = `${prefix}-${this.runId}`;
+    await this.ensureNamespace({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    return name;
+  }
+
+  // -- fixtures ---------------------------------------------------------------------------------------------------
+
+  /** An OVN-Kubernetes layer2 NAD; persistent unless `persistent: false`. `network` is the config's `name`. */
+  async createNad(namespace: string, name: string, o: { network: string; persistent?: boolean; subnets?: string }): Promise<void> {
+    const config = JSON.stringify({
+      cniVersion: '0.4.0',
+      name: o.network,
+      type: 'ovn-k8s-cni-overlay',
+      topology: 'layer2',
+      subnets: o.subnets ?? '10.200.0.0/24',
+      netAttachDefName: `${namespace}/${name}`,
+      ...(o.persistent === false ? {} : { allowPersistentIPs: true }),
+    });
+    await this.create(paths.nads(namespace), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name, namespace }, spec: { config } });
+  }
+
+  /** Adds or removes PersistentIPs in the KubeVirt CR (other gates kept), guarded by resourceVersion. */
+  async setGateInCR(on: boolean): Promise<void> {
+    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR);
+    const cr = await this.get<KubeVirtCR>(path);
+    if (!cr) throw new Error('the KubeVirt CR is missing');
+    const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
+    if (on) gates.push(FEATURE_GATE);
+    await this.mergePatch(path, {
+      metadata: { resourceVersion: cr.metadata.resourceVersion },
+      spec: { configuration: { developerConfiguration: { featureGates: gates } } },
+    });
+  }
+
+  /**
+   * The MutatingWebhookConfiguration of manifests/webhook (same rules, selectors, failurePolicy), called by URL at
+   * https://127.0.0.1:PORT: local runs have no Service. Replaces an earlier one (and with it its caBundle).
+   */
+  async installWebhookConfiguration(port: number): Promise<void> {
+    await this.delete(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
+    await this.create(paths.webhookConfigurations(), {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'MutatingWebhookConfiguration',
+      ...localWebhookConfiguration(port),
+    });
+  }
+
+  /** Points the webhook configuration at another port, keeping its caBundle. */
+  async pointWebhookAt(port: number): Promise<void> {
+    const config = await this.get<MutatingWebhookConfiguration>(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
+    if (!config) throw new Error('no webhook configuration');
+    const ops = config.webhooks.map((w, i) => ({ op: 'replace', path: `/webhooks/${i}/clientConfig/url`, value: w.clientConfig.url!.replace(/:\d+\//, `:${port}/`) }));
+    await this.cp.http.expect('PATCH', paths.webhookConfigurations(WEBHOOK_CONFIGURATION), [200], ops, 'application/json-patch+json');
+  }
+
+  /** Waits until the controller has written its CA into every webhook's caBundle; returns the bundle (PEM). */
+  async waitForCaBundle(timeoutMs = 30_000): Promise<string> {
+    return poll('the webhook configuration caBundle', timeoutMs, async () => {
+      const config = await this.get<MutatingWebhookConfiguration>(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
+      const bundles = config?.webhooks.map((w) => w.clientConfig.caBundle ?? '') ?? [];
+      return bundles.length > 0 && bundles.every((b) => b !== '' && b === bundles[0]) ? Buffer.from(bundles[0]!, 'base64').toString('utf8') : undefined;
+    });
+  }
+
+  /** Removes what a controller left in the cluster between cases: Lease, certificate Secret. */
+  async forgetControllerState(): Promise<void> {
+    await this.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+    await this.delete(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+  }
+
+  // -- the KubeVirt stand-in --------------------------------------------------------------------------------------
+
+  /**
+   * Starts a stand-in for `namespace` (or every namespace). Its warnings (e.g. "reconcile failed" because the API
+   * server refused a launcher pod) are kept in `standInWarnings`.
+   */
+  async startStandIn(namespace?: string): Promise<KubeVirtStandIn> {
+    const sink = new Writable({
+      write: (chunk: Buffer, _enc, done) => {
+        for (const line of chunk.toString('utf8').split('\n')) {
+          if (!line.trim()) continue;
+          try {
+            const l = JSON.parse(line) as { level?: number; msg?: string; err?: unknown; key?: string };
+            if ((l.level ?? 0) >= 40) this.standInWarnings.push({ level: String(l.level), msg: l.msg ?? '', ...(l.err ? { err: String(l.err) } : {}), ...(l.key ? { key: l.key } : {}) });
+          } catch {
+            /* not JSON */
+          }
+        }
+        done();
+      },
+    });
+    const standIn = await startKubeVirtStandIn({
+      kubeconfigPath: this.cp.kubeconfigPath,
+      ...(namespace ? { namespace } : {}),
+      log: pino({ level: 'warn', base: { component: 'kubevirt-standin' } }, sink),
+    });
+    this.#standIns.push(standIn);
+    return standIn;
+  }
+
+  async stopStandIn(standIn: KubeVirtStandIn): Promise<void> {
+    const i = this.#standIns.indexOf(standIn);
+    if (i >= 0) this.#standIns.splice(i, 1);
+    await standIn.stop();
+  }
+
+  /** Stand-in warnings that are refused launcher-pod creations. */
+  rejectedLauncherPods(from = 0): StandInWarning[] {
+    return this.standInWarnings.slice(from).filter((w) => /creating launcher pod/.test(w.err ?? ''));
+  }
+
+  // -- VMIs and launcher pods made directly -----------------------------------------------------------------------
+
+  /** Creates a standalone VMI (no VM, no stand-in) with these secondary networks; returns it as stored. */
+  async createVmi(namespace: string, name: string, networks: VMNetworkRequest[]): Promise<Vmi> {
+    // A standalone VMI: no owner, and none of the finalizers the stand-in would remove (there is no stand-in here).
+    const vmi = renderVmiFromVm(buildVM({ namespace, name, networks }) as Vm) as Vmi & { metadata: { ownerReferences?: unknown; finalizers?: unknown } };
+    delete vmi.metadata.ownerReferences;
+    delete vmi.metadata.finalizers;
+    return this.create<Vmi>(paths.vmis(namespace), vmi);
+  }
+
+  /**
+   * Creates a launcher pod for `vmi` through the API server (so through admission and the webhook), exactly as the
+   * stand-in renders it. Never throws for a refusal: returns it.
+   */
+  async createLauncherPod(vmi: Vmi, purpose: string): Promise<PodCreation> {
+    const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, purpose), node: 'standin-node-1' });
+    return this.createPod(vmi.metadata.namespace!, pod);
+  }
+
+  async createPod(namespace: string, pod: V1Pod): Promise<PodCreation> {
+    const t0 = Date.now();
+    let res: KubeResponse;
+    try {
+      res = await this.cp.http.request('POST', paths.pods(namespace), pod);
+    } catch (err) {
+      return { ok: false, status: 0, message: err instanceof Error ? err.message : String(err), ms: Date.now() - t0 };
+    }
+    const ms = Date.now() - t0;
+    if (res.status === 201) return { ok: true, pod: res.json<V1Pod>(), ms };
+    let message = res.body.slice(0, 600);
+    try {
+      message = res.json<{ message?: string }>().message ?? message;
+    } catch {
+      /* not JSON */
+    }
+    return { ok: false, status: res.status, message, ms };
+  }
+
+  async claims(namespace: string): Promise<IPAMClaim[]> {
+    return this.list<IPAMClaim>(paths.claims(namespace));
+  }
+
+  /** Waits until the namespace holds exactly the claims `names` (and returns them). */
+  async waitForClaims(namespace: string, names: string[], timeoutMs = 30_000): Promise<IPAMClaim[]> {
+    const want = [...names].sort().join(',');
+    return poll(`claims ${want} in ${namespace}`, timeoutMs, async () => {
+      const claims = await this.claims(namespace);
+      return claims.map((c) => c.metadata.name).sort().join(',') === want ? claims : undefined;
+    });
+  }
+}
+
+/** The network-selection elements of a pod, as admitted. */
+export function networkElements(pod: V1Pod): NetworkSelectionElement[] {
+  return parseNetworksAnnotation(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION]) ?? [];
+}
+
+/** pod interface name → ipam-claim-reference (undefined when the element has none), for every element. */
+export function claimReferences(pod: V1Pod): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const e of networkElements(pod)) out[e.interface ?? e.name] = e['ipam-claim-reference'] as string | undefined;
+  return out;
+}
+
+/** What `claimReferences` must be for a VM's networks: `{ networkName: claimName | undefined }` by pod interface. */
+export function expectedReferences(byNetwork: Record<string, string | undefined>): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [network, claim] of Object.entries(byNetwork)) out[podInterfaceName(network)] = claim;
+  return out;
+}
+
+/** The serving certificate a TLS server on 127.0.0.1:port presents (not verified: we only read it). */
+export function peerCertificate(port: number): Promise<{ serial: string; fingerprint: string; validTo: string; issuer: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      const raw = socket.getPeerX509Certificate();
+      socket.end();
+      if (!raw) return reject(new Error(`no certificate from 127.0.0.1:${port}`));
+      resolve({ serial: raw.serialNumber, fingerprint: raw.fingerprint256, validTo: raw.validTo, issuer: raw.issuer });
+    });
+    socket.setTimeout(3000, () => socket.destroy(new Error(`TLS handshake with 127.0.0.1:${port} timed out`)));
+    socket.on('error', reject);
+  });
+}
+
+/** The serving certificate and CA the Secret holds now (serial numbers and fingerprints). */
+export function secretCertificates(secret: Secret | undefined): { servingSerial?: string; caFingerprint?: string } {
+  const pem = (k: string) => (secret?.data?.[k] ? Buffer.from(secret.data[k]!, 'base64').toString('utf8') : undefined);
+  const out: { servingSerial?: string; caFingerprint?: string } = {};
+  const serving = pem('tls.crt');
+  if (serving) out.servingSerial = new X509Certificate(serving).serialNumber;
+  const ca = pem('ca.crt');
+  if (ca) out.caFingerprint = new X509Certificate(ca).fingerprint256;
+  return out;
+}
+
+/** A free port for a webhook (the controller binds it; a test that points the configuration at it needs it first). */
+export const webhookPort = (): Promise<number> => freePort();
+
+export interface AdmissionAnswer {
+  /** HTTP status, or 0 when the connection or TLS handshake failed. */
+  status: number;
+  error?: string;
+  allowed?: boolean;
+  /** The decoded JSON patch, when the answer carries one. */
+  patch?: { op: string; path: string; value?: unknown }[];
+  message?: string;
+}
+
+/**
+ * Sends a CREATE AdmissionReview for `pod` straight to a webhook server (https://127.0.0.1:port/mutate-v1-pod),
+ * verifying its certificate against `ca` for the name 127.0.0.1, as the API server does with the caBundle.
+ */
+export function admitDirectly(port: number, ca: string, pod: V1Pod, agent: HttpsAgent | false = false): Promise<AdmissionAnswer> {
+  const review = {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: randomBytes(8).toString('hex'),
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: pod.metadata?.namespace,
+      name: pod.metadata?.name,
+      operation: 'CREATE',
+      object: pod,
+    },
+  };
+  const body = JSON.stringify(review);
+  return new Promise((resolve) => {
+    const req = httpsRequest(
+      { host: '127.0.0.1', port, path: '/mutate-v1-pod', method: 'POST', ca, agent, timeout: 5000, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          try {
+            const r = (JSON.parse(text) as { response?: { allowed?: boolean; patch?: string; status?: { message?: string } } }).response;
+            resolve({
+              status: res.statusCode ?? 0,
+              ...(r?.allowed !== undefined ? { allowed: r.allowed } : {}),
+              ...(r?.patch ? { patch: JSON.parse(Buffer.from(r.patch, 'base64').toString('utf8')) as AdmissionAnswer['patch'] } : {}),
+              ...(r?.status?.message ? { message: r.status.message } : {}),
+            });
+          } catch {
+            resolve({ status: res.statusCode ?? 0, error: `not an AdmissionReview: ${text.slice(0, 200)}` });
+          }
+        });
+        res.on('error', (err) => resolve({ status: 0, error: err.message }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
+    req.on('error', (err) => resolve({ status: 0, error: err.message }));
+    req.end(body);
+  });
+}
+
+/** Applies the add/replace operations of a webhook's JSON patch to a copy of `pod` (enough for what it returns). */
+export function applyPatch(pod: V1Pod, patch: { op: string; path: string; value?: unknown }[] | undefined): V1Pod {
+  const out = structuredClone(pod) as unknown as Record<string, unknown>;
+  for (const op of patch ?? []) {
+    if (op.op !== 'add' && op.op !== 'replace') throw new Error(`unexpected patch operation ${op.op} ${op.path}`);
+    const tokens = op.path.split('/').slice(1).map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+    let node = out;
+    for (const t of tokens.slice(0, -1)) node = node[t] as Record<string, unknown>;
+    node[tokens.at(-1)!] = structuredClone(op.value);
+  }
+  return out as V1Pod;
+}
+
+/** A TLS handshake with 127.0.0.1:port that verifies the server's certificate against `ca` (for the IP 127.0.0.1). */
+export function verifiedHandshake(port: number, ca: string): Promise<{ authorized: boolean; error?: string; serial?: string }> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port, ca, rejectUnauthorized: false }, () => {
+      const serial = socket.getPeerX509Certificate()?.serialNumber;
+      const out = { authorized: socket.authorized, ...(socket.authorizationError ? { error: String(socket.authorizationError) } : {}), ...(serial ? { serial } : {}) };
+      socket.end();
+      resolve(out);
+    });
+    socket.setTimeout(3000, () => socket.destroy(new Error('TLS handshake timed out')));
+    socket.on('error', (err) => resolve({ authorized: false, error: err.message }));
+  });
+}
+
+/**
+ * Every ADDED/MODIFIED/DELETED event of the claims of one namespace from the moment start() listed them, resumed from
+ * the last resourceVersion if the connection ends: "no claim created twice, none deleted" is read from here.
+ */
+export class ClaimWatch {
+  readonly events: { type: string; name: string; uid: string }[] = [];
+  #rv = '';
+  #stopped = false;
+  #abort: AbortController | undefined;
+  #error: string | undefined;
+  readonly #kc: KubeConfig;
+  readonly #path: string;
+
+  private constructor(kc: KubeConfig, path: string) {
+    this.#kc = kc;
+    this.#path = path;
+  }
+
+  static async start(world: World, namespace: string): Promise<ClaimWatch> {
+    const kc = new KubeConfig();
+    kc.loadFromFile(world.cp.kubeconfigPath);
+    const w = new ClaimWatch(kc, paths.claims(namespace));
+    const res = await world.cp.http.expect('GET', w.#path, [200]);
+    w.#rv = res.json<{ metadata: { resourceVersion: string } }>().metadata.resourceVersion;
+    await w.#connect();
+    return w;
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#stopped) return;
+    this.#abort = await new Watch(this.#kc).watch(
+      this.#path,
+      { resourceVersion: this.#rv, allowWatchBookmarks: true },
+      (type: string, obj: IPAMClaim & { code?: number; message?: string }) => {
+        if (type === 'ERROR') {
+          this.#error = `watch of ${this.#path}: ${obj.code ?? ''} ${obj.message ?? ''}`;
+          return;
+        }
+        this.#rv = obj.metadata?.resourceVersion ?? this.#rv;
+        if (type !== 'BOOKMARK') this.events.push({ type, name: obj.metadata.name, uid: obj.metadata.uid ?? '' });
+      },
+      () => {
+        if (this.#stopped || this.#error) return;
+        setTimeout(() => void this.#connect().catch((e: unknown) => (this.#error = String(e))), 20);
+      },
+    );
+  }
+
+  /** Throws when the record may have a gap (the watch failed). */
+  check(): void {
+    if (this.#error) throw new Error(this.#error);
+  }
+
+  count(type: string, name: string): number {
+    return this.events.filter((e) => e.type === type && e.name === name).length;
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#abort?.abort();
+  }
+}
