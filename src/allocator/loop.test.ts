@@ -191,6 +191,22 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     assert.match(refused.status!.conditions![0]!.message!, /requested 10\.0\.0\.50 is already held by vms\/vm1\.blue/);
     const event = w.events.find((e) => e.involvedObject.name === 'vm2');
     assert.equal(event?.reason, 'AddressInUse');
+    // The VMI appears (with the template's annotation): the lasting refusal is neither rewritten nor re-reported.
+    const [writes, events] = [w.writes.length, w.events.length];
+    w.deliver();
+    const vm2 = vm('vm2', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.50/24'] });
+    w.vmis.upsert({
+      metadata: {
+        name: 'vm2',
+        namespace: NS,
+        uid: 'uid-vmi-vm2',
+        annotations: vm2.spec!.template!.metadata!.annotations!,
+        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm2', uid: 'uid-vm-vm2', controller: true }],
+      },
+      spec: vm2.spec!.template!.spec!,
+    });
+    await w.pass(NET);
+    assert.deepEqual([w.writes.length, w.events.length], [writes, events]);
   });
 
   it('requests outside the pool or unreadable are refused; the VMI annotation wins over the template', async () => {

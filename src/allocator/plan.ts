@@ -89,9 +89,9 @@ export function planNetwork(input: PlanInput): NetworkPlan {
     };
     const refuse = (code: Outcome, message: string) => {
       const reason = code === 'Success' ? ALLOCATION_CONDITION_REASON.Success : ALLOCATION_CONDITION_REASON[code];
-      const full = `IPAMClaim ${c.key} on network "${input.network}": ${message}`;
-      want(plan, c, held, false, condition(c.claim, 'False', reason, full, input.now));
-      tell('Warning', code, full);
+      // The condition is on the claim already; the Event, on the VM, says which claim.
+      want(plan, c, held, false, condition(c.claim, 'False', reason, message, input.now));
+      tell('Warning', code, `IPAMClaim ${c.key} on network "${input.network}": ${message}`);
     };
 
     const conflict = conflictOf.get(c.key);
@@ -117,8 +117,7 @@ export function planNetwork(input: PlanInput): NetworkPlan {
     const requested = c.request.kind === 'addresses' ? c.request.addresses : [];
     const result = allocator.allocate(c.key, { requested });
     if (!result.ok) {
-      const from = requested.length > 0 && held.length === 0 && c.request.kind === 'addresses' ? ` (asked for by ${c.request.source})` : '';
-      refuse(result.error, `${result.message}${from}`);
+      refuse(result.error, result.message);
       continue;
     }
     for (const warning of result.warnings) tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: ${warning}`);

@@ -76,7 +76,9 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
 
   let annotations: Record<string, string> | undefined;
   let spec: VmiSpecLike | undefined;
-  let source: string;
+  // Named after the owner, not after where the annotation was read (VM template, then VMI): messages must not change
+  // when the VMI appears, or a lasting refusal would be written and reported again.
+  const source = `annotation ${ADDRESSES_ANNOTATION} of ${what}`;
   if (ref.kind === 'VirtualMachine') {
     const vm = vms.get(namespace, ref.name);
     if (!vm) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
@@ -86,11 +88,9 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
     if (vmi && controllerUid(vmi, 'VirtualMachine') === vm.metadata.uid) {
       annotations = vmi.metadata.annotations;
       spec = vmi.spec;
-      source = `VirtualMachineInstance ${namespace}/${ref.name}`;
     } else {
       annotations = vm.spec?.template?.metadata?.annotations;
       spec = vm.spec?.template?.spec;
-      source = `the template of ${what}`;
     }
   } else {
     const vmi = vmis.get(namespace, ref.name);
@@ -98,7 +98,6 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
     if (vmi.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
     annotations = vmi.metadata.annotations;
     spec = vmi.spec;
-    source = what;
   }
 
   const network = networkOfClaim(claim, ref.name, spec);
@@ -107,13 +106,13 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   if (value === undefined || network === undefined) return base;
   const parsed = parseAddressesAnnotation(value);
   const mine = parsed.problems.find((p) => p.interface === network);
-  if (mine) return { ...base, request: { kind: 'invalid', message: `${mine.message} (on ${source})` } };
+  if (mine) return { ...base, request: { kind: 'invalid', message: `${mine.message} (${what})` } };
   const requested = parsed.requests.get(network);
   if (requested) return { ...base, request: { kind: 'addresses', addresses: [...requested], source } };
   // A document that cannot be read at all may well have meant this interface too: wait for the user to fix it.
   const whole = parsed.problems.filter((p) => p.interface === undefined);
   if (whole.length > 0 && parsed.requests.size === 0) {
-    return { ...base, request: { kind: 'invalid', message: `${whole.map((p) => p.message).join('; ')} (on ${source})` } };
+    return { ...base, request: { kind: 'invalid', message: `${whole.map((p) => p.message).join('; ')} (${what})` } };
   }
   return base;
 }
