@@ -226,6 +226,8 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
   };
 
   const reconcileNetwork = async (network: string, signal: AbortSignal): Promise<ReconcileResult> => {
+    // Let go of what the cache has caught up with, whatever follows (a network no longer served keeps nothing).
+    for (const key of overlay.keysOf(network)) overlay.view(key, deps.claims.getByKey(key));
     const nads = deps.nads.byIndex(NADS_BY_NETWORK, network);
     const state = resolveNetwork(network, nads);
     const scope = `${NETWORK_PREFIX}${network}`;
