@@ -22,6 +22,7 @@
 import { type IPFamily, familyName, formatAddress, formatCidr, parseAddress } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 import { type Pool, classifyAddress, subnetOf } from './pool.ts';
+import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
 
 /** What a claim holds, as written in `IPAMClaim.status.ips` ("10.0.0.5/24"; a bare address is accepted). */
 export interface ClaimAddresses {
@@ -478,8 +479,9 @@ const EMPTY = IntervalSet.from([]);
 // ---------------------------------------------------------------------------------------------------------------
 // The VMI annotation asking for specific addresses.
 
-/** On a VMI (or the VM template): JSON object, KubeVirt interface name → list of addresses (bare or CIDR). */
-export const ADDRESSES_ANNOTATION = 'network.kubevirt.io/addresses';
+// ADDRESSES_ANNOTATION (src/claims/constants.ts), on a VMI or the VM template: JSON object, KubeVirt interface name →
+// list of addresses (bare or CIDR).
+export { ADDRESSES_ANNOTATION };
 
 export interface AddressesAnnotation {
   /** Interface name → requested addresses, for interfaces whose entry is valid. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { claimName, podInterfaceName } from '../claims/names.ts';
-import { trimAllocatorNad, trimAllocatorVm, trimAllocatorVmi } from './loop.ts';
+import { trimNetworkAttachmentDefinition, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
 import { FakeWorld, NS, allocatorNad, claim, nad, vm } from './testing.ts';
 
 const NET = 'blue';
@@ -296,22 +296,22 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   });
 });
 
-describe('allocator caches keep what the allocator reads', () => {
+describe('the shared caches keep what the allocator reads', () => {
   it('NAD, VM and VMI trims', () => {
-    const n = trimAllocatorNad({
+    const n = trimNetworkAttachmentDefinition({
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name: 'n', namespace: NS, annotations: { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24', other: 'x' }, managedFields: [] },
       spec: { config: '{}' },
     });
     assert.deepEqual(n.metadata.annotations, { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' });
-    const v = trimAllocatorVm({
+    const v = trimVirtualMachine({
       metadata: { name: 'vm1', namespace: NS, uid: 'u' },
       spec: { running: true, template: { metadata: { annotations: { 'network.kubevirt.io/addresses': '{}', x: 'y' }, labels: { a: 'b' } }, spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] } } },
       status: { ready: true },
     });
-    assert.deepEqual(v.spec, { template: { metadata: { annotations: { 'network.kubevirt.io/addresses': '{}' } }, spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] } } });
-    const i = trimAllocatorVmi({ metadata: { name: 'vm1', namespace: NS, annotations: { 'network.kubevirt.io/addresses': '{}', 'kubevirt.io/vm-generation': '1' } }, spec: {} });
+    assert.deepEqual(v.spec?.template, { metadata: { annotations: { 'network.kubevirt.io/addresses': '{}' } }, spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] } });
+    const i = trimVirtualMachineInstance({ metadata: { name: 'vm1', namespace: NS, annotations: { 'network.kubevirt.io/addresses': '{}', 'kubevirt.io/vm-generation': '1' } }, spec: {} });
     assert.deepEqual(i.metadata.annotations, { 'network.kubevirt.io/addresses': '{}' });
     // names used in fixtures agree with the claims domain
     assert.equal(claimName('vm1', 'blue'), 'vm1.blue');

@@ -27,10 +27,9 @@ import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { type Clock, realClock, sleep } from '../queue/clock.ts';
 import { runWorkers, startResync, WorkQueue, type ReconcileResult } from '../queue/index.ts';
-import type { Informer } from '../sources/informer.ts';
-import { createInformer, type CommonInformerOptions } from '../sources/kinds.ts';
+import type { Sources } from '../sources/kinds.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
-import { trimIPAMClaim, trimMeta, trimVmiSpec, type Trim } from '../sources/trim.ts';
+import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { ADDRESSES_ANNOTATION } from './allocator.ts';
@@ -53,46 +52,6 @@ const NETWORK_PREFIX = 'network:';
 const NAD_PREFIX = 'nad:';
 /** Status writes of one pass in flight at once. */
 const WRITE_CONCURRENCY = 16;
-
-// ---------------------------------------------------------------------------------------------------------------
-// What the allocator caches: the NAD annotations it reads (the shared cache drops them), and from VMs and VMIs the
-// addresses annotation and the networks.
-
-export const trimAllocatorNad: Trim<NetworkAttachmentDefinition> = (input) => {
-  const raw = input as { apiVersion?: unknown; kind?: unknown; metadata?: unknown; spec?: { config?: unknown } } | undefined;
-  const out: NetworkAttachmentDefinition = { metadata: trimMeta(raw?.metadata, { annotations: ALLOCATOR_NAD_ANNOTATIONS }) };
-  if (typeof raw?.apiVersion === 'string') out.apiVersion = raw.apiVersion;
-  if (typeof raw?.kind === 'string') out.kind = raw.kind;
-  const config = raw?.spec?.config;
-  out.spec = typeof config === 'string' ? { config } : {};
-  return out;
-};
-
-export const trimAllocatorVm: Trim<VirtualMachine> = (input) => {
-  const raw = input as { metadata?: unknown; spec?: { template?: { metadata?: { annotations?: unknown }; spec?: unknown } } } | undefined;
-  const out: VirtualMachine = { metadata: trimMeta(raw?.metadata) };
-  const template = raw?.spec?.template;
-  const annotations = template?.metadata?.annotations as Record<string, unknown> | undefined;
-  const value = annotations?.[ADDRESSES_ANNOTATION];
-  const spec = trimVmiSpec(template?.spec);
-  if (spec || typeof value === 'string') {
-    out.spec = {
-      template: {
-        ...(typeof value === 'string' ? { metadata: { annotations: { [ADDRESSES_ANNOTATION]: value } } } : {}),
-        ...(spec ? { spec } : {}),
-      },
-    };
-  }
-  return out;
-};
-
-export const trimAllocatorVmi: Trim<VirtualMachineInstance> = (input) => {
-  const raw = input as { metadata?: unknown; spec?: unknown } | undefined;
-  const out: VirtualMachineInstance = { metadata: trimMeta(raw?.metadata, { annotations: [ADDRESSES_ANNOTATION] }) };
-  const spec = trimVmiSpec(raw?.spec);
-  if (spec) out.spec = spec;
-  return out;
-};
 
 export const nadNetwork = (nad: NetworkAttachmentDefinition): string[] => {
   const name = parseNadConfig(nad).networkName;
@@ -317,9 +276,12 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) 
 
 export interface AllocatorOptions {
   client: KubeClient;
-  /** The shared claims informer (the controller's): the allocator adds its indexes and reads it. */
-  claims: Informer<IPAMClaim>;
-  /** Watch this namespace only (as the controller's --namespace). */
+  /**
+   * The controller's informers: the allocator adds its indexes and reads them (their trims keep the annotations it
+   * needs), so it costs no watch of its own.
+   */
+  sources: Pick<Sources, 'nads' | 'vms' | 'vmis' | 'claims'>;
+  /** The namespace the sources watch, if only one (as the controller's --namespace): the barrier's list is scoped so. */
   namespace?: string;
   log: Logger;
   metrics?: Metrics;
@@ -327,18 +289,13 @@ export interface AllocatorOptions {
   concurrency?: number;
   /** Full pass over every network; default 10 minutes. */
   resyncIntervalMs?: number;
-  informerOptions?: CommonInformerOptions;
   clock?: Clock;
 }
 
 export interface Allocator {
   readonly queue: WorkQueue;
-  readonly informers: readonly Informer<KubeObject>[];
   /** The webhook's view: addresses for the allocator networks of a launcher pod. */
   readonly podAddresses: PodAddressLookup;
-  start(): void;
-  hasSynced(): boolean;
-  synced(): Promise<void>;
   /** Serves the queue while `signal` is not aborted (call only as the leader). */
   lead(signal: AbortSignal, drainTimeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -346,18 +303,14 @@ export interface Allocator {
 
 /** Create before the shared sources start, so that their initial claim events reach the allocator. */
 export function createAllocator(options: AllocatorOptions): Allocator {
-  const { client, claims, metrics } = options;
+  const { client, metrics } = options;
+  const { nads, vms, vmis, claims } = options.sources;
   const log = options.log.child({ component: 'allocator' });
   const clock = options.clock ?? realClock;
   const scope = options.namespace ? { namespace: options.namespace } : {};
-  const informerOptions: CommonInformerOptions = { logger: log, ...options.informerOptions };
-  const nads = createInformer(client, { descriptor: resources.networkAttachmentDefinitions, trim: trimAllocatorNad }, scope, informerOptions);
-  const vms = createInformer(client, { descriptor: resources.virtualMachines, trim: trimAllocatorVm }, scope, informerOptions);
-  const vmis = createInformer(client, { descriptor: resources.virtualMachineInstances, trim: trimAllocatorVmi }, scope, informerOptions);
   nads.addIndex(NADS_BY_NETWORK, nadNetwork);
   claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
   claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
-  const informers = [nads, vms, vmis] as unknown as readonly Informer<KubeObject>[];
 
   const queue = new WorkQueue({ name: ALLOCATOR_QUEUE, ...(metrics ? { metrics: workQueueMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
   const overlay = new StatusOverlay();
@@ -451,12 +404,11 @@ export function createAllocator(options: AllocatorOptions): Allocator {
 
   return {
     queue,
-    informers,
     podAddresses: createPodAddressLookup({
       allocatorNad: (namespace, name) => nads.get(namespace, name),
       fetchNad: async (namespace, name, signal) => {
         try {
-          return trimAllocatorNad(await client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
+          return trimNetworkAttachmentDefinition(await client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
         } catch (err) {
           if (isNotFound(err)) return undefined;
           throw err;
@@ -465,13 +417,6 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       claims,
       fetchClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
     }),
-    start(): void {
-      for (const i of informers) i.start();
-    },
-    hasSynced: () => informers.every((i) => i.hasSynced),
-    synced: async () => {
-      await Promise.all(informers.map((i) => i.synced));
-    },
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       await barrier(signal);
       if (signal.aborted) {
@@ -494,7 +439,6 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       log.info('allocator workers stopped');
     },
     async stop(): Promise<void> {
-      await Promise.all(informers.map((i) => i.stop()));
       for (const s of subscriptions) s.unsubscribe();
     },
   };

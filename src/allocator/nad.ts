@@ -20,14 +20,12 @@
 // why. Allocating from two pools, or for claims that came through a NAD that did not opt in, could hand one
 // address out twice.
 
-import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
+import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
 import { parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { type Pool, parsePool } from './pool.ts';
 
-export const ALLOCATOR_ANNOTATION = 'persistent-ips.kubevirt.io/allocator';
-export const SUBNETS_ANNOTATION = 'persistent-ips.kubevirt.io/subnets';
-export const EXCLUDE_SUBNETS_ANNOTATION = 'persistent-ips.kubevirt.io/exclude-subnets';
+export { ALLOCATOR_ANNOTATION, SUBNETS_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION } from '../claims/constants.ts';
 
 /** The NAD annotations the allocator reads (what its cache keeps). */
 export const ALLOCATOR_NAD_ANNOTATIONS: readonly string[] = [

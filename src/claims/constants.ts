@@ -9,6 +9,13 @@ export const FEATURE_GATE = 'PersistentIPs';
 /** Opt-in for CNIs whose config cannot carry `allowPersistentIPs` (value "true"). */
 export const NAD_PERSISTENT_IPS_ANNOTATION = 'persistent-ips.kubevirt.io/allow-persistent-ips';
 
+/** The built-in allocator's switch on a NAD, and the pool it allocates from (docs/allocator.md). */
+export const ALLOCATOR_ANNOTATION = 'persistent-ips.kubevirt.io/allocator';
+export const SUBNETS_ANNOTATION = 'persistent-ips.kubevirt.io/subnets';
+export const EXCLUDE_SUBNETS_ANNOTATION = 'persistent-ips.kubevirt.io/exclude-subnets';
+/** KubeVirt's VMI (and VM template) annotation asking for specific addresses: JSON, interface name → addresses. */
+export const ADDRESSES_ANNOTATION = 'network.kubevirt.io/addresses';
+
 export const MULTUS_NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
 export const MULTUS_DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-network';
 export const LAUNCHER_LABEL = 'kubevirt.io';

@@ -149,14 +149,13 @@ export async function run(options: RunOptions): Promise<number> {
   const allocator =
     options.allocator === false
       ? undefined
-      : createAllocator({ client, claims: sources.claims, ...(options.namespace ? { namespace: options.namespace } : {}), log, metrics, resyncIntervalMs: options.resyncPeriod * 1000 });
+      : createAllocator({ client, sources, ...(options.namespace ? { namespace: options.namespace } : {}), log, metrics, resyncIntervalMs: options.resyncPeriod * 1000 });
 
   const servers: TelemetryServer[] = [];
   let probesServer: TelemetryServer | undefined;
   if (probeAddr) {
     probesServer = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
     probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
-    if (allocator) probesServer.addReadinessCheck('allocator-informers-synced', () => allocator.hasSynced());
     servers.push(probesServer);
   }
   if (metricsAddr) {
@@ -180,7 +179,6 @@ export async function run(options: RunOptions): Promise<number> {
   if (webhook && probesServer) probesServer.addReadinessCheck('webhook-certificate', () => webhook.server.hasCertificate());
 
   sources.start();
-  allocator?.start();
   const stopping = new AbortController();
   let exitCode: number = EXIT.ok;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -194,7 +192,7 @@ export async function run(options: RunOptions): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
-  await Promise.race([Promise.all([sources.synced(), allocator?.synced()]), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
+  await Promise.race([sources.synced(), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
   if (!stopping.signal.aborted) log.info({ gate: controller.gate() }, 'caches synced');
 
   const drainMs = options.gracefulShutdownTimeout * 1000;

@@ -6,7 +6,7 @@
 
 import { isAllocatorNad } from '../allocator/nad.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
-import { trimAllocatorNad } from '../allocator/loop.ts';
+import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from '../kube/client.ts';
 import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
@@ -258,7 +258,7 @@ export async function status(options: StatusOptions, out: { write(text: string):
   const [vms, vmis, nads, claims] = await Promise.all([
     list(resources.virtualMachines, trimVirtualMachine, true),
     list(resources.virtualMachineInstances, trimVirtualMachineInstance, true),
-    list(resources.networkAttachmentDefinitions, trimAllocatorNad, true),
+    list(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition, true),
     list(resources.ipamClaims, trimIPAMClaim, true),
   ]);
   const rows = buildStatus({ vms, vmis, nads, claims }, options.vm !== undefined ? { vm: options.vm } : {});

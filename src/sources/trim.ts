@@ -4,7 +4,8 @@
 // churn the controller never reads costs zero reconciles.
 //
 // Labels are kept only where the controller selects by them (claims: kubevirt.io/vm; launcher pods: kubevirt.io);
-// annotations only where it reads them (the NAD opt-in; the launcher pod's network annotations).
+// annotations only where something reads them (the NAD opt-in and the allocator's switch and pool; the addresses a
+// VM asks for; the launcher pod's network annotations).
 
 import {
   DOMAIN_ANNOTATION,
@@ -12,6 +13,10 @@ import {
   MULTUS_DEFAULT_NETWORK_ANNOTATION,
   MULTUS_NETWORKS_ANNOTATION,
   NAD_PERSISTENT_IPS_ANNOTATION,
+  ADDRESSES_ANNOTATION,
+  ALLOCATOR_ANNOTATION,
+  EXCLUDE_SUBNETS_ANNOTATION,
+  SUBNETS_ANNOTATION,
 } from '../claims/constants.ts';
 import type {
   IPAMClaim,
@@ -28,6 +33,9 @@ import type {
   VmInterface,
   VmNetwork,
 } from '../kube/types.ts';
+
+/** NAD annotations read by the controller (the opt-in) and by the built-in allocator (its switch and pool). */
+const NAD_ANNOTATIONS = [NAD_PERSISTENT_IPS_ANNOTATION, ALLOCATOR_ANNOTATION, SUBNETS_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION];
 
 export type Trim<T extends KubeObject> = (raw: unknown) => T;
 
@@ -166,8 +174,15 @@ export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
     const s: NonNullable<VirtualMachine['spec']> = {};
     put(s, 'running', bool(spec.running));
     put(s, 'runStrategy', str(spec.runStrategy));
-    const templateSpec = trimVmiSpec(rec(spec.template)?.spec);
-    if (templateSpec) s.template = { spec: templateSpec };
+    const template = rec(spec.template);
+    const templateSpec = trimVmiSpec(template?.spec);
+    const requested = str(rec(rec(template?.metadata)?.annotations)?.[ADDRESSES_ANNOTATION]);
+    if (templateSpec || requested !== undefined) {
+      s.template = {
+        ...(requested !== undefined ? { metadata: { annotations: { [ADDRESSES_ANNOTATION]: requested } } } : {}),
+        ...(templateSpec ? { spec: templateSpec } : {}),
+      };
+    }
     out.spec = s;
   }
   const status = rec(raw?.status);
@@ -182,7 +197,7 @@ export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
 
 export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) => {
   const raw = rec(input);
-  const out: VirtualMachineInstance = head(raw, trimMeta(raw?.metadata));
+  const out: VirtualMachineInstance = head(raw, trimMeta(raw?.metadata, { annotations: [ADDRESSES_ANNOTATION] }));
   put(out, 'spec', trimVmiSpec(raw?.spec));
   const status = rec(raw?.status);
   if (status) {
@@ -196,7 +211,7 @@ export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) 
 
 export const trimNetworkAttachmentDefinition: Trim<NetworkAttachmentDefinition> = (input) => {
   const raw = rec(input);
-  const out: NetworkAttachmentDefinition = head(raw, trimMeta(raw?.metadata, { annotations: [NAD_PERSISTENT_IPS_ANNOTATION] }));
+  const out: NetworkAttachmentDefinition = head(raw, trimMeta(raw?.metadata, { annotations: NAD_ANNOTATIONS }));
   const spec = rec(raw?.spec);
   if (spec) {
     out.spec = {};
