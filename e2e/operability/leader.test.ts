@@ -60,7 +60,9 @@ const red = (vm: string) => expectedReferences({ red: `${vm}.red` });
 describe('operability: leader election between two controller processes', { timeout: 10 * 60_000 }, () => {
   before(async () => {
     await world.setUp('leader');
-    [portA, portB] = [await webhookPort(), await webhookPort()];
+    portA = await webhookPort();
+    do portB = await webhookPort();
+    while (portB === portA);
     await world.installWebhookConfiguration(portB);
     ns = await world.namespace('le');
     directNs = await world.namespace('le-direct');

@@ -202,6 +202,64 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     ];
     for (const [args, want] of spot) assert.equal(await may(args), want, `kubectl auth can-i --as=$SA ${args.join(' ')}`);
   });
+
+  operabilityCase(world, T, 'the namespace-only variant of docs/rbac.md (--namespace NS, RoleBinding in NS): launcher pods of other namespaces are still admitted, unchanged', async (t) => {
+    // docs/rbac.md "Watching one namespace only": the ClusterRole is bound by a RoleBinding in NS instead of the
+    // ClusterRoleBinding, plus a cluster-wide grant for kubevirts. Last case of the file: it changes the bindings.
+    const watched = await world.namespace('rbac-watched');
+    const other = await world.namespace('rbac-other');
+    await world.createNad(watched, 'nad-red', { network: 'red' });
+    await world.createNad(other, 'nad-red', { network: 'red' });
+    await world.delete('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/persistent-ips-controller');
+    const subject = [{ kind: 'ServiceAccount', name: SA_NAME, namespace: CONTROLLER_NAMESPACE }];
+    await world.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${watched}/rolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'persistent-ips-controller', namespace: watched },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'persistent-ips-controller' },
+      subjects: subject,
+    });
+    await world.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'persistent-ips-kubevirts' },
+      rules: [{ apiGroups: ['kubevirt.io'], resources: ['kubevirts'], verbs: ['get', 'list', 'watch'] }],
+    });
+    await world.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'persistent-ips-kubevirts' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'persistent-ips-kubevirts' },
+      subjects: subject,
+    });
+    // RBAC changes apply within a moment; wait until the ServiceAccount can list VMIs in NS and not elsewhere.
+    await poll('the namespace-only bindings to apply', 30_000, async () => {
+      const may = async (n: string) => (await world.cp.kubectl(['auth', 'can-i', `--as=${SA}`, 'list', 'virtualmachineinstances.kubevirt.io', '-n', n], { check: false })).stdout.trim();
+      return (await may(watched)) === 'yes' && (await may(other)) === 'no' ? true : undefined;
+    });
+    const c = await ControllerProcess.start({ name: 'serviceaccount-namespaced', kubeconfig: saKubeconfig, logDir: world.dir, webhookPort: port, extraArgs: ['--namespace', watched] });
+    try {
+      // In NS: the usual.
+      const mine = await world.createVmi(watched, 'vmi-in', [{ name: 'red', nadName: 'nad-red' }]);
+      const inside = await world.createLauncherPod(mine, 'create');
+      assert.ok(inside.ok, `launcher pod in ${watched} admitted: ${inside.ok ? '' : inside.message}`);
+      assert.deepEqual(claimReferences(inside.pod), expectedReferences({ red: 'vmi-in.red' }));
+      await world.waitForClaims(watched, ['vmi-in.red']);
+      // Elsewhere: a VM this controller does not manage must still start, without references.
+      const theirs = await world.createVmi(other, 'vmi-out', [{ name: 'red', nadName: 'nad-red' }]);
+      const outside = await world.createLauncherPod(theirs, 'create');
+      const m = await c.metrics();
+      t.diagnostic(
+        `launcher pod in ${other}: ${outside.ok ? `admitted with ${JSON.stringify(claimReferences(outside.pod))}` : `REFUSED, HTTP ${outside.status}: ${outside.message}`}; ` +
+          `webhook outcomes ${JSON.stringify(Object.fromEntries(m.filter((x) => x.name === 'persistent_ips_webhook_admissions_total').map((x) => [x.labels['result'], x.value])))}; ` +
+          `vmi lookups ${JSON.stringify(Object.fromEntries(m.filter((x) => x.name === 'persistent_ips_webhook_vmi_lookups_total').map((x) => [x.labels['source'], x.value])))}`,
+      );
+      assert.ok(outside.ok, `the launcher pod of a VM outside the watched namespace is admitted (got HTTP ${outside.ok ? 201 : outside.status}: ${outside.ok ? '' : outside.message})`);
+      assert.deepEqual(claimReferences(outside.pod), expectedReferences({ red: undefined }), 'and left unchanged');
+    } finally {
+      await c.stop();
+    }
+  });
 });
 
 summaryAtEnd(world, T);

@@ -294,6 +294,33 @@ describe('operability: the launcher-pod webhook through the real API server over
     );
   });
 
+  operabilityCase(world, T, 'a controller watching one namespace (--namespace) leaves launcher pods of other namespaces alone (it will never make their claims)', async (t) => {
+    // docs/rbac.md "Watching one namespace only": with --namespace=NS the controller keeps claims for VMs in NS only.
+    // The webhook configuration still sends it every namespace's launcher pods. A reference to a claim nobody will
+    // create would leave the IPAM plugin waiting for it; the pod must be admitted unchanged.
+    const c = await restartController('namespaced', { extraArgs: ['--namespace', vmNs] });
+    try {
+      const vmi = await world.createVmi(directNs, 'vmi-other-ns', NETWORKS);
+      const created = await world.createLauncherPod(vmi, 'create');
+      assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : `HTTP ${created.status} ${created.message}`}`);
+      const m = await c.metrics();
+      t.diagnostic(
+        `pod in ${directNs} (not watched) stored with ${JSON.stringify(claimReferences(created.pod))}; vmi lookups api ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' })}`,
+      );
+      // Bounded observation window (see NO_CLAIM_WINDOW_MS): the namespaced controller makes no claim there.
+      const deadline = Date.now() + NO_CLAIM_WINDOW_MS;
+      while (Date.now() < deadline) {
+        const names = (await world.claims(directNs)).map((x) => x.metadata.name).filter((n) => n.startsWith('vmi-other-ns.'));
+        assert.deepEqual(names, [], 'no claim outside the watched namespace');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      assert.deepEqual(claimReferences(created.pod), noRefs, 'no reference to a claim this controller will never create');
+    } finally {
+      await world.delete(paths.vmis(directNs, 'vmi-other-ns'));
+      await restartController('main-4');
+    }
+  });
+
   operabilityCase(world, T, 'a starting controller never admits a launcher pod without its references (every answer from process start to ready, direct and through the API server)', async (t) => {
     // The VMI exists before the controller does. From the moment the process starts until well after /readyz, its
     // launcher pod is (a) sent straight to the webhook port, and (b) created through the API server (the URL

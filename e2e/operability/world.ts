@@ -202,14 +202,6 @@ export class World {
     });
   }
 
-  /** Points the webhook configuration at another port, keeping its caBundle. */
-  async pointWebhookAt(port: number): Promise<void> {
-    const config = await this.get<MutatingWebhookConfiguration>(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
-    if (!config) throw new Error('no webhook configuration');
-    const ops = config.webhooks.map((w, i) => ({ op: 'replace', path: `/webhooks/${i}/clientConfig/url`, value: w.clientConfig.url!.replace(/:\d+\//, `:${port}/`) }));
-    await this.cp.http.expect('PATCH', paths.webhookConfigurations(WEBHOOK_CONFIGURATION), [200], ops, 'application/json-patch+json');
-  }
-
   /** Waits until the controller has written its CA into every webhook's caBundle; returns the bundle (PEM). */
   async waitForCaBundle(timeoutMs = 30_000): Promise<string> {
     return poll('the webhook configuration caBundle', timeoutMs, async () => {
@@ -217,12 +209,6 @@ export class World {
       const bundles = config?.webhooks.map((w) => w.clientConfig.caBundle ?? '') ?? [];
       return bundles.length > 0 && bundles.every((b) => b !== '' && b === bundles[0]) ? Buffer.from(bundles[0]!, 'base64').toString('utf8') : undefined;
     });
-  }
-
-  /** Removes what a controller left in the cluster between cases: Lease, certificate Secret. */
-  async forgetControllerState(): Promise<void> {
-    await this.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
-    await this.delete(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
   }
 
   // -- the KubeVirt stand-in --------------------------------------------------------------------------------------
@@ -253,12 +239,6 @@ export class World {
     });
     this.#standIns.push(standIn);
     return standIn;
-  }
-
-  async stopStandIn(standIn: KubeVirtStandIn): Promise<void> {
-    const i = this.#standIns.indexOf(standIn);
-    if (i >= 0) this.#standIns.splice(i, 1);
-    await standIn.stop();
   }
 
   /** Stand-in warnings that are refused launcher-pod creations. */
