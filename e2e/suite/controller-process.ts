@@ -33,6 +33,8 @@ export interface ControllerOptions {
    * e2e/local/webhook-config.ts). Every controller of the suite uses the same port: only one runs at a time.
    */
   webhookPort: number;
+  /** More flags. */
+  extraArgs?: string[];
   /** How long to wait for /readyz (default 60 s). */
   readyTimeoutMs?: number;
 }
@@ -81,6 +83,7 @@ export class ControllerProcess {
       ...(opts.namespace ? ['--namespace', opts.namespace] : []),
       ...(opts.featureGates !== undefined ? ['--feature-gates', opts.featureGates] : []),
       ...(opts.resyncPeriodS !== undefined ? ['--resync-period', String(opts.resyncPeriodS)] : []),
+      ...(opts.extraArgs ?? []),
     ];
     this.#file = createWriteStream(this.logFile, { flags: 'a' });
     this.#file.write(`# ${NODE} ${this.args.join(' ')}\n`);
@@ -110,6 +113,11 @@ export class ControllerProcess {
       this.#file.write(`[stderr] ${line}\n`);
       this.otherOutput.push(line);
     });
+  }
+
+  /** Starts the process and returns at once (without waiting for readiness; ports are not retried). */
+  static async spawn(opts: ControllerOptions): Promise<ControllerProcess> {
+    return new ControllerProcess(opts, 1, await freePort(), await freePort());
   }
 
   /** Starts the controller and waits until /readyz answers 200 (informers listed, webhook certificate loaded). */
@@ -145,6 +153,15 @@ export class ControllerProcess {
   /** The last `n` log lines, for messages. */
   tail(n: number): string {
     return [...this.logs.slice(-n).map((l) => JSON.stringify(l)), ...this.otherOutput.slice(-5)].join('\n');
+  }
+
+  /** Whether /readyz answers 200 right now. */
+  async ready(): Promise<boolean> {
+    try {
+      return (await fetch(`http://127.0.0.1:${this.probePort}/readyz`, { signal: AbortSignal.timeout(2000) })).status === 200;
+    } catch {
+      return false;
+    }
   }
 
   async waitReady(timeoutMs = 60_000): Promise<void> {

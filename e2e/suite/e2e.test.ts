@@ -8,6 +8,8 @@
 import { after, before, describe } from 'node:test';
 import { SuiteEnv } from './env.ts';
 import { registerCreateVm } from './rows/create-vm.ts';
+import { registerSteadyState } from './rows/steady-state.ts';
+import { registerRestart } from './rows/restart.ts';
 import { registerHotplug } from './rows/hotplug.ts';
 import { registerFeatureGate } from './rows/feature-gate.ts';
 import { registerNads } from './rows/nads.ts';
@@ -29,6 +31,9 @@ describe('persistent-ips end to end (spec §5 lifecycle rules)', { timeout: 30 *
   registerFeatureGate(env);
   registerNads(env);
   registerExistingClaims(env);
+  registerRestart(env);
+  // last: it measures the whole cluster once every case above has converged
+  registerSteadyState(env);
 });
 
 // The acceptance line: how many end-to-end cases ran, against which Kubernetes version (printed in the summary).

@@ -79,8 +79,8 @@ export class SuiteEnv {
       await this.cluster.kubectl(['delete', 'mutatingwebhookconfiguration', localWebhookConfiguration(0).metadata.name, '--ignore-not-found']).catch(() => undefined);
     }
     await this.cluster?.stop();
-    if (this.tally.failed === 0) rmSync(this.dir, { recursive: true, force: true });
-    else console.log(`[e2e] kept ${this.dir} (controller logs, control plane logs) for the failed cases`);
+    if (this.tally.failed === 0 && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(this.dir, { recursive: true, force: true });
+    else console.log(`[e2e] kept ${this.dir} (controller, stand-in and control plane logs)`);
   }
 
   // -- the KubeVirt stand-in --------------------------------------------------------------------------------------
@@ -95,7 +95,11 @@ export class SuiteEnv {
   async resumeStandIn(): Promise<void> {
     this.#standIn ??= await startKubeVirtStandIn({
       kubeconfigPath: this.cluster.kubeconfigPath,
-      log: pino({ level: process.env['KUBEVIRT_STANDIN_LOG_LEVEL'] ?? 'warn', base: { component: 'kubevirt-standin' } }, pino.destination(2)),
+      // its log goes to the work dir (kept when a case fails), not into the test report
+      log: pino(
+        { level: process.env['KUBEVIRT_STANDIN_LOG_LEVEL'] ?? 'info', base: { component: 'kubevirt-standin' } },
+        pino.destination({ dest: join(this.dir, 'kubevirt-standin.log'), append: true, sync: true }),
+      ),
     });
   }
 
@@ -163,6 +167,14 @@ export class SuiteEnv {
   async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
     if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
     const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort });
+    this.#dedicated.add(c);
+    return c;
+  }
+
+  /** Like startController, but returns as soon as the process is spawned (for cases about its start-up). */
+  async spawnController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
+    if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
+    const c = await ControllerProcess.spawn({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort });
     this.#dedicated.add(c);
     return c;
   }

@@ -2,8 +2,7 @@
 // another owner UID", "claim terminating (deletionTimestamp)", "claim created by hand, no owner".
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import type { ControllerProcess } from '../controller-process.ts';
-import { e2eCase, SHARED_RESYNC_PERIOD_S, type SuiteEnv } from '../env.ts';
+import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,
@@ -14,6 +13,7 @@ import {
   ownerOf,
   waitForClaims,
   waitForEvent,
+  waitForResyncs,
   watchLog,
   CLAIM_FINALIZER,
   EVENTUALLY_MS,
@@ -25,14 +25,6 @@ import { waitFor } from '../../kubevirt-standin/index.ts';
 
 /** How many full resync passes a "still exactly one Event" check waits through. */
 const RESYNCS = 3;
-
-/** Waits until `ctl` has logged `n` resync passes after log index `from` (the shared controller resyncs every 2 s). */
-async function waitForResyncs(ctl: ControllerProcess, n: number, from: number): Promise<void> {
-  await waitFor(`${n} resync passes of controller ${ctl.name}`, async () => ctl.logsMatching((l) => l.msg === 'resync', from).length >= n, {
-    timeoutMs: (n + 2) * SHARED_RESYNC_PERIOD_S * 1000 + 10_000,
-    intervalMs: 100,
-  });
-}
 
 export function registerExistingClaims(env: SuiteEnv): void {
   describe('claim with the same name but another owner UID', () => {

@@ -1,0 +1,280 @@
+// Spec §5 row "controller restarted at any moment": the controller is SIGKILLed in the middle of a burst of claim
+// creations, and again in the middle of finalizer releases, and restarted each time.
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import { randomUUID } from 'node:crypto';
+import { request as httpsRequest } from 'node:https';
+import { localWebhookConfiguration } from '../../local/webhook-config.ts';
+import { FAKE_NODES, waitFor, type Vm, type Vmi } from '../../kubevirt-standin/index.ts';
+import { renderLauncherPod } from '../../kubevirt-standin/render.ts';
+import { e2eCase, type SuiteEnv } from '../env.ts';
+import {
+  assertClaim,
+  createPersistentNad,
+  createVM,
+  deletedRv,
+  finalizerReleaseRv,
+  hasOurFinalizer,
+  ownerOf,
+  watchLog,
+  EVENTUALLY_MS,
+} from '../fixtures.ts';
+import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
+import { assertPodReferences } from './create-vm.ts';
+
+const VMS = 30;
+const NETWORKS = ['red', 'blue'] as const;
+/** VMs deleted in the second phase. */
+const DELETED = 10;
+/** "The first few claims": the controller is killed as soon as this many exist. */
+const KILL_AFTER_CLAIMS = 4;
+const CONVERGE_MS = 90_000;
+
+const vmName = (i: number) => `vm-${String(i).padStart(2, '0')}`;
+
+async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}
+
+/** Polls (every 5 ms: the point is to stop the controller early) until `pred` holds for the recorded events. */
+async function whenLog<T extends IPAMClaim>(log: WatchLog<T>, what: string, pred: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    log.check();
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** How long the start-up case keeps asking for a dry-run admission before giving up. */
+const ADMISSION_DEADLINE_MS = 30_000;
+
+interface AdmissionAnswer {
+  response: { uid: string; allowed: boolean; patchType?: string; patch?: string; status?: { message?: string }; warnings?: string[] };
+  /** The pod with the response's JSON patch applied to its networks annotation (undefined when not allowed). */
+  patched?: V1Pod;
+}
+
+/** The caBundle the controller keeps in the suite's MutatingWebhookConfiguration. */
+async function webhookCaBundle(env: SuiteEnv): Promise<Buffer> {
+  const name = localWebhookConfiguration(0).metadata.name;
+  const cfg = await env.api.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(
+    `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${name}`,
+  );
+  const b64 = cfg?.webhooks[0]?.clientConfig.caBundle;
+  if (!b64) throw new Error(`MutatingWebhookConfiguration ${name} has no caBundle`);
+  return Buffer.from(b64, 'base64');
+}
+
+/** One AdmissionReview v1 for creating `pod`, sent to the webhook on 127.0.0.1:port, as the API server sends it. */
+function admissionReview(port: number, ca: Buffer, namespace: string, pod: V1Pod): Promise<AdmissionAnswer> {
+  const review = {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: randomUUID(),
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      requestKind: { group: '', version: 'v1', kind: 'Pod' },
+      requestResource: { group: '', version: 'v1', resource: 'pods' },
+      namespace,
+      name: pod.metadata?.name,
+      operation: 'CREATE',
+      userInfo: { username: 'system:serviceaccount:kubevirt:kubevirt-controller' },
+      object: pod,
+      dryRun: false,
+      options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
+    },
+  };
+  const body = JSON.stringify(review);
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      { host: '127.0.0.1', port, path: '/mutate-v1-pod', method: 'POST', ca, timeout: 5000, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () => {
+          try {
+            if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
+            const response = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { response: AdmissionAnswer['response'] }).response;
+            if (!response.allowed) return resolve({ response });
+            const ops = response.patch ? (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as { op: string; path: string; value?: unknown }[]) : [];
+            const patched = structuredClone(pod);
+            const annotations = (patched.metadata!.annotations ??= {});
+            for (const op of ops) {
+              if (op.path === '/metadata/annotations' && op.value && typeof op.value === 'object') Object.assign(annotations, op.value);
+              const m = /^\/metadata\/annotations\/(.+)$/.exec(op.path);
+              if (m && (op.op === 'add' || op.op === 'replace') && typeof op.value === 'string') annotations[m[1]!.replace(/~1/g, '/').replace(/~0/g, '~')] = op.value;
+            }
+            resolve({ response, patched });
+          } catch (err) {
+            reject(err instanceof Error ? err : new Error(String(err)));
+          }
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export function registerRestart(env: SuiteEnv): void {
+  describe('controller restarted at any moment', () => {
+    e2eCase(
+      env,
+      'controller restarted at any moment: the webhook never admits a launcher pod without its claim reference, not even in the first moments after a restart',
+      async (c) => {
+        const ns = await c.namespace('restart-webhook');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        await env.withoutSharedController(async () => {
+          const first = await env.startController({ name: 'webhook-startup-1', namespace: ns });
+          await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+          const { vmi, pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+          assertPodReferences(pod, { red: 'vm1.red' });
+          await first.stop();
+
+          // The launcher pod virt-controller would create now (e.g. retrying one it could not create while the
+          // webhook was down: failurePolicy Fail), sent to the restarted controller's webhook the first moment it
+          // answers. The suite sends the AdmissionReview itself, as the API server does: the API server retries a
+          // webhook call that could not connect with a backoff (0.5 s and up), so its first call after a restart lands
+          // at a random moment, and the window this case is about lasts tens of milliseconds. `--qps 1 --burst 1` (a
+          // heavily throttled client, as on a busy API server) stretches the start-up to seconds, so that the first
+          // answer comes while the controller is still listing, every time.
+          const launcher = renderLauncherPod(vmi, { name: 'virt-launcher-vm1-next', node: FAKE_NODES[1] });
+          const caBundle = await webhookCaBundle(env);
+          const second = await env.spawnController({ name: 'webhook-startup-2', namespace: ns, extraArgs: ['--qps', '1', '--burst', '1'] });
+          const deadline = Date.now() + ADMISSION_DEADLINE_MS;
+          let answer: AdmissionAnswer | undefined;
+          let attempts = 0;
+          while (!answer) {
+            attempts++;
+            answer = await admissionReview(env.webhookPort, caBundle, ns, launcher).catch(() => undefined);
+            if (!answer && Date.now() > deadline) throw new Error(`the webhook did not answer within ${ADMISSION_DEADLINE_MS} ms`);
+            if (!answer) await sleep(2);
+          }
+          const answeredAt = new Date().toISOString();
+          await second.waitReady(ADMISSION_DEADLINE_MS);
+          const synced = (await second.waitForLog('caches synced', (l) => l.msg === 'caches synced')).time;
+          const gateKnown = second.logs.find((l) => l.msg === 'feature gate changed; reconciling every VM')?.time;
+          c.t.diagnostic(
+            `first answer at ${answeredAt} after ${attempts} attempts: ${JSON.stringify(answer.response)}; ` +
+              `controller log: gate known at ${gateKnown}, caches synced at ${synced}`,
+          );
+          const outcomes = (await second.metrics())
+            .filter((m) => m.name === 'persistent_ips_webhook_admissions_total' && m.value > 0)
+            .map((m) => `${JSON.stringify(m.labels)} ${m.value}`);
+          c.t.diagnostic(`webhook outcomes of that process: ${outcomes.join('; ')}`);
+          // control: once ready, the same request gets the reference
+          const control = await admissionReview(env.webhookPort, caBundle, ns, launcher);
+          assert.ok(control.patched, 'once ready, the webhook admits the pod');
+          assertPodReferences(control.patched, { red: 'vm1.red' });
+
+          // the first answer: a refusal (virt-controller retries) is fine; admitting the pod unchanged is not
+          if (answer.response.allowed) {
+            assert.ok(answer.patched);
+            assertPodReferences(answer.patched, { red: 'vm1.red' });
+          }
+        });
+      },
+    );
+
+    e2eCase(
+      env,
+      `controller restarted at any moment: SIGKILLed while creating the claims of ${VMS} VMs × ${NETWORKS.length} networks, and while releasing finalizers; converges with no duplicate, lost or stray claim and no early finalizer release`,
+      async (c) => {
+        const ns = await c.namespace('restart');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+        const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+        const names = Array.from({ length: VMS }, (_, i) => vmName(i));
+        const added = () => claimLog.events.filter((e) => e.type === 'ADDED').length;
+
+        await env.withoutSharedController(async () => {
+          // Phase 1: the VMs exist before the controller starts, so that it starts with a burst of 60 creates.
+          const vms = new Map<string, Vm>();
+          await inBatches(names, 10, async (n) => vms.set(n, await createVM(env, ns, n, NETWORKS.map((net) => ({ name: net, nadName: `nad-${net}` })))));
+          const first = await env.startController({ name: 'restart-1', namespace: ns });
+          await whenLog(claimLog, `${KILL_AFTER_CLAIMS} claims`, () => added() >= KILL_AFTER_CLAIMS);
+          await first.kill();
+          const atKill = (await env.api.claims(ns)).length;
+          c.t.diagnostic(`SIGKILLed after ${atKill} of ${VMS * NETWORKS.length} claims`);
+          assert.ok(atKill < VMS * NETWORKS.length, `killed in the middle of the burst (${atKill} claims existed)`);
+
+          await env.startController({ name: 'restart-2', namespace: ns });
+          const wanted = names.flatMap((n) => NETWORKS.map((net) => `${n}.${net}`)).sort();
+          await waitFor(
+            `all ${wanted.length} claims`,
+            async () => (await env.api.claims(ns)).filter((x) => !x.metadata.deletionTimestamp).length === wanted.length,
+            { timeoutMs: CONVERGE_MS, intervalMs: 200 },
+          );
+          const claims = await env.api.claims(ns);
+          assert.deepEqual(claims.map((x) => x.metadata.name).sort(), wanted, 'exactly the wanted claims');
+          for (const claim of claims) {
+            const [vm, net] = claim.metadata.name.split('.') as [string, string];
+            assertClaim(claim, ownerOf(vms.get(vm)!, 'VirtualMachine'), net, net);
+          }
+          // every VM runs (launcher pods waited for the webhook while no controller answered), with its references
+          for (const n of names) {
+            const { pod } = await env.kv.waitForVMIRunning(ns, n, { timeoutMs: CONVERGE_MS });
+            assertPodReferences(pod, { red: `${n}.red`, blue: `${n}.blue` });
+          }
+
+          // Phase 2: delete some VMs; kill the controller as soon as it released the first finalizer.
+          const doomed = names.slice(0, DELETED);
+          const doomedClaims = doomed.flatMap((n) => NETWORKS.map((net) => `${n}.${net}`));
+          const released = () => doomedClaims.filter((n) => finalizerReleaseRv(claimLog, n) !== undefined).length;
+          await inBatches(doomed, 10, (n) => env.kv.deleteVM(ns, n));
+          await whenLog(claimLog, 'the first finalizer release', () => released() >= 1, CONVERGE_MS);
+          const second = env.controllers().find((x) => x.name === 'restart-2')!;
+          await second.kill();
+          c.t.diagnostic(`SIGKILLed after ${released()} of ${doomedClaims.length} finalizer releases`);
+          await env.startController({ name: 'restart-3', namespace: ns });
+          await waitFor(
+            'the deleted VMs and their claims to be gone',
+            async () => {
+              const left = new Set((await env.api.claims(ns)).map((x) => x.metadata.name));
+              if (doomedClaims.some((n) => left.has(n))) return false;
+              for (const n of doomed) if (await env.kv.getVM(ns, n)) return false;
+              return true;
+            },
+            { timeoutMs: CONVERGE_MS, intervalMs: 200 },
+          );
+          claimLog.check();
+
+          // The end state: exactly the claims of the remaining VMs, each owned by its live VM, with our finalizer.
+          const final = await env.api.claims(ns);
+          const kept = names.slice(DELETED).flatMap((n) => NETWORKS.map((net) => `${n}.${net}`)).sort();
+          assert.deepEqual(final.map((x) => x.metadata.name).sort(), kept, 'exactly the claims of the remaining VMs');
+          for (const claim of final) {
+            const [vm, net] = claim.metadata.name.split('.') as [string, string];
+            const live = await env.kv.getVM(ns, vm);
+            assert.ok(live && !live.metadata.deletionTimestamp, `${claim.metadata.name}: its VM exists`);
+            assertClaim(claim, ownerOf(live, 'VirtualMachine'), net, net);
+          }
+          assert.ok(final.every(hasOurFinalizer));
+
+          // History: one object per claim name (never recreated, never duplicated), no finalizer released while a
+          // VMI of the VM existed, none released at all for the remaining VMs.
+          for (const name of wanted) {
+            const uids = new Set(claimLog.of(name).filter((e) => e.type === 'ADDED').map((e) => e.obj.metadata.uid));
+            assert.equal(uids.size, 1, `${name}: created exactly once (uids ${[...uids].join(', ')})`);
+          }
+          for (const n of doomed) {
+            const vmiGone = deletedRv(vmiLog, n);
+            assert.ok(vmiGone, `VMI ${n} deletion recorded`);
+            for (const net of NETWORKS) {
+              const rel = finalizerReleaseRv(claimLog, `${n}.${net}`);
+              assert.ok(rel && rel > vmiGone, `${n}.${net}: finalizer released (rv ${rel}) after VMI ${n} was gone (rv ${vmiGone})`);
+            }
+          }
+          for (const name of kept) assert.equal(finalizerReleaseRv(claimLog, name), undefined, `${name}: finalizer never released`);
+        });
+      },
+      { timeoutMs: 300_000 },
+    );
+  });
+}
