@@ -277,16 +277,19 @@ async function startWebhook(
   const addr = parseBindAddress(options.webhookBindAddress);
   if (!addr) return undefined;
   const { client, sources, log } = deps;
+  const webhookMetrics = createWebhookMetrics(deps.metrics.registry);
   const mutatePod = createPodAdmissionHandler({
     logger: log,
     gateEnabled: deps.gateEnabled,
     vmis: sources.vmis,
     nads: sources.nads,
     ...apiFetchers(client),
-    metrics: createWebhookMetrics(deps.metrics.registry),
+    metrics: webhookMetrics,
+    synced: () => sources.all.every((i) => i.hasSynced),
+    ...(options.namespace ? { watchNamespace: options.namespace } : {}),
     ...(deps.podAddresses ? { podAddresses: deps.podAddresses } : {}),
   });
-  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod });
+  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod, metrics: webhookMetrics });
   const onCertificate = (pair: Parameters<WebhookServer['setCertificate']>[0]) => server.setCertificate(pair);
   let certificates: CertificateSource;
   if (options.webhookCertProvisioning === 'external') {

@@ -72,6 +72,8 @@ interface Setup {
   fetchNad?: Fetch<NetworkAttachmentDefinition>;
   budgetMs?: number;
   podAddresses?: PodAddressLookup;
+  synced?: boolean;
+  watchNamespace?: string;
 }
 
 function handler(setup: Setup) {
@@ -94,6 +96,8 @@ function handler(setup: Setup) {
     ...(setup.fetchNad ? { fetchNad: setup.fetchNad } : {}),
     ...(setup.budgetMs ? { budgetMs: setup.budgetMs } : {}),
     ...(setup.podAddresses ? { podAddresses: setup.podAddresses } : {}),
+    ...(setup.synced !== undefined ? { synced: () => setup.synced! } : {}),
+    ...(setup.watchNamespace !== undefined ? { watchNamespace: setup.watchNamespace } : {}),
   };
   return { handle: createPodAdmissionHandler(deps), calls, registry };
 }
@@ -199,6 +203,29 @@ describe('pod admission handler', () => {
       assert.equal(out.response?.patch, undefined);
       assert.deepEqual(calls, []);
     }
+  });
+
+  it('before the caches have synced: a launcher pod is denied with a retryable answer, never admitted bare', async () => {
+    // An empty cache reads as "gate off, no persistent network": answering from it would admit the pod without
+    // its references, for good.
+    const { handle, calls } = handler({ cached: [vmi(['red'])], synced: false, gate: false });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 503);
+    assert.match(out.response?.status?.message ?? '', /starting.*retry/);
+    assert.deepEqual(calls, []);
+    const other = await handle(review(launcher(['red'], { labels: { app: 'web' } })));
+    assert.equal(other.response?.allowed, true, 'pods that are not launcher pods are never held up');
+  });
+
+  it('with --namespace, launcher pods of other namespaces are left alone (allowed unchanged, no lookups)', async () => {
+    const { handle, calls } = handler({ cached: [vmi(['red'])], api: 'error', watchNamespace: 'elsewhere' });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.deepEqual(calls, []);
+    const inside = await handler({ cached: [vmi(['red'])], watchNamespace: NS }).handle(review(launcher(['red'])));
+    assert.equal(inside.response?.patchType, 'JSONPatch', 'its own namespace is still served');
   });
 
   it('an unreadable networks annotation: admitted unchanged, with a warning', async () => {

@@ -90,6 +90,14 @@ export interface PodAdmissionDeps {
   metrics?: WebhookMetrics;
   /** The built-in allocator's addresses for a pod's networks (absent: no allocator). */
   podAddresses?: PodAddressLookup;
+  /**
+   * False until the caches have their first full list. Before that the gate and the NADs are unknown (an empty
+   * cache reads as "gate off, no persistent network"), so launcher pods are refused with a retryable answer rather
+   * than admitted without their references.
+   */
+  synced?: () => boolean;
+  /** The one namespace the controller watches (--namespace): launcher pods elsewhere are none of its business. */
+  watchNamespace?: string;
 }
 
 /** A request that is not an AdmissionReview v1: the server answers HTTP 400. */
@@ -221,7 +229,14 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     const generateName = (pod.metadata as { generateName?: unknown }).generateName;
     const podName: string = pod.metadata.name || request.name || (typeof generateName === 'string' ? generateName : '');
     const plog = log.child({ namespace, pod: podName, operation: request.operation, uid, ...(request.dryRun ? { dryRun: true } : {}) });
-    if (!isLauncherPod(pod) || !deps.gateEnabled()) return allow('skipped');
+    if (!isLauncherPod(pod)) return allow('skipped');
+    if (deps.watchNamespace !== undefined && namespace !== deps.watchNamespace) return allow('skipped');
+    if (deps.synced && !deps.synced()) {
+      const message = `persistent-ips is starting and has not read the cluster yet; launcher pod ${namespace}/${podName} will be admitted on KubeVirt's retry`;
+      plog.info('denying launcher pod: caches not synced yet');
+      return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
+    }
+    if (!deps.gateEnabled()) return allow('skipped');
 
     if (!mayNeedReferences(pod, namespace, nadsForPod(pod, namespace))) {
       plog.debug('launcher pod on ordinary networks only');
