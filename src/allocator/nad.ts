@@ -27,14 +27,6 @@ import { type Pool, parsePool } from './pool.ts';
 
 export { ALLOCATOR_ANNOTATION, SUBNETS_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION } from '../claims/constants.ts';
 
-/** The NAD annotations the allocator reads (what its cache keeps). */
-export const ALLOCATOR_NAD_ANNOTATIONS: readonly string[] = [
-  ALLOCATOR_ANNOTATION,
-  SUBNETS_ANNOTATION,
-  EXCLUDE_SUBNETS_ANNOTATION,
-  NAD_PERSISTENT_IPS_ANNOTATION,
-];
-
 export interface AllocatorNad {
   /** `namespace/name` */
   key: string;

@@ -9,10 +9,9 @@ import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/client.ts';
-import { isForbidden, isNotFound, isUnauthorized } from '../kube/errors.ts';
-import { resources } from '../kube/resources.ts';
+import { isUnauthorized } from '../kube/errors.ts';
 import { createLeaderElector } from '../leader/elector.ts';
-import type { Lease } from '../leader/lease.ts';
+import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
@@ -202,26 +201,14 @@ export async function run(options: RunOptions): Promise<number> {
   };
   if (!stopping.signal.aborted) {
     if (options.leaderElect) {
-      const namespace = ownNamespace;
       const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
-      const lease = { namespace, name: 'persistent-ips-leader' };
+      const lease = { namespace: ownNamespace, name: 'persistent-ips-leader' };
       const elector = createLeaderElector({
         lease,
         identity,
         logger: log,
         isLeaderGauge: metrics.isLeader,
-        client: {
-          get: async (signal) => {
-            try {
-              return await client.get<Lease>(resources.leases, namespace, lease.name, { signal });
-            } catch (err) {
-              if (isNotFound(err)) return undefined;
-              throw err;
-            }
-          },
-          create: (l, signal) => client.create<Lease>(resources.leases, l, { signal }),
-          update: (l, signal) => client.replace<Lease & { metadata: { name: string } }>(resources.leases, l as Lease & { metadata: { name: string } }, { signal }),
-        },
+        client: kubeLeaseClient(client, lease),
         callbacks: {
           onStartedLeading: (signal) => lead(signal),
           onStoppedLeading: () => {
