@@ -380,7 +380,7 @@ export class Controllers {
   async #writeVmiStatus(vmi: Vmi, patch: VmiStatus, key: string): Promise<boolean> {
     const next: VmiStatus = { ...(vmi.status ?? {}), ...patch };
     for (const k of Object.keys(next)) if (next[k] === undefined) delete next[k];
-    if (JSON.stringify(next) === JSON.stringify(vmi.status ?? {})) return false;
+    if (canonicalJson(next) === canonicalJson(vmi.status ?? {})) return false;
     await this.#api.vmis.patchStatus(vmi.metadata.namespace!, vmi.metadata.name, [...rvTest(vmi), { op: 'add', path: '/status', value: next }]);
     this.#requeue(key);
     return true;
@@ -400,6 +400,19 @@ export class Controllers {
 }
 
 const now = (): string => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/**
+ * JSON with object keys sorted. The API server returns custom resources with their keys sorted, so comparing what
+ * was read with what the stand-in computes must not depend on key order: otherwise every pass writes a status
+ * that changes nothing and asks for another pass, for ever, for every running VMI.
+ */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
 
 /** The VMI's Ready condition, keeping its transition time when the status does not change. */
 function readyCondition(vmi: Vmi, ready: boolean): VmiCondition[] {
