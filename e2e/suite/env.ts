@@ -55,7 +55,7 @@ export class SuiteEnv {
 
   async setUp(): Promise<void> {
     this.startedAt = Date.now();
-    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-'));
+    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-suite-'));
     const t0 = Date.now();
     this.cluster = await startOrConnect({ dir: join(this.dir, 'controlplane') });
     console.log(`[e2e] Kubernetes ${this.cluster.version} at ${this.cluster.server} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);

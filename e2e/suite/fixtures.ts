@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { buildVM, waitFor, type Vm, type Vmi, type VMNetworkRequest } from '../kubevirt-standin/index.ts';
-import type { ControllerProcess } from './controller-process.ts';
+import type { ControllerProcess, LogLine } from './controller-process.ts';
 import { SHARED_RESYNC_PERIOD_S, type CaseContext, type SuiteEnv } from './env.ts';
 import { eventsFor, paths, WatchLog, type CoreEvent, type IPAMClaim, type KubeObject, type NetworkAttachmentDefinition } from './kube.ts';
 
@@ -204,7 +204,9 @@ export async function watchLog<T extends KubeObject>(c: CaseContext, path: strin
 
 /** Waits until `ctl` has logged `n` full resync passes after log index `from` (the shared controller: every 2 s). */
 export async function waitForResyncs(ctl: ControllerProcess, n: number, from: number): Promise<void> {
-  await waitFor(`${n} resync passes of controller ${ctl.name}`, async () => ctl.logsMatching((l) => l.msg === 'resync', from).length >= n, {
+  // the claims controller's resync line has no `component` (other components, e.g. the allocator, log their own)
+  const isClaimsResync = (l: LogLine) => l.msg === 'resync' && l['component'] === undefined;
+  await waitFor(`${n} resync passes of controller ${ctl.name}`, async () => ctl.logsMatching(isClaimsResync, from).length >= n, {
     timeoutMs: (n + 2) * SHARED_RESYNC_PERIOD_S * 1000 + 10_000,
     intervalMs: 100,
   });

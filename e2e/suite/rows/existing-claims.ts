@@ -28,11 +28,11 @@ const RESYNCS = 3;
 
 export function registerExistingClaims(env: SuiteEnv): void {
   describe('claim with the same name but another owner UID', () => {
-    e2eCase(env, 'claim with the same name but another owner UID: never touched, one ClaimOwnedByAnotherObject Event (also after several resyncs), log and metric; the right claim once it is deleted', async (c) => {
+    e2eCase(env, 'claim with the same name but another owner UID: never touched, one ClaimOwnedByAnotherObject Event (also after several resyncs), log and metric; the right claim once GC removed it', async (c) => {
       const ns = await c.namespace('other-owner');
       await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      // The other owner is a live object (so garbage collection keeps the claim for as long as the case needs); the
-      // claim otherwise looks exactly like ours, label and finalizer included.
+      // The other owner is a live object, so garbage collection keeps the claim for as long as the case needs it; the
+      // claim otherwise looks like ours (name, label, spec).
       const owner = await env.api.create<KubeObject>(paths.configMaps(ns), { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'previous-owner' } });
       const foreign = await env.api.create<IPAMClaim>(paths.claims(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1alpha1',
@@ -40,7 +40,6 @@ export function registerExistingClaims(env: SuiteEnv): void {
         metadata: {
           name: 'vm1.red',
           labels: { [VM_LABEL]: 'vm1' },
-          finalizers: [CLAIM_FINALIZER],
           ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'previous-owner', uid: owner.metadata.uid!, controller: true, blockOwnerDeletion: true }],
         },
         spec: { network: 'red', interface: expectedPodInterface('red') },
@@ -72,14 +71,17 @@ export function registerExistingClaims(env: SuiteEnv): void {
         'persistent_ips_persistence_blocked_total{reason="ClaimOwnedByAnotherObject"} went up',
       );
 
-      // the leftover goes (its owner's controller lets go of it): the VM's own claim is created
-      await env.api.jsonPatch(paths.claims(ns, 'vm1.red'), [
-        { op: 'test', path: '/metadata/finalizers', value: [CLAIM_FINALIZER] },
-        { op: 'remove', path: '/metadata/finalizers' },
-      ]);
-      await env.api.delete(paths.claims(ns, 'vm1.red'));
-      const claims = await waitForClaims(env, ns, ['vm1.red']);
-      assert.notEqual(claims.get('vm1.red')!.metadata.uid, foreign.metadata.uid, 'a new claim');
+      // its owner goes, garbage collection removes the claim, and the VM's own claim is created
+      await env.api.delete(paths.configMaps(ns, 'previous-owner'));
+      const replaced = await waitFor(
+        'the foreign claim to be replaced by the VM\'s own',
+        async () => {
+          const claim = await env.api.claim(ns, 'vm1.red');
+          return claim && claim.metadata.uid !== foreign.metadata.uid && !claim.metadata.deletionTimestamp ? claim : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS, intervalMs: 100 },
+      );
+      const claims = new Map([['vm1.red', replaced]]);
       assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
     });
   });

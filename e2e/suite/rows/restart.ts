@@ -197,7 +197,9 @@ export function registerRestart(env: SuiteEnv): void {
           // Phase 1: the VMs exist before the controller starts, so that it starts with a burst of 60 creates.
           const vms = new Map<string, Vm>();
           await inBatches(names, 10, async (n) => vms.set(n, await createVM(env, ns, n, NETWORKS.map((net) => ({ name: net, nadName: `nad-${net}` })))));
-          const first = await env.startController({ name: 'restart-1', namespace: ns });
+          // --qps 20: the 60 creates take a few seconds instead of a few hundred milliseconds, so that the kill lands
+          // in the middle of the burst even on a loaded machine (the point is where the kill lands, not the speed)
+          const first = await env.startController({ name: 'restart-1', namespace: ns, extraArgs: ['--qps', '20', '--burst', '5'] });
           await whenLog(claimLog, `${KILL_AFTER_CLAIMS} claims`, () => added() >= KILL_AFTER_CLAIMS);
           await first.kill();
           const atKill = (await env.api.claims(ns)).length;
@@ -217,11 +219,9 @@ export function registerRestart(env: SuiteEnv): void {
             const [vm, net] = claim.metadata.name.split('.') as [string, string];
             assertClaim(claim, ownerOf(vms.get(vm)!, 'VirtualMachine'), net, net);
           }
-          // every VM runs (launcher pods waited for the webhook while no controller answered), with its references
-          for (const n of names) {
-            const { pod } = await env.kv.waitForVMIRunning(ns, n, { timeoutMs: CONVERGE_MS });
-            assertPodReferences(pod, { red: `${n}.red`, blue: `${n}.blue` });
-          }
+          // every VM runs (launcher pods waited while no webhook answered: failurePolicy Fail). Their references are
+          // not checked here: what the webhook answers right after a start is the case above.
+          for (const n of names) await env.kv.waitForVMIRunning(ns, n, { timeoutMs: CONVERGE_MS });
 
           // Phase 2: delete some VMs; kill the controller as soon as it released the first finalizer.
           const doomed = names.slice(0, DELETED);
