@@ -1,6 +1,6 @@
-// The end-to-end suite of persistent-ips: every lifecycle rule of spec §5 (docs: /work/shared/spec or
-// e2e/suite/README.md for the row → test map) against a real kube-apiserver with the real garbage collector, the
-// KubeVirt stand-in doing virt-controller's part, and the controller as a separate process (dist/cli/main.js).
+// The end-to-end suite of persistent-ips: every lifecycle rule of spec §5 (e2e/suite/README.md maps each row to
+// its test) against a real kube-apiserver with the real garbage collector, the KubeVirt stand-in doing
+// virt-controller's part, and the controller as a separate process (dist/cli/main.js).
 //
 // ONE control plane for the whole suite (this file's `before`); one namespace per case. Run after `npm run build`:
 //   node_modules/.bin/node --test --test-reporter=spec --test-concurrency=1 "e2e/suite/**/*.test.ts"

@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import { parseNetworksAnnotation } from '../../kubevirt-standin/index.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import { assertClaim, createPersistentNad, createNad, createVM, expectedPodInterface, nadConfig, ownerOf, waitForClaims, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
-import { paths, type IPAMClaim } from '../kube.ts';
+import { namespaceEvents, paths, type IPAMClaim } from '../kube.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../../../src/claims/constants.ts';
 
 type PodLike = { metadata?: { name?: string; annotations?: Record<string, string> } };
@@ -66,6 +66,9 @@ export function registerCreateVm(env: SuiteEnv): void {
 
       // the launcher pod (as admitted, through the controller's webhook) points the IPAM plugin at the claims
       assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
+
+      const warnings = (await namespaceEvents(env.cluster, ns)).filter((e) => e.type === 'Warning');
+      c.t.diagnostic(`Warning Events in ${ns}: ${warnings.map((e) => `${e.reason} on ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('; ') || 'none'}`);
     });
   });
 }
