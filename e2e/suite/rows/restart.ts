@@ -1,5 +1,6 @@
 // Spec §5 row "controller restarted at any moment": the controller is SIGKILLed in the middle of a burst of claim
-// creations, and again in the middle of finalizer releases, and restarted each time.
+// creations, and again in the middle of finalizer releases, and restarted each time; and its webhook is asked about
+// a launcher pod the first moment it answers after a restart.
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -48,7 +49,7 @@ async function whenLog<T extends IPAMClaim>(log: WatchLog<T>, what: string, pred
   }
 }
 
-/** How long the start-up case keeps asking for a dry-run admission before giving up. */
+/** How long the start-up case keeps asking the restarted webhook before giving up. */
 const ADMISSION_DEADLINE_MS = 30_000;
 
 interface AdmissionAnswer {
