@@ -14,6 +14,7 @@ import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
 import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
+import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
 import type { WriteOverlay } from './write-overlay.ts';
@@ -73,6 +74,29 @@ export function gatherInput(key: string, deps: Pick<ReconcilerDeps, 'sources' | 
   }
 
   return { key: { namespace, name }, vm, vmi, nads, claims, gateEnabled: deps.gateEnabled() };
+}
+
+/**
+ * A referenced NAD the cache does not hold may just not have reached it yet (created a moment before the VM):
+ * ask the API before reporting it missing, so users never see a false NetworkAttachmentDefinitionNotFound.
+ */
+async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logger, signal: AbortSignal): Promise<DecideInput> {
+  const { namespace } = input.key;
+  const referenced = new Set([...nadKeysOf(namespace, input.vm?.spec?.template?.spec), ...nadKeysOf(namespace, input.vmi?.spec)]);
+  const missing = [...referenced].filter((k) => !input.nads.has(k));
+  if (missing.length === 0) return input;
+  const nads = new Map(input.nads);
+  for (const nadKey of missing) {
+    const { namespace: ns, name } = splitKey(nadKey);
+    try {
+      nads.set(nadKey, trimNetworkAttachmentDefinition(await client.get<unknown>(resources.networkAttachmentDefinitions, ns, name, { signal })));
+    } catch (err) {
+      // Not found is the answer we feared; anything else (e.g. no right to read another namespace) leaves the
+      // cache's view standing, and the NAD's own events bring the key back.
+      if (!isNotFound(err)) log.debug({ err, nad: nadKey }, 'could not read a NAD missing from the cache');
+    }
+  }
+  return { ...input, nads };
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
@@ -142,7 +166,7 @@ export function createReconciler(deps: ReconcilerDeps) {
   return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult> {
     const { namespace, name } = splitKey(key);
     const log = deps.log.child({ namespace, name, reconcileID: randomUUID() });
-    const plan = decide(gatherInput(key, deps));
+    const plan = decide(await fillMissingNads(gatherInput(key, deps), deps.client, log, ctx.signal));
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
     if (plan.owner) {
       const kind = plan.owner.kind === 'VirtualMachine' ? resources.virtualMachines : resources.virtualMachineInstances;
