@@ -26,7 +26,8 @@ import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { type Clock, realClock, sleep } from '../queue/clock.ts';
-import { runWorkers, startResync, WorkQueue, type ReconcileResult } from '../queue/index.ts';
+import { WorkQueue, type ReconcileResult } from '../queue/index.ts';
+import { serveQueue } from '../queue/serve.ts';
 import type { Sources } from '../sources/kinds.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
@@ -424,18 +425,20 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       }
       const concurrency = options.concurrency ?? 2;
       log.info({ concurrency }, 'starting allocator workers');
-      const pool = runWorkers(queue, concurrency, reconcile, { logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
       for (const key of allKeys()) queue.add(key);
-      const resync = startResync(queue, { intervalMs: options.resyncIntervalMs ?? 600_000, keys: allKeys, logger: log });
-      await new Promise<void>((resolve) => {
-        if (signal.aborted) resolve();
-        else signal.addEventListener('abort', () => resolve(), { once: true });
-      });
-      resync.stop();
-      const result = await queue.shutDown({ timeoutMs: drainTimeoutMs });
-      if (result.timedOut) log.warn({ abandoned: result.abandoned }, 'allocator passes still running at the shutdown deadline');
-      await pool.done;
-      log.info('allocator workers stopped');
+      await serveQueue(
+        queue,
+        {
+          concurrency,
+          reconcile,
+          keys: allKeys,
+          resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
+          drainTimeoutMs,
+          logger: log,
+          ...(metrics ? { metrics: reconcileMetrics(metrics, ALLOCATOR_QUEUE) } : {}),
+        },
+        signal,
+      );
     },
     async stop(): Promise<void> {
       for (const s of subscriptions) s.unsubscribe();

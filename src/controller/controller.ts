@@ -4,7 +4,8 @@
 import type { Logger } from 'pino';
 import { type Subscription, merge } from 'rxjs';
 import type { KubeClient } from '../kube/client.ts';
-import { runWorkers, startResync, WorkQueue } from '../queue/index.ts';
+import { WorkQueue } from '../queue/index.ts';
+import { serveQueue } from '../queue/serve.ts';
 import { type Sources, VMIS_BY_NAD, VMS_BY_NAD } from '../sources/index.ts';
 import { objectKey } from '../sources/store.ts';
 import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
@@ -86,18 +87,20 @@ export function createController(options: ControllerOptions): Controller {
     gate: () => gate,
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       log.info({ concurrency: options.concurrency, gate }, 'starting workers');
-      const pool = runWorkers(queue, options.concurrency, reconcile, { logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}) });
-      const resync = startResync(queue, { intervalMs: options.resyncIntervalMs ?? 600_000, keys: allKeys, logger: log });
       // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
-      await new Promise<void>((resolve) => {
-        if (signal.aborted) resolve();
-        else signal.addEventListener('abort', () => resolve(), { once: true });
-      });
-      resync.stop();
-      const result = await queue.shutDown({ timeoutMs: drainTimeoutMs });
-      if (result.timedOut) log.warn({ abandoned: result.abandoned }, 'reconciles still running at the shutdown deadline');
-      await pool.done;
-      log.info('workers stopped');
+      await serveQueue(
+        queue,
+        {
+          concurrency: options.concurrency,
+          reconcile,
+          keys: allKeys,
+          resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
+          drainTimeoutMs,
+          logger: log,
+          ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}),
+        },
+        signal,
+      );
     },
     dispose(): void {
       for (const s of subscriptions) s.unsubscribe();

@@ -26,3 +26,4 @@ export {
   type WorkerPool,
 } from './runner.ts';
 export { startResync, type Resync, type ResyncOptions } from './resync.ts';
+export { serveQueue, type ServeOptions } from './serve.ts';

@@ -1,0 +1,50 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { pino } from 'pino';
+import { WorkQueue } from './queue.ts';
+import { serveQueue } from './serve.ts';
+
+const logger = pino({ level: 'silent' });
+
+describe('serveQueue', () => {
+  it('reconciles queued keys while the signal is live, then lets the one in flight finish before resolving', async () => {
+    const queue = new WorkQueue({ name: 'test' });
+    const seen: string[] = [];
+    let release!: () => void;
+    const inFlight = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const startedB = new Promise<void>((r) => (started = r));
+    let finishedB = false;
+    const reconcile = async (key: string) => {
+      seen.push(key);
+      if (key === 'b') {
+        started();
+        await inFlight;
+        finishedB = true;
+      }
+    };
+    const leader = new AbortController();
+    queue.add('a');
+    queue.add('b');
+    const serving = serveQueue(queue, { concurrency: 2, reconcile, keys: () => [], resyncIntervalMs: 3_600_000, drainTimeoutMs: 60_000, logger }, leader.signal);
+    await startedB;
+    leader.abort();
+    let resolved = false;
+    void serving.then(() => (resolved = true));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(resolved, false, 'waits for the reconcile still running');
+    release();
+    await serving;
+    assert.equal(finishedB, true);
+    assert.deepEqual([...seen].sort(), ['a', 'b']);
+    assert.equal(queue.shuttingDown, true, 'the queue takes no more work');
+  });
+
+  it('returns at once when leadership ended before it started', async () => {
+    const queue = new WorkQueue({ name: 'test' });
+    const seen: string[] = [];
+    queue.add('a');
+    await serveQueue(queue, { concurrency: 1, reconcile: async (k) => void seen.push(k), keys: () => [], resyncIntervalMs: 1000, drainTimeoutMs: 1000, logger }, AbortSignal.abort());
+    assert.equal(queue.shuttingDown, true);
+  });
+});
