@@ -16,7 +16,7 @@ import { pino } from 'pino';
 import { freePort, startOrConnect, type Cluster } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, startKubeVirtStandIn, waitFor, type KubeVirtStandIn, type Vm } from '../kubevirt-standin/index.ts';
 import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
-import { Controller, runCli } from './controller.ts';
+import { ControllerProcess, runCli } from '../local/controller-process.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
@@ -45,7 +45,7 @@ const podInterface = (network: string) => `pod${createHash('sha256').update(netw
 class World {
   cluster!: Cluster;
   kv!: KubeVirtStandIn;
-  controller!: Controller;
+  controller!: ControllerProcess;
   dir!: string;
   webhookPort!: number;
   readonly runId = randomBytes(3).toString('hex');
@@ -76,8 +76,8 @@ class World {
     this.controller = await this.startController();
   }
 
-  startController(o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<Controller> {
-    return Controller.start({
+  startController(o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<ControllerProcess> {
+    return ControllerProcess.start({
       name: `allocator-${++this.#restarts}${o.leaderElect ? '-elected' : ''}`,
       kubeconfig: this.cluster.kubeconfigPath,
       logDir: this.dir,
@@ -394,7 +394,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await first.kill();
       t.diagnostic(`leader killed with ${await allocated()}/${N} claims allocated`);
       await burst;
-      await standby.waitForLog('leadership', (l) => l.msg === 'starting allocator workers', 60_000);
+      await standby.waitForLog('leadership', (l) => l.msg === 'starting allocator workers', { timeoutMs: 60_000 });
       const barrier = standby.logs.find((l) => l.msg === 'read every claim before allocating');
       t.diagnostic(`new leader: ${JSON.stringify({ claims: barrier?.['claims'], newerThanCache: barrier?.['newerThanCache'] })}`);
       const claims = await waitFor(

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe } from 'node:test';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
-import { ControllerProcess, sumOf, parsePrometheus } from './controller.ts';
+import { ControllerProcess, sumOf, parsePrometheus } from '../local/controller-process.ts';
 import {
   claimReferences,
   CONTROLLER_NAMESPACE,

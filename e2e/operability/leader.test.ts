@@ -16,7 +16,7 @@ import { poll } from '../harness/index.ts';
 import { buildVM, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
 import { launcherPodName, renderLauncherPod } from '../kubevirt-standin/render.ts';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
-import { ControllerProcess, sumOf } from './controller.ts';
+import { ControllerProcess, sumOf } from '../local/controller-process.ts';
 import {
   admitDirectly,
   applyPatch,

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { kubectlPath } from '../harness/index.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
-import { REPO_ROOT } from './controller.ts';
+import { REPO_ROOT } from '../local/controller-process.ts';
 import { World } from './world.ts';
 
 const world = new World();

@@ -11,7 +11,7 @@ import { kubeconfigYaml, poll, runKubectl } from '../harness/index.ts';
 import { buildVM, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
-import { ControllerProcess, isWarnOrWorse, REPO_ROOT, sumOf } from './controller.ts';
+import { ControllerProcess, isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
 import { coveredBy, docGrants, grantKey, parseCanIList, parseRbacDoc, type Grant } from './rbac-docs.ts';
 import {
   claimReferences,

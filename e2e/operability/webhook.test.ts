@@ -15,7 +15,7 @@ import { buildVM, launcherNetworkElements, type KubeVirtStandIn, type VMNetworkR
 import { launcherPodName, renderLauncherPod } from '../kubevirt-standin/render.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
-import { ControllerProcess, sumOf, type ControllerOptions, type LogLine } from './controller.ts';
+import { ControllerProcess, sumOf, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
 import {
   admitDirectly,
   applyPatch,
@@ -350,7 +350,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     let readyAt = 0;
     const readiness = (async () => {
       while (!readyAt && c.alive) {
-        if ((await c.readyz()) === 200) readyAt = Date.now();
+        if ((await c.probe('readyz')) === 200) readyAt = Date.now();
         else await new Promise((r) => setTimeout(r, 20));
       }
     })();

@@ -15,7 +15,7 @@ import type { KubeVirtCR } from '../../src/kube/types.ts';
 import { freePort, startOrConnect, type Cluster } from '../harness/index.ts';
 import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 import { KubeVirtStandInClient, startKubeVirtStandIn, waitFor, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
-import { ControllerProcess, inNamespace, type ControllerOptions } from './controller-process.ts';
+import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
 import { Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
 
 /**
@@ -27,6 +27,9 @@ export const SHARED_RESYNC_PERIOD_S = 2;
 /** Where the KubeVirt CR lives (KubeVirt's convention; the controller watches KubeVirt CRs in every namespace). */
 export const KUBEVIRT_NAMESPACE = 'kubevirt';
 export const KUBEVIRT_CR_NAME = 'kubevirt';
+
+/** Whether a log line is about namespace `ns` (the reconciler's lines carry `namespace`). */
+export const inNamespace = (ns: string) => (l: LogLine): boolean => l['namespace'] === ns;
 
 export interface Tally {
   ran: number;
@@ -172,11 +175,8 @@ export class SuiteEnv {
   }
 
   /** Like startController, but returns as soon as the process is spawned (for cases about its start-up). */
-  async spawnController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
-    if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
-    const c = await ControllerProcess.spawn({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort });
-    this.#dedicated.add(c);
-    return c;
+  spawnController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort' | 'waitReady'>): Promise<ControllerProcess> {
+    return this.startController({ ...opts, waitReady: false });
   }
 
   /** The controllers running now (for diagnostics). */

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { buildVM, waitFor, type Vm, type Vmi, type VMNetworkRequest } from '../kubevirt-standin/index.ts';
-import type { ControllerProcess, LogLine } from './controller-process.ts';
+import type { ControllerProcess, LogLine } from '../local/controller-process.ts';
 import { SHARED_RESYNC_PERIOD_S, type CaseContext, type SuiteEnv } from './env.ts';
 import { eventsFor, paths, WatchLog, type CoreEvent, type IPAMClaim, type KubeObject, type NetworkAttachmentDefinition } from './kube.ts';
 

@@ -4,8 +4,9 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import type { Cluster, KubeHttp } from '../harness/index.ts';
 import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition } from '../../src/kube/types.ts';
+import { parsePrometheus, type Sample } from '../local/controller-process.ts';
 
-export type { IPAMClaim, KubeObject, NetworkAttachmentDefinition };
+export type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, Sample };
 
 const ns = (namespace: string) => `/namespaces/${encodeURIComponent(namespace)}`;
 const tail = (name?: string) => (name === undefined ? '' : `/${encodeURIComponent(name)}`);
@@ -188,26 +189,6 @@ export async function eventsFor(cluster: Cluster, namespace: string, uid: string
 export async function namespaceEvents(cluster: Cluster, namespace: string): Promise<CoreEvent[]> {
   const out = await cluster.kubectl(['get', 'events', '-n', namespace, '-o', 'json']);
   return (JSON.parse(out.stdout) as { items: CoreEvent[] }).items;
-}
-
-/** One sample of a Prometheus text exposition. */
-export interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-export function parsePrometheus(text: string): Sample[] {
-  const samples: Sample[] = [];
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
-    const labels: Record<string, string> = {};
-    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
-    samples.push({ name: m[1]!, labels, value: Number(m[4]) });
-  }
-  return samples;
 }
 
 export const WRITE_VERBS = ['POST', 'PUT', 'PATCH', 'DELETE'] as const;

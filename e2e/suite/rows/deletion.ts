@@ -5,8 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { buildVM, waitFor, type Vm, type Vmi } from '../../kubevirt-standin/index.ts';
-import { inNamespace } from '../controller-process.ts';
-import { e2eCase, type SuiteEnv } from '../env.ts';
+import { e2eCase, inNamespace, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,

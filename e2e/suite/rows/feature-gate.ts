@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import type { Vm, Vmi } from '../../kubevirt-standin/index.ts';
-import type { ControllerProcess } from '../controller-process.ts';
+import type { ControllerProcess } from '../../local/controller-process.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,

@@ -25,7 +25,7 @@ async function assertControllerHealthy(env: SuiteEnv, pid: number): Promise<void
   const ctl = env.shared;
   assert.equal(ctl.pid, pid, 'the same controller process');
   assert.ok(ctl.alive, 'the controller process is alive');
-  assert.equal(await ctl.healthz(), 200, '/healthz answers 200');
+  assert.equal(await ctl.probe('healthz'), 200, '/healthz answers 200');
 }
 
 /**
