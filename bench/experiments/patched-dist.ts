@@ -1,0 +1,50 @@
+// Builds a copy of dist/ with experimental changes, in a scratch directory, and returns the entry point to run. The
+// repository's dist/ and src/ are not touched: an experiment measures what a change to src/ would bring, for the
+// people who own src/ to decide.
+import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+
+interface Patch {
+  description: string;
+  apply(dist: string): void;
+}
+
+function replaceOnce(file: string, find: string, replacement: string): void {
+  const text = readFileSync(file, 'utf8');
+  const at = text.indexOf(find);
+  if (at < 0 || text.indexOf(find, at + 1) >= 0) {
+    throw new Error(`experiment: expected exactly one "${find}" in ${file} (is the change already in this build?)`);
+  }
+  writeFileSync(file, text.slice(0, at) + replacement + text.slice(at + find.length));
+}
+
+export const EXPERIMENTS: Record<string, Patch> = {
+  'https-transport': {
+    description:
+      'dist/kube/transport.js replaced by bench/experiments/transport-https.js: node:https keep-alive, TLS options and headers taken from the KubeConfig once (instead of undici fetch through @kubernetes/client-node with applySecurityAuthentication per request)',
+    apply(dist) {
+      cpSync(fileURLToPath(new URL('./transport-https.js', import.meta.url)), join(dist, 'kube', 'transport.js'));
+    },
+  },
+  // Landed in src/sources/informer.ts as commit 5e047c5 (nextOrAbort); only applies to a dist/ built before it.
+
+};
+
+/** `names`: one or more experiments, comma-separated. */
+export function patchedDist(names: string[], scratch: string): string {
+  const root = join(scratch, `dist-${names.join('+')}`);
+  mkdirSync(root, { recursive: true });
+  cpSync(join(REPO, 'dist'), join(root, 'dist'), { recursive: true });
+  for (const name of names) {
+    const e = EXPERIMENTS[name];
+    if (!e) throw new Error(`unknown experiment ${name}; known: ${Object.keys(EXPERIMENTS).join(', ')}`);
+    e.apply(join(root, 'dist'));
+  }
+  // Package resolution and ESM mode as in the repository.
+  symlinkSync(join(REPO, 'node_modules'), join(root, 'node_modules'), 'dir');
+  writeFileSync(join(root, 'package.json'), JSON.stringify({ type: 'module' }));
+  return join(root, 'dist', 'cli', 'main.js');
+}

@@ -1,0 +1,87 @@
+// Write amplification, counted by the API server itself: `apiserver_request_total` from its /metrics, scraped
+// before and after a scenario and diffed per {verb, group, resource, subresource, code}.
+import type { BenchKube } from './kube.ts';
+import { parseMetrics } from './prom.ts';
+
+export interface RequestRow {
+  verb: string;
+  group: string;
+  resource: string;
+  subresource: string;
+  code: string;
+  count: number;
+}
+
+export type RequestCounts = Map<string, RequestRow>;
+
+export const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'DELETECOLLECTION', 'APPLY']);
+
+export async function scrapeRequests(kube: BenchKube): Promise<RequestCounts> {
+  const res = await kube.request('GET', '/metrics');
+  if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
+  const out: RequestCounts = new Map();
+  for (const s of parseMetrics(res.body, (n) => n === 'apiserver_request_total')) {
+    const row: RequestRow = {
+      verb: s.labels.verb ?? '',
+      group: s.labels.group ?? '',
+      resource: s.labels.resource ?? '',
+      subresource: s.labels.subresource ?? '',
+      code: s.labels.code ?? '',
+      count: s.value,
+    };
+    const key = `${row.verb}|${row.group}|${row.resource}|${row.subresource}|${row.code}`;
+    const prev = out.get(key);
+    if (prev) prev.count += row.count;
+    else out.set(key, row);
+  }
+  return out;
+}
+
+export function diffRequests(after: RequestCounts, before: RequestCounts): RequestRow[] {
+  const rows: RequestRow[] = [];
+  for (const [key, row] of after) {
+    const count = row.count - (before.get(key)?.count ?? 0);
+    if (count > 0) rows.push({ ...row, count });
+  }
+  return rows.sort((a, b) => b.count - a.count || a.resource.localeCompare(b.resource) || a.verb.localeCompare(b.verb));
+}
+
+export interface WriteSummary {
+  /** POST/PUT/PATCH/DELETE/APPLY on ipamclaims (any subresource), every status code. */
+  claimWrites: number;
+  /** The same, by "VERB code". */
+  claimWritesBy: Record<string, number>;
+  /** Writes on events (core and events.k8s.io). */
+  eventWrites: number;
+  /** Reads (GET/LIST/WATCH) by resource, for context. */
+  readsByResource: Record<string, number>;
+  /** Every non-zero row. */
+  rows: RequestRow[];
+}
+
+export function summarizeRequests(rows: RequestRow[]): WriteSummary {
+  const s: WriteSummary = { claimWrites: 0, claimWritesBy: {}, eventWrites: 0, readsByResource: {}, rows };
+  for (const r of rows) {
+    if (WRITE_VERBS.has(r.verb)) {
+      if (r.resource === 'ipamclaims') {
+        s.claimWrites += r.count;
+        const k = `${r.verb}${r.subresource ? `/${r.subresource}` : ''} ${r.code}`;
+        s.claimWritesBy[k] = (s.claimWritesBy[k] ?? 0) + r.count;
+      } else if (r.resource === 'events') {
+        s.eventWrites += r.count;
+      }
+    } else if (r.resource) {
+      const k = `${r.verb} ${r.resource}`;
+      s.readsByResource[k] = (s.readsByResource[k] ?? 0) + r.count;
+    }
+  }
+  return s;
+}
+
+/** A window: snapshot now; `end()` snapshots again and summarizes the difference. */
+export async function requestWindow(kube: BenchKube): Promise<{ end(): Promise<WriteSummary> }> {
+  const before = await scrapeRequests(kube);
+  return {
+    end: async () => summarizeRequests(diffRequests(await scrapeRequests(kube), before)),
+  };
+}

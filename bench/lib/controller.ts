@@ -1,0 +1,372 @@
+// The controller under test, as its own process (`node dist/cli/main.js run ...`, exactly what a Deployment runs),
+// with its readiness, its /metrics and its memory sampled once a second.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../e2e/harness/controlplane.ts';
+import type { ManagedProcess } from '../../e2e/harness/process.ts';
+import { spawnTracked, stopTracked } from './processes.ts';
+import { bucketDelta, buckets, parseMetrics, sum, type Sample } from './prom.ts';
+import { procCpuSeconds, procMemory } from './proc.ts';
+import { sleep } from './kube.ts';
+
+export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+const CONTROLLER = 'virtualmachine-ipamclaims';
+
+export interface ControllerSettings {
+  concurrency: number;
+  qps: number;
+  burst: number;
+  resyncSeconds: number;
+  logLevel: string;
+  /** --namespace: watch one namespace only (the paired ratio rounds use it to keep N fixed). */
+  namespace?: string;
+}
+
+export interface MemorySample {
+  /** Seconds since the process was spawned. */
+  t: number;
+  /** /proc VmRSS and VmHWM. */
+  rssKb: number;
+  hwmKb: number;
+  /** From the controller's /metrics (prom-client defaults). */
+  residentBytes?: number;
+  heapUsedBytes?: number;
+  heapTotalBytes?: number;
+  /** nodejs_eventloop_lag_max_seconds at this scrape (prom-client resets it per scrape), ms. */
+  eventLoopLagMaxMs?: number;
+}
+
+export interface RuntimeStats {
+  /** Garbage collections by kind: count, total seconds, and how many paused longer than 0.1 s and 1 s. */
+  gc: Record<string, { count: number; seconds: number; over100ms: number; over1s: number }>;
+  /** Largest event-loop delay seen by the once-a-second samples, ms. */
+  eventLoopLagMaxMs: number | null;
+}
+
+export interface MemorySummary {
+  /** Peak RSS (VmHWM, kernel's high-water mark), MiB. */
+  peakRssMiB: number;
+  /** Largest process_resident_memory_bytes seen, MiB. */
+  peakResidentMetricMiB: number | null;
+  /** Largest nodejs_heap_size_used_bytes seen, MiB. */
+  peakHeapUsedMiB: number | null;
+  /** Largest nodejs_heap_size_total_bytes seen, MiB. */
+  peakHeapTotalMiB: number | null;
+  samples: MemorySample[];
+}
+
+export class ControllerProcess {
+  readonly name: string;
+  readonly args: string[];
+  readonly nodeArgs: string[];
+  readonly logFile: string;
+  readonly spawnAt: number;
+  readonly #p: ManagedProcess;
+  readonly #metricsUrl: string;
+  readonly #readyUrl: string;
+  readonly #samples: MemorySample[] = [];
+  #sampler: NodeJS.Timeout | undefined;
+  #lastHwmKb = 0;
+  #lastCpu = 0;
+  entryLabel = 'dist/cli/main.js';
+  /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
+  firstProbeAnswerAt: number | undefined;
+
+  private constructor(name: string, p: ManagedProcess, args: string[], nodeArgs: string[], logFile: string, spawnAt: number, metricsPort: number, probePort: number) {
+    this.name = name;
+    this.#p = p;
+    this.args = args;
+    this.nodeArgs = nodeArgs;
+    this.logFile = logFile;
+    this.spawnAt = spawnAt;
+    this.#metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    this.#readyUrl = `http://127.0.0.1:${probePort}/readyz`;
+  }
+
+  /**
+   * Spawns the controller and waits until its metrics server answers (or it exits). The two ports are found free
+   * just before; when another process takes one in between (EADDRINUSE in the log), it retries with new ports and a
+   * new spawn time, up to 3 times.
+   */
+  static async start(name: string, opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string }): Promise<ControllerProcess> {
+    for (let attempt = 1; ; attempt++) {
+      const metricsPort = await freePort();
+      let probePort = await freePort();
+      while (probePort === metricsPort) probePort = await freePort();
+      const s = opts.settings;
+      const args = [
+        'run',
+        '--kubeconfig', opts.kubeconfig,
+        '--metrics-bind-address', `127.0.0.1:${metricsPort}`,
+        '--health-probe-bind-address', `127.0.0.1:${probePort}`,
+        '--feature-gates', 'PersistentIPs=true',
+        '--concurrency', String(s.concurrency),
+        '--qps', String(s.qps),
+        '--burst', String(s.burst),
+        '--resync-period', String(s.resyncSeconds),
+        '--log-level', s.logLevel,
+        ...(s.namespace ? ['--namespace', s.namespace] : []),
+      ];
+      const nodeArgs = opts.nodeArgs ?? [];
+      const logFile = join(opts.dir, `controller-${name}${attempt > 1 ? `.${attempt}` : ''}.log`);
+      const spawnAt = performance.now();
+      const entry = opts.entry ?? CONTROLLER_ENTRY;
+      const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile);
+      const c = new ControllerProcess(name, p, args, nodeArgs, logFile, spawnAt, metricsPort, probePort);
+      c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      c.#startSampling();
+      if ((await c.#upOrExited(60_000)) === 'up') return c;
+      if (c.#sampler) clearInterval(c.#sampler);
+      if (attempt < 3 && /EADDRINUSE/.test(readFileSync(logFile, 'utf8'))) continue;
+      return c; // exited for another reason: the caller's first wait reports it with the log
+    }
+  }
+
+  /** Polls the metrics server every 50 ms (a local call, not the API server). */
+  async #upOrExited(timeoutMs: number): Promise<'up' | 'exited' | 'timeout'> {
+    const deadline = performance.now() + timeoutMs;
+    while (performance.now() < deadline) {
+      if (this.#p.hasExited()) return 'exited';
+      try {
+        const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(1000) });
+        await res.text();
+        return 'up';
+      } catch {
+        await sleep(50);
+      }
+    }
+    return 'timeout';
+  }
+
+  get pid(): number {
+    return this.#p.pid;
+  }
+
+  get exited(): boolean {
+    return this.#p.hasExited();
+  }
+
+  /** Rejects as soon as the process exits (for racing against a wait). Call `cancel` once the wait is over. */
+  deathWatch(): { died: Promise<never>; cancel(): void } {
+    let active = true;
+    const died = (async (): Promise<never> => {
+      while (active) {
+        await sleep(250);
+        if (active && this.#p.hasExited()) this.#check();
+      }
+      return new Promise<never>(() => {});
+    })();
+    died.catch(() => undefined);
+    return { died, cancel: () => void (active = false) };
+  }
+
+  /** The flags as a command line, with the per-run ports and kubeconfig path replaced by placeholders. */
+  get commandLine(): string {
+    const shown = this.args.map((a, i) => {
+      const flag = this.args[i - 1];
+      if (flag === '--kubeconfig') return 'KUBECONFIG';
+      if (flag === '--metrics-bind-address' || flag === '--health-probe-bind-address') return '127.0.0.1:PORT';
+      return a;
+    });
+    return `node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
+  }
+
+  #check(): void {
+    if (this.#p.hasExited()) throw new Error(`controller ${this.name} exited; its log ${this.logFile}:\n${tail(this.logFile)}`);
+  }
+
+  /** Polls /readyz (a local HTTP call to the controller, not the API server) every 50 ms; returns performance.now(). */
+  async waitReady(timeoutMs = 300_000): Promise<number> {
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      this.#check();
+      try {
+        const res = await fetch(this.#readyUrl, { signal: AbortSignal.timeout(1000) });
+        await res.text();
+        this.firstProbeAnswerAt ??= performance.now();
+        if (res.status === 200) return performance.now();
+      } catch {
+        /* not listening yet */
+      }
+      if (performance.now() > deadline) throw new Error(`controller ${this.name} not ready after ${timeoutMs} ms`);
+      await sleep(50);
+    }
+  }
+
+  async metrics(): Promise<Sample[]> {
+    this.#check();
+    const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(5000) });
+    return parseMetrics(await res.text());
+  }
+
+  /** Reconciles so far and the queue's state. */
+  async queueState(): Promise<{ reconciles: number; adds: number; depth: number; active: number; created: number; apiRequests: number }> {
+    const m = await this.metrics();
+    return {
+      reconciles: sum(m, 'controller_runtime_reconcile_total', { controller: CONTROLLER }),
+      adds: sum(m, 'workqueue_adds_total', { name: CONTROLLER }),
+      depth: sum(m, 'workqueue_depth', { name: CONTROLLER }),
+      active: sum(m, 'controller_runtime_active_workers', { controller: CONTROLLER }),
+      created: sum(m, 'persistent_ips_claims_created_total'),
+      apiRequests: sum(m, 'persistent_ips_api_requests_total'),
+    };
+  }
+
+  /**
+   * Waits until the work queue is empty, no worker is busy, at least `minReconciles` reconciles ran, and neither
+   * queue adds nor reconciles moved for `quietMs`. Returns the final state.
+   */
+  async waitIdle(opts: { minReconciles?: number; quietMs?: number; timeoutMs?: number } = {}): Promise<Awaited<ReturnType<ControllerProcess['queueState']>>> {
+    const quietMs = opts.quietMs ?? 1500;
+    const deadline = performance.now() + (opts.timeoutMs ?? 300_000);
+    let last = await this.queueState();
+    let stableSince = performance.now();
+    for (;;) {
+      await sleep(200);
+      const now = await this.queueState();
+      const idle = now.depth === 0 && now.active === 0 && now.reconciles >= (opts.minReconciles ?? 0);
+      if (!idle || now.reconciles !== last.reconciles || now.adds !== last.adds) stableSince = performance.now();
+      last = now;
+      if (idle && performance.now() - stableSince >= quietMs) return now;
+      if (performance.now() > deadline) throw new Error(`controller ${this.name} not idle: ${JSON.stringify(now)}`);
+    }
+  }
+
+  #startSampling(): void {
+    const take = async (): Promise<void> => {
+      const mem = procMemory(this.#p.pid);
+      if (!mem || Number.isNaN(mem.rssKb)) return;
+      this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
+      this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
+      const sample: MemorySample = { t: round((performance.now() - this.spawnAt) / 1000), rssKb: mem.rssKb, hwmKb: mem.hwmKb };
+      try {
+        const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(900) });
+        const m = parseMetrics(await res.text(), (n) => n.startsWith('process_resident') || n.startsWith('nodejs_heap_size') || n === 'nodejs_eventloop_lag_max_seconds');
+        sample.residentBytes = sum(m, 'process_resident_memory_bytes');
+        sample.heapUsedBytes = sum(m, 'nodejs_heap_size_used_bytes');
+        sample.heapTotalBytes = sum(m, 'nodejs_heap_size_total_bytes');
+        sample.eventLoopLagMaxMs = Math.round(sum(m, 'nodejs_eventloop_lag_max_seconds') * 10_000) / 10;
+      } catch {
+        /* metrics server not up yet, or busy: /proc still counts */
+      }
+      this.#samples.push(sample);
+    };
+    void take();
+    this.#sampler = setInterval(() => void take(), 1000);
+  }
+
+  /** CPU seconds the process has used (last reading while it ran). */
+  cpuSeconds(): number {
+    return procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
+  }
+
+  /** GC pauses (cumulative since start, or since `since`) and the worst event-loop delay sampled after `fromT`. */
+  async runtimeStats(since?: Sample[], fromT = 0): Promise<RuntimeStats> {
+    const now = await this.metrics();
+    const gc: RuntimeStats['gc'] = {};
+    const kinds = new Set(now.filter((s) => s.name === 'nodejs_gc_duration_seconds_count').map((s) => s.labels.kind ?? ''));
+    for (const kind of kinds) {
+      const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), since ? buckets(since, 'nodejs_gc_duration_seconds', { kind }) : new Map());
+      const at = (le: number): number => d.get(le) ?? 0;
+      const count = sum(now, 'nodejs_gc_duration_seconds_count', { kind }) - (since ? sum(since, 'nodejs_gc_duration_seconds_count', { kind }) : 0);
+      gc[kind] = {
+        count,
+        seconds: round(sum(now, 'nodejs_gc_duration_seconds_sum', { kind }) - (since ? sum(since, 'nodejs_gc_duration_seconds_sum', { kind }) : 0), 3),
+        over100ms: count - at(0.1),
+        over1s: count - at(1),
+      };
+    }
+    const lags = this.#samples.filter((s) => s.t >= fromT && s.eventLoopLagMaxMs !== undefined).map((s) => s.eventLoopLagMaxMs!);
+    return { gc, eventLoopLagMaxMs: lags.length ? Math.max(...lags) : null };
+  }
+
+  /**
+   * Asks the process for a heap snapshot (it must run with --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=DIR): V8
+   * collects garbage first, so the snapshot's size is the live heap. Returns the file once it is complete.
+   */
+  async heapSnapshot(dir: string, timeoutMs = 300_000): Promise<string> {
+    const { readdirSync, statSync } = await import('node:fs');
+    const before = new Set(readdirSync(dir));
+    process.kill(this.#p.pid, 'SIGUSR2');
+    const deadline = performance.now() + timeoutMs;
+    let last = -1;
+    for (;;) {
+      await sleep(500);
+      const fresh = readdirSync(dir).filter((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+      if (fresh.length > 0) {
+        const file = join(dir, fresh[0]!);
+        const size = statSync(file).size;
+        // Written in one go; done once the size stops changing and the process answers again.
+        if (size > 0 && size === last) {
+          await this.queueState();
+          return file;
+        }
+        last = size;
+      }
+      if (performance.now() > deadline) throw new Error(`no heap snapshot from ${this.name} in ${dir}`);
+    }
+  }
+
+  /** Seconds since spawn, on the samples' clock. */
+  get uptimeS(): number {
+    return (performance.now() - this.spawnAt) / 1000;
+  }
+
+  /** memory() with a fresh /proc reading (VmHWM up to now). */
+  memoryNow(): MemorySummary {
+    const mem = procMemory(this.#p.pid);
+    if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
+    return this.memory();
+  }
+
+  memory(): MemorySummary {
+    const max = (xs: (number | undefined)[]): number | null => {
+      const v = xs.filter((x): x is number => x !== undefined && x > 0);
+      return v.length ? round(Math.max(...v) / 2 ** 20) : null;
+    };
+    const hwm = Math.max(this.#lastHwmKb, ...this.#samples.map((s) => s.hwmKb));
+    return {
+      peakRssMiB: round(hwm / 1024),
+      peakResidentMetricMiB: max(this.#samples.map((s) => s.residentBytes)),
+      peakHeapUsedMiB: max(this.#samples.map((s) => s.heapUsedBytes)),
+      peakHeapTotalMiB: max(this.#samples.map((s) => s.heapTotalBytes)),
+      samples: this.#samples,
+    };
+  }
+
+  /** Lines of the controller's JSON log (pino), parsed; non-JSON lines skipped. */
+  logLines(): { msg?: string; time?: string; level?: string; [k: string]: unknown }[] {
+    const out = [];
+    for (const line of readFileSync(this.logFile, 'utf8').split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        out.push(JSON.parse(line) as { msg?: string; time?: string });
+      } catch {
+        /* partial line */
+      }
+    }
+    return out;
+  }
+
+  async stop(): Promise<void> {
+    const mem = procMemory(this.#p.pid);
+    if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
+    this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
+    if (this.#sampler) clearInterval(this.#sampler);
+    await stopTracked(this.#p);
+  }
+}
+
+function tail(file: string, n = 30): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-n).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+function round(x: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}

@@ -1,0 +1,115 @@
+// The "limit" client: a separate process that creates the given IPAMClaims as fast as it can, with the same
+// concurrency and the same client-side QPS/burst (the project's own token bucket) as the controller. Nothing else:
+// no informer, no list, no reconcile. The benchmark times it from spawn until its watch has seen every claim.
+//
+//   node bench/lib/limit-writer.ts JOB.json RESULT.json
+//
+// JOB: { server, token, caFile, concurrency, qps, burst, claims: [IPAMClaim bodies], client?, kubeconfig? }
+//
+// `client: "https"` (default): node:https, HTTP/1.1 keep-alive, one connection per concurrent request.
+// `client: "project"`: the controller's own KubeClient (src/kube: @kubernetes/client-node's undici fetch, the
+// kubeconfig's auth), for a diagnostic: the same writes through the controller's transport, without the controller.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Agent, request } from 'node:https';
+import { TokenBucket } from '../../src/kube/token-bucket.ts';
+
+interface Job {
+  server: string;
+  token: string;
+  caFile: string;
+  concurrency: number;
+  qps: number;
+  burst: number;
+  claims: { metadata: { name: string; namespace: string } }[];
+  client?: 'https' | 'project';
+  kubeconfig?: string;
+}
+
+const [jobFile, resultFile] = process.argv.slice(2);
+if (!jobFile || !resultFile) {
+  process.stderr.write('usage: limit-writer.ts JOB.json RESULT.json\n');
+  process.exit(2);
+}
+const t0 = performance.now();
+const job = JSON.parse(readFileSync(jobFile, 'utf8')) as Job;
+const base = new URL(job.server);
+const agent = new Agent({ keepAlive: true, maxSockets: job.concurrency, ca: readFileSync(job.caFile) });
+const bucket = new TokenBucket({ qps: job.qps, burst: job.burst });
+
+function post(body: Job['claims'][number]): Promise<number> {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: base.hostname,
+        port: base.port,
+        method: 'POST',
+        path: `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${body.metadata.namespace}/ipamclaims?fieldManager=persistent-ips`,
+        agent,
+        headers: {
+          Authorization: `Bearer ${job.token}`,
+          Accept: 'application/json',
+          'Content-Type': 'application/json',
+          'Content-Length': Buffer.byteLength(payload),
+        },
+        timeout: 30_000,
+      },
+      (res) => {
+        res.on('data', () => {});
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+let send: (body: Job['claims'][number]) => Promise<number> = post;
+if (job.client === 'project') {
+  const { KubeClient, loadKubeConfig } = await import('../../src/kube/client.ts');
+  const { resources } = await import('../../src/kube/resources.ts');
+  const { KubeApiError } = await import('../../src/kube/errors.ts');
+  const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig! }).kubeConfig);
+  send = async (body) => {
+    try {
+      await client.create(resources.ipamClaims, body);
+      return 201;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.code !== undefined) return err.code;
+      throw err;
+    }
+  };
+}
+
+let next = 0;
+let posted = 0;
+const failures: string[] = [];
+async function worker(): Promise<void> {
+  while (next < job.claims.length) {
+    const claim = job.claims[next++]!;
+    for (let attempt = 1; ; attempt++) {
+      await bucket.take();
+      try {
+        const status = await send(claim);
+        if (status === 201) posted++;
+        else if ((status === 429 || status >= 500) && attempt < 5) continue;
+        else failures.push(`${claim.metadata.name}: HTTP ${status}`);
+      } catch (err) {
+        if (attempt < 5) continue;
+        failures.push(`${claim.metadata.name}: ${(err as Error).message}`);
+      }
+      break;
+    }
+  }
+}
+
+await Promise.all(Array.from({ length: job.concurrency }, worker));
+agent.destroy();
+const cpu = process.cpuUsage();
+writeFileSync(
+  resultFile,
+  JSON.stringify({ posted, failed: failures.length, failures: failures.slice(0, 5), ms: performance.now() - t0, cpuSeconds: (cpu.user + cpu.system) / 1e6 }),
+);
+process.exit(failures.length > 0 ? 1 : 0);

@@ -1,0 +1,78 @@
+// What /proc says about a process: memory (VmRSS, VmHWM) and CPU time.
+import { readFileSync } from 'node:fs';
+
+const CLK_TCK = 100;
+
+export interface ProcMemory {
+  rssKb: number;
+  /** Peak resident set size ("high water mark"). */
+  hwmKb: number;
+}
+
+export function procMemory(pid: number): ProcMemory | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string): number => Number(new RegExp(`^${key}:\\s+(\\d+)\\s+kB`, 'm').exec(text)?.[1] ?? NaN);
+    return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') };
+  } catch {
+    return undefined;
+  }
+}
+
+/** User + system CPU seconds the process has used so far (undefined once it is gone). */
+export function procCpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // After "pid (comm) ": state is field 3 → index 0; utime is field 14 → index 11, stime index 12.
+    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds used by each of `pids` between construction and `end()`. */
+export class CpuWindow {
+  readonly #start = new Map<string, number>();
+  readonly #pids: Record<string, number> = {};
+  readonly #last: Record<string, number> = {};
+  readonly #self = process.cpuUsage();
+  readonly #t0 = performance.now();
+
+  constructor(pids: Record<string, number>) {
+    for (const [name, pid] of Object.entries(pids)) this.add(name, pid, procCpuSeconds(pid) ?? 0);
+  }
+
+  /** A process started during the window counts from 0. */
+  add(name: string, pid: number, startCpu = 0): void {
+    this.#pids[name] = pid;
+    this.#start.set(name, startCpu);
+  }
+
+  /** Reads the processes now (call before one of them exits, so its figure survives it). */
+  sample(): void {
+    for (const [name, pid] of Object.entries(this.#pids)) {
+      const now = procCpuSeconds(pid);
+      if (now !== undefined) this.#last[name] = now;
+    }
+  }
+
+  /** Seconds of CPU per process (plus `bench` for this process) and the wall time of the window. */
+  end(extra: Record<string, number> = {}): { wallSeconds: number; cpuSeconds: Record<string, number> } {
+    const cpu: Record<string, number> = {};
+    this.sample();
+    for (const name of Object.keys(this.#pids)) {
+      const now = this.#last[name];
+      if (now !== undefined) cpu[name] = round(now - (this.#start.get(name) ?? 0), 2);
+    }
+    const self = process.cpuUsage(this.#self);
+    cpu.bench = round((self.user + self.system) / 1e6, 2);
+    for (const [k, v] of Object.entries(extra)) cpu[k] = round(v, 2);
+    return { wallSeconds: round((performance.now() - this.#t0) / 1000, 2), cpuSeconds: cpu };
+  }
+}
+
+export function round(x: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}

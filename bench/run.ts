@@ -1,0 +1,788 @@
+// `npm run bench`: the controller against a real local control plane (etcd + kube-apiserver +
+// kube-controller-manager, e2e/harness), plus the allocator figures. See docs/benchmarks/README.md.
+//
+//   npm run bench -- [--vms 2000] [--max-vms 10000] [--skip-large] [--churn-rate 50] [--churn-seconds 60]
+//                    [--rounds 3] [--concurrency 4] [--qps 1000] [--burst 2000] [--resync-seconds 5]
+//                    [--out docs/benchmarks/latest]   (--help for the rest)
+//
+// Order (one control plane, in its own temp dir; the large cold start gets a fresh one):
+//   setup      N VMs, each with its VMI and 2 persistent networks, before any controller runs; then the API
+//              server's claim write path is warmed up (scratch namespace, deleted again)
+//   1          cold start: controller A spawned; time until the watch has seen all 2N claims
+//   4b         status patch on every VMI (A running)
+//   4c (1/2)   A stopped
+//   2          the limit: a bare client creates 2N claims (same shape, concurrency, QPS) in a fresh namespace
+//   2b         diagnostic: the same through the controller's KubeClient, without a controller
+//   4c (2/2)   controller B started; counted until it reconciled every key
+//   5          churn: VMs (with VMIs) created at a fixed rate; latency to claim (B running)
+//   4a         B stopped; controller C with a short --resync-period; counted across a full resync pass
+//   1–2 again  rounds 2..R of (cold start, limit) pairs in fresh namespaces, namespace-scoped controllers
+//   6          large cold start at --max-vms on a fresh control plane (memory), unless --skip-large
+//   7          allocator benchmark
+// Writes per claim (3) come from the API server's apiserver_request_total around each step.
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { pinnedVersions, startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
+import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
+import { summarizeHeap } from './heap-summary.ts';
+import { EXPERIMENTS, patchedDist } from './experiments/patched-dist.ts';
+import { ControllerProcess, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
+import { BenchKube } from './lib/kube.ts';
+import { createKubeVirtCR } from './lib/objects.ts';
+import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
+import { fmtMs, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
+import {
+  churn,
+  coldStart,
+  createVms,
+  limit,
+  restart,
+  resync,
+  stopController,
+  vmiStatusUpdates,
+  warmUp,
+  type BenchContext,
+  type ChurnResult,
+  type ColdStartResult,
+  type LimitResult,
+  type SetupResult,
+  type SteadyStepResult,
+} from './lib/scenarios.ts';
+import { round } from './lib/stats.ts';
+import { barChart, lineChart } from './lib/svg.ts';
+
+const REPO = resolve(new URL('..', import.meta.url).pathname);
+const RATIO_TARGET = 1.2;
+const RSS_TARGET_MIB = 150;
+
+const USAGE = `npm run bench -- [options]
+
+  --vms N              VMs for the main scenarios (default 2000; 2 claims each)
+  --max-vms M          VMs for the large cold start on a fresh control plane (memory at scale; default 10000)
+  --skip-large         no large cold start
+  --churn-rate R       VMs created per second in the churn scenario (default 50)
+  --churn-seconds S    duration of the churn (default 60)
+  --concurrency C      controller --concurrency, and the limit client's parallel requests (default 4)
+  --qps Q --burst B    client-side rate limit of the controller and of the limit client (default 1000 / 2000)
+  --resync-seconds S   --resync-period of the controller for the resync step (default 5)
+  --setup-concurrency  parallel requests of the benchmark's own setup writes (default 16)
+  --out DIR            where the reports go (default docs/benchmarks/latest)
+  --allocator-runs K   repetitions of the allocator benchmark (default 5); --skip-allocator to leave it out
+  --rounds R           paired cold-start/limit measurements for the ratio (default 3; the median is reported).
+                       Round 1 is the cluster-wide cold start; rounds 2..R each get fresh namespaces and a
+                       controller scoped to its namespace (--namespace), alternating which of the pair goes first
+  --skip-diagnostics   leave out the second limit run through the controller's own KubeClient
+  --node-args "..."    extra node flags for every controller process (e.g. "--max-old-space-size=128")
+  --experiment A[,B]   run a patched copy of dist/ instead (bench/experiments/patched-dist.ts: https-transport
+                      ); the reports say so. Never the default.
+  --cpu-prof           run the cold-start controller with --cpu-prof (profile kept in the temp dir)
+  --heap-snapshot      after each cold start, a heap snapshot of the controller (live heap after a full GC)
+  --keep-temp          keep the temp dir (control plane data, controller logs) after a successful run`;
+
+interface Options {
+  vms: number;
+  maxVms: number;
+  skipLarge: boolean;
+  churnRate: number;
+  churnSeconds: number;
+  concurrency: number;
+  qps: number;
+  burst: number;
+  resyncSeconds: number;
+  setupConcurrency: number;
+  out: string;
+  allocatorRuns: number;
+  skipAllocator: boolean;
+  rounds: number;
+  skipDiagnostics: boolean;
+  nodeArgs: string[];
+  cpuProf: boolean;
+  heapSnapshot: boolean;
+  /** Names from bench/experiments/patched-dist.ts, comma-separated on the command line. */
+  experiment: string[] | undefined;
+  keepTemp: boolean;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      vms: { type: 'string' },
+      'max-vms': { type: 'string' },
+      'skip-large': { type: 'boolean' },
+      'churn-rate': { type: 'string' },
+      'churn-seconds': { type: 'string' },
+      concurrency: { type: 'string' },
+      qps: { type: 'string' },
+      burst: { type: 'string' },
+      'resync-seconds': { type: 'string' },
+      'setup-concurrency': { type: 'string' },
+      out: { type: 'string' },
+      'allocator-runs': { type: 'string' },
+      'skip-allocator': { type: 'boolean' },
+      rounds: { type: 'string' },
+      'skip-diagnostics': { type: 'boolean' },
+      'node-args': { type: 'string' },
+      'cpu-prof': { type: 'boolean' },
+      'heap-snapshot': { type: 'boolean' },
+      experiment: { type: 'string' },
+      'keep-temp': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const num = (name: string, v: string | undefined, def: number, min = 1): number => {
+    if (v === undefined) return def;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${name} must be a number ≥ ${min}, got "${v}"`);
+    return n;
+  };
+  const o: Options = {
+    vms: Math.floor(num('vms', values.vms, 2000)),
+    maxVms: Math.floor(num('max-vms', values['max-vms'], 10_000)),
+    skipLarge: values['skip-large'] ?? false,
+    churnRate: num('churn-rate', values['churn-rate'], 50, 0.1),
+    churnSeconds: num('churn-seconds', values['churn-seconds'], 60),
+    concurrency: Math.floor(num('concurrency', values.concurrency, 4)),
+    qps: num('qps', values.qps, 1000),
+    burst: Math.floor(num('burst', values.burst, 2000)),
+    resyncSeconds: num('resync-seconds', values['resync-seconds'], 5),
+    setupConcurrency: Math.floor(num('setup-concurrency', values['setup-concurrency'], 16)),
+    out: resolve(REPO, values.out ?? 'docs/benchmarks/latest'),
+    allocatorRuns: Math.floor(num('allocator-runs', values['allocator-runs'], 5)),
+    skipAllocator: values['skip-allocator'] ?? false,
+    rounds: Math.floor(num('rounds', values.rounds, 3)),
+    skipDiagnostics: values['skip-diagnostics'] ?? false,
+    nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter((a) => a !== ''),
+    cpuProf: values['cpu-prof'] ?? false,
+    heapSnapshot: values['heap-snapshot'] ?? false,
+    experiment: (() => {
+      const e = values.experiment;
+      if (e === undefined) return undefined;
+      const names = e.split(',').filter((x) => x !== '');
+      for (const name of names) if (!(name in EXPERIMENTS)) throw new Error(`--experiment: ${name} is not one of ${Object.keys(EXPERIMENTS).join(', ')}`);
+      return names;
+    })(),
+    keepTemp: values['keep-temp'] ?? false,
+  };
+  return o;
+}
+
+const t0 = Date.now();
+const log = (line: string): void => {
+  process.stderr.write(`[bench ${((Date.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${line}\n`);
+};
+// A closed stdout (e.g. `| head`) must not kill the run halfway: the reports still get written.
+process.stdout.on('error', () => undefined);
+const print = (text: string): void => {
+  process.stdout.write(`${text}\n`);
+};
+
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', args, { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return '';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sections
+
+interface RatioRound {
+  round: number;
+  how: string;
+  controllerS: number;
+  limitS: number;
+  ratio: number;
+  writePhaseRatio: number;
+  controllerReadyS: number;
+  loadavg1: number;
+}
+
+function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult): RatioRound {
+  return {
+    round: k,
+    how,
+    controllerS: c.spawnToAllClaimsS,
+    limitS: l.spawnToAllClaimsS,
+    ratio: round3(c.spawnToAllClaimsS / l.spawnToAllClaimsS),
+    writePhaseRatio: round3(c.writePhaseS / l.writePhaseS),
+    controllerReadyS: c.spawnToReadyS ?? NaN,
+    loadavg1: round((c.loadavgBefore[0]! + l.loadavgBefore[0]!) / 2, 2),
+  };
+}
+
+const round3 = (x: number): number => round(x, 3);
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function gcRow(r: ColdStartResult['runtime']): string {
+  const gc = Object.entries(r.gc)
+    .filter(([, v]) => v.count > 0)
+    .map(([k, v]) => `${k} ${v.count}× ${v.seconds.toFixed(2)} s${v.over100ms ? ` (${v.over100ms} > 0.1 s)` : ''}`)
+    .join(', ');
+  return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
+}
+
+function coldStartSection(cold: ColdStartResult, lim: LimitResult, o: Options, viaProject: LimitResult | undefined, rounds: RatioRound[]): Section {
+  const ratio = round(cold.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3);
+  const medianRatio = round3(median(rounds.map((r) => r.ratio)));
+  const medianWriteRatio = round3(median(rounds.map((r) => r.writePhaseRatio)));
+  const projectRatio = viaProject ? round(viaProject.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3) : undefined;
+  const cpuRow = (c: Record<string, number>): string =>
+    Object.entries(c)
+      .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+      .join(', ');
+  const rows: Row[] = [
+    [`${fmtN(cold.vms)} VMs with VMIs, 2 persistent networks each → ${fmtN(cold.claims)} IPAMClaims`, ''],
+    ['client-side rate limit (both)', `--qps ${o.qps} --burst ${o.burst}, concurrency ${o.concurrency}`],
+    ['controller: spawn → probe server up (Node, modules, API server reached)', fmtS(cold.spawnToProcessUpS ?? undefined)],
+    ['controller: spawn → /readyz (caches synced)', fmtS(cold.spawnToReadyS)],
+    ['controller: spawn → first claim', fmtS(cold.spawnToFirstClaimS)],
+    ['controller: spawn → all claims (convergence)', fmtS(cold.spawnToAllClaimsS)],
+    ['controller: write phase (first → last claim)', `${fmtS(cold.writePhaseS)} (${Math.round(cold.claims / cold.writePhaseS)} claims/s)`],
+    ['limit client: spawn → first claim', fmtS(lim.spawnToFirstClaimS)],
+    ['limit client: spawn → all claims', fmtS(lim.spawnToAllClaimsS)],
+    ['limit client: write phase (first → last claim)', `${fmtS(lim.writePhaseS)} (${Math.round(lim.claims / lim.writePhaseS)} claims/s)`],
+    ['convergence / limit, this pair (round 1)', ratio.toFixed(3)],
+    ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
+    [`convergence / limit, MEDIAN of ${rounds.length} paired rounds`, `${medianRatio.toFixed(3)} (target ≤ ${RATIO_TARGET}: ${verdict(medianRatio <= RATIO_TARGET)})`],
+    [`write phase alone, median of ${rounds.length} rounds`, medianWriteRatio.toFixed(3)],
+    ...rounds.map((r): Row => [`  round ${r.round} (${r.how})`, `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; load ${r.loadavg1}`]),
+    ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
+    ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
+    ['controller CPU per claim / limit client CPU per claim', `${((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims).toFixed(2)} ms / ${((1000 * (lim.cpuSeconds['limit-writer'] ?? NaN)) / lim.claims).toFixed(2)} ms`],
+    ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
+    ...(viaProject && projectRatio !== undefined
+      ? ([
+          ['diagnostic: the same writes through the controller\'s KubeClient (src/kube), no controller', ''],
+          ['  spawn → first claim / all claims', `${fmtS(viaProject.spawnToFirstClaimS)} / ${fmtS(viaProject.spawnToAllClaimsS)}`],
+          ['  write phase (first → last claim)', `${fmtS(viaProject.writePhaseS)} (${Math.round(viaProject.claims / viaProject.writePhaseS)} claims/s; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's)`],
+          ['  KubeClient / limit', `${projectRatio.toFixed(3)}`],
+          ['  client CPU per claim', `${((1000 * (viaProject.cpuSeconds['limit-writer'] ?? NaN)) / viaProject.claims).toFixed(2)} ms`],
+          ['  CPU seconds', cpuRow(viaProject.cpuSeconds)],
+        ] as Row[])
+      : []),
+    ['load average (1 min) before → after: cold start', `${cold.loadavgBefore[0]} → ${cold.loadavgAfter[0]}`],
+    ['load average (1 min) before → after: limit', `${lim.loadavgBefore[0]} → ${lim.loadavgAfter[0]}`],
+  ];
+  return {
+    id: 'cold-start',
+    title: `1–2. Cold start at N = ${fmtN(cold.vms)} vs the API server's limit`,
+    rows,
+    notes: [
+      'Convergence: from the controller process spawn until the benchmark\'s watch on IPAMClaims has received all 2N ADDED events. The limit: the same from the spawn of a bare client process that POSTs the same 2N claim bodies (same owner references, label, finalizer, spec) with the same concurrency and the same token bucket (src/kube/token-bucket.ts), into a fresh namespace whose owner VMs exist.',
+      'Both include process start-up (Node, module loading). The controller also lists VMs, VMIs, NADs, claims and the KubeVirt CR before it can write.',
+      'Paired rounds: the machine is shared with other jobs, so its load changes from minute to minute. Each round measures a cold start and a limit run back to back (rounds 2.. alternate which goes first, in fresh namespaces, with the controller scoped to its namespace by --namespace so that it lists exactly N VMs); the target is checked on the median of the per-round ratios.',
+      'Diagnostic (round 1 only): the same 2N creates through the controller\'s own KubeClient (src/kube/client.ts, as in production) from a bare process without any controller logic, to separate the HTTP client\'s cost from the rest of the controller.',
+    ],
+    json: { ratio: medianRatio, ratioRound1: ratio, medianWritePhaseRatio: medianWriteRatio, rounds, ratioTarget: RATIO_TARGET, controller: cold, limit: lim, ...(viaProject ? { kubeClientDiagnostic: { ratioToLimit: projectRatio, ...viaProject } } : {}) },
+    svg: lineChart({
+      title: `Claims over time, N = ${fmtN(cold.vms)} VMs (${fmtN(cold.claims)} claims)`,
+      xLabel: 'seconds since process spawn',
+      yLabel: 'IPAMClaims seen by the watch',
+      series: [
+        { name: `controller (${cold.spawnToAllClaimsS.toFixed(2)} s)`, points: cold.series },
+        { name: `limit client (${lim.spawnToAllClaimsS.toFixed(2)} s)`, points: lim.series },
+        ...(viaProject ? [{ name: `KubeClient only (${viaProject.spawnToAllClaimsS.toFixed(2)} s)`, points: viaProject.series, color: '#999999' }] : []),
+      ],
+    }),
+  };
+}
+
+function writesSection(entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[]): Section {
+  const rows: Row[] = [];
+  const json = entries.map((e) => ({
+    scenario: e.label,
+    claimsCreated: e.claims,
+    claimWrites: e.w.claimWrites,
+    claimWritesBy: e.w.claimWritesBy,
+    claimWritesPerClaim: round(e.w.claimWrites / Math.max(1, e.claims), 4),
+    eventWrites: e.w.eventWrites,
+    eventWritesPerClaim: round(e.w.eventWrites / Math.max(1, e.claims), 4),
+  }));
+  for (const j of json) {
+    const by = Object.entries(j.claimWritesBy)
+      .map(([k, v]) => `${k}: ${v}`)
+      .join(', ');
+    rows.push([`${j.scenario}: ${fmtN(j.claimsCreated)} claims created`, '']);
+    rows.push(['  ipamclaims writes per claim (target 1.0)', `${j.claimWritesPerClaim} (${j.claimWrites} writes${by ? `; ${by}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`]);
+    rows.push(['  event writes per claim', `${j.eventWritesPerClaim} (${j.eventWrites})`]);
+  }
+  return {
+    id: 'writes',
+    title: '3. Write amplification (counted by the API server)',
+    rows,
+    notes: [
+      'From the API server\'s own apiserver_request_total, scraped before and after each scenario and diffed per {verb, resource, subresource, code}. Writes = POST/PUT/PATCH/DELETE/APPLY on ipamclaims (any subresource, any code, so failed attempts count too).',
+    ],
+    json,
+    svg: barChart({
+      title: 'IPAMClaim writes per claim created',
+      yLabel: 'writes per claim',
+      bars: json.map((j) => ({ label: j.scenario, value: j.claimWritesPerClaim, text: String(j.claimWritesPerClaim) })),
+      target: { y: 1, label: 'target 1.0' },
+    }),
+  };
+}
+
+function steadySection(steps: SteadyStepResult[]): Section {
+  const rows: Row[] = [];
+  for (const s of steps) {
+    rows.push([`${s.step}: ${s.description}`, '']);
+    rows.push(['  ipamclaims writes (target 0)', `${s.claimWrites} ${verdict(s.claimWrites === 0)}`]);
+    rows.push(['  event writes', String(s.eventWrites)]);
+    rows.push(['  reconciles during the step', fmtN(s.reconciles)]);
+    rows.push(['  duration', fmtS(s.seconds)]);
+  }
+  return {
+    id: 'steady-state',
+    title: '4. Steady state: writes caused by resync, VMI status updates and a restart',
+    rows,
+    notes: ['Reconciles show that each step reached the controller; the writes are the API server\'s count on ipamclaims during the step.'],
+    json: steps,
+    svg: barChart({
+      title: 'Steady state: reconciles run, IPAMClaim writes caused',
+      yLabel: 'reconciles',
+      bars: steps.map((s) => ({ label: s.step, value: s.reconciles, text: `${fmtN(s.reconciles)} rec. / ${s.claimWrites} writes` })),
+    }),
+  };
+}
+
+function churnSection(c: ChurnResult): Section {
+  const rows: Row[] = [
+    [`${fmtN(c.vms)} VMs (with VMIs) at ${c.targetRate}/s for ${c.seconds} s → ${fmtN(c.claims)} claims`, ''],
+    ['achieved creation rate', `${c.achievedRate}/s (largest lag behind schedule ${fmtMs(c.maxScheduleLagMs)})`],
+    ['latency VM POST → claim ADDED: p50', fmtMs(c.latencyMs.p50)],
+    ['p95', fmtMs(c.latencyMs.p95)],
+    ['p99', fmtMs(c.latencyMs.p99)],
+    ['max / mean / min', `${fmtMs(c.latencyMs.max)} / ${fmtMs(c.latencyMs.mean)} / ${fmtMs(c.latencyMs.min)}`],
+    ['per VM (both claims): p50 / p95 / p99', `${fmtMs(c.perVmLatencyMs.p50)} / ${fmtMs(c.perVmLatencyMs.p95)} / ${fmtMs(c.perVmLatencyMs.p99)}`],
+    ['API server answer to the VM POST: p50 / p95 / p99 / max', `${fmtMs(c.vmPostMs.p50)} / ${fmtMs(c.vmPostMs.p95)} / ${fmtMs(c.vmPostMs.p99)} / ${fmtMs(c.vmPostMs.max)}`],
+    ['API server answer to the VMI POST: p50 / p95 / p99 / max', `${fmtMs(c.vmiPostMs.p50)} / ${fmtMs(c.vmiPostMs.p95)} / ${fmtMs(c.vmiPostMs.p99)} / ${fmtMs(c.vmiPostMs.max)}`],
+    ['controller: work-queue wait p50 / p99 (from its histogram)', `${fmtMs(c.controller.queueWaitP50Ms)} / ${fmtMs(c.controller.queueWaitP99Ms)}`],
+    ['controller: reconcile time p50 / p99 (from its histogram)', `${fmtMs(c.controller.reconcileP50Ms)} / ${fmtMs(c.controller.reconcileP99Ms)}`],
+    ['controller GC and event loop during the churn', gcRow(c.controller.runtime)],
+    ['ipamclaims writes per claim', String(c.claimWritesPerClaim)],
+    ['load average (1 min) before → after', `${c.loadavgBefore[0]} → ${c.loadavgAfter[0]}`],
+  ];
+  return {
+    id: 'churn',
+    title: `5. Churn latency at ${c.targetRate} VMs/s`,
+    rows,
+    notes: ['Latency per claim: from the client-side timestamp taken just before the VM\'s POST to the receipt of the claim\'s ADDED event on the benchmark\'s watch. The VMI is POSTed right after its VM (as virt-controller would).'],
+    json: c,
+    svg: lineChart({
+      title: `Churn at ${c.targetRate} VMs/s: p50 ${c.latencyMs.p50} ms, p95 ${c.latencyMs.p95} ms, p99 ${c.latencyMs.p99} ms (worst per 0.5 s)`,
+      xLabel: 'seconds since the first VM POST',
+      yLabel: 'ms',
+      series: [
+        { name: 'VM POST → both claims seen', points: c.latencySeries },
+        { name: 'VM POST answered by the API server', points: c.vmPostSeries },
+      ],
+    }),
+  };
+}
+
+interface MemoryEntry {
+  label: string;
+  vms: number;
+  memory: MemorySummary;
+  /** From a heap snapshot after convergence (--heap-snapshot): the live heap and its largest parts. */
+  liveHeap?: { liveMiB: number; top: string[] };
+}
+
+function memorySection(entries: MemoryEntry[]): Section {
+  const rows: Row[] = [];
+  for (const e of entries) {
+    const m = e.memory;
+    rows.push([`${e.label} (N = ${fmtN(e.vms)})`, '']);
+    rows.push(['  peak RSS (VmHWM)', `${m.peakRssMiB.toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MB at 10,000: ${e.vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`]);
+    rows.push(['  peak process_resident_memory_bytes', m.peakResidentMetricMiB === null ? 'n/a' : `${m.peakResidentMetricMiB.toFixed(1)} MiB`]);
+    rows.push(['  peak nodejs_heap_size_used_bytes', m.peakHeapUsedMiB === null ? 'n/a' : `${m.peakHeapUsedMiB.toFixed(1)} MiB`]);
+    rows.push(['  peak nodejs_heap_size_total_bytes', m.peakHeapTotalMiB === null ? 'n/a' : `${m.peakHeapTotalMiB.toFixed(1)} MiB`]);
+    if (e.liveHeap) rows.push(['  live heap after a full GC (heap snapshot after convergence)', `${e.liveHeap.liveMiB.toFixed(1)} MiB`]);
+  }
+  return {
+    id: 'memory',
+    title: '6. Controller memory',
+    rows,
+    notes: ['Sampled every second: /proc/PID/status (VmRSS, VmHWM) and the controller\'s /metrics. VmHWM is the kernel\'s high-water mark, so peaks between samples count. 1 MiB = 1.048576 MB.'],
+    json: entries.map((e) => ({ label: e.label, vms: e.vms, ...e.memory, ...(e.liveHeap ? { liveHeap: e.liveHeap } : {}) })),
+    svg: lineChart({
+      title: 'Controller RSS over time',
+      xLabel: 'seconds since process spawn',
+      yLabel: 'MiB',
+      series: entries.flatMap((e) => [
+        { name: `RSS, ${e.label}`, points: e.memory.samples.map((s): [number, number] => [s.t, round(s.rssKb / 1024, 1)]) },
+        { name: `heap used, ${e.label}`, points: e.memory.samples.filter((s) => s.heapUsedBytes).map((s): [number, number] => [s.t, round(s.heapUsedBytes! / 2 ** 20, 1)]) },
+      ]),
+      hLines: [{ y: RSS_TARGET_MIB / 1.048576, label: `${RSS_TARGET_MIB} MB` }],
+    }),
+  };
+}
+
+function largeSection(setup: SetupResult, cold: ColdStartResult): Section {
+  return {
+    id: 'large',
+    title: `6b. Large cold start at N = ${fmtN(cold.vms)} (fresh control plane)`,
+    rows: [
+      ['setup (VMs + VMIs created by the benchmark)', `${fmtS(setup.seconds)} (${setup.objectsPerSecond} objects/s)`],
+      ['controller: spawn → /readyz', fmtS(cold.spawnToReadyS)],
+      ['controller: spawn → all claims', fmtS(cold.spawnToAllClaimsS)],
+      ['claims per second', String(cold.claimsPerSecond)],
+      ['ipamclaims writes per claim', String(cold.claimWritesPerClaim)],
+      ['CPU seconds during convergence', Object.entries(cold.cpuSeconds).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')],
+      ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
+    ],
+    json: { setup, cold },
+    svg: lineChart({
+      title: `Claims over time, N = ${fmtN(cold.vms)}`,
+      xLabel: 'seconds since controller spawn',
+      yLabel: 'IPAMClaims seen by the watch',
+      series: [{ name: `controller (${cold.spawnToAllClaimsS.toFixed(1)} s)`, points: cold.series }],
+    }),
+  };
+}
+
+function allocatorSection(r: AllocatorBenchResult): Section {
+  const rows: Row[] = formatAllocatorBenchTable(r)
+    .split('\n')
+    .slice(1)
+    .map((l): Row => {
+      const m = /^(.*?\S)\s{2,}(\S.*)$/.exec(l);
+      return m ? [m[1]!, m[2]!] : [l.trim(), ''];
+    });
+  return {
+    id: 'allocator',
+    title: `7. Allocator (bench/allocator.ts, median of ${r.runs} runs)`,
+    rows,
+    json: r,
+    svg: barChart({
+      title: 'Allocator throughput',
+      yLabel: 'operations per second',
+      bars: [
+        { label: '/16 allocations', value: r.slash16.allocationsPerSecond },
+        { label: '/16 churn (release + allocate)', value: r.slash16.churnOpsPerSecond },
+        { label: 'rebuild claims', value: r.rebuild.claimsPerSecond },
+      ],
+    }),
+  };
+}
+
+/** Memory as it stood, then (with --heap-snapshot) the live heap from a snapshot. */
+async function memoryOf(ctl: ControllerProcess, label: string, vms: number, snapshotDir: string | undefined): Promise<MemoryEntry> {
+  const entry: MemoryEntry = { label, vms, memory: ctl.memoryNow() };
+  if (snapshotDir) {
+    log(`heap snapshot of the ${label} controller`);
+    const file = await ctl.heapSnapshot(snapshotDir);
+    const snap = JSON.parse(readFileSync(file, 'utf8')) as Parameters<typeof summarizeHeap>[0];
+    const text = summarizeHeap(snap, { top: 12 });
+    const live = /heap:\s+([\d.]+) MiB/.exec(text);
+    entry.liveHeap = { liveMiB: live ? Number(live[1]) : NaN, top: text.split('\n').slice(1) };
+    rmSync(file, { force: true });
+  }
+  return entry;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const settings: ControllerSettings = { concurrency: o.concurrency, qps: o.qps, burst: o.burst, resyncSeconds: 600, logLevel: 'warn' };
+  const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-bench-'));
+  const controllerEntry = o.experiment ? patchedDist(o.experiment, tmp) : undefined;
+  if (o.experiment) log(`EXPERIMENT ${o.experiment}: controllers run ${controllerEntry}`);
+  const loadStart = loadavg().map((x) => round(x, 2));
+  log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
+
+  let cp: ControlPlane | undefined;
+  let kube: BenchKube | undefined;
+  let success = false;
+  // One cleanup at a time: a signal's and the main flow's finally share it.
+  let cleaning: Promise<void> | undefined;
+  const cleanup = (): Promise<void> => {
+    cleaning ??= (async () => {
+      await stopAll();
+      kube?.close();
+      if (cp) {
+        log('stopping the control plane');
+        const stopping = cp;
+        cp = undefined;
+        await stopping.stop();
+        untrackExternal(startedPids);
+      }
+    })().finally(() => {
+      cleaning = undefined;
+    });
+    return cleaning;
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (interrupted) {
+      killAllSync();
+      process.exit(130);
+    }
+    interrupted = true;
+    log(`${signal}: stopping everything the benchmark started`);
+    void cleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.on('exit', killAllSync);
+
+  const startedPids: number[] = [];
+  const startCp = async (name: string): Promise<{ cp: ControlPlane; kube: BenchKube; ctx: BenchContext }> => {
+    const c = await startControlPlane({
+      dir: join(tmp, name),
+      handleSignals: false,
+      onLog: (l) => log(`[control plane] ${l}`),
+      // Last resort (the harness kills them on exit too, but not once its stop() has begun).
+      onProcess: (_name, pid) => {
+        trackExternal([pid]);
+        startedPids.push(pid);
+      },
+    });
+    const k = new BenchKube({ server: c.server, token: c.token, ca: readFileSync(c.caFile) }, { maxSockets: Math.max(32, o.setupConcurrency) });
+    await createKubeVirtCR(k);
+    return { cp: c, kube: k, ctx: { kube: k, cp: c, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, ...(controllerEntry ? { controllerEntry } : {}), log } };
+  };
+
+  const sections: Section[] = [];
+  const show = (s: Section): void => {
+    sections.push(s);
+    print(textTable(s.title, s.rows));
+  };
+  const controllerCommands: Record<string, string> = {};
+  const memory: MemoryEntry[] = [];
+  let k8sVersion = '';
+  const running: ControllerProcess[] = [];
+
+  try {
+    const first = await startCp('cp');
+    cp = first.cp;
+    kube = first.kube;
+    const ctx = first.ctx;
+    k8sVersion = cp.version;
+    const n = o.vms;
+
+    log(`setup: ${n} VMs with VMIs in bench-cold`);
+    const { result: setup } = await createVms(ctx, 'bench-cold', 'cold', n);
+    log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
+
+    const warmUpClaims = Math.min(1000, 2 * n);
+    const warmUpS = await warmUp(ctx, warmUpClaims);
+    log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
+
+    log('1. cold start');
+    const profDir = join(tmp, 'profiles');
+    const heapDir = join(tmp, 'heap');
+    mkdirSync(heapDir, { recursive: true });
+    const snapshotArgs = o.heapSnapshot ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`] : [];
+    const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', [
+      ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
+      ...snapshotArgs,
+    ]);
+    running.push(a);
+    controllerCommands['cold start'] = cold.controllerCommand;
+    log(`converged in ${cold.spawnToAllClaimsS} s`);
+
+    const coldMemory = await memoryOf(a, 'cold start', n, o.heapSnapshot ? heapDir : undefined);
+    log('4b. VMI status updates');
+    const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
+    log('4c. restart, 1/2: stopping the controller');
+    const stopped = await stopController(ctx, a);
+    running.splice(running.indexOf(a), 1);
+    memory.push(coldMemory);
+    if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
+
+    log('2. the limit');
+    const lim = await limit(ctx, 'bench-limit', n);
+    let viaProject: LimitResult | undefined;
+    if (!o.skipDiagnostics) {
+      log('2b. diagnostic: the same writes through the controller\'s KubeClient');
+      viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
+    }
+
+    log('4c. restart, 2/2: a new controller');
+    const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
+    const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
+    running.push(b);
+    controllerCommands['restart and churn'] = b.commandLine;
+
+    log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
+    const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
+    const stoppedB = await stopController(ctx, b);
+    running.splice(running.indexOf(b), 1);
+    memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
+
+    log('4a. resync');
+    const c = await ControllerProcess.start('resync', { kubeconfig: cp.kubeconfigPath, dir: tmp, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' }, nodeArgs: o.nodeArgs, ...(controllerEntry ? { entry: controllerEntry } : {}) });
+    running.push(c);
+    controllerCommands.resync = c.commandLine;
+    const resyncCtx: BenchContext = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
+    const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
+    await c.stop();
+    running.splice(running.indexOf(c), 1);
+
+    // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
+    // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
+    const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
+    for (let k = 2; k <= o.rounds; k++) {
+      const coldNs = `bench-cold-r${k}`;
+      log(`ratio round ${k}/${o.rounds}: setup`);
+      await createVms(ctx, coldNs, 'cold', n);
+      const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
+      const runCold = async (): Promise<ColdStartResult> => {
+        log(`ratio round ${k}/${o.rounds}: cold start`);
+        const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
+        running.push(controller);
+        await stopController(ctx, controller);
+        running.splice(running.indexOf(controller), 1);
+        return result;
+      };
+      const runLimit = (): Promise<LimitResult> => {
+        log(`ratio round ${k}/${o.rounds}: limit`);
+        return limit(ctx, `bench-limit-r${k}`, n);
+      };
+      if (k % 2 === 0) {
+        const l = await runLimit();
+        rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
+      } else {
+        const c2 = await runCold();
+        rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
+      }
+    }
+    show(coldStartSection(cold, lim, o, viaProject, rounds));
+
+    show(
+      writesSection([
+        { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
+        { label: 'limit client', claims: lim.claims, w: lim.writes },
+        { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
+      ]),
+    );
+    show(steadySection([resyncStep, statusStep, restartStep]));
+    show(churnSection(ch));
+
+    let large: { setup: SetupResult; cold: ColdStartResult } | undefined;
+    if (!o.skipLarge && o.maxVms > n) {
+      log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
+      kube.close();
+      const firstCp = cp;
+      cp = undefined;
+      await firstCp.stop();
+      untrackExternal(startedPids.splice(0));
+      const second = await startCp('cp-large');
+      cp = second.cp;
+      kube = second.kube;
+      const { result: lsetup } = await createVms(second.ctx, 'bench-large', 'cold', o.maxVms);
+      log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
+      const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large', snapshotArgs);
+      running.push(d);
+      controllerCommands['large cold start'] = lcold.controllerCommand;
+      memory.push(await memoryOf(d, 'large cold start', o.maxVms, o.heapSnapshot ? heapDir : undefined));
+      await stopController(second.ctx, d);
+      running.splice(running.indexOf(d), 1);
+      large = { setup: lsetup, cold: lcold };
+    }
+    show(memorySection(memory));
+    if (large) show(largeSection(large.setup, large.cold));
+
+    await cleanup();
+
+    if (!o.skipAllocator) {
+      log('7. allocator benchmark');
+      show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
+    }
+
+    const loadEnd = loadavg().map((x) => round(x, 2));
+    const commit = git(['rev-parse', '--short', 'HEAD']);
+    const dirtySrc = git(['status', '--porcelain', '--', 'src']) !== '';
+    const metaJson = {
+      date: new Date(t0).toISOString(),
+      durationSeconds: round((Date.now() - t0) / 1000, 1),
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? '',
+      memoryGiB: round(totalmem() / 2 ** 30, 1),
+      loadavgStart: loadStart,
+      loadavgEnd: loadEnd,
+      node: process.version,
+      kubernetes: k8sVersion,
+      etcd: pinnedVersions().etcd,
+      commit,
+      srcHadUncommittedChanges: dirtySrc,
+      options: { ...o, out: relative(REPO, o.out) },
+      experiment: o.experiment ?? null,
+      controllerFlags: Object.fromEntries(Object.entries(controllerCommands).map(([k, v]) => [k, v.replaceAll(tmp, 'TMP')])),
+      setup,
+    };
+    const metaRows: Row[] = [
+      ['date', metaJson.date],
+      ['duration of the whole run', fmtS(metaJson.durationSeconds)],
+      ['machine', `${metaJson.cpus} CPUs (${metaJson.cpuModel}), ${metaJson.memoryGiB} GiB`],
+      ['load average (1/5/15 min) at start → end', `${loadStart.join(' / ')} → ${loadEnd.join(' / ')} (other jobs share the machine)`],
+      ['Node / Kubernetes / etcd', `${metaJson.node} / ${k8sVersion} / ${metaJson.etcd}`],
+      ...(o.experiment ? ([['EXPERIMENT', `${o.experiment.join(' + ')}: controller from a patched copy of dist/ (not the shipped code)`]] as Row[]) : []),
+      ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
+      ['benchmark options', `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --concurrency ${o.concurrency} --qps ${o.qps} --burst ${o.burst} --resync-seconds ${o.resyncSeconds}`],
+      ...Object.entries(controllerCommands).map(([k, v]): Row => [`controller flags (${k})`, v.replaceAll(tmp, 'TMP')]),
+      ['setup', `${fmtN(setup.vms)} VMs + VMIs in ${fmtS(setup.seconds)} (${setup.objectsPerSecond} objects/s)`],
+    ];
+    const files = writeReport(
+      o.out,
+      {
+        title: `persistent-ips benchmark, N = ${fmtN(n)}${o.experiment ? ` — EXPERIMENT ${o.experiment.join(' + ')}` : ''}`,
+        intro: [
+          ...(o.experiment
+            ? [
+                `**EXPERIMENT \`${o.experiment.join(' + ')}\`: these figures are NOT the shipped controller.** The controller ran from a patched copy of dist/ (bench/experiments/patched-dist.ts), to measure what the change would bring:`,
+                '',
+                ...o.experiment.map((e) => `- ${e}: ${EXPERIMENTS[e]!.description}`),
+                '',
+              ]
+            : []),
+          'Generated by `npm run bench` (bench/run.ts). A real local control plane (etcd, kube-apiserver, kube-controller-manager from e2e/harness) in a temp dir; the controller runs as its own process (`node dist/cli/main.js run ...`). See [README](../README.md) for the method.',
+        ],
+        rows: metaRows,
+        json: metaJson,
+      },
+      sections,
+    );
+    print(textTable('Run', metaRows));
+    print(`wrote:\n${files.map((f) => `  ${relative(REPO, f)}`).join('\n')}`);
+    success = true;
+  } finally {
+    for (const ctl of running) await ctl.stop().catch(() => undefined);
+    await cleanup().catch((err: unknown) => log(`cleanup: ${(err as Error).message}`));
+    if (success && !o.keepTemp && !o.cpuProf) rmSync(tmp, { recursive: true, force: true });
+    else log(`temp dir kept: ${tmp}`);
+    process.off('exit', killAllSync);
+  }
+}
+
+let interrupted = false;
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    // After Ctrl-C the scenario in progress fails as its processes go away; the signal handler exits once all
+    // is stopped.
+    if (interrupted) return;
+    log(`FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    killAllSync();
+    process.exit(1);
+  },
+);
+
