@@ -29,8 +29,8 @@ export const EXPERIMENTS: Record<string, Patch> = {
       cpSync(fileURLToPath(new URL('./transport-https.js', import.meta.url)), join(dist, 'kube', 'transport.js'));
     },
   },
-  // Landed in src/sources/informer.ts as commit 5e047c5 (nextOrAbort); only applies to a dist/ built before it.
-
+  // 'informer-race-fix' (docs/benchmarks/experiment-informer-race-fix) patched dist/sources/informer.js with
+  // replaceOnce(); it was removed once the change landed in src/sources/informer.ts (commit 5e047c5, nextOrAbort).
 };
 
 /** `names`: one or more experiments, comma-separated. */
