@@ -35,3 +35,4 @@ export {
   type NadConfig,
   type NadConfigProblem,
 } from './nad-config.ts';
+export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';

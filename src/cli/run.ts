@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { createAllocator } from '../allocator/loop.ts';
 import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';
+import { EventRecorder } from '../controller/events.ts';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/client.ts';
 import { isUnauthorized } from '../kube/errors.ts';
@@ -265,11 +266,16 @@ async function startWebhook(
   if (!addr) return undefined;
   const { client, sources, log } = deps;
   const webhookMetrics = createWebhookMetrics(deps.metrics.registry);
+  // Denials are recorded on the VM by every replica that answers admissions, leader or not: a standby is exactly
+  // where a VM waits for a claim nobody is creating yet, and its Events say so.
+  const denialEvents = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'webhook-events' }));
   const mutatePod = createPodAdmissionHandler({
     logger: log,
     gateEnabled: deps.gateEnabled,
     vmis: sources.vmis,
     nads: sources.nads,
+    claims: sources.claims,
+    reportDenials: (target, causes) => void denialEvents.report(target, causes),
     ...apiFetchers(client),
     metrics: webhookMetrics,
     synced: () => sources.all.every((i) => i.hasSynced),

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { podInterfaceName } from '../claims/index.ts';
-import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type ObjectCache, type PodAdmissionDeps } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
@@ -64,7 +64,32 @@ function review(pod: Pod, operation = 'CREATE'): AdmissionReview {
   };
 }
 
+function claim(name: string, options: { ownerUid?: string; ownerKind?: string; network?: string; terminating?: boolean; noOwner?: boolean } = {}): IPAMClaim {
+  return {
+    apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+    kind: 'IPAMClaim',
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `uid-${name}`,
+      resourceVersion: '1',
+      ...(options.terminating ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+      ...(options.noOwner
+        ? {}
+        : { ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: options.ownerKind ?? 'VirtualMachineInstance', name: 'vm1', uid: options.ownerUid ?? 'vmi-uid-1', controller: true }] }),
+    },
+    spec: { network: options.network ?? 'net-red', interface: '' },
+  };
+}
+/** The claims the controller makes for vm1's persistent networks (standalone VMI vmi-uid-1). */
+const OWN_CLAIMS = [claim('vm1.red'), claim('vm1.hot')];
+
 interface Setup {
+  /** The claims cache; default OWN_CLAIMS. */
+  claims?: IPAMClaim[];
+  /** What a claim GET answers (default: the cache's entry). */
+  apiClaims?: IPAMClaim[] | 'error';
+  claimWaitMs?: number;
   cached?: VirtualMachineInstance[];
   api?: VirtualMachineInstance | 'error' | 'hang';
   nads?: NetworkAttachmentDefinition[];
@@ -86,11 +111,23 @@ function handler(setup: Setup) {
     if (setup.api === 'hang') return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
     return setup.api;
   };
+  const claims = new Cache(setup.claims ?? OWN_CLAIMS);
+  const claimCalls: string[] = [];
+  const fetchClaim: Fetch<IPAMClaim> = async (namespace, name) => {
+    claimCalls.push(`${namespace}/${name}`);
+    if (setup.apiClaims === 'error') throw new Error('etcdserver: request timed out');
+    return (setup.apiClaims ? new Cache(setup.apiClaims) : claims).get(namespace, name);
+  };
+  const events: { target: string; causes: { reason: string; message: string }[] }[] = [];
   const deps: PodAdmissionDeps = {
     logger,
     gateEnabled: () => setup.gate ?? true,
     vmis: new Cache(setup.cached ?? []),
     nads: new Cache(setup.nads ?? [RED, BLUE]),
+    claims,
+    fetchClaim,
+    claimWaitMs: setup.claimWaitMs ?? 0,
+    reportDenials: (target, causes) => events.push({ target: `${target.kind} ${target.name} ${target.uid}`, causes }),
     fetchVmi,
     metrics,
     ...(setup.fetchNad ? { fetchNad: setup.fetchNad } : {}),
@@ -99,7 +136,7 @@ function handler(setup: Setup) {
     ...(setup.synced !== undefined ? { synced: () => setup.synced! } : {}),
     ...(setup.watchNamespace !== undefined ? { watchNamespace: setup.watchNamespace } : {}),
   };
-  return { handle: createPodAdmissionHandler(deps), calls, registry };
+  return { handle: createPodAdmissionHandler(deps), calls, registry, claims, claimCalls, events };
 }
 
 function patchedNetworks(pod: Pod, out: AdmissionReview): unknown {
@@ -319,6 +356,85 @@ describe('pod admission handler: built-in allocator networks', () => {
     const out = await handle(review(launcher(['red']), 'UPDATE'));
     assert.equal(out.response?.allowed, true);
     assert.equal(called, false);
+  });
+});
+
+describe('pod admission handler: only a claim of this VM, by uid, and not being deleted', () => {
+  const OLD = claim('vm1.red', { ownerKind: 'VirtualMachine', ownerUid: 'old-vm-uid', terminating: true });
+  const vmiOfVm = (): VirtualMachineInstance => {
+    const v = vmi(['red']);
+    v.metadata.ownerReferences = [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm1', uid: 'vm-uid-2', controller: true }];
+    return v;
+  };
+  const NEW = claim('vm1.red', { ownerKind: 'VirtualMachine', ownerUid: 'vm-uid-2' });
+
+  it('the old VM\'s terminating claim in cache and API: denied 503 naming the claim and the reason; an Event on the VM', async () => {
+    const { handle, events, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD] });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 503);
+    assert.equal(out.response?.patch, undefined);
+    assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red belongs to VirtualMachine vm1 \(uid old-vm-uid\)/);
+    assert.match(out.response?.status?.message ?? '', /KubeVirt retries/);
+    assert.deepEqual(claimCalls, [`${NS}/vm1.red`], 'the API has the last word before a denial');
+    assert.equal(events.length, 1);
+    assert.equal(events[0]!.target, 'VirtualMachine vm1 vm-uid-2');
+    assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['ClaimOwnedByAnotherObject']);
+  });
+
+  it('the cache still shows the old claim, the API already the new one: admitted with the reference', async () => {
+    const { handle, events } = handler({ cached: [vmiOfVm()], claims: [OLD], apiClaims: [NEW] });
+    const pod = launcher(['red']);
+    const out = await handle(review(pod));
+    assert.equal(out.response?.allowed, true);
+    assert.deepEqual(patchedNetworks(pod, out), [{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]);
+    assert.deepEqual(events, [{ target: 'VirtualMachine vm1 vm-uid-2', causes: [] }], 'an admission clears the denial Events');
+  });
+
+  it('no claim yet: the cache is watched for it (the controller is creating it), then the pod is admitted without a retry', async () => {
+    const { handle, claims, claimCalls } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 2_000 });
+    setTimeout(() => claims.items.push(NEW), 50);
+    const pod = launcher(['red']);
+    const out = await handle(review(pod));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.deepEqual(claimCalls, [], 'found in the cache, no API read');
+  });
+
+  it('no claim at all (e.g. only standby replicas, nobody creating it): denied with ClaimNotFound after the wait and an API read', async () => {
+    const { handle, claimCalls, events } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 60 });
+    const started = Date.now();
+    const out = await handle(review(launcher(['red'])));
+    assert.ok(Date.now() - started >= 55, 'waited for the claim first');
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 503);
+    assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red does not exist yet/);
+    assert.deepEqual(claimCalls, [`${NS}/vm1.red`]);
+    assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['ClaimNotFound']);
+  });
+
+  it('the claim cannot be read from the API: denied as a transient lookup failure, never admitted', async () => {
+    const { handle } = handler({ cached: [vmiOfVm()], claims: [], apiClaims: 'error' });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response?.status?.message ?? '', /cannot read IPAMClaim vms\/vm1\.red/);
+  });
+
+  it('dry run: denied the same way, but no Event', async () => {
+    const { handle, events } = handler({ cached: [vmiOfVm()], claims: [OLD] });
+    const r = review(launcher(['red']));
+    r.request!.dryRun = true;
+    const out = await handle(r);
+    assert.equal(out.response?.allowed, false);
+    assert.deepEqual(events, []);
+  });
+
+  it('UPDATE of a running pod whose claim is not usable: allowed, no reference, nothing waited for or read', async () => {
+    const { handle, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD], claimWaitMs: 2_000 });
+    const out = await handle(review(launcher(['red']), 'UPDATE'));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.deepEqual(claimCalls, []);
   });
 });
 

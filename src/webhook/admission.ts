@@ -26,10 +26,11 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { DOMAIN_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { claimStanding, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
-import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { elementNamespace, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
@@ -83,6 +84,20 @@ export interface PodAdmissionDeps {
   fetchVmi: Fetch<VirtualMachineInstance>;
   /** Optional: without it a NAD missing from the cache is taken as not existing. */
   fetchNad?: Fetch<NetworkAttachmentDefinition>;
+  /** The claims the controller watches: a pod is only pointed at a claim of its own VMI or VM (see below). */
+  claims: ObjectCache<IPAMClaim>;
+  fetchClaim: Fetch<IPAMClaim>;
+  /**
+   * At CREATE, how long a claim that is not (yet) this VM's is watched for in the cache before the API is asked and
+   * the pod denied: the controller creates a new VM's claims within milliseconds of seeing it, so a pod admitted
+   * a moment early waits here instead of going through KubeVirt's retry. Default 1000 ms (within budgetMs).
+   */
+  claimWaitMs?: number;
+  /**
+   * Reports why launcher pods of a VM are denied (an Event on the VM, or on a standalone VMI); called with no
+   * causes when a pod of it is admitted, which clears them. Fire and forget: never delays the answer.
+   */
+  reportDenials?: (target: DenialTarget, causes: { reason: string; message: string }[]) => void;
   /** The cluster default network NAD named in a primary UDN's default-network element. */
   clusterDefaultNetwork?: { namespace: string; name: string };
   /** Time for the whole admission, API fallbacks included; below the webhook's timeoutSeconds (5). Default 3 s. */
@@ -100,13 +115,33 @@ export interface PodAdmissionDeps {
   watchNamespace?: string;
 }
 
+/** The object Events about a denied launcher pod go on: its VM, or the VMI when it has none. */
+export interface DenialTarget {
+  apiVersion: string;
+  kind: 'VirtualMachine' | 'VirtualMachineInstance';
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export function denialTargetOf(vmi: VirtualMachineInstance, namespace: string): DenialTarget | undefined {
+  const vmRef = vmi.metadata.ownerReferences?.find((ref) => ref.controller === true && ref.kind === 'VirtualMachine');
+  if (vmRef?.uid) return { apiVersion: vmRef.apiVersion || 'kubevirt.io/v1', kind: 'VirtualMachine', namespace, name: vmRef.name, uid: vmRef.uid };
+  if (!vmi.metadata.uid) return undefined;
+  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', namespace, name: vmi.metadata.name, uid: vmi.metadata.uid };
+}
+
 /** A request that is not an AdmissionReview v1: the server answers HTTP 400. */
 export class BadAdmissionReviewError extends Error {
   override readonly name = 'BadAdmissionReviewError';
 }
 
 /** Builds GET functions for the deps from src/kube's client (404 → undefined). */
-export function apiFetchers(client: Pick<KubeClient, 'get'>): { fetchVmi: Fetch<VirtualMachineInstance>; fetchNad: Fetch<NetworkAttachmentDefinition> } {
+export function apiFetchers(client: Pick<KubeClient, 'get'>): {
+  fetchVmi: Fetch<VirtualMachineInstance>;
+  fetchNad: Fetch<NetworkAttachmentDefinition>;
+  fetchClaim: Fetch<IPAMClaim>;
+} {
   const fetcher =
     <T>(r: (typeof resources)[keyof typeof resources]): Fetch<T> =>
     async (namespace, name, signal) => {
@@ -117,7 +152,11 @@ export function apiFetchers(client: Pick<KubeClient, 'get'>): { fetchVmi: Fetch<
         throw error;
       }
     };
-  return { fetchVmi: fetcher(resources.virtualMachineInstances), fetchNad: fetcher(resources.networkAttachmentDefinitions) };
+  return {
+    fetchVmi: fetcher(resources.virtualMachineInstances),
+    fetchNad: fetcher(resources.networkAttachmentDefinitions),
+    fetchClaim: fetcher(resources.ipamClaims),
+  };
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -149,6 +188,8 @@ export function vmiOf(pod: Pod): { name: string; uid?: string } | undefined {
   return typeof domain === 'string' && domain !== '' ? { name: domain } : undefined;
 }
 
+const CLAIM_POLL_MS = 20;
+
 type Outcome = 'patched' | 'unchanged' | 'skipped' | 'denied' | 'allowed_without_vmi' | 'unreadable';
 
 class TransientLookupError extends Error {
@@ -164,6 +205,7 @@ export type PodAdmissionHandler = (body: unknown, signal?: AbortSignal) => Promi
 
 export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionHandler {
   const budgetMs = deps.budgetMs ?? 3000;
+  const claimWaitMs = Math.max(0, Math.min(deps.claimWaitMs ?? 1000, budgetMs - 1000));
   const log = deps.logger.child({ component: 'webhook' });
 
   const fetchVmi = async (namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> => {
@@ -213,6 +255,45 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       }
     }
     return map;
+  };
+
+  /**
+   * The claims the pod's persistent networks would be pointed at. A claim the cache shows as this VM's is taken as
+   * is (uids are never reused, and a claim of ours that is deleted meanwhile keeps its finalizer while this VMI
+   * runs). Any other answer is not trusted yet at CREATE: the cache is watched until `waitUntil` (the controller
+   * may be creating the claim, or releasing a leftover of an earlier VM of the same name), then the API has the
+   * last word. At UPDATE the cache alone decides (nothing is denied then).
+   */
+  const claimsForVmi = async (
+    vmi: VirtualMachineInstance,
+    nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+    namespace: string,
+    create: boolean,
+    waitUntil: number,
+    signal: AbortSignal,
+  ): Promise<Map<string, IPAMClaim>> => {
+    const owners = ownerUidsOf(vmi);
+    const out = new Map<string, IPAMClaim>();
+    for (const verdict of persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads)) {
+      if (!verdict.claimSpec) continue;
+      const usable = (claim: IPAMClaim | undefined) => claimStanding(claim, verdict.claim, owners, verdict.claimSpec?.network).usable;
+      let claim = deps.claims.get(namespace, verdict.claim);
+      if (create && !usable(claim)) {
+        while (Date.now() < waitUntil && !signal.aborted && !usable(claim)) {
+          await new Promise((resolve) => setTimeout(resolve, Math.min(CLAIM_POLL_MS, Math.max(1, waitUntil - Date.now()))));
+          claim = deps.claims.get(namespace, verdict.claim);
+        }
+        if (!usable(claim)) {
+          try {
+            claim = await deps.fetchClaim(namespace, verdict.claim, signal);
+          } catch (error) {
+            throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : error);
+          }
+        }
+      }
+      if (claim) out.set(verdict.claim, claim);
+    }
+    return out;
   };
 
   const admit = async (request: AdmissionRequest, signal: AbortSignal): Promise<{ response: AdmissionResponse; outcome: Outcome }> => {
@@ -267,8 +348,10 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     if (!vmi) return gone('does not exist');
     if (ref.uid && vmi.metadata.uid !== ref.uid) return gone(`has uid ${vmi.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
 
+    const waitUntil = Date.now() + claimWaitMs;
     const compute = async (v: VirtualMachineInstance): Promise<PodMutation> => {
       const nads = await nadsForVmi(v, namespace, signal);
+      const claims = await claimsForVmi(v, nads, namespace, request.operation === 'CREATE', waitUntil, signal);
       let addresses: Map<string, PodAddresses> | undefined;
       if (deps.podAddresses && request.operation === 'CREATE') {
         try {
@@ -285,10 +368,12 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
         vmi: v,
         nads,
         gateEnabled: true,
+        claims,
         ...(deps.clusterDefaultNetwork ? { clusterDefaultNetwork: deps.clusterDefaultNetwork } : {}),
         ...(addresses ? { addresses } : {}),
       });
     };
+    let current = vmi;
     let result = await compute(vmi);
     if (result.staleVmiSuspected && !fromApi) {
       // The pod has a network the cached VMI lacks: a hotplug the cache has not caught up with. Ask the API.
@@ -296,8 +381,10 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       const fresh = await fetchVmi(namespace, ref.name, signal);
       if (!fresh) return gone('does not exist');
       if (ref.uid && fresh.metadata.uid !== ref.uid) return gone(`has uid ${fresh.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
+      current = fresh;
       result = await compute(fresh);
     }
+    const target = request.dryRun || request.operation !== 'CREATE' ? undefined : denialTargetOf(current, namespace);
 
     const warnings = result.reports
       .filter((r) => r.reason !== 'PersistenceBlocked' && r.reason !== 'MissingNetworkElement')
@@ -307,10 +394,17 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     if (result.denials.length > 0) {
       const message =
         `persistent-ips: launcher pod not admitted yet: ${result.denials.map((d) => d.message).join('; ')}. ` +
-        'The pod is rejected rather than started with an address its claim does not hold; KubeVirt retries the pod creation.';
-      vmiLog.warn({ denials: result.denials }, 'denying launcher pod: its addresses are not allocated');
+        'The pod is rejected rather than started with an address that is not its own claim\'s; KubeVirt retries the pod creation.';
+      vmiLog.warn({ denials: result.denials }, 'denying launcher pod: a claim it needs is not its own, or has no address');
+      if (target) {
+        deps.reportDenials?.(
+          target,
+          result.denials.map((d) => ({ reason: d.reason ?? 'AddressesNotAllocated', message: `launcher pods are not admitted: ${d.message}` })),
+        );
+      }
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
     }
+    if (target) deps.reportDenials?.(target, []);
     if (result.patch.length === 0) return allow('unchanged', warnings);
     vmiLog.info({ references: result.references }, 'adding IPAM claim references');
     return {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { claimName, podInterfaceName } from '../claims/index.ts';
-import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
+import { claimName, persistentNetworks, podInterfaceName } from '../claims/index.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
 import { mayNeedReferences, mutateLauncherPod, type PodMutationInput } from './pod-mutation.ts';
 import { applyJsonPatch } from './testing.ts';
 
@@ -266,8 +266,22 @@ const rows: Row[] = [
   },
 ];
 
+/** The claims the controller would have made for the row's VMI: each persistent network's, owned by the VMI. */
+function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
+  const nads = input.nads ?? nadMap(...NADS);
+  const claims = new Map<string, IPAMClaim>();
+  for (const verdict of persistentNetworks({ namespace: NS, name: VM }, input.vmi.spec, nads)) {
+    if (!verdict.claimSpec) continue;
+    claims.set(verdict.claim, {
+      metadata: { name: verdict.claim, namespace: NS, uid: `uid-${verdict.claim}`, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true }] },
+      spec: verdict.claimSpec,
+    });
+  }
+  return claims;
+}
+
 function run(row: Row) {
-  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, ...row.input });
+  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(row.input), ...row.input });
 }
 
 describe('mutateLauncherPod', () => {
@@ -302,6 +316,61 @@ describe('mutateLauncherPod', () => {
     const result = run(rows.find((r) => r.name.startsWith('persistent secondary'))!);
     assert.deepEqual(result.patch.map((op) => [op.op, op.path]), [['replace', '/metadata/annotations/k8s.v1.cni.cncf.io~1networks']]);
     assert.deepEqual(result.references, [{ annotation: NETWORKS, network: 'red', claim: 'vm1.red' }]);
+  });
+});
+
+describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) that is not being deleted', () => {
+  const input = { pod: pod({ [NETWORKS]: json([el('red', 'red'), el('blue', 'blue')]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) };
+  const ours = ownClaims(input).get('vm1.red')!;
+  const withClaim = (claim: IPAMClaim | undefined, operation = 'CREATE') =>
+    mutateLauncherPod({ namespace: NS, operation, nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map(claim ? [['vm1.red', claim]] : []) });
+  const owned = (uid: string, name = VM) => ({ ...ours, metadata: { ...ours.metadata, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name, uid, controller: true }] } });
+
+  const cases: { name: string; claim: IPAMClaim | undefined; reason: string }[] = [
+    { name: 'missing', claim: undefined, reason: 'ClaimNotFound' },
+    { name: 'an earlier VM of the same name', claim: owned('old-vm-uid'), reason: 'ClaimOwnedByAnotherObject' },
+    { name: 'an earlier VM, being deleted', claim: { ...owned('old-vm-uid'), metadata: { ...owned('old-vm-uid').metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }, reason: 'ClaimOwnedByAnotherObject' },
+    { name: 'another VM whose name collides', claim: owned('uid-a', 'vm1.x'), reason: 'ClaimOwnedByAnotherObject' },
+    { name: 'no owner', claim: { ...ours, metadata: { ...ours.metadata, ownerReferences: [] } }, reason: 'ClaimNotOwned' },
+    { name: 'ours, being deleted', claim: { ...ours, metadata: { ...ours.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }, reason: 'ClaimTerminating' },
+    { name: 'ours, for another network', claim: { ...ours, spec: { ...ours.spec, network: 'old-network' } }, reason: 'ClaimNetworkMismatch' },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: CREATE denied (${c.reason}), naming the claim; no reference written`, () => {
+      const result = withClaim(c.claim);
+      assert.deepEqual(result.denials.map((d) => [d.network, d.claim, d.reason]), [['red', 'vm1.red', c.reason]]);
+      assert.match(result.denials[0]!.message, /vm1\.red/);
+      assert.deepEqual(result.references, []);
+    });
+    it(`${c.name}: UPDATE not denied, the reference left out and reported`, () => {
+      const result = withClaim(c.claim, 'UPDATE');
+      assert.deepEqual(result.denials, []);
+      assert.deepEqual(result.patch, []);
+      assert.deepEqual(result.reports.map((r) => [r.reason, r.network]), [['ClaimNotUsable', 'red']]);
+    });
+  }
+
+  it('owned by the VMI\'s controlling VM: referenced', () => {
+    const vmiOfVm = { ...input.vmi, metadata: { ...input.vmi.metadata, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: VM, uid: 'vm-uid', controller: true }] } };
+    const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, pod: input.pod, vmi: vmiOfVm, claims: new Map([['vm1.red', owned('vm-uid')]]) });
+    assert.deepEqual(result.denials, []);
+    assert.deepEqual(result.references.map((r) => r.claim), ['vm1.red']);
+  });
+
+  it('an element that already names the claim is checked as well (a reference someone else wrote is not trusted)', () => {
+    const pre = pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) });
+    const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, pod: pre, vmi: input.vmi, claims: new Map([['vm1.red', owned('old-vm-uid')]]) });
+    assert.deepEqual(result.denials.map((d) => d.reason), ['ClaimOwnedByAnotherObject']);
+  });
+
+  it('primary UDN: the default-network element is only written for a claim of this VM', () => {
+    const primaryVmi = vmi([{ name: 'default', pod: {} }]);
+    const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), gateEnabled: true, pod: pod({}), vmi: primaryVmi };
+    const good = ownClaims({ pod: base.pod, vmi: primaryVmi, nads: nadMap(PRIMARY) });
+    assert.deepEqual(mutateLauncherPod({ ...base, claims: good }).references.map((r) => r.claim), ['vm1.default']);
+    const denied = mutateLauncherPod({ ...base, claims: new Map() });
+    assert.deepEqual(denied.denials.map((d) => [d.claim, d.reason]), [['vm1.default', 'ClaimNotFound']]);
+    assert.deepEqual(denied.patch, []);
   });
 });
 

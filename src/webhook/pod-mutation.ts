@@ -19,9 +19,9 @@
 
 import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
-import { parseNadConfig, persistentNetworks, podInterfaceName, type NetworkVerdict } from '../claims/index.ts';
+import { claimStanding, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
-import type { NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import {
   elementNamespace,
   IPAM_CLAIM_REFERENCE,
@@ -47,6 +47,12 @@ export interface PodMutationInput {
   clusterDefaultNetwork?: { namespace: string; name: string };
   /** By VMI network name: the allocator networks' addresses (or why the pod must wait). Used at CREATE only. */
   addresses?: ReadonlyMap<string, PodAddresses>;
+  /**
+   * By claim name: the claims the persistent networks would be pointed at, as freshly as the caller could read
+   * them (absent: does not exist). A reference is only written to a claim of this VMI or its VM (src/claims
+   * standing.ts); see `denials`.
+   */
+  claims: ReadonlyMap<string, IPAMClaim>;
 }
 
 export type PodMutationSkip = 'NotALauncherPod' | 'GateDisabled' | 'UnreadableAnnotation';
@@ -57,7 +63,8 @@ export type PodMutationReportReason =
   | 'UnknownNetworkElement'
   | 'ConflictingClaimReference'
   | 'PersistenceBlocked'
-  | 'MissingNetworkElement';
+  | 'MissingNetworkElement'
+  | 'ClaimNotUsable';
 
 export interface PodMutationReport {
   reason: PodMutationReportReason;
@@ -83,8 +90,19 @@ export interface PodMutation {
    * not seen a hotplug yet). The caller should read the VMI from the API and call again.
    */
   staleVmiSuspected: boolean;
-  /** Allocator networks whose addresses are not there: the pod must not be admitted (yet). */
-  denials: { network: string; message: string }[];
+  /**
+   * The pod must not be admitted (yet): a persistent network's claim is not this VM's to use (missing, another
+   * owner's, being deleted, for another network), or an allocator network's addresses are not there.
+   */
+  denials: PodDenial[];
+}
+
+export interface PodDenial {
+  network: string;
+  message: string;
+  /** Set for claim standing denials: what the Event on the VM is filed under. */
+  reason?: ClaimStandingReason;
+  claim?: string;
 }
 
 /** A Multus secondary network of the VMI, with what identifies its element in the pod. */
@@ -122,6 +140,20 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
 
   const annotations = pod.metadata?.annotations ?? {};
   const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, input.nads);
+  const owners = ownerUidsOf(vmi);
+  const isCreate = input.operation === 'CREATE';
+  /**
+   * Whether the pod may be pointed at `verdict.claim`. At CREATE a claim that is not usable denies the pod; at
+   * UPDATE (a running pod: its networks are already wired, and denying would block KubeVirt's label updates) the
+   * reference is only left out, and reported.
+   */
+  const usable = (verdict: NetworkVerdict): boolean => {
+    const standing = claimStanding(input.claims.get(verdict.claim), verdict.claim, owners, verdict.claimSpec?.network);
+    if (standing.usable) return true;
+    if (isCreate) result.denials.push({ network: verdict.network, claim: verdict.claim, reason: standing.reason, message: standing.message });
+    else result.reports.push({ reason: 'ClaimNotUsable', network: verdict.network, message: `network "${verdict.network}" gets no claim reference: ${standing.message}` });
+    return false;
+  };
   const persistent = new Map<string, NetworkVerdict>();
   for (const verdict of verdicts) {
     if (verdict.claimSpec) persistent.set(verdict.network, verdict);
@@ -174,6 +206,10 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
       taken.add(match.network);
       const verdict = persistent.get(match.network);
       if (!verdict) return;
+      const existingRef = element[IPAM_CLAIM_REFERENCE];
+      // A reference someone else wrote to another claim is theirs (reported below); ours is checked like a new one.
+      const ownRef = typeof existingRef !== 'string' || existingRef === '' || existingRef === verdict.claim;
+      if (ownRef && !usable(verdict)) return;
       const addresses = input.operation === 'CREATE' ? input.addresses?.get(match.network) : undefined;
       if (addresses && 'deny' in addresses) result.denials.push({ network: match.network, message: addresses.deny });
       else if (addresses) {
@@ -217,14 +253,14 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     const cluster = input.clusterDefaultNetwork ?? DEFAULT_CLUSTER_NETWORK;
     const current = defaultNetwork?.ok ? defaultNetwork.elements[0] : undefined;
     const existing = current?.[IPAM_CLAIM_REFERENCE];
-    if (typeof existing === 'string' && existing !== '') {
-      if (existing !== primary.claim) {
-        result.reports.push({
-          reason: 'ConflictingClaimReference',
-          network: primary.network,
-          message: `${MULTUS_DEFAULT_NETWORK_ANNOTATION} already references IPAMClaim ${existing}, not ${primary.claim}; left unchanged`,
-        });
-      }
+    if (typeof existing === 'string' && existing !== '' && existing !== primary.claim) {
+      result.reports.push({
+        reason: 'ConflictingClaimReference',
+        network: primary.network,
+        message: `${MULTUS_DEFAULT_NETWORK_ANNOTATION} already references IPAMClaim ${existing}, not ${primary.claim}; left unchanged`,
+      });
+    } else if (!usable(primary)) {
+      // Denied: no reference to a claim that is not this VM's.
     } else {
       // Respect an existing element (its network, namespace, interface...): only the reference is added.
       const element: NetworkSelectionElement = current ? { ...current } : { name: cluster.name, namespace: cluster.namespace };
