@@ -1,0 +1,228 @@
+// Issue 11: a launcher pod is never pointed at a claim that is not its VM's (docs/webhook-behaviour.md, "Which
+// claim a pod may be pointed at"). Through the real webhook registration (the API server calls the controller built
+// from this repository over TLS), with the KubeVirt stand-in creating launcher pods and retrying refused ones as
+// virt-controller does.
+//
+// - A VM deleted and created again under the same name while its old claim (with its finalizer) is still there,
+//   terminating: the new VM's launcher pod is refused, never admitted with the old claim, and admitted once the new
+//   claim exists. Once with the controller leading (the old claim held by an extra finalizer: garbage collection or
+//   the controller running behind), once with the only controller a standby (the Lease held by someone else, so
+//   nobody releases anything and the webhook answers from a replica that does not reconcile).
+// - The ordinary start: VM created → claim → launcher pod admitted, timed (the figures the issue asks for).
+import assert from 'node:assert/strict';
+import { after, before, describe } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
+import type { IPAMClaim } from '../../src/kube/types.ts';
+import { poll } from '../harness/index.ts';
+import { buildVM, type KubeVirtStandIn, type VMNetworkRequest } from '../kubevirt-standin/index.ts';
+import { ControllerProcess, sumOf, type ControllerOptions } from '../local/controller-process.ts';
+import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, webhookPort, World } from './world.ts';
+
+const world = new World();
+const T = tally('claim-ownership');
+const NETWORKS: VMNetworkRequest[] = [{ name: 'red', nadName: 'nad-red' }];
+const HOLD = 'e2e.persistent-ips.test/hold';
+/** How long the refused state is watched for: KubeVirt (the stand-in) retries within 50 ms to 5 s. */
+const REFUSED_WINDOW_MS = 6_000;
+
+let port = 0;
+let controller: ControllerProcess | undefined;
+let standIn: KubeVirtStandIn;
+let ns = '';
+
+const controllerOptions = (name: string, extra: Partial<ControllerOptions> = {}): ControllerOptions => ({
+  name,
+  kubeconfig: world.cp.kubeconfigPath,
+  logDir: world.dir,
+  webhookPort: port,
+  ...extra,
+});
+
+async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
+  await controller?.stop();
+  controller = undefined;
+  controller = await ControllerProcess.start(controllerOptions(name, extra));
+  return controller;
+}
+
+const claim = (name: string) => world.get<IPAMClaim>(paths.claims(ns, name));
+const vmUid = async (name: string) => (await standIn.getVM(ns, name))?.metadata?.uid ?? '';
+
+interface KubeEvent {
+  reason?: string;
+  message?: string;
+  involvedObject?: { kind?: string; name?: string; uid?: string };
+}
+const eventsOn = async (uid: string): Promise<KubeEvent[]> =>
+  (await world.list<KubeEvent>(`/api/v1/namespaces/${ns}/events`)).filter((e) => e.involvedObject?.uid === uid);
+
+/** Launcher pods of the VMI named `vm` whose VMI has uid `vmiUid` (the new incarnation only). */
+async function launcherPodsOf(vm: string, vmiUid: string): Promise<V1Pod[]> {
+  return (await standIn.listLauncherPods(ns, vm)).filter((p) => p.metadata?.ownerReferences?.some((r) => r.uid === vmiUid));
+}
+
+/**
+ * Deletes VM `name` and creates it again while its old claim stays there terminating (`hold` keeps it: an extra
+ * finalizer, or nothing when only a standby runs). Then watches the new VM for REFUSED_WINDOW_MS: no launcher pod of
+ * the new VMI may exist (every creation is refused by the webhook), and the refusal names the claim and the reason.
+ */
+async function recreateWhileOldClaimTerminates(name: string, hold: boolean): Promise<{ oldClaim: IPAMClaim; newVmUid: string; newVmiUid: string; refusal: string }> {
+  const oldVm = await vmUid(name);
+  const claimName = `${name}.red`;
+  if (hold) {
+    const c = await claim(claimName);
+    await world.mergePatch(paths.claims(ns, claimName), { metadata: { finalizers: [...(c?.metadata.finalizers ?? []), HOLD] } });
+  }
+  await standIn.deleteVM(ns, name);
+  await standIn.waitForVMGone(ns, name, { timeoutMs: 30_000 });
+  await standIn.waitForVMIGone(ns, name, { timeoutMs: 30_000 });
+  const oldClaim = await poll(`${claimName} terminating`, 30_000, async () => {
+    const c = await claim(claimName);
+    return c?.metadata.deletionTimestamp ? c : undefined;
+  });
+  assert.ok(oldClaim.metadata.ownerReferences?.some((r) => r.uid === oldVm), 'the terminating claim is the old VM\'s');
+
+  const from = world.standInWarnings.length;
+  await standIn.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
+  const newVmUid = await vmUid(name);
+  assert.notEqual(newVmUid, oldVm);
+  const vmi = await standIn.waitForVMI(ns, name, (v) => v.metadata?.ownerReferences?.some((r) => r.uid === newVmUid) ?? false, { timeoutMs: 30_000 });
+  const newVmiUid = vmi.metadata.uid!;
+  const refused = await poll(`a refused launcher pod of the new ${name}`, 30_000, async () =>
+    world.rejectedLauncherPods(from).find((w) => w.err?.includes(claimName)),
+  );
+  const deadline = Date.now() + REFUSED_WINDOW_MS;
+  while (Date.now() < deadline) {
+    const pods = await launcherPodsOf(name, newVmiUid);
+    assert.deepEqual(
+      pods.map((p) => `${p.metadata?.name} ${JSON.stringify(claimReferences(p))}`),
+      [],
+      `no launcher pod of the new ${name} is admitted while the old claim ${claimName} (uid ${oldClaim.metadata.uid}) is there`,
+    );
+    const still = await claim(claimName);
+    assert.equal(still?.metadata.uid, oldClaim.metadata.uid, 'the old claim is still there (the case is what it says)');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { oldClaim, newVmUid, newVmiUid, refusal: refused.err ?? '' };
+}
+
+/** After the old claim went: the new claim is the new VM's, and the new VMI's pod is admitted pointing at it. */
+async function admittedWithNewClaim(name: string, oldClaim: IPAMClaim, newVmUid: string, newVmiUid: string): Promise<{ pod: V1Pod; claim: IPAMClaim }> {
+  const claimName = `${name}.red`;
+  const fresh = await poll(`a new ${claimName} of the new VM`, 60_000, async () => {
+    const c = await claim(claimName);
+    return c && c.metadata.uid !== oldClaim.metadata.uid ? c : undefined;
+  });
+  assert.ok(fresh.metadata.ownerReferences?.some((r) => r.uid === newVmUid), `${claimName} is owned by the new VM (uid ${newVmUid})`);
+  const { pod } = await standIn.waitForVMIRunning(ns, name, { timeoutMs: 60_000 });
+  assert.ok(pod.metadata?.ownerReferences?.some((r) => r.uid === newVmiUid), 'the running pod is the new VMI\'s');
+  assert.equal(Object.values(claimReferences(pod)).find((r) => r !== undefined), claimName, 'the admitted pod references the claim');
+  return { pod, claim: fresh };
+}
+
+describe('operability: a launcher pod is only ever pointed at a claim of its own VM', { timeout: 15 * 60_000 }, () => {
+  before(async () => {
+    await world.setUp('claim-ownership');
+    port = await webhookPort();
+    await world.installWebhookConfiguration(port);
+    controller = await ControllerProcess.start(controllerOptions('main'));
+    await world.waitForCaBundle();
+    ns = await world.namespace('own');
+    await world.createNad(ns, 'nad-red', { network: 'red' });
+    standIn = await world.startStandIn(ns);
+  }, { timeout: 180_000 });
+
+  after(async () => {
+    await controller?.stop().catch(() => undefined);
+    await world.tearDown();
+  }, { timeout: 120_000 });
+
+  operabilityCase(world, T, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
+    const c = controller!;
+    const before = await c.metrics();
+    const N = 10;
+    const rows: { claimMs: number; podMs: number }[] = [];
+    for (let i = 0; i < N; i++) {
+      const name = `vm-start-${i}`;
+      const t0 = Date.now();
+      await standIn.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
+      let claimMs = -1;
+      const podMs = await poll(`launcher pod of ${name}`, 30_000, async () => {
+        if (claimMs < 0 && (await claim(`${name}.red`))) claimMs = Date.now() - t0;
+        const pods = await standIn.listLauncherPods(ns, name);
+        return pods.length > 0 ? Date.now() - t0 : undefined;
+      }, { intervalMs: 10 });
+      if (claimMs < 0) claimMs = podMs;
+      const { pod } = await standIn.waitForVMIRunning(ns, name, { timeoutMs: 30_000 });
+      assert.equal(claimReferences(pod)[Object.keys(claimReferences(pod))[0]!], `${name}.red`);
+      rows.push({ claimMs, podMs });
+    }
+    const after = await c.metrics();
+    const delta = (n: string, l: Record<string, string> = {}) => sumOf(after, n, l) - sumOf(before, n, l);
+    const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+    const med = (xs: number[]) => sorted(xs)[Math.floor(xs.length / 2)]!;
+    const latencyMs = (1000 * delta('controller_runtime_webhook_latency_seconds_sum', { webhook: '/mutate-v1-pod' })) / Math.max(1, delta('controller_runtime_webhook_latency_seconds_count', { webhook: '/mutate-v1-pod' }));
+    t.diagnostic(
+      `ordinary start x${N}: VM → claim median ${med(rows.map((r) => r.claimMs))} ms (max ${Math.max(...rows.map((r) => r.claimMs))}); ` +
+        `VM → launcher pod admitted median ${med(rows.map((r) => r.podMs))} ms (max ${Math.max(...rows.map((r) => r.podMs))}); ` +
+        `admissions patched ${delta('persistent_ips_webhook_admissions_total', { result: 'patched' })}, denied ${delta('persistent_ips_webhook_admissions_total', { result: 'denied' })}; ` +
+        `webhook latency mean ${latencyMs.toFixed(1)} ms`,
+    );
+    for (let i = 0; i < N; i++) await standIn.deleteVM(ns, `vm-start-${i}`);
+  });
+
+  operabilityCase(world, T, 'controller leading: VM deleted and recreated while its old claim is terminating → the new pod is refused (never pointed at the old claim), then admitted with the new claim', async (t) => {
+    await standIn.createVM(buildVM({ namespace: ns, name: 'vm-a', networks: NETWORKS }));
+    await standIn.waitForVMIRunning(ns, 'vm-a', { timeoutMs: 30_000 });
+    const { oldClaim, newVmUid, newVmiUid, refusal } = await recreateWhileOldClaimTerminates('vm-a', true);
+    t.diagnostic(`refused: ${refusal.slice(0, 300)}`);
+    assert.match(refusal, /IPAMClaim vm-a\.red belongs to VirtualMachine vm-a \(uid /);
+    const events = await poll('an Event on the new VM', 10_000, async () => {
+      const list = await eventsOn(newVmUid);
+      return list.some((e) => e.reason === 'ClaimOwnedByAnotherObject') ? list : undefined;
+    });
+    t.diagnostic(`Event on the new VM: ${events.map((e) => `${e.reason}: ${e.message}`).join(' | ').slice(0, 300)}`);
+
+    const released = Date.now();
+    const c = await claim('vm-a.red');
+    await world.mergePatch(paths.claims(ns, 'vm-a.red'), { metadata: { finalizers: (c?.metadata.finalizers ?? []).filter((f) => f !== HOLD) } });
+    const { claim: fresh } = await admittedWithNewClaim('vm-a', oldClaim, newVmUid, newVmiUid);
+    t.diagnostic(`old claim released → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
+  });
+
+  operabilityCase(world, T, 'controller only on standby (Lease held elsewhere): the old claim stays terminating, the new pod is refused by the standby, and admitted once a leader made the new claim', async (t) => {
+    await standIn.createVM(buildVM({ namespace: ns, name: 'vm-b', networks: NETWORKS }));
+    await standIn.waitForVMIRunning(ns, 'vm-b', { timeoutMs: 30_000 });
+    await poll('vm-b.red', 30_000, async () => claim('vm-b.red'));
+
+    // Someone else holds the Lease for an hour: this replica stays a standby, serving admissions from its caches.
+    await controller?.stop();
+    controller = undefined;
+    await world.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+    const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
+    await world.create(paths.leases(CONTROLLER_NAMESPACE), {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: LEASE_NAME, namespace: CONTROLLER_NAMESPACE },
+      spec: { holderIdentity: 'another-replica', leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
+    });
+    const standby = await restartController('standby', { leaderElect: true });
+    assert.equal(await standby.metric('leader_election_master_status'), 0, 'not leading');
+
+    const { oldClaim, newVmUid, newVmiUid, refusal } = await recreateWhileOldClaimTerminates('vm-b', false);
+    t.diagnostic(`refused by the standby: ${refusal.slice(0, 300)}`);
+    assert.match(refusal, /IPAMClaim vm-b\.red belongs to VirtualMachine vm-b \(uid /);
+    assert.ok(oldClaim.metadata.finalizers?.includes(CLAIM_FINALIZER), 'nobody released the old claim: it still has our finalizer');
+
+    // The other holder goes away: this replica takes the Lease, releases the old claim, makes the new one.
+    const released = Date.now();
+    await world.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+    const { claim: fresh } = await admittedWithNewClaim('vm-b', oldClaim, newVmUid, newVmiUid);
+    t.diagnostic(`Lease freed → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
+    await restartController('main-2');
+  });
+});
+
+summaryAtEnd(world, T);
