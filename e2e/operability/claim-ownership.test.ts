@@ -8,11 +8,14 @@
 //   claim exists. Once with the controller leading (the old claim held by an extra finalizer: garbage collection or
 //   the controller running behind), once with the only controller a standby (the Lease held by someone else, so
 //   nobody releases anything and the webhook answers from a replica that does not reconcile).
+// - Dotted-name collisions: VM `a` with network `b.c` and VM `a.b` with network `c` both map to `a.b.c`; each VM's
+//   pod must reference a claim of its own (the second gets the collision name), one after the other and at once.
 // - The ordinary start: VM created → claim → launcher pod admitted, timed (the figures the issue asks for).
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
+import { collisionClaimName } from '../../src/claims/names.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, type KubeVirtStandIn, type VMNetworkRequest } from '../kubevirt-standin/index.ts';
@@ -222,6 +225,39 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     const { claim: fresh } = await admittedWithNewClaim('vm-b', oldClaim, newVmUid, newVmiUid);
     t.diagnostic(`Lease freed → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
     await restartController('main-2');
+  });
+
+  /** The one claim reference of the VM's running pod, and that the claim is this VM's (by uid). */
+  async function referenceOfRunning(vm: string): Promise<string> {
+    const { pod } = await standIn.waitForVMIRunning(ns, vm, { timeoutMs: 30_000 });
+    const refs = Object.values(claimReferences(pod)).filter((r): r is string => r !== undefined);
+    assert.equal(refs.length, 1, `${vm}: one reference (${JSON.stringify(claimReferences(pod))})`);
+    const c = await claim(refs[0]!);
+    const uid = await vmUid(vm);
+    assert.ok(c?.metadata.ownerReferences?.some((r) => r.uid === uid), `${vm}'s pod references ${refs[0]}, which is owned by ${vm} (uid ${uid}): ${JSON.stringify(c?.metadata.ownerReferences)}`);
+    assert.equal(c?.metadata.deletionTimestamp, undefined);
+    return refs[0]!;
+  }
+
+  operabilityCase(world, T, 'dotted-name collision, one after the other: VM `col` (network `b.c`) keeps `col.b.c`, VM `col.b` (network `c`) gets its own claim under the collision name', async (t) => {
+    await standIn.createVM(buildVM({ namespace: ns, name: 'col', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
+    assert.equal(await referenceOfRunning('col'), 'col.b.c');
+    await standIn.createVM(buildVM({ namespace: ns, name: 'col.b', networks: [{ name: 'c', nadName: 'nad-red' }] }));
+    const second = await referenceOfRunning('col.b');
+    assert.equal(second, collisionClaimName('col.b', 'c'));
+    t.diagnostic(`col → col.b.c; col.b → ${second}`);
+    // Both keep their claims (no unplug of the collision-named one, no writes to the other's).
+    assert.equal(await referenceOfRunning('col'), 'col.b.c');
+  });
+
+  operabilityCase(world, T, 'dotted-name collision, both VMs at once: each pod references a claim of its own VM, and the two differ', async (t) => {
+    await Promise.all([
+      standIn.createVM(buildVM({ namespace: ns, name: 'sim', networks: [{ name: 'b.c', nadName: 'nad-red' }] })),
+      standIn.createVM(buildVM({ namespace: ns, name: 'sim.b', networks: [{ name: 'c', nadName: 'nad-red' }] })),
+    ]);
+    const [a, b] = await Promise.all([referenceOfRunning('sim'), referenceOfRunning('sim.b')]);
+    assert.notEqual(a, b);
+    t.diagnostic(`sim → ${a}; sim.b → ${b}`);
   });
 });
 

@@ -53,7 +53,7 @@ describe('createPodAddressLookup', () => {
     const cached = claim('vm1', 'blue', 'blue');
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
-      claims: { get: () => cached },
+      claims: { get: (_ns, name) => (name === 'vm1.blue' ? cached : undefined) },
       fetchClaim: async (ns, name) => (fetched.push(`${ns}/${name}`), claim('vm1', 'blue', 'blue', { ips: ['10.0.0.1/24'] })),
     });
     const out = await lookup(NS, vmi, nads, new AbortController().signal);
@@ -67,7 +67,7 @@ describe('createPodAddressLookup', () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
       fetchNad: async (_ns, name) => (name === 'nad-blue' ? allocatorNad('nad-blue', 'blue', '10.0.0.0/24') : nads.get(`${NS}/${name}`)),
-      claims: { get: () => claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] }) },
+      claims: { get: (_ns, name) => (name === 'vm1.blue' ? claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] }) : undefined) },
       fetchClaim: async () => undefined,
     });
     assert.deepEqual([...(await lookup(NS, vmi, trimmed, new AbortController().signal))], [['blue', { ips: ['10.0.0.4/24'] }]]);

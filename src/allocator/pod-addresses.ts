@@ -64,7 +64,7 @@ function nadKeyOf(networkName: string, namespace: string): [string, string] | un
 export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
   return async (namespace, vmi, nads, signal) => {
     const out = new Map<string, PodAddresses>();
-    const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads);
+    const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads, (name) => deps.claims.get(namespace, name));
     for (const verdict of verdicts) {
       if (!verdict.claimSpec) continue;
       const net = vmi.spec?.networks?.find((n) => n?.name === verdict.network);

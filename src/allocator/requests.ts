@@ -5,7 +5,7 @@
 //
 // Pure over read-only caches.
 
-import { claimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
+import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
 import type { IPAMClaim, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
 import { ADDRESSES_ANNOTATION, parseAddressesAnnotation } from './allocator.ts';
 
@@ -56,7 +56,7 @@ export function networkOfClaim(claim: IPAMClaim, vmName: string, spec: VmiSpecLi
   const iface = claim.spec?.interface;
   for (const net of spec?.networks ?? []) {
     if (!net || typeof net.name !== 'string') continue;
-    if (claimName(vmName, net.name) === claim.metadata.name) return net.name;
+    if (claimName(vmName, net.name) === claim.metadata.name || collisionClaimName(vmName, net.name) === claim.metadata.name) return net.name;
   }
   for (const net of spec?.networks ?? []) {
     if (!net || typeof net.name !== 'string') continue;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
-import { decide, hasWrites, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
+import { claimNameFor, decide, hasWrites, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
 import {
   annotatedBridgeNad,
   applyPlan,
@@ -23,7 +23,7 @@ import {
   vmiOf,
   type NetSpec,
 } from './fixtures.ts';
-import { claimName, podInterfaceName, referenceClaimName } from './names.ts';
+import { claimName, collisionClaimName, podInterfaceName, referenceClaimName } from './names.ts';
 
 const KEY = { namespace: NS, name: VM_NAME };
 
@@ -868,5 +868,68 @@ describe('properties', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with network `c`: both `a.b.c`)', () => {
+  const bc = ovnNad('nad-bc');
+  const nads = nadMap(bc);
+  const vmA = virtualMachine({ name: 'a', uid: 'uid-a', networks: [multus('b.c', 'nad-bc')] });
+  const vmAB = virtualMachine({ name: 'a.b', uid: 'uid-ab', networks: [multus('c', 'nad-bc')] });
+  const decideFor = (vm: VirtualMachine, claims: IPAMClaim[]) =>
+    decide({ key: { namespace: NS, name: vm.metadata.name }, vm, nads, claims, gateEnabled: true });
+  const alt = collisionClaimName('a.b', 'c');
+
+  it('the two VMs would share `a.b.c`', () => {
+    assert.equal(claimName('a', 'b.c'), 'a.b.c');
+    assert.equal(claimName('a.b', 'c'), 'a.b.c');
+    assert.notEqual(collisionClaimName('a.b', 'c'), collisionClaimName('a', 'b.c'));
+  });
+
+  it('a VM whose name does not collide keeps `<vm>.<network>` (ipam-extensions compatibility)', () => {
+    assert.deepEqual(writes(decideFor(vmA, [])).creates, ['a.b.c']);
+    assert.equal(claimNameFor('a', 'b.c', () => undefined), 'a.b.c');
+  });
+
+  it('the second VM gets its own claim under the collision name, never the first one\'s', () => {
+    const first = claimOf(vmA, 'b.c');
+    const plan = decideFor(vmAB, [first]);
+    assert.deepEqual(writes(plan), { ...NONE, creates: [alt] });
+    assert.equal(plan.creates[0]?.metadata.ownerReferences?.[0]?.uid, 'uid-ab');
+    assert.deepEqual(plan.problems, []);
+    assert.deepEqual(plan.wanted, [{ network: 'c', claim: alt, status: 'wanted' }]);
+    // And the first VM goes on using its own, with no writes.
+    assert.deepEqual(writes(decideFor(vmA, [first, { ...plan.creates[0]!, metadata: { ...plan.creates[0]!.metadata, uid: 'x', resourceVersion: '1' } }])), NONE);
+  });
+
+  it('whichever came first keeps the plain name: the other one moves (here VM `a`)', () => {
+    const firstAB = claimOf(vmAB, 'c');
+    const plan = decideFor(vmA, [firstAB]);
+    assert.deepEqual(writes(plan).creates, [collisionClaimName('a', 'b.c')]);
+  });
+
+  it('stable: once a VM has its collision-named claim it keeps it after the other VM and its claim are gone', () => {
+    const own = { ...claimOf(vmAB, 'c'), metadata: { ...claimOf(vmAB, 'c').metadata, name: alt } };
+    const plan = decideFor(vmAB, [own]);
+    assert.deepEqual(writes(plan), NONE, 'no new `a.b.c`, and the collision-named claim is not unplugged');
+    assert.deepEqual(plan.wanted, [{ network: 'c', claim: alt, status: 'created' }]);
+  });
+
+  it('an earlier VM of the same name is not a collision: its leftover is waited for (EXISTING-OTHER-OWNER)', () => {
+    const earlier = virtualMachine({ name: 'a.b', uid: 'uid-ab-old', networks: [multus('c', 'nad-bc')] });
+    const plan = decideFor(vmAB, [claimOf(earlier, 'c')]);
+    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
+    assert.deepEqual(writes(plan).creates, []);
+  });
+
+  it('a claim with no owner is not a collision either: reported, never avoided by another name', () => {
+    const bare = claim({ name: 'a.b.c', network: 'nad-bc' });
+    assert.deepEqual(reasons(decideFor(vmAB, [bare])), ['ClaimNotOwned']);
+  });
+
+  it('the claim of the other VM is never written to by this VM\'s reconcile (not even when this VM is deleted)', () => {
+    const first = claimOf(vmA, 'b.c');
+    const gone = decide({ key: { namespace: NS, name: 'a.b' }, nads, claims: [first], gateEnabled: true });
+    assert.deepEqual(writes(gone), NONE);
   });
 });

@@ -28,7 +28,7 @@ import type {
 } from '../kube/types.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
-import { claimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName } from './names.ts';
+import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName } from './names.ts';
 import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
 
 export interface ObjectKey {
@@ -217,7 +217,8 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
   const existing = new Map(claims.map((claim) => [claim.metadata.name, claim]));
   const claimedBy = new Map<string, string>();
 
-  for (const { network, claim: name, claimSpec, problem } of persistentNetworks(input.key, owner.spec, input.nads)) {
+  const lookup: ClaimLookup = (name) => existing.get(name);
+  for (const { network, claim: name, claimSpec, problem } of persistentNetworks(input.key, owner.spec, input.nads, lookup)) {
     const block = (problem: Finding, retry = false): void => {
       plan.problems.push({ ...problem, network, claim: name });
       plan.wanted.push({ network, claim: name, status: 'blocked', reason: problem.reason });
@@ -293,15 +294,44 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
   }
 }
 
+/** The claims of the namespace by name, as far as the caller knows them. */
+export type ClaimLookup = (name: string) => IPAMClaim | undefined;
+
+/**
+ * NAME: the claim name of one network of VM `vmName`. `<vm>.<network>` (claimName) unless that name is already
+ * another VM's claim, which a dotted-name collision makes possible (VM `a` with network `b.c`, VM `a.b` with network
+ * `c`): then collisionClaimName(), which is this VM's alone. The second VM of a collision thus gets its own claim
+ * while every VM that does not collide keeps the name ipam-extensions gives it. Once a VM has its claim under the
+ * collision name it keeps it, even after the other VM is gone, so its address never changes. "Another VM's" is read
+ * from the KubeVirt owner references' NAMES: an earlier VM of the same name is not a collision (its claim is waited
+ * for, EXISTING-OTHER-OWNER), and a claim with no KubeVirt owner is reported, not avoided (EXISTING-NOT-OWNED).
+ * Controller and webhook call this with the same claims and get the same name.
+ */
+export function claimNameFor(vmName: string, network: string, lookup?: ClaimLookup): string {
+  const plain = claimName(vmName, network);
+  if (!lookup) return plain;
+  const alternative = collisionClaimName(vmName, network);
+  if (alternative === plain) return plain;
+  if (kubevirtOwnerNames(lookup(alternative)).includes(vmName)) return alternative;
+  const holders = kubevirtOwnerNames(lookup(plain));
+  return holders.length > 0 && !holders.includes(vmName) ? alternative : plain;
+}
+
+function kubevirtOwnerNames(claim: IPAMClaim | undefined): string[] {
+  return claim ? kubevirtOwnerRefs(claim).map((ref) => ref.name) : [];
+}
+
 /**
  * WANTED (1)-(3) for one spec: the networks of a VM template or VMI spec that persistence applies to, each with its
  * claim or the problem that blocks it. Ordinary networks are left out. The webhook asks the same question of the
- * VMI spec, so that pods and claims agree on which networks are persistent.
+ * VMI spec, so that pods and claims agree on which networks are persistent. `claims`: see claimNameFor (without it,
+ * every claim is named `<vm>.<network>`).
  */
 export function persistentNetworks(
   key: ObjectKey,
   spec: VmiSpecLike | undefined,
   nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+  claims?: ClaimLookup,
 ): NetworkVerdict[] {
   const result: NetworkVerdict[] = [];
   const seen = new Set<string>();
@@ -314,7 +344,7 @@ export function persistentNetworks(
     else if (net.pod) verdict = primaryVerdict(key, nads);
     // A Multus network with `default: true` replaces the cluster default network: it is not a secondary network,
     // and the spec gives persistence to secondary networks and to primary user-defined networks only.
-    if (verdict) result.push({ network: net.name, claim: claimName(key.name, net.name), ...verdict });
+    if (verdict) result.push({ network: net.name, claim: claimNameFor(key.name, net.name, claims), ...verdict });
   }
   return result;
 }
@@ -522,6 +552,7 @@ function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
   const usage: Usage = { claimNames: new Set(), interfaces: new Set() };
   for (const net of networks) {
     usage.claimNames.add(claimName(vmName, net.name));
+    usage.claimNames.add(collisionClaimName(vmName, net.name));
     usage.claimNames.add(referenceClaimName(vmName, net.name));
     usage.interfaces.add(net.pod || net.multus?.default ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name));
   }

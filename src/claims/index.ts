@@ -3,9 +3,11 @@
 
 export * from './constants.ts';
 export {
+  claimNameFor,
   decide,
   hasWrites,
   persistentNetworks,
+  type ClaimLookup,
   type ClaimOwner,
   type ClaimWrite,
   type DecideInput,
@@ -21,6 +23,7 @@ export {
 } from './decide.ts';
 export {
   claimName,
+  collisionClaimName,
   isDns1123Subdomain,
   MAX_SUBDOMAIN_LENGTH,
   podInterfaceName,

@@ -49,7 +49,21 @@ const CLAIM_HASH_LENGTH = 10;
 export function claimName(vmName: string, networkName: string): string {
   const plain = `${vmName}.${networkName}`;
   if (isDns1123Subdomain(plain)) return plain;
+  return hashedClaimName(vmName, networkName);
+}
 
+/**
+ * The name of a network's claim when `<vm>.<network>` is already the claim of ANOTHER VM: a dotted-name collision
+ * (VM `a` with network `b.c` and VM `a.b` with network `c` both give `a.b.c`). It is the hashed form of claimName(),
+ * `<vm>.<readable>-<hash>`, whose hash covers "<vm>/<network>", so the two VMs of a collision never share it. Which
+ * of the two names a network uses is decided by claimNameFor() (decide.ts) from the claims that exist; for a name
+ * that is not valid in its plain form, this is claimName() itself.
+ */
+export function collisionClaimName(vmName: string, networkName: string): string {
+  return hashedClaimName(vmName, networkName);
+}
+
+function hashedClaimName(vmName: string, networkName: string): string {
   const hash = sha256Hex(`${vmName}/${networkName}`).slice(0, CLAIM_HASH_LENGTH);
   const readable = toLabelChars(networkName);
   const room = MAX_SUBDOMAIN_LENGTH - vmName.length - '.'.length - '-'.length - CLAIM_HASH_LENGTH;

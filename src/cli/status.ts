@@ -91,7 +91,7 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
 
   for (const o of owners) {
     if (filter.vm !== undefined && o.name !== filter.vm) continue;
-    const verdicts = new Map(persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads).map((v) => [v.network, v]));
+    const verdicts = new Map(persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(`${o.namespace}/${n}`)).map((v) => [v.network, v]));
     for (const net of o.spec?.networks ?? []) {
       if (!net || typeof net.name !== 'string') continue;
       const verdict = verdicts.get(net.name);

@@ -26,7 +26,7 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { DOMAIN_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { claimStanding, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
+import { claimName, claimNameFor, claimStanding, collisionClaimName, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
@@ -276,22 +276,33 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     const out = new Map<string, IPAMClaim>();
     for (const verdict of persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads)) {
       if (!verdict.claimSpec) continue;
-      const usable = (claim: IPAMClaim | undefined) => claimStanding(claim, verdict.claim, owners, verdict.claimSpec?.network).usable;
-      let claim = deps.claims.get(namespace, verdict.claim);
-      if (create && !usable(claim)) {
-        while (Date.now() < waitUntil && !signal.aborted && !usable(claim)) {
+      // Both names the network's claim may have (claimNameFor): which one applies depends on the claims themselves.
+      const names = [...new Set([claimName(vmi.metadata.name, verdict.network), collisionClaimName(vmi.metadata.name, verdict.network)])];
+      const fromCache = () => new Map(names.flatMap((n) => { const c = deps.claims.get(namespace, n); return c ? [[n, c] as const] : []; }));
+      const usable = (view: ReadonlyMap<string, IPAMClaim>) => {
+        const name = claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n));
+        return claimStanding(view.get(name), name, owners, verdict.claimSpec?.network).usable;
+      };
+      let view = fromCache();
+      if (create && !usable(view)) {
+        while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {
           await new Promise((resolve) => setTimeout(resolve, Math.min(CLAIM_POLL_MS, Math.max(1, waitUntil - Date.now()))));
-          claim = deps.claims.get(namespace, verdict.claim);
+          view = fromCache();
         }
-        if (!usable(claim)) {
-          try {
-            claim = await deps.fetchClaim(namespace, verdict.claim, signal);
-          } catch (error) {
-            throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : error);
+        if (!usable(view)) {
+          const fetched = new Map<string, IPAMClaim>();
+          for (const name of names) {
+            try {
+              const claim = await deps.fetchClaim(namespace, name, signal);
+              if (claim) fetched.set(name, claim);
+            } catch (error) {
+              throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name }, signal.aborted ? signal.reason : error);
+            }
           }
+          view = fetched;
         }
       }
-      if (claim) out.set(verdict.claim, claim);
+      for (const [name, claim] of view) out.set(name, claim);
     }
     return out;
   };

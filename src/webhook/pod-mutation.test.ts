@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { claimName, persistentNetworks, podInterfaceName } from '../claims/index.ts';
+import { claimName, collisionClaimName, persistentNetworks, podInterfaceName } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
 import { mayNeedReferences, mutateLauncherPod, type PodMutationInput } from './pod-mutation.ts';
 import { applyJsonPatch } from './testing.ts';
@@ -330,7 +330,6 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
     { name: 'missing', claim: undefined, reason: 'ClaimNotFound' },
     { name: 'an earlier VM of the same name', claim: owned('old-vm-uid'), reason: 'ClaimOwnedByAnotherObject' },
     { name: 'an earlier VM, being deleted', claim: { ...owned('old-vm-uid'), metadata: { ...owned('old-vm-uid').metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }, reason: 'ClaimOwnedByAnotherObject' },
-    { name: 'another VM whose name collides', claim: owned('uid-a', 'vm1.x'), reason: 'ClaimOwnedByAnotherObject' },
     { name: 'no owner', claim: { ...ours, metadata: { ...ours.metadata, ownerReferences: [] } }, reason: 'ClaimNotOwned' },
     { name: 'ours, being deleted', claim: { ...ours, metadata: { ...ours.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }, reason: 'ClaimTerminating' },
     { name: 'ours, for another network', claim: { ...ours, spec: { ...ours.spec, network: 'old-network' } }, reason: 'ClaimNetworkMismatch' },
@@ -355,6 +354,17 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
     const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, pod: input.pod, vmi: vmiOfVm, claims: new Map([['vm1.red', owned('vm-uid')]]) });
     assert.deepEqual(result.denials, []);
     assert.deepEqual(result.references.map((r) => r.claim), ['vm1.red']);
+  });
+
+  it('dotted-name collision: `vm1.red` is another VM\'s (VM `vm1` with network `red` vs a VM `vm1.x`...): this VM is pointed at its own collision-named claim, never at the other\'s', () => {
+    const other = owned('uid-other', 'vm');
+    const alt = collisionClaimName(VM, 'red');
+    const denied = withClaim(other);
+    assert.deepEqual(denied.denials.map((d) => [d.claim, d.reason]), [[alt, 'ClaimNotFound']], 'until its own claim exists');
+    const own = { ...ours, metadata: { ...ours.metadata, name: alt } };
+    const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map<string, IPAMClaim>([['vm1.red', other], [alt, own]]) });
+    assert.deepEqual(result.denials, []);
+    assert.deepEqual(result.references.map((r) => r.claim), [alt]);
   });
 
   it('an element that already names the claim is checked as well (a reference someone else wrote is not trusted)', () => {

@@ -139,7 +139,7 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
 
   const annotations = pod.metadata?.annotations ?? {};
-  const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, input.nads);
+  const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, input.nads, (name) => input.claims.get(name));
   const owners = ownerUidsOf(vmi);
   const isCreate = input.operation === 'CREATE';
   /**
