@@ -29,6 +29,7 @@ import type {
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName } from './names.ts';
+import { effectiveVmiSpec } from './effective-spec.ts';
 import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
 
 export interface ObjectKey {
@@ -333,6 +334,7 @@ export function persistentNetworks(
   nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
   claims?: ClaimLookup,
 ): NetworkVerdict[] {
+  spec = effectiveVmiSpec(spec);
   const result: NetworkVerdict[] = [];
   const seen = new Set<string>();
   for (const net of spec?.networks ?? []) {
@@ -538,6 +540,7 @@ interface Usage {
  * keeps the network there until the interface is gone).
  */
 function* networksOf(spec: VmiSpecLike | undefined, includeAbsent: boolean): Generator<VmNetwork> {
+  spec = effectiveVmiSpec(spec);
   for (const net of spec?.networks ?? []) {
     if (!net || typeof net.name !== 'string') continue;
     if (includeAbsent || !isAbsent(spec, net.name)) yield net;

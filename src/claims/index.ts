@@ -39,3 +39,4 @@ export {
   type NadConfigProblem,
 } from './nad-config.ts';
 export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';
+export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';

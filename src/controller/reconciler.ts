@@ -4,7 +4,7 @@
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
@@ -62,7 +62,7 @@ export function gatherInput(key: string, deps: Pick<ReconcilerDeps, 'sources' | 
   addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_NAME, key));
   for (const uid of [vm?.metadata.uid, vmi?.metadata.uid]) if (uid) addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_UID, uid));
   for (const spec of specs) {
-    for (const net of spec?.networks ?? []) {
+    for (const net of effectiveVmiSpec(spec)?.networks ?? []) {
       claimKeys.add(keyOf(namespace, claimName(name, net.name)));
       claimKeys.add(keyOf(namespace, collisionClaimName(name, net.name)));
       claimKeys.add(keyOf(namespace, referenceClaimName(name, net.name)));

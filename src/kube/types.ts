@@ -50,7 +50,8 @@ export interface VmInterface {
 
 export interface VmiSpecLike {
   networks?: VmNetwork[];
-  domain?: { devices?: { interfaces?: VmInterface[] } };
+  /** `autoattachPodInterface: false` keeps KubeVirt from adding the pod network to a spec with no networks. */
+  domain?: { devices?: { interfaces?: VmInterface[]; autoattachPodInterface?: boolean } };
 }
 
 export interface VirtualMachine extends KubeObject {

@@ -159,10 +159,13 @@ export function trimVmiSpec(raw: unknown): VmiSpecLike | undefined {
   const out: VmiSpecLike = {};
   const networks = list(s.networks)?.map(trimNetwork).filter((n): n is VmNetwork => n !== undefined);
   if (networks) out.networks = networks;
-  const interfaces = list(rec(rec(s.domain)?.devices)?.interfaces)
+  const devices = rec(rec(s.domain)?.devices);
+  const interfaces = list(devices?.interfaces)
     ?.map(trimInterface)
     .filter((i): i is VmInterface => i !== undefined);
-  if (interfaces) out.domain = { devices: { interfaces } };
+  // Only `false` changes anything (effectiveVmiSpec): the usual absent/true costs no memory.
+  const noAutoattach = devices?.autoattachPodInterface === false;
+  if (interfaces || noAutoattach) out.domain = { devices: { ...(interfaces ? { interfaces } : {}), ...(noAutoattach ? { autoattachPodInterface: false } : {}) } };
   return out;
 }
 

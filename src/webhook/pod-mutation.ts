@@ -19,7 +19,7 @@
 
 import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
-import { claimStanding, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
+import { claimStanding, effectiveVmiSpec, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import {
@@ -134,7 +134,9 @@ const annotationPath = (key: string): string => `/metadata/annotations/${escapeJ
 
 export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const result: PodMutation = { patch: [], references: [], reports: [], staleVmiSuspected: false, denials: [] };
-  const { pod, namespace, vmi } = input;
+  const { pod, namespace } = input;
+  // The VMI as KubeVirt runs it (its defaulting already did this to a VMI from the API; a no-op then).
+  const vmi: VirtualMachineInstance = { ...input.vmi, spec: effectiveVmiSpec(input.vmi.spec) };
   if (!isLauncherPod(pod)) return { ...result, skipped: 'NotALauncherPod' };
   if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
 
