@@ -18,6 +18,8 @@ export const ADDRESSES_ANNOTATION = 'network.kubevirt.io/addresses';
 
 export const MULTUS_NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
 export const MULTUS_DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-network';
+/** The pod annotation through which OVN-Kubernetes (all releases; the only way before December 2025) finds a primary UDN's claim. */
+export const OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION = 'k8s.ovn.org/primary-udn-ipamclaim';
 export const LAUNCHER_LABEL = 'kubevirt.io';
 export const LAUNCHER_LABEL_VALUE = 'virt-launcher';
 export const DOMAIN_ANNOTATION = 'kubevirt.io/domain';

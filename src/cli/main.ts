@@ -5,7 +5,7 @@
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { EXIT } from './exit-codes.ts';
-import { CliError, run, type RunOptions } from './run.ts';
+import { CliError, parseNadReference, run, type RunOptions } from './run.ts';
 import { status } from './status.ts';
 
 const EPILOG = `Exit codes: 0 ok, 1 failure, 2 bad flags, 3 no kubeconfig found, 4 cluster unreachable, 5 credentials rejected.
@@ -45,11 +45,13 @@ async function main(argv: string[]): Promise<number> {
           .option('webhook-cert-host', { type: 'string', array: true, default: [] as string[], describe: 'Extra DNS name or IP in the self-made certificate (repeatable)' })
           .option('webhook-cert-validity', { type: 'number', describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3' })
           .option('webhook-ca-validity', { type: 'number', describe: 'Seconds the self-made CA is valid (default five years)' })
+          .option('default-network-nad', { type: 'string', default: 'ovn-kubernetes/default', describe: 'NAMESPACE/NAME of the cluster default network NAD, named in the v1.multus-cni.io/default-network element written for primary user-defined networks (OpenShift: openshift-ovn-kubernetes/default)' })
           .option('allocator', { type: 'boolean', default: true, describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off' })
           .check((a) => {
             if (!(Number.isInteger(a.concurrency) && a.concurrency >= 1)) throw new Error('--concurrency must be a whole number of at least 1');
             if (!(a.qps > 0 && a.burst >= 1)) throw new Error('--qps must be positive and --burst at least 1');
             if (!(a['resync-period'] > 0)) throw new Error('--resync-period must be positive');
+            if (!parseNadReference(a['default-network-nad'])) throw new Error('--default-network-nad must be NAMESPACE/NAME');
             return true;
           }),
       async (a) => {
@@ -77,6 +79,7 @@ async function main(argv: string[]): Promise<number> {
           ...(a['webhook-cert-validity'] ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
           ...(a['webhook-ca-validity'] ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
           allocator: a.allocator,
+          defaultNetworkNad: parseNadReference(a['default-network-nad'])!,
         };
         code = await run(options);
       },

@@ -52,6 +52,14 @@ export interface RunOptions {
   webhookCaValidity?: number;
   /** Run the built-in allocator for NADs that opt in (docs/allocator.md). Default true. */
   allocator?: boolean;
+  /** The cluster default network NAD named in a primary UDN's default-network element (--default-network-nad). */
+  defaultNetworkNad?: { namespace: string; name: string };
+}
+
+/** "namespace/name" (both DNS labels) → its parts; undefined when it is not that. */
+export function parseNadReference(value: string): { namespace: string; name: string } | undefined {
+  const match = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(value);
+  return match ? { namespace: match[1]!, name: match[3]! } : undefined;
 }
 
 /** A failure the CLI turns into a message for a person and a distinct exit code. */
@@ -275,6 +283,7 @@ async function startWebhook(
     vmis: sources.vmis,
     nads: sources.nads,
     claims: sources.claims,
+    ...(options.defaultNetworkNad ? { clusterDefaultNetwork: options.defaultNetworkNad } : {}),
     reportDenials: (target, causes) => void denialEvents.report(target, causes),
     ...apiFetchers(client),
     metrics: webhookMetrics,

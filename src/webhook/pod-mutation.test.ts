@@ -9,6 +9,8 @@ const NS = 'vms';
 const VM = 'vm1';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const DEFAULT_NET = 'v1.multus-cni.io/default-network';
+const LEGACY = 'k8s.ovn.org/primary-udn-ipamclaim';
+const withAnnotations = (v: VirtualMachineInstance, annotations: Record<string, string>): VirtualMachineInstance => ({ ...v, metadata: { ...v.metadata, annotations } });
 
 function nad(name: string, config: Record<string, unknown> | string, namespace = NS, annotations?: Record<string, string>): NetworkAttachmentDefinition {
   return {
@@ -188,26 +190,54 @@ const rows: Row[] = [
     reports: ['MissingNetworkElement'],
   },
   {
-    name: 'primary UDN: default-network element for the cluster default network, with the claim',
+    name: 'primary UDN: the legacy OVN annotation names the claim; no default-network element without IP/MAC requests',
     input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
-    expect: { [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }] },
+    expect: { [LEGACY]: 'vm1.default' },
   },
   {
     name: 'primary UDN and a secondary network together',
     input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'pod-net', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), clusterDefaultNetwork: { namespace: 'openshift-ovn-kubernetes', name: 'default' } },
     expect: {
       [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })],
-      [DEFAULT_NET]: [{ name: 'default', namespace: 'openshift-ovn-kubernetes', 'ipam-claim-reference': 'vm1.pod-net' }],
+      [LEGACY]: 'vm1.pod-net',
     },
+  },
+  {
+    name: 'primary UDN with IP and MAC requests: a default-network element on --default-network-nad carries them and the reference; bare addresses get the subnet\'s prefix',
+    input: {
+      pod: pod({}),
+      vmi: withAnnotations(vmi([{ name: 'default', pod: {} }], [{ name: 'default', masquerade: {}, macAddress: '02:00:00:00:00:01' }]), { 'network.kubevirt.io/addresses': JSON.stringify({ default: ['10.10.0.7', 'fd00::7/64'] }) }),
+      nads: nadMap(...NADS, PRIMARY),
+      clusterDefaultNetwork: { namespace: 'openshift-ovn-kubernetes', name: 'default' },
+    },
+    expect: {
+      [LEGACY]: 'vm1.default',
+      [DEFAULT_NET]: [{ name: 'default', namespace: 'openshift-ovn-kubernetes', ips: ['10.10.0.7/16', 'fd00::7/64'], mac: '02:00:00:00:00:01', 'ipam-claim-reference': 'vm1.default' }],
+    },
+  },
+  {
+    name: 'primary UDN with a MAC request only: element with the MAC',
+    input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }], [{ name: 'default', masquerade: {}, macAddress: '02:00:00:00:00:02' }]), nads: nadMap(...NADS, PRIMARY) },
+    expect: { [LEGACY]: 'vm1.default', [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', mac: '02:00:00:00:00:02', 'ipam-claim-reference': 'vm1.default' }] },
+  },
+  {
+    name: 'primary UDN with an address of a family the network has no subnet for: denied, never started with another address',
+    input: { pod: pod({}), vmi: withAnnotations(vmi([{ name: 'default', pod: {} }]), { 'network.kubevirt.io/addresses': JSON.stringify({ default: ['fd00::9'] }) }), nads: nadMap(...NADS, PRIMARY) },
+    denials: ['default'],
   },
   {
     name: 'primary UDN with an existing default-network element: kept, reference added',
     input: { pod: pod({ [DEFAULT_NET]: 'custom-ns/custom-default' }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
-    expect: { [DEFAULT_NET]: [{ name: 'custom-default', namespace: 'custom-ns', 'ipam-claim-reference': 'vm1.default' }] },
+    expect: { [LEGACY]: 'vm1.default', [DEFAULT_NET]: [{ name: 'custom-default', namespace: 'custom-ns', 'ipam-claim-reference': 'vm1.default' }] },
   },
   {
-    name: 'primary UDN whose default-network element already has the reference: no patch',
-    input: { pod: pod({ [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+    name: 'primary UDN whose annotations already have the reference: no patch',
+    input: { pod: pod({ [LEGACY]: 'vm1.default', [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+  },
+  {
+    name: 'primary UDN whose legacy annotation names another claim: left unchanged, reported',
+    input: { pod: pod({ [LEGACY]: 'someone-else' }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+    reports: ['ConflictingClaimReference'],
   },
   {
     name: 'primary UDN with a garbage default-network annotation: pod left alone, reported',
@@ -262,7 +292,7 @@ const rows: Row[] = [
   {
     name: 'pod without any annotation and a primary UDN: the annotations map is created',
     input: { pod: pod(undefined), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(PRIMARY) },
-    expect: { [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }] },
+    expect: { [LEGACY]: 'vm1.default' },
   },
 ];
 
@@ -301,7 +331,7 @@ describe('mutateLauncherPod', () => {
       const before = row.input.pod.metadata.annotations ?? {};
       const after = patched.metadata.annotations ?? {};
       for (const [key, value] of Object.entries(after)) {
-        if (key in row.expect) assert.deepEqual(JSON.parse(value), row.expect[key], key);
+        if (key in row.expect) assert.deepEqual(typeof row.expect[key] === 'string' ? value : JSON.parse(value), row.expect[key], key);
         else assert.equal(value, before[key], `annotation ${key} must not change`);
       }
       for (const key of Object.keys(row.expect)) assert.ok(key in after, `${key} missing`);

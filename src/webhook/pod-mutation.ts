@@ -6,9 +6,10 @@
 //   network's NAD and, when the element names an interface, the interface is KubeVirt's pod interface name for that
 //   network (hashed, or the older ordinal `net<N>`).
 // - Primary user-defined network (VMI network `pod: {}` in a namespace whose primary NAD allows persistent IPs):
-//   `v1.multus-cni.io/default-network` gets an element `{name, namespace, ipam-claim-reference}` naming the cluster
-//   default network (OVN-Kubernetes attaches the primary UDN itself and reads the claim from that element), or the
-//   existing element there gets the reference. Only at CREATE: a running pod's default network cannot change.
+//   the annotation `k8s.ovn.org/primary-udn-ipamclaim: <claim>` (read by every OVN-Kubernetes release), and, only
+//   when the VMI asks for addresses or a MAC on it (or the pod already has one), a `v1.multus-cni.io/default-network`
+//   element `{name, namespace, ips, mac, ipam-claim-reference}` naming the cluster default network NAD. Only at
+//   CREATE: a running pod's default network cannot change.
 // - "Persistent for this VMI" is src/claims' persistentNetworks() on the VMI spec: the very rule the controller uses
 //   to create claims, so a pod never references a claim the controller would not make.
 // - Never touched: pods that are not launcher pods, pods when the gate is off, elements of other networks, elements
@@ -17,7 +18,9 @@
 // - Built-in allocator networks (`addresses`, at CREATE only): the element also gets `ips`, exactly the claim's
 //   addresses, or the pod is denied (`denials`) when the claim has none (docs/allocator.md, "Pod admission").
 
-import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { isIPv4, isIPv6 } from 'node:net';
+import { ADDRESSES_ANNOTATION, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
+import { parseAddressesAnnotation } from '../allocator/allocator.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
 import { claimStanding, effectiveVmiSpec, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
@@ -73,7 +76,7 @@ export interface PodMutationReport {
 }
 
 export interface AddedReference {
-  annotation: typeof MULTUS_NETWORKS_ANNOTATION | typeof MULTUS_DEFAULT_NETWORK_ANNOTATION;
+  annotation: typeof MULTUS_NETWORKS_ANNOTATION | typeof MULTUS_DEFAULT_NETWORK_ANNOTATION | typeof OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION;
   /** The logical network (VMI network name). */
   network: string;
   claim: string;
@@ -250,34 +253,98 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     }
   }
 
-  // Primary user-defined network.
+  // Primary user-defined network. OVN-Kubernetes before December 2025 reads the claim only from the pod annotation
+  // k8s.ovn.org/primary-udn-ipamclaim; later releases read `ipam-claim-reference` of the default-network element
+  // first and fall back to that annotation. So the annotation is always set, and the element is written only where
+  // it carries something the annotation cannot, IP or MAC requests (Multus then requires its NAD to exist:
+  // --default-network-nad), or where the pod already has one (it only gets the reference).
   if (primary && input.operation === 'CREATE') {
     const cluster = input.clusterDefaultNetwork ?? DEFAULT_CLUSTER_NETWORK;
     const current = defaultNetwork?.ok ? defaultNetwork.elements[0] : undefined;
     const existing = current?.[IPAM_CLAIM_REFERENCE];
+    const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+    const requests = primaryRequests(vmi, primary.network, input.nads, namespace);
     if (typeof existing === 'string' && existing !== '' && existing !== primary.claim) {
       result.reports.push({
         reason: 'ConflictingClaimReference',
         network: primary.network,
         message: `${MULTUS_DEFAULT_NETWORK_ANNOTATION} already references IPAMClaim ${existing}, not ${primary.claim}; left unchanged`,
       });
+    } else if (typeof legacy === 'string' && legacy !== '' && legacy !== primary.claim) {
+      result.reports.push({
+        reason: 'ConflictingClaimReference',
+        network: primary.network,
+        message: `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION} already names IPAMClaim ${legacy}, not ${primary.claim}; left unchanged`,
+      });
     } else if (!usable(primary)) {
       // Denied: no reference to a claim that is not this VM's.
+    } else if ('problem' in requests) {
+      result.denials.push({ network: primary.network, message: requests.problem });
     } else {
-      // Respect an existing element (its network, namespace, interface...): only the reference is added.
-      const element: NetworkSelectionElement = current ? { ...current } : { name: cluster.name, namespace: cluster.namespace };
-      if (current && !current.namespace) element.namespace = namespace;
-      element[IPAM_CLAIM_REFERENCE] = primary.claim;
-      const value = serializeNetworkSelection([element]);
-      if (value !== defaultText) {
-        ops.push({ op: defaultText === undefined ? 'add' : 'replace', path: annotationPath(MULTUS_DEFAULT_NETWORK_ANNOTATION), value });
-        result.references.push({ annotation: MULTUS_DEFAULT_NETWORK_ANNOTATION, network: primary.network, claim: primary.claim });
+      if (legacy !== primary.claim) {
+        ops.push({ op: legacy === undefined ? 'add' : 'replace', path: annotationPath(OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION), value: primary.claim });
+        result.references.push({ annotation: OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, network: primary.network, claim: primary.claim });
+      }
+      const wanted = current !== undefined || requests.ips.length > 0 || requests.mac !== undefined;
+      if (wanted) {
+        // Respect an existing element (its network, namespace, interface, requests...): only what is missing is added.
+        const element: NetworkSelectionElement = current ? { ...current } : { name: cluster.name, namespace: cluster.namespace };
+        if (current && !current.namespace) element.namespace = namespace;
+        if (requests.ips.length > 0 && !Array.isArray(element.ips)) element.ips = requests.ips;
+        if (requests.mac !== undefined && typeof element.mac !== 'string') element.mac = requests.mac;
+        element[IPAM_CLAIM_REFERENCE] = primary.claim;
+        const value = serializeNetworkSelection([element]);
+        if (value !== defaultText) {
+          ops.push({ op: defaultText === undefined ? 'add' : 'replace', path: annotationPath(MULTUS_DEFAULT_NETWORK_ANNOTATION), value });
+          result.references.push({ annotation: MULTUS_DEFAULT_NETWORK_ANNOTATION, network: primary.network, claim: primary.claim });
+        }
       }
     }
   }
 
   result.patch = ops.length > before ? ops : [];
   return result;
+}
+
+/**
+ * What the VMI asks of its primary user-defined network: addresses (the `network.kubevirt.io/addresses` annotation,
+ * by interface name; a bare address gets the prefix length of the primary NAD's first subnet of its family, as
+ * OVN-Kubernetes wants CIDRs) and the interface's MAC. A request that cannot be honoured is a `problem`: the pod is
+ * denied rather than started with an address the VM did not ask for.
+ */
+function primaryRequests(
+  vmi: VirtualMachineInstance,
+  network: string,
+  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+  namespace: string,
+): { ips: string[]; mac?: string } | { problem: string } {
+  const iface = vmi.spec?.domain?.devices?.interfaces?.find((i) => i?.name === network);
+  const mac = typeof iface?.macAddress === 'string' && iface.macAddress !== '' ? iface.macAddress : undefined;
+  const text = vmi.metadata.annotations?.[ADDRESSES_ANNOTATION];
+  if (text === undefined) return { ips: [], ...(mac ? { mac } : {}) };
+  const parsed = parseAddressesAnnotation(text);
+  const problem = parsed.problems.find((p) => p.interface === network || p.interface === undefined);
+  if (problem) return { problem: `${problem.message} (VirtualMachineInstance ${namespace}/${vmi.metadata.name})` };
+  const asked = parsed.requests.get(network) ?? [];
+  const subnets = [...nads.entries()]
+    .filter(([key]) => key.startsWith(`${namespace}/`))
+    .map(([, nad]) => parseNadConfig(nad))
+    .find((config) => config.role === 'primary')?.subnets ?? [];
+  const ips: string[] = [];
+  for (const address of asked) {
+    if (address.includes('/')) {
+      ips.push(address);
+      continue;
+    }
+    const family = isIPv4(address) ? 4 : isIPv6(address) ? 6 : 0;
+    const subnet = subnets.find((s) => (family === 4 ? isIPv4(s.split('/')[0] ?? '') : isIPv6(s.split('/')[0] ?? '')));
+    const prefix = subnet?.split('/')[1];
+    if (family === 0 || !prefix) {
+      return { problem: `${ADDRESSES_ANNOTATION} asks for ${address} on network "${network}", which has no IPv${family || '4/6'} subnet to take it from` };
+    }
+    ips.push(`${address}/${prefix}`);
+  }
+  return { ips, ...(mac ? { mac } : {}) };
 }
 
 function isPodNetwork(vmi: VirtualMachineInstance, network: string): boolean {
