@@ -161,6 +161,18 @@ describe('pod admission handler', () => {
     assert.deepEqual(calls, []);
   });
 
+  it('a binding plugin element (passt): no API read of the VMI and no warning', async () => {
+    const { handle, calls } = handler({ cached: [vmi(['red'])] });
+    const pod = launcher(['red']);
+    const elements = JSON.parse(pod.metadata.annotations![NETWORKS]!);
+    elements.push({ name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } });
+    pod.metadata.annotations![NETWORKS] = JSON.stringify(elements);
+    const out = await handle(review(pod));
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.equal(out.response?.warnings, undefined);
+    assert.deepEqual(calls, []);
+  });
+
   it('VMI not in the cache yet: read from the API, then patched', async () => {
     const { handle, calls, registry } = handler({ api: vmi(['red']) });
     const out = await handle(review(launcher(['red'])));

@@ -89,3 +89,18 @@ export function nadKeyOfNetworkName(networkName: unknown, namespace: string): st
   if (parts.length === 2 && parts[0] && parts[1]) return `${parts[0]}/${parts[1]}`;
   return undefined;
 }
+
+/**
+ * KubeVirt adds one element per network binding plugin that has a NAD (e.g. passt): no `interface`, and
+ * `cni-args.logicNetworkName` naming the VMI network it serves. It is not a VM network of its own: the webhook
+ * leaves it alone without looking for it among the VMI's networks.
+ */
+export function isBindingPluginElement(element: NetworkSelectionElement): boolean {
+  const args = (element as Record<string, unknown>)['cni-args'];
+  return (
+    (element.interface === undefined || element.interface === '') &&
+    typeof args === 'object' &&
+    args !== null &&
+    typeof (args as Record<string, unknown>)['logicNetworkName'] === 'string'
+  );
+}

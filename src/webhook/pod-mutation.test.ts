@@ -290,6 +290,20 @@ const rows: Row[] = [
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
   },
   {
+    name: 'a binding plugin element (cni-args.logicNetworkName, no interface) is left alone, silently, not taken for a stale VMI',
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red'), { name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } }]) }),
+      vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')], [{ name: 'default', binding: { name: 'passt' } }, { name: 'red', bridge: {} }]),
+    },
+    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' }), { name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } }] },
+  },
+  {
+    name: 'an element with cni-args but an interface is a network element like any other (unknown: stale VMI suspected)',
+    input: { pod: pod({ [NETWORKS]: json([{ name: 'red', namespace: NS, interface: 'podffffffffff', 'cni-args': { logicNetworkName: 'x' } }]) }), vmi: vmi([multus('red', 'red')]) },
+    reports: ['UnknownNetworkElement', 'MissingNetworkElement'],
+    stale: true,
+  },
+  {
     name: 'pod without any annotation and a primary UDN: the annotations map is created',
     input: { pod: pod(undefined), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(PRIMARY) },
     expect: { [LEGACY]: 'vm1.default' },
@@ -422,6 +436,12 @@ describe('mayNeedReferences', () => {
     { name: 'a NAD not known yet', pod: pod({ [NETWORKS]: 'unknown' }), nads: nadMap(...NADS), expect: true },
     { name: 'a persistent primary network in the namespace', pod: pod({}), nads: nadMap(...NADS, PRIMARY), expect: true },
     { name: 'an unreadable annotation', pod: pod({ [NETWORKS]: '[' }), nads: nadMap(...NADS), expect: true },
+    {
+      name: 'a binding plugin element whose NAD is not known (another namespace): no VMI lookup for it',
+      pod: pod({ [NETWORKS]: json([el('blue', 'blue'), { name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } }]) }),
+      nads: nadMap(...NADS),
+      expect: false,
+    },
   ];
   for (const row of cases) it(row.name, () => assert.equal(mayNeedReferences(row.pod, NS, row.nads), row.expect));
 });

@@ -28,6 +28,7 @@ import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, P
 import {
   elementNamespace,
   IPAM_CLAIM_REFERENCE,
+  isBindingPluginElement,
   nadKeyOfNetworkName,
   parseNetworkSelection,
   serializeNetworkSelection,
@@ -194,6 +195,7 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     const taken = new Set<string>();
     let changed = false;
     elements.forEach((element, i) => {
+      if (isBindingPluginElement(element)) return;
       const key = `${elementNamespace(element, namespace)}/${element.name}`;
       const candidates = secondaries.filter((s) => s.nadKey === key);
       const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
@@ -369,6 +371,7 @@ export function mayNeedReferences(pod: Pod, namespace: string, nads: ReadonlyMap
   const parsed = parseNetworkSelection(text);
   if (!parsed.ok) return true;
   return parsed.elements.some((element) => {
+    if (isBindingPluginElement(element)) return false;
     const nad = nads.get(`${elementNamespace(element, namespace)}/${element.name}`);
     return nad === undefined || parseNadConfig(nad).allowPersistentIPs;
   });
