@@ -9,6 +9,7 @@ import {
   applyPlan,
   claim,
   claimOf,
+  claimOf as claimOfFixture,
   multus,
   nad,
   nadMap,
@@ -16,6 +17,7 @@ import {
   ovnNad,
   ownerRefTo,
   podNetwork,
+  vmiSpec,
   standaloneVmi,
   virtualMachine,
   VM_NAME,
@@ -89,7 +91,7 @@ describe('spec section 5: lifecycle', () => {
       },
       spec: { network: 'net-blue', interface: podInterfaceName('blue') },
     });
-    assert.equal(plan.creates[1]?.spec.network, 'br-green');
+    assert.equal(plan.creates[1]?.spec.network, 'net-green');
     assert.deepEqual(plan.owner, { kind: 'VirtualMachine', name: VM_NAME, uid: VM_UID });
     assert.deepEqual(plan.wanted, [
       { network: 'blue', claim: 'vm1.blue', status: 'wanted' },
@@ -659,7 +661,7 @@ describe('persistentNetworks', () => {
       {
         network: 'green',
         claim: 'vm1.green',
-        claimSpec: { network: 'br-green', interface: podInterfaceName('green') },
+        claimSpec: { network: 'net-green', interface: podInterfaceName('green') },
       },
       {
         network: 'gone',
@@ -879,6 +881,7 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
   const decideFor = (vm: VirtualMachine, claims: IPAMClaim[]) =>
     decide({ key: { namespace: NS, name: vm.metadata.name }, vm, nads, claims, gateEnabled: true });
   const alt = collisionClaimName('a.b', 'c');
+  const claimOf = (owner: VirtualMachine, network: string) => claimOfFixture(owner, network, { network: 'net-nad-bc' });
 
   it('the two VMs would share `a.b.c`', () => {
     assert.equal(claimName('a', 'b.c'), 'a.b.c');
@@ -931,5 +934,66 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
     const first = claimOf(vmA, 'b.c');
     const gone = decide({ key: { namespace: NS, name: 'a.b' }, nads, claims: [first], gateEnabled: true });
     assert.deepEqual(writes(gone), NONE);
+  });
+});
+
+describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names', () => {
+  const udn = ovnNad('udn', { role: 'primary', networkName: 'ns-udn' });
+  const nads = nadMap(udn, blue);
+
+  it('a renamed pod network: the old eth0 claim is in use only while the VMI still has the old name, then unplugged', () => {
+    const before = virtualMachine({ networks: [podNetwork('default')] });
+    const old = claimOf(before, 'default', { primary: true, network: 'ns-udn' });
+    const renamed = virtualMachine({ networks: [podNetwork('pod0')] });
+    const running = run({ vm: renamed, vmi: vmiOf(before), nads, claims: [old] });
+    assert.deepEqual(writes(running), { ...NONE, creates: ['vm1.pod0'] }, 'kept while the running VMI has it');
+    const restarted = run({ vm: renamed, vmi: vmiOf(renamed), nads, claims: [old] });
+    assert.deepEqual(writes(restarted), { ...NONE, creates: ['vm1.pod0'], deletes: ['vm1.default'] }, 'eth0 alone does not keep it');
+  });
+
+  it('an eth0 claim under a name this VM produces for its pod network is in use (ipam-extensions\' name included)', () => {
+    const theVm = virtualMachine({ networks: [podNetwork('Pod_Net')] });
+    const adopted = claim({ name: referenceClaimName('vm1', 'Pod_Net'), owners: [ownerRefTo(theVm)], finalizers: [CLAIM_FINALIZER], iface: 'eth0', network: 'ns-udn' });
+    const plan = run({ vm: theVm, nads, claims: [adopted] });
+    assert.deepEqual(writes(plan).deletes, []);
+  });
+
+  it('a network listed twice: reported (DuplicateNetworkName), the first one is used', () => {
+    const spec = vmiSpec([multus('blue', 'blue')]);
+    spec.networks!.push({ name: 'blue', multus: { networkName: 'blue' } });
+    const theVm: VirtualMachine = { ...virtualMachine(), spec: { template: { spec } } };
+    const plan = run({ vm: theVm, nads });
+    assert.deepEqual(writes(plan).creates, ['vm1.blue']);
+    assert.deepEqual(reasons(plan), ['DuplicateNetworkName']);
+    assert.match(plan.problems[0]!.message, /"blue" is listed more than once/);
+  });
+
+  it('a network without a name: reported (InvalidNetwork)', () => {
+    const spec = vmiSpec([multus('blue', 'blue')]);
+    spec.networks!.push({ multus: { networkName: 'blue' } } as unknown as NonNullable<typeof spec.networks>[number]);
+    const plan = run({ vm: { ...virtualMachine(), spec: { template: { spec } } }, nads });
+    assert.deepEqual(reasons(plan), ['InvalidNetwork']);
+  });
+
+  it('our claim for another network than the NAD names now: replaced when no VMI uses it', () => {
+    const theVm = vm({ running: false });
+    const stale = claimOf(theVm, 'blue', { network: 'old-network' });
+    const plan = run({ vm: theVm, nads: NADS, claims: [stale, claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
+    // Then its finalizer goes (no VMI uses it), then it is created anew for the right network.
+    let claims = applyPlan([stale, claimOf(theVm, 'green')], plan);
+    claims = applyPlan(claims, run({ vm: theVm, nads: NADS, claims }));
+    const last = run({ vm: theVm, nads: NADS, claims });
+    assert.deepEqual(writes(last).creates, ['vm1.blue']);
+    assert.equal(last.creates[0]?.spec.network, 'net-blue');
+  });
+
+  it('our claim for another network, while a VMI uses it: kept, reported (ClaimNetworkMismatch), no write', () => {
+    const theVm = vm();
+    const stale = claimOf(theVm, 'blue', { network: 'old-network' });
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [stale, claimOf(theVm, 'green')] });
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), ['ClaimNetworkMismatch']);
+    assert.match(plan.problems[0]!.message, /old-network.*net-blue/);
   });
 });

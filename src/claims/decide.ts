@@ -83,7 +83,10 @@ export type ProblemReason =
   | 'ClaimNameConflict'
   | 'ClaimTerminating'
   | 'ClaimOwnedByAnotherObject'
-  | 'ClaimNotOwned';
+  | 'ClaimNotOwned'
+  | 'ClaimNetworkMismatch'
+  | 'DuplicateNetworkName'
+  | 'InvalidNetwork';
 
 export interface Problem {
   reason: ProblemReason;
@@ -130,14 +133,15 @@ export function decide(input: DecideInput): Plan {
   const owner = ownerOf(input);
   if (owner) plan.owner = owner.ref;
 
+  const vmiNetworks = [...networksOf(input.vmi?.spec, true)];
+  const inVmi = usageOf(key.name, vmiNetworks);
+
   // WANTED: claims are created only while the gate is on and the owner is not going away; a terminating owner
   // would only get claims that garbage collection removes again.
   if (owner && input.gateEnabled && !owner.terminating) {
-    planWantedClaims(input, owner, claims, plan);
+    planWantedClaims(input, owner, claims, plan, inVmi);
   }
 
-  const vmiNetworks = [...networksOf(input.vmi?.spec, true)];
-  const inVmi = usageOf(key.name, vmiNetworks);
   const inUse = usageOf(key.name, [...networksOf(input.vm?.spec?.template?.spec, false), ...vmiNetworks]);
   for (const claim of claims) {
     const write = writeRef(claim);
@@ -146,7 +150,7 @@ export function decide(input: DecideInput): Plan {
     if (!write || refs.length === 0 || refs.some((ref) => ref.name !== key.name)) continue;
     if (hasFinalizer(claim) && (ownersAllGone(refs, input) || deletedAndUnused(claim, owner, inVmi))) {
       plan.removeFinalizers.push(write);
-    } else if (owner && !owner.terminating && isUnplugged(claim, owner, inUse)) {
+    } else if (owner && !owner.terminating && isUnplugged(claim, owner, inUse) && !plan.deletes.some((d) => d.uid === write.uid)) {
       plan.deletes.push(write);
     }
   }
@@ -214,7 +218,7 @@ type Verdict = Pick<NetworkVerdict, 'claimSpec' | 'problem'> | undefined;
 
 const blocked = (reason: ProblemReason, message: string): Verdict => ({ problem: { reason, message } });
 
-function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPAMClaim[], plan: Plan): void {
+function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPAMClaim[], plan: Plan, inVmi: Usage): void {
   const existing = new Map(claims.map((claim) => [claim.metadata.name, claim]));
   const claimedBy = new Map<string, string>();
 
@@ -262,6 +266,26 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
         },
         !ours,
       );
+    } else if (ours && found.spec?.network !== claimSpec.network) {
+      // EXISTING-OURS-STALE: our claim was made for another network than the NAD the VM names now (the network
+      // moved to another NAD under the same logical name). The IPAM plugin would allocate on the old network, or
+      // fail to, or hand its address out again on the new one: the claim is replaced, but only once no VMI uses it,
+      // since deleting it would free the addresses of a running VM. Until then it is reported, and the webhook
+      // refuses new launcher pods on it (ClaimNetworkMismatch).
+      const write = writeRef(found);
+      const onlyThisKey = kubevirtOwnerRefs(found).every((ref) => ref.name === input.key.name);
+      if (!isUsed(found, inVmi) && write && onlyThisKey && hasOurMark(found, owner)) {
+        plan.deletes.push(write);
+        plan.wanted.push({ network, claim: name, status: 'blocked', reason: 'ClaimNetworkMismatch' });
+      } else {
+        block({
+          reason: 'ClaimNetworkMismatch',
+          message:
+            `IPAMClaim ${name} is for network "${found.spec?.network ?? ''}", but ${owner.ref.kind} ${owner.ref.name} now ` +
+            `names network "${claimSpec.network}"; it is replaced once no VMI uses it (stop the VM), and new launcher ` +
+            'pods are refused until then',
+        });
+      }
     } else if (ours) {
       // EXISTING-OURS: steady state. Never "fixing" its spec or labels keeps resyncs at zero writes, and the IPAM
       // plugin keys its allocation on the claim as it is.
@@ -337,8 +361,18 @@ export function persistentNetworks(
   spec = effectiveVmiSpec(spec);
   const result: NetworkVerdict[] = [];
   const seen = new Set<string>();
-  for (const net of spec?.networks ?? []) {
-    if (!net || typeof net.name !== 'string' || seen.has(net.name)) continue;
+  for (const [index, net] of (spec?.networks ?? []).entries()) {
+    // Networks skipped here are reported (an Event on the VM), never dropped silently: KubeVirt's validation should
+    // have refused them, so they mean a spec that did not pass through it as expected.
+    if (!net || typeof net.name !== 'string' || net.name === '') {
+      result.push({ network: '', claim: '', problem: { reason: 'InvalidNetwork', message: `network #${index} has no name; it is skipped` } });
+      continue;
+    }
+    if (seen.has(net.name)) {
+      const message = `network "${net.name}" is listed more than once; only the first is considered`;
+      result.push({ network: net.name, claim: claimNameFor(key.name, net.name, claims), problem: { reason: 'DuplicateNetworkName', message } });
+      continue;
+    }
     seen.add(net.name);
     if (isAbsent(spec, net.name)) continue;
     let verdict: Verdict;
@@ -526,8 +560,11 @@ function deletedAndUnused(claim: IPAMClaim, owner: Owner | undefined, inVmi: Usa
 // of a running VM away on a mere config edit; they go with the VM, or when the network is removed from it.
 function isUnplugged(claim: IPAMClaim, owner: Owner, inUse: Usage): boolean {
   if (isTerminating(claim) || !isOwnedBy(claim, owner.ref.uid)) return false;
-  const ourMark = hasFinalizer(claim) || claim.metadata.labels?.[VM_LABEL] === owner.ref.name;
-  return ourMark && !isUsed(claim, inUse);
+  return hasOurMark(claim, owner) && !isUsed(claim, inUse);
+}
+
+function hasOurMark(claim: IPAMClaim, owner: Owner): boolean {
+  return hasFinalizer(claim) || claim.metadata.labels?.[VM_LABEL] === owner.ref.name;
 }
 
 interface Usage {
@@ -562,9 +599,16 @@ function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
   return usage;
 }
 
+/**
+ * By name (any name this VM gives or gave the claim of a network it has), or by pod interface, which for a secondary
+ * network is a hash of the network's name and so identifies it whatever the claim is called. `eth0` identifies no
+ * network (every pod network is on eth0): an eth0 claim is in use only under a name this VM produces for a pod
+ * network it has, so a renamed pod network's old claim is not kept for the VM's whole life.
+ */
 function isUsed(claim: IPAMClaim, usage: Usage): boolean {
   const iface = claim.spec?.interface;
-  return usage.claimNames.has(claim.metadata.name) || (!!iface && usage.interfaces.has(iface));
+  if (usage.claimNames.has(claim.metadata.name)) return true;
+  return !!iface && iface !== PRIMARY_POD_INTERFACE && usage.interfaces.has(iface);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ export function ovnNad(name: string, opts: OvnNadOptions = {}): NetworkAttachmen
 export function annotatedBridgeNad(name: string, opts: NadOptions = {}): NetworkAttachmentDefinition {
   return nad(
     name,
-    { cniVersion: '0.4.0', name: `br-${name}`, type: 'bridge', bridge: 'br1', ipam: { type: 'static' } },
+    { cniVersion: '0.4.0', name: `net-${name}`, type: 'bridge', bridge: 'br1', ipam: { type: 'static' } },
     { ...opts, annotations: { ...opts.annotations, [NAD_PERSISTENT_IPS_ANNOTATION]: 'true' } },
   );
 }
@@ -261,6 +261,8 @@ export function claimOf(
     finalizers: [CLAIM_FINALIZER],
     labels: { [VM_LABEL]: owner.metadata.name },
     iface: opts.primary ? PRIMARY_POD_INTERFACE : podInterfaceName(network),
+    // The fixture NADs' network names are `net-<NAD name>`; most tests name the VM network after its NAD.
+    network: `net-${network}`,
     ips: ['10.100.0.5/24'],
     ...opts,
   });
