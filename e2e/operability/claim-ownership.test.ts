@@ -182,9 +182,9 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     const { oldClaim, newVmUid, newVmiUid, refusal } = await recreateWhileOldClaimTerminates('vm-a', true);
     t.diagnostic(`refused: ${refusal.slice(0, 300)}`);
     assert.match(refusal, /IPAMClaim vm-a\.red belongs to VirtualMachine vm-a \(uid /);
-    const events = await poll('an Event on the new VM', 10_000, async () => {
+    const events = await poll('a LauncherPodRefused Event on the new VM', 10_000, async () => {
       const list = await eventsOn(newVmUid);
-      return list.some((e) => e.reason === 'ClaimOwnedByAnotherObject') ? list : undefined;
+      return list.some((e) => e.reason === 'LauncherPodRefused' && /\(ClaimOwnedByAnotherObject\): IPAMClaim vm-a\.red/.test(e.message ?? '')) ? list : undefined;
     });
     t.diagnostic(`Event on the new VM: ${events.map((e) => `${e.reason}: ${e.message}`).join(' | ').slice(0, 300)}`);
 
@@ -218,6 +218,10 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     t.diagnostic(`refused by the standby: ${refusal.slice(0, 300)}`);
     assert.match(refusal, /IPAMClaim vm-b\.red belongs to VirtualMachine vm-b \(uid /);
     assert.ok(oldClaim.metadata.finalizers?.includes(CLAIM_FINALIZER), 'nobody released the old claim: it still has our finalizer');
+    const refusedEvent = await poll('a LauncherPodRefused Event from the standby', 10_000, async () =>
+      (await eventsOn(newVmUid)).find((e) => e.reason === 'LauncherPodRefused'),
+    );
+    t.diagnostic(`Event by the standby: ${refusedEvent.reason}: ${refusedEvent.message?.slice(0, 200)}`);
 
     // The other holder goes away: this replica takes the Lease, releases the old claim, makes the new one.
     const released = Date.now();

@@ -4,6 +4,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { merge } from 'rxjs';
 import { createAllocator } from '../allocator/loop.ts';
 import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';
@@ -277,6 +278,10 @@ async function startWebhook(
   // Denials are recorded on the VM by every replica that answers admissions, leader or not: a standby is exactly
   // where a VM waits for a claim nobody is creating yet, and its Events say so.
   const denialEvents = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'webhook-events' }));
+  // What it remembers of a VM goes with the VM (as the controller's recorder does).
+  merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
+    if (e.type === 'delete' && e.object.metadata.uid) denialEvents.forget(e.object.metadata.uid);
+  });
   const mutatePod = createPodAdmissionHandler({
     logger: log,
     gateEnabled: deps.gateEnabled,

@@ -391,7 +391,8 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`], 'the API has the last word before a denial (both names the claim may have)');
     assert.equal(events.length, 1);
     assert.equal(events[0]!.target, 'VirtualMachine vm1 vm-uid-2');
-    assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['ClaimOwnedByAnotherObject']);
+    assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['LauncherPodRefused']);
+    assert.match(events[0]!.causes[0]!.message, /^launcher pods are not admitted \(ClaimOwnedByAnotherObject\): IPAMClaim vm1\.red belongs to/);
   });
 
   it('the cache still shows the old claim, the API already the new one: admitted with the reference', async () => {
@@ -422,7 +423,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     assert.equal(out.response?.status?.code, 503);
     assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red does not exist yet/);
     assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`]);
-    assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['ClaimNotFound']);
+    assert.match(events[0]!.causes[0]!.message, /\(ClaimNotFound\)/);
   });
 
   it('the claim cannot be read from the API: denied as a transient lookup failure, never admitted', async () => {

@@ -190,6 +190,14 @@ export function vmiOf(pod: Pod): { name: string; uid?: string } | undefined {
 
 const CLAIM_POLL_MS = 20;
 
+/**
+ * The reason of the Events the webhook posts on a VM whose launcher pods it refuses; the message starts with the
+ * cause (ClaimNotFound, ClaimOwnedByAnotherObject, ...). Distinct from the controller's reasons, which say what
+ * blocks a claim, so that `kubectl get events --field-selector reason=LauncherPodRefused` lists the VMs kept from
+ * starting.
+ */
+export const LAUNCHER_POD_REFUSED = 'LauncherPodRefused';
+
 type Outcome = 'patched' | 'unchanged' | 'skipped' | 'denied' | 'allowed_without_vmi' | 'unreadable';
 
 class TransientLookupError extends Error {
@@ -410,7 +418,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       if (target) {
         deps.reportDenials?.(
           target,
-          result.denials.map((d) => ({ reason: d.reason ?? 'AddressesNotAllocated', message: `launcher pods are not admitted: ${d.message}` })),
+          result.denials.map((d) => ({ reason: LAUNCHER_POD_REFUSED, message: `launcher pods are not admitted (${d.reason ?? 'AddressesNotAllocated'}): ${d.message}` })),
         );
       }
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };

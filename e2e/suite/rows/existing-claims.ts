@@ -8,6 +8,7 @@ import {
   assertQuiet,
   createPersistentNad,
   createRunningVM,
+  createVM,
   expectedPodInterface,
   hasOurFinalizer,
   ownerOf,
@@ -21,10 +22,32 @@ import {
   VM_LABEL,
 } from '../fixtures.ts';
 import { eventsFor, paths, type IPAMClaim, type KubeObject } from '../kube.ts';
-import { waitFor } from '../../kubevirt-standin/index.ts';
+import { parseNetworksAnnotation, waitFor } from '../../kubevirt-standin/index.ts';
+import type { V1Pod } from '@kubernetes/client-node';
+
+const networkElementsOf = (pod: V1Pod) => parseNetworksAnnotation(pod.metadata?.annotations?.['k8s.v1.cni.cncf.io/networks']) ?? [];
 
 /** How many full resync passes a "still exactly one Event" check waits through. */
 const RESYNCS = 3;
+
+/**
+ * The VM's launcher pod is refused while the claim of its name is not its own: a LauncherPodRefused Event on the VM
+ * with the cause, and no launcher pod of it exists (each creation the stand-in retries is refused).
+ */
+async function assertRefused(env: SuiteEnv, ns: string, vm: { metadata: { name: string; uid?: string } }, cause: RegExp): Promise<void> {
+  const refused = await waitForEvent(env, ns, vm.metadata.uid!, 'LauncherPodRefused');
+  assert.match(refused[0]!.message, cause);
+  assert.deepEqual((await env.kv.listLauncherPods(ns, vm.metadata.name)).map((p) => p.metadata?.name), [], 'no launcher pod admitted');
+}
+
+/** Once the VM's own claim exists, KubeVirt's retry starts the VM, its pod pointed at that claim. */
+async function assertRunsOn(env: SuiteEnv, ns: string, name: string, claim: IPAMClaim): Promise<void> {
+  const { pod } = await env.kv.waitForVMIRunning(ns, name, { timeoutMs: EVENTUALLY_MS });
+  const refs = networkElementsOf(pod).map((e) => e['ipam-claim-reference']).filter((r) => r !== undefined);
+  assert.deepEqual(refs, [claim.metadata.name]);
+  const now = await env.api.claim(ns, claim.metadata.name);
+  assert.equal(now?.metadata.uid, claim.metadata.uid, 'the claim the pod references is the VM\'s own');
+}
 
 export function registerExistingClaims(env: SuiteEnv): void {
   describe('claim with the same name but another owner UID', () => {
@@ -49,8 +72,10 @@ export function registerExistingClaims(env: SuiteEnv): void {
       const logFrom = ctl.logs.length;
       const blockedBefore = await ctl.metric('persistent_ips_persistence_blocked_total', { reason: 'ClaimOwnedByAnotherObject' });
 
-      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      // The VM does not start on a claim that is not its own: its launcher pod is refused (docs/webhook-behaviour.md).
+      const vm = await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
       const first = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
+      await assertRefused(env, ns, vm, /\(ClaimOwnedByAnotherObject\): IPAMClaim vm1\.red belongs to ConfigMap previous-owner/);
       assert.equal(first[0]!.type, 'Warning');
       assert.match(first[0]!.message, /vm1\.red/);
       await waitForResyncs(ctl, RESYNCS, ctl.logs.length);
@@ -83,6 +108,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
       );
       const claims = new Map([['vm1.red', replaced]]);
       assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
+      await assertRunsOn(env, ns, 'vm1', replaced);
     });
   });
 
@@ -108,9 +134,11 @@ export function registerExistingClaims(env: SuiteEnv): void {
       assert.equal(terminating.metadata.ownerReferences?.[0]?.uid, earlier.metadata.uid);
 
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const vm = await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
       assert.notEqual(vm.metadata.uid, earlier.metadata.uid);
       const events = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimTerminating');
+      // Its launcher pod is never pointed at the earlier VM's claim (that would be the earlier VM's address).
+      await assertRefused(env, ns, vm, /\(ClaimOwnedByAnotherObject\): IPAMClaim vm1\.red belongs to VirtualMachine vm1/);
       assert.match(events[0]!.message, /vm1\.red/);
       await assertQuiet(claimLog, 'the terminating claim while the new VM waits');
       const still = await env.api.claim(ns, 'vm1.red');
@@ -124,6 +152,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
       const claims = await waitForClaims(env, ns, ['vm1.red']);
       assert.notEqual(claims.get('vm1.red')!.metadata.uid, terminating.metadata.uid, 'a new claim');
       assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
+      await assertRunsOn(env, ns, 'vm1', claims.get('vm1.red')!);
     });
   });
 
@@ -140,8 +169,9 @@ export function registerExistingClaims(env: SuiteEnv): void {
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
       const ctl = env.shared;
 
-      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const vm = await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
       const first = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimNotOwned');
+      await assertRefused(env, ns, vm, /\(ClaimNotOwned\): IPAMClaim vm1\.red has no owner/);
       assert.equal(first[0]!.type, 'Warning');
       await waitForResyncs(ctl, RESYNCS, ctl.logs.length);
       assert.equal((await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimNotOwned')).length, 1, 'exactly one Event');
