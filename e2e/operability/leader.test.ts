@@ -8,7 +8,8 @@
 // show that launcher pods keep being admitted, with their references, across the leader's death; and the killed
 // replica (A) is asked directly, over TLS with the published CA, from before the load starts until it is killed,
 // to show that it answered correctly as long as it lived. Together: both replicas served, and the one the API
-// server uses never stopped.
+// server uses never stopped. A VM created while nobody leads has its launcher pod refused until the new leader made
+// its claim (never admitted without it, nor with another's), then admitted on the retry.
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
@@ -181,7 +182,13 @@ describe('operability: leader election between two controller processes', { time
       const { pod } = await standIn.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
       assert.deepEqual(claimReferences(pod), red(v.name), `launcher pod of ${v.name}`);
     }
-    assert.deepEqual(world.rejectedLauncherPods(), [], 'the API server refused no launcher pod of the stand-in');
+    // While no replica leads, nobody creates the claims of VMs made meanwhile: their launcher pods are refused as
+    // "not yet" (ClaimNotFound, docs/webhook-behaviour.md) and admitted on the stand-in's retry once B made them
+    // (just asserted). Any other refusal is a failure.
+    const refused = world.rejectedLauncherPods();
+    const notYet = refused.filter((w) => /IPAMClaim \S+\.red does not exist yet/.test(w.err ?? ''));
+    assert.deepEqual(refused.filter((w) => !notYet.includes(w)), [], 'the API server refused no launcher pod of the stand-in for any other reason');
+    t.diagnostic(`stand-in launcher pods refused while the claim was not made yet (failover window): ${notYet.length}, for ${new Set(notYet.map((w) => w.key)).size} VMs`);
     const failedDirect = directPods.filter((p) => !p.ok);
     assert.deepEqual(failedDirect, [], 'no launcher pod made directly was refused');
     for (const p of directPods) if (p.ok) assert.deepEqual(claimReferences(p.pod), red('probe'));
