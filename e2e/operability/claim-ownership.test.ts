@@ -171,7 +171,8 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
       `ordinary start x${N}: VM → claim median ${med(rows.map((r) => r.claimMs))} ms (max ${Math.max(...rows.map((r) => r.claimMs))}); ` +
         `VM → launcher pod admitted median ${med(rows.map((r) => r.podMs))} ms (max ${Math.max(...rows.map((r) => r.podMs))}); ` +
         `admissions patched ${delta('persistent_ips_webhook_admissions_total', { result: 'patched' })}, denied ${delta('persistent_ips_webhook_admissions_total', { result: 'denied' })}; ` +
-        `webhook latency mean ${latencyMs.toFixed(1)} ms`,
+        `webhook latency mean ${latencyMs.toFixed(1)} ms; claim found: cache ${delta('persistent_ips_webhook_claim_lookups_total', { source: 'cache' })}, ` +
+        `cache after a wait ${delta('persistent_ips_webhook_claim_lookups_total', { source: 'cache_after_wait' })}, api ${delta('persistent_ips_webhook_claim_lookups_total', { source: 'api' })}`,
     );
     for (let i = 0; i < N; i++) await standIn.deleteVM(ns, `vm-start-${i}`);
   });

@@ -173,6 +173,14 @@ describe('pod admission handler', () => {
     assert.deepEqual(calls, []);
   });
 
+  it('the claim is this VM\'s in the cache: counted as a cache hit, no wait, no API read', async () => {
+    const { handle, claimCalls, registry } = handler({ cached: [vmi(['red'])], claimWaitMs: 2_000 });
+    const out = await handle(review(launcher(['red'])));
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.deepEqual(claimCalls, []);
+    assert.match(await registry.metrics(), /persistent_ips_webhook_claim_lookups_total\{source="cache"\} 1/);
+  });
+
   it('VMI not in the cache yet: read from the API, then patched', async () => {
     const { handle, calls, registry } = handler({ api: vmi(['red']) });
     const out = await handle(review(launcher(['red'])));
@@ -405,13 +413,14 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
   });
 
   it('no claim yet: the cache is watched for it (the controller is creating it), then the pod is admitted without a retry', async () => {
-    const { handle, claims, claimCalls } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 2_000 });
+    const { handle, claims, claimCalls, registry } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 2_000 });
     setTimeout(() => claims.items.push(NEW), 50);
     const pod = launcher(['red']);
     const out = await handle(review(pod));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(claimCalls, [], 'found in the cache, no API read');
+    assert.match(await registry.metrics(), /persistent_ips_webhook_claim_lookups_total\{source="cache_after_wait"\} 1/);
   });
 
   it('no claim at all (e.g. only standby replicas, nobody creating it): denied with ClaimNotFound after the wait and an API read', async () => {

@@ -292,11 +292,13 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
         return claimStanding(view.get(name), name, owners, verdict.claimSpec?.network).usable;
       };
       let view = fromCache();
-      if (create && !usable(view)) {
+      if (!create || usable(view)) deps.metrics?.claimLookups.inc({ source: 'cache' });
+      else {
         while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {
           await new Promise((resolve) => setTimeout(resolve, Math.min(CLAIM_POLL_MS, Math.max(1, waitUntil - Date.now()))));
           view = fromCache();
         }
+        deps.metrics?.claimLookups.inc({ source: usable(view) ? 'cache_after_wait' : 'api' });
         if (!usable(view)) {
           const fetched = new Map<string, IPAMClaim>();
           for (const name of names) {

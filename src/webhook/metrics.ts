@@ -9,6 +9,7 @@ export interface WebhookMetrics {
   latency: Histogram<'webhook'>;
   admissions: Counter<'result'>;
   vmiLookups: Counter<'source'>;
+  claimLookups: Counter<'source'>;
 }
 
 /** Registers the webhook metrics in `registry` (once per registry). */
@@ -33,6 +34,12 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
     vmiLookups: new Counter({
       name: 'persistent_ips_webhook_vmi_lookups_total',
       help: 'Where the webhook found the VMI of a launcher pod: cache, api, api_not_found, api_error.',
+      labelNames: ['source'],
+      registers,
+    }),
+    claimLookups: new Counter({
+      name: 'persistent_ips_webhook_claim_lookups_total',
+      help: "Where the webhook found the claim a launcher pod is pointed at, by network: cache (this VM's at once), cache_after_wait (appeared while watched), api (read after the wait; usable or not).",
       labelNames: ['source'],
       registers,
     }),
