@@ -30,7 +30,7 @@ async function main(argv: string[]): Promise<number> {
           .option('feature-gates', { type: 'string', describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)' })
           .option('log-level', { type: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] })
           .option('leader-elect', { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' })
-          .option('controller-namespace', { type: 'string', describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then the kubeconfig context namespace, then persistent-ips-system' })
+          .option('controller-namespace', { type: 'string', describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)' })
           .option('metrics-bind-address', { type: 'string', default: ':8080', describe: 'Address of /metrics; 0 disables it' })
           .option('health-probe-bind-address', { type: 'string', default: ':8081', describe: 'Address of /healthz and /readyz; 0 disables them' })
           .option('qps', { type: 'number', default: 50, describe: 'Client-side limit of API requests per second (like client-go QPS)' })

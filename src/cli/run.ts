@@ -165,7 +165,7 @@ export async function run(options: RunOptions): Promise<number> {
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
 
-  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? loaded.namespace ?? 'persistent-ips-system';
+  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? 'persistent-ips-system';
   const webhook = await startWebhook(options, {
     client,
     sources,
