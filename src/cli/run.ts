@@ -21,7 +21,10 @@ import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreCli
 import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, serviceDnsNames } from '../webhook/certs.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
-import { EXIT } from './exit-codes.ts';
+import { parseBindAddress } from './addresses.ts';
+import { CliError, EXIT } from './exit-codes.ts';
+
+export { CliError };
 
 export interface RunOptions {
   kubeconfig?: string;
@@ -53,30 +56,15 @@ export interface RunOptions {
   allocator?: boolean;
 }
 
-/** A failure the CLI turns into a message for a person and a distinct exit code. */
-export class CliError extends Error {
-  readonly exitCode: number;
-  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
-    super(message, options);
-    this.exitCode = exitCode;
-  }
-}
-
-/** ":8080" → all interfaces, "127.0.0.1:8080" → that host, "0" → disabled. */
-export function parseBindAddress(value: string): { host: string; port: number } | undefined {
-  if (value === '0' || value === '') return undefined;
-  const colon = value.lastIndexOf(':');
-  const host = colon > 0 ? value.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
-  const port = Number(colon >= 0 ? value.slice(colon + 1) : value);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`invalid bind address "${value}": expected [host]:port or 0`, EXIT.usage);
-  return { host, port };
-}
-
 function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
   let loaded: LoadedKubeConfig;
   try {
     loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
   } catch (err) {
+    if (err instanceof KubeConfigError && (options.kubeconfig !== undefined || options.context !== undefined)) {
+      // The file or context the user named is wrong: say which, in one line.
+      throw new CliError(err.message.replace(/\s*\n\s*/g, ' '), EXIT.noKubeconfig, { cause: err });
+    }
     if (err instanceof KubeConfigError) {
       throw new CliError(
         `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.` +
@@ -114,10 +102,29 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
     }
   }
   throw new CliError(
-    `${new ClusterUnreachableError(server, { cause: lastError }).message}\nIs the cluster running, and is this the right kubeconfig/context?`,
+    `${new ClusterUnreachableError(server, { cause: lastError }).message.replace(/\s*\n\s*/g, ' ')} (is the cluster running, and is this the right kubeconfig/context?)`,
     EXIT.clusterUnreachable,
     { cause: lastError },
   );
+}
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'address already in use',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+  EADDRNOTAVAIL: 'no such local address',
+  ENOTFOUND: 'unknown host',
+};
+
+/** A port the user chose cannot be bound: one line naming the flag and the address. */
+async function listenOrExplain<T>(listening: Promise<T>, server: string, address: string): Promise<T> {
+  try {
+    return await listening;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    const why = LISTEN_ERRORS[code];
+    if (why === undefined) throw err;
+    throw new CliError(`cannot listen on ${address} (--${server}-bind-address): ${why} (${code})`, EXIT.failure, { cause: err });
+  }
 }
 
 /** Runs until SIGINT/SIGTERM; resolves with the exit code. */
@@ -161,7 +168,7 @@ export async function run(options: RunOptions): Promise<number> {
     servers.push(createTelemetryServer({ logger: log, port: metricsAddr.port, host: metricsAddr.host, registry: metrics.registry, health: false }));
   }
   for (const server of servers) {
-    const addr = await server.listen();
+    const addr = await listenOrExplain(server.listen(), server === probesServer ? 'health-probe' : 'metrics', server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress);
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
 
@@ -298,7 +305,7 @@ async function startWebhook(
       },
     });
   }
-  const bound = await server.listen();
+  const bound = await listenOrExplain(server.listen(), 'webhook', options.webhookBindAddress);
   await certificates.start();
   log.info({ address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready() }, 'serving the launcher-pod webhook');
   return { server, certificates };

@@ -13,8 +13,7 @@ import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
 import { trimIPAMClaim, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
-import { EXIT } from './exit-codes.ts';
-import { CliError } from './run.ts';
+import { CliError, EXIT } from './exit-codes.ts';
 
 export interface StatusRow {
   namespace: string;
@@ -238,7 +237,10 @@ export async function status(options: StatusOptions, out: { write(text: string):
   try {
     loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
   } catch (err) {
-    if (err instanceof KubeConfigError) throw new CliError(`${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`, EXIT.noKubeconfig, { cause: err });
+    if (err instanceof KubeConfigError) {
+      const named = options.kubeconfig !== undefined || options.context !== undefined;
+      throw new CliError(named ? err.message.replace(/\s*\n\s*/g, ' ') : `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`, EXIT.noKubeconfig, { cause: err });
+    }
     throw err;
   }
   const client = KubeClient.fromKubeConfig(loaded.kubeConfig, { timeoutMs: 30_000 });
