@@ -7,7 +7,8 @@ import type { Logger } from 'pino';
 import { createAllocator } from '../allocator/loop.ts';
 import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';
-import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
+import { FEATURE_GATE } from '../claims/constants.ts';
+import { describeGate, parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/client.ts';
 import { isUnauthorized } from '../kube/errors.ts';
 import { createLeaderElector } from '../leader/elector.ts';
@@ -199,7 +200,11 @@ export async function run(options: RunOptions): Promise<number> {
   process.on('SIGTERM', onSignal);
 
   await Promise.race([sources.synced(), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
-  if (!stopping.signal.aborted) log.info({ gate: controller.gate() }, 'caches synced');
+  if (!stopping.signal.aborted) {
+    const gate = controller.gate();
+    log.info({ gate }, 'caches synced');
+    log.info({ featureGate: FEATURE_GATE, enabled: gate.enabled, source: gate.source }, `feature gate ${FEATURE_GATE} is ${describeGate(gate)}`);
+  }
 
   const drainMs = options.gracefulShutdownTimeout * 1000;
   // The allocator serves its own queue under the same leadership as the controller.
