@@ -52,6 +52,13 @@ describe('command line', () => {
     assert.equal(parsed.options.featureGates, 'PersistentIPs=true');
   });
 
+  it('run: TLS flags in the Kubernetes spelling, suites comma-separated or repeated', async () => {
+    const parsed = await parseCommandLine(['run', '--tls-min-version', 'VersionTLS13', '--tls-cipher-suites', 'TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384', '--tls-cipher-suites', 'TLS_CHACHA20_POLY1305_SHA256'], { env: outside });
+    assert.ok(parsed.command === 'run');
+    assert.equal(parsed.options.tlsMinVersion, 'VersionTLS13');
+    assert.deepEqual(parsed.options.tlsCipherSuites, ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256']);
+  });
+
   it('status: positional VM and short flags', async () => {
     const parsed = await parseCommandLine(['status', 'vm1', '-n', 'ns', '-o', 'json'], { env: outside });
     assert.deepEqual(parsed, { command: 'status', options: { namespace: 'ns', vm: 'vm1', allNamespaces: false, output: 'json' } });
@@ -89,6 +96,8 @@ describe('command line', () => {
     [['run', '--kubeconfig', ''], /--kubeconfig must not be empty/],
     [['status', '-n', 'a', '-A'], /--namespace and --all-namespaces exclude each other/],
     [['status', '-o', 'yaml'], /output/],
+    [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
+    [['run', '--tls-cipher-suites', 'TLS_AES_128_GCM_SHA256,TLS_RSA_WITH_3DES_EDE_CBC_SHA'], /--tls-cipher-suites: unknown or unsupported cipher suite "TLS_RSA_WITH_3DES_EDE_CBC_SHA"/],
   ];
   for (const [argv, expected] of misuse) {
     it(`usage error: ${argv.join(' ') || '(nothing)'}`, async () => {

@@ -4,6 +4,7 @@
 
 import yargs, { type Argv } from 'yargs';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
+import { splitSuites, tlsProfile } from '../webhook/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import type { RunOptions } from './run.ts';
@@ -67,13 +68,28 @@ function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
     .option('webhook-cert-host', { type: 'string', array: true, requiresArg: true, default: [] as string[], describe: 'Extra DNS name or IP in the self-made certificate (repeatable)' })
     .option('webhook-cert-validity', { type: 'number', requiresArg: true, describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3' })
     .option('webhook-ca-validity', { type: 'number', requiresArg: true, describe: 'Seconds the self-made CA is valid (default five years)' })
+    .option('tls-min-version', { type: 'string', requiresArg: true, default: 'VersionTLS12', describe: 'Minimum TLS version of the webhook (and secure metrics) server: VersionTLS12 or VersionTLS13' })
+    .option('tls-cipher-suites', {
+      type: 'string',
+      array: true,
+      requiresArg: true,
+      default: [] as string[],
+      defaultDescription: 'TLS 1.3 suites, and for TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305 only',
+      describe: 'Comma-separated IANA cipher suite names, as for Kubernetes components (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 suites stay on unless some are named',
+    })
     .option('allocator', { type: 'boolean', default: true, describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off' })
     .check((a) => {
       rejectRepeats(a, [
         'kubeconfig', 'context', 'namespace', 'concurrency', 'feature-gates', 'log-level', 'leader-elect', 'controller-namespace', 'metrics-bind-address',
         'health-probe-bind-address', 'qps', 'burst', 'resync-period', 'graceful-shutdown-timeout', 'webhook-bind-address', 'webhook-cert-provisioning',
         'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'webhook-cert-validity', 'webhook-ca-validity', 'allocator',
+        'tls-min-version',
       ]);
+      try {
+        tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String)));
+      } catch (err) {
+        throw new BadValue((err as Error).message);
+      }
       for (const name of ['kubeconfig', 'context', 'namespace', 'controller-namespace', 'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name'] as const) {
         bad(a[name] === '', `--${name} must not be empty`);
       }
@@ -159,6 +175,8 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
           ...(a['webhook-cert-validity'] !== undefined ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
           ...(a['webhook-ca-validity'] !== undefined ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
           allocator: a.allocator,
+          tlsMinVersion: a['tls-min-version'],
+          tlsCipherSuites: splitSuites(a['tls-cipher-suites'].map(String)),
         },
       };
     })

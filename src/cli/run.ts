@@ -22,6 +22,7 @@ import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreCli
 import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, serviceDnsNames } from '../webhook/certs.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
+import { tlsProfile } from '../webhook/tls-profile.ts';
 import { parseBindAddress } from './addresses.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 
@@ -55,6 +56,10 @@ export interface RunOptions {
   webhookCaValidity?: number;
   /** Run the built-in allocator for NADs that opt in (docs/allocator.md). Default true. */
   allocator?: boolean;
+  /** VersionTLS12 or VersionTLS13 (default VersionTLS12). */
+  tlsMinVersion?: string;
+  /** IANA names; empty: the AEAD-only default. */
+  tlsCipherSuites?: string[];
 }
 
 function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
@@ -288,7 +293,9 @@ async function startWebhook(
     ...(options.namespace ? { watchNamespace: options.namespace } : {}),
     ...(deps.podAddresses ? { podAddresses: deps.podAddresses } : {}),
   });
-  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod, metrics: webhookMetrics });
+  const tls = tlsProfile(options.tlsMinVersion, options.tlsCipherSuites);
+  if (tls.weak.length > 0) log.warn({ weak: tls.weak }, 'weak TLS cipher suites configured with --tls-cipher-suites');
+  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod, metrics: webhookMetrics, tls });
   const onCertificate = (pair: Parameters<WebhookServer['setCertificate']>[0]) => server.setCertificate(pair);
   let certificates: CertificateSource;
   if (options.webhookCertProvisioning === 'external') {
@@ -312,6 +319,9 @@ async function startWebhook(
   }
   const bound = await listenOrExplain(server.listen(), 'webhook', options.webhookBindAddress);
   await certificates.start();
-  log.info({ address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready() }, 'serving the launcher-pod webhook');
+  log.info(
+    { address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready(), tlsMinVersion: tls.minVersion, cipherSuites: tls.suites },
+    'serving the launcher-pod webhook',
+  );
   return { server, certificates };
 }
