@@ -222,3 +222,51 @@ describe('webhook server TLS settings', () => {
     });
   });
 });
+
+describe('webhook server body limit', () => {
+  /** POSTs `total` bytes in 64 KiB chunks with Transfer-Encoding: chunked (no Content-Length). */
+  const postChunked = (port: number, total: number): Promise<Reply> =>
+    new Promise((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port, path: MUTATE_POD_PATH, method: 'POST', ca: ca1.certPem, agent: false, headers: { 'content-type': 'application/json' } },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < total) {
+          sent += chunk.length;
+          if (!req.write(chunk)) {
+            req.once('drain', pump);
+            return;
+          }
+        }
+        req.end();
+      };
+      pump();
+    });
+
+  for (const [what, total, maxBodyBytes] of [
+    ['a chunked 10 MiB body over an 8 MiB limit', 10 * 1024 * 1024, 8 * 1024 * 1024],
+    ['a chunked body of many times the limit', 6 * 1024 * 1024, 1024 * 1024],
+  ] as const) {
+    it(`${what} without Content-Length is answered 413`, async () => {
+      const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, maxBodyBytes });
+      server.setCertificate(serving1);
+      const { port } = await server.listen();
+      try {
+        const reply = await postChunked(port, total);
+        assert.equal(reply.status, 413);
+        assert.match(reply.body, /body larger than/);
+      } finally {
+        await server.close();
+      }
+    });
+  }
+});

@@ -53,26 +53,48 @@ class HttpError extends Error {
   }
 }
 
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads the body up to `limit` bytes. A larger body is answered 413, also when it comes chunked without a
+ * Content-Length: the rest is read and discarded (up to `drainLimit`) so that the client, still sending, gets the
+ * answer instead of a reset connection; beyond that the connection is closed after the answer.
+ */
+function readBody(req: IncomingMessage, limit: number, drainLimit = 4 * limit): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    const tooLarge = () => new HttpError(413, `body larger than ${limit} bytes`);
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > limit) {
-      reject(new HttpError(413, `body larger than ${limit} bytes`));
+      reject(tooLarge());
       return;
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    let settled = false;
+    const onData = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size > limit) {
-        reject(new HttpError(413, `body larger than ${limit} bytes`));
-        req.destroy();
+      if (size <= limit) {
+        chunks.push(chunk);
         return;
       }
-      chunks.push(chunk);
+      chunks.length = 0;
+      if (size > drainLimit && !settled) {
+        settled = true;
+        req.off('data', onData);
+        req.pause();
+        reject(tooLarge());
+      }
+    };
+    req.on('data', onData);
+    req.on('end', () => {
+      if (settled) return;
+      settled = true;
+      if (size > limit) reject(tooLarge());
+      else resolve(Buffer.concat(chunks));
     });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('error', (error) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    });
   });
 }
 
@@ -137,6 +159,8 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       const status = error instanceof HttpError ? error.status : 500;
       if (status === 500) log.error({ err: error, path: req.url }, 'admission request failed');
       else log.warn({ status, reason: (error as Error).message, path: req.url }, 'rejected admission request');
+      // A request whose body was not read to the end leaves the connection unusable for the next one.
+      if (status === 413 && !res.headersSent) res.setHeader('connection', 'close');
       if (!res.headersSent) send(res, status, status === 500 ? 'internal error' : (error as Error).message);
       else res.destroy();
       done(status);
