@@ -94,7 +94,7 @@ async function local(dirFlag: string | undefined): Promise<void> {
 
     const controllerLog = join(dir, 'logs', 'persistent-ips.log');
     const controller = runController(
-      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
+      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--metrics-secure=false', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
       controllerLog,
     );
     cleanups.push(

@@ -28,7 +28,8 @@ describe('command line', () => {
     if (parsed.command !== 'run') return;
     assert.equal(parsed.options.concurrency, 4);
     assert.equal(parsed.options.leaderElect, false);
-    assert.equal(parsed.options.metricsBindAddress, '127.0.0.1:8080');
+    assert.equal(parsed.options.metricsBindAddress, '127.0.0.1:8443');
+    assert.equal(parsed.options.metricsSecure, true, 'metrics over HTTPS with authn/authz unless asked otherwise');
     assert.equal(parsed.options.healthProbeBindAddress, '127.0.0.1:8081');
     assert.equal(parsed.options.webhookBindAddress, '127.0.0.1:9443');
   });
@@ -36,7 +37,7 @@ describe('command line', () => {
   it('run in a pod listens on all interfaces by default', async () => {
     const parsed = await parseCommandLine(['run'], { env: inPod });
     assert.ok(parsed.command === 'run');
-    assert.deepEqual([parsed.options.metricsBindAddress, parsed.options.healthProbeBindAddress, parsed.options.webhookBindAddress], [':8080', ':8081', ':9443']);
+    assert.deepEqual([parsed.options.metricsBindAddress, parsed.options.healthProbeBindAddress, parsed.options.webhookBindAddress], [':8443', ':8081', ':9443']);
   });
 
   it('run: flags as given, repeatable --webhook-cert-host collected', async () => {
@@ -57,6 +58,12 @@ describe('command line', () => {
     assert.ok(parsed.command === 'run');
     assert.equal(parsed.options.tlsMinVersion, 'VersionTLS13');
     assert.deepEqual(parsed.options.tlsCipherSuites, ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256']);
+  });
+
+  it('run: --metrics-secure=false asks for plain HTTP', async () => {
+    const parsed = await parseCommandLine(['run', '--metrics-secure=false'], { env: outside });
+    assert.ok(parsed.command === 'run');
+    assert.equal(parsed.options.metricsSecure, false);
   });
 
   it('status: positional VM and short flags', async () => {
@@ -96,6 +103,7 @@ describe('command line', () => {
     [['run', '--kubeconfig', ''], /--kubeconfig must not be empty/],
     [['status', '-n', 'a', '-A'], /--namespace and --all-namespaces exclude each other/],
     [['status', '-o', 'yaml'], /output/],
+    [['run', '--metrics-secure=false', '--metrics-cert-dir', '/certs'], /--metrics-cert-dir goes with --metrics-secure/],
     [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
     [['run', '--tls-cipher-suites', 'TLS_AES_128_GCM_SHA256,TLS_RSA_WITH_3DES_EDE_CBC_SHA'], /--tls-cipher-suites: unknown or unsupported cipher suite "TLS_RSA_WITH_3DES_EDE_CBC_SHA"/],
   ];

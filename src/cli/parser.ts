@@ -54,7 +54,9 @@ function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
     .option('log-level', { type: 'string', requiresArg: true, default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] })
     .option('leader-elect', { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' })
     .option('controller-namespace', { type: 'string', requiresArg: true, describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)' })
-    .option('metrics-bind-address', { type: 'string', requiresArg: true, default: defaultBindAddress(8080, env), defaultDescription: '127.0.0.1:8080; :8080 in a pod', describe: 'Address of /metrics; 0 disables it' })
+    .option('metrics-bind-address', { type: 'string', requiresArg: true, default: defaultBindAddress(8443, env), defaultDescription: '127.0.0.1:8443; :8443 in a pod', describe: 'Address of /metrics; 0 disables it' })
+    .option('metrics-secure', { type: 'boolean', default: true, describe: 'Serve /metrics over HTTPS and let only callers the cluster authorises (TokenReview + SubjectAccessReview on get /metrics) read it; --metrics-secure=false serves plain HTTP to anyone' })
+    .option('metrics-cert-dir', { type: 'string', requiresArg: true, describe: 'tls.crt and tls.key of the secure metrics server (kept current). Default: a self-signed certificate made at start' })
     .option('health-probe-bind-address', { type: 'string', requiresArg: true, default: defaultBindAddress(8081, env), defaultDescription: '127.0.0.1:8081; :8081 in a pod', describe: 'Address of /healthz and /readyz; 0 disables them' })
     .option('qps', { type: 'number', requiresArg: true, default: 50, describe: 'Client-side limit of API requests per second (like client-go QPS)' })
     .option('burst', { type: 'number', requiresArg: true, default: 100, describe: 'Client-side burst of API requests above --qps' })
@@ -83,14 +85,15 @@ function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
         'kubeconfig', 'context', 'namespace', 'concurrency', 'feature-gates', 'log-level', 'leader-elect', 'controller-namespace', 'metrics-bind-address',
         'health-probe-bind-address', 'qps', 'burst', 'resync-period', 'graceful-shutdown-timeout', 'webhook-bind-address', 'webhook-cert-provisioning',
         'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'webhook-cert-validity', 'webhook-ca-validity', 'allocator',
-        'tls-min-version',
+        'tls-min-version', 'metrics-secure', 'metrics-cert-dir',
       ]);
+      bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
       try {
         tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String)));
       } catch (err) {
         throw new BadValue((err as Error).message);
       }
-      for (const name of ['kubeconfig', 'context', 'namespace', 'controller-namespace', 'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name'] as const) {
+      for (const name of ['kubeconfig', 'context', 'namespace', 'controller-namespace', 'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'metrics-cert-dir'] as const) {
         bad(a[name] === '', `--${name} must not be empty`);
       }
       bad(!(Number.isInteger(a.concurrency) && a.concurrency >= 1), `--concurrency must be a whole number of at least 1 (got ${a.concurrency})`);
@@ -175,6 +178,8 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
           ...(a['webhook-cert-validity'] !== undefined ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
           ...(a['webhook-ca-validity'] !== undefined ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
           allocator: a.allocator,
+          metricsSecure: a['metrics-secure'],
+          ...(a['metrics-cert-dir'] !== undefined ? { metricsCertDir: a['metrics-cert-dir'] } : {}),
           tlsMinVersion: a['tls-min-version'],
           tlsCipherSuites: splitSuites(a['tls-cipher-suites'].map(String)),
         },

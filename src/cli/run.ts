@@ -16,10 +16,11 @@ import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
+import { createMetricsAuthorizer, kubeReviewClient } from '../telemetry/metrics-auth.ts';
 import { createTelemetryServer, type TelemetryServer } from '../telemetry/server.ts';
 import { apiFetchers, createPodAdmissionHandler } from '../webhook/admission.ts';
 import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, type CertificateSource } from '../webhook/cert-provisioning.ts';
-import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, serviceDnsNames } from '../webhook/certs.ts';
+import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, generateCa, generateServing, serviceDnsNames } from '../webhook/certs.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
 import { tlsProfile } from '../webhook/tls-profile.ts';
@@ -56,6 +57,10 @@ export interface RunOptions {
   webhookCaValidity?: number;
   /** Run the built-in allocator for NADs that opt in (docs/allocator.md). Default true. */
   allocator?: boolean;
+  /** /metrics over HTTPS, each request authenticated and authorised by the cluster (default true). */
+  metricsSecure?: boolean;
+  /** tls.crt and tls.key of the secure metrics server; default: a self-signed certificate made at start. */
+  metricsCertDir?: string;
   /** VersionTLS12 or VersionTLS13 (default VersionTLS12). */
   tlsMinVersion?: string;
   /** IANA names; empty: the AEAD-only default. */
@@ -170,8 +175,19 @@ export async function run(options: RunOptions): Promise<number> {
     probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
     servers.push(probesServer);
   }
+  let metricsCertificates: CertificateSource | undefined;
   if (metricsAddr) {
-    servers.push(createTelemetryServer({ logger: log, port: metricsAddr.port, host: metricsAddr.host, registry: metrics.registry, health: false }));
+    const secure = options.metricsSecure !== false;
+    const metricsServer = createTelemetryServer({
+      logger: log,
+      port: metricsAddr.port,
+      host: metricsAddr.host,
+      registry: metrics.registry,
+      health: false,
+      ...(secure ? { tls: tlsProfile(options.tlsMinVersion, options.tlsCipherSuites), authorize: createMetricsAuthorizer({ reviews: kubeReviewClient(client) }) } : {}),
+    });
+    if (secure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
+    servers.push(metricsServer);
   }
   for (const server of servers) {
     const addr = await listenOrExplain(server.listen(), server === probesServer ? 'health-probe' : 'metrics', server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress);
@@ -255,11 +271,32 @@ export async function run(options: RunOptions): Promise<number> {
     await webhook.certificates.stop();
     await webhook.server.close();
   }
+  await metricsCertificates?.stop();
   await Promise.all(servers.map((s) => s.close()));
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   log.info('stopped');
   return exitCode;
+}
+
+/**
+ * The serving certificate of the secure metrics server: the files of --metrics-cert-dir (kept current, e.g. from
+ * cert-manager), or else a self-signed one made at start, as controller-runtime does; Prometheus then skips
+ * verification (its ServiceMonitor says so) and relies on the bearer token for the rest.
+ */
+async function metricsCertificate(options: RunOptions, server: TelemetryServer, log: Logger): Promise<CertificateSource | undefined> {
+  if (options.metricsCertDir !== undefined) {
+    const files = createFileCertificates({ dir: options.metricsCertDir, logger: log.child({ server: 'metrics' }), onCertificate: (pair) => server.setCertificate(pair) });
+    await files.start();
+    if (!files.ready()) throw new CliError(`--metrics-cert-dir ${options.metricsCertDir}: no usable tls.crt and tls.key`, EXIT.failure);
+    return files;
+  }
+  const now = Date.now();
+  const validityMs = 365 * 24 * 3600 * 1000;
+  const ca = await generateCa(now, validityMs, 'persistent-ips-metrics-ca');
+  const names = [hostname(), 'localhost'];
+  server.setCertificate(await generateServing(ca, now, { dnsNames: names, ipAddresses: ['127.0.0.1', '::1'], servingValidityMs: validityMs }));
+  return undefined;
 }
 
 /**
