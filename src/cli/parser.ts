@@ -51,7 +51,7 @@ function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
     .option('namespace', { type: 'string', requiresArg: true, describe: 'Watch VMs, VMIs, NADs and claims in this namespace only. Default: all namespaces' })
     .option('concurrency', { type: 'number', requiresArg: true, default: 4, describe: 'VMs reconciled in parallel (one VM is never reconciled twice at once)' })
     .option('feature-gates', { type: 'string', requiresArg: true, describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)' })
-    .option('log-level', { type: 'string', requiresArg: true, default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] })
+    .option('log-level', { type: 'string', requiresArg: true, default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], describe: 'Least severe level written to the JSON log on stdout' })
     .option('leader-elect', { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' })
     .option('controller-namespace', { type: 'string', requiresArg: true, describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)' })
     .option('metrics-bind-address', { type: 'string', requiresArg: true, default: defaultBindAddress(8443, env), defaultDescription: '127.0.0.1:8443; :8443 in a pod', describe: 'Address of /metrics; 0 disables it' })
