@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort, kubeconfigYaml, poll, startControlPlane, type ControlPlane } from '../harness/index.ts';
+import { track, untrack } from '../harness/reaper.ts';
 import { CLI, NODE, parsePrometheus, REPO_ROOT } from '../local/controller-process.ts';
 
 const NS = 'persistent-ips-system';
@@ -66,6 +67,10 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
       ],
       { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    // Killed by the harness's reaper if this file ends without reaching after().
+    const pid = controller.pid!;
+    track(pid);
+    controller.once('exit', () => untrack(pid));
     controller.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
     controller.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
     await poll('controller /readyz', 60_000, async () => {

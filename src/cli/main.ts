@@ -3,6 +3,7 @@
 // code. Anything a user can cause (bad flags, a missing file, a busy port, an unreachable cluster) is a CliError with
 // its own message; a stack trace means a bug, and is printed only then.
 
+import './require-node.ts'; // first: see why there
 import { hideBin } from 'yargs/helpers';
 import { CliError, EXIT } from './exit-codes.ts';
 import { parseCommandLine, UsageError } from './parser.ts';
