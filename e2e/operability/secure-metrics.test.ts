@@ -122,6 +122,12 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
     assert.deepEqual([...new Set(reviews.map((s) => s.labels.resource))].sort(), ['subjectaccessreviews', 'tokenreviews']);
   });
 
+  it('the feature gate is in the start-up log at info, and in the metrics', async () => {
+    const line = output.split('\n').find((l) => l.includes('"msg":"feature gate PersistentIPs is on (set by --feature-gates)"'));
+    assert.ok(line, output.slice(-2000));
+    assert.equal((JSON.parse(line) as { level: string }).level, 'info');
+  });
+
   it('plain HTTP is not served', async () => {
     await assert.rejects(fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5000) }));
   });
