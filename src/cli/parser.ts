@@ -146,7 +146,7 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
   const print = options.print ?? ((text: string) => process.stdout.write(`${text}\n`));
   let chosen: ParsedCommand = { command: 'none' };
   let failure: UsageError | undefined;
-  const parser = yargs([...argv])
+  const parser = yargs()
     .scriptName('persistent-ips')
     .usage('$0 <command> [options]\n\nStable IP addresses for KubeVirt VMs: keeps an IPAMClaim per VM network whose NetworkAttachmentDefinition allows persistent IPs.')
     // One spelling per flag: unknown-flag messages name what was typed, and --leaderElect is not a second name.
@@ -212,17 +212,17 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
       failure = new UsageError(oneLine(err instanceof BadValue || !message ? (err?.message ?? 'invalid arguments') : message), usage);
       throw failure;
     });
-  // Help and --version print through yargs' logger; route them to `print`.
-  const originalLog = console.log;
-  console.log = (...parts: unknown[]) => print(parts.map(String).join(' '));
+  // With a parse callback, yargs hands over the help or version text instead of printing it.
+  let output = '';
   try {
-    await parser.parseAsync();
+    await parser.parseAsync([...argv], {}, (_err: unknown, _argv: unknown, text: string) => {
+      output = text;
+    });
   } catch (err) {
     if (failure) throw failure;
     throw err;
-  } finally {
-    console.log = originalLog;
   }
+  if (output !== '') print(output);
   return chosen;
 }
 
