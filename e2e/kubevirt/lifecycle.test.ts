@@ -224,6 +224,12 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     assert.ok(controlledBy(vmi, vm.metadata.uid), 'the VMI is controlled by the VM');
     assert.equal(pod.metadata.labels?.['kubevirt.io'], 'virt-launcher');
     assertReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
+    // KubeVirt rewrites the networks annotation of the RUNNING pod from the VMI spec (GenerateFromActivePod, while
+    // status.interfaces does not list the interfaces yet), without the references: the webhook's UPDATE rule is what
+    // keeps them (see README.md, "Where KubeVirt differed")
+    const update = await world.controller.waitForLog('an UPDATE admission of the running launcher pod', (l) => l['operation'] === 'UPDATE' && l['pod'] === pod.metadata.name && l['namespace'] === ns, { timeoutMs: EVENTUALLY_MS });
+    t.diagnostic(`webhook on virt-controller's rewrite: ${JSON.stringify(update)}`);
+    assertReferences((await world.api.get<Pod>(paths.pods(ns, pod.metadata.name)))!, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
     t.diagnostic(`launcher pod ${pod.metadata.name}: ${pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
   }, 'create');
 
@@ -326,6 +332,11 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     assert.ok(done);
     const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
     assert.equal(now.metadata.name, target.metadata.name, 'the VMI now runs in the target pod');
+    // KubeVirt keeps the finished source pod (Completed) until the VMI goes, and lists it in activePods
+    const sourceAfter = await world.api.get<Pod>(paths.pods(ns, source.metadata.name));
+    assert.equal(sourceAfter?.status?.phase, 'Succeeded', 'the source launcher pod stays, completed');
+    const vmiAfter = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
+    assert.deepEqual(Object.keys(vmiAfter?.status?.activePods ?? {}).sort(), [source.metadata.uid!, target.metadata.uid!].sort(), 'activePods lists both pods');
     const after = await world.api.claim(ns, 'vm1.red');
     assert.equal(after?.metadata.uid, claim.metadata.uid);
     assert.equal(after?.metadata.resourceVersion, settled.metadata.resourceVersion, 'the claim was not written during the migration');
