@@ -8,7 +8,7 @@
 //   typecheck, unit, build  the package.json scripts of the same names (test:unit for unit)
 //   binaries                e2e/harness/prepare.ts: builds or finds the control-plane binaries, outside any test
 //   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, with
-//                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 900) is
+//                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
 //                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
 //                           files not yet run are named and skipped. Processes a file started are killed by the
 //                           harness's reaper when the file's process ends, however it ends.
@@ -21,7 +21,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const PHASES = ['runtime', 'typecheck', 'unit', 'build', 'binaries', 'e2e'] as const;
 type Phase = (typeof PHASES)[number];
 
-const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 900);
+const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
 const TOTAL_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_TIMEOUT_S'] ?? 3000);
 const QUIET_HEARTBEAT_MS = 30_000;
 const KILL_GRACE_MS = 15_000;

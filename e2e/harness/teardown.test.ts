@@ -100,21 +100,18 @@ describe('a failing or stopped setup leaves nothing behind (issue 10)', { timeou
     await assertAllGone(pids);
   });
 
-  it('SIGTERM to the runner while before() hangs: the runner ends, nothing survives', async () => {
-    const run = runFixture('hang');
-    await waitReady(run);
-    process.kill(-run.pid, 'SIGTERM');
-    await endsWithin(run, RUNNER_MUST_END_MS);
-    await assertAllGone(startedPids(run));
-  });
-
-  it('SIGKILL to the runner and its test file while before() hangs: the reaper stops what they started', async () => {
-    const run = runFixture('sigkill');
-    await waitReady(run);
-    process.kill(-run.pid, 'SIGKILL');
-    await endsWithin(run, RUNNER_MUST_END_MS);
-    await assertAllGone(startedPids(run));
-  });
+  for (const [signal, mode, what] of [
+    ['SIGTERM', 'hang', 'the runner ends, nothing survives'],
+    ['SIGKILL', 'sigkill', 'no handler of ours runs, and the reaper stops what the file started'],
+  ] as const) {
+    it(`${signal} to the runner and its test file while before() hangs: ${what}`, async () => {
+      const run = runFixture(mode);
+      await waitReady(run);
+      process.kill(-run.pid, signal);
+      await endsWithin(run, RUNNER_MUST_END_MS);
+      await assertAllGone(startedPids(run));
+    });
+  }
 
   it('a file that hangs is stopped by the e2e watchdog of `npm test` at its limit, named, and leaves nothing behind', async () => {
     const pidsFile = join(mkdtempSync(join(tmpdir(), 'pips-watchdog-')), 'pids');
