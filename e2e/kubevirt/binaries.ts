@@ -30,23 +30,28 @@ export async function ensureKubeVirtBinaries(onLog: (line: string) => void = () 
   if (override) return kubeVirtBinariesIn(override);
   const build = opts.build ?? !buildForbiddenHere();
   let stdout = '';
+  const lines: string[] = [];
+  const say = (l: string) => {
+    lines.push(l);
+    onLog(l);
+  };
   const code = await new Promise<number | string>((resolve, reject) => {
     const child = spawn('bash', [KUBEVIRT_BUILD_SCRIPT, ...(build ? [] : ['--check'])], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     let partial = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      const lines = (partial + d).split('\n');
-      partial = lines.pop() ?? '';
-      for (const l of lines) onLog(l);
+      const parts = (partial + d).split('\n');
+      partial = parts.pop() ?? '';
+      for (const l of parts) say(l);
     });
     child.on('error', reject);
     child.on('close', (c, signal) => {
-      if (partial) onLog(partial);
+      if (partial) say(partial);
       resolve(c ?? signal ?? 'unknown');
     });
   });
   if (!build && code === 3) throw new Error(`KubeVirt's virt-controller is not built: ${NOT_PREPARED_HINT}`);
-  if (code !== 0) throw new Error(`${KUBEVIRT_BUILD_SCRIPT} failed (${code}); its output says why`);
+  if (code !== 0) throw new Error(`${KUBEVIRT_BUILD_SCRIPT} failed (${code}): ${lines.slice(-5).join(' / ') || 'no output'}`);
   const binDir = stdout.trim().split('\n').pop() ?? '';
   if (!binDir) throw new Error(`${KUBEVIRT_BUILD_SCRIPT} printed no bin directory`);
   const bins = kubeVirtBinariesIn(binDir);
