@@ -45,8 +45,9 @@ for arg in "$@"; do
   esac
 done
 
-# Where the tarball is: the override, else ../shared/kubevirt beside the repository, or beside the main checkout when
-# this is a linked git worktree (/work/wt/x -> /work/main/.git -> /work/shared/kubevirt).
+# Where the tarball is: the override, else ../shared/kubevirt beside the repository, beside the main checkout when
+# this is a linked git worktree (/work/wt/x -> /work/main/.git -> /work/shared/kubevirt), beside the repository a
+# clone was made from (its origin, when a local path), or /work/shared/kubevirt.
 TARBALL=""
 candidates=()
 if [[ -n ${PERSISTENT_IPS_KUBEVIRT_SOURCE:-} ]]; then
@@ -56,6 +57,10 @@ else
   candidates+=("$REPO/../shared/kubevirt/$TARBALL_NAME")
   common=$(git -C "$REPO" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
   [[ -n $common ]] && candidates+=("$(dirname "$common")/../shared/kubevirt/$TARBALL_NAME")
+  # A clone of a local repository (CI, scripts/ci-cold.sh): beside the repository it was cloned from.
+  origin=$(git -C "$REPO" remote get-url origin 2>/dev/null || true)
+  [[ $origin == /* ]] && candidates+=("$origin/../shared/kubevirt/$TARBALL_NAME")
+  candidates+=("/work/shared/kubevirt/$TARBALL_NAME")
 fi
 for c in "${candidates[@]}"; do
   if [[ -f $c ]]; then TARBALL=$(cd "$(dirname "$c")" && pwd)/$(basename "$c"); break; fi
