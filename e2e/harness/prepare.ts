@@ -19,6 +19,10 @@ export const PREPARE_STEPS: PrepareStep[] = [
     what: 'control plane: etcd, kube-apiserver, kube-controller-manager, kubectl (from their Go modules)',
     script: fileURLToPath(new URL('../controlplane/build.sh', import.meta.url)),
   },
+  {
+    what: "KubeVirt v1.9.0: virt-controller and the CRDs virt-operator installs (from the source tarball's vendor/)",
+    script: fileURLToPath(new URL('../kubevirt/build.sh', import.meta.url)),
+  },
 ];
 
 const HEARTBEAT_MS = 25_000;
