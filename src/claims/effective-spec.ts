@@ -1,5 +1,6 @@
-// The networks a VMI really has. KubeVirt's VMI defaulting (virt-api) gives a VMI whose spec lists no networks and
-// no interfaces the pod network, `networks: [{name: default, pod: {}}]` and an interface `default`, unless
+// The networks a VMI really has. KubeVirt (virt-api's defaulting, and virt-controller's VM controller itself) gives
+// a VMI whose spec lists no networks and no interfaces the pod network, `networks: [{name: default, pod: {}}]` and an
+// interface `default` (its binding per cluster config, which does not matter for claims), unless
 // `domain.devices.autoattachPodInterface` is false. It does that to the VMI, never to the VM, so a VM template with
 // no networks runs with a pod network its template does not show. In a namespace with a persistent primary
 // user-defined network that pod network needs a claim, and the controller (reading the VM template) and the webhook
