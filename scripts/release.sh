@@ -63,13 +63,15 @@ if [ ! -x "$kubectl" ]; then
   [ -n "$kubectl" ] || die "no kubectl: build the harness's (e2e/controlplane/build.sh) or put one on PATH"
   log "the harness's kubectl is not built; using $kubectl"
 fi
-overlay="$(mktemp -d)"
+# kustomize takes relative resource paths only: the overlay lives in the (ignored) build/ folder of the repository.
+overlay="$repo/build/release-overlay"
+mkdir -p "$overlay"
 trap 'rm -rf "$overlay"' EXIT
 cat >"$overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - $repo/manifests/default
+  - ../../manifests/default
 images:
   - name: ghcr.io/persistent-ips/persistent-ips
     newTag: v$version
