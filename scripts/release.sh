@@ -32,6 +32,12 @@ node_bin="$repo/node_modules/node/bin/node"
 [ -x "$node_bin" ] || die "run npm ci first"
 version="$("$node_bin" -p 'require("./package.json").version')"
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "package.json version '$version' is not a semantic version"
+# One version everywhere (CHANGELOG.md): the chart and the kustomize tree name the same release as package.json.
+chart_version="$(awk '$1 == "version:" { print $2 }' charts/persistent-ips/Chart.yaml)"
+chart_app="$(awk '$1 == "appVersion:" { gsub(/"/, "", $2); print $2 }' charts/persistent-ips/Chart.yaml)"
+tree_tag="$(awk '$1 == "newTag:" { print $2 }' manifests/default/kustomization.yaml)"
+[ "$chart_version" = "$version" ] && [ "$chart_app" = "$version" ] && [ "$tree_tag" = "v$version" ] \
+  || die "versions disagree: package.json $version, Chart.yaml version $chart_version appVersion $chart_app, manifests/default newTag $tree_tag"
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || { revision="$revision-dirty"; log "the work tree has uncommitted changes: revision $revision"; }
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}"
