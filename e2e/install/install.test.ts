@@ -29,7 +29,7 @@ async function helmBinary(): Promise<string> {
   try {
     return (await exec('bash', [join(REPO_ROOT, 'scripts', 'helm', 'build.sh'), '--print-bin'])).stdout.trim();
   } catch {
-    throw new Error('helm is not built: run scripts/helm/build.sh (npm run build:helm) before the e2e tests');
+    throw new Error('helm is not built: run npm run test:prepare (or scripts/helm/build.sh) before the e2e tests');
   }
 }
 

@@ -2,6 +2,7 @@
 // The only place that talks to a person: parses flags, runs a command, turns failures into a message and an exit
 // code.
 
+import './require-node.ts'; // first: see why there
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { EXIT } from './exit-codes.ts';
