@@ -78,7 +78,8 @@ main() {
   mkdir -p "$cache"
   local pkg ver deb debs=() pkgs=(libc6 libstdc++6 libgcc-s1 gcc-12-base)
   # A machine whose package lists were never fetched knows no candidate versions.
-  if ! apt-cache policy libc6 | grep -q 'Candidate: [0-9]'; then log "apt-get update"; apt-get update -qq >&2; fi
+  # (The output is read whole: grep -q closing the pipe early would fail the pipeline under pipefail.)
+  if [[ $(apt-cache policy libc6) != *"Candidate: "[0-9]* ]]; then log "apt-get update"; apt-get update -qq >&2; fi
   for pkg in "${pkgs[@]}"; do
     ver="$(apt-cache policy "$pkg" | awk '/Candidate:/ { print $2 }')"
     [ -n "$ver" ] && [ "$ver" != "(none)" ] || die "apt knows no candidate for $pkg (apt-get update?)"
