@@ -99,6 +99,7 @@ export class ControllerProcess {
         'run',
         '--kubeconfig', opts.kubeconfig,
         '--metrics-bind-address', `127.0.0.1:${metricsPort}`,
+        '--metrics-secure=false',
         '--health-probe-bind-address', `127.0.0.1:${probePort}`,
         '--feature-gates', 'PersistentIPs=true',
         '--concurrency', String(s.concurrency),

@@ -107,9 +107,13 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     assert.equal(c.image, `ghcr.io/persistent-ips/persistent-ips:v${pkg.version}`);
     assert.equal(dep.spec.replicas, 3);
     for (const a of ['--default-network-nad=ns/primary', '--log-level=debug', '--concurrency=8']) assert.ok(c.args.includes(a), `args include ${a}: ${c.args.join(' ')}`);
-    const sm = await helmTemplate('serviceMonitor.enabled=true');
-    assert.ok(sm.some((o) => o.kind === 'ServiceMonitor' && o.apiVersion === 'monitoring.coreos.com/v1'));
-    assert.ok(!(await helmTemplate()).some((o) => o.kind === 'ServiceMonitor'));
+    // serviceMonitor.enabled adds exactly the ServiceMonitor of manifests/prometheus.
+    const withSm = normalize(await helmTemplate('serviceMonitor.enabled=true'));
+    const without = normalize(await helmTemplate());
+    const added = [...withSm.keys()].filter((k) => !without.has(k));
+    assert.deepEqual(added, [`ServiceMonitor ${NAMESPACE}/persistent-ips-controller`]);
+    const fromKustomize = normalize((await kustomize('prometheus')).filter((o) => o.kind === 'ServiceMonitor'));
+    assert.deepEqual(withSm.get(added[0]!), fromKustomize.get(added[0]!));
   });
 
   const installs: { path: string; args: string[]; rules: unknown }[] = [];

@@ -114,6 +114,8 @@ export class ControllerProcess {
       opts.kubeconfig,
       '--metrics-bind-address',
       `127.0.0.1:${metricsPort}`,
+      // Plain HTTP: the suites read /metrics without a token (e2e/operability/secure-metrics.test.ts covers HTTPS).
+      '--metrics-secure=false',
       '--health-probe-bind-address',
       `127.0.0.1:${probePort}`,
       '--log-level',
