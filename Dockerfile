@@ -25,7 +25,7 @@ WORKDIR /app
 # 65532 is the conventional "nonroot" uid (in the image's /etc/passwd); numeric so that Kubernetes can verify
 # runAsNonRoot.
 USER 65532:65532
-# metrics, health probes, admission webhook (HTTPS)
-EXPOSE 8080 8081 9443
+# metrics (HTTPS), health probes, admission webhook (HTTPS): the Deployment's container ports
+EXPOSE 8443 8081 9443
 ENTRYPOINT ["/usr/local/bin/node", "/app/dist/cli/main.js"]
 CMD ["run"]

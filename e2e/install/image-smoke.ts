@@ -21,7 +21,7 @@ import { expectClaimFor, launchChroot, readInstalled, waitReady, type Launched }
 const exec = promisify(execFile);
 
 interface ImageConfig {
-  config: { User?: string; Entrypoint?: string[]; Cmd?: string[]; WorkingDir?: string; Env?: string[]; Labels?: Record<string, string> };
+  config: { ExposedPorts?: Record<string, object>; User?: string; Entrypoint?: string[]; Cmd?: string[]; WorkingDir?: string; Env?: string[]; Labels?: Record<string, string> };
 }
 
 describe('container image: the unpacked rootfs runs under chroot against a local control plane', { timeout: 5 * 60_000 }, () => {
@@ -68,6 +68,7 @@ describe('container image: the unpacked rootfs runs under chroot against a local
     const spec = await readInstalled(cp);
     const labels = cfg.config.Labels ?? {};
     assert.ok(spec.image.endsWith(`:v${labels['org.opencontainers.image.version']}`), `the install names this image's version (${spec.image})`);
+    assert.deepEqual(Object.keys(cfg.config.ExposedPorts ?? {}).sort(), [...spec.ports].sort(), 'the image exposes the Deployment\'s container ports');
     // The pod's working directory and the image's Env (PATH, NODE_ENV) under the Deployment's own env.
     const imageEnv = Object.fromEntries((cfg.config.Env ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
     controller = await launchChroot(cp, { ...spec, env: { ...imageEnv, ...spec.env } }, join(imageDir, 'rootfs'), cfg.config.Entrypoint ?? [], cfg.config.User ?? '', join(dir, 'controller.log'));

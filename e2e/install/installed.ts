@@ -18,6 +18,7 @@ export function parseYaml(text: string): KubeObject[] {
 
 interface Container {
   image: string;
+  ports?: { containerPort: number; protocol?: string }[];
   args?: string[];
   env?: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[];
 }
@@ -34,6 +35,8 @@ export interface InstalledSpec {
   serviceAccount: string;
   namespace: string;
   token: string;
+  /** The container ports, e.g. `8443/tcp`. */
+  ports: string[];
 }
 
 export async function readInstalled(cp: ControlPlane, namespace = NAMESPACE): Promise<InstalledSpec> {
@@ -48,7 +51,8 @@ export async function readInstalled(cp: ControlPlane, namespace = NAMESPACE): Pr
     else throw new Error(`env ${e.name}: only values and the namespace fieldRef are emulated`);
   }
   const token = (await cp.kubectl(['-n', namespace, 'create', 'token', pod.serviceAccountName, '--duration=1h'])).stdout.trim();
-  return { image: c.image, args: c.args ?? [], env, serviceAccount: pod.serviceAccountName, namespace, token };
+  const ports = (c.ports ?? []).map((p) => `${p.containerPort}/${(p.protocol ?? 'TCP').toLowerCase()}`);
+  return { image: c.image, args: c.args ?? [], env, serviceAccount: pod.serviceAccountName, namespace, token, ports };
 }
 
 export interface Launched {
