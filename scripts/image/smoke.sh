@@ -19,6 +19,6 @@ scripts/image/unpack.sh "$archive" "$work/image"
 t2=$(date +%s)
 export PERSISTENT_IPS_IMAGE_DIR="$work/image"
 [ -z "${2:-}" ] || export PERSISTENT_IPS_INSTALL_YAML="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
-node_modules/.bin/node --test --test-reporter=spec e2e/install/image-smoke.ts
+node_modules/.bin/node --test --test-reporter=spec --test-force-exit e2e/install/image-smoke.ts
 t3=$(date +%s)
 echo "image smoke: build $((t1 - t0)) s, unpack $((t2 - t1)) s, run $((t3 - t2)) s, total $((t3 - t0)) s"
