@@ -88,7 +88,7 @@ function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; 
     throw err;
   }
   const metrics = createMetrics();
-  const client = KubeClient.fromKubeConfig(loaded.kubeConfig, {
+  const client = KubeClient.fromKubeConfig(loaded.connection, {
     logger: log,
     rateLimit: { qps: options.qps, burst: options.burst },
     onRequest: (verb, resource, code) => metrics.apiRequests.inc({ verb, resource, code }),
