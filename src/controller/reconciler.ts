@@ -30,6 +30,15 @@ export interface ReconcilerDeps {
   overlay: WriteOverlay;
   log: Logger;
   metrics?: Metrics;
+  /** Running totals for the controller's periodic summary line. */
+  tally?: ReconcileTally;
+}
+
+/** What the reconciler wrote, summed for the info-level summary (each write itself is logged at debug). */
+export interface ReconcileTally {
+  created: number;
+  finalizersRemoved: number;
+  deleted: number;
 }
 
 export function splitKey(key: string): { namespace: string; name: string } {
@@ -122,7 +131,8 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
       overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
       metrics?.claimsCreated.inc();
-      log.info({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
+      if (deps.tally) deps.tally.created++;
+      log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
     } catch (err) {
       onError(err, 'create', claim.metadata.name);
     }
@@ -139,7 +149,8 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, guarded, { signal });
       overlay.record(claimKey, write.resourceVersion, updated);
       metrics?.finalizersRemoved.inc();
-      log.info({ claim: write.name }, 'removed finalizer from IPAMClaim');
+      if (deps.tally) deps.tally.finalizersRemoved++;
+      log.debug({ claim: write.name }, 'removed finalizer from IPAMClaim');
     } catch (err) {
       onError(err, 'finalizer removal', write.name, true);
     }
@@ -154,7 +165,8 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       const stillThere = (result as IPAMClaim | undefined)?.kind === resources.ipamClaims.kind ? (result as IPAMClaim) : null;
       overlay.record(claimKey, write.resourceVersion, stillThere);
       metrics?.claimsDeleted.inc();
-      log.info({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
+      if (deps.tally) deps.tally.deleted++;
+      log.debug({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
     } catch (err) {
       onError(err, 'delete', write.name);
     }

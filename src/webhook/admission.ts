@@ -312,7 +312,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
     }
     if (result.patch.length === 0) return allow('unchanged', warnings);
-    vmiLog.info({ references: result.references }, 'adding IPAM claim references');
+    vmiLog.debug({ references: result.references }, 'adding IPAM claim references');
     return {
       response: {
         uid,
