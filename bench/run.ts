@@ -78,8 +78,8 @@ const USAGE = `npm run bench -- [options]
                        controller scoped to its namespace (--namespace), alternating which of the pair goes first
   --skip-diagnostics   leave out the second limit run through the controller's own KubeClient
   --node-args "..."    extra node flags for every controller process (e.g. "--max-old-space-size=128")
-  --experiment A[,B]   run a patched copy of dist/ instead (bench/experiments/patched-dist.ts:
-                       https-transport); the reports say so. Never the default.
+  --experiment A[,B]   run a patched copy of dist/ instead (bench/experiments/patched-dist.ts; none defined at
+                       present); the reports say so. Never the default.
   --cpu-prof           run the cold-start controller with --cpu-prof (profile kept in the temp dir)
   --heap-snapshot      after each cold start, a heap snapshot of the controller (live heap after a full GC)
   --keep-temp          keep the temp dir (control plane data, controller logs) after a successful run

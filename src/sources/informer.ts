@@ -318,13 +318,13 @@ export class Informer<T extends KubeObject> {
   }
 
   async #list(signal: AbortSignal): Promise<void> {
-    const { items, resourceVersion } = await listAllPages((req) => this.#lw.list(req), { pageSize: this.#pageSize, signal });
+    const { items, resourceVersion } = await listAllPages((req) => this.#lw.list(req), {
+      pageSize: this.#pageSize,
+      signal,
+      map: (raw) => this.#trimOrSkip(raw),
+    });
     if (this.#stopped) return;
-    const objects: T[] = [];
-    for (const raw of items) {
-      const obj = this.#trimOrSkip(raw);
-      if (obj) objects.push(obj);
-    }
+    const objects = items.filter((o): o is T => o !== undefined);
     this.#resourceVersion = resourceVersion;
     const events = this.#store.replace(objects);
     this.#logger.info({ objects: objects.length, resourceVersion, changes: events.length }, this.#hasSynced ? 'relisted' : 'listed');
