@@ -42,6 +42,9 @@ export interface Controller {
   dispose(): void;
 }
 
+/** What a full list brings (every object at start-up, the differences after a relist) waits behind live changes. */
+const priorityOf = (e: { fromList?: true }): { priority?: 'low' } => (e.fromList ? { priority: 'low' } : {});
+
 /** Create before the sources start, so that their initial adds are mapped to keys. */
 export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
@@ -66,17 +69,17 @@ export function createController(options: ControllerOptions): Controller {
   const subscriptions: Subscription[] = [
     merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
       if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
-      queue.add(keyOfObject(e.object));
+      queue.add(keyOfObject(e.object), priorityOf(e));
     }),
     sources.claims.events$.subscribe((e) => {
       if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
       // Our own create or patch coming back: nothing for the VM's reconcile to learn (half the reconciles of a
       // cold start otherwise, and the same share of the work queue during churn).
       else if (overlay.observeUpdated(objectKey(e.object), e.object)) return;
-      for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key);
+      for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key, priorityOf(e));
     }),
     sources.nads.events$.subscribe((e) => {
-      for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key);
+      for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key, priorityOf(e));
     }),
     sources.kubeVirts.events$.subscribe(() => {
       const next = resolveGate(options.gateOverride, sources.kubeVirts.list());

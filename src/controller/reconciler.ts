@@ -126,17 +126,27 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
     throw err;
   };
 
-  for (const claim of plan.creates) {
-    try {
-      const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
-      overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
-      metrics?.claimsCreated.inc();
-      if (deps.tally) deps.tally.created++;
-      log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
-    } catch (err) {
-      onError(err, 'create', claim.metadata.name);
-    }
-  }
+  // A VM's claims are independent objects: created side by side, so a new VM waits for one round trip, not one
+  // per network. Every create is attempted; the first failure that is not a race is raised once all have settled.
+  const failures: unknown[] = [];
+  await Promise.all(
+    plan.creates.map(async (claim) => {
+      try {
+        const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
+        overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
+        metrics?.claimsCreated.inc();
+        if (deps.tally) deps.tally.created++;
+        log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
+      } catch (err) {
+        try {
+          onError(err, 'create', claim.metadata.name);
+        } catch (raised) {
+          failures.push(raised);
+        }
+      }
+    }),
+  );
+  if (failures.length > 0) throw failures[0];
   for (const write of plan.removeFinalizers) {
     const claimKey = keyOf(namespace, write.name);
     const current = overlay.view(claimKey, deps.sources.claims.getByKey(claimKey));

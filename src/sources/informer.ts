@@ -327,6 +327,7 @@ export class Informer<T extends KubeObject> {
     const objects = items.filter((o): o is T => o !== undefined);
     this.#resourceVersion = resourceVersion;
     const events = this.#store.replace(objects);
+    for (const e of events) e.fromList = true;
     this.#logger.info({ objects: objects.length, resourceVersion, changes: events.length }, this.#hasSynced ? 'relisted' : 'listed');
     this.#emit(events);
     if (!this.#hasSynced) {
