@@ -87,7 +87,9 @@ const USAGE = `npm run bench -- [options]
                        (caches synced, no VMs; first N only), then a cold start of N VMs x 2 networks; reports
                        idle / peak / steady RSS against the Deployment's memory limit, CPU per claim, log lines
   --scale-churn        with --scales: churn (--churn-rate, --churn-seconds) after the largest cold start,
-                       with the same controller (all N VMs in its caches)`;
+                       with the same controller (all N VMs in its caches)
+  --outage-seconds S   with --scales: after the first cold start, kube-apiserver is stopped S seconds and started
+                       again; reports how soon a VM created right then gets its claims`;
 
 interface Options {
   vms: number;
@@ -113,6 +115,7 @@ interface Options {
   keepTemp: boolean;
   scales: number[];
   scaleChurn: boolean;
+  outageSeconds: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -141,6 +144,7 @@ function parseOptions(argv: string[]): Options {
       'keep-temp': { type: 'boolean' },
       scales: { type: 'string' },
       'scale-churn': { type: 'boolean' },
+      'outage-seconds': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -190,6 +194,7 @@ function parseOptions(argv: string[]): Options {
         return v;
       }),
     scaleChurn: values['scale-churn'] ?? false,
+    outageSeconds: num('outage-seconds', values['outage-seconds'], 0, 0),
   };
   return o;
 }

@@ -5,12 +5,16 @@ import { ControllerProcess } from './lib/controller.ts';
 import { quantityMiB, shippedController } from './lib/deployment.ts';
 import { sleep, type BenchKube } from './lib/kube.ts';
 import { fmtMs, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
+import { ClaimWatch } from './lib/claim-watch.ts';
+import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
 import { churn, coldStart, createVms, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
 import { round } from './lib/stats.ts';
 
 export interface ScaleOptions {
   scales: number[];
   scaleChurn: boolean;
+  /** > 0: after the first cold start, kube-apiserver is stopped this long, then started again. */
+  outageSeconds: number;
   churnRate: number;
   churnSeconds: number;
 }
@@ -24,6 +28,84 @@ export const STEADY_TARGET_10K_MIB = 130;
 export const CPU_PER_CLAIM_TARGET_MS = 0.8;
 export const INFO_LINES_TARGET_1K = 50;
 export const CHURN_P99_TARGET_MS = 200;
+export const OUTAGE_RECOVERY_TARGET_S = 5;
+
+interface OutageResult {
+  outageSeconds: number;
+  /** API server /readyz again → both claims of a VM created right then seen on a watch. */
+  readyToClaimsS: number;
+  /** The VM's POST itself, after the restart. */
+  vmPostS: number;
+  /** Controller warnings logged during the outage and recovery. */
+  warnings: number;
+  /** Times the controller exited (lost its Lease, or found no API server at start-up) and was started again. */
+  controllerRestarts: number;
+}
+
+/**
+ * Stops kube-apiserver for `seconds`, starts it again, and times how soon a VM created right then gets its claims.
+ * With --leader-elect (the Deployment's) the controller cannot renew its Lease during the outage and exits, as a
+ * controller-runtime manager does; like the kubelet (restartPolicy Always) the benchmark starts it again whenever it
+ * exits, at once (the kubelet's first restart; later ones back off). Returns the controller running at the end.
+ */
+async function outage(ctx: BenchContext, controller: ControllerProcess, seconds: number, running: ControllerProcess[], log: (line: string) => void): Promise<{ result: OutageResult; controller: ControllerProcess }> {
+  const ns = 'bench-outage';
+  await createNamespace(ctx.kube, ns);
+  let current = controller;
+  let restarts = 0;
+  let warnings = 0;
+  let supervising = true;
+  const countWarnings = (c: ControllerProcess, from: number): number => c.logLines().slice(from).filter((l) => l.level === 'warn' || l.level === 'error').length;
+  const logsBefore = current.logLines().length;
+  const supervisor = (async () => {
+    while (supervising) {
+      if (current.exited) {
+        warnings += countWarnings(current, current === controller ? logsBefore : 0);
+        running.splice(running.indexOf(current), 1);
+        restarts++;
+        log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
+        current = await ControllerProcess.start(`${current.name.replace(/-r\d+$/, '')}-r${restarts}`, { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs });
+        running.push(current);
+      }
+      await sleep(200);
+    }
+  })();
+  log(`outage: kube-apiserver stopped for ${seconds} s`);
+  await ctx.cp.stopApiServer();
+  await sleep(seconds * 1000);
+  await ctx.cp.startApiServer();
+  const readyAt = performance.now();
+  log('outage: kube-apiserver ready again');
+  const watch = new ClaimWatch(ctx.kube, ns);
+  let seen: number;
+  let posted: number;
+  let postAt: number;
+  try {
+    // The benchmark's own keep-alive connections died with the server: retry until a request goes through.
+    for (let i = 0; ; i++) {
+      try {
+        await watch.start();
+        break;
+      } catch (err) {
+        if (i > 50) throw err;
+        await sleep(100);
+      }
+    }
+    postAt = performance.now();
+    await createVmWithVmi(ctx.kube, ns, 'after-outage');
+    posted = performance.now();
+    seen = await watch.waitForCount(NETWORKS.length, 300_000);
+  } finally {
+    watch.stop();
+    supervising = false;
+    await supervisor;
+  }
+  warnings += countWarnings(current, current === controller ? logsBefore : 0);
+  return {
+    controller: current,
+    result: { outageSeconds: seconds, readyToClaimsS: round((seen - readyAt) / 1000, 3), vmPostS: round((posted - postAt) / 1000, 3), warnings, controllerRestarts: restarts },
+  };
+}
 
 interface ScaleEntry {
   vms: number;
@@ -39,6 +121,7 @@ interface ScaleEntry {
   exitedEarly: boolean;
   churn?: ChurnResult;
   peakRssAfterChurnMiB?: number;
+  outage?: OutageResult;
 }
 
 const LEVELS_INFO_UP = new Set(['info', 'warn', 'error', 'fatal', 30, 40, 50, 60]);
@@ -95,7 +178,9 @@ export async function runScales(
     const { result: setup } = await createVms(ctx, 'bench-scale', 'cold', n);
     firstSetup ??= setup;
     log(`scale ${n}: cold start`);
-    const { result: cold, controller } = await coldStart(ctx, 'bench-scale', n, `scale-${n}`);
+    const started = await coldStart(ctx, 'bench-scale', n, `scale-${n}`);
+    const cold = started.result;
+    let controller = started.controller;
     running.push(controller);
     commands[`cold start ${n}`] = cold.controllerCommand;
     log(`scale ${n}: converged in ${cold.spawnToAllClaimsS} s; settling 30 s`);
@@ -115,6 +200,11 @@ export async function runScales(
       exitedEarly: controller.exited,
     };
     log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
+    if (o.outageSeconds > 0 && i === 0) {
+      const after = await outage(ctx, controller, o.outageSeconds, running, log);
+      entry.outage = after.result;
+      controller = after.controller;
+    }
     if (o.scaleChurn && n === largest) {
       log(`scale ${n}: churn ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
       entry.churn = await churn(ctx, controller, 'bench-churn', o.churnRate, o.churnSeconds);
@@ -149,6 +239,13 @@ export async function runScales(
     rows.push(['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)]);
     rows.push(['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)]);
     rows.push(['  load average (1 min) before → after', `${e.cold.loadavgBefore[0]} → ${e.cold.loadavgAfter[0]}`]);
+    if (e.outage) {
+      const x = e.outage;
+      rows.push([
+        `  kube-apiserver stopped ${x.outageSeconds} s, then started: /readyz → claims of a VM created then seen`,
+        `${fmtS(x.readyToClaimsS)} (target < ${OUTAGE_RECOVERY_TARGET_S} s: ${verdict(x.readyToClaimsS < OUTAGE_RECOVERY_TARGET_S)}); the VM+VMI POSTs took ${fmtS(x.vmPostS)}; the controller exited and was started again ${x.controllerRestarts}× (Lease lost, or no API server at start-up); ${x.warnings} controller warnings`,
+      ]);
+    }
     if (e.churn) {
       const ch = e.churn;
       rows.push([`  churn ${ch.targetRate} VMs/s × ${ch.seconds} s with ${fmtN(e.vms)} VMs cached: VM POST → claim ADDED p50 / p95 / p99`, `${fmtMs(ch.latencyMs.p50)} / ${fmtMs(ch.latencyMs.p95)} / ${fmtMs(ch.latencyMs.p99)} (target p99 < ${CHURN_P99_TARGET_MS} ms: ${verdict(ch.latencyMs.p99 < CHURN_P99_TARGET_MS)})`]);
