@@ -15,6 +15,7 @@ export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', 
 const CONTROLLER = 'virtualmachine-ipamclaims';
 /** POD_NAMESPACE of every controller the benchmark starts: where the Lease and the webhook Secret go. */
 export const CONTROLLER_NAMESPACE = 'persistent-ips-system';
+export const CONTROLLER_POD_NAME = 'persistent-ips-controller-bench';
 
 export interface ControllerSettings {
   concurrency: number;
@@ -124,7 +125,9 @@ export class ControllerProcess {
       const logFile = join(opts.dir, `controller-${name}${attempt > 1 ? `.${attempt}` : ''}.log`);
       const spawnAt = performance.now();
       const entry = opts.entry ?? CONTROLLER_ENTRY;
-      const env = { ...process.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE };
+      // POD_NAME as the Deployment's downward API gives it; the benchmark never runs two controllers at once, so
+      // each new process is what a restarted container of one pod would be.
+      const env = { ...process.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
       const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
       const c = new ControllerProcess(name, p, args, nodeArgs, shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort);
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
