@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 done
 
 # Every kustomization, bases included, so that a broken base is named as such.
-overlays=(rbac controller webhook default with-crds cert-manager examples)
+overlays=(rbac controller webhook default with-crds cert-manager examples prometheus)
 # The ones a user applies; only these are dry-run (the bases are parts of them).
 installs=(default with-crds cert-manager examples)
 
@@ -94,6 +94,27 @@ if rendered default; then
     pass "RBAC rules contain no wildcard"
   fi
   if grep -q '^  - pods$\|"pods"' "$work/rbac.yaml"; then fail "RBAC grants pods (not needed)"; else pass "RBAC grants nothing on pods"; fi
+fi
+
+if rendered default; then
+  # Metrics are served over HTTPS with the cluster checking each scrape's token, and the controller may ask it.
+  if grep -q -- '--metrics-secure=false' "$work/default.yaml"; then
+    fail "default serves /metrics over plain HTTP (--metrics-secure=false)"
+  elif names "$work/default.yaml" ClusterRole | grep -qx persistent-ips-metrics-auth \
+    && names "$work/default.yaml" ClusterRole | grep -qx persistent-ips-metrics-reader; then
+    pass "default serves secure metrics (TokenReview/SubjectAccessReview RBAC, metrics-reader ClusterRole)"
+  else
+    fail "default lacks ClusterRole persistent-ips-metrics-auth or persistent-ips-metrics-reader"
+  fi
+fi
+
+if rendered prometheus; then
+  if [ "$(count_kind "$work/prometheus.yaml" ServiceMonitor)" = 1 ] && [ "$(count_kind "$work/prometheus.yaml" PrometheusRule)" = 1 ] \
+    && grep -q 'grafana_dashboard: "1"' "$work/prometheus.yaml"; then
+    pass "prometheus has a ServiceMonitor, a PrometheusRule and the Grafana dashboard ConfigMap"
+  else
+    fail "prometheus must render one ServiceMonitor, one PrometheusRule and the dashboard ConfigMap"
+  fi
 fi
 
 if rendered with-crds; then

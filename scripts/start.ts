@@ -1,32 +1,30 @@
-// `npm start`: the main job. With a cluster configured (KUBECONFIG, ~/.kube/config) it runs the controller against
-// it. Without one it brings up everything needed to watch the controller work on this machine: a real local control
-// plane (etcd, kube-apiserver, kube-controller-manager), the KubeVirt stand-in (test infrastructure: KubeVirt itself
-// cannot run without nodes), the examples from manifests/examples, and the controller. Ctrl-C stops everything.
+// `npm start`: the main job. By default it brings up everything needed to watch the controller work on this machine:
+// a real local control plane (etcd, kube-apiserver, kube-controller-manager), the KubeVirt stand-in (test
+// infrastructure: KubeVirt itself cannot run without nodes), the examples from manifests/examples, and the
+// controller. Only with `--kubeconfig PATH` does it run the controller against a cluster, confined to one namespace
+// unless told otherwise (start-plan.ts). Ctrl-C stops everything.
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { createWriteStream, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { freePort, startControlPlane } from '../e2e/harness/index.ts';
 import { controllerNamespace, localWebhookConfiguration, localWebhookFlags } from '../e2e/local/webhook-config.ts';
 import { startKubeVirtStandIn } from '../e2e/kubevirt-standin/index.ts';
+import { planStart, START_USAGE, StartUsageError, type StartPlan } from './start-plan.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const cli = join(root, 'dist', 'cli', 'main.js');
-const args = process.argv.slice(2);
 const say = (line: string) => process.stdout.write(`${line}\n`);
-
-function configuredKubeconfig(): string | undefined {
-  if (args.includes('--local')) return undefined;
-  const fromEnv = process.env.KUBECONFIG?.split(':').find((f) => f !== '' && existsSync(f));
-  if (fromEnv) return fromEnv;
-  const home = join(homedir(), '.kube', 'config');
-  return existsSync(home) ? home : undefined;
-}
+// Whatever the environment names, the processes npm start spawns only ever see the kubeconfig passed as a flag.
+const childEnv = (): NodeJS.ProcessEnv => {
+  const env = { ...process.env };
+  delete env.KUBECONFIG;
+  return env;
+};
 
 function runController(extra: string[], logFile?: string): ChildProcess {
-  const child = spawn(process.execPath, [cli, 'run', ...extra], { stdio: logFile ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
+  const child = spawn(process.execPath, [cli, 'run', ...extra], { env: childEnv(), stdio: logFile ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
   if (logFile) {
     const out = createWriteStream(logFile, { flags: 'a' });
     child.stdout?.pipe(out);
@@ -35,21 +33,30 @@ function runController(extra: string[], logFile?: string): ChildProcess {
   return child;
 }
 
-async function againstConfiguredCluster(kubeconfig: string): Promise<void> {
-  say(`persistent-ips: a cluster is configured (${kubeconfig}); running the controller against it.`);
-  say('(To try it on a local control plane instead: npm start -- --local)');
-  const child = runController(args.filter((a) => a !== '--local'));
+async function againstNamedCluster(plan: Extract<StartPlan, { mode: 'cluster' }>): Promise<void> {
+  say(`persistent-ips: running the controller against the cluster of ${plan.kubeconfig}.`);
+  say(
+    plan.allNamespaces
+      ? '  VMs in every namespace (--all-namespaces): IPAMClaims are created where the VMs are.'
+      : `  VMs in namespace ${plan.namespace} only (--all-namespaces for every namespace).`,
+  );
+  say(
+    plan.webhook
+      ? `  Serving the webhook (--webhook): its Secret in ${plan.namespace}, the caBundle of MutatingWebhookConfiguration persistent-ips-launcher-pods.`
+      : '  No webhook: the MutatingWebhookConfiguration is not touched (--webhook to serve it).',
+  );
+  const child = runController(plan.runArgs);
   const forward = (sig: NodeJS.Signals) => child.kill(sig);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
   child.on('exit', (code) => process.exit(code ?? 1));
 }
 
-async function local(): Promise<void> {
-  const dirFlag = args.indexOf('--dir');
-  const dir = resolve(dirFlag >= 0 && args[dirFlag + 1] ? args[dirFlag + 1]! : join(root, '.cluster', 'local'));
+async function local(dirFlag: string | undefined): Promise<void> {
+  const dir = resolve(dirFlag ?? join(root, '.cluster', 'local'));
   mkdirSync(dir, { recursive: true });
-  say('persistent-ips: no cluster configured; starting a local control plane (the first run builds it from Go modules, which takes several minutes).');
+  say('persistent-ips: starting a local control plane (the first run builds it from Go modules, which takes several minutes).');
+  if (process.env.KUBECONFIG) say(`  (KUBECONFIG is set and ignored: to run against that cluster, npm start -- --kubeconfig PATH)`);
   const t0 = Date.now();
   const cp = await startControlPlane({ dir, onLog: (line) => say(`  ${line}`), handleSignals: false });
   const cleanups: (() => Promise<void>)[] = [() => cp.stop()];
@@ -87,7 +94,7 @@ async function local(): Promise<void> {
 
     const controllerLog = join(dir, 'logs', 'persistent-ips.log');
     const controller = runController(
-      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
+      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--metrics-secure=false', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
       controllerLog,
     );
     cleanups.push(
@@ -147,6 +154,14 @@ async function waitForLine(file: string, pattern: RegExp, timeoutMs: number): Pr
   throw new Error(`the controller did not log ${pattern} within ${timeoutMs / 1000} s; see ${file}`);
 }
 
-const kubeconfig = configuredKubeconfig();
-if (kubeconfig) await againstConfiguredCluster(kubeconfig);
-else await local();
+let plan: StartPlan;
+try {
+  plan = planStart(process.argv.slice(2));
+} catch (err) {
+  if (!(err instanceof StartUsageError)) throw err;
+  process.stderr.write(`npm start: ${err.message}\n\n${START_USAGE}\n`);
+  process.exit(2);
+}
+if (plan.mode === 'help') say(START_USAGE);
+else if (plan.mode === 'cluster') await againstNamedCluster(plan);
+else await local(plan.dir);

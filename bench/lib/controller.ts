@@ -106,11 +106,14 @@ export class ControllerProcess {
       while (ports.size < 3) ports.add(await freePort());
       const [metricsPort, probePort, webhookPort] = [...ports] as [number, number, number];
       const s = opts.settings;
-      // The Deployment's own args; only what points into the pod (bind addresses, certificate dir) becomes local,
+      // The Deployment's own args; only what points into the pod (bind addresses, certificate dirs) becomes local,
       // plus the kubeconfig and the client-side rate limit the benchmark gives the limit client too.
       const args = localArgs(shipped.args, {
         '--kubeconfig': opts.kubeconfig,
         '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
+        // The benchmark scrapes /metrics once a second over plain HTTP; the Deployment's authenticated HTTPS
+        // scrape (TokenReview per new token) is not what is measured here.
+        '--metrics-secure': 'false',
         '--health-probe-bind-address': `127.0.0.1:${probePort}`,
         '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
         '--webhook-cert-dir': certDir,

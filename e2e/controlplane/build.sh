@@ -12,11 +12,12 @@
 # callers can do:  BIN=$(e2e/controlplane/build.sh | tail -n1)
 #
 # Options:  --print-bin-dir  print the bin directory and exit 0 (no build, no checks)
+#           --check          print the bin directory and exit 0 when every binary is cached; exit 3 (no build) when not
 #           --force          rebuild even when the binaries are cached
 set -euo pipefail
 
-# Everything runs inside main(), which bash parses whole before running: editing this file during a build (which
-# takes minutes) cannot break the running build.
+# Everything runs inside main(), which bash parses whole before running, and the call and the exit share one line:
+# editing this file during a build (which takes minutes) cannot break the running build.
 main() {
 
 RECIPE=2 # bump when the flags below change, so old caches are not reused
@@ -31,11 +32,13 @@ OUT=$CACHE_ROOT/controlplane/$KEY
 BIN=$OUT/bin
 
 FORCE=0
+CHECK=0
 for arg in "$@"; do
   case "$arg" in
     --print-bin-dir) echo "$BIN"; exit 0 ;;
+    --check) CHECK=1 ;;
     --force) FORCE=1 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown argument: $arg" ;;
   esac
 done
@@ -62,6 +65,10 @@ if [[ $FORCE == 0 ]] && all_built; then
   log "cached: all binaries present"
   echo "$BIN"
   exit 0
+fi
+if [[ $CHECK == 1 ]]; then
+  log "not built yet: $BIN"
+  exit 3
 fi
 
 K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/go.mod")
@@ -173,5 +180,5 @@ log "done in $(elapsed) s"
 echo "$BIN"
 }
 
-main "$@"
-exit
+# One line: bash has read it whole before main runs, so the exit is certain even if this file changes meanwhile.
+main "$@"; exit $?

@@ -42,16 +42,30 @@ export function binariesIn(binDir: string): Binaries {
 }
 
 /**
- * Runs the build script (a no-op taking a few ms when the binaries are cached; 10-25 min cold on 2 cores) and
- * returns the binaries. Its progress lines go to `onLog`. `PERSISTENT_IPS_CONTROLPLANE_BIN` short-cuts everything:
- * a directory that already holds etcd, kube-apiserver and kube-controller-manager.
+ * True where a build must not start: inside a test file (node:test sets NODE_TEST_CONTEXT in the processes it runs),
+ * or when PERSISTENT_IPS_NO_BUILD=1. A build takes minutes cold and would run under a hook's timeout with its output
+ * held back by the runner; `npm test` builds in a step of its own before any test file (e2e/harness/prepare.ts).
  */
-export async function ensureBinaries(onLog: (line: string) => void = () => {}): Promise<Binaries> {
+export function buildForbiddenHere(): boolean {
+  return process.env['PERSISTENT_IPS_NO_BUILD'] === '1' || process.env['NODE_TEST_CONTEXT'] !== undefined;
+}
+
+export const NOT_PREPARED_HINT =
+  'build them first with `npm run test:prepare` (`npm test` does this before any test file; the first build takes several minutes)';
+
+/**
+ * Runs the build script (a no-op taking a few ms when the binaries are cached; 6-12 min cold on 2 cores) and
+ * returns the binaries. Its progress lines go to `onLog`. `PERSISTENT_IPS_CONTROLPLANE_BIN` short-cuts everything:
+ * a directory that already holds etcd, kube-apiserver and kube-controller-manager. Where a build is forbidden
+ * (`build: false`, or by default inside a test file) missing binaries are an error at once, not a build.
+ */
+export async function ensureBinaries(onLog: (line: string) => void = () => {}, opts: { build?: boolean } = {}): Promise<Binaries> {
   const override = process.env.PERSISTENT_IPS_CONTROLPLANE_BIN;
   if (override) return binariesIn(override);
+  const build = opts.build ?? !buildForbiddenHere();
   const stdout: string[] = [];
   const code = await new Promise<number | string>((resolve, reject) => {
-    const child = spawn('bash', [BUILD_SCRIPT], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [BUILD_SCRIPT, ...(build ? [] : ['--check'])], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.setEncoding('utf8').on('data', (d: string) => stdout.push(d));
     let partial = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => {
@@ -65,6 +79,7 @@ export async function ensureBinaries(onLog: (line: string) => void = () => {}): 
       resolve(c ?? signal ?? 'unknown');
     });
   });
+  if (!build && code === 3) throw new Error(`the control-plane binaries are not built: ${NOT_PREPARED_HINT}`);
   if (code !== 0) throw new Error(`${BUILD_SCRIPT} failed (${code}); its output above says why`);
   const binDir = stdout.join('').trim().split('\n').pop() ?? '';
   if (!binDir) throw new Error(`${BUILD_SCRIPT} printed no bin directory`);

@@ -2,6 +2,7 @@
 // only, which then stops them in order), output appended to a log file, stopped with SIGTERM then SIGKILL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
+import { track, untrack } from './reaper.ts';
 
 export interface ManagedProcess {
   name: string;
@@ -22,9 +23,11 @@ export function spawnLogged(name: string, command: string, args: string[], logFi
     closeSync(fd);
   }
   let done = false;
+  if (child.pid !== undefined) track(child.pid);
   const exited = new Promise<number | string>((resolve) => {
     child.once('exit', (code, signal) => {
       done = true;
+      if (child.pid !== undefined) untrack(child.pid);
       resolve(code ?? signal ?? 'unknown');
     });
     child.once('error', (err) => {

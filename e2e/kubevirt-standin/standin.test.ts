@@ -26,6 +26,7 @@ import {
 } from './index.ts';
 import { apiError } from './kube.ts';
 import { startOrConnect, type Cluster } from '../harness/index.ts';
+import { track } from '../harness/reaper.ts';
 
 const GIVEN_KUBECONFIG = process.env['PERSISTENT_IPS_E2E_KUBECONFIG'];
 let KUBECONFIG: string | undefined = GIVEN_KUBECONFIG;
@@ -331,6 +332,7 @@ describe('KubeVirt stand-in on a real API server', { timeout: 300_000 }, () => {
     const child: ChildProcess = spawn(process.execPath, [main, '--kubeconfig', KUBECONFIG!, '--namespace', ns2, '--log-level', 'warn'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    if (child.pid !== undefined) track(child.pid);
     try {
       const lines = createInterface({ input: child.stdout! });
       const ready = new Promise<void>((resolve, reject) => {

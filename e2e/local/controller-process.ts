@@ -9,6 +9,7 @@ import { isAbsolute, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { freePort, poll } from '../harness/index.ts';
+import { track, untrack } from '../harness/reaper.ts';
 import { localWebhookFlags } from './webhook-config.ts';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -113,6 +114,8 @@ export class ControllerProcess {
       opts.kubeconfig,
       '--metrics-bind-address',
       `127.0.0.1:${metricsPort}`,
+      // Plain HTTP: the suites read /metrics without a token (e2e/operability/secure-metrics.test.ts covers HTTPS).
+      '--metrics-secure=false',
       '--health-probe-bind-address',
       `127.0.0.1:${probePort}`,
       '--log-level',
@@ -130,10 +133,12 @@ export class ControllerProcess {
     if (this.child.pid === undefined) throw new Error(`could not start controller ${opts.name}`);
     this.pid = this.child.pid;
     live.add(this.child);
+    track(this.pid);
     this.exited = new Promise((resolve) => {
       // 'close' (not 'exit'): every line the process wrote has been read by then
       this.child.once('close', (code, signal) => {
         live.delete(this.child);
+        untrack(this.pid);
         this.#exit = { code, signal };
         resolve(this.#exit);
       });
@@ -260,11 +265,15 @@ export class ControllerProcess {
 export function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(NODE, [CLI, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (child.pid !== undefined) track(child.pid);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString('utf8')));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
     child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
+    child.once('close', (code) => {
+      if (child.pid !== undefined) untrack(child.pid);
+      resolve({ code, stdout, stderr });
+    });
   });
 }

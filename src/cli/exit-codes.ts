@@ -7,3 +7,12 @@ export const EXIT = {
   clusterUnreachable: 4,
   notAuthorized: 5,
 } as const;
+
+/** A failure the CLI turns into one line for a person and a distinct exit code (no stack trace). */
+export class CliError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.exitCode = exitCode;
+  }
+}

@@ -7,7 +7,8 @@ import type { Logger } from 'pino';
 import { createAllocator } from '../allocator/loop.ts';
 import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';
-import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
+import { FEATURE_GATE } from '../claims/constants.ts';
+import { describeGate, parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/client.ts';
 import { isUnauthorized } from '../kube/errors.ts';
 import { createLeaderElector } from '../leader/elector.ts';
@@ -15,13 +16,18 @@ import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
+import { createMetricsAuthorizer, kubeReviewClient } from '../telemetry/metrics-auth.ts';
 import { createTelemetryServer, type TelemetryServer } from '../telemetry/server.ts';
 import { apiFetchers, createPodAdmissionHandler } from '../webhook/admission.ts';
 import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, type CertificateSource } from '../webhook/cert-provisioning.ts';
-import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, serviceDnsNames } from '../webhook/certs.ts';
+import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, generateCa, generateServing, serviceDnsNames } from '../webhook/certs.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
-import { EXIT } from './exit-codes.ts';
+import { tlsProfile } from '../webhook/tls-profile.ts';
+import { parseBindAddress } from './addresses.ts';
+import { CliError, EXIT } from './exit-codes.ts';
+
+export { CliError };
 
 export interface RunOptions {
   kubeconfig?: string;
@@ -51,25 +57,14 @@ export interface RunOptions {
   webhookCaValidity?: number;
   /** Run the built-in allocator for NADs that opt in (docs/allocator.md). Default true. */
   allocator?: boolean;
-}
-
-/** A failure the CLI turns into a message for a person and a distinct exit code. */
-export class CliError extends Error {
-  readonly exitCode: number;
-  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
-    super(message, options);
-    this.exitCode = exitCode;
-  }
-}
-
-/** ":8080" → all interfaces, "127.0.0.1:8080" → that host, "0" → disabled. */
-export function parseBindAddress(value: string): { host: string; port: number } | undefined {
-  if (value === '0' || value === '') return undefined;
-  const colon = value.lastIndexOf(':');
-  const host = colon > 0 ? value.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
-  const port = Number(colon >= 0 ? value.slice(colon + 1) : value);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`invalid bind address "${value}": expected [host]:port or 0`, EXIT.usage);
-  return { host, port };
+  /** /metrics over HTTPS, each request authenticated and authorised by the cluster (default true). */
+  metricsSecure?: boolean;
+  /** tls.crt and tls.key of the secure metrics server; default: a self-signed certificate made at start. */
+  metricsCertDir?: string;
+  /** VersionTLS12 or VersionTLS13 (default VersionTLS12). */
+  tlsMinVersion?: string;
+  /** IANA names; empty: the AEAD-only default. */
+  tlsCipherSuites?: string[];
 }
 
 function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
@@ -77,6 +72,10 @@ function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; 
   try {
     loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
   } catch (err) {
+    if (err instanceof KubeConfigError && (options.kubeconfig !== undefined || options.context !== undefined)) {
+      // The file or context the user named is wrong: say which, in one line.
+      throw new CliError(err.message.replace(/\s*\n\s*/g, ' '), EXIT.noKubeconfig, { cause: err });
+    }
     if (err instanceof KubeConfigError) {
       throw new CliError(
         `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.` +
@@ -122,10 +121,29 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
     }
   }
   throw new CliError(
-    `${new ClusterUnreachableError(server, { cause: lastError }).message}\nIs the cluster running, and is this the right kubeconfig/context?`,
+    `${new ClusterUnreachableError(server, { cause: lastError }).message.replace(/\s*\n\s*/g, ' ')} (is the cluster running, and is this the right kubeconfig/context?)`,
     EXIT.clusterUnreachable,
     { cause: lastError },
   );
+}
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'address already in use',
+  EACCES: 'permission denied (ports below 1024 need privileges)',
+  EADDRNOTAVAIL: 'no such local address',
+  ENOTFOUND: 'unknown host',
+};
+
+/** A port the user chose cannot be bound: one line naming the flag and the address. */
+async function listenOrExplain<T>(listening: Promise<T>, server: string, address: string): Promise<T> {
+  try {
+    return await listening;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    const why = LISTEN_ERRORS[code];
+    if (why === undefined) throw err;
+    throw new CliError(`cannot listen on ${address} (--${server}-bind-address): ${why} (${code})`, EXIT.failure, { cause: err });
+  }
 }
 
 /** Runs until SIGINT/SIGTERM; resolves with the exit code. */
@@ -165,15 +183,26 @@ export async function run(options: RunOptions): Promise<number> {
     probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
     servers.push(probesServer);
   }
+  let metricsCertificates: CertificateSource | undefined;
   if (metricsAddr) {
-    servers.push(createTelemetryServer({ logger: log, port: metricsAddr.port, host: metricsAddr.host, registry: metrics.registry, health: false }));
+    const secure = options.metricsSecure !== false;
+    const metricsServer = createTelemetryServer({
+      logger: log,
+      port: metricsAddr.port,
+      host: metricsAddr.host,
+      registry: metrics.registry,
+      health: false,
+      ...(secure ? { tls: tlsProfile(options.tlsMinVersion, options.tlsCipherSuites), authorize: createMetricsAuthorizer({ reviews: kubeReviewClient(client) }) } : {}),
+    });
+    if (secure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
+    servers.push(metricsServer);
   }
   for (const server of servers) {
-    const addr = await server.listen();
+    const addr = await listenOrExplain(server.listen(), server === probesServer ? 'health-probe' : 'metrics', server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress);
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
 
-  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? loaded.namespace ?? 'persistent-ips-system';
+  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? 'persistent-ips-system';
   const webhook = await startWebhook(options, {
     client,
     sources,
@@ -200,7 +229,11 @@ export async function run(options: RunOptions): Promise<number> {
   process.on('SIGTERM', onSignal);
 
   await Promise.race([sources.synced(), new Promise((r) => stopping.signal.addEventListener('abort', r, { once: true }))]);
-  if (!stopping.signal.aborted) log.info({ gate: controller.gate() }, 'caches synced');
+  if (!stopping.signal.aborted) {
+    const gate = controller.gate();
+    log.info({ gate }, 'caches synced');
+    log.info({ featureGate: FEATURE_GATE, enabled: gate.enabled, source: gate.source }, `feature gate ${FEATURE_GATE} is ${describeGate(gate)}`);
+  }
 
   const drainMs = options.gracefulShutdownTimeout * 1000;
   // The allocator serves its own queue under the same leadership as the controller.
@@ -250,11 +283,32 @@ export async function run(options: RunOptions): Promise<number> {
     await webhook.certificates.stop();
     await webhook.server.close();
   }
+  await metricsCertificates?.stop();
   await Promise.all(servers.map((s) => s.close()));
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   log.info('stopped');
   return exitCode;
+}
+
+/**
+ * The serving certificate of the secure metrics server: the files of --metrics-cert-dir (kept current, e.g. from
+ * cert-manager), or else a self-signed one made at start, as controller-runtime does; Prometheus then skips
+ * verification (its ServiceMonitor says so) and relies on the bearer token for the rest.
+ */
+async function metricsCertificate(options: RunOptions, server: TelemetryServer, log: Logger): Promise<CertificateSource | undefined> {
+  if (options.metricsCertDir !== undefined) {
+    const files = createFileCertificates({ dir: options.metricsCertDir, logger: log.child({ server: 'metrics' }), onCertificate: (pair) => server.setCertificate(pair) });
+    await files.start();
+    if (!files.ready()) throw new CliError(`--metrics-cert-dir ${options.metricsCertDir}: no usable tls.crt and tls.key`, EXIT.failure);
+    return files;
+  }
+  const now = Date.now();
+  const validityMs = 365 * 24 * 3600 * 1000;
+  const ca = await generateCa(now, validityMs, 'persistent-ips-metrics-ca');
+  const names = [hostname(), 'localhost'];
+  server.setCertificate(await generateServing(ca, now, { dnsNames: names, ipAddresses: ['127.0.0.1', '::1'], servingValidityMs: validityMs }));
+  return undefined;
 }
 
 /**
@@ -288,7 +342,9 @@ async function startWebhook(
     ...(options.namespace ? { watchNamespace: options.namespace } : {}),
     ...(deps.podAddresses ? { podAddresses: deps.podAddresses } : {}),
   });
-  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod, metrics: webhookMetrics });
+  const tls = tlsProfile(options.tlsMinVersion, options.tlsCipherSuites);
+  if (tls.weak.length > 0) log.warn({ weak: tls.weak }, 'weak TLS cipher suites configured with --tls-cipher-suites');
+  const server = createWebhookServer({ logger: log, port: addr.port, host: addr.host, mutatePod, metrics: webhookMetrics, tls });
   const onCertificate = (pair: Parameters<WebhookServer['setCertificate']>[0]) => server.setCertificate(pair);
   let certificates: CertificateSource;
   if (options.webhookCertProvisioning === 'external') {
@@ -310,8 +366,11 @@ async function startWebhook(
       },
     });
   }
-  const bound = await server.listen();
+  const bound = await listenOrExplain(server.listen(), 'webhook', options.webhookBindAddress);
   await certificates.start();
-  log.info({ address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready() }, 'serving the launcher-pod webhook');
+  log.info(
+    { address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready(), tlsMinVersion: tls.minVersion, cipherSuites: tls.suites },
+    'serving the launcher-pod webhook',
+  );
   return { server, certificates };
 }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { buildStatus, renderJson, renderTable, stateOf } from './status.ts';
+import { buildStatus, gateOf, renderJson, renderTable, stateOf } from './status.ts';
+import type { KubeVirtCR } from '../kube/types.ts';
 
 const NS = 'demo';
 const nad = (name: string, network: string, annotations: Record<string, string> = {}, extra: Record<string, unknown> = {}): NetworkAttachmentDefinition => ({
@@ -91,8 +92,9 @@ describe('persistent-ips status', () => {
     assert.match(lines[1]!, /^vm-a\s+Running\s+data\s+bridge-static \(allocator\)\s+vm-a\.data\s+192\.168\.150\.2\/24\s+Allocated\s+VirtualMachine vm-a$/);
     const col = lines[0]!.indexOf('CLAIM');
     for (const line of lines.slice(1, 6)) assert.equal(line[col - 1], ' ', `aligned: ${line}`);
-    assert.ok(lines.includes('[1] IPAMClaim demo/vm-b.data: requested 192.168.150.2 is already held by demo/vm-a.data'), text);
-    assert.ok(lines.some((l) => l.startsWith('[2] IPAMClaim demo/old.data: no network of VirtualMachine old uses this claim')), text);
+    assert.ok(lines.some((l) => /^\[1\] VirtualMachine demo\/vm-a: NetworkAttachmentDefinition demo\/plain does not allow persistent IPs/.test(l)), text);
+    assert.ok(lines.includes('[2] IPAMClaim demo/vm-b.data: requested 192.168.150.2 is already held by demo/vm-a.data'), text);
+    assert.ok(lines.some((l) => l.startsWith('[3] IPAMClaim demo/old.data: no network of VirtualMachine old uses this claim')), text);
     assert.match(renderTable([], { showNamespace: true }), /No VMs/);
   });
 
@@ -100,5 +102,48 @@ describe('persistent-ips status', () => {
     const doc = JSON.parse(renderJson(buildStatus(input))) as { kind: string; items: { claim?: string; condition?: { message?: string } }[] };
     assert.equal(doc.kind, 'StatusList');
     assert.equal(doc.items.find((i) => i.claim === 'vm-b.data')?.condition?.message, 'requested 192.168.150.2 is already held by demo/vm-a.data');
+  });
+
+  const kubeVirt = (gates: string[]): KubeVirtCR => ({ metadata: { name: 'kubevirt', namespace: 'kubevirt' }, spec: { configuration: { developerConfiguration: { featureGates: gates } } } });
+  const missing = { ...input, vms: [vm('vm-c', [['data', 'bridge-static'], ['mgmt', 'plain']])], claims: [] };
+
+  it('a missing claim is blamed on the gate when the gate is off', () => {
+    const rows = buildStatus({ ...missing, kubeVirts: [kubeVirt([])] });
+    assert.equal(rows[0]!.problem?.reason, 'FeatureGateDisabled');
+    assert.equal(stateOf(rows[0]!), 'FeatureGateDisabled');
+    assert.match(rows[0]!.problem!.message, /no IPAMClaim vm-c\.data: off \(not listed in the KubeVirt CR/);
+    const none = buildStatus({ ...missing, kubeVirts: [] });
+    assert.match(none[0]!.problem!.message, /no KubeVirt CR found and no --feature-gates/);
+  });
+
+  it('with the gate on (or unknown), a missing claim points at the controller', () => {
+    const on = buildStatus({ ...missing, kubeVirts: [kubeVirt(['PersistentIPs'])] });
+    assert.equal(on[0]!.problem?.reason, 'ClaimNotCreated');
+    assert.doesNotMatch(on[0]!.problem!.message, /could not be read/);
+    const unknown = buildStatus({ ...missing, kubeVirts: undefined });
+    assert.equal(unknown[0]!.problem?.reason, 'ClaimNotCreated');
+    assert.match(unknown[0]!.problem!.message, /KubeVirt CR could not be read/);
+  });
+
+  it('an ordinary network says which NAD does not allow persistent IPs', () => {
+    const rows = buildStatus({ ...missing, kubeVirts: [kubeVirt(['PersistentIPs'])] });
+    assert.equal(rows[1]!.problem?.reason, 'NadNotPersistent');
+    assert.equal(stateOf(rows[1]!), 'not persistent');
+    assert.match(rows[1]!.problem!.message, /demo\/plain does not allow persistent IPs/);
+  });
+
+  it('a claim without an owner is named as such, never as waiting', () => {
+    const rows = buildStatus({ ...missing, kubeVirts: [kubeVirt(['PersistentIPs'])], claims: [claim('vm-c.data', 'bridge-static')] });
+    assert.equal(rows[0]!.problem?.reason, 'ClaimNotOwned');
+  });
+
+  it('the gate heads the table and is a field of the JSON', () => {
+    const kubeVirts = [kubeVirt([])];
+    const gate = gateOf({ kubeVirts });
+    const text = renderTable(buildStatus({ ...missing, kubeVirts }), { showNamespace: false, gate });
+    assert.match(text.split('\n')[0]!, /^PersistentIPs feature gate: off \(not listed in the KubeVirt CR/);
+    assert.match(renderTable([], { showNamespace: false, gate: undefined }), /^PersistentIPs feature gate: unknown/);
+    const doc = JSON.parse(renderJson([], gate)) as { featureGate: unknown };
+    assert.deepEqual(doc.featureGate, { name: 'PersistentIPs', enabled: false, source: 'kubevirt-cr' });
   });
 });

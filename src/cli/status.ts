@@ -11,10 +11,11 @@ import { persistentNetworks } from '../claims/decide.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from '../kube/client.ts';
 import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
 import { resources } from '../kube/resources.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
-import { trimIPAMClaim, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
-import { EXIT } from './exit-codes.ts';
-import { CliError } from './run.ts';
+import type { IPAMClaim, KubeVirtCR, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import { trimIPAMClaim, trimKubeVirt, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
+import { describeGate, resolveGate, type GateState } from '../controller/feature-gate.ts';
+import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
+import { CliError, EXIT } from './exit-codes.ts';
 
 export interface StatusRow {
   namespace: string;
@@ -42,6 +43,8 @@ export interface StatusRow {
 }
 
 export interface StatusInput {
+  /** The KubeVirt CRs, for the PersistentIPs gate; undefined when they could not be read. */
+  kubeVirts?: readonly KubeVirtCR[] | undefined;
   vms: readonly VirtualMachine[];
   vmis: readonly VirtualMachineInstance[];
   nads: readonly NetworkAttachmentDefinition[];
@@ -63,8 +66,17 @@ function nadKey(reference: string, namespace: string): string {
   return reference.includes('/') ? reference : `${namespace}/${reference}`;
 }
 
+/**
+ * The PersistentIPs gate as the controller sees it without a --feature-gates override (which status cannot see):
+ * undefined when the KubeVirt CRs could not be read.
+ */
+export function gateOf(input: Pick<StatusInput, 'kubeVirts'>): GateState | undefined {
+  return input.kubeVirts === undefined ? undefined : resolveGate(undefined, input.kubeVirts);
+}
+
 /** One row per network of every VM and standalone VMI, plus one per claim that none of them uses. Sorted. */
 export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): StatusRow[] {
+  const gate = gateOf(input);
   const nads = new Map(input.nads.map((n) => [`${n.metadata.namespace}/${n.metadata.name}`, n]));
   const claims = new Map(input.claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
   const vmis = new Map(input.vmis.map((v) => [`${v.metadata.namespace}/${v.metadata.name}`, v]));
@@ -115,7 +127,17 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
         if (claim) {
           used.add(`${o.namespace}/${verdict.claim}`);
           describeClaim(row, claim, o.uid);
+        } else if (!row.problem) {
+          row.problem = missingClaim(verdict.claim, gate);
         }
+      } else if (ref !== undefined) {
+        const nad = nads.get(ref);
+        row.problem = nad
+          ? {
+              reason: 'NadNotPersistent',
+              message: `NetworkAttachmentDefinition ${ref} does not allow persistent IPs ("allowPersistentIPs": true in its config, or the annotation ${NAD_PERSISTENT_IPS_ANNOTATION}: "true"): an ordinary network, no claim`,
+            }
+          : { reason: 'NetworkAttachmentDefinitionNotFound', message: `NetworkAttachmentDefinition ${ref} does not exist` };
       }
       rows.push(row);
     }
@@ -150,6 +172,18 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
   return rows.sort((a, b) => cmp(a.namespace, b.namespace) || cmp(a.vm === '' ? '\uffff' : a.vm, b.vm === '' ? '\uffff' : b.vm) || cmp(a.network, b.network) || cmp(a.claim ?? '', b.claim ?? ''));
 }
 
+/** Why a claim that should exist does not: the gate first, because with it off nothing is created at all. */
+function missingClaim(claim: string, gate: GateState | undefined): { reason: string; message: string } {
+  if (gate && !gate.enabled) {
+    return { reason: 'FeatureGateDisabled', message: `no IPAMClaim ${claim}: ${describeGate(gate)}` };
+  }
+  const gateNote = gate ? '' : ' (the KubeVirt CR could not be read: if the PersistentIPs gate is off, no claim is created)';
+  return {
+    reason: 'ClaimNotCreated',
+    message: `IPAMClaim ${claim} does not exist yet: is the controller running and leading? Its log and the VM's Events say why${gateNote}`,
+  };
+}
+
 function describeClaim(row: StatusRow, claim: IPAMClaim, ownerUid: string | undefined): void {
   row.ips = [...(claim.status?.ips ?? [])];
   const cond = claim.status?.conditions?.find((c) => c.type === CONDITION_TYPE);
@@ -162,6 +196,9 @@ function describeClaim(row: StatusRow, claim: IPAMClaim, ownerUid: string | unde
     if (ownerUid !== undefined) row.ownerMatches = ref.uid === ownerUid;
   }
   if (claim.metadata.deletionTimestamp && !row.problem) row.problem = { reason: 'ClaimTerminating', message: 'the claim is being deleted' };
+  if (!ref && row.vm !== '' && !row.problem) {
+    row.problem = { reason: 'ClaimNotOwned', message: `IPAMClaim ${claim.metadata.name} exists without a VM or VMI owner (made by hand?); the controller never adopts it` };
+  }
   if (row.ownerMatches === false && !row.problem) {
     row.problem = { reason: 'ClaimOwnedByAnotherObject', message: `the claim belongs to another ${ref?.kind ?? 'object'} ${ref?.name ?? ''} (uid ${ref?.uid ?? '?'})` };
   }
@@ -171,6 +208,7 @@ const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** What the CONDITION column says, in a few words. */
 export function stateOf(row: StatusRow): string {
+  if (row.problem?.reason === 'NadNotPersistent') return 'not persistent';
   if (row.problem && !row.condition) return row.problem.reason;
   if (row.condition) {
     const word = row.condition.status === 'True' ? 'Allocated' : row.condition.status === 'False' ? 'NotAllocated' : 'Unknown';
@@ -183,8 +221,14 @@ export function stateOf(row: StatusRow): string {
 }
 
 /** The table, and below it the messages behind every row that is not fine. */
-export function renderTable(rows: readonly StatusRow[], options: { showNamespace: boolean }): string {
-  if (rows.length === 0) return 'No VMs, VMIs or IPAMClaims found.\n';
+/** The first line of the table: the gate, because with it off every other line is moot. */
+export function gateLine(gate: GateState | undefined): string {
+  return gate ? `PersistentIPs feature gate: ${describeGate(gate)}` : 'PersistentIPs feature gate: unknown (the KubeVirt CR could not be read)';
+}
+
+export function renderTable(rows: readonly StatusRow[], options: { showNamespace: boolean; gate?: GateState | undefined }): string {
+  const header = 'gate' in options ? `${gateLine(options.gate)}\n\n` : '';
+  if (rows.length === 0) return `${header}No VMs, VMIs or IPAMClaims found.\n`;
   const headers = [...(options.showNamespace ? ['NAMESPACE'] : []), 'VM', 'STATUS', 'NETWORK', 'NAD', 'CLAIM', 'ADDRESSES', 'CONDITION', 'OWNER'];
   const notes: string[] = [];
   let noted = 0;
@@ -216,11 +260,12 @@ export function renderTable(rows: readonly StatusRow[], options: { showNamespace
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
       .join('   ')
       .trimEnd();
-  return [fmt(headers), ...lines.map(fmt), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n') + '\n';
+  return header + [fmt(headers), ...lines.map(fmt), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n') + '\n';
 }
 
-export function renderJson(rows: readonly StatusRow[]): string {
-  return `${JSON.stringify({ apiVersion: 'persistent-ips.kubevirt.io/v1', kind: 'StatusList', items: rows }, null, 2)}\n`;
+export function renderJson(rows: readonly StatusRow[], gate?: GateState): string {
+  const featureGate = gate ? { name: 'PersistentIPs', enabled: gate.enabled, source: gate.source } : undefined;
+  return `${JSON.stringify({ apiVersion: 'persistent-ips.kubevirt.io/v1', kind: 'StatusList', ...(featureGate ? { featureGate } : {}), items: rows }, null, 2)}\n`;
 }
 
 export interface StatusOptions {
@@ -238,7 +283,10 @@ export async function status(options: StatusOptions, out: { write(text: string):
   try {
     loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
   } catch (err) {
-    if (err instanceof KubeConfigError) throw new CliError(`${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`, EXIT.noKubeconfig, { cause: err });
+    if (err instanceof KubeConfigError) {
+      const named = options.kubeconfig !== undefined || options.context !== undefined;
+      throw new CliError(named ? err.message.replace(/\s*\n\s*/g, ' ') : `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`, EXIT.noKubeconfig, { cause: err });
+    }
     throw err;
   }
   const client = KubeClient.fromKubeConfig(loaded.connection, { timeoutMs: 30_000 });
@@ -255,20 +303,27 @@ export async function status(options: StatusOptions, out: { write(text: string):
       throw err;
     }
   };
+  // The KubeVirt CR may live in a namespace the user cannot read: then the gate is shown as unknown.
+  const kubeVirts = client.listAll<unknown>(resources.kubeVirts, {}).then(
+    ({ items }) => items.map(trimKubeVirt),
+    () => undefined,
+  );
   const [vms, vmis, nads, claims] = await Promise.all([
     list(resources.virtualMachines, trimVirtualMachine, true),
     list(resources.virtualMachineInstances, trimVirtualMachineInstance, true),
     list(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition, true),
     list(resources.ipamClaims, trimIPAMClaim, true),
   ]);
-  const rows = buildStatus({ vms, vmis, nads, claims }, options.vm !== undefined ? { vm: options.vm } : {});
-  if (options.output === 'json') out.write(renderJson(rows));
+  const input: StatusInput = { kubeVirts: await kubeVirts, vms, vmis, nads, claims };
+  const gate = gateOf(input);
+  const rows = buildStatus(input, options.vm !== undefined ? { vm: options.vm } : {});
+  if (options.output === 'json') out.write(renderJson(rows, gate));
   else {
     if (rows.length === 0 && options.vm !== undefined) {
       out.write(`No VM or VMI named ${options.vm}${namespace ? ` in namespace ${namespace}` : ''}.\n`);
       return EXIT.failure;
     }
-    out.write(renderTable(rows, { showNamespace: namespace === undefined }));
+    out.write(renderTable(rows, { showNamespace: namespace === undefined, gate }));
   }
   return EXIT.ok;
 }

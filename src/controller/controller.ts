@@ -11,7 +11,8 @@ import { objectKey } from '../sources/store.ts';
 import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from './events.ts';
-import { type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
+import { FEATURE_GATE } from '../claims/constants.ts';
+import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
 import { claimsByOwnerName, keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
 import { CLAIMS_BY_OWNER_NAME, createReconciler, type ReconcileTally } from './reconciler.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
@@ -54,6 +55,7 @@ export function createController(options: ControllerOptions): Controller {
   const recorder = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'events' }), metrics);
 
   let gate = resolveGate(options.gateOverride, sources.kubeVirts.list());
+  metrics?.featureGate.set({ name: FEATURE_GATE }, gate.enabled ? 1 : 0);
   const gateEnabled = (): boolean => gate.enabled;
   const allKeys = (): Set<string> => {
     const keys = new Set<string>([...sources.vms.keys(), ...sources.vmis.keys()]);
@@ -83,9 +85,16 @@ export function createController(options: ControllerOptions): Controller {
     }),
     sources.kubeVirts.events$.subscribe(() => {
       const next = resolveGate(options.gateOverride, sources.kubeVirts.list());
-      if (next.enabled === gate.enabled) return;
+      if (next.enabled === gate.enabled) {
+        gate = next;
+        return;
+      }
       gate = next;
-      log.info({ gate: 'PersistentIPs', enabled: next.enabled, source: next.source }, 'feature gate changed; reconciling every VM');
+      metrics?.featureGate.set({ name: FEATURE_GATE }, next.enabled ? 1 : 0);
+      // While the KubeVirt CRs are first listed the gate is being learnt, not changed: the state is logged once,
+      // at info, when the caches have synced (run.ts).
+      const level = sources.kubeVirts.hasSynced ? 'info' : 'debug';
+      log[level]({ gate: FEATURE_GATE, enabled: next.enabled, source: next.source, state: describeGate(next) }, 'feature gate changed; reconciling every VM');
       for (const key of allKeys()) queue.add(key);
     }),
   ];

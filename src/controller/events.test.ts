@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
-import { EventRecorder, type CoreEvent, type EventTarget } from './events.ts';
+import { EventRecorder, namespaceGoing, type CoreEvent, type EventTarget } from './events.ts';
+import { KubeApiError } from '../kube/errors.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
 
 const vm: EventTarget = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', namespace: 'ns', name: 'vm-a', uid: 'u1' };
@@ -55,5 +56,40 @@ describe('EventRecorder', () => {
     heal();
     await recorder.report(vm, [missing]);
     assert.equal(sent.length, 1);
+  });
+
+  it('a namespace being deleted: no error line, counted, not retried; other failures stay errors', async () => {
+    const lines: { level: number; msg: string }[] = [];
+    const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line) as { level: number; msg: string }) });
+    const terminating = new KubeApiError({
+      reason: 'forbidden',
+      code: 403,
+      verb: 'create',
+      object: { kind: 'Event', namespace: 'ns' },
+      status: { message: 'events "vm-a." is forbidden: unable to create new content in namespace ns because it is being terminated', details: { causes: [{ reason: 'NamespaceTerminating', field: 'metadata.namespace' }] } },
+    });
+    let calls = 0;
+    let failWith: unknown = terminating;
+    const metrics = createMetrics({ defaultMetrics: false });
+    const recorder = new EventRecorder(async () => { calls++; throw failWith; }, log, metrics, { instance: 'test', now: () => new Date(0) });
+    for (let i = 0; i < 50; i++) await recorder.report(vm, [missing]);
+    assert.equal(calls, 1, 'not retried: the namespace will not take it');
+    assert.equal(lines.filter((l) => l.level >= 50).length, 0, 'no error line');
+    assert.equal(lines.filter((l) => l.msg === 'event not recorded: the namespace is being deleted').length, 1);
+    assert.equal(lines.find((l) => l.msg === 'event not recorded: the namespace is being deleted')!.level, 20, 'debug');
+
+    failWith = new Error('apiserver down');
+    await recorder.report({ ...vm, uid: 'u2' }, [missing]);
+    assert.equal(lines.filter((l) => l.level === 50 && l.msg === 'could not record event').length, 1);
+    const dropped = (await metrics.eventsDropped.get()).values.map((v) => [v.labels.reason, v.value]);
+    assert.deepEqual(dropped.sort(), [['error', 1], ['namespace_terminating', 1]]);
+  });
+
+  it('recognises a deleted or gone namespace, and nothing else', () => {
+    const err = (code: number, status?: object) => new KubeApiError({ reason: code === 404 ? 'notFound' : 'forbidden', code, verb: 'create', object: { kind: 'Event' }, ...(status ? { status } : {}) });
+    assert.equal(namespaceGoing(err(404)), true);
+    assert.equal(namespaceGoing(err(403, { message: 'unable to create new content in namespace x because it is being terminated' })), true);
+    assert.equal(namespaceGoing(err(403, { message: 'User cannot create events' })), false);
+    assert.equal(namespaceGoing(new Error('x')), false);
   });
 });

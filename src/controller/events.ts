@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
+import { KubeApiError } from '../kube/errors.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
 /** The object an Event is about: the VM, or the VMI when it has no VM. */
@@ -33,6 +34,18 @@ export interface CoreEvent {
 export type EventSink = (event: CoreEvent) => Promise<void>;
 
 const COMPONENT = 'persistent-ips';
+
+/**
+ * The API server refuses objects in a namespace that is being deleted (403, cause NamespaceTerminating) or is gone
+ * (404 on create).
+ */
+export function namespaceGoing(err: unknown): boolean {
+  if (!(err instanceof KubeApiError)) return false;
+  if (err.code === 404) return true;
+  if (err.code !== 403) return false;
+  const causes = err.status?.details?.causes ?? [];
+  return causes.some((c) => c.reason === 'NamespaceTerminating') || /because it is being terminated/.test(err.status?.message ?? err.message);
+}
 
 /**
  * Emits one Warning Event per cause while it lasts. A reconcile reports the full set of current causes for an
@@ -74,8 +87,19 @@ export class EventRecorder {
         await this.sink(this.toEvent(target, cause));
         delivered.add(`${cause.reason}\u0000${cause.message}`);
       } catch (err) {
+        const fields = { namespace: target.namespace, name: target.name, kind: target.kind, reason: cause.reason };
+        if (namespaceGoing(err)) {
+          // Expected while a namespace is deleted: its VMs are reconciled on their way out, and the API server
+          // refuses new objects there. Counted, logged at debug, and not retried (the namespace will not come back
+          // to take it).
+          this.metrics?.eventsDropped.inc({ reason: 'namespace_terminating' });
+          this.log.debug({ ...fields, err }, 'event not recorded: the namespace is being deleted');
+          delivered.add(`${cause.reason}\u0000${cause.message}`);
+          continue;
+        }
         // Not remembered as reported, so the next reconcile of this object tries again.
-        this.log.error({ err, namespace: target.namespace, name: target.name, kind: target.kind, reason: cause.reason }, 'could not record event');
+        this.metrics?.eventsDropped.inc({ reason: 'error' });
+        this.log.error({ ...fields, err }, 'could not record event');
       }
     }
     if (delivered.size === 0) this.reported.delete(target.uid);

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseFeatureGatesFlag, resolveGate } from './feature-gate.ts';
+import { describeGate, parseFeatureGatesFlag, resolveGate } from './feature-gate.ts';
 import type { KubeVirtCR } from '../kube/types.ts';
 
 const cr = (gates?: string[]): KubeVirtCR => ({
@@ -41,5 +41,12 @@ describe('feature gate', () => {
 
   it('with neither flag nor CR the gate is off, as in KubeVirt', () => {
     assert.deepEqual(resolveGate(undefined, []), { enabled: false, source: 'default' });
+  });
+
+  it('describes the gate for a person: state, who decided, and what off means', () => {
+    assert.equal(describeGate({ enabled: true, source: 'flag' }), 'on (set by --feature-gates)');
+    assert.equal(describeGate({ enabled: true, source: 'kubevirt-cr' }), 'on (listed in the KubeVirt CR)');
+    assert.match(describeGate({ enabled: false, source: 'kubevirt-cr' }), /^off \(not listed in the KubeVirt CR .*\): no IPAMClaims are created/);
+    assert.match(describeGate({ enabled: false, source: 'default' }), /^off \(no KubeVirt CR found and no --feature-gates\)/);
   });
 });

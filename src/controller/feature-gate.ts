@@ -42,3 +42,16 @@ export function resolveGate(override: GateOverride, crs: readonly KubeVirtCR[]):
   if (crs.length > 0) return { enabled: gateInKubeVirtCRs(crs), source: 'kubevirt-cr' };
   return { enabled: false, source: 'default' };
 }
+
+/** The gate in one sentence for a person: on or off, who decided, and what off means. */
+export function describeGate(state: GateState): string {
+  const by =
+    state.source === 'flag'
+      ? 'set by --feature-gates'
+      : state.source === 'kubevirt-cr'
+        ? state.enabled
+          ? 'listed in the KubeVirt CR'
+          : 'not listed in the KubeVirt CR (spec.configuration.developerConfiguration.featureGates)'
+        : 'no KubeVirt CR found and no --feature-gates';
+  return state.enabled ? `on (${by})` : `off (${by}): no IPAMClaims are created and launcher pods are not changed`;
+}

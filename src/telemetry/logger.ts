@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 
 export type { Logger };
@@ -11,7 +12,9 @@ export const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info',
 export function createLogger(level: LevelWithSilent = 'info', destination?: NodeJS.WritableStream): Logger {
   const options = {
     level,
-    name: 'persistent-ips',
+    // `name` is the object a line is about (as in namespace/name); pino's logger `name` would be a second `name`
+    // key in the same JSON line, which log pipelines resolve differently (first wins, last wins, or reject).
+    base: { pid: process.pid, hostname: hostname(), logger: 'persistent-ips' },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
   };

@@ -21,6 +21,8 @@ export interface Metrics {
   persistenceBlocked: Counter<'reason'>;
   apiRequests: Counter<'verb' | 'resource' | 'code'>;
   isLeader: Gauge<never>;
+  featureGate: Gauge<'name'>;
+  eventsDropped: Counter<'reason'>;
 }
 
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -45,6 +47,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     finalizersRemoved: new Counter({ name: 'persistent_ips_finalizers_removed_total', help: 'Finalizers removed from IPAMClaims once no VM or VMI could use them.', registers }),
     persistenceBlocked: new Counter({ name: 'persistent_ips_persistence_blocked_total', help: 'Times persistence was found blocked for a VM network, by reason (counted once per new cause).', labelNames: ['reason'], registers }),
     apiRequests: new Counter({ name: 'persistent_ips_api_requests_total', help: 'Requests this controller sent to the API server, by verb, resource and status code.', labelNames: ['verb', 'resource', 'code'], registers }),
+    eventsDropped: new Counter({ name: 'persistent_ips_events_dropped_total', help: 'Events that could not be recorded: namespace_terminating (expected during a namespace deletion, not retried) or error (retried at the next reconcile).', labelNames: ['reason'], registers }),
+    featureGate: new Gauge({ name: 'persistent_ips_feature_gate_enabled', help: 'Whether a KubeVirt feature gate this controller obeys is on (1) or off (0), as the controller currently sees it.', labelNames: ['name'], registers }),
     isLeader: new Gauge({ name: 'leader_election_master_status', help: 'Whether this replica currently holds the leader lease (1) or not (0).', registers }),
   };
 }

@@ -4,6 +4,9 @@ import { describe, it } from 'node:test';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createTelemetryServer, renderChecks, type TelemetryServer } from './server.ts';
+import { request as httpsRequest } from 'node:https';
+import { generateCa, generateServing } from '../webhook/certs.ts';
+import { tlsProfile } from '../webhook/tls-profile.ts';
 
 const logger = createLogger('silent');
 
@@ -173,5 +176,58 @@ describe('telemetry server', () => {
   it('close() on a server that never listened resolves', async () => {
     const server = createTelemetryServer({ logger, port: 0, host: '127.0.0.1' });
     await server.close();
+  });
+});
+
+describe('secure metrics server', () => {
+  const getTls = (port: number, ca: string, token?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }> =>
+    new Promise((resolve, reject) => {
+      const req = httpsRequest({ host: '127.0.0.1', port, path: '/metrics', ca, agent: false, servername: 'localhost', headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+
+  it('serves /metrics over TLS only to callers the authoriser admits: 401 without a token, 403 without rights, 200 with', async () => {
+    const now = Date.now();
+    const ca = await generateCa(now, 3_600_000);
+    const serving = await generateServing(ca, now, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], servingValidityMs: 3_600_000 });
+    const metrics = createMetrics({ defaultMetrics: false });
+    const asked: string[] = [];
+    const server = createTelemetryServer({
+      logger,
+      port: 0,
+      host: '127.0.0.1',
+      registry: metrics.registry,
+      health: false,
+      tls: tlsProfile(),
+      authorize: async (authorization, verb, path) => {
+        asked.push(`${verb} ${path}`);
+        if (!authorization) return { status: 401, message: 'Unauthorized: a bearer token is required' };
+        return authorization === 'Bearer reader' ? { status: 200, user: 'reader' } : { status: 403, message: 'Forbidden: user "other" may not get /metrics' };
+      },
+    });
+    server.setCertificate(serving);
+    const { port } = await server.listen();
+    try {
+      const anonymous = await getTls(port, ca.certPem);
+      assert.equal(anonymous.status, 401);
+      assert.equal(anonymous.headers['www-authenticate'], 'Bearer');
+      assert.doesNotMatch(anonymous.body, /controller_runtime/);
+      const other = await getTls(port, ca.certPem, 'other');
+      assert.equal(other.status, 403);
+      assert.match(other.body, /may not get \/metrics/);
+      const reader = await getTls(port, ca.certPem, 'reader');
+      assert.equal(reader.status, 200);
+      assert.match(reader.body, /# TYPE controller_runtime_reconcile_total counter/);
+      assert.deepEqual(asked, ['get /metrics', 'get /metrics', 'get /metrics']);
+      await assert.rejects(get(port, '/metrics'), 'plain HTTP is not answered');
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -1,8 +1,14 @@
-// Health and metrics over plain HTTP: /healthz (the process answers), /readyz (every registered readiness check
-// passes: caches synced, webhook certificate loaded, ...) and /metrics (the prom-client registry). The controller
-// may run one server for probes and another for metrics (different ports, as the Deployment does), or one for all.
+// Health and metrics: /healthz (the process answers), /readyz (every registered readiness check passes: caches
+// synced, webhook certificate loaded, ...) and /metrics (the prom-client registry). The controller runs one server
+// for probes (plain HTTP, for the kubelet) and another for metrics: HTTPS with every /metrics request authenticated
+// and authorised by the cluster (metrics-auth.ts), or plain HTTP when asked for (--metrics-secure=false).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { createSecureContext } from 'node:tls';
+import type { CertKeyPair } from '../webhook/certs.ts';
+import type { TlsProfile } from '../webhook/tls-profile.ts';
+import type { MetricsAuthorizer } from './metrics-auth.ts';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from './logger.ts';
@@ -24,6 +30,10 @@ export interface TelemetryServerOptions {
   health?: boolean;
   /** How long close() lets in-flight requests finish before it cuts their connections (default 5 s). */
   closeTimeoutMs?: number;
+  /** Serve HTTPS with these settings; the certificate comes through setCertificate(). */
+  tls?: TlsProfile;
+  /** Decides every /metrics request (401/403 when it says no). Without it, /metrics is open. */
+  authorize?: MetricsAuthorizer;
 }
 
 export interface TelemetryServer {
@@ -35,6 +45,8 @@ export interface TelemetryServer {
   listen(): Promise<AddressInfo>;
   /** Stop accepting connections, let in-flight requests finish (bounded by closeTimeoutMs) and resolve when closed. */
   close(): Promise<void>;
+  /** With `tls`: installs (or rotates to) the serving certificate. Throws, keeping the current one, if invalid. */
+  setCertificate(pair: CertKeyPair): void;
 }
 
 interface NamedCheck {
@@ -105,6 +117,16 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       return;
     }
     if (options.registry && url.pathname === '/metrics') {
+      if (options.authorize) {
+        const decision = await options.authorize(req.headers.authorization, 'get', url.pathname);
+        if (decision.status !== 200) {
+          if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
+          else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
+          if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
+          reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
+          return;
+        }
+      }
       const text = await options.registry.metrics();
       reply(res, 200, text, options.registry.contentType);
       return;
@@ -112,13 +134,18 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
     reply(res, 404, 'not found\n');
   };
 
-  const server: Server = createServer((req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     handle(req, res).catch((error: unknown) => {
       log.error({ err: error, path: req.url }, 'telemetry request failed');
       if (!res.headersSent) reply(res, 500, 'internal error\n');
       else res.destroy();
     });
-  });
+  };
+  const tlsSettings = options.tls ? { minVersion: options.tls.minVersion, ciphers: options.tls.ciphers, honorCipherOrder: true } : undefined;
+  // Until a certificate is set, TLS handshakes fail: nothing is served without one.
+  const httpsServer = tlsSettings ? createHttpsServer(tlsSettings, onRequest) : undefined;
+  const server: Server = httpsServer ?? createServer(onRequest);
+  if (httpsServer) httpsServer.on('tlsClientError', (error) => log.debug({ err: error }, 'TLS handshake failed'));
   // Probes come from the kubelet every few seconds: keep-alive sockets are fine, but never let one linger forever.
   server.keepAliveTimeout = 5000;
   server.requestTimeout = 10_000;
@@ -137,6 +164,11 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
     },
     close() {
       return closeGracefully(server, closeTimeoutMs);
+    },
+    setCertificate(pair) {
+      if (!httpsServer || !tlsSettings) throw new Error('setCertificate on a plain HTTP server');
+      createSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
+      httpsServer.setSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
     },
   };
 }

@@ -34,6 +34,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { elementNamespace, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
+import { aggregateReports } from './report-aggregation.ts';
 
 export interface AdmissionRequest {
   uid: string;
@@ -299,10 +300,11 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       result = await compute(fresh);
     }
 
-    const warnings = result.reports
+    const reports = aggregateReports(result.reports);
+    const warnings = reports
       .filter((r) => r.reason !== 'PersistenceBlocked' && r.reason !== 'MissingNetworkElement')
       .map((r) => `persistent-ips: ${r.message}`);
-    for (const report of result.reports) vmiLog.warn({ reason: report.reason, network: report.network }, report.message);
+    for (const report of reports) vmiLog.warn({ reason: report.reason, network: report.network }, report.message);
     if (result.skipped === 'UnreadableAnnotation') return allow('unreadable', warnings);
     if (result.denials.length > 0) {
       const message =

@@ -8,6 +8,7 @@ import { reviewResponse, type PodAdmissionHandler } from './admission.ts';
 import { generateCa, generateServing, type CertKeyPair } from './certs.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { createWebhookServer, MUTATE_POD_PATH, type WebhookServer } from './server.ts';
+import { tlsProfile } from './tls-profile.ts';
 
 const logger = createLogger('silent');
 const names = { dnsNames: ['persistent-ips-webhook.persistent-ips-system.svc'], ipAddresses: ['127.0.0.1'], servingValidityMs: 3_600_000 };
@@ -170,4 +171,102 @@ describe('webhook server shutdown', () => {
     await closed;
     await assert.rejects(post(port, reviewBody(), { ca: ca1.certPem }), /ECONNREFUSED/);
   });
+});
+
+describe('webhook server TLS settings', () => {
+  const handshake = (port: number, client: { maxVersion?: 'TLSv1.2' | 'TLSv1.3'; ciphers?: string }): Promise<{ version: string | null; cipher: string }> =>
+    new Promise((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port, ca: ca1.certPem, servername: 'persistent-ips-webhook.persistent-ips-system.svc', ...client }, () => {
+        const result = { version: socket.getProtocol(), cipher: socket.getCipher().standardName };
+        socket.end();
+        resolve(result);
+      });
+      socket.on('error', reject);
+    });
+
+  async function withServer(tls: ReturnType<typeof tlsProfile> | undefined, fn: (port: number) => Promise<void>): Promise<void> {
+    const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, ...(tls ? { tls } : {}) });
+    const { port } = await server.listen();
+    server.setCertificate(serving1);
+    try {
+      await fn(port);
+    } finally {
+      await server.close();
+    }
+  }
+
+  it('by default: TLS 1.3, or TLS 1.2 with an AEAD suite; a CBC or SHA-1 suite is refused', async () => {
+    await withServer(undefined, async (port) => {
+      assert.equal((await handshake(port, {})).version, 'TLSv1.3');
+      const tls12 = await handshake(port, { maxVersion: 'TLSv1.2' });
+      assert.equal(tls12.version, 'TLSv1.2');
+      assert.match(tls12.cipher, /^TLS_ECDHE_ECDSA_WITH_(AES_\d+_GCM|CHACHA20_POLY1305)/);
+      for (const ciphers of ['ECDHE-ECDSA-AES128-SHA', 'ECDHE-ECDSA-AES256-SHA', 'ECDHE-ECDSA-AES128-SHA256']) {
+        await assert.rejects(handshake(port, { maxVersion: 'TLSv1.2', ciphers }), Error, ciphers);
+      }
+    });
+  });
+
+  it('--tls-min-version VersionTLS13 refuses TLS 1.2 clients', async () => {
+    await withServer(tlsProfile('VersionTLS13'), async (port) => {
+      assert.equal((await handshake(port, {})).version, 'TLSv1.3');
+      await assert.rejects(handshake(port, { maxVersion: 'TLSv1.2' }));
+    });
+  });
+
+  it('--tls-cipher-suites offers exactly the named TLS 1.2 suites', async () => {
+    await withServer(tlsProfile('VersionTLS12', ['TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA']), async (port) => {
+      assert.equal((await handshake(port, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA' })).cipher, 'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA');
+      assert.equal((await handshake(port, { maxVersion: 'TLSv1.2' })).cipher, 'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384');
+      await assert.rejects(handshake(port, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' }));
+    });
+  });
+});
+
+describe('webhook server body limit', () => {
+  /** POSTs `total` bytes in 64 KiB chunks with Transfer-Encoding: chunked (no Content-Length). */
+  const postChunked = (port: number, total: number): Promise<Reply> =>
+    new Promise((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port, path: MUTATE_POD_PATH, method: 'POST', ca: ca1.certPem, agent: false, headers: { 'content-type': 'application/json' } },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < total) {
+          sent += chunk.length;
+          if (!req.write(chunk)) {
+            req.once('drain', pump);
+            return;
+          }
+        }
+        req.end();
+      };
+      pump();
+    });
+
+  for (const [what, total, maxBodyBytes] of [
+    ['a chunked 10 MiB body over an 8 MiB limit', 10 * 1024 * 1024, 8 * 1024 * 1024],
+    ['a chunked body of many times the limit', 6 * 1024 * 1024, 1024 * 1024],
+  ] as const) {
+    it(`${what} without Content-Length is answered 413`, async () => {
+      const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, maxBodyBytes });
+      server.setCertificate(serving1);
+      const { port } = await server.listen();
+      try {
+        const reply = await postChunked(port, total);
+        assert.equal(reply.status, 413);
+        assert.match(reply.body, /body larger than/);
+      } finally {
+        await server.close();
+      }
+    });
+  }
 });

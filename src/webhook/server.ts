@@ -1,4 +1,5 @@
-// The admission webhook's HTTPS server: POST /mutate-v1-pod, AdmissionReview v1 in and out, TLS 1.2 or newer.
+// The admission webhook's HTTPS server: POST /mutate-v1-pod, AdmissionReview v1 in and out, TLS 1.2 or newer with
+// AEAD suites only unless configured otherwise (tls-profile.ts).
 //
 // Every replica serves it, leader or not: the handler only reads caches (and the API as a fallback) and returns a
 // patch; it never writes. The certificate is swapped with setSecureContext: new connections get the new one,
@@ -14,10 +15,10 @@ import type { Logger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, type PodAdmissionHandler } from './admission.ts';
 import type { CertKeyPair } from './certs.ts';
 import type { WebhookMetrics } from './metrics.ts';
+import { tlsProfile, type TlsProfile } from './tls-profile.ts';
 import { closeGracefully, listenOn } from '../telemetry/server-lifecycle.ts';
 
 export const MUTATE_POD_PATH = '/mutate-v1-pod';
-const MIN_TLS_VERSION = 'TLSv1.2' as const;
 
 export interface WebhookServerOptions {
   logger: Logger;
@@ -32,6 +33,8 @@ export interface WebhookServerOptions {
   maxBodyBytes?: number;
   /** How long close() lets in-flight admissions finish before cutting their connections (default 10 s). */
   closeTimeoutMs?: number;
+  /** Minimum TLS version and cipher suites (default: TLS 1.2 with ECDHE and AEAD suites only, and TLS 1.3). */
+  tls?: TlsProfile;
 }
 
 export interface WebhookServer {
@@ -50,26 +53,48 @@ class HttpError extends Error {
   }
 }
 
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * Reads the body up to `limit` bytes. A larger body is answered 413, also when it comes chunked without a
+ * Content-Length: the rest is read and discarded (up to `drainLimit`) so that the client, still sending, gets the
+ * answer instead of a reset connection; beyond that the connection is closed after the answer.
+ */
+function readBody(req: IncomingMessage, limit: number, drainLimit = 4 * limit): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    const tooLarge = () => new HttpError(413, `body larger than ${limit} bytes`);
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > limit) {
-      reject(new HttpError(413, `body larger than ${limit} bytes`));
+      reject(tooLarge());
       return;
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    let settled = false;
+    const onData = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size > limit) {
-        reject(new HttpError(413, `body larger than ${limit} bytes`));
-        req.destroy();
+      if (size <= limit) {
+        chunks.push(chunk);
         return;
       }
-      chunks.push(chunk);
+      chunks.length = 0;
+      if (size > drainLimit && !settled) {
+        settled = true;
+        req.off('data', onData);
+        req.pause();
+        reject(tooLarge());
+      }
+    };
+    req.on('data', onData);
+    req.on('end', () => {
+      if (settled) return;
+      settled = true;
+      if (size > limit) reject(tooLarge());
+      else resolve(Buffer.concat(chunks));
     });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('error', (error) => {
+      if (settled) return;
+      settled = true;
+      reject(error);
+    });
   });
 }
 
@@ -78,6 +103,8 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
   const maxBodyBytes = options.maxBodyBytes ?? 8 * 1024 * 1024;
   const closeTimeoutMs = options.closeTimeoutMs ?? 10_000;
   const metrics = options.metrics;
+  const tls = options.tls ?? tlsProfile();
+  const tlsSettings = { minVersion: tls.minVersion, ciphers: tls.ciphers, honorCipherOrder: true };
   let certificate: CertKeyPair | undefined;
 
   const send = (res: ServerResponse, status: number, body: unknown): void => {
@@ -120,7 +147,7 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
     }
   };
 
-  const server: Server = createServer({ minVersion: MIN_TLS_VERSION }, (req, res) => {
+  const server: Server = createServer(tlsSettings, (req, res) => {
     const started = process.hrtime.bigint();
     metrics?.inFlight.inc({ webhook: MUTATE_POD_PATH });
     const done = (status: number): void => {
@@ -132,6 +159,8 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       const status = error instanceof HttpError ? error.status : 500;
       if (status === 500) log.error({ err: error, path: req.url }, 'admission request failed');
       else log.warn({ status, reason: (error as Error).message, path: req.url }, 'rejected admission request');
+      // A request whose body was not read to the end leaves the connection unusable for the next one.
+      if (status === 413 && !res.headersSent) res.setHeader('connection', 'close');
       if (!res.headersSent) send(res, status, status === 500 ? 'internal error' : (error as Error).message);
       else res.destroy();
       done(status);
@@ -144,8 +173,8 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
   return {
     setCertificate(pair) {
       // Validate first (mismatched key, bad PEM): a broken pair must never replace a working one.
-      createSecureContext({ cert: pair.certPem, key: pair.keyPem, minVersion: MIN_TLS_VERSION });
-      server.setSecureContext({ cert: pair.certPem, key: pair.keyPem, minVersion: MIN_TLS_VERSION });
+      createSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
+      server.setSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
       const first = certificate === undefined;
       certificate = pair;
       log.info(first ? 'webhook certificate loaded' : 'webhook certificate rotated; new connections use it');

@@ -1,0 +1,70 @@
+// `npm run test:prepare`: builds (or finds in the cache) every binary the end-to-end suites run, as a step of its own
+// before any test file starts: never inside a test hook, never under a test timeout, and with its progress on the
+// terminal (what it builds, the elapsed time, a line at least every 30 s). Exit code 0 when everything is ready.
+//
+// Each step is a build script that prints its progress on stderr and the directory of what it built as the last
+// line of stdout, and keeps its own cache (keyed by what it builds from).
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export interface PrepareStep {
+  /** What a person reads: what is being built. */
+  what: string;
+  script: string;
+}
+
+export const PREPARE_STEPS: PrepareStep[] = [
+  {
+    what: 'control plane: etcd, kube-apiserver, kube-controller-manager, kubectl (from their Go modules)',
+    script: fileURLToPath(new URL('../controlplane/build.sh', import.meta.url)),
+  },
+  {
+    what: "KubeVirt v1.9.0: virt-controller and the CRDs virt-operator installs (from the source tarball's vendor/)",
+    script: fileURLToPath(new URL('../kubevirt/build.sh', import.meta.url)),
+  },
+];
+
+const HEARTBEAT_MS = 25_000;
+
+function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: boolean; seconds: number; output: string }> {
+  const t0 = Date.now();
+  const secs = () => ((Date.now() - t0) / 1000).toFixed(0);
+  say(`prepare: ${step.what}`);
+  return new Promise((resolve) => {
+    const child = spawn('bash', [step.script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let last = Date.now();
+    let output = '';
+    const heartbeat = setInterval(() => {
+      if (Date.now() - last >= HEARTBEAT_MS) {
+        say(`prepare: ... still working (${secs()} s)`);
+        last = Date.now();
+      }
+    }, 1000);
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
+    createInterface({ input: child.stderr }).on('line', (line) => {
+      last = Date.now();
+      say(`  [${secs()} s] ${line}`);
+    });
+    child.on('error', (err) => say(`prepare: could not run ${step.script}: ${err.message}`));
+    child.on('close', (code, signal) => {
+      clearInterval(heartbeat);
+      const seconds = (Date.now() - t0) / 1000;
+      const ok = code === 0;
+      say(ok ? `prepare: ready in ${seconds.toFixed(1)} s: ${output.trim().split('\n').pop()}` : `prepare: FAILED (${code ?? signal}) after ${seconds.toFixed(1)} s: ${step.script}`);
+      resolve({ ok, seconds, output });
+    });
+  });
+}
+
+export async function prepare(say: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<boolean> {
+  for (const step of PREPARE_STEPS) {
+    if (!(await runStep(step, say)).ok) return false;
+  }
+  return true;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const ok = await prepare();
+  process.exitCode = ok ? 0 : 1;
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Builds KubeVirt's virt-controller, unmodified, from the KubeVirt v1.9.0 source tarball (with its vendor/ folder; no
+# module download), plus our small print-crds program (e2e/kubevirt/print-crds/main.go, compiled inside the unpacked
+# tree because it calls KubeVirt's own CRD constructors), and writes the CRDs virt-operator installs to a YAML file:
+#
+#   ${PERSISTENT_IPS_CACHE:-$HOME/.cache/persistent-ips}/kubevirt/<key>/bin/{virt-controller,print-crds,kubevirt-crds.yaml}
+#
+# <key> is the sha256 of the tarball's sha256 + print-crds/main.go + RECIPE (bumped by hand when the flags change).
+# The tarball is unpacked into the cache (never into the project) and removed once the build succeeded.
+#
+# The tarball: $PERSISTENT_IPS_KUBEVIRT_SOURCE (a file, or a folder holding kubevirt-v1.9.0.tar.gz); else
+# ../shared/kubevirt/ beside the repository (from /work/main: /work/shared/kubevirt/), looked up from the worktree
+# and from the main checkout of a git worktree.
+#
+# Progress goes to stderr; the last line on stdout is the bin directory.
+#
+# Options:  --print-bin-dir  print the bin directory and exit 0 (no build, no checks)
+#           --check          print the bin directory and exit 0 when everything is cached; exit 3 (no build) when not
+#           --force          rebuild even when cached
+set -euo pipefail
+
+main() {
+
+RECIPE=1 # bump when the flags below change, so old caches are not reused
+KUBEVIRT_VERSION=v1.9.0
+KUBEVIRT_COMMIT=79d34c1762169e5b0370ec491cef5ca12e6b504c
+TARBALL_NAME=kubevirt-$KUBEVIRT_VERSION.tar.gz
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
+
+log() { printf '[kubevirt-build] %s\n' "$*" >&2; }
+die() { printf '[kubevirt-build] ERROR: %s\n' "$*" >&2; exit 1; }
+
+FORCE=0
+CHECK=0
+PRINT=0
+for arg in "$@"; do
+  case "$arg" in
+    --print-bin-dir) PRINT=1 ;;
+    --check) CHECK=1 ;;
+    --force) FORCE=1 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) die "unknown argument: $arg" ;;
+  esac
+done
+
+# Where the tarball is: the override, else ../shared/kubevirt beside the repository, beside the main checkout when
+# this is a linked git worktree (/work/wt/x -> /work/main/.git -> /work/shared/kubevirt), beside the repository a
+# clone was made from (its origin, when a local path), or /work/shared/kubevirt.
+TARBALL=""
+candidates=()
+if [[ -n ${PERSISTENT_IPS_KUBEVIRT_SOURCE:-} ]]; then
+  if [[ -d $PERSISTENT_IPS_KUBEVIRT_SOURCE ]]; then candidates+=("$PERSISTENT_IPS_KUBEVIRT_SOURCE/$TARBALL_NAME")
+  else candidates+=("$PERSISTENT_IPS_KUBEVIRT_SOURCE"); fi
+else
+  candidates+=("$REPO/../shared/kubevirt/$TARBALL_NAME")
+  common=$(git -C "$REPO" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
+  [[ -n $common ]] && candidates+=("$(dirname "$common")/../shared/kubevirt/$TARBALL_NAME")
+  # A clone of a local repository (CI, scripts/ci-cold.sh): beside the repository it was cloned from.
+  origin=$(git -C "$REPO" remote get-url origin 2>/dev/null || true)
+  [[ $origin == /* ]] && candidates+=("$origin/../shared/kubevirt/$TARBALL_NAME")
+  candidates+=("/work/shared/kubevirt/$TARBALL_NAME")
+fi
+for c in "${candidates[@]}"; do
+  if [[ -f $c ]]; then TARBALL=$(cd "$(dirname "$c")" && pwd)/$(basename "$c"); break; fi
+done
+[[ -n $TARBALL ]] || die "the KubeVirt source tarball $TARBALL_NAME was not found (looked at: ${candidates[*]}); set PERSISTENT_IPS_KUBEVIRT_SOURCE to the file or to the folder holding it"
+
+TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
+KEY=$( { printf 'tarball=%s\nrecipe=%s\n' "$TARBALL_SHA" "$RECIPE"; cat "$HERE/print-crds/main.go"; } | sha256sum | cut -d' ' -f1)
+OUT=$CACHE_ROOT/kubevirt/$KEY
+BIN=$OUT/bin
+[[ $PRINT == 1 ]] && { echo "$BIN"; exit 0; }
+
+all_built() { [[ -x $BIN/virt-controller && -x $BIN/print-crds && -s $BIN/kubevirt-crds.yaml ]]; }
+
+if [[ $FORCE == 0 ]] && all_built; then
+  log "cached: virt-controller and the CRDs present"
+  echo "$BIN"
+  exit 0
+fi
+if [[ $CHECK == 1 ]]; then
+  log "not built yet: $BIN"
+  exit 3
+fi
+
+GO=${GO:-}
+if [[ -z $GO ]]; then
+  GO=$(command -v go || true)
+  [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
+fi
+[[ -n $GO && -x $GO ]] || die "the Go toolchain was not found (looked for 'go' on PATH and /usr/local/go/bin/go); install Go >= 1.26 (KubeVirt $KUBEVIRT_VERSION's go.mod) or set GO=/path/to/go"
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+GO_VERSION=$("$GO" env GOVERSION) || die "'$GO env GOVERSION' failed"
+[[ $GO_VERSION =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 26)) || die "KubeVirt $KUBEVIRT_VERSION needs Go >= 1.26 (its go.mod); found $GO_VERSION"
+
+# vendor/ holds every dependency: no module proxy is involved (it refuses kubevirt.io/kubevirt anyway).
+export CGO_ENABLED=0 GOFLAGS=-mod=vendor GOPROXY=off
+mkdir -p "$CACHE_ROOT/kubevirt"
+
+exec 9>"$OUT.lock"
+if ! flock -n 9; then
+  log "another build of $KEY is running; waiting for it"
+  flock 9
+fi
+if [[ $FORCE == 0 ]] && all_built; then
+  log "cached: built by the other process"
+  echo "$BIN"
+  exit 0
+fi
+
+START=$(date +%s)
+elapsed() { echo $(($(date +%s) - START)); }
+with_heartbeat() {
+  local what=$1; shift
+  local t0 pid n=0
+  t0=$(date +%s)
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    n=$((n + 1))
+    if ((n % 20 == 0)); then log "... still $what ($(($(date +%s) - t0)) s, total $(elapsed) s)"; fi
+  done
+  wait "$pid"
+}
+
+log "KubeVirt $KUBEVIRT_VERSION from $TARBALL (sha256 $TARBALL_SHA), $GO_VERSION ($GO)"
+log "cache: $OUT"
+SRC=$OUT/src
+rm -rf "$SRC"
+mkdir -p "$SRC" "$BIN"
+log "unpacking the source into the cache"
+with_heartbeat "unpacking" tar -xzf "$TARBALL" -C "$SRC" --strip-components=1
+[[ -f $SRC/go.mod && -d $SRC/vendor ]] || die "$TARBALL does not hold a KubeVirt tree with vendor/ (no go.mod or vendor/ at its top folder)"
+log "unpacked ($(elapsed) s)"
+
+VERSION_PKG=kubevirt.io/client-go/version
+LDFLAGS="-s -w -X $VERSION_PKG.gitVersion=$KUBEVIRT_VERSION -X $VERSION_PKG.gitCommit=$KUBEVIRT_COMMIT -X $VERSION_PKG.gitTreeState=clean"
+
+mkdir -p "$SRC/tools/persistent-ips-print-crds"
+cp "$HERE/print-crds/main.go" "$SRC/tools/persistent-ips-print-crds/main.go"
+
+cd "$SRC"
+t0=$(date +%s)
+log "print-crds: building"
+with_heartbeat "building print-crds" "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$BIN/print-crds.tmp" ./tools/persistent-ips-print-crds \
+  || die "building print-crds failed; see the compiler output above"
+mv -f "$BIN/print-crds.tmp" "$BIN/print-crds"
+log "print-crds: built in $(($(date +%s) - t0)) s"
+"$BIN/print-crds" >"$BIN/kubevirt-crds.yaml.tmp" || die "print-crds failed"
+mv -f "$BIN/kubevirt-crds.yaml.tmp" "$BIN/kubevirt-crds.yaml"
+log "CRDs: $(grep -c '^kind: CustomResourceDefinition' "$BIN/kubevirt-crds.yaml") in $BIN/kubevirt-crds.yaml"
+
+t0=$(date +%s)
+log "virt-controller: building ./cmd/virt-controller (~2 min and ~1.3 GB on 2 cores with a warm Go build cache)"
+with_heartbeat "building virt-controller" "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$BIN/virt-controller.tmp" ./cmd/virt-controller \
+  || die "building virt-controller failed; see the compiler output above"
+mv -f "$BIN/virt-controller.tmp" "$BIN/virt-controller"
+log "virt-controller: built in $(($(date +%s) - t0)) s"
+
+cd /
+rm -rf "$SRC"
+log "done in $(elapsed) s"
+echo "$BIN"
+}
+
+main "$@"; exit $?

@@ -1,0 +1,97 @@
+// The world of the real-KubeVirt suite: its own control plane with KubeVirt's real CRDs, the KubeVirt CR, the
+// launcher-pod webhook registered by URL, the node stand-in, the real virt-controller and the controller under test
+// (the built CLI). Everything it starts is tracked by the harness's reaper.
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FEATURE_GATE } from '../../src/claims/constants.ts';
+import { freePort, startControlPlane, type ControlPlane } from '../harness/index.ts';
+import { ControllerProcess } from '../local/controller-process.ts';
+import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
+import { Api, paths } from '../suite/kube.ts';
+import { waitFor } from '../kubevirt-standin/client.ts';
+import { ensureKubeVirtBinaries } from './binaries.ts';
+import { crdDirWithRealKubeVirt, installKubeVirtCR, startVirtController, type VirtController } from './kubevirt.ts';
+import { NodeStandIn } from './node-standin.ts';
+import { VirtApiStandIn } from './virt-api-standin.ts';
+
+export { waitFor };
+
+/** Deadline for what must happen (virt-controller and our controller on 2 busy cores). */
+export const EVENTUALLY_MS = 60_000;
+
+export class World {
+  cp!: ControlPlane;
+  api!: Api;
+  dir!: string;
+  virtController!: VirtController;
+  node!: NodeStandIn;
+  readonly virtApi = new VirtApiStandIn();
+  controller!: ControllerProcess;
+  webhookPort = 0;
+  failed = false;
+  readonly runId = randomBytes(3).toString('hex');
+  #nodeLog: WriteStream | undefined;
+
+  async setUp(): Promise<void> {
+    const t0 = Date.now();
+    const say = (l: string) => console.log(`[kubevirt-e2e] ${l}`);
+    // inside a test file this only looks in the cache (build.sh --check): the build is `npm run test:prepare`'s
+    const bins = await ensureKubeVirtBinaries();
+    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-kubevirt-'));
+    this.cp = await startControlPlane({ dir: join(this.dir, 'controlplane'), crdDirs: [crdDirWithRealKubeVirt(bins, this.dir)] });
+    this.api = new Api(this.cp.http);
+    say(`Kubernetes ${this.cp.version} with KubeVirt's CRDs in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
+    await installKubeVirtCR(this.cp, { featureGates: [FEATURE_GATE] });
+    this.webhookPort = await freePort();
+    await this.cp.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [controllerNamespace, { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) }],
+      }),
+    });
+    await this.virtApi.start(this.cp, join(this.dir, 'virt-api-standin'));
+    this.#nodeLog = createWriteStream(join(this.dir, 'node-standin.log'), { flags: 'a' });
+    this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`) });
+    await this.node.start();
+    this.controller = await ControllerProcess.start({ name: 'kubevirt-e2e', kubeconfig: this.cp.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort, resyncPeriodS: 10 });
+    this.virtController = await startVirtController(this.cp, bins, join(this.dir, 'kubevirt'));
+    say(`virt-controller v1.9.0 leads, controller ready, ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
+  }
+
+  async tearDown(): Promise<void> {
+    await this.virtController?.stop().catch(() => undefined);
+    await this.controller?.stop().catch(() => undefined);
+    await this.node?.stop().catch(() => undefined);
+    await this.virtApi.stop().catch(() => undefined);
+    await this.cp?.stop();
+    await new Promise<void>((r) => (this.#nodeLog ? this.#nodeLog.end(() => r()) : r()));
+    if (!this.dir) return;
+    if (!this.failed && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(this.dir, { recursive: true, force: true });
+    else console.log(`[kubevirt-e2e] kept ${this.dir} (virt-controller, controller, node stand-in and control-plane logs)`);
+  }
+
+  async namespace(slug: string): Promise<string> {
+    const name = `kv-${slug}-${this.runId}`;
+    await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    return name;
+  }
+
+  /** What a person needs when a case failed in `ns`. */
+  async describe(ns: string): Promise<string> {
+    const get = await this.cp
+      .kubectl(['get', 'virtualmachines,virtualmachineinstances,virtualmachineinstancemigrations,ipamclaims,pods', '-n', ns, '-o', 'yaml'], { check: false })
+      .catch((e: unknown) => ({ stdout: '', stderr: String(e) }));
+    const events = await this.cp.kubectl(['get', 'events', '-n', ns], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
+    const ours = this.controller.logsMatching((l) => l['namespace'] === ns).slice(-30);
+    return [
+      `objects in ${ns}:\n${get.stdout}${get.stderr}`,
+      `events:\n${events.stdout}`,
+      `controller lines about ${ns}:\n${ours.map((l) => JSON.stringify(l)).join('\n')}`,
+      `node stand-in last error: ${this.node.lastError ?? 'none'}`,
+      `logs: ${this.dir}`,
+    ].join('\n');
+  }
+}

@@ -1,0 +1,87 @@
+// What `npm start` does, decided from its arguments alone. The environment (KUBECONFIG, ~/.kube/config) is never
+// consulted: a cluster is used only when the user names it with --kubeconfig, and even then the controller stays
+// inside one namespace and leaves cluster-scoped objects (the webhook configuration's caBundle) alone unless told
+// otherwise. Pure, so that the rules are unit-tested.
+
+import { parseArgs } from 'node:util';
+
+export const START_USAGE = `Usage:
+  npm start [-- --dir DIR]                 local control plane, KubeVirt stand-in, examples and the controller
+  npm start -- --kubeconfig PATH [--context NAME] [--namespace NS] [--all-namespaces] [--webhook] [-- RUN-FLAGS]
+                                           the controller against the cluster you name, and only that
+
+Against a named cluster, by default the controller reconciles VMs in NS only (default persistent-ips-system),
+keeps anything it writes there, and serves no webhook (so it never touches the cluster's
+MutatingWebhookConfiguration):
+  --all-namespaces   reconcile VMs (and create IPAMClaims) in every namespace
+  --webhook          serve the launcher-pod webhook and keep its certificate Secret in NS and the caBundle of the
+                     MutatingWebhookConfiguration persistent-ips-launcher-pods
+  -- RUN-FLAGS       passed on to \`persistent-ips run\` (see persistent-ips run --help)
+$KUBECONFIG and ~/.kube/config are never used implicitly.`;
+
+export const DEFAULT_NAMESPACE = 'persistent-ips-system';
+
+export type StartPlan =
+  | { mode: 'help' }
+  | { mode: 'local'; dir: string | undefined }
+  | { mode: 'cluster'; kubeconfig: string; runArgs: string[]; namespace: string; allNamespaces: boolean; webhook: boolean };
+
+export class StartUsageError extends Error {}
+
+export function planStart(argv: readonly string[]): StartPlan {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: true,
+      tokens: true,
+      options: {
+        kubeconfig: { type: 'string' },
+        context: { type: 'string' },
+        namespace: { type: 'string' },
+        'all-namespaces': { type: 'boolean', default: false },
+        webhook: { type: 'boolean', default: false },
+        dir: { type: 'string' },
+        local: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (err) {
+    throw new StartUsageError((err as Error).message.split('\n')[0]!);
+  }
+  const { values, tokens } = parsed;
+  // Positionals are accepted only after `--`: they are flags for `persistent-ips run`.
+  const separator = tokens.findIndex((t) => t.kind === 'option-terminator');
+  const passThrough: string[] = [];
+  for (const [i, t] of tokens.entries()) {
+    if (t.kind !== 'positional') continue;
+    if (separator < 0 || i < separator) throw new StartUsageError(`unexpected argument "${t.value}" (flags for persistent-ips run go after --)`);
+    passThrough.push(t.value);
+  }
+  if (values.help) return { mode: 'help' };
+
+  const kubeconfig = values.kubeconfig;
+  if (kubeconfig === undefined) {
+    const clusterOnly = (['context', 'namespace', 'all-namespaces', 'webhook'] as const).filter((k) => values[k] !== undefined && values[k] !== false);
+    if (clusterOnly.length > 0) throw new StartUsageError(`--${clusterOnly[0]} needs --kubeconfig PATH (without it, npm start runs a local control plane)`);
+    if (passThrough.length > 0) throw new StartUsageError('flags after -- are for a named cluster: add --kubeconfig PATH');
+    return { mode: 'local', dir: values.dir };
+  }
+  if (kubeconfig === '') throw new StartUsageError('--kubeconfig needs a path');
+  if (values.local) throw new StartUsageError('--local and --kubeconfig exclude each other');
+  if (values.dir !== undefined) throw new StartUsageError('--dir is for the local control plane; it does not go with --kubeconfig');
+  if (values['all-namespaces'] && values.namespace !== undefined) throw new StartUsageError('--namespace and --all-namespaces exclude each other');
+  const namespace = values.namespace ?? DEFAULT_NAMESPACE;
+  const runArgs = [
+    '--kubeconfig',
+    kubeconfig,
+    ...(values.context !== undefined ? ['--context', values.context] : []),
+    '--controller-namespace',
+    namespace,
+    ...(values['all-namespaces'] ? [] : ['--namespace', namespace]),
+    ...(values.webhook ? [] : ['--webhook-bind-address', '0']),
+    ...passThrough,
+  ];
+  return { mode: 'cluster', kubeconfig, runArgs, namespace, allNamespaces: values['all-namespaces'], webhook: values.webhook };
+}

@@ -1,0 +1,198 @@
+// `npm test`: every phase of the test run in order, each timed, with progress a person can follow and a time limit
+// on each end-to-end file, so that no run can hang until CI's own limit.
+//
+//   node scripts/test.ts                      all phases: runtime typecheck unit build binaries e2e
+//   node scripts/test.ts binaries e2e [FILTER...]  (npm run test:e2e -- e2e/suite)
+//
+// Phases:
+//   typecheck, unit, build  the package.json scripts of the same names (test:unit for unit)
+//   binaries                e2e/harness/prepare.ts: builds or finds the control-plane binaries, outside any test
+//   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, with
+//                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
+//                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
+//                           files not yet run are named and skipped. Processes a file started are killed by the
+//                           harness's reaper when the file's process ends, however it ends.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { globSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const PHASES = ['runtime', 'typecheck', 'unit', 'build', 'binaries', 'e2e'] as const;
+type Phase = (typeof PHASES)[number];
+
+const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
+const TOTAL_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_TIMEOUT_S'] ?? 3000);
+const QUIET_HEARTBEAT_MS = 30_000;
+const KILL_GRACE_MS = 15_000;
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+const fmt = (s: number) => (s >= 90 ? `${Math.floor(s / 60)} min ${Math.round(s % 60)} s` : `${s.toFixed(1)} s`);
+
+const args = process.argv.slice(2);
+const phases = args.filter((a): a is Phase => (PHASES as readonly string[]).includes(a));
+const filters = args.filter((a) => !(PHASES as readonly string[]).includes(a));
+const wanted: readonly Phase[] = phases.length > 0 ? phases : PHASES;
+
+let current: ChildProcess | undefined;
+let interrupted: NodeJS.Signals | undefined;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    interrupted = sig;
+    say(`\ntest: ${sig}: stopping`);
+    if (current?.pid) killGroup(current.pid, 'SIGTERM');
+    setTimeout(() => process.exit(130), KILL_GRACE_MS).unref();
+  });
+}
+
+function killGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    /* gone */
+  }
+}
+
+interface Outcome {
+  ok: boolean;
+  seconds: number;
+  /** Set when the watchdog stopped it. */
+  timedOut?: boolean;
+  output: string;
+}
+
+/**
+ * Runs a command in its own process group with its output passed through, a line when it has been quiet for 30 s,
+ * and (when `limitS` is set) a watchdog that stops the whole group.
+ */
+function run(label: string, command: string, argv: string[], opts: { limitS?: number; env?: NodeJS.ProcessEnv } = {}): Promise<Outcome> {
+  const t0 = Date.now();
+  const elapsed = () => (Date.now() - t0) / 1000;
+  return new Promise((done) => {
+    const child = spawn(command, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...opts.env } });
+    current = child;
+    let output = '';
+    let last = Date.now();
+    let timedOut = false;
+    const pass = (stream: NodeJS.WritableStream) => (line: string) => {
+      last = Date.now();
+      output += `${line}\n`;
+      stream.write(`${line}\n`);
+    };
+    createInterface({ input: child.stdout! }).on('line', pass(process.stdout));
+    createInterface({ input: child.stderr! }).on('line', pass(process.stderr));
+    const ticker = setInterval(() => {
+      if (Date.now() - last >= QUIET_HEARTBEAT_MS) {
+        say(`test: ... ${label} still running (${fmt(elapsed())})`);
+        last = Date.now();
+      }
+      if (opts.limitS !== undefined && !timedOut && elapsed() > opts.limitS) {
+        timedOut = true;
+        say(`test: ${label} ran past its limit of ${opts.limitS} s: stopping it (SIGTERM, SIGKILL after ${KILL_GRACE_MS / 1000} s)`);
+        if (child.pid) killGroup(child.pid, 'SIGTERM');
+        setTimeout(() => child.pid && killGroup(child.pid, 'SIGKILL'), KILL_GRACE_MS).unref();
+      }
+    }, 1000);
+    const finish = (ok: boolean) => {
+      clearInterval(ticker);
+      current = undefined;
+      done({ ok: ok && !timedOut, seconds: elapsed(), timedOut, output });
+    };
+    child.on('error', (err) => {
+      say(`test: could not run ${command}: ${err.message}`);
+      finish(false);
+    });
+    child.on('close', (code) => {
+      // A runner that exits leaves nothing of its group behind (a stray would otherwise outlive the run).
+      if (child.pid) killGroup(child.pid, 'SIGKILL');
+      finish(code === 0);
+    });
+  });
+}
+
+const npmRun = (script: string) => run(script, 'npm', ['run', '--silent', script]);
+
+function e2eFiles(): string[] {
+  const all = globSync('e2e/**/*.test.ts', { cwd: ROOT }).sort();
+  // The harness's own tests first: when the control plane cannot start, that file says so most plainly.
+  const ordered = [...all.filter((f) => f.startsWith('e2e/harness/')), ...all.filter((f) => !f.startsWith('e2e/harness/'))];
+  if (filters.length === 0) return ordered;
+  const abs = filters.map((f) => relative(ROOT, resolve(f)));
+  // A filter naming a file runs it even outside the glob (the watchdog's own test runs a fixture that way).
+  const files = abs.filter((a) => !ordered.includes(a) && statSync(join(ROOT, a), { throwIfNoEntry: false })?.isFile());
+  return [...ordered.filter((f) => abs.some((a) => f === a || f.startsWith(`${a.replace(/\/$/, '')}/`))), ...files];
+}
+
+/** "ℹ pass 12" style totals printed by the spec reporter. */
+function totals(output: string): { tests: number; pass: number; fail: number } {
+  const n = (k: string) => Number(new RegExp(`^ℹ ${k} (\\d+)`, 'm').exec(output)?.[1] ?? 0);
+  return { tests: n('tests'), pass: n('pass'), fail: n('fail') + n('cancelled') };
+}
+
+const summary: string[] = [];
+const fileLines: string[] = [];
+let failed = false;
+
+async function phase(name: Phase, body: () => Promise<boolean>): Promise<boolean> {
+  if (!wanted.includes(name) || interrupted) return true;
+  say(`\n=== test: ${name}`);
+  const t0 = Date.now();
+  const ok = await body();
+  const s = (Date.now() - t0) / 1000;
+  summary.push(`${name.padEnd(10)} ${ok ? 'ok    ' : 'FAILED'} ${fmt(s)}`);
+  say(`=== test: ${name} ${ok ? 'passed' : 'FAILED'} in ${fmt(s)}`);
+  if (!ok) failed = true;
+  return ok;
+}
+
+const started = Date.now();
+const ok =
+  (await phase('runtime', async () => {
+    say(`runtime: node ${process.version} (${process.execPath})`);
+    const major = Number(process.versions.node.split('.')[0]);
+    if (major < 24) say(`runtime: Node 24 or newer is needed; run through npm so the node@24 devDependency is used`);
+    return major >= 24;
+  })) &&
+  (await phase('typecheck', async () => (await npmRun('typecheck')).ok)) &&
+  (await phase('unit', async () => (await npmRun('test:unit')).ok)) &&
+  (await phase('build', async () => (await npmRun('build')).ok)) &&
+  (await phase('binaries', async () => (await run('binaries', process.execPath, [join(ROOT, 'e2e/harness/prepare.ts')])).ok)) &&
+  (await phase('e2e', async () => {
+    const files = e2eFiles();
+    if (files.length === 0) {
+      say(`test: no e2e file matches ${filters.join(' ')}`);
+      return false;
+    }
+    const t0 = Date.now();
+    let allOk = true;
+    const lines: string[] = [];
+    for (const [i, file] of files.entries()) {
+      if (interrupted) break;
+      const spent = (Date.now() - t0) / 1000;
+      if (spent >= TOTAL_LIMIT_S) {
+        const skipped = files.slice(i);
+        say(`test: the e2e run reached its limit of ${TOTAL_LIMIT_S} s; not run: ${skipped.join(', ')}`);
+        lines.push(...skipped.map((f) => `  ${f}: not run (time limit)`));
+        allOk = false;
+        break;
+      }
+      say(`\n--- e2e ${i + 1}/${files.length}: ${file}`);
+      const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
+      const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
+        limitS,
+        env: { PERSISTENT_IPS_NO_BUILD: '1' },
+      });
+      const t = totals(res.output);
+      const verdict = res.timedOut ? `STOPPED after ${limitS} s (limit)` : res.ok ? 'passed' : 'FAILED';
+      const line = `${file}: ${verdict}, ${t.pass}/${t.tests} tests passed, ${fmt(res.seconds)}`;
+      say(`--- ${line}`);
+      lines.push(`  ${line}`);
+      if (!res.ok) allOk = false;
+    }
+    fileLines.push(...lines);
+    return allOk;
+  }));
+
+say(`\n=== test: summary (${fmt((Date.now() - started) / 1000)} in all)`);
+for (const l of [...summary, ...fileLines]) say(l);
+process.exitCode = ok && !failed && !interrupted ? 0 : 1;
