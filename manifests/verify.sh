@@ -32,9 +32,9 @@ while [ $# -gt 0 ]; do
 done
 
 # Every kustomization, bases included, so that a broken base is named as such.
-overlays=(rbac controller webhook default with-crds cert-manager examples prometheus)
+overlays=(rbac controller webhook ipamclaim-crd default with-crds cert-manager examples prometheus)
 # The ones a user applies; only these are dry-run (the bases are parts of them).
-installs=(default with-crds cert-manager examples)
+installs=(default with-crds ipamclaim-crd cert-manager examples)
 
 passed=0 failed=0 skipped=0
 pass() { passed=$((passed + 1)); printf 'ok    %s\n' "$*"; }
@@ -125,6 +125,21 @@ if rendered with-crds; then
     fail "with-crds must add only ipamclaims.k8s.cni.cncf.io, has: ${crds:-none}"
   fi
 fi
+
+# The IPAMClaim CRD is the only one shipped (KubeVirt's and the NAD CRD belong to KubeVirt and Multus; the tests'
+# stand-ins live in e2e/crds), and only through the overlays meant for it.
+foreign=""
+for o in "${overlays[@]}"; do
+  rendered "$o" || continue
+  for crd in $(names "$work/$o.yaml" CustomResourceDefinition); do
+    case "$o:$crd" in
+      ipamclaim-crd:ipamclaims.k8s.cni.cncf.io | with-crds:ipamclaims.k8s.cni.cncf.io) ;;
+      *) foreign="$foreign $o:$crd" ;;
+    esac
+  done
+done
+[ -z "$foreign" ] && pass "no CRD besides IPAMClaim's, and that one only in ipamclaim-crd and with-crds" \
+  || fail "CRDs where none belong:$foreign"
 
 if rendered cert-manager; then
   ok=1

@@ -28,7 +28,7 @@ export interface StartOptions {
   onExit?: (name: ComponentName, pid: number, code: number | string, expected: boolean) => void;
   /** Directory with prebuilt binaries; default: run e2e/controlplane/build.sh (cached). */
   binDir?: string;
-  /** CRD manifests to install before the controller manager starts. Default manifests/crds; [] for none. */
+  /** CRD manifests to install before the controller manager starts. Default e2e/crds (test stand-ins + the IPAMClaim CRD); [] for none. */
   crdDirs?: string[];
   /** Stop the processes on SIGINT/SIGTERM of this process, then re-raise the signal. Default true. */
   handleSignals?: boolean;

@@ -16,4 +16,4 @@ export {
 export { connectToCluster, EXISTING_KUBECONFIG_ENV, startOrConnect } from './existing.ts';
 export { runKubectl, type KubectlOptions, type KubectlResult } from './kubectl.ts';
 export { KubeHttp, poll, type KubeHttpOptions, type KubeResponse } from './kubehttp.ts';
-export { CRDS_DIR, pinnedVersions, type PinnedVersions } from './paths.ts';
+export { CRDS_DIR, IPAMCLAIM_CRD, pinnedVersions, type PinnedVersions } from './paths.ts';

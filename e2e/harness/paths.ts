@@ -5,7 +5,10 @@ import { fileURLToPath } from 'node:url';
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CONTROLPLANE_MODULE_DIR = fileURLToPath(new URL('../controlplane/', import.meta.url));
 export const BUILD_SCRIPT = fileURLToPath(new URL('../controlplane/build.sh', import.meta.url));
-export const CRDS_DIR = fileURLToPath(new URL('../../manifests/crds/', import.meta.url));
+/** Test infrastructure: stand-in KubeVirt and NAD CRDs plus the shipped IPAMClaim CRD (e2e/crds/kustomization.yaml). */
+export const CRDS_DIR = fileURLToPath(new URL('../crds/', import.meta.url));
+/** The IPAMClaim CRD the project ships (the optional manifests/ipamclaim-crd). */
+export const IPAMCLAIM_CRD = fileURLToPath(new URL('../../manifests/ipamclaim-crd/ipamclaims.k8s.cni.cncf.io.yaml', import.meta.url));
 export const CLI_SCRIPT = fileURLToPath(new URL('./cli.ts', import.meta.url));
 
 export interface PinnedVersions {

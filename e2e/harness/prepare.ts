@@ -23,6 +23,10 @@ export const PREPARE_STEPS: PrepareStep[] = [
     what: "KubeVirt v1.9.0: virt-controller and the CRDs virt-operator installs (from the source tarball's vendor/)",
     script: fileURLToPath(new URL('../kubevirt/build.sh', import.meta.url)),
   },
+  {
+    what: 'helm (from its Go module helm.sh/helm/v3; e2e/install installs the chart with it)',
+    script: fileURLToPath(new URL('../../scripts/helm/build.sh', import.meta.url)),
+  },
 ];
 
 const HEARTBEAT_MS = 25_000;

@@ -1,5 +1,5 @@
 // End-to-end test of the KubeVirt stand-in (test infrastructure) against a real API server: the cluster given by
-// PERSISTENT_IPS_E2E_KUBECONFIG (or PERSISTENT_IPS_EXISTING_KUBECONFIG), with the CRDs of manifests/crds installed;
+// PERSISTENT_IPS_E2E_KUBECONFIG (or PERSISTENT_IPS_EXISTING_KUBECONFIG), with the CRDs of e2e/crds installed;
 // without either, on a local control plane of its own started by the e2e harness.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
-import { CRDS_DIR } from '../harness/paths.ts';
+import { CRDS_DIR, IPAMCLAIM_CRD } from '../harness/paths.ts';
 import { freePort, poll, type Cluster } from '../harness/index.ts';
 import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from '../harness/process.ts';
 import type { KubeVirtBinaries } from './binaries.ts';
@@ -37,7 +37,9 @@ export const EXPORTER_IMAGE = `quay.io/kubevirt/virt-exportserver:${KUBEVIRT_VER
 export function crdDirWithRealKubeVirt(bins: KubeVirtBinaries, dir: string): string {
   const out = join(dir, 'crds');
   mkdirSync(out, { recursive: true });
-  for (const f of ['ipamclaims.k8s.cni.cncf.io.yaml', 'network-attachment-definitions.k8s.cni.cncf.io.yaml']) copyFileSync(join(CRDS_DIR, f), join(out, f));
+  // The shipped IPAMClaim CRD, and the NAD stand-in of the test CRDs (e2e/crds).
+  copyFileSync(IPAMCLAIM_CRD, join(out, 'ipamclaims.k8s.cni.cncf.io.yaml'));
+  copyFileSync(join(CRDS_DIR, 'network-attachment-definitions.k8s.cni.cncf.io.yaml'), join(out, 'network-attachment-definitions.k8s.cni.cncf.io.yaml'));
   copyFileSync(bins.crdsYaml, join(out, 'kubevirt-crds.yaml'));
   return out;
 }

@@ -1,4 +1,4 @@
-export { type Clock, type TimerHandle, realClock, sleep, FakeClock, flushPromises } from './clock.ts';
+export { type Clock, type TimerHandle, realClock, sleep } from './clock.ts';
 export {
   type RateLimiter,
   type ExponentialBackoffOptions,

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock, flushPromises } from '../queue/clock.ts';
+import { FakeClock, flushPromises } from '../queue/testing.ts';
 import { KubeClient } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { HttpRequest, HttpResponse, Transport } from '../kube/transport.ts';

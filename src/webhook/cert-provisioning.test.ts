@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { FakeClock } from '../queue/clock.ts';
+import { FakeClock } from '../queue/testing.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { applyJsonPatch } from './testing.ts';
 import { KubeApiError } from '../kube/errors.ts';

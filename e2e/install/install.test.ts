@@ -1,0 +1,162 @@
+// Issue 12: the two install paths, kustomize (manifests/default, what install.yaml is rendered from) and the Helm
+// chart (charts/persistent-ips), give the same working controller.
+//   - the chart lints, and renders the same objects as the kustomize overlays (default, cert-manager, with-crds),
+//     apart from Helm's bookkeeping labels and the Namespace, which Helm leaves to `--create-namespace`;
+//   - each is installed into a real control plane (kubectl apply / helm install, the helm built from its Go module by
+//     scripts/helm/build.sh), and the controller, run with the installed Deployment's args and env and a token of
+//     the installed ServiceAccount (its RBAC, nothing more), becomes ready, publishes the webhook caBundle, and
+//     creates the claim of a new VM.
+// There is no kubelet: the controller runs as a local process (the built CLI). e2e/install/image-smoke.ts does the
+// same with the container image's own root filesystem.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { pinnedVersions, startControlPlane, type ControlPlane } from '../harness/index.ts';
+import { REPO_ROOT } from '../local/controller-process.ts';
+import { expectClaimFor, launchBuiltCli, NAMESPACE, parseYaml, readInstalled, waitReady, type KubeObject, type Launched } from './installed.ts';
+
+const exec = promisify(execFile);
+const CHART = join(REPO_ROOT, 'charts', 'persistent-ips');
+
+/** The helm binary built by scripts/helm/build.sh (before the tests: a build never runs under a test timeout). */
+async function helmBinary(): Promise<string> {
+  const fromEnv = process.env['HELM'];
+  if (fromEnv) return fromEnv;
+  try {
+    return (await exec('bash', [join(REPO_ROOT, 'scripts', 'helm', 'build.sh'), '--print-bin'])).stdout.trim();
+  } catch {
+    throw new Error('helm is not built: run npm run test:prepare (or scripts/helm/build.sh) before the e2e tests');
+  }
+}
+
+// Labels and annotations that say who rendered an object, not what it is.
+const BOOKKEEPING_LABELS = ['app.kubernetes.io/managed-by', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'helm.sh/chart'];
+const BOOKKEEPING_ANNOTATIONS = ['helm.sh/resource-policy'];
+
+function normalize(objects: KubeObject[]): Map<string, KubeObject> {
+  const out = new Map<string, KubeObject>();
+  for (const o of objects) {
+    const c = structuredClone(o);
+    for (const l of BOOKKEEPING_LABELS) delete c.metadata.labels?.[l];
+    for (const a of BOOKKEEPING_ANNOTATIONS) delete c.metadata.annotations?.[a];
+    if (c.metadata.labels && Object.keys(c.metadata.labels).length === 0) delete c.metadata.labels;
+    if (c.metadata.annotations && Object.keys(c.metadata.annotations).length === 0) delete c.metadata.annotations;
+    out.set(`${c.kind} ${c.metadata.namespace ?? ''}/${c.metadata.name}`, c);
+  }
+  return out;
+}
+
+describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }, () => {
+  let helm: string;
+  let cp: ControlPlane | undefined;
+  let dir: string;
+  const launched: Launched[] = [];
+  const kubeVersion = pinnedVersions().kubernetes;
+
+  const kustomize = async (overlay: string) => parseYaml((await exec(join(cp?.binDir ?? '', 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', overlay)], { maxBuffer: 1 << 24 })).stdout);
+  const helmTemplate = async (...set: string[]) =>
+    parseYaml((await exec(helm, ['template', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])], { maxBuffer: 1 << 24 })).stdout);
+
+  before(async () => {
+    helm = await helmBinary();
+    dir = mkdtempSync(join(tmpdir(), 'persistent-ips-install-'));
+    cp = await startControlPlane({ dir: join(dir, 'cp') });
+  }, { timeout: 180_000 });
+
+  after(async () => {
+    for (const l of launched) await l.stop();
+    await cp?.stop();
+    if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
+  }, { timeout: 120_000 });
+
+  it('helm lint passes for the default values and with every option turned on', async () => {
+    for (const set of [[], ['tls.mode=cert-manager', 'ipamClaimCrd.install=true', 'serviceMonitor.enabled=true', 'defaultNetworkNad=ns/primary', 'extraArgs={--concurrency=8}']]) {
+      const { stdout } = await exec(helm, ['lint', '--strict', CHART, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])]);
+      assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+    }
+    await assert.rejects(exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--set', 'tls.mode=none']), /tls.mode must be self-managed or cert-manager/);
+  });
+
+  for (const [overlay, set] of [
+    ['default', []],
+    ['cert-manager', ['tls.mode=cert-manager']],
+    ['with-crds', ['ipamClaimCrd.install=true']],
+  ] as const) {
+    it(`helm template ${set.join(' ') || '(defaults)'} renders the objects of manifests/${overlay}`, async () => {
+      const k = normalize(await kustomize(overlay));
+      const h = normalize(await helmTemplate(...set));
+      // The chart leaves the namespace to Helm (--create-namespace); everything else must match.
+      const ns = [...k.keys()].filter((key) => key.startsWith('Namespace '));
+      assert.deepEqual(ns, [`Namespace /${NAMESPACE}`]);
+      for (const key of ns) k.delete(key);
+      assert.deepEqual([...h.keys()].sort(), [...k.keys()].sort(), 'the same objects');
+      for (const [key, obj] of k) assert.deepEqual(h.get(key), obj, `${key} is the same`);
+    });
+  }
+
+  it('the chart pins the image to v<appVersion> and passes its values as flags', async () => {
+    const pkg = (await import(join(REPO_ROOT, 'package.json'), { with: { type: 'json' } })).default as { version: string };
+    const dep = (await helmTemplate('defaultNetworkNad=ns/primary', 'replicas=3', 'logLevel=debug', 'extraArgs={--concurrency=8}')).find((o) => o.kind === 'Deployment') as KubeObject & {
+      spec: { replicas: number; template: { spec: { containers: { image: string; args: string[] }[] } } };
+    };
+    const c = dep.spec.template.spec.containers[0]!;
+    assert.equal(c.image, `ghcr.io/persistent-ips/persistent-ips:v${pkg.version}`);
+    assert.equal(dep.spec.replicas, 3);
+    for (const a of ['--default-network-nad=ns/primary', '--log-level=debug', '--concurrency=8']) assert.ok(c.args.includes(a), `args include ${a}: ${c.args.join(' ')}`);
+    // serviceMonitor.enabled adds exactly the ServiceMonitor of manifests/prometheus.
+    const withSm = normalize(await helmTemplate('serviceMonitor.enabled=true'));
+    const without = normalize(await helmTemplate());
+    const added = [...withSm.keys()].filter((k) => !without.has(k));
+    assert.deepEqual(added, [`ServiceMonitor ${NAMESPACE}/persistent-ips-controller`]);
+    const fromKustomize = normalize((await kustomize('prometheus')).filter((o) => o.kind === 'ServiceMonitor'));
+    assert.deepEqual(withSm.get(added[0]!), fromKustomize.get(added[0]!));
+  });
+
+  const installs: { path: string; args: string[]; rules: unknown }[] = [];
+
+  async function expectWorkingController(path: string, vm: string): Promise<void> {
+    assert.ok(cp);
+    const spec = await readInstalled(cp);
+    const l = await launchBuiltCli(cp, spec, dir, path);
+    launched.push(l);
+    await waitReady(l);
+    const { claim, vmUid } = await expectClaimFor(cp, vm, l);
+    const owner = claim.metadata.ownerReferences?.find((r) => r.kind === 'VirtualMachine');
+    assert.equal(owner?.uid, vmUid, 'the claim is owned by its VM (by uid)');
+    assert.equal(claim.spec.network, 'tenantblue');
+    // Self-managed certificate: the controller published its CA in the installed webhook configuration.
+    const caBundle = (await cp.kubectl(['get', 'mutatingwebhookconfiguration', 'persistent-ips-launcher-pods', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}'])).stdout;
+    assert.ok(caBundle.length > 100, 'caBundle set by the controller');
+    const rules = JSON.parse((await cp.kubectl(['get', 'clusterrole', 'persistent-ips-controller', '-o', 'jsonpath={.rules}'])).stdout) as unknown;
+    installs.push({ path, args: spec.args, rules });
+    await l.stop();
+    assert.equal(l.proc.exitCode, 0, `the controller stops cleanly on SIGTERM (log: ${l.logFile})`);
+  }
+
+  it('kustomize: kubectl apply of manifests/default gives a controller that becomes ready and creates a claim', async () => {
+    assert.ok(cp);
+    const render = (await exec(join(cp.binDir, 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', 'default')], { maxBuffer: 1 << 24 })).stdout;
+    await cp.kubectl(['apply', '--server-side', '-f', '-'], { input: render });
+    await expectWorkingController('kustomize', 'vm-kustomize');
+    // Make room for the chart: the same names, cluster-scoped ones included. The namespace stays (Helm's to reuse).
+    const names = parseYaml(render).filter((o) => o.kind !== 'Namespace').map((o) => `${o.kind.toLowerCase()}/${o.metadata.name}`);
+    await cp.kubectl(['-n', NAMESPACE, 'delete', '--wait=true', ...names]);
+  });
+
+  it('helm install of the chart gives the same controller: ready, creates a claim, same args and RBAC', async () => {
+    assert.ok(cp);
+    assert.ok(existsSync(CHART));
+    const { stdout } = await exec(helm, ['install', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kubeconfig', cp.kubeconfigPath]);
+    assert.match(stdout, /STATUS: deployed/);
+    await expectWorkingController('helm', 'vm-helm');
+    const [k, h] = installs;
+    assert.ok(k && h && k.path === 'kustomize' && h.path === 'helm', 'both installs ran');
+    assert.deepEqual(h.args, k.args, 'the same controller flags');
+    assert.deepEqual(h.rules, k.rules, 'the same ClusterRole');
+    await exec(helm, ['uninstall', 'persistent-ips', '--namespace', NAMESPACE, '--kubeconfig', cp.kubeconfigPath]);
+  });
+});
