@@ -29,6 +29,7 @@ import { parseArgs } from 'node:util';
 import { pinnedVersions, startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
 import { summarizeHeap } from './heap-summary.ts';
+import { runScales } from './scales.ts';
 import { EXPERIMENTS, patchedDist } from './experiments/patched-dist.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { BenchKube } from './lib/kube.ts';
@@ -77,11 +78,18 @@ const USAGE = `npm run bench -- [options]
                        controller scoped to its namespace (--namespace), alternating which of the pair goes first
   --skip-diagnostics   leave out the second limit run through the controller's own KubeClient
   --node-args "..."    extra node flags for every controller process (e.g. "--max-old-space-size=128")
-  --experiment A[,B]   run a patched copy of dist/ instead (bench/experiments/patched-dist.ts:
-                       https-transport); the reports say so. Never the default.
+  --experiment A[,B]   run a patched copy of dist/ instead (bench/experiments/patched-dist.ts; none defined at
+                       present); the reports say so. Never the default.
   --cpu-prof           run the cold-start controller with --cpu-prof (profile kept in the temp dir)
   --heap-snapshot      after each cold start, a heap snapshot of the controller (live heap after a full GC)
-  --keep-temp          keep the temp dir (control plane data, controller logs) after a successful run`;
+  --keep-temp          keep the temp dir (control plane data, controller logs) after a successful run
+  --scales N[,M...]    instead of the scenarios above: for each N, a fresh control plane, the idle controller
+                       (caches synced, no VMs; first N only), then a cold start of N VMs x 2 networks; reports
+                       idle / peak / steady RSS against the Deployment's memory limit, CPU per claim, log lines
+  --scale-churn        with --scales: churn (--churn-rate, --churn-seconds) after the largest cold start,
+                       with the same controller (all N VMs in its caches)
+  --outage-seconds S   with --scales: after the first cold start, kube-apiserver is stopped S seconds and started
+                       again; reports how soon a VM created right then gets its claims`;
 
 interface Options {
   vms: number;
@@ -105,6 +113,9 @@ interface Options {
   /** Names from bench/experiments/patched-dist.ts, comma-separated on the command line. */
   experiment: string[] | undefined;
   keepTemp: boolean;
+  scales: number[];
+  scaleChurn: boolean;
+  outageSeconds: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -131,6 +142,9 @@ function parseOptions(argv: string[]): Options {
       'heap-snapshot': { type: 'boolean' },
       experiment: { type: 'string' },
       'keep-temp': { type: 'boolean' },
+      scales: { type: 'string' },
+      'scale-churn': { type: 'boolean' },
+      'outage-seconds': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -171,6 +185,16 @@ function parseOptions(argv: string[]): Options {
       return names;
     })(),
     keepTemp: values['keep-temp'] ?? false,
+    scales: (values.scales ?? '')
+      .split(',')
+      .filter((x) => x !== '')
+      .map((x) => {
+        const v = Number(x);
+        if (!Number.isInteger(v) || v < 1) throw new Error(`--scales: ${x} is not a VM count`);
+        return v;
+      }),
+    scaleChurn: values['scale-churn'] ?? false,
+    outageSeconds: num('outage-seconds', values['outage-seconds'], 0, 0),
   };
   return o;
 }
@@ -501,7 +525,7 @@ async function memoryOf(ctl: ControllerProcess, label: string, vms: number, snap
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
-  const settings: ControllerSettings = { concurrency: o.concurrency, qps: o.qps, burst: o.burst, resyncSeconds: 600, logLevel: 'warn' };
+  const settings: ControllerSettings = { concurrency: o.concurrency, qps: o.qps, burst: o.burst, resyncSeconds: 600 };
   const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-bench-'));
   const controllerEntry = o.experiment ? patchedDist(o.experiment, tmp) : undefined;
   if (o.experiment) log(`EXPERIMENT ${o.experiment}: controllers run ${controllerEntry}`);
@@ -567,144 +591,165 @@ async function main(): Promise<void> {
   const controllerCommands: Record<string, string> = {};
   const memory: MemoryEntry[] = [];
   let k8sVersion = '';
+  let setup: SetupResult | undefined;
   const running: ControllerProcess[] = [];
 
   try {
-    const first = await startCp('cp');
-    cp = first.cp;
-    kube = first.kube;
-    const ctx = first.ctx;
-    k8sVersion = cp.version;
-    const n = o.vms;
+    if (o.scales.length > 0) {
+      const scaleRun = await runScales(o, startCp, (c) => {
+        cp = c.cp;
+        kube = c.kube;
+      }, async () => {
+        kube?.close();
+        const old = cp;
+        cp = undefined;
+        await old?.stop();
+        untrackExternal(startedPids.splice(0));
+      }, running, log);
+      k8sVersion = scaleRun.k8sVersion;
+      setup = scaleRun.setup;
+      Object.assign(controllerCommands, scaleRun.commands);
+      for (const section of scaleRun.sections) show(section);
+      await cleanup();
+    } else {
+      const first = await startCp('cp');
+      cp = first.cp;
+      kube = first.kube;
+      const ctx = first.ctx;
+      k8sVersion = cp.version;
+      const n = o.vms;
 
-    log(`setup: ${n} VMs with VMIs in bench-cold`);
-    const { result: setup } = await createVms(ctx, 'bench-cold', 'cold', n);
-    log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
+      log(`setup: ${n} VMs with VMIs in bench-cold`);
+      const { result: setupResult } = await createVms(ctx, 'bench-cold', 'cold', n);
+      setup = setupResult;
+      log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
 
-    const warmUpClaims = Math.min(1000, 2 * n);
-    const warmUpS = await warmUp(ctx, warmUpClaims);
-    log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
+      const warmUpClaims = Math.min(1000, 2 * n);
+      const warmUpS = await warmUp(ctx, warmUpClaims);
+      log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
 
-    log('1. cold start');
-    const profDir = join(tmp, 'profiles');
-    const heapDir = join(tmp, 'heap');
-    mkdirSync(heapDir, { recursive: true });
-    const snapshotArgs = o.heapSnapshot ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`] : [];
-    const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', [
-      ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
-      ...snapshotArgs,
-    ]);
-    running.push(a);
-    controllerCommands['cold start'] = cold.controllerCommand;
-    log(`converged in ${cold.spawnToAllClaimsS} s`);
+      log('1. cold start');
+      const profDir = join(tmp, 'profiles');
+      const heapDir = join(tmp, 'heap');
+      mkdirSync(heapDir, { recursive: true });
+      const snapshotArgs = o.heapSnapshot ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`] : [];
+      const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', [
+        ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
+        ...snapshotArgs,
+      ]);
+      running.push(a);
+      controllerCommands['cold start'] = cold.controllerCommand;
+      log(`converged in ${cold.spawnToAllClaimsS} s`);
 
-    const coldMemory = await memoryOf(a, 'cold start', n, o.heapSnapshot ? heapDir : undefined);
-    log('4b. VMI status updates');
-    const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
-    log('4c. restart, 1/2: stopping the controller');
-    const stopped = await stopController(ctx, a);
-    running.splice(running.indexOf(a), 1);
-    memory.push(coldMemory);
-    if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
+      const coldMemory = await memoryOf(a, 'cold start', n, o.heapSnapshot ? heapDir : undefined);
+      log('4b. VMI status updates');
+      const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
+      log('4c. restart, 1/2: stopping the controller');
+      const stopped = await stopController(ctx, a);
+      running.splice(running.indexOf(a), 1);
+      memory.push(coldMemory);
+      if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
 
-    log('2. the limit');
-    const lim = await limit(ctx, 'bench-limit', n);
-    let viaProject: LimitResult | undefined;
-    if (!o.skipDiagnostics) {
-      log('2b. diagnostic: the same writes through the controller\'s KubeClient');
-      viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
-    }
-
-    log('4c. restart, 2/2: a new controller');
-    const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
-    const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
-    running.push(b);
-    controllerCommands['restart and churn'] = b.commandLine;
-
-    log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
-    const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
-    const stoppedB = await stopController(ctx, b);
-    running.splice(running.indexOf(b), 1);
-    memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
-
-    log('4a. resync');
-    const c = await ControllerProcess.start('resync', { kubeconfig: cp.kubeconfigPath, dir: tmp, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' }, nodeArgs: o.nodeArgs, ...(controllerEntry ? { entry: controllerEntry } : {}) });
-    running.push(c);
-    controllerCommands.resync = c.commandLine;
-    const resyncCtx: BenchContext = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
-    const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
-    await c.stop();
-    running.splice(running.indexOf(c), 1);
-
-    // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
-    // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
-    const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
-    for (let k = 2; k <= o.rounds; k++) {
-      const coldNs = `bench-cold-r${k}`;
-      log(`ratio round ${k}/${o.rounds}: setup`);
-      await createVms(ctx, coldNs, 'cold', n);
-      const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
-      const runCold = async (): Promise<ColdStartResult> => {
-        log(`ratio round ${k}/${o.rounds}: cold start`);
-        const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
-        running.push(controller);
-        await stopController(ctx, controller);
-        running.splice(running.indexOf(controller), 1);
-        return result;
-      };
-      const runLimit = (): Promise<LimitResult> => {
-        log(`ratio round ${k}/${o.rounds}: limit`);
-        return limit(ctx, `bench-limit-r${k}`, n);
-      };
-      if (k % 2 === 0) {
-        const l = await runLimit();
-        rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
-      } else {
-        const c2 = await runCold();
-        rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
+      log('2. the limit');
+      const lim = await limit(ctx, 'bench-limit', n);
+      let viaProject: LimitResult | undefined;
+      if (!o.skipDiagnostics) {
+        log('2b. diagnostic: the same writes through the controller\'s KubeClient');
+        viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
       }
-    }
-    show(coldStartSection(cold, lim, o, viaProject, rounds));
 
-    show(
-      writesSection([
-        { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
-        { label: 'limit client', claims: lim.claims, w: lim.writes },
-        { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
-      ]),
-    );
-    show(steadySection([resyncStep, statusStep, restartStep]));
-    show(churnSection(ch));
+      log('4c. restart, 2/2: a new controller');
+      const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
+      const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
+      running.push(b);
+      controllerCommands['restart and churn'] = b.commandLine;
 
-    let large: { setup: SetupResult; cold: ColdStartResult } | undefined;
-    if (!o.skipLarge && o.maxVms > n) {
-      log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
-      kube.close();
-      const firstCp = cp;
-      cp = undefined;
-      await firstCp.stop();
-      untrackExternal(startedPids.splice(0));
-      const second = await startCp('cp-large');
-      cp = second.cp;
-      kube = second.kube;
-      const { result: lsetup } = await createVms(second.ctx, 'bench-large', 'cold', o.maxVms);
-      log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
-      const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large', snapshotArgs);
-      running.push(d);
-      controllerCommands['large cold start'] = lcold.controllerCommand;
-      memory.push(await memoryOf(d, 'large cold start', o.maxVms, o.heapSnapshot ? heapDir : undefined));
-      await stopController(second.ctx, d);
-      running.splice(running.indexOf(d), 1);
-      large = { setup: lsetup, cold: lcold };
-    }
-    show(memorySection(memory));
-    if (large) show(largeSection(large.setup, large.cold));
+      log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
+      const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
+      const stoppedB = await stopController(ctx, b);
+      running.splice(running.indexOf(b), 1);
+      memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
 
-    await cleanup();
+      log('4a. resync');
+      const c = await ControllerProcess.start('resync', { kubeconfig: cp.kubeconfigPath, dir: tmp, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' }, nodeArgs: o.nodeArgs, ...(controllerEntry ? { entry: controllerEntry } : {}) });
+      running.push(c);
+      controllerCommands.resync = c.commandLine;
+      const resyncCtx: BenchContext = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
+      const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
+      await c.stop();
+      running.splice(running.indexOf(c), 1);
 
-    if (!o.skipAllocator) {
-      log('7. allocator benchmark');
-      show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
+      // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
+      // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
+      const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
+      for (let k = 2; k <= o.rounds; k++) {
+        const coldNs = `bench-cold-r${k}`;
+        log(`ratio round ${k}/${o.rounds}: setup`);
+        await createVms(ctx, coldNs, 'cold', n);
+        const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
+        const runCold = async (): Promise<ColdStartResult> => {
+          log(`ratio round ${k}/${o.rounds}: cold start`);
+          const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
+          running.push(controller);
+          await stopController(ctx, controller);
+          running.splice(running.indexOf(controller), 1);
+          return result;
+        };
+        const runLimit = (): Promise<LimitResult> => {
+          log(`ratio round ${k}/${o.rounds}: limit`);
+          return limit(ctx, `bench-limit-r${k}`, n);
+        };
+        if (k % 2 === 0) {
+          const l = await runLimit();
+          rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
+        } else {
+          const c2 = await runCold();
+          rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
+        }
+      }
+      show(coldStartSection(cold, lim, o, viaProject, rounds));
+
+      show(
+        writesSection([
+          { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
+          { label: 'limit client', claims: lim.claims, w: lim.writes },
+          { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
+        ]),
+      );
+      show(steadySection([resyncStep, statusStep, restartStep]));
+      show(churnSection(ch));
+
+      let large: { setup: SetupResult; cold: ColdStartResult } | undefined;
+      if (!o.skipLarge && o.maxVms > n) {
+        log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
+        kube.close();
+        const firstCp = cp;
+        cp = undefined;
+        await firstCp.stop();
+        untrackExternal(startedPids.splice(0));
+        const second = await startCp('cp-large');
+        cp = second.cp;
+        kube = second.kube;
+        const { result: lsetup } = await createVms(second.ctx, 'bench-large', 'cold', o.maxVms);
+        log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
+        const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large', snapshotArgs);
+        running.push(d);
+        controllerCommands['large cold start'] = lcold.controllerCommand;
+        memory.push(await memoryOf(d, 'large cold start', o.maxVms, o.heapSnapshot ? heapDir : undefined));
+        await stopController(second.ctx, d);
+        running.splice(running.indexOf(d), 1);
+        large = { setup: lsetup, cold: lcold };
+      }
+      show(memorySection(memory));
+      if (large) show(largeSection(large.setup, large.cold));
+
+      await cleanup();
+
+      if (!o.skipAllocator) {
+        log('7. allocator benchmark');
+        show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
+      }
+
     }
 
     const loadEnd = loadavg().map((x) => round(x, 2));
@@ -738,12 +783,12 @@ async function main(): Promise<void> {
       ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
       ['benchmark options', `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --concurrency ${o.concurrency} --qps ${o.qps} --burst ${o.burst} --resync-seconds ${o.resyncSeconds}`],
       ...Object.entries(controllerCommands).map(([k, v]): Row => [`controller flags (${k})`, v.replaceAll(tmp, 'TMP')]),
-      ['setup', `${fmtN(setup.vms)} VMs + VMIs in ${fmtS(setup.seconds)} (${setup.objectsPerSecond} objects/s)`],
+      ...(setup ? ([['setup', `${fmtN(setup.vms)} VMs + VMIs in ${fmtS(setup.seconds)} (${setup.objectsPerSecond} objects/s)`]] as Row[]) : []),
     ];
     const files = writeReport(
       o.out,
       {
-        title: `persistent-ips benchmark, N = ${fmtN(n)}${o.experiment ? ` — EXPERIMENT ${o.experiment.join(' + ')}` : ''}`,
+        title: `persistent-ips benchmark, ${o.scales.length ? `scales ${o.scales.map(fmtN).join(' / ')}` : `N = ${fmtN(o.vms)}`}${o.experiment ? ` — EXPERIMENT ${o.experiment.join(' + ')}` : ''}`,
         intro: [
           ...(o.experiment
             ? [

@@ -113,7 +113,7 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
     case 'kubeclient': {
       const { KubeClient, loadKubeConfig } = await import('../src/kube/client.ts');
       const { resources } = await import('../src/kube/resources.ts');
-      const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig }).kubeConfig);
+      const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig }).connection);
       post = async (i) => {
         try {
           await client.create(resources.ipamClaims, body(i));

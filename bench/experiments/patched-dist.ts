@@ -22,13 +22,8 @@ function replaceOnce(file: string, find: string, replacement: string): void {
 }
 
 export const EXPERIMENTS: Record<string, Patch> = {
-  'https-transport': {
-    description:
-      'dist/kube/transport.js replaced by bench/experiments/transport-https.js: node:https keep-alive, TLS options and headers taken from the KubeConfig once (instead of undici fetch through @kubernetes/client-node with applySecurityAuthentication per request)',
-    apply(dist) {
-      cpSync(fileURLToPath(new URL('./transport-https.js', import.meta.url)), join(dist, 'kube', 'transport.js'));
-    },
-  },
+  // 'https-transport' (docs/benchmarks/experiment-https-transport) replaced dist/kube/transport.js with
+  // bench/experiments/transport-https.js; removed once src/kube/transport.ts sent with node:https itself.
   // 'informer-race-fix' (docs/benchmarks/experiment-informer-race-fix) patched dist/sources/informer.js with
   // replaceOnce(); it was removed once the change landed in src/sources/informer.ts (commit 5e047c5, nextOrAbort).
 };

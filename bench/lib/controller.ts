@@ -1,6 +1,6 @@
 // The controller under test, as its own process (`node dist/cli/main.js run ...`, exactly what a Deployment runs),
 // with its readiness, its /metrics and its memory sampled once a second.
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../e2e/harness/controlplane.ts';
@@ -9,16 +9,21 @@ import { spawnTracked, stopTracked } from './processes.ts';
 import { bucketDelta, buckets, parseMetrics, sum, type Sample } from './prom.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
 import { sleep } from './kube.ts';
+import { localArgs, shippedController } from './deployment.ts';
 
 export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 const CONTROLLER = 'virtualmachine-ipamclaims';
+/** POD_NAMESPACE of every controller the benchmark starts: where the Lease and the webhook Secret go. */
+export const CONTROLLER_NAMESPACE = 'persistent-ips-system';
+export const CONTROLLER_POD_NAME = 'persistent-ips-controller-bench';
 
 export interface ControllerSettings {
   concurrency: number;
   qps: number;
   burst: number;
   resyncSeconds: number;
-  logLevel: string;
+  /** Default: the Deployment's --log-level. */
+  logLevel?: string;
   /** --namespace: watch one namespace only (the paired ratio rounds use it to keep N fixed). */
   namespace?: string;
 }
@@ -60,6 +65,8 @@ export class ControllerProcess {
   readonly name: string;
   readonly args: string[];
   readonly nodeArgs: string[];
+  /** NODE_OPTIONS of the process: the Deployment's. */
+  readonly nodeOptions: string;
   readonly logFile: string;
   readonly spawnAt: number;
   readonly #p: ManagedProcess;
@@ -73,11 +80,12 @@ export class ControllerProcess {
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
-  private constructor(name: string, p: ManagedProcess, args: string[], nodeArgs: string[], logFile: string, spawnAt: number, metricsPort: number, probePort: number) {
+  private constructor(name: string, p: ManagedProcess, args: string[], nodeArgs: string[], nodeOptions: string, logFile: string, spawnAt: number, metricsPort: number, probePort: number) {
     this.name = name;
     this.#p = p;
     this.args = args;
     this.nodeArgs = nodeArgs;
+    this.nodeOptions = nodeOptions;
     this.logFile = logFile;
     this.spawnAt = spawnAt;
     this.#metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
@@ -90,31 +98,41 @@ export class ControllerProcess {
    * new spawn time, up to 3 times.
    */
   static async start(name: string, opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string }): Promise<ControllerProcess> {
+    const shipped = shippedController();
+    const certDir = join(opts.dir, `webhook-certs-${name}`);
+    mkdirSync(certDir, { recursive: true });
     for (let attempt = 1; ; attempt++) {
-      const metricsPort = await freePort();
-      let probePort = await freePort();
-      while (probePort === metricsPort) probePort = await freePort();
+      const ports = new Set<number>();
+      while (ports.size < 3) ports.add(await freePort());
+      const [metricsPort, probePort, webhookPort] = [...ports] as [number, number, number];
       const s = opts.settings;
-      const args = [
-        'run',
-        '--kubeconfig', opts.kubeconfig,
-        '--metrics-bind-address', `127.0.0.1:${metricsPort}`,
-        '--metrics-secure=false',
-        '--health-probe-bind-address', `127.0.0.1:${probePort}`,
-        '--feature-gates', 'PersistentIPs=true',
-        '--concurrency', String(s.concurrency),
-        '--qps', String(s.qps),
-        '--burst', String(s.burst),
-        '--resync-period', String(s.resyncSeconds),
-        '--log-level', s.logLevel,
-        ...(s.namespace ? ['--namespace', s.namespace] : []),
-      ];
+      // The Deployment's own args; only what points into the pod (bind addresses, certificate dirs) becomes local,
+      // plus the kubeconfig and the client-side rate limit the benchmark gives the limit client too.
+      const args = localArgs(shipped.args, {
+        '--kubeconfig': opts.kubeconfig,
+        '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
+        // The benchmark scrapes /metrics once a second over plain HTTP; the Deployment's authenticated HTTPS
+        // scrape (TokenReview per new token) is not what is measured here.
+        '--metrics-secure': 'false',
+        '--health-probe-bind-address': `127.0.0.1:${probePort}`,
+        '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
+        '--webhook-cert-dir': certDir,
+        '--concurrency': String(s.concurrency),
+        '--qps': String(s.qps),
+        '--burst': String(s.burst),
+        '--resync-period': String(s.resyncSeconds),
+        ...(s.logLevel ? { '--log-level': s.logLevel } : {}),
+        ...(s.namespace ? { '--namespace': s.namespace } : {}),
+      });
       const nodeArgs = opts.nodeArgs ?? [];
       const logFile = join(opts.dir, `controller-${name}${attempt > 1 ? `.${attempt}` : ''}.log`);
       const spawnAt = performance.now();
       const entry = opts.entry ?? CONTROLLER_ENTRY;
-      const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile);
-      const c = new ControllerProcess(name, p, args, nodeArgs, logFile, spawnAt, metricsPort, probePort);
+      // POD_NAME as the Deployment's downward API gives it; the benchmark never runs two controllers at once, so
+      // each new process is what a restarted container of one pod would be.
+      const env = { ...process.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
+      const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
+      const c = new ControllerProcess(name, p, args, nodeArgs, shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort);
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
       c.#startSampling();
       if ((await c.#upOrExited(60_000)) === 'up') return c;
@@ -162,15 +180,15 @@ export class ControllerProcess {
     return { died, cancel: () => void (active = false) };
   }
 
-  /** The flags as a command line, with the per-run ports and kubeconfig path replaced by placeholders. */
+  /** The command line, with the per-run ports, kubeconfig and certificate dir replaced by placeholders. */
   get commandLine(): string {
-    const shown = this.args.map((a, i) => {
-      const flag = this.args[i - 1];
-      if (flag === '--kubeconfig') return 'KUBECONFIG';
-      if (flag === '--metrics-bind-address' || flag === '--health-probe-bind-address') return '127.0.0.1:PORT';
-      return a;
-    });
-    return `node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
+    const shown = this.args.map((a) =>
+      a
+        .replace(/^(--kubeconfig=).*/, '$1KUBECONFIG')
+        .replace(/^(--webhook-cert-dir=).*/, '$1TMP')
+        .replace(/^(--[a-z-]+-bind-address=)127\.0\.0\.1:\d+$/, '$1127.0.0.1:PORT'),
+    );
+    return `NODE_OPTIONS=${this.nodeOptions || "''"} node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
   }
 
   #check(): void {

@@ -71,7 +71,7 @@ if (job.client === 'project') {
   const { KubeClient, loadKubeConfig } = await import('../../src/kube/client.ts');
   const { resources } = await import('../../src/kube/resources.ts');
   const { KubeApiError } = await import('../../src/kube/errors.ts');
-  const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig! }).kubeConfig);
+  const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig! }).connection);
   send = async (body) => {
     try {
       await client.create(resources.ipamClaims, body);

@@ -49,8 +49,12 @@ export async function createNamespace(kube: BenchKube, namespace: string, withNa
   for (const [i, nad] of NETWORKS.entries()) await kube.json('POST', paths.nads(namespace), [201, 409], nadBody(namespace, nad, i));
 }
 
-/** kubevirt/kubevirt with the PersistentIPs gate (the controller also gets --feature-gates PersistentIPs=true). */
-export async function createKubeVirtCR(kube: BenchKube): Promise<void> {
+/**
+ * kubevirt/kubevirt with the PersistentIPs gate (the controller reads it, as in a cluster), and the controller's own
+ * namespace for its Lease and webhook Secret.
+ */
+export async function createKubeVirtCR(kube: BenchKube, controllerNamespace = 'persistent-ips-system'): Promise<void> {
+  await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controllerNamespace } });
   await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kubevirt' } });
   await kube.json('POST', paths.kubevirts('kubevirt'), [201, 409], {
     apiVersion: 'kubevirt.io/v1',

@@ -73,6 +73,14 @@ export interface ControlPlane extends Cluster {
   owned: true;
   /** Stops every process (reverse start order, SIGTERM then SIGKILL). Idempotent. */
   stop(): Promise<void>;
+  /**
+   * Stops kube-apiserver alone (SIGKILL: an outage, not a shutdown); etcd and the controller manager keep running.
+   * `startApiServer()` brings it back on the same port with the same certificate and tokens, so clients reconnect
+   * with the configuration they have.
+   */
+  stopApiServer(): Promise<void>;
+  /** Starts kube-apiserver again after `stopApiServer()`, and waits until it serves. */
+  startApiServer(): Promise<void>;
 }
 
 /** Discovers a free TCP port on 127.0.0.1 by binding port 0. The caller retries if it is taken before use. */
@@ -246,6 +254,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
     }
   };
 
+  let apiArgs: string[] = [];
   try {
     // etcd
     const etcd = await withPortRetry('etcd', async () => {
@@ -286,7 +295,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
       // A fresh serving certificate per attempt (the apiserver refuses a half-written pair).
       rmSync(certDir, { recursive: true, force: true });
       mkdirSync(certDir, { recursive: true, mode: 0o700 });
-      const p = launch('kube-apiserver', bins.kubeApiserver, [
+      apiArgs = [
         `--etcd-servers=${etcd.clientUrl}`,
         '--bind-address=127.0.0.1',
         '--advertise-address=127.0.0.1',
@@ -302,7 +311,8 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
         '--disable-admission-plugins=ServiceAccount',
         '--endpoint-reconciler-type=none',
         '--profiling=false',
-      ]);
+      ];
+      const p = launch('kube-apiserver', bins.kubeApiserver, apiArgs);
       const server = `https://127.0.0.1:${port}`;
       // The serving certificate is written at start-up, before the port is served.
       const ca = await poll('kube-apiserver certificate', remaining(), async () => readFileSync(caFile), {
@@ -349,7 +359,30 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
     await verifyGarbageCollector(api.http, { timeoutMs: Math.min(remaining(), 60_000), abort: diedReason(kcm) });
     log(`garbage collector works (${since()})`);
 
+    let apiProcess = api.p;
+    const stopApiServer = async (): Promise<void> => {
+      log(`stopping kube-apiserver (pid ${apiProcess.pid}) for an outage`);
+      await stopProcess(apiProcess, 0);
+      started.splice(started.indexOf(apiProcess), 1);
+    };
+    const startApiServer = async (): Promise<void> => {
+      if (!apiProcess.hasExited()) throw new Error('kube-apiserver is still running');
+      const p = launch('kube-apiserver', bins.kubeApiserver, apiArgs);
+      // Keep the reverse stop order: the API server before etcd, after the controller manager.
+      started.splice(started.indexOf(p), 1);
+      started.splice(1, 0, p);
+      apiProcess = p;
+      await poll('kube-apiserver /readyz after a restart', 120_000, async () => ((await api.http.get('/readyz')).status === 200 ? true : undefined), {
+        abort: diedReason(p),
+        intervalMs: 250,
+      });
+      cp.pids['kube-apiserver'] = p.pid;
+      log(`kube-apiserver serving again (pid ${p.pid})`);
+    };
+
     const cp: ControlPlane = {
+      stopApiServer,
+      startApiServer,
       kubeconfigPath,
       server: api.server,
       token: secrets.token,

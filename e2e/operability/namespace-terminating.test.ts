@@ -26,7 +26,7 @@ describe('operability: Events into a namespace being deleted', { timeout: 3 * 60
 
   before(async () => {
     cp = await startControlPlane({ dir: join(scratch, 'cp') });
-    client = KubeClient.fromKubeConfig(loadKubeConfig({ path: cp.kubeconfigPath }).kubeConfig);
+    client = KubeClient.fromKubeConfig(loadKubeConfig({ path: cp.kubeconfigPath }).connection);
     await kubectl(['create', 'namespace', NS]);
     await kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'hold', namespace: NS, finalizers: ['example.com/hold'] } }));
     await kubectl(['delete', 'namespace', NS, '--wait=false']);

@@ -228,7 +228,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
       const outcome = await write(network, w.claim, status, w.claim.metadata.resourceVersion ?? '', signal);
       if (outcome === 'written') {
         deps.metrics?.written(network, w.condition.reason ?? '');
-        if (w.allocated) log.info({ network, claim: w.key, ips: w.ips }, 'allocated addresses');
+        if (w.allocated) log.debug({ network, claim: w.key, ips: w.ips }, 'allocated addresses');
         else log.debug({ network, claim: w.key, reason: w.condition.reason }, 'updated claim condition');
       }
       return outcome;

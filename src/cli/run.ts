@@ -91,7 +91,7 @@ function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; 
     throw err;
   }
   const metrics = createMetrics();
-  const client = KubeClient.fromKubeConfig(loaded.kubeConfig, {
+  const client = KubeClient.fromKubeConfig(loaded.connection, {
     logger: log,
     rateLimit: { qps: options.qps, burst: options.burst },
     onRequest: (verb, resource, code) => metrics.apiRequests.inc({ verb, resource, code }),
@@ -100,9 +100,14 @@ function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; 
   return { loaded, client, metrics };
 }
 
+/** How long start-up waits for an API server that does not answer before giving up, and how often it asks. */
+const CLUSTER_WAIT_MS = 30_000;
+const CLUSTER_RETRY_MS = 1_000;
+
 async function checkCluster(client: KubeClient, server: string, log: Logger): Promise<void> {
   let lastError: unknown;
-  for (let attempt = 1; attempt <= 5; attempt++) {
+  const deadline = Date.now() + CLUSTER_WAIT_MS;
+  for (let attempt = 1; ; attempt++) {
     try {
       const version = await client.version(AbortSignal.timeout(10_000));
       log.info({ kubernetes: version.gitVersion }, 'connected to the API server');
@@ -112,8 +117,11 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
         throw new CliError(`the API server at ${server} rejected our credentials (401). Check the kubeconfig's user or token.`, EXIT.notAuthorized, { cause: err });
       }
       lastError = err;
-      log.warn({ err, attempt }, 'API server not reachable yet');
-      await new Promise((r) => setTimeout(r, attempt * 1000));
+      // Asked every second, so that a restart during an API server outage connects as soon as it is back; said
+      // once, then every tenth time.
+      if (attempt % 10 === 1) log.warn({ err, attempt }, 'API server not reachable yet');
+      if (Date.now() + CLUSTER_RETRY_MS > deadline) break;
+      await new Promise((r) => setTimeout(r, CLUSTER_RETRY_MS));
     }
   }
   throw new CliError(
@@ -238,7 +246,11 @@ export async function run(options: RunOptions): Promise<number> {
   };
   if (!stopping.signal.aborted) {
     if (options.leaderElect) {
-      const identity = `${hostname()}_${randomBytes(4).toString('hex')}`;
+      // In a pod (POD_NAME from the downward API) the identity is the pod's: a container restarted in the same pod
+      // (after its leader lost the Lease in an API server outage, say) finds itself the holder and leads again at
+      // once, instead of waiting out the dead process's lease. Two processes never share a pod name at the same
+      // time. Elsewhere, the host name plus a random part keeps processes on one host apart.
+      const identity = process.env.POD_NAME || `${hostname()}_${randomBytes(4).toString('hex')}`;
       const lease = { namespace: ownNamespace, name: 'persistent-ips-leader' };
       const elector = createLeaderElector({
         lease,

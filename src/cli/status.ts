@@ -289,7 +289,7 @@ export async function status(options: StatusOptions, out: { write(text: string):
     }
     throw err;
   }
-  const client = KubeClient.fromKubeConfig(loaded.kubeConfig, { timeoutMs: 30_000 });
+  const client = KubeClient.fromKubeConfig(loaded.connection, { timeoutMs: 30_000 });
   const namespace = options.allNamespaces ? undefined : (options.namespace ?? loaded.namespace ?? 'default');
   const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, optional = false): Promise<T[]> => {
     try {

@@ -14,7 +14,8 @@ import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
 import { claimsByOwnerName, keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
-import { CLAIMS_BY_OWNER_NAME, createReconciler } from './reconciler.ts';
+import { CLAIMS_BY_OWNER_NAME, createReconciler, type ReconcileTally } from './reconciler.ts';
+import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
 const CONTROLLER_NAME = 'virtualmachine-ipamclaims';
@@ -28,6 +29,9 @@ export interface ControllerOptions {
   concurrency: number;
   /** Full pass over every key; default 10 minutes. */
   resyncIntervalMs?: number;
+  /** How often, while leading, an info line sums up what the workers did (only when they did something).
+   * Default 60 s. Single writes are logged at debug. */
+  summaryIntervalMs?: number;
 }
 
 export interface Controller {
@@ -38,6 +42,9 @@ export interface Controller {
   /** Stops mapping events to keys (call after the informers stopped). */
   dispose(): void;
 }
+
+/** What a full list brings (every object at start-up, the differences after a relist) waits behind live changes. */
+const priorityOf = (e: { fromList?: true }): { priority?: 'low' } => (e.fromList ? { priority: 'low' } : {});
 
 /** Create before the sources start, so that their initial adds are mapped to keys. */
 export function createController(options: ControllerOptions): Controller {
@@ -64,14 +71,17 @@ export function createController(options: ControllerOptions): Controller {
   const subscriptions: Subscription[] = [
     merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
       if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
-      queue.add(keyOfObject(e.object));
+      queue.add(keyOfObject(e.object), priorityOf(e));
     }),
     sources.claims.events$.subscribe((e) => {
       if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
-      for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key);
+      // Our own create or patch coming back: nothing for the VM's reconcile to learn (half the reconciles of a
+      // cold start otherwise, and the same share of the work queue during churn).
+      else if (overlay.observeUpdated(objectKey(e.object), e.object)) return;
+      for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key, priorityOf(e));
     }),
     sources.nads.events$.subscribe((e) => {
-      for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key);
+      for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key, priorityOf(e));
     }),
     sources.kubeVirts.events$.subscribe(() => {
       const next = resolveGate(options.gateOverride, sources.kubeVirts.list());
@@ -89,27 +99,64 @@ export function createController(options: ControllerOptions): Controller {
     }),
   ];
 
-  const reconcile = createReconciler({ sources, client, gateEnabled, recorder, overlay, log, ...(metrics ? { metrics } : {}) });
+  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
+  const reconcileOnce = createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally, ...(metrics ? { metrics } : {}) });
+  const reconcile = async (key: string, ctx: ReconcileContext): Promise<ReconcileResult> => {
+    tally.reconciles++;
+    try {
+      return await reconcileOnce(key, ctx);
+    } catch (err) {
+      tally.errors++;
+      throw err;
+    }
+  };
+  let reported = { ...tally };
+  const summarize = (): void => {
+    if (tally.reconciles === reported.reconciles) return;
+    const since = (k: keyof typeof tally): number => tally[k] - reported[k];
+    log.info(
+      {
+        reconciles: since('reconciles'),
+        claimsCreated: since('created'),
+        finalizersRemoved: since('finalizersRemoved'),
+        claimsDeleted: since('deleted'),
+        errors: since('errors'),
+        queueDepth: queue.len(),
+        vms: sources.vms.size,
+        vmis: sources.vmis.size,
+        claims: sources.claims.size,
+      },
+      'summary since the last one',
+    );
+    reported = { ...tally };
+  };
 
   return {
     queue,
     gate: () => gate,
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       log.info({ concurrency: options.concurrency, gate }, 'starting workers');
+      const summaries = setInterval(summarize, options.summaryIntervalMs ?? 60_000);
+      summaries.unref();
       // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
-      await serveQueue(
-        queue,
-        {
-          concurrency: options.concurrency,
-          reconcile,
-          keys: allKeys,
-          resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
-          drainTimeoutMs,
-          logger: log,
-          ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}),
-        },
-        signal,
-      );
+      try {
+        await serveQueue(
+          queue,
+          {
+            concurrency: options.concurrency,
+            reconcile,
+            keys: allKeys,
+            resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
+            drainTimeoutMs,
+            logger: log,
+            ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}),
+          },
+          signal,
+        );
+      } finally {
+        clearInterval(summaries);
+        summarize();
+      }
     },
     dispose(): void {
       for (const s of subscriptions) s.unsubscribe();

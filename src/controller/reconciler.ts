@@ -30,6 +30,15 @@ export interface ReconcilerDeps {
   overlay: WriteOverlay;
   log: Logger;
   metrics?: Metrics;
+  /** Running totals for the controller's periodic summary line. */
+  tally?: ReconcileTally;
+}
+
+/** What the reconciler wrote, summed for the info-level summary (each write itself is logged at debug). */
+export interface ReconcileTally {
+  created: number;
+  finalizersRemoved: number;
+  deleted: number;
 }
 
 export function splitKey(key: string): { namespace: string; name: string } {
@@ -118,16 +127,27 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
     throw err;
   };
 
-  for (const claim of plan.creates) {
-    try {
-      const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
-      overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
-      metrics?.claimsCreated.inc();
-      log.info({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
-    } catch (err) {
-      onError(err, 'create', claim.metadata.name);
-    }
-  }
+  // A VM's claims are independent objects: created side by side, so a new VM waits for one round trip, not one
+  // per network. Every create is attempted; the first failure that is not a race is raised once all have settled.
+  const failures: unknown[] = [];
+  await Promise.all(
+    plan.creates.map(async (claim) => {
+      try {
+        const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
+        overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
+        metrics?.claimsCreated.inc();
+        if (deps.tally) deps.tally.created++;
+        log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
+      } catch (err) {
+        try {
+          onError(err, 'create', claim.metadata.name);
+        } catch (raised) {
+          failures.push(raised);
+        }
+      }
+    }),
+  );
+  if (failures.length > 0) throw failures[0];
   for (const write of plan.removeFinalizers) {
     const claimKey = keyOf(namespace, write.name);
     const current = overlay.view(claimKey, deps.sources.claims.getByKey(claimKey));
@@ -140,7 +160,8 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, guarded, { signal });
       overlay.record(claimKey, write.resourceVersion, updated);
       metrics?.finalizersRemoved.inc();
-      log.info({ claim: write.name }, 'removed finalizer from IPAMClaim');
+      if (deps.tally) deps.tally.finalizersRemoved++;
+      log.debug({ claim: write.name }, 'removed finalizer from IPAMClaim');
     } catch (err) {
       onError(err, 'finalizer removal', write.name, true);
     }
@@ -155,7 +176,8 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       const stillThere = (result as IPAMClaim | undefined)?.kind === resources.ipamClaims.kind ? (result as IPAMClaim) : null;
       overlay.record(claimKey, write.resourceVersion, stillThere);
       metrics?.claimsDeleted.inc();
-      log.info({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
+      if (deps.tally) deps.tally.deleted++;
+      log.debug({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
     } catch (err) {
       onError(err, 'delete', write.name);
     }

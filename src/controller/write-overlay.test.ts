@@ -49,4 +49,23 @@ describe('WriteOverlay', () => {
     now = 1000;
     assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
   });
+
+  it('recognises the echo of its own write, ends the expectation on any newer state, and keeps the answer trimmed', () => {
+    const overlay = new WriteOverlay();
+    const answered = { ...claim('5'), metadata: { ...claim('5').metadata, managedFields: [{ manager: 'persistent-ips' }] } } as IPAMClaim;
+    overlay.record('ns/vm-a.blue', undefined, answered);
+    assert.equal('managedFields' in (overlay.view('ns/vm-a.blue', undefined)?.metadata ?? {}), false);
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('5')), true, 'the ADDED event of the create');
+    assert.equal(overlay.size, 0);
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('5')), false, 'only once');
+
+    overlay.record('ns/vm-a.blue', '7', claim('8'));
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('7')), false, 'the state we wrote against is no echo');
+    assert.equal(overlay.size, 1, 'and does not end the expectation');
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('9')), false, 'someone else wrote after us');
+    assert.equal(overlay.size, 0);
+
+    overlay.record('ns/vm-a.blue', undefined, claim('5', 'c1'));
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('5', 'c2')), false, 'another incarnation');
+  });
 });

@@ -4,6 +4,7 @@
 // keyed by claim: remember the result of each write until the cache shows a newer state of that claim.
 
 import type { IPAMClaim } from '../kube/types.ts';
+import { trimIPAMClaim } from '../sources/trim.ts';
 
 interface Entry {
   /** The resourceVersion the cache showed when we wrote (undefined: the claim was absent). */
@@ -28,9 +29,25 @@ export class WriteOverlay {
     return this.#entries.size;
   }
 
-  /** Records a write to claim `key` (`namespace/name`) made against the cached resourceVersion `before`. */
+  /**
+   * Records a write to claim `key` (`namespace/name`) made against the cached resourceVersion `before`. The answer
+   * is kept trimmed like the cache's objects: the full object (managedFields and all) is not needed and, until the
+   * watch event comes, would be held once per claim written.
+   */
   record(key: string, before: string | undefined, after: IPAMClaim | null): void {
-    this.#entries.set(key, { before, after, at: this.#now() });
+    this.#entries.set(key, { before, after: after === null ? null : trimIPAMClaim(after), at: this.#now() });
+  }
+
+  /**
+   * Called with each added or updated claim the informer delivers. True when it is the echo of our own write (the
+   * very state the write answered): the reconcile that wrote already acted on that state, so it needs no new one.
+   * Any state past the write's `before` ends the expectation.
+   */
+  observeUpdated(key: string, cached: IPAMClaim): boolean {
+    const entry = this.#entries.get(key);
+    if (!entry || cached.metadata.resourceVersion === entry.before) return false;
+    this.#entries.delete(key);
+    return entry.after !== null && entry.after.metadata.uid === cached.metadata.uid && entry.after.metadata.resourceVersion === cached.metadata.resourceVersion;
   }
 
   /** The claim as it is, given the cached one: the write's result while the cache has not caught up yet. */

@@ -5,7 +5,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { pino, type Logger } from 'pino';
 import { type Clock, realClock } from '../queue/clock.ts';
 import { type ClassifyContext, KubeApiError, type ObjectRef, errorFromException, errorFromResponse } from './errors.ts';
@@ -13,7 +12,8 @@ import { type ListPage, type PageRequest, listAllPages } from './pager.ts';
 import type { JsonPatchOp } from './patch.ts';
 import { type ResourceDescriptor, resourcePath, resources } from './resources.ts';
 import { TokenBucket } from './token-bucket.ts';
-import { type HttpRequest, type HttpResponse, type Transport, kubeConfigTransport } from './transport.ts';
+import { type ConnectionConfig, type KubeConfigData, connectionFor, mergeKubeConfigs, readKubeConfigFile } from './kubeconfig.ts';
+import { type HttpRequest, type HttpResponse, type Transport, connectionTransport } from './transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -22,7 +22,8 @@ import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 export type KubeConfigSource = 'explicit' | 'in-cluster' | 'KUBECONFIG' | 'home';
 
 export interface LoadedKubeConfig {
-  kubeConfig: KubeConfig;
+  /** The cluster, user and context to connect with. */
+  connection: ConnectionConfig;
   /** Which rule found the configuration. */
   source: KubeConfigSource;
   /** The file(s) read, or the service-account directory for in-cluster. */
@@ -77,20 +78,15 @@ const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 export function loadKubeConfig(options: LoadKubeConfigOptions = {}): LoadedKubeConfig {
   const env = options.env ?? process.env;
   const tried: string[] = [];
-  const kc = new KubeConfig();
 
   const fromFiles = (files: string[], source: KubeConfigSource): LoadedKubeConfig => {
+    let config: KubeConfigData;
     try {
-      kc.loadFromFile(files[0] as string);
-      for (const f of files.slice(1)) {
-        const extra = new KubeConfig();
-        extra.loadFromFile(f);
-        kc.mergeConfig(extra, true);
-      }
+      config = mergeKubeConfigs(files.map((f) => readKubeConfigFile(f)));
     } catch (err) {
       throw new KubeConfigError(`cannot read kubeconfig ${files.join(delimiter)}: ${(err as Error).message}`, tried, { cause: err });
     }
-    return finish(kc, source, files.join(delimiter), options.context, tried);
+    return finish(config, source, files.join(delimiter), options.context, tried);
   };
 
   if (options.path !== undefined) {
@@ -104,17 +100,17 @@ export function loadKubeConfig(options: LoadKubeConfigOptions = {}): LoadedKubeC
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
   if (host && port && existsSync(`${saRoot}/token`)) {
-    // The same shape the library's loadFromCluster builds, but from the injected env rather than process.env. The
-    // token is read through the `tokenFile` provider on every request, so projected-token rotation is honoured.
+    // What client-go's in-cluster config does, from the injected env rather than process.env. The token file is
+    // read again once a minute by the transport, so projected-token rotation is honoured.
     const namespaceFile = `${saRoot}/namespace`;
     const namespace = existsSync(namespaceFile) ? readFileSync(namespaceFile, 'utf8').trim() : undefined;
-    kc.loadFromOptions({
-      clusters: [{ name: 'inCluster', server: `https://${isIPv6(host) ? `[${host}]` : host}:${port}`, caFile: `${saRoot}/ca.crt`, skipTLSVerify: false }],
-      users: [{ name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${saRoot}/token` } } }],
+    const config: KubeConfigData = {
+      clusters: [{ name: 'inCluster', server: `https://${isIPv6(host) ? `[${host}]` : host}:${port}`, caFile: `${saRoot}/ca.crt` }],
+      users: [{ name: 'inClusterUser', tokenFile: `${saRoot}/token` }],
       contexts: [{ name: 'inClusterContext', cluster: 'inCluster', user: 'inClusterUser', ...(namespace ? { namespace } : {}) }],
       currentContext: 'inClusterContext',
-    });
-    return finish(kc, 'in-cluster', saRoot, options.context, tried);
+    };
+    return finish(config, 'in-cluster', saRoot, options.context, tried);
   }
 
   const kubeconfigEnv = env.KUBECONFIG;
@@ -133,23 +129,20 @@ export function loadKubeConfig(options: LoadKubeConfigOptions = {}): LoadedKubeC
   throw new KubeConfigError(`no Kubernetes configuration found; tried: ${tried.join('; ')}`, tried);
 }
 
-function finish(kc: KubeConfig, source: KubeConfigSource, location: string, context: string | undefined, tried: string[]): LoadedKubeConfig {
-  if (context !== undefined) {
-    if (!kc.getContextObject(context)) throw new KubeConfigError(`context ${context} not found in ${location}`, tried);
-    kc.setCurrentContext(context);
-  }
-  const current = kc.getCurrentContext();
-  const cluster = kc.getCurrentCluster();
-  if (!cluster?.server) {
-    throw new KubeConfigError(`kubeconfig ${location}: context ${current || '(none)'} has no cluster with a server URL`, tried);
+function finish(config: KubeConfigData, source: KubeConfigSource, location: string, context: string | undefined, tried: string[]): LoadedKubeConfig {
+  const name = context ?? config.currentContext;
+  if (context !== undefined && !config.contexts.some((c) => c.name === context)) throw new KubeConfigError(`context ${context} not found in ${location}`, tried);
+  const conn = connectionFor(config, name);
+  if ('error' in conn) {
+    throw new KubeConfigError(`kubeconfig ${location}: context ${name || '(none)'} has no cluster with a server URL (${conn.error})`, tried);
   }
   return {
-    kubeConfig: kc,
+    connection: conn,
     source,
     location,
-    server: cluster.server,
-    context: current,
-    namespace: kc.getContextObject(current)?.namespace,
+    server: conn.cluster.server,
+    context: name,
+    namespace: conn.context.namespace,
   };
 }
 
@@ -269,8 +262,9 @@ export class KubeClient {
     this.#onRequest = options.onRequest;
   }
 
-  static fromKubeConfig(kubeConfig: KubeConfig, options: FromKubeConfigOptions = {}): KubeClient {
-    return new KubeClient(kubeConfigTransport(kubeConfig, { timeoutMs: options.timeoutMs }), options);
+  /** A client for a loaded kubeconfig's connection (see loadKubeConfig). */
+  static fromKubeConfig(connection: ConnectionConfig, options: FromKubeConfigOptions = {}): KubeClient {
+    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs }), options);
   }
 
   get server(): string {

@@ -22,26 +22,33 @@ export type PageFetcher<T> = (req: PageRequest) => Promise<ListPage<T>>;
 
 export const DEFAULT_PAGE_SIZE = 500;
 
-export async function listAllPages<T>(
+/**
+ * Every item of a collection, from one snapshot. `map` is applied page by page (an informer trims there), so only
+ * one page of raw objects is held at a time, not the whole collection.
+ */
+export async function listAllPages<T, U = T>(
   fetchPage: PageFetcher<T>,
-  options: { pageSize?: number; signal?: AbortSignal } = {},
-): Promise<{ items: T[]; resourceVersion: string }> {
+  options: { pageSize?: number; signal?: AbortSignal; map?: (item: T) => U } = {},
+): Promise<{ items: U[]; resourceVersion: string }> {
   const limit = options.pageSize ?? DEFAULT_PAGE_SIZE;
   const signal = options.signal;
+  const map = options.map ?? ((item: T) => item as unknown as U);
   let page = await fetchPage({ limit, signal });
   const resourceVersion = page.resourceVersion;
-  const items: T[] = [];
+  const items: U[] = [];
   // A loop rather than push(...page.items): spreading a very large page can overflow the argument stack.
-  for (const item of page.items) items.push(item);
+  for (const item of page.items) items.push(map(item));
   while (page.continue) {
+    const token: string = page.continue;
+    page = { items: [], resourceVersion }; // let the previous page's raw items go while the next one loads
     try {
-      page = await fetchPage({ limit, continue: page.continue, signal });
+      page = await fetchPage({ limit, continue: token, signal });
     } catch (err) {
       if (!isGone(err)) throw err;
       const full = await fetchPage({ signal });
-      return { items: full.items, resourceVersion: full.resourceVersion };
+      return { items: full.items.map(map), resourceVersion: full.resourceVersion };
     }
-    for (const item of page.items) items.push(item);
+    for (const item of page.items) items.push(map(item));
   }
   return { items, resourceVersion };
 }

@@ -30,36 +30,24 @@ export function parseWatchLine(line: string): WatchEvent {
 }
 
 /**
- * Yields the events of a watch body until it ends. Abandoning the iteration cancels the body; to interrupt a read
- * that is waiting for data, abort the request's signal.
+ * Yields the events of a watch body until it ends. Abandoning the iteration closes the body; to interrupt a read
+ * that is waiting for data, abort the request's signal. Only the current, incomplete line is kept between chunks,
+ * so memory is bounded by the largest single event, not by the stream.
  */
-export async function* parseWatchStream(body: ReadableStream<Uint8Array>): AsyncGenerator<WatchEvent> {
-  const reader = body.getReader();
+export async function* parseWatchStream(body: AsyncIterable<Uint8Array>): AsyncGenerator<WatchEvent> {
   const decoder = new TextDecoder();
-  let buffer = '';
-  let finished = false;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let nl: number;
-      while ((nl = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, nl).trim();
-        buffer = buffer.slice(nl + 1);
-        if (line) yield parseWatchLine(line);
-      }
+  let pending = '';
+  for await (const chunk of body) {
+    const text = pending + decoder.decode(chunk, { stream: true });
+    let start = 0;
+    let nl: number;
+    while ((nl = text.indexOf('\n', start)) >= 0) {
+      const line = text.slice(start, nl).trim();
+      start = nl + 1;
+      if (line) yield parseWatchLine(line);
     }
-    buffer += decoder.decode();
-    const rest = buffer.trim();
-    if (rest) yield parseWatchLine(rest);
-    finished = true;
-  } finally {
-    if (!finished) await reader.cancel().catch(() => undefined);
-    try {
-      reader.releaseLock();
-    } catch {
-      // Already released by a failed read; nothing to give back.
-    }
+    pending = start === 0 ? text : text.slice(start);
   }
+  const rest = (pending + decoder.decode()).trim();
+  if (rest) yield parseWatchLine(rest);
 }

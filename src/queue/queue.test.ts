@@ -253,3 +253,53 @@ describe('WorkQueue', () => {
     );
   });
 });
+
+describe('WorkQueue priorities', () => {
+  it('hands out keys of a bulk pass only when no changed key waits, and promotes a waiting low key that changes', async () => {
+    const { q } = newQueue();
+    for (const k of ['r1', 'r2', 'r3']) q.add(k, { priority: 'low' });
+    q.add('new-vm');
+    q.add('r3');
+    q.add('r1', { priority: 'low' });
+    assert.equal(q.len(), 4, 'a promoted key is counted once');
+    const order: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const k = (await q.get()) as string;
+      order.push(k);
+      q.done(k);
+    }
+    assert.deepEqual(order, ['new-vm', 'r3', 'r1', 'r2']);
+    assert.equal(q.len(), 0);
+  });
+
+  it('keeps the one-at-a-time contract for low keys too, and drops them on shutdown', async () => {
+    const { q } = newQueue();
+    q.add('a', { priority: 'low' });
+    const a = await q.get();
+    q.add('a', { priority: 'low' });
+    assert.equal(q.len(), 0, 'in flight: queued again only after done');
+    q.done(a as string);
+    assert.equal(q.len(), 1);
+    q.add('b', { priority: 'low' });
+    const result = await q.shutDown();
+    assert.deepEqual(result.dropped.sort(), ['a', 'b']);
+  });
+
+  it('never loses or duplicates a key, whatever the mix of priorities (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), fc.boolean()), { maxLength: 30 }), async (adds) => {
+        const { q } = newQueue();
+        for (const [k, low] of adds) q.add(k, low ? { priority: 'low' } : {});
+        const expected = new Set(adds.map(([k]) => k));
+        assert.equal(q.len(), expected.size);
+        const got: string[] = [];
+        while (q.len() > 0) {
+          const k = (await q.get()) as string;
+          got.push(k);
+          q.done(k);
+        }
+        assert.deepEqual([...got].sort(), [...expected].sort());
+      }),
+    );
+  });
+});

@@ -2,6 +2,10 @@
 // handed to at most one worker at a time, and a key added while it is being processed is processed exactly once
 // more after `done`. Together these make reconciles level-triggered: any burst of events for one object costs at
 // most one reconcile in flight plus one queued.
+//
+// Two priorities, as controller-runtime's priority queue: keys added by a full pass (the initial list, a relist, a
+// resync) wait behind keys added because something changed. A resync of 10,000 VMs enqueues 10,000 keys with
+// nothing to do; a VM created meanwhile must not wait for all of them.
 
 import { type Clock, type TimerHandle, realClock } from './clock.ts';
 import { ExponentialFailureRateLimiter, type RateLimiter } from './rate-limiter.ts';
@@ -32,6 +36,12 @@ export interface WorkQueueOptions {
   /** Defaults to the exponential per-key limiter with client-go's defaults (5 ms doubling up to 1000 s). */
   rateLimiter?: RateLimiter;
   metrics?: WorkQueueMetrics;
+}
+
+export interface AddOptions {
+  /** 'low': a bulk pass (list, resync), handed out only when no key of normal priority waits. A later add of
+   * normal priority promotes a waiting low key. */
+  priority?: 'low';
 }
 
 export interface ShutDownOptions {
@@ -99,6 +109,9 @@ export class WorkQueue {
   readonly #metrics: WorkQueueMetrics;
 
   readonly #queue = new Fifo<string>();
+  /** Keys of low priority; the FIFO may hold stale entries for keys promoted or handed out since. */
+  readonly #low = new Fifo<string>();
+  readonly #lowKeys = new Set<string>();
   /** Keys that must be processed (again): queued ones, and in-flight ones that changed meanwhile. */
   readonly #dirty = new Set<string>();
   /** In-flight keys → hand-out time. */
@@ -128,7 +141,7 @@ export class WorkQueue {
 
   /** Keys waiting to be handed out. */
   len(): number {
-    return this.#queue.length;
+    return this.#queue.length + this.#lowKeys.size;
   }
 
   /** Keys currently handed out and not yet done. */
@@ -141,15 +154,21 @@ export class WorkQueue {
     return this.#delayed.size;
   }
 
-  add(key: string): void {
+  add(key: string, options: AddOptions = {}): void {
     if (this.#shutdown) return;
-    if (this.#dirty.has(key)) return;
+    const low = options.priority === 'low';
+    if (this.#dirty.has(key)) {
+      // Waiting at low priority and now wanted because something changed: move it up.
+      if (!low && this.#lowKeys.delete(key)) this.#push(key);
+      return;
+    }
     this.#metrics.adds?.();
     this.#dirty.add(key);
     this.#addedAt.set(key, this.#clock.now());
     // In flight: `done` puts it back, so that one worker never holds the same key twice.
     if (this.#processing.has(key)) return;
-    this.#push(key);
+    if (low) this.#pushLow(key);
+    else this.#push(key);
   }
 
   addAfter(key: string, delayMs: number): void {
@@ -190,21 +209,33 @@ export class WorkQueue {
    */
   async get(): Promise<string | undefined> {
     for (;;) {
-      if (this.#handingOut() && this.#queue.length > 0) {
-        const key = this.#queue.shift() as string;
-        const now = this.#clock.now();
-        this.#dirty.delete(key);
-        this.#processing.set(key, now);
-        const addedAt = this.#addedAt.get(key);
-        this.#addedAt.delete(key);
-        if (addedAt !== undefined) this.#metrics.queueDuration?.((now - addedAt) / 1000);
-        this.#metrics.depth?.(this.#queue.length);
-        this.#metrics.inFlight?.(this.#processing.size);
-        return key;
+      if (this.#handingOut()) {
+        const key = this.#next();
+        if (key !== undefined) {
+          const now = this.#clock.now();
+          this.#dirty.delete(key);
+          this.#processing.set(key, now);
+          const addedAt = this.#addedAt.get(key);
+          this.#addedAt.delete(key);
+          if (addedAt !== undefined) this.#metrics.queueDuration?.((now - addedAt) / 1000);
+          this.#metrics.depth?.(this.len());
+          this.#metrics.inFlight?.(this.#processing.size);
+          return key;
+        }
       }
       if (this.#shutdown) return undefined;
       await new Promise<void>((resolve) => this.#waiters.push(resolve));
     }
+  }
+
+  /** The next key to hand out: normal priority first, then low (skipping entries promoted meanwhile). */
+  #next(): string | undefined {
+    const key = this.#queue.shift();
+    if (key !== undefined) return key;
+    for (let k = this.#low.shift(); k !== undefined; k = this.#low.shift()) {
+      if (this.#lowKeys.delete(k)) return k;
+    }
+    return undefined;
   }
 
   done(key: string): void {
@@ -281,7 +312,14 @@ export class WorkQueue {
 
   #push(key: string): void {
     this.#queue.push(key);
-    this.#metrics.depth?.(this.#queue.length);
+    this.#metrics.depth?.(this.len());
+    this.#waiters.shift()?.();
+  }
+
+  #pushLow(key: string): void {
+    this.#low.push(key);
+    this.#lowKeys.add(key);
+    this.#metrics.depth?.(this.len());
     this.#waiters.shift()?.();
   }
 
@@ -292,7 +330,8 @@ export class WorkQueue {
   }
 
   #dropQueued(sd: Shutdown): void {
-    for (const key of this.#queue.takeAll()) {
+    const low = this.#low.takeAll().filter((k) => this.#lowKeys.delete(k));
+    for (const key of [...this.#queue.takeAll(), ...low]) {
       this.#dirty.delete(key);
       this.#addedAt.delete(key);
       sd.dropped.push(key);
@@ -304,7 +343,7 @@ export class WorkQueue {
     const sd = this.#shutdown;
     if (!sd || sd.settled) return;
     if (this.#processing.size > 0) return;
-    if (this.#handingOut() && this.#queue.length > 0) return;
+    if (this.#handingOut() && this.len() > 0) return;
     this.#settle({ timedOut: false, abandoned: [], dropped: sd.dropped });
   }
 

@@ -17,7 +17,7 @@ export interface Resync {
   stop(): void;
 }
 
-export function startResync(queue: { add(key: string): void }, options: ResyncOptions): Resync {
+export function startResync(queue: { add(key: string, options?: { priority?: 'low' }): void }, options: ResyncOptions): Resync {
   if (!(options.intervalMs > 0)) throw new RangeError(`resync interval must be positive, got ${options.intervalMs}`);
   const clock = options.clock ?? realClock;
   const logger = options.logger ?? pino({ level: 'silent' });
@@ -33,7 +33,8 @@ export function startResync(queue: { add(key: string): void }, options: ResyncOp
     let n = 0;
     try {
       for (const key of options.keys()) {
-        queue.add(key);
+        // Behind anything that changed: a pass repairs what was missed, it must not delay what is happening.
+        queue.add(key, { priority: 'low' });
         n++;
       }
       logger.debug({ keys: n }, 'resync');

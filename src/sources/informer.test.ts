@@ -218,6 +218,57 @@ describe('Informer', () => {
     await h.inf.stop();
   });
 
+  it('after an outage, a 410 relists at once instead of inheriting the outage backoff, and an unanswered server is retried within seconds', async () => {
+    const h = harness();
+    h.lw.answerList(page([raw('a', '1')], '10'), page([raw('a', '1'), raw('b', '2')], '30'));
+    h.inf.start();
+    await h.inf.synced;
+    await flushPromises();
+    // The server is gone: every reconnect fails without an answer. The waits grow, but stay short.
+    const waits: number[] = [];
+    h.lw.lastWatch?.fail(transient());
+    for (let i = 0; i < 8; i++) {
+      await flushPromises();
+      const pending = h.clock.pendingDelays();
+      assert.equal(pending.length, 1);
+      waits.push(pending[0] as number);
+      h.lw.failNextWatch(transient());
+      h.clock.advance(pending[0] as number);
+    }
+    await flushPromises();
+    assert.deepEqual(waits, [400, 800, 1600, 1600, 1600, 1600, 1600, 1600], 'capped at 3.2 s (half of it with this jitter)');
+    // Back, with the resume point compacted away: the 410 is answered by a relist with no wait.
+    const wait = h.clock.pendingDelays()[0] as number;
+    h.lw.failNextWatch(gone());
+    h.clock.advance(wait);
+    await flushPromises();
+    assert.equal(h.lw.listRequests.length, 2, 'relisted');
+    assert.deepEqual(h.lists, ['initial', 'gone']);
+    assert.ok(h.events.includes('add b'), 'the change made during the outage is seen');
+    assert.equal(h.lw.lastWatch?.request.resourceVersion, '30', 'watching again from the new list');
+    await h.inf.stop();
+  });
+
+  it('keeps the long backoff for failures the server answers (5xx)', async () => {
+    const h = harness();
+    h.lw.answerList(page([], '10'));
+    h.inf.start();
+    await h.inf.synced;
+    await flushPromises();
+    const unavailable = (): KubeApiError => new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'IPAMClaim' }, verb: 'watch', message: 'unavailable' });
+    const waits: number[] = [];
+    h.lw.lastWatch?.fail(unavailable());
+    for (let i = 0; i < 8; i++) {
+      await flushPromises();
+      const pending = h.clock.pendingDelays()[0] as number;
+      waits.push(pending);
+      h.lw.failNextWatch(unavailable());
+      h.clock.advance(pending);
+    }
+    assert.deepEqual(waits, [400, 800, 1600, 3200, 6400, 12_800, 15_000, 15_000]);
+    await h.inf.stop();
+  });
+
   it('treats a watch ERROR other than 410 as a connection error', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));

@@ -7,11 +7,11 @@
 import { type Observable, Subject } from 'rxjs';
 import { pino, type Logger } from 'pino';
 import { type Clock, type TimerHandle, realClock, sleep } from '../queue/clock.ts';
-import { errorFromWatchStatus, isGone, type ApiStatus } from '../kube/errors.ts';
+import { errorFromWatchStatus, isGone, isTransient, KubeApiError, type ApiStatus } from '../kube/errors.ts';
 import { type ListPage, type PageRequest, DEFAULT_PAGE_SIZE, listAllPages } from '../kube/pager.ts';
 import type { KubeObject } from '../kube/types.ts';
 import type { WatchEvent } from '../kube/watch-stream.ts';
-import { type BackoffPolicy, reconnectDelay } from './backoff.ts';
+import { type BackoffPolicy, DEFAULT_RECONNECT_BACKOFF, reconnectDelay } from './backoff.ts';
 import { type ChangeEvent, type ChangeType, type IndexFn, Store } from './store.ts';
 import { type Trim, UntrimmableObjectError } from './trim.ts';
 
@@ -56,6 +56,10 @@ export interface InformerOptions<T extends KubeObject> {
   random?: () => number;
   pageSize?: number;
   backoff?: BackoffPolicy;
+  /** Ceiling of the backoff while the API server does not answer at all (connection refused, reset, timeout).
+   * Such attempts cost the server nothing, and a short ceiling lets the informer notice within seconds that the
+   * server is back. Default 3.2 s; answered failures (5xx, 429) keep `backoff.maxMs`. */
+  unreachableMaxMs?: number;
   /** Restart a watch that delivered neither an event nor a bookmark for this long. Default 150 s (the API server
    * sends a bookmark about every minute to watchers that allow them). */
   silentWatchTimeoutMs?: number;
@@ -127,6 +131,7 @@ export class Informer<T extends KubeObject> {
   readonly #random: () => number;
   readonly #pageSize: number;
   readonly #backoff: BackoffPolicy;
+  readonly #unreachableBackoff: BackoffPolicy;
   readonly #silentMs: number;
   readonly #watchTimeoutSeconds: number | undefined;
   readonly #minWatchMs: number;
@@ -154,6 +159,7 @@ export class Informer<T extends KubeObject> {
     this.#random = options.random ?? Math.random;
     this.#pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
     this.#backoff = options.backoff ?? {};
+    this.#unreachableBackoff = { ...this.#backoff, maxMs: Math.min(this.#backoff.maxMs ?? DEFAULT_RECONNECT_BACKOFF.maxMs, options.unreachableMaxMs ?? 3200) };
     this.#silentMs = options.silentWatchTimeoutMs ?? 150_000;
     this.#watchTimeoutSeconds = options.watchTimeoutSeconds;
     this.#minWatchMs = options.minWatchDurationMs ?? 1000;
@@ -240,6 +246,8 @@ export class Informer<T extends KubeObject> {
     let needList = true;
     let listReason: 'initial' | 'gone' | 'retry' = 'initial';
     let failures = 0;
+    /** 410s in a row: a server that keeps answering 410 to fresh lists gets a backoff; a single one does not. */
+    let goneStreak = 0;
     while (!this.#stopped) {
       const ac = new AbortController();
       this.#current = ac;
@@ -252,6 +260,7 @@ export class Informer<T extends KubeObject> {
           await this.#list(ac.signal);
           needList = false;
           failures = 0;
+          goneStreak = 0;
         }
         if (this.#stopped) break;
         this.#state = 'watching';
@@ -274,17 +283,20 @@ export class Informer<T extends KubeObject> {
         if (this.#stopped) break;
         if (this.#roundEvents > 0) failures = 0;
         if (isGone(err)) {
-          // The resume point expired: only a full list can tell what changed meanwhile. The first time costs no
-          // wait; a server that keeps answering 410 gets the backoff like any other failure.
-          delay = reconnectDelay(failures, this.#backoff, this.#random);
-          failures++;
+          // The resume point expired: only a full list can tell what changed meanwhile. A 410 is an answer, so the
+          // server is up: the failures that came before it (an outage, typically) say nothing about now, and the
+          // relist goes at once. Only a server that keeps answering 410 gets a backoff.
+          failures = 0;
+          delay = reconnectDelay(goneStreak, this.#backoff, this.#random);
+          goneStreak++;
           needList = true;
           listReason = 'gone';
           this.#logger.info({ err, resourceVersion: this.#resourceVersion, delayMs: Math.round(delay) }, 'resourceVersion expired; relisting');
           this.#metrics.watchRestart?.(this.kind, 'gone');
         } else {
           failures++;
-          delay = reconnectDelay(failures, this.#backoff, this.#random);
+          const unreachable = isTransient(err) && err instanceof KubeApiError && err.code === undefined;
+          delay = reconnectDelay(failures, unreachable ? this.#unreachableBackoff : this.#backoff, this.#random);
           if (needList) listReason = 'retry';
           this.#logger.warn({ err, failures, delayMs: Math.round(delay), listing: needList }, needList ? 'list failed; retrying' : 'watch failed; reconnecting');
           if (!needList) this.#metrics.watchRestart?.(this.kind, 'error');
@@ -306,15 +318,16 @@ export class Informer<T extends KubeObject> {
   }
 
   async #list(signal: AbortSignal): Promise<void> {
-    const { items, resourceVersion } = await listAllPages((req) => this.#lw.list(req), { pageSize: this.#pageSize, signal });
+    const { items, resourceVersion } = await listAllPages((req) => this.#lw.list(req), {
+      pageSize: this.#pageSize,
+      signal,
+      map: (raw) => this.#trimOrSkip(raw),
+    });
     if (this.#stopped) return;
-    const objects: T[] = [];
-    for (const raw of items) {
-      const obj = this.#trimOrSkip(raw);
-      if (obj) objects.push(obj);
-    }
+    const objects = items.filter((o): o is T => o !== undefined);
     this.#resourceVersion = resourceVersion;
     const events = this.#store.replace(objects);
+    for (const e of events) e.fromList = true;
     this.#logger.info({ objects: objects.length, resourceVersion, changes: events.length }, this.#hasSynced ? 'relisted' : 'listed');
     this.#emit(events);
     if (!this.#hasSynced) {

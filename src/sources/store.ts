@@ -17,6 +17,8 @@ export interface ChangeEvent<T> {
    * we saw, not its final one (client-go's DeletedFinalStateUnknown).
    */
   finalStateUnknown?: true;
+  /** Set on every event of a full list (the first one or a relist), as opposed to one the watch delivered. */
+  fromList?: true;
 }
 
 export type IndexFn<T> = (obj: T) => readonly string[];

@@ -429,7 +429,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     }
     if (target) deps.reportDenials?.(target, []);
     if (result.patch.length === 0) return allow('unchanged', warnings);
-    vmiLog.info({ references: result.references }, 'adding IPAM claim references');
+    vmiLog.debug({ references: result.references }, 'adding IPAM claim references');
     return {
       response: {
         uid,

@@ -1,0 +1,71 @@
+// What we ship is what we measure: the controller's flags and NODE_OPTIONS come from the shipped Deployment
+// (manifests/controller/deployment.yaml), with only the in-cluster paths replaced by local ones.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { load } from 'js-yaml';
+
+export const DEPLOYMENT_FILE = fileURLToPath(new URL('../../manifests/controller/deployment.yaml', import.meta.url));
+
+export interface ShippedController {
+  /** The container's args, e.g. ['run', '--leader-elect', '--metrics-bind-address=:8080', ...]. */
+  args: string[];
+  /** The container's NODE_OPTIONS value ('' when unset). */
+  nodeOptions: string;
+  /** resources.requests / limits as written, e.g. { memory: '256Mi' }. */
+  requests: Record<string, string>;
+  limits: Record<string, string>;
+}
+
+interface Container {
+  name: string;
+  args?: string[];
+  env?: { name: string; value?: string }[];
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+}
+
+export function shippedController(file = DEPLOYMENT_FILE): ShippedController {
+  const doc = load(readFileSync(file, 'utf8')) as { spec: { template: { spec: { containers: Container[] } } } };
+  const c = doc.spec.template.spec.containers.find((x) => x.name === 'controller');
+  if (!c) throw new Error(`${file}: no container named controller`);
+  return {
+    args: c.args ?? [],
+    nodeOptions: c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '',
+    requests: c.resources?.requests ?? {},
+    limits: c.resources?.limits ?? {},
+  };
+}
+
+/** "256Mi" → MiB. */
+export function quantityMiB(q: string | undefined): number | undefined {
+  if (!q) return undefined;
+  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|K|M|G)?$/.exec(q);
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  const f: Record<string, number> = { Ki: 1 / 1024, Mi: 1, Gi: 1024, K: 1000 / 2 ** 20, M: 1e6 / 2 ** 20, G: 1e9 / 2 ** 20 };
+  return m[2] ? n * f[m[2]]! : n / 2 ** 20;
+}
+
+/** The flag's name (`--x=y` or `--x`), for replacing the in-cluster values of some. */
+const flagName = (a: string): string => a.split('=')[0]!;
+
+/**
+ * The Deployment's args with what only makes sense in a pod replaced: bind addresses become 127.0.0.1 ports and
+ * the certificate directory a temp dir. `overrides` (flag → value) replace or add flags; a value of undefined
+ * removes the flag.
+ */
+export function localArgs(shipped: string[], overrides: Record<string, string | undefined>): string[] {
+  const out: string[] = [];
+  const done = new Set<string>();
+  for (const a of shipped) {
+    const name = flagName(a);
+    if (name in overrides) {
+      done.add(name);
+      const v = overrides[name];
+      if (v !== undefined) out.push(`${name}=${v}`);
+    } else {
+      out.push(a);
+    }
+  }
+  for (const [name, v] of Object.entries(overrides)) if (!done.has(name) && v !== undefined) out.push(`${name}=${v}`);
+  return out;
+}

@@ -1,0 +1,277 @@
+// `npm run bench -- --scales 1000,3000,10000`: memory, CPU and log volume of the controller, started exactly as the
+// shipped Deployment starts it, at several cluster sizes, each on a fresh control plane. See docs/benchmarks.
+import type { ControlPlane } from '../e2e/harness/index.ts';
+import { ControllerProcess } from './lib/controller.ts';
+import { quantityMiB, shippedController } from './lib/deployment.ts';
+import { sleep, type BenchKube } from './lib/kube.ts';
+import { fmtMs, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
+import { ClaimWatch } from './lib/claim-watch.ts';
+import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
+import { churn, coldStart, createVms, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
+import { round } from './lib/stats.ts';
+
+export interface ScaleOptions {
+  scales: number[];
+  scaleChurn: boolean;
+  /** > 0: after the first cold start, kube-apiserver is stopped this long, then started again. */
+  outageSeconds: number;
+  churnRate: number;
+  churnSeconds: number;
+}
+
+/** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
+export const IDLE_TARGET_MIB = 80;
+export function peakTargetMiB(vms: number): number {
+  return vms <= 1000 ? 100 : vms <= 3000 ? 110 : 160;
+}
+export const STEADY_TARGET_10K_MIB = 130;
+export const CPU_PER_CLAIM_TARGET_MS = 0.8;
+export const INFO_LINES_TARGET_1K = 50;
+export const CHURN_P99_TARGET_MS = 200;
+export const OUTAGE_RECOVERY_TARGET_S = 5;
+
+interface OutageResult {
+  outageSeconds: number;
+  /** API server /readyz again → both claims of a VM created right then seen on a watch. */
+  readyToClaimsS: number;
+  /** The VM's POST itself, after the restart. */
+  vmPostS: number;
+  /** Controller warnings logged during the outage and recovery. */
+  warnings: number;
+  /** Times the controller exited (lost its Lease, or found no API server at start-up) and was started again. */
+  controllerRestarts: number;
+}
+
+/**
+ * Stops kube-apiserver for `seconds`, starts it again, and times how soon a VM created right then gets its claims.
+ * With --leader-elect (the Deployment's) the controller cannot renew its Lease during the outage and exits, as a
+ * controller-runtime manager does; like the kubelet (restartPolicy Always) the benchmark starts it again whenever it
+ * exits, at once (the kubelet's first restart; later ones back off). Returns the controller running at the end.
+ */
+async function outage(ctx: BenchContext, controller: ControllerProcess, seconds: number, running: ControllerProcess[], log: (line: string) => void): Promise<{ result: OutageResult; controller: ControllerProcess }> {
+  const ns = 'bench-outage';
+  await createNamespace(ctx.kube, ns);
+  let current = controller;
+  let restarts = 0;
+  let warnings = 0;
+  let supervising = true;
+  const countWarnings = (c: ControllerProcess, from: number): number => c.logLines().slice(from).filter((l) => l.level === 'warn' || l.level === 'error').length;
+  const logsBefore = current.logLines().length;
+  const supervisor = (async () => {
+    while (supervising) {
+      if (current.exited) {
+        warnings += countWarnings(current, current === controller ? logsBefore : 0);
+        running.splice(running.indexOf(current), 1);
+        restarts++;
+        log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
+        current = await ControllerProcess.start(`${current.name.replace(/-r\d+$/, '')}-r${restarts}`, { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs });
+        running.push(current);
+      }
+      await sleep(200);
+    }
+  })();
+  log(`outage: kube-apiserver stopped for ${seconds} s`);
+  await ctx.cp.stopApiServer();
+  await sleep(seconds * 1000);
+  await ctx.cp.startApiServer();
+  const readyAt = performance.now();
+  log('outage: kube-apiserver ready again');
+  const watch = new ClaimWatch(ctx.kube, ns);
+  let seen: number;
+  let posted: number;
+  let postAt: number;
+  try {
+    // The benchmark's own keep-alive connections died with the server: retry until a request goes through.
+    for (let i = 0; ; i++) {
+      try {
+        await watch.start();
+        break;
+      } catch (err) {
+        if (i > 50) throw err;
+        await sleep(100);
+      }
+    }
+    postAt = performance.now();
+    await createVmWithVmi(ctx.kube, ns, 'after-outage');
+    posted = performance.now();
+    seen = await watch.waitForCount(NETWORKS.length, 300_000);
+  } finally {
+    watch.stop();
+    supervising = false;
+    await supervisor;
+  }
+  warnings += countWarnings(current, current === controller ? logsBefore : 0);
+  return {
+    controller: current,
+    result: { outageSeconds: seconds, readyToClaimsS: round((seen - readyAt) / 1000, 3), vmPostS: round((posted - postAt) / 1000, 3), warnings, controllerRestarts: restarts },
+  };
+}
+
+interface ScaleEntry {
+  vms: number;
+  setup: SetupResult;
+  cold: ColdStartResult;
+  peakRssMiB: number;
+  steadyRssMiB: number;
+  peakHeapUsedMiB: number | null;
+  /** Lines at info and above in the controller's log, spawn → settled. */
+  infoLines: number;
+  logBytes: number;
+  cpuPerClaimMs: number;
+  exitedEarly: boolean;
+  churn?: ChurnResult;
+  peakRssAfterChurnMiB?: number;
+  outage?: OutageResult;
+}
+
+const LEVELS_INFO_UP = new Set(['info', 'warn', 'error', 'fatal', 30, 40, 50, 60]);
+
+function logStats(c: ControllerProcess): { infoLines: number; bytes: number } {
+  const lines = c.logLines();
+  return { infoLines: lines.filter((l) => LEVELS_INFO_UP.has(l.level as string)).length, bytes: JSON.stringify(lines).length };
+}
+
+/** Median RSS of the samples in the last `seconds`, MiB. */
+function recentRssMiB(c: ControllerProcess, seconds: number): number {
+  const m = c.memoryNow();
+  const since = c.uptimeS - seconds;
+  const xs = m.samples.filter((s) => s.t >= since).map((s) => s.rssKb / 1024).sort((a, b) => a - b);
+  return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
+}
+
+export async function runScales(
+  o: ScaleOptions,
+  startCp: (name: string) => Promise<{ cp: ControlPlane; kube: BenchKube; ctx: BenchContext }>,
+  setCurrent: (c: { cp: ControlPlane; kube: BenchKube }) => void,
+  stopCurrent: () => Promise<void>,
+  running: ControllerProcess[],
+  log: (line: string) => void,
+): Promise<{ k8sVersion: string; setup: SetupResult | undefined; commands: Record<string, string>; sections: Section[] }> {
+  const shipped = shippedController();
+  const limitMiB = quantityMiB(shipped.limits.memory);
+  const commands: Record<string, string> = {};
+  const entries: ScaleEntry[] = [];
+  let idle: { rssMiB: number; peakMiB: number; infoLines: number } | undefined;
+  let k8sVersion = '';
+  let firstSetup: SetupResult | undefined;
+  const largest = Math.max(...o.scales);
+
+  for (const [i, n] of o.scales.entries()) {
+    log(`scale ${n}: fresh control plane`);
+    const c = await startCp(`cp-${n}`);
+    setCurrent(c);
+    k8sVersion = c.cp.version;
+    const ctx = c.ctx;
+    if (i === 0) {
+      log('idle controller: caches synced, no VMs');
+      const ctl = await ControllerProcess.start('idle', { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs });
+      running.push(ctl);
+      await ctl.waitReady();
+      await sleep(20_000);
+      idle = { rssMiB: recentRssMiB(ctl, 10), peakMiB: ctl.memoryNow().peakRssMiB, infoLines: logStats(ctl).infoLines };
+      commands.idle = ctl.commandLine;
+      await ctl.stop();
+      running.splice(running.indexOf(ctl), 1);
+      log(`idle RSS ${idle.rssMiB} MiB (peak ${idle.peakMiB})`);
+    }
+    log(`scale ${n}: setup`);
+    const { result: setup } = await createVms(ctx, 'bench-scale', 'cold', n);
+    firstSetup ??= setup;
+    log(`scale ${n}: cold start`);
+    const started = await coldStart(ctx, 'bench-scale', n, `scale-${n}`);
+    const cold = started.result;
+    let controller = started.controller;
+    running.push(controller);
+    commands[`cold start ${n}`] = cold.controllerCommand;
+    log(`scale ${n}: converged in ${cold.spawnToAllClaimsS} s; settling 30 s`);
+    await sleep(30_000);
+    const mem = controller.memoryNow();
+    const logs = logStats(controller);
+    const entry: ScaleEntry = {
+      vms: n,
+      setup,
+      cold,
+      peakRssMiB: mem.peakRssMiB,
+      steadyRssMiB: recentRssMiB(controller, 15),
+      peakHeapUsedMiB: mem.peakHeapUsedMiB,
+      infoLines: logs.infoLines,
+      logBytes: logs.bytes,
+      cpuPerClaimMs: round((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims, 3),
+      exitedEarly: controller.exited,
+    };
+    log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
+    if (o.outageSeconds > 0 && i === 0) {
+      const after = await outage(ctx, controller, o.outageSeconds, running, log);
+      entry.outage = after.result;
+      controller = after.controller;
+    }
+    if (o.scaleChurn && n === largest) {
+      log(`scale ${n}: churn ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
+      entry.churn = await churn(ctx, controller, 'bench-churn', o.churnRate, o.churnSeconds);
+      entry.peakRssAfterChurnMiB = controller.memoryNow().peakRssMiB;
+      log(`scale ${n}: churn p50/p99 ${entry.churn.latencyMs.p50}/${entry.churn.latencyMs.p99} ms`);
+    }
+    await controller.stop();
+    running.splice(running.indexOf(controller), 1);
+    entries.push(entry);
+    await stopCurrent();
+  }
+
+  const rows: Row[] = [
+    ['Deployment (manifests/controller/deployment.yaml)', `NODE_OPTIONS=${shipped.nodeOptions || '(unset)'}; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`],
+  ];
+  if (idle) {
+    rows.push(['idle RSS: caches synced, no VMs (median of the last 10 s of 20 s)', `${idle.rssMiB} MiB (target ≤ ${IDLE_TARGET_MIB}: ${verdict(idle.rssMiB <= IDLE_TARGET_MIB)}); peak ${idle.peakMiB} MiB`]);
+  }
+  for (const e of entries) {
+    const target = peakTargetMiB(e.vms);
+    rows.push([`${fmtN(e.vms)} VMs × 2 networks → ${fmtN(e.cold.claims)} claims`, '']);
+    rows.push(['  peak RSS (VmHWM)', `${e.peakRssMiB} MiB (target ≤ ${target}: ${verdict(e.peakRssMiB <= target)}; Deployment limit ${limitMiB ?? '?'} MiB: ${verdict(limitMiB === undefined || e.peakRssMiB < limitMiB)})`]);
+    rows.push([
+      '  steady RSS, 30 s after convergence (median of the last 15 s)',
+      `${e.steadyRssMiB} MiB${e.vms >= 10_000 ? ` (target ≤ ${STEADY_TARGET_10K_MIB}: ${verdict(e.steadyRssMiB <= STEADY_TARGET_10K_MIB)})` : ''}`,
+    ]);
+    rows.push(['  peak heap used', e.peakHeapUsedMiB === null ? 'n/a' : `${e.peakHeapUsedMiB} MiB`]);
+    rows.push(['  spawn → ready / all claims', `${fmtS(e.cold.spawnToReadyS)} / ${fmtS(e.cold.spawnToAllClaimsS)}`]);
+    rows.push(['  controller CPU per claim, spawn → last claim', `${e.cpuPerClaimMs} ms (target ≤ ${CPU_PER_CLAIM_TARGET_MS}: ${verdict(e.cpuPerClaimMs <= CPU_PER_CLAIM_TARGET_MS)})`]);
+    rows.push(['  log lines at info and above, spawn → settled', `${e.infoLines} (${Math.round(e.logBytes / 1024)} KiB)${e.vms === 1000 ? ` (target ≤ ${INFO_LINES_TARGET_1K}: ${verdict(e.infoLines <= INFO_LINES_TARGET_1K)})` : ''}`]);
+    rows.push(['  GC and event loop', gcRow(e.cold.runtime)]);
+    rows.push(['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)]);
+    rows.push(['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)]);
+    rows.push(['  load average (1 min) before → after', `${e.cold.loadavgBefore[0]} → ${e.cold.loadavgAfter[0]}`]);
+    if (e.outage) {
+      const x = e.outage;
+      rows.push([
+        `  kube-apiserver stopped ${x.outageSeconds} s, then started: /readyz → claims of a VM created then seen`,
+        `${fmtS(x.readyToClaimsS)} (target < ${OUTAGE_RECOVERY_TARGET_S} s: ${verdict(x.readyToClaimsS < OUTAGE_RECOVERY_TARGET_S)}); the VM+VMI POSTs took ${fmtS(x.vmPostS)}; the controller exited and was started again ${x.controllerRestarts}× (Lease lost, or no API server at start-up); ${x.warnings} controller warnings`,
+      ]);
+    }
+    if (e.churn) {
+      const ch = e.churn;
+      rows.push([`  churn ${ch.targetRate} VMs/s × ${ch.seconds} s with ${fmtN(e.vms)} VMs cached: VM POST → claim ADDED p50 / p95 / p99`, `${fmtMs(ch.latencyMs.p50)} / ${fmtMs(ch.latencyMs.p95)} / ${fmtMs(ch.latencyMs.p99)} (target p99 < ${CHURN_P99_TARGET_MS} ms: ${verdict(ch.latencyMs.p99 < CHURN_P99_TARGET_MS)})`]);
+      rows.push(['    achieved rate; API server answer to the VM POST p50 / p99', `${ch.achievedRate}/s; ${fmtMs(ch.vmPostMs.p50)} / ${fmtMs(ch.vmPostMs.p99)}`]);
+      rows.push(['    work-queue wait p50 / p99; reconcile p50 / p99', `${fmtMs(ch.controller.queueWaitP50Ms)} / ${fmtMs(ch.controller.queueWaitP99Ms)}; ${fmtMs(ch.controller.reconcileP50Ms)} / ${fmtMs(ch.controller.reconcileP99Ms)}`]);
+      rows.push(['    peak RSS including the churn', `${e.peakRssAfterChurnMiB} MiB`]);
+      rows.push(['    load average (1 min) before → after', `${ch.loadavgBefore[0]} → ${ch.loadavgAfter[0]}`]);
+    }
+  }
+  const section: Section = {
+    id: 'scales',
+    title: 'Memory, CPU and logs by cluster size, controller started as the Deployment starts it',
+    rows,
+    notes: [
+      'Each size on a fresh control plane. The controller gets the Deployment\'s args and NODE_OPTIONS; only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), --kubeconfig, --qps/--burst and --concurrency (the benchmark\'s, as for the limit client) differ. POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).',
+      'Peak RSS is the kernel\'s VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.',
+    ],
+    json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },
+  };
+  return { k8sVersion, setup: firstSetup, commands, sections: [section] };
+}
+
+function gcRow(r: ColdStartResult['runtime']): string {
+  const gc = Object.entries(r.gc)
+    .filter(([, v]) => v.count > 0)
+    .map(([k, v]) => `${k} ${v.count}× ${v.seconds.toFixed(2)} s`)
+    .join(', ');
+  return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
+}
