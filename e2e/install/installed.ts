@@ -48,7 +48,9 @@ export async function readInstalled(cp: ControlPlane, namespace = NAMESPACE): Pr
   for (const e of c.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = dep.metadata.namespace;
-    else throw new Error(`env ${e.name}: only values and the namespace fieldRef are emulated`);
+    // The downward API's pod name: a name a pod of this Deployment could have.
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') env[e.name] = "persistent-ips-controller-emulated-0";
+    else throw new Error(`env ${e.name}: only values and the namespace and name fieldRefs are emulated`);
   }
   const token = (await cp.kubectl(['-n', namespace, 'create', 'token', pod.serviceAccountName, '--duration=1h'])).stdout.trim();
   const ports = (c.ports ?? []).map((p) => `${p.containerPort}/${(p.protocol ?? 'TCP').toLowerCase()}`);

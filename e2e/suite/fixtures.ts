@@ -154,12 +154,20 @@ export async function waitForEvent(env: SuiteEnv, namespace: string, uid: string
   );
 }
 
-/** Watches a collection for QUIET_WINDOW_MS (or `windowMs`) and fails if anything in it changed. */
-export async function assertQuiet<T extends KubeObject>(log: WatchLog<T>, what: string, windowMs = QUIET_WINDOW_MS): Promise<void> {
+/**
+ * Watches a collection for QUIET_WINDOW_MS (or `windowMs`) and fails if anything in it changed. `seen`: objects the
+ * caller already read from the API; their changes up to that read may still be on their way through the watch (a
+ * loaded machine delays it), so only later resourceVersions count.
+ */
+export async function assertQuiet<T extends KubeObject>(log: WatchLog<T>, what: string, windowMs = QUIET_WINDOW_MS, seen: KubeObject[] = []): Promise<void> {
   const before = log.events.length;
+  const seenRv = Math.max(0, ...seen.map((o) => Number(o.metadata.resourceVersion ?? 0)));
   await sleep(windowMs); // a bounded observation window, see QUIET_WINDOW_MS
   log.check();
-  const changes = log.events.slice(before).map((e) => `${e.type} ${e.obj.metadata.name} rv=${e.rv}`);
+  const changes = log.events
+    .slice(before)
+    .filter((e) => e.rv > seenRv)
+    .map((e) => `${e.type} ${e.obj.metadata.name} rv=${e.rv}`);
   assert.deepEqual(changes, [], `${what}: no change expected during ${windowMs} ms`);
 }
 

@@ -19,7 +19,9 @@ export type ClaimStandingReason =
   | 'ClaimTerminating'
   | 'ClaimOwnedByAnotherObject'
   | 'ClaimNotOwned'
-  | 'ClaimNetworkMismatch';
+  | 'ClaimNetworkMismatch'
+  /** The pod already names another claim than the VM's (written by someone else): not vouched for, so refused. */
+  | 'ForeignClaimReference';
 
 export type ClaimStanding = { usable: true } | { usable: false; reason: ClaimStandingReason; message: string };
 

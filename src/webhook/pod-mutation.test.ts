@@ -109,9 +109,9 @@ const rows: Row[] = [
     input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) }), vmi: vmi([multus('red', 'red')]) },
   },
   {
-    name: 'element referencing another claim: left alone and reported',
+    name: 'element referencing another claim at CREATE: refused (ForeignClaimReference), never admitted with it',
     input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'someone-else' })]) }), vmi: vmi([multus('red', 'red')]) },
-    reports: ['ConflictingClaimReference'],
+    denials: ['red'],
   },
   {
     name: 'legacy list form: converted to JSON with the reference on the persistent element only',
@@ -235,9 +235,18 @@ const rows: Row[] = [
     input: { pod: pod({ [LEGACY]: 'vm1.default', [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
   },
   {
-    name: 'primary UDN whose legacy annotation names another claim: left unchanged, reported',
+    name: 'primary UDN whose legacy annotation names another claim: refused (ForeignClaimReference)',
     input: { pod: pod({ [LEGACY]: 'someone-else' }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
-    reports: ['ConflictingClaimReference'],
+    denials: ['default'],
+  },
+  {
+    name: 'primary UDN whose default-network element names the right claim but the legacy annotation another: refused',
+    input: {
+      pod: pod({ [LEGACY]: 'someone-else', [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }),
+      vmi: vmi([{ name: 'default', pod: {} }]),
+      nads: nadMap(...NADS, PRIMARY),
+    },
+    denials: ['default'],
   },
   {
     name: 'primary UDN with a garbage default-network annotation: pod left alone, reported',
@@ -329,6 +338,17 @@ function run(row: Row) {
 }
 
 describe('mutateLauncherPod', () => {
+  it('a reference someone else wrote: refused at CREATE as ForeignClaimReference naming both claims; only reported at UPDATE', () => {
+    const input = { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'a.b.c' })]) }), vmi: vmi([multus('red', 'red')]) };
+    const created = run({ name: '', input });
+    assert.deepEqual(created.denials.map((d) => [d.claim, d.reason]), [['vm1.red', 'ForeignClaimReference']]);
+    assert.match(created.denials[0]!.message, /a\.b\.c.*vm1\.red/);
+    assert.deepEqual(created.patch, []);
+    const updated = mutateLauncherPod({ namespace: NS, operation: 'UPDATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input });
+    assert.deepEqual(updated.denials, []);
+    assert.deepEqual(updated.reports.map((r) => r.reason), ['ConflictingClaimReference']);
+  });
+
   for (const row of rows) {
     it(row.name, () => {
       const result = run(row);

@@ -130,6 +130,15 @@ function secondaryNetworksOf(vmi: VirtualMachineInstance, namespace: string): Se
   return result;
 }
 
+function foreignReference(verdict: NetworkVerdict, where: string, named: string): PodDenial {
+  return {
+    network: verdict.network,
+    claim: verdict.claim,
+    reason: 'ForeignClaimReference',
+    message: `${where} already names IPAMClaim ${named}, not this VM's ${verdict.claim}; nothing shows that claim is this VM's, so the pod is refused (remove whatever writes that reference: another IPAM webhook, or a hand-made pod)`,
+  };
+}
+
 export function isLauncherPod(pod: Pod): boolean {
   return pod.metadata?.labels?.[LAUNCHER_LABEL] === LAUNCHER_LABEL_VALUE;
 }
@@ -214,8 +223,13 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
       const verdict = persistent.get(match.network);
       if (!verdict) return;
       const existingRef = element[IPAM_CLAIM_REFERENCE];
-      // A reference someone else wrote to another claim is theirs (reported below); ours is checked like a new one.
       const ownRef = typeof existingRef !== 'string' || existingRef === '' || existingRef === verdict.claim;
+      // A reference to another claim, written by someone else: at CREATE nothing proves that claim is this VM's, and
+      // the IPAM plugin would hand the pod its addresses, so the pod is refused; a running pod's is only reported.
+      if (!ownRef && isCreate) {
+        result.denials.push(foreignReference(verdict, `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION}`, existingRef));
+        return;
+      }
       if (ownRef && !usable(verdict)) return;
       const addresses = input.operation === 'CREATE' ? input.addresses?.get(match.network) : undefined;
       if (addresses && 'deny' in addresses) result.denials.push({ network: match.network, message: addresses.deny });
@@ -266,18 +280,12 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     const existing = current?.[IPAM_CLAIM_REFERENCE];
     const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
     const requests = primaryRequests(vmi, primary.network, input.nads, namespace);
-    if (typeof existing === 'string' && existing !== '' && existing !== primary.claim) {
-      result.reports.push({
-        reason: 'ConflictingClaimReference',
-        network: primary.network,
-        message: `${MULTUS_DEFAULT_NETWORK_ANNOTATION} already references IPAMClaim ${existing}, not ${primary.claim}; left unchanged`,
-      });
-    } else if (typeof legacy === 'string' && legacy !== '' && legacy !== primary.claim) {
-      result.reports.push({
-        reason: 'ConflictingClaimReference',
-        network: primary.network,
-        message: `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION} already names IPAMClaim ${legacy}, not ${primary.claim}; left unchanged`,
-      });
+    const foreignElement = typeof existing === 'string' && existing !== '' && existing !== primary.claim;
+    const foreignLegacy = typeof legacy === 'string' && legacy !== '' && legacy !== primary.claim;
+    if (foreignElement || foreignLegacy) {
+      // Either one is enough for some OVN-Kubernetes release to hand the pod another claim's addresses.
+      if (foreignElement) result.denials.push(foreignReference(primary, MULTUS_DEFAULT_NETWORK_ANNOTATION, existing));
+      if (foreignLegacy) result.denials.push(foreignReference(primary, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy));
     } else if (!usable(primary)) {
       // Denied: no reference to a claim that is not this VM's.
     } else if ('problem' in requests) {

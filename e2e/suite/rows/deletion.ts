@@ -95,7 +95,7 @@ export function registerDeletion(env: SuiteEnv): void {
       try {
         await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=foreground', '--wait=false']);
         // garbage collection marks the blocking dependents (the claims) for deletion; our finalizer holds them
-        await waitFor(
+        const marked = await waitFor(
           'GC to mark both claims for deletion',
           async () => {
             const claims = await env.api.claims(ns);
@@ -103,7 +103,7 @@ export function registerDeletion(env: SuiteEnv): void {
           },
           { timeoutMs: EVENTUALLY_MS, intervalMs: 100 },
         );
-        await assertQuiet(claimLog, 'marked claims while the VMI still exists');
+        await assertQuiet(claimLog, 'marked claims while the VMI still exists', undefined, marked);
         for (const claim of await env.api.claims(ns)) assert.ok(hasOurFinalizer(claim), `${claim.metadata.name} still holds our finalizer`);
         const vm = await env.kv.getVM(ns, 'vm1');
         assert.ok(vm?.metadata.deletionTimestamp, 'the VM waits (terminating)');
