@@ -10,7 +10,8 @@
 //   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, with
 //                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
 //                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
-//                           files not yet run are named and skipped. Processes a file started are killed by the
+//                           files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run
+//                           side by side, each output printed whole when it ends. Processes a file started are killed by the
 //                           harness's reaper when the file's process ends, however it ends.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { globSync, statSync } from 'node:fs';
@@ -23,6 +24,8 @@ type Phase = (typeof PHASES)[number];
 
 const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
 const TOTAL_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_TIMEOUT_S'] ?? 3000);
+/** e2e files run side by side (each in its own process group, on its own control plane and ports). */
+const JOBS = Number(process.env['PERSISTENT_IPS_E2E_JOBS'] ?? 2);
 const QUIET_HEARTBEAT_MS = 30_000;
 const KILL_GRACE_MS = 15_000;
 
@@ -34,13 +37,13 @@ const phases = args.filter((a): a is Phase => (PHASES as readonly string[]).incl
 const filters = args.filter((a) => !(PHASES as readonly string[]).includes(a));
 const wanted: readonly Phase[] = phases.length > 0 ? phases : PHASES;
 
-let current: ChildProcess | undefined;
+const running = new Set<ChildProcess>();
 let interrupted: NodeJS.Signals | undefined;
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.on(sig, () => {
     interrupted = sig;
     say(`\ntest: ${sig}: stopping`);
-    if (current?.pid) killGroup(current.pid, 'SIGTERM');
+    for (const child of running) if (child.pid) killGroup(child.pid, 'SIGTERM');
     setTimeout(() => process.exit(130), KILL_GRACE_MS).unref();
   });
 }
@@ -65,19 +68,20 @@ interface Outcome {
  * Runs a command in its own process group with its output passed through, a line when it has been quiet for 30 s,
  * and (when `limitS` is set) a watchdog that stops the whole group.
  */
-function run(label: string, command: string, argv: string[], opts: { limitS?: number; env?: NodeJS.ProcessEnv } = {}): Promise<Outcome> {
+function run(label: string, command: string, argv: string[], opts: { limitS?: number; env?: NodeJS.ProcessEnv; buffered?: boolean } = {}): Promise<Outcome> {
   const t0 = Date.now();
   const elapsed = () => (Date.now() - t0) / 1000;
   return new Promise((done) => {
     const child = spawn(command, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...opts.env } });
-    current = child;
+    running.add(child);
     let output = '';
     let last = Date.now();
     let timedOut = false;
+    // Buffered (files running side by side): a file's output is printed whole when it ends, not interleaved.
     const pass = (stream: NodeJS.WritableStream) => (line: string) => {
       last = Date.now();
       output += `${line}\n`;
-      stream.write(`${line}\n`);
+      if (!opts.buffered) stream.write(`${line}\n`);
     };
     createInterface({ input: child.stdout! }).on('line', pass(process.stdout));
     createInterface({ input: child.stderr! }).on('line', pass(process.stderr));
@@ -95,7 +99,8 @@ function run(label: string, command: string, argv: string[], opts: { limitS?: nu
     }, 1000);
     const finish = (ok: boolean) => {
       clearInterval(ticker);
-      current = undefined;
+      running.delete(child);
+      if (opts.buffered) process.stdout.write(output);
       done({ ok: ok && !timedOut, seconds: elapsed(), timedOut, output });
     };
     child.on('error', (err) => {
@@ -115,7 +120,9 @@ const npmRun = (script: string) => run(script, 'npm', ['run', '--silent', script
 function e2eFiles(): string[] {
   const all = globSync('e2e/**/*.test.ts', { cwd: ROOT }).sort();
   // The harness's own tests first: when the control plane cannot start, that file says so most plainly.
-  const ordered = [...all.filter((f) => f.startsWith('e2e/harness/')), ...all.filter((f) => !f.startsWith('e2e/harness/'))];
+  // Then the longest file, so that it does not run alone at the end while the other lane is idle.
+  const first = (f: string) => (f.startsWith('e2e/harness/') ? 0 : f === 'e2e/suite/e2e.test.ts' ? 1 : 2);
+  const ordered = [...all].sort((a, b) => first(a) - first(b) || a.localeCompare(b));
   if (filters.length === 0) return ordered;
   const abs = filters.map((f) => relative(ROOT, resolve(f)));
   // A filter naming a file runs it even outside the glob (the watchdog's own test runs a fixture that way).
@@ -166,29 +173,36 @@ const ok =
     const t0 = Date.now();
     let allOk = true;
     const lines: string[] = [];
-    for (const [i, file] of files.entries()) {
-      if (interrupted) break;
-      const spent = (Date.now() - t0) / 1000;
-      if (spent >= TOTAL_LIMIT_S) {
-        const skipped = files.slice(i);
-        say(`test: the e2e run reached its limit of ${TOTAL_LIMIT_S} s; not run: ${skipped.join(', ')}`);
-        lines.push(...skipped.map((f) => `  ${f}: not run (time limit)`));
-        allOk = false;
-        break;
+    const queue = [...files];
+    let started = 0;
+    // Most of an e2e file's time is waiting (grace periods, watches, quiet windows), not CPU: files run side by side.
+    const lane = async () => {
+      for (let file = queue.shift(); file !== undefined && !interrupted; file = queue.shift()) {
+        const spent = (Date.now() - t0) / 1000;
+        if (spent >= TOTAL_LIMIT_S) {
+          const skipped = [file, ...queue.splice(0)];
+          say(`test: the e2e run reached its limit of ${TOTAL_LIMIT_S} s; not run: ${skipped.join(', ')}`);
+          lines.push(...skipped.map((f) => `  ${f}: not run (time limit)`));
+          allOk = false;
+          return;
+        }
+        started++;
+        say(`\n--- e2e ${started}/${files.length} started: ${file}`);
+        const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
+        const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
+          limitS,
+          env: { PERSISTENT_IPS_NO_BUILD: '1' },
+          buffered: JOBS > 1,
+        });
+        const t = totals(res.output);
+        const verdict = res.timedOut ? `STOPPED after ${limitS} s (limit)` : res.ok ? 'passed' : 'FAILED';
+        const line = `${file}: ${verdict}, ${t.pass}/${t.tests} tests passed, ${fmt(res.seconds)}`;
+        say(`--- ${line}`);
+        lines.push(`  ${line}`);
+        if (!res.ok) allOk = false;
       }
-      say(`\n--- e2e ${i + 1}/${files.length}: ${file}`);
-      const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
-      const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
-        limitS,
-        env: { PERSISTENT_IPS_NO_BUILD: '1' },
-      });
-      const t = totals(res.output);
-      const verdict = res.timedOut ? `STOPPED after ${limitS} s (limit)` : res.ok ? 'passed' : 'FAILED';
-      const line = `${file}: ${verdict}, ${t.pass}/${t.tests} tests passed, ${fmt(res.seconds)}`;
-      say(`--- ${line}`);
-      lines.push(`  ${line}`);
-      if (!res.ok) allOk = false;
-    }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(JOBS, files.length)) }, lane));
     fileLines.push(...lines);
     return allOk;
   }));

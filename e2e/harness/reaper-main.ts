@@ -36,16 +36,25 @@ createInterface({ input: process.stdin })
     if (line.startsWith('+')) pids.add(pid);
     else if (line.startsWith('-')) pids.delete(pid);
   })
-  .on('close', () => {
-    if (pids.size === 0) process.exit(0);
-    for (const pid of pids) signal(pid, 'SIGTERM');
-    const deadline = Date.now() + GRACE_MS;
-    const timer = setInterval(() => {
-      const left = [...pids].filter(alive);
-      if (left.length === 0 || Date.now() >= deadline) {
-        for (const pid of pids) signal(pid, 'SIGKILL');
-        clearInterval(timer);
-        process.exit(0);
-      }
-    }, 100);
-  });
+  .on('close', reap);
+
+// Stopped itself (e.g. a `pkill -f` of a whole clone's processes): still stop everything registered first, or those
+// would be orphans that nothing else will ever stop.
+process.on('SIGTERM', reap);
+
+let reaping = false;
+function reap(): void {
+  if (reaping) return;
+  reaping = true;
+  if (pids.size === 0) process.exit(0);
+  for (const pid of pids) signal(pid, 'SIGTERM');
+  const deadline = Date.now() + GRACE_MS;
+  const timer = setInterval(() => {
+    const left = [...pids].filter(alive);
+    if (left.length === 0 || Date.now() >= deadline) {
+      for (const pid of pids) signal(pid, 'SIGKILL');
+      clearInterval(timer);
+      process.exit(0);
+    }
+  }, 100);
+}
