@@ -104,7 +104,8 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       assert.deepEqual(forbidden, [], 'no API request of the controller was refused (401/403)');
       const calls = m.filter((s) => s.name === 'persistent_ips_api_requests_total').map((s) => `${s.labels['verb']} ${s.labels['resource']} ${s.labels['code']}: ${s.value}`);
       t.diagnostic(`API requests: ${calls.join('; ')}`);
-      const complaints = c.logs.filter((l) => isWarnOrWorse(l) && /forbidden|403|unauthori[sz]ed/i.test(JSON.stringify(l)));
+      // Word boundaries: a pid such as 14034 is not a 403.
+      const complaints = c.logs.filter((l) => isWarnOrWorse(l) && /\bforbidden\b|\b40[13]\b|unauthori[sz]ed/i.test(JSON.stringify(l)));
       assert.deepEqual(complaints, [], 'no log line about a refused request');
       assert.equal(sumOf(m, 'persistent_ips_webhook_admissions_total', { result: 'denied' }), 0);
       assert.deepEqual(world.rejectedLauncherPods(), []);
@@ -127,11 +128,18 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const direct = await world.namespace('rbac-direct');
       await world.createNad(direct, 'nad-red', { network: 'red' });
       const vmi = await world.createVmi(direct, 'vmi-cold', [{ name: 'red', nadName: 'nad-red' }]);
-      const created = await world.createLauncherPod(vmi, 'create');
+      // As KubeVirt does, a 503 (the claim not made yet, or an API read through the lagging proxy running past the
+      // admission's 3 s budget on a loaded machine) is retried; a refusal for any other reason fails.
+      let created = await world.createLauncherPod(vmi, 'create');
+      for (let attempt = 2; !created.ok && created.status === 503 && attempt <= 10; attempt++) {
+        t.diagnostic(`attempt ${attempt - 1} refused (retried as KubeVirt would): ${created.message}`);
+        await new Promise((r) => setTimeout(r, 1000));
+        created = await world.createLauncherPod(vmi, `create-${attempt}`);
+      }
       assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : `HTTP ${created.status} ${created.message}`}`);
       assert.deepEqual(claimReferences(created.pod), expectedReferences({ red: 'vmi-cold.red' }));
       const m = await c.metrics();
-      assert.equal(sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' }), 1, 'the VMI was read from the API');
+      assert.ok(sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' }) >= 1, 'the VMI was read from the API');
       const forbidden = m.filter((s) => s.name === 'persistent_ips_api_requests_total' && ['401', '403'].includes(s.labels['code'] ?? ''));
       assert.deepEqual(forbidden, [], 'no request refused');
       const gets = m.filter((s) => s.name === 'persistent_ips_api_requests_total' && s.labels['verb'] === 'get').map((s) => `${s.labels['resource']} ${s.labels['code']}`);
