@@ -174,7 +174,7 @@ const ok =
     let allOk = true;
     const lines: string[] = [];
     const queue = [...files];
-    let started = 0;
+    let launched = 0;
     // Most of an e2e file's time is waiting (grace periods, watches, quiet windows), not CPU: files run side by side.
     const lane = async () => {
       for (let file = queue.shift(); file !== undefined && !interrupted; file = queue.shift()) {
@@ -186,8 +186,8 @@ const ok =
           allOk = false;
           return;
         }
-        started++;
-        say(`\n--- e2e ${started}/${files.length} started: ${file}`);
+        launched++;
+        say(`\n--- e2e ${launched}/${files.length} started: ${file}`);
         const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
         const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
           limitS,
