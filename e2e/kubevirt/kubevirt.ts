@@ -13,7 +13,6 @@
 // Not started: virt-api (no defaulting or validation of VM/VMI specs; the one mutation that matters here, the VMI
 // finalizer, comes from virt-api-standin.ts), virt-handler and the kubelet (see node-standin.ts), virt-operator
 // (installKubeVirtCR writes the one thing of its that virt-controller reads: the CR's status.phase).
-import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import { CRDS_DIR, IPAMCLAIM_CRD } from '../harness/paths.ts';
 import { freePort, poll, type Cluster } from '../harness/index.ts';
 import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from '../harness/process.ts';
 import type { KubeVirtBinaries } from './binaries.ts';
+import { selfSignedCertificate } from './certificate.ts';
 
 export const KUBEVIRT_NAMESPACE = 'kubevirt';
 export const KUBEVIRT_CR_NAME = 'kubevirt';
@@ -94,19 +94,6 @@ export interface VirtController {
   stop(): Promise<void>;
 }
 
-/** A self-signed certificate for 127.0.0.1, standing for the Secret kubevirt-controller-certs. */
-function metricsCertificate(dir: string): { cert: string; key: string } {
-  mkdirSync(dir, { recursive: true });
-  const cert = join(dir, 'tls.crt');
-  const key = join(dir, 'tls.key');
-  execFileSync(
-    'openssl',
-    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2', '-subj', '/CN=virt-controller.kubevirt.pod.cluster.local', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
-
 function getTls(port: number, path: string, ca: Buffer): Promise<number> {
   return new Promise((resolve) => {
     const req = request({ host: '127.0.0.1', port, path, method: 'GET', ca, timeout: 2000 }, (res) => {
@@ -125,7 +112,8 @@ function getTls(port: number, path: string, ca: Buffer): Promise<number> {
  */
 export async function startVirtController(cluster: Cluster & { kubeconfigPath: string }, bins: KubeVirtBinaries, dir: string, opts: { readyTimeoutMs?: number } = {}): Promise<VirtController> {
   mkdirSync(dir, { recursive: true });
-  const { cert, key } = metricsCertificate(join(dir, 'certificates'));
+  // standing for the Secret kubevirt-controller-certs
+  const { cert, key } = selfSignedCertificate(join(dir, 'certificates'), 'virt-controller.kubevirt.pod.cluster.local');
   const ca = readFileSync(cert);
   const port = await freePort();
   const logFile = join(dir, 'virt-controller.log');

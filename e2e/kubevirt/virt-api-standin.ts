@@ -7,12 +7,11 @@
 // virt-controller has seen all its launcher pods gone (lifecycle.go, the IsFinal case); without it a standalone VMI
 // vanishes at once, its pod still running. This webhook does exactly those two things, on VMI CREATE, and nothing
 // else (no defaulting, no validation: virt-controller's own behaviour is what the suite exercises).
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import type { Cluster } from '../harness/index.ts';
+import { selfSignedCertificate } from './certificate.ts';
 
 export const VMI_FINALIZER = 'kubevirt.io/foregroundDeleteVirtualMachine';
 const CONFIG_NAME = 'virt-api-standin-mutator';
@@ -26,14 +25,7 @@ export class VirtApiStandIn {
 
   /** Serves the webhook on 127.0.0.1 and registers it (failurePolicy Fail, as KubeVirt ships its mutators). */
   async start(cluster: Cluster, dir: string): Promise<void> {
-    mkdirSync(dir, { recursive: true });
-    const cert = join(dir, 'tls.crt');
-    const key = join(dir, 'tls.key');
-    execFileSync(
-      'openssl',
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2', '-subj', '/CN=virt-api-standin', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = selfSignedCertificate(dir, 'virt-api-standin');
     const server = createServer({ cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
       let body = '';
       req.setEncoding('utf8').on('data', (d: string) => (body += d));

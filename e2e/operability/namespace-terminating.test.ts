@@ -18,11 +18,8 @@ const scratch = mkdtempSync(join(tmpdir(), 'pips-ns-terminating-'));
 describe('operability: Events into a namespace being deleted', { timeout: 3 * 60_000 }, () => {
   let cp: ControlPlane;
   let client: KubeClient;
-  const kubectl = async (args: string[], input?: string): Promise<string> => {
-    const r = await cp.kubectl(args, input === undefined ? {} : { input });
-    assert.equal(r.code, 0, `kubectl ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout.trim();
-  };
+  // cp.kubectl throws, naming the command and its stderr, when kubectl fails.
+  const kubectl = async (args: string[], input?: string): Promise<string> => (await cp.kubectl(args, input === undefined ? {} : { input })).stdout.trim();
 
   before(async () => {
     cp = await startControlPlane({ dir: join(scratch, 'cp') });

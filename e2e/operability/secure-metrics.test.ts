@@ -38,11 +38,8 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
   let metricsPort = 0;
   const tokens: Record<string, string> = {};
 
-  const kubectl = async (args: string[], input?: string): Promise<string> => {
-    const r = await cp.kubectl(args, input === undefined ? {} : { input });
-    assert.equal(r.code, 0, `kubectl ${args.join(' ')}: ${r.stderr}`);
-    return r.stdout.trim();
-  };
+  // cp.kubectl throws, naming the command and its stderr, when kubectl fails.
+  const kubectl = async (args: string[], input?: string): Promise<string> => (await cp.kubectl(args, input === undefined ? {} : { input })).stdout.trim();
 
   before(async () => {
     cp = await startControlPlane({ dir: join(scratch, 'cp') });
