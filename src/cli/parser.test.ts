@@ -26,7 +26,8 @@ describe('command line', () => {
     const parsed = await parseCommandLine(['run'], { env: outside });
     assert.equal(parsed.command, 'run');
     if (parsed.command !== 'run') return;
-    assert.equal(parsed.options.concurrency, 4);
+    assert.equal(parsed.options.concurrency, 32);
+    assert.deepEqual([parsed.options.qps, parsed.options.burst], [200, 400]);
     assert.equal(parsed.options.leaderElect, false);
     assert.equal(parsed.options.metricsBindAddress, '127.0.0.1:8443');
     assert.equal(parsed.options.metricsSecure, true, 'metrics over HTTPS with authn/authz unless asked otherwise');

@@ -24,6 +24,7 @@ export {
   type ReconcileMetrics,
   type RunWorkersOptions,
   type WorkerPool,
+  serverRetryDelayMs,
 } from './runner.ts';
 export { startResync, type Resync, type ResyncOptions } from './resync.ts';
 export { serveQueue, type ServeOptions } from './serve.ts';

@@ -112,6 +112,16 @@ describe('WorkQueue', () => {
     assert.deepEqual(clock.pendingDelays(), [5]);
   });
 
+  it('addRateLimited waits at least as long as asked, and still counts the failure', () => {
+    const { q, clock } = newQueue();
+    q.addRateLimited('ns/a', 2000);
+    assert.deepEqual(clock.pendingDelays(), [2000], 'the longer of backoff and the asked wait');
+    assert.equal(q.numRequeues('ns/a'), 1);
+    clock.runNext();
+    q.addRateLimited('ns/b', 1);
+    assert.deepEqual(clock.pendingDelays(), [5], 'a shorter wish does not shorten the backoff');
+  });
+
   it('reports metrics through the hooks', async () => {
     const seen = { adds: 0, retries: 0, depth: [] as number[], inFlight: [] as number[], queue: [] as number[], work: [] as number[] };
     const clock = new FakeClock();

@@ -189,10 +189,14 @@ export class WorkQueue {
     this.#delayed.set(key, { at, handle });
   }
 
-  addRateLimited(key: string): void {
+  /**
+   * Retries `key` after its backoff, or after `atLeastMs` when that is longer: the API server's Retry-After on a
+   * 429 from API Priority and Fairness is the server saying how long it needs, and retrying sooner only adds load.
+   */
+  addRateLimited(key: string, atLeastMs = 0): void {
     if (this.#shutdown) return;
     this.#metrics.retries?.();
-    this.addAfter(key, this.#limiter.when(key));
+    this.addAfter(key, Math.max(this.#limiter.when(key), atLeastMs));
   }
 
   forget(key: string): void {

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeClock, flushPromises } from './testing.ts';
 import { WorkQueue } from './queue.ts';
-import { runWorkers, TerminalError, isTerminalError, type ReconcileOutcome, type ReconcileResult } from './runner.ts';
+import { runWorkers, serverRetryDelayMs, TerminalError, isTerminalError, type ReconcileOutcome, type ReconcileResult } from './runner.ts';
 import { startResync } from './resync.ts';
 
 interface Deferred<T> {
@@ -115,6 +115,44 @@ describe('runWorkers', () => {
     assert.deepEqual(clock.pendingDelays(), [5], 'backoff starts over after a success');
     await q.shutDown();
     await pool.done;
+  });
+
+  it("retries no sooner than the server's Retry-After, even when the error is wrapped", async () => {
+    const { q, clock } = setup();
+    const throttled = Object.assign(new Error('429 Too Many Requests'), { retryAfterSeconds: 3 });
+    const failures = [new Error('while reconciling', { cause: throttled }), new Error('connection reset')];
+    let calls = 0;
+    const pool = runWorkers(
+      q,
+      1,
+      async () => {
+        const err = failures[calls++];
+        if (err) throw err;
+      },
+      { clock },
+    );
+    q.add('ns/a');
+    await flushPromises();
+    assert.deepEqual(clock.pendingDelays(), [3000], 'the server asked for 3 s; the backoff alone would be 5 ms');
+    clock.runNext();
+    await flushPromises();
+    assert.deepEqual(clock.pendingDelays(), [10], 'no Retry-After: the backoff, which the throttled failure advanced');
+    clock.runNext();
+    await flushPromises();
+    assert.equal(calls, 3);
+    assert.equal(clock.pending, 0);
+    await q.shutDown();
+    await pool.done;
+  });
+
+  it('serverRetryDelayMs reads retryAfterSeconds along the cause chain', () => {
+    assert.equal(serverRetryDelayMs(Object.assign(new Error('x'), { retryAfterSeconds: 1.5 })), 1500);
+    assert.equal(serverRetryDelayMs(new Error('x', { cause: Object.assign(new Error('y'), { retryAfterSeconds: 2 }) })), 2000);
+    assert.equal(serverRetryDelayMs(Object.assign(new Error('x'), { retryAfterSeconds: undefined })), 0);
+    assert.equal(serverRetryDelayMs('not an error'), 0);
+    const loop = new Error('a');
+    (loop as { cause?: unknown }).cause = loop;
+    assert.equal(serverRetryDelayMs(loop), 0);
   });
 
   it('does not retry terminal errors, even wrapped ones, and forgets their backoff', async () => {

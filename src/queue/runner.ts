@@ -45,6 +45,23 @@ export function isTerminalError(err: unknown): boolean {
   return false;
 }
 
+/**
+ * The wait the server asked for (Retry-After, as `retryAfterSeconds` on the error or anywhere in its `cause`
+ * chain, which is where src/kube/errors.ts puts it), in ms; 0 when none. Duck-typed so that this module does not
+ * depend on the client.
+ */
+export function serverRetryDelayMs(err: unknown): number {
+  const seen = new Set<unknown>();
+  let e: unknown = err;
+  while (e instanceof Error && !seen.has(e)) {
+    const s = (e as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+    if (typeof s === 'number' && Number.isFinite(s) && s > 0) return s * 1000;
+    seen.add(e);
+    e = e.cause;
+  }
+  return 0;
+}
+
 export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after';
 
 /** Hooks named after controller-runtime's controller metrics (label `controller` = the queue's name). */
@@ -113,8 +130,9 @@ export function runWorkers(
         logger.error({ err: error, key }, 'reconcile failed permanently; not retrying until the object changes');
       } else {
         metrics.reconcileErrors?.();
-        queue.addRateLimited(key);
-        logger.warn({ err: error, key, retries: retries + 1 }, 'reconcile failed; retrying with backoff');
+        const serverDelayMs = serverRetryDelayMs(error);
+        queue.addRateLimited(key, serverDelayMs);
+        logger.warn({ err: error, key, retries: retries + 1, ...(serverDelayMs > 0 ? { retryAfterMs: serverDelayMs } : {}) }, 'reconcile failed; retrying with backoff');
       }
       return;
     }
