@@ -2,7 +2,7 @@
 // kube-controller-manager, e2e/harness), plus the allocator figures. See docs/benchmarks/README.md.
 //
 //   npm run bench -- [--vms 2000] [--max-vms 10000] [--skip-large] [--churn-rate 50] [--churn-seconds 60]
-//                    [--rounds 3] [--concurrency 4] [--qps 1000] [--burst 2000] [--resync-seconds 5]
+//                    [--rounds 3] [--concurrency C] [--qps Q] [--burst B] [--resync-seconds 5]
 //                    [--out docs/benchmarks/latest]   (--help for the rest)
 //
 // Order (one control plane, in its own temp dir; the large cold start gets a fresh one):
@@ -32,6 +32,7 @@ import { summarizeHeap } from './heap-summary.ts';
 import { runScales } from './scales.ts';
 import { EXPERIMENTS, patchedDist } from './experiments/patched-dist.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
+import { shippedClientSettings } from './lib/deployment.ts';
 import { BenchKube } from './lib/kube.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
@@ -67,8 +68,10 @@ const USAGE = `npm run bench -- [options]
   --skip-large         no large cold start
   --churn-rate R       VMs created per second in the churn scenario (default 50)
   --churn-seconds S    duration of the churn (default 60)
-  --concurrency C      controller --concurrency, and the limit client's parallel requests (default 4)
-  --qps Q --burst B    client-side rate limit of the controller and of the limit client (default 1000 / 2000)
+  --concurrency C      controller --concurrency, and the limit client's parallel requests (default: the
+                       Deployment's, i.e. its args over the CLI defaults; the controller gets the flag only if given)
+  --qps Q --burst B    client-side rate limit of the controller and of the limit client (default: the Deployment's;
+                       the controller gets the flags only if given)
   --resync-seconds S   --resync-period of the controller for the resync step (default 5)
   --setup-concurrency  parallel requests of the benchmark's own setup writes (default 16)
   --out DIR            where the reports go (default docs/benchmarks/latest)
@@ -97,9 +100,10 @@ interface Options {
   skipLarge: boolean;
   churnRate: number;
   churnSeconds: number;
-  concurrency: number;
-  qps: number;
-  burst: number;
+  /** undefined: the Deployment's (not passed to the controller). */
+  concurrency: number | undefined;
+  qps: number | undefined;
+  burst: number | undefined;
   resyncSeconds: number;
   setupConcurrency: number;
   out: string;
@@ -164,9 +168,9 @@ function parseOptions(argv: string[]): Options {
     skipLarge: values['skip-large'] ?? false,
     churnRate: num('churn-rate', values['churn-rate'], 50, 0.1),
     churnSeconds: num('churn-seconds', values['churn-seconds'], 60),
-    concurrency: Math.floor(num('concurrency', values.concurrency, 4)),
-    qps: num('qps', values.qps, 1000),
-    burst: Math.floor(num('burst', values.burst, 2000)),
+    concurrency: values.concurrency === undefined ? undefined : Math.floor(num('concurrency', values.concurrency, 1)),
+    qps: values.qps === undefined ? undefined : num('qps', values.qps, 1),
+    burst: values.burst === undefined ? undefined : Math.floor(num('burst', values.burst, 1)),
     resyncSeconds: num('resync-seconds', values['resync-seconds'], 5),
     setupConcurrency: Math.floor(num('setup-concurrency', values['setup-concurrency'], 16)),
     out: resolve(REPO, values.out ?? 'docs/benchmarks/latest'),
@@ -246,6 +250,13 @@ function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult):
 
 const round3 = (x: number): number => round(x, 3);
 
+/** E.g. "concurrency 32, --qps 200 --burst 400 (the Deployment's)", naming any value the user gave instead. */
+function clientSettingsLabel(s: ControllerSettings): string {
+  const given = s.overridden ?? [];
+  const origin = given.length === 0 ? "the Deployment's" : `given: ${given.map((k) => `--${k}`).join(', ')}; the rest the Deployment's`;
+  return `concurrency ${s.concurrency}, --qps ${s.qps} --burst ${s.burst} (${origin})`;
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -260,7 +271,7 @@ function gcRow(r: ColdStartResult['runtime']): string {
   return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
 }
 
-function coldStartSection(cold: ColdStartResult, lim: LimitResult, o: Options, viaProject: LimitResult | undefined, rounds: RatioRound[]): Section {
+function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: ControllerSettings, viaProject: LimitResult | undefined, rounds: RatioRound[]): Section {
   const ratio = round(cold.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3);
   const medianRatio = round3(median(rounds.map((r) => r.ratio)));
   const medianWriteRatio = round3(median(rounds.map((r) => r.writePhaseRatio)));
@@ -271,7 +282,7 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, o: Options, v
       .join(', ');
   const rows: Row[] = [
     [`${fmtN(cold.vms)} VMs with VMIs, 2 persistent networks each → ${fmtN(cold.claims)} IPAMClaims`, ''],
-    ['client-side rate limit (both)', `--qps ${o.qps} --burst ${o.burst}, concurrency ${o.concurrency}`],
+    ['client-side rate limit (both)', clientSettingsLabel(settings)],
     ['controller: spawn → probe server up (Node, modules, API server reached)', fmtS(cold.spawnToProcessUpS ?? undefined)],
     ['controller: spawn → /readyz (caches synced)', fmtS(cold.spawnToReadyS)],
     ['controller: spawn → first claim', fmtS(cold.spawnToFirstClaimS)],
@@ -525,7 +536,17 @@ async function memoryOf(ctl: ControllerProcess, label: string, vms: number, snap
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
-  const settings: ControllerSettings = { concurrency: o.concurrency, qps: o.qps, burst: o.burst, resyncSeconds: 600 };
+  // What we ship is what we measure: the controller keeps the Deployment's --concurrency/--qps/--burst unless the
+  // user gave them, and the limit client uses the same values as the controller.
+  const shippedClient = await shippedClientSettings();
+  const overridden = (['concurrency', 'qps', 'burst'] as const).filter((k) => o[k] !== undefined);
+  const settings: ControllerSettings = {
+    concurrency: o.concurrency ?? shippedClient.concurrency,
+    qps: o.qps ?? shippedClient.qps,
+    burst: o.burst ?? shippedClient.burst,
+    overridden,
+    resyncSeconds: 600,
+  };
   const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-bench-'));
   const controllerEntry = o.experiment ? patchedDist(o.experiment, tmp) : undefined;
   if (o.experiment) log(`EXPERIMENT ${o.experiment}: controllers run ${controllerEntry}`);
@@ -707,7 +728,7 @@ async function main(): Promise<void> {
           rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
         }
       }
-      show(coldStartSection(cold, lim, o, viaProject, rounds));
+      show(coldStartSection(cold, lim, settings, viaProject, rounds));
 
       show(
         writesSection([
@@ -781,7 +802,8 @@ async function main(): Promise<void> {
       ['Node / Kubernetes / etcd', `${metaJson.node} / ${k8sVersion} / ${metaJson.etcd}`],
       ...(o.experiment ? ([['EXPERIMENT', `${o.experiment.join(' + ')}: controller from a patched copy of dist/ (not the shipped code)`]] as Row[]) : []),
       ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
-      ['benchmark options', `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --concurrency ${o.concurrency} --qps ${o.qps} --burst ${o.burst} --resync-seconds ${o.resyncSeconds}`],
+      ['benchmark options', `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --resync-seconds ${o.resyncSeconds}`],
+      ['controller and limit client: concurrency, QPS/burst', clientSettingsLabel(settings)],
       ...Object.entries(controllerCommands).map(([k, v]): Row => [`controller flags (${k})`, v.replaceAll(tmp, 'TMP')]),
       ...(setup ? ([['setup', `${fmtN(setup.vms)} VMs + VMIs in ${fmtS(setup.seconds)} (${setup.objectsPerSecond} objects/s)`]] as Row[]) : []),
     ];

@@ -260,7 +260,7 @@ export async function runScales(
     title: 'Memory, CPU and logs by cluster size, controller started as the Deployment starts it',
     rows,
     notes: [
-      'Each size on a fresh control plane. The controller gets the Deployment\'s args and NODE_OPTIONS; only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), --kubeconfig, --qps/--burst and --concurrency (the benchmark\'s, as for the limit client) differ. POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).',
+      'Each size on a fresh control plane. The controller gets the Deployment\'s args and NODE_OPTIONS; only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), and --kubeconfig differ (--qps/--burst/--concurrency only when given to the benchmark; the report says which). POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).',
       'Peak RSS is the kernel\'s VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.',
     ],
     json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },

@@ -18,9 +18,14 @@ export const CONTROLLER_NAMESPACE = 'persistent-ips-system';
 export const CONTROLLER_POD_NAME = 'persistent-ips-controller-bench';
 
 export interface ControllerSettings {
+  /** The values in effect for the controller (the Deployment's unless given to the benchmark), which the limit
+   * client uses too. */
   concurrency: number;
   qps: number;
   burst: number;
+  /** Flags the benchmark's user gave explicitly: only these are passed to the controller, replacing the
+   * Deployment's. Default: none, so the controller runs with the Deployment's own args. */
+  overridden?: readonly ('concurrency' | 'qps' | 'burst')[];
   resyncSeconds: number;
   /** Default: the Deployment's --log-level. */
   logLevel?: string;
@@ -107,7 +112,8 @@ export class ControllerProcess {
       const [metricsPort, probePort, webhookPort] = [...ports] as [number, number, number];
       const s = opts.settings;
       // The Deployment's own args; only what points into the pod (bind addresses, certificate dirs) becomes local,
-      // plus the kubeconfig and the client-side rate limit the benchmark gives the limit client too.
+      // plus the kubeconfig, and --concurrency/--qps/--burst only when the benchmark's user asked for other values.
+      const over = new Set(s.overridden ?? []);
       const args = localArgs(shipped.args, {
         '--kubeconfig': opts.kubeconfig,
         '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
@@ -117,9 +123,9 @@ export class ControllerProcess {
         '--health-probe-bind-address': `127.0.0.1:${probePort}`,
         '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
         '--webhook-cert-dir': certDir,
-        '--concurrency': String(s.concurrency),
-        '--qps': String(s.qps),
-        '--burst': String(s.burst),
+        ...(over.has('concurrency') ? { '--concurrency': String(s.concurrency) } : {}),
+        ...(over.has('qps') ? { '--qps': String(s.qps) } : {}),
+        ...(over.has('burst') ? { '--burst': String(s.burst) } : {}),
         '--resync-period': String(s.resyncSeconds),
         ...(s.logLevel ? { '--log-level': s.logLevel } : {}),
         ...(s.namespace ? { '--namespace': s.namespace } : {}),

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { load } from 'js-yaml';
+import { parseCommandLine } from '../../src/cli/parser.ts';
 
 export const DEPLOYMENT_FILE = fileURLToPath(new URL('../../manifests/controller/deployment.yaml', import.meta.url));
 
@@ -68,4 +69,14 @@ export function localArgs(shipped: string[], overrides: Record<string, string | 
   }
   for (const [name, v] of Object.entries(overrides)) if (!done.has(name) && v !== undefined) out.push(`${name}=${v}`);
   return out;
+}
+
+/**
+ * --concurrency, --qps and --burst as the shipped Deployment's controller has them (its args over the CLI
+ * defaults), parsed by the CLI's own parser so that the limit client follows any change of either.
+ */
+export async function shippedClientSettings(shipped = shippedController()): Promise<{ concurrency: number; qps: number; burst: number }> {
+  const parsed = await parseCommandLine(shipped.args, { env: {}, print: () => undefined });
+  if (parsed.command !== 'run') throw new Error(`the Deployment's args are not a run command: ${shipped.args.join(' ')}`);
+  return { concurrency: parsed.options.concurrency, qps: parsed.options.qps, burst: parsed.options.burst };
 }
