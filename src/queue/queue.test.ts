@@ -295,6 +295,27 @@ describe('WorkQueue priorities', () => {
     assert.deepEqual(result.dropped.sort(), ['a', 'b']);
   });
 
+  it('a bulk pass that re-adds a key in flight queues it again behind live keys, unless it changes meanwhile', async () => {
+    const { q } = newQueue();
+    q.add('a');
+    q.add('b');
+    const a = (await q.get()) as string;
+    const b = (await q.get()) as string;
+    q.add('a', { priority: 'low' }); // a resync pass while a is reconciled
+    q.add('b', { priority: 'low' });
+    q.add('b'); // ... and b changes as well
+    q.add('live');
+    q.done(a);
+    q.done(b);
+    const order: string[] = [];
+    while (q.len() > 0) {
+      const k = (await q.get()) as string;
+      order.push(k);
+      q.done(k);
+    }
+    assert.deepEqual(order, ['live', 'b', 'a']);
+  });
+
   it('never loses or duplicates a key, whatever the mix of priorities (property)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), fc.boolean()), { maxLength: 30 }), async (adds) => {

@@ -112,6 +112,8 @@ export class WorkQueue {
   /** Keys of low priority; the FIFO may hold stale entries for keys promoted or handed out since. */
   readonly #low = new Fifo<string>();
   readonly #lowKeys = new Set<string>();
+  /** In-flight keys re-added by a bulk pass only: `done` queues them at low priority, not ahead of live keys. */
+  readonly #lowAfterDone = new Set<string>();
   /** Keys that must be processed (again): queued ones, and in-flight ones that changed meanwhile. */
   readonly #dirty = new Set<string>();
   /** In-flight keys → hand-out time. */
@@ -160,13 +162,17 @@ export class WorkQueue {
     if (this.#dirty.has(key)) {
       // Waiting at low priority and now wanted because something changed: move it up.
       if (!low && this.#lowKeys.delete(key)) this.#push(key);
+      if (!low) this.#lowAfterDone.delete(key);
       return;
     }
     this.#metrics.adds?.();
     this.#dirty.add(key);
     this.#addedAt.set(key, this.#clock.now());
     // In flight: `done` puts it back, so that one worker never holds the same key twice.
-    if (this.#processing.has(key)) return;
+    if (this.#processing.has(key)) {
+      if (low) this.#lowAfterDone.add(key);
+      return;
+    }
     if (low) this.#pushLow(key);
     else this.#push(key);
   }
@@ -248,9 +254,11 @@ export class WorkQueue {
     this.#processing.delete(key);
     this.#metrics.workDuration?.((this.#clock.now() - started) / 1000);
     this.#metrics.inFlight?.(this.#processing.size);
+    const low = this.#lowAfterDone.delete(key);
     if (this.#dirty.has(key)) {
       if (this.#handingOut()) {
-        this.#push(key);
+        if (low) this.#pushLow(key);
+        else this.#push(key);
       } else {
         this.#dirty.delete(key);
         this.#addedAt.delete(key);
