@@ -18,14 +18,24 @@
 // change. Anything missing, unreadable, expired or not matching the Service's names is replaced at once, since
 // nothing that works would be lost.
 
-import 'reflect-metadata'; // @peculiar/x509 (tsyringe) needs a Reflect polyfill loaded before it.
-import * as x509 from '@peculiar/x509';
-import { createPrivateKey, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
+import type * as X509 from '@peculiar/x509';
+import { createPrivateKey, KeyObject, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { KubeObject } from '../kube/types.ts';
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+// @peculiar/x509 (with reflect-metadata and tsyringe) costs about 7 MiB resident; it is loaded only when a certificate
+// is minted, so a replica that finds valid certificates in its Secret never pays for it (reading uses node:crypto).
+let x509Module: Promise<typeof X509> | undefined;
+function loadX509(): Promise<typeof X509> {
+  x509Module ??= (async () => {
+    await import('reflect-metadata'); // tsyringe, under @peculiar/x509, needs the Reflect polyfill loaded before it.
+    const x509 = await import('@peculiar/x509');
+    x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+    return x509;
+  })();
+  return x509Module;
+}
 
 /** A certificate (PEM, possibly a chain) and its private key (PEM, PKCS#8). */
 export interface CertKeyPair {
@@ -347,8 +357,7 @@ type CryptoKey = webcrypto.CryptoKey;
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
 
 async function exportKey(key: CryptoKey): Promise<string> {
-  const der = await webcrypto.subtle.exportKey('pkcs8', key);
-  return x509.PemConverter.encode(der, 'PRIVATE KEY');
+  return KeyObject.from(key).export({ type: 'pkcs8', format: 'pem' }).toString();
 }
 
 async function importSigningKey(pem: string): Promise<CryptoKey> {
@@ -361,6 +370,7 @@ async function generateKeys(): Promise<CryptoKeyPair> {
 }
 
 export async function generateCa(now: number, validityMs: number, commonName = 'persistent-ips-webhook-ca'): Promise<CertKeyPair> {
+  const x509 = await loadX509();
   const keys = await generateKeys();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serialNumber(),
@@ -387,6 +397,7 @@ export async function generateServing(
 ): Promise<CertKeyPair> {
   if (policy.dnsNames.length === 0 && policy.ipAddresses.length === 0) throw new Error('a serving certificate needs at least one name');
   for (const ip of policy.ipAddresses) if (isIP(ip) === 0) throw new Error(`not an IP address: ${ip}`);
+  const x509 = await loadX509();
   const caCert = new x509.X509Certificate(ca.certPem);
   const signingKey = await importSigningKey(ca.keyPem);
   const keys = await generateKeys();
