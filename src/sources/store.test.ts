@@ -75,6 +75,22 @@ describe('Store', () => {
     assert.deepEqual(s.byIndex(CLAIMS_BY_OWNER_UID, 'o1'), []);
   });
 
+  it('keeps an index value right as it goes from one object to several and back to none', () => {
+    const s = newStore();
+    for (const n of ['a', 'b', 'c']) s.upsert(claim(`vm1.${n}`, { vm: 'vm1', owner: 'o1' }));
+    assert.deepEqual(s.indexKeys(CLAIMS_BY_OWNER_UID, 'o1').sort(), ['ns1/vm1.a', 'ns1/vm1.b', 'ns1/vm1.c']);
+    s.delete(claim('vm1.a'));
+    s.delete(claim('vm1.c'));
+    assert.deepEqual(s.indexKeys(CLAIMS_BY_OWNER_UID, 'o1'), ['ns1/vm1.b']);
+    s.upsert(claim('vm1.b', { vm: 'vm1', owner: 'o1', rv: '2', ips: ['10.0.0.1/24'] }));
+    assert.deepEqual(names(s.byIndex(CLAIMS_BY_OWNER_UID, 'o1')), ['vm1.b']);
+    s.upsert(claim('vm1.d', { vm: 'vm1', owner: 'o1' }));
+    assert.deepEqual(names(s.byIndex(CLAIMS_BY_OWNER_UID, 'o1')), ['vm1.b', 'vm1.d']);
+    s.delete(claim('vm1.b'));
+    s.delete(claim('vm1.d'));
+    assert.deepEqual(s.indexKeys(CLAIMS_BY_OWNER_UID, 'o1'), []);
+  });
+
   it('indexes existing objects when an index is added late, and rejects unknown or duplicate indexes', () => {
     const s = new Store<IPAMClaim>();
     s.upsert(claim('vm1.a', { vm: 'vm1' }));

@@ -79,8 +79,18 @@ function reincarnated(a: KubeObject, b: KubeObject): boolean {
 
 interface Index<T> {
   fn: IndexFn<T>;
-  /** index value → keys of the objects that produce it */
-  entries: Map<string, Set<string>>;
+  /**
+   * index value → keys of the objects that produce it. Most values name one object (a VM's claims by owner uid are
+   * its two or three claims; many values have exactly one), so a single key is held as the string itself and a Set
+   * is made only for the second: a Set per value was most of the indexes' memory.
+   */
+  entries: Map<string, string | Set<string>>;
+}
+
+function* keysIn(entry: string | Set<string> | undefined): Iterable<string> {
+  if (entry === undefined) return;
+  if (typeof entry === 'string') yield entry;
+  else yield* entry;
 }
 
 export class Store<T extends KubeObject> {
@@ -127,7 +137,7 @@ export class Store<T extends KubeObject> {
   /** Objects whose index function returned `value`. */
   byIndex(name: string, value: string): T[] {
     const out: T[] = [];
-    for (const key of this.#index(name).entries.get(value) ?? []) {
+    for (const key of keysIn(this.#index(name).entries.get(value))) {
       const obj = this.#items.get(key);
       if (obj) out.push(obj);
     }
@@ -136,7 +146,7 @@ export class Store<T extends KubeObject> {
 
   /** Keys of the objects whose index function returned `value`. */
   indexKeys(name: string, value: string): string[] {
-    return [...(this.#index(name).entries.get(value) ?? [])];
+    return [...keysIn(this.#index(name).entries.get(value))];
   }
 
   /** Stores the object; returns add, update, delete+add (new uid) or nothing (same content). */
@@ -217,17 +227,25 @@ export class Store<T extends KubeObject> {
     for (const index of this.#indexes.values()) {
       for (const value of new Set(index.fn(obj))) {
         const keys = index.entries.get(value);
-        keys?.delete(key);
-        if (keys?.size === 0) index.entries.delete(value);
+        if (keys === undefined) continue;
+        if (typeof keys === 'string') {
+          if (keys === key) index.entries.delete(value);
+          continue;
+        }
+        keys.delete(key);
+        if (keys.size === 1) index.entries.set(value, keys.values().next().value!);
+        else if (keys.size === 0) index.entries.delete(value);
       }
     }
   }
 
   #indexAdd(index: Index<T>, key: string, obj: T): void {
     for (const value of index.fn(obj)) {
-      let keys = index.entries.get(value);
-      if (!keys) index.entries.set(value, (keys = new Set()));
-      keys.add(key);
+      const keys = index.entries.get(value);
+      if (keys === undefined) index.entries.set(value, key);
+      else if (typeof keys === 'string') {
+        if (keys !== key) index.entries.set(value, new Set([keys, key]));
+      } else keys.add(key);
     }
   }
 }

@@ -71,8 +71,6 @@ describe('trim', () => {
         namespace: 'ns1',
         uid: 'vmi-uid',
         resourceVersion: '100',
-        generation: 3,
-        creationTimestamp: '2026-01-01T00:00:00Z',
         finalizers: ['kubevirt.io/virtualMachineControllerFinalize', 'foregroundDeleteVirtualMachine'],
         ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm1', uid: 'vm-uid', controller: true, blockOwnerDeletion: true }],
       },
@@ -147,17 +145,27 @@ describe('trim', () => {
     const claim = trimIPAMClaim({
       apiVersion: 'k8s.cni.cncf.io/v1alpha1',
       kind: 'IPAMClaim',
-      metadata: { name: 'vm1.net', namespace: 'ns1', labels: { [VM_LABEL]: 'vm1' }, finalizers: ['kubevirt.io/persistent-ipam'], managedFields },
+      metadata: { name: 'vm1.net', namespace: 'ns1', labels: { [VM_LABEL]: 'vm1' }, finalizers: ['kubevirt.io/persistent-ipam'], managedFields, creationTimestamp: '2026-01-01T00:00:00Z', generation: 2 },
       spec: { network: 'net', interface: 'pod16477688c0e' },
       status: { ips: ['10.0.0.5/24'], ownerPod: { name: 'virt-launcher-vm1-abcde' }, conditions: [{ type: 'IPsAllocated', status: 'True', reason: 'SuccessfulAllocation', extra: 1 }] },
     });
     assert.deepEqual(claim, {
       apiVersion: 'k8s.cni.cncf.io/v1alpha1',
       kind: 'IPAMClaim',
-      metadata: { name: 'vm1.net', namespace: 'ns1', labels: { [VM_LABEL]: 'vm1' }, finalizers: ['kubevirt.io/persistent-ipam'] },
+      // The allocator serves claims oldest first and reports the generation it saw: a claim keeps both.
+      metadata: { name: 'vm1.net', namespace: 'ns1', labels: { [VM_LABEL]: 'vm1' }, finalizers: ['kubevirt.io/persistent-ipam'], creationTimestamp: '2026-01-01T00:00:00Z', generation: 2 },
       spec: { network: 'net', interface: 'pod16477688c0e' },
       status: { ips: ['10.0.0.5/24'], ownerPod: { name: 'virt-launcher-vm1-abcde' }, conditions: [{ type: 'IPsAllocated', status: 'True', reason: 'SuccessfulAllocation' }] },
     });
+  });
+
+  it('gives every binding block the one shared empty object, which nothing can change', () => {
+    const vmi = trimVirtualMachineInstance(rawVmi());
+    const [a, b] = [vmi.spec?.domain?.devices?.interfaces?.[1]?.bridge, trimVirtualMachineInstance(rawVmi()).spec?.domain?.devices?.interfaces?.[2]?.bridge];
+    assert.ok(a !== undefined && a === b);
+    assert.throws(() => {
+      (a as Record<string, unknown>).port = 1;
+    }, TypeError);
   });
 
   it('keeps the KubeVirt CR’s feature gates and ignores its busy status', () => {

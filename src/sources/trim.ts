@@ -33,6 +33,7 @@ import type {
   VmInterface,
   VmNetwork,
 } from '../kube/types.ts';
+import { intern } from './intern.ts';
 
 /** NAD annotations read by the controller (the opt-in) and by the built-in allocator (its switch and pool). */
 const NAD_ANNOTATIONS = [NAD_PERSISTENT_IPS_ANNOTATION, ALLOCATOR_ANNOTATION, SUBNETS_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION];
@@ -57,17 +58,20 @@ function put<T extends object, K extends keyof T>(target: T, key: K, value: T[K]
   if (value !== undefined) target[key] = value;
 }
 
-function stringList(x: unknown): string[] | undefined {
-  const l = list(x)?.filter((v): v is string => typeof v === 'string');
+function stringList(x: unknown, map: (s: string) => string = (s) => s): string[] | undefined {
+  const l = list(x)
+    ?.filter((v): v is string => typeof v === 'string')
+    .map(map);
   return l && l.length > 0 ? l : undefined;
 }
 
+/** Keys are interned (a handful of label and annotation names); values as they came, being mostly unique. */
 function pickStrings(x: unknown, keep: (key: string) => boolean): Record<string, string> | undefined {
   const r = rec(x);
   if (!r) return undefined;
   let out: Record<string, string> | undefined;
   for (const [k, v] of Object.entries(r)) {
-    if (typeof v === 'string' && keep(k)) (out ??= {})[k] = v;
+    if (typeof v === 'string' && keep(k)) (out ??= {})[intern(k)] = v;
   }
   return out;
 }
@@ -76,6 +80,11 @@ export interface MetaPolicy {
   /** true: all labels; a list: only these keys; false/absent: none. */
   labels?: boolean | readonly string[];
   annotations?: readonly string[];
+  /**
+   * Keep creationTimestamp and generation: only where something reads them (the allocator serves claims oldest
+   * first and reports the generation it saw); elsewhere they are 60 bytes per object that no decision uses.
+   */
+  timestamps?: boolean;
 }
 
 const keepFn = (policy: boolean | readonly string[] | undefined): ((k: string) => boolean) =>
@@ -86,13 +95,15 @@ export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
   const name = str(m?.name);
   if (!m || !name) throw new UntrimmableObjectError('object has no metadata.name');
   const out: ObjectMeta = { name };
-  put(out, 'namespace', str(m.namespace));
+  put(out, 'namespace', intern(str(m.namespace)));
   put(out, 'uid', str(m.uid));
   put(out, 'resourceVersion', str(m.resourceVersion));
-  put(out, 'generation', num(m.generation));
-  put(out, 'creationTimestamp', str(m.creationTimestamp));
+  if (policy.timestamps) {
+    put(out, 'generation', num(m.generation));
+    put(out, 'creationTimestamp', str(m.creationTimestamp));
+  }
   put(out, 'deletionTimestamp', str(m.deletionTimestamp));
-  put(out, 'finalizers', stringList(m.finalizers));
+  put(out, 'finalizers', stringList(m.finalizers, intern));
   if (policy.labels) put(out, 'labels', pickStrings(m.labels, keepFn(policy.labels)));
   if (policy.annotations?.length) put(out, 'annotations', pickStrings(m.annotations, keepFn(policy.annotations)));
   const owners = list(m.ownerReferences)?.map(trimOwnerReference).filter((o): o is OwnerReference => o !== undefined);
@@ -102,8 +113,8 @@ export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
 
 function trimOwnerReference(raw: unknown): OwnerReference | undefined {
   const o = rec(raw);
-  const apiVersion = str(o?.apiVersion);
-  const kind = str(o?.kind);
+  const apiVersion = intern(str(o?.apiVersion));
+  const kind = intern(str(o?.kind));
   const name = str(o?.name);
   const uid = str(o?.uid);
   if (!apiVersion || !kind || !name || !uid) return undefined;
@@ -115,21 +126,25 @@ function trimOwnerReference(raw: unknown): OwnerReference | undefined {
 
 function head(raw: Raw | undefined, meta: ObjectMeta): KubeObject {
   const out: KubeObject = { metadata: meta };
-  put(out, 'apiVersion', str(raw?.apiVersion));
-  put(out, 'kind', str(raw?.kind));
+  put(out, 'apiVersion', intern(str(raw?.apiVersion)));
+  put(out, 'kind', intern(str(raw?.kind)));
   return out;
 }
 
-/** Binding blocks (bridge, masquerade, pod, …) matter by presence only; their settings stay out of the cache. */
-const presence = (x: unknown): Record<string, unknown> | undefined => (rec(x) ? {} : undefined);
+/**
+ * Binding blocks (bridge, masquerade, pod, …) matter by presence only; their settings stay out of the cache, and
+ * every cached one is this same frozen object.
+ */
+const PRESENT: Record<string, unknown> = Object.freeze({});
+const presence = (x: unknown): Record<string, unknown> | undefined => (rec(x) ? PRESENT : undefined);
 
 function trimNetwork(raw: unknown): VmNetwork | undefined {
   const n = rec(raw);
-  const name = str(n?.name);
+  const name = intern(str(n?.name));
   if (!n || !name) return undefined;
   const out: VmNetwork = { name };
   const multus = rec(n.multus);
-  const networkName = str(multus?.networkName);
+  const networkName = intern(str(multus?.networkName));
   if (multus && networkName !== undefined) {
     out.multus = { networkName };
     put(out.multus, 'default', bool(multus.default));
@@ -140,15 +155,15 @@ function trimNetwork(raw: unknown): VmNetwork | undefined {
 
 function trimInterface(raw: unknown): VmInterface | undefined {
   const i = rec(raw);
-  const name = str(i?.name);
+  const name = intern(str(i?.name));
   if (!i || !name) return undefined;
   const out: VmInterface = { name };
-  put(out, 'state', str(i.state));
+  put(out, 'state', intern(str(i.state)));
   put(out, 'macAddress', str(i.macAddress));
   put(out, 'bridge', presence(i.bridge));
   put(out, 'masquerade', presence(i.masquerade));
   put(out, 'sriov', presence(i.sriov));
-  const binding = str(rec(i.binding)?.name);
+  const binding = intern(str(rec(i.binding)?.name));
   if (binding !== undefined) out.binding = { name: binding };
   return out;
 }
@@ -176,7 +191,7 @@ export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
   if (spec) {
     const s: NonNullable<VirtualMachine['spec']> = {};
     put(s, 'running', bool(spec.running));
-    put(s, 'runStrategy', str(spec.runStrategy));
+    put(s, 'runStrategy', intern(str(spec.runStrategy)));
     const template = rec(spec.template);
     const templateSpec = trimVmiSpec(template?.spec);
     const requested = str(rec(rec(template?.metadata)?.annotations)?.[ADDRESSES_ANNOTATION]);
@@ -191,7 +206,7 @@ export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
   const status = rec(raw?.status);
   if (status) {
     const st: NonNullable<VirtualMachine['status']> = {};
-    put(st, 'printableStatus', str(status.printableStatus));
+    put(st, 'printableStatus', intern(str(status.printableStatus)));
     put(st, 'ready', bool(status.ready));
     if (Object.keys(st).length > 0) out.status = st;
   }
@@ -205,7 +220,7 @@ export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) 
   const status = rec(raw?.status);
   if (status) {
     const st: NonNullable<VirtualMachineInstance['status']> = {};
-    put(st, 'phase', str(status.phase));
+    put(st, 'phase', intern(str(status.phase)));
     put(st, 'activePods', pickStrings(status.activePods, () => true));
     if (Object.keys(st).length > 0) out.status = st;
   }
@@ -225,11 +240,11 @@ export const trimNetworkAttachmentDefinition: Trim<NetworkAttachmentDefinition> 
 
 function trimCondition(raw: unknown): IPAMClaimCondition | undefined {
   const c = rec(raw);
-  const type = str(c?.type);
-  const status = str(c?.status);
+  const type = intern(str(c?.type));
+  const status = intern(str(c?.status));
   if (!c || !type || status === undefined) return undefined;
   const out: IPAMClaimCondition = { type, status };
-  put(out, 'reason', str(c.reason));
+  put(out, 'reason', intern(str(c.reason)));
   put(out, 'message', str(c.message));
   put(out, 'lastTransitionTime', str(c.lastTransitionTime));
   put(out, 'observedGeneration', num(c.observedGeneration));
@@ -239,8 +254,8 @@ function trimCondition(raw: unknown): IPAMClaimCondition | undefined {
 export const trimIPAMClaim: Trim<IPAMClaim> = (input) => {
   const raw = rec(input);
   const spec = rec(raw?.spec);
-  const meta = trimMeta(raw?.metadata, { labels: true });
-  const out: IPAMClaim = { ...head(raw, meta), spec: { network: str(spec?.network) ?? '', interface: str(spec?.interface) ?? '' } };
+  const meta = trimMeta(raw?.metadata, { labels: true, timestamps: true });
+  const out: IPAMClaim = { ...head(raw, meta), spec: { network: intern(str(spec?.network) ?? ''), interface: intern(str(spec?.interface) ?? '') } };
   const status = rec(raw?.status);
   if (status) {
     const st: NonNullable<IPAMClaim['status']> = {};
@@ -274,9 +289,9 @@ export const trimPod: Trim<Pod> = (input) => {
       annotations: [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION, DOMAIN_ANNOTATION],
     }),
   );
-  const nodeName = str(rec(raw?.spec)?.nodeName);
+  const nodeName = intern(str(rec(raw?.spec)?.nodeName));
   out.spec = nodeName === undefined ? {} : { nodeName };
-  const phase = str(rec(raw?.status)?.phase);
+  const phase = intern(str(rec(raw?.status)?.phase));
   if (phase !== undefined) out.status = { phase };
   return out;
 };
