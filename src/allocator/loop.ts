@@ -19,7 +19,8 @@
 
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { type Subscription, merge } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import { merge } from '../streams/rx.ts';
 import { parseNadConfig } from '../claims/nad-config.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';

@@ -4,7 +4,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { merge } from 'rxjs';
+import { merge } from '../streams/rx.ts';
 import { createAllocator } from '../allocator/loop.ts';
 import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { createController } from '../controller/controller.ts';

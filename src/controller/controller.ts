@@ -2,7 +2,8 @@
 // (the webhook reads the same caches); workers run only while this replica leads.
 
 import type { Logger } from 'pino';
-import { type Subscription, merge } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { WorkQueue } from '../queue/index.ts';
 import { serveQueue } from '../queue/serve.ts';

@@ -4,7 +4,8 @@
 // went silent without closing (restart it), and a server-side timeout (resume at once). The list and watch calls
 // are injected, so tests script them; src/sources/kinds.ts binds them to the real client.
 
-import { type Observable, Subject } from 'rxjs';
+import type { Observable } from 'rxjs';
+import { Subject } from '../streams/rx.ts';
 import { pino, type Logger } from 'pino';
 import { type Clock, type TimerHandle, realClock, sleep } from '../queue/clock.ts';
 import { errorFromWatchStatus, isGone, isTransient, KubeApiError, type ApiStatus } from '../kube/errors.ts';
