@@ -4,6 +4,7 @@
 // its own message; a stack trace means a bug, and is printed only then.
 
 import './require-node.ts'; // first: see why there
+import './memory-first.ts'; // second: see why there
 import { hideBin } from 'yargs/helpers';
 import { CliError, EXIT } from './exit-codes.ts';
 import { parseCommandLine, UsageError } from './parser.ts';
