@@ -18,24 +18,11 @@
 // change. Anything missing, unreadable, expired or not matching the Service's names is replaced at once, since
 // nothing that works would be lost.
 
-import type * as X509 from '@peculiar/x509';
-import { createPrivateKey, KeyObject, randomBytes, webcrypto, X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { KubeObject } from '../kube/types.ts';
-
-// @peculiar/x509 (with reflect-metadata and tsyringe) costs about 7 MiB resident; it is loaded only when a certificate
-// is minted, so a replica that finds valid certificates in its Secret never pays for it (reading uses node:crypto).
-let x509Module: Promise<typeof X509> | undefined;
-function loadX509(): Promise<typeof X509> {
-  x509Module ??= (async () => {
-    await import('reflect-metadata'); // tsyringe, under @peculiar/x509, needs the Reflect polyfill loaded before it.
-    const x509 = await import('@peculiar/x509');
-    x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
-    return x509;
-  })();
-  return x509Module;
-}
 
 /** A certificate (PEM, possibly a chain) and its private key (PEM, PKCS#8). */
 export interface CertKeyPair {
@@ -337,56 +324,38 @@ export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: read
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Generating (ECDSA P-256, SHA-256: small, fast, accepted by the API server's TLS client)
+// Generating. @peculiar/x509 (with reflect-metadata and tsyringe) costs the process about 5-8 MiB resident for as long
+// as it lives once loaded, for a few milliseconds of work at start-up and at each rotation. So certificates are minted
+// in a short-lived worker thread (mint-worker.ts, with its own V8 heap, freed when it exits) and only PEM text comes
+// back: the controller itself never loads the library. Reading certificates uses node:crypto.
 
-const KEY_ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256' } as const;
-const SIGNING_ALGORITHM = { name: 'ECDSA', hash: 'SHA-256' } as const;
+type MintRequest =
+  | { kind: 'ca'; now: number; validityMs: number; commonName: string }
+  | { kind: 'serving'; ca: CertKeyPair; now: number; policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'> };
 
-function serialNumber(): string {
-  const bytes = randomBytes(16);
-  bytes[0] = bytes[0]! & 0x7f; // positive
-  return bytes.toString('hex');
-}
+export type { MintRequest };
 
-/** Backdating covers clock skew with the API server, but never so much that a short-lived test cert is born due. */
-function backdate(validityMs: number): number {
-  return Math.min(5 * 60 * 1000, Math.floor(validityMs / 10));
-}
-
-type CryptoKey = webcrypto.CryptoKey;
-type CryptoKeyPair = webcrypto.CryptoKeyPair;
-
-async function exportKey(key: CryptoKey): Promise<string> {
-  return KeyObject.from(key).export({ type: 'pkcs8', format: 'pem' }).toString();
-}
-
-async function importSigningKey(pem: string): Promise<CryptoKey> {
-  const der = createPrivateKey(pem).export({ type: 'pkcs8', format: 'der' });
-  return webcrypto.subtle.importKey('pkcs8', der, KEY_ALGORITHM, false, ['sign']);
-}
-
-async function generateKeys(): Promise<CryptoKeyPair> {
-  return webcrypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify']);
+function mintInWorker(request: MintRequest): Promise<CertKeyPair> {
+  // Built code runs dist/webhook/mint-worker.js; tests and scripts run the TypeScript source next to this file.
+  const entry = new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url);
+  return new Promise<CertKeyPair>((resolve, reject) => {
+    let answer: CertKeyPair | undefined;
+    let failure: Error | undefined;
+    const worker = new Worker(entry, { workerData: request });
+    worker.once('message', (m: { ok: true; pair: CertKeyPair } | { ok: false; message: string }) => {
+      if (m.ok) answer = m.pair;
+      else failure = new Error(m.message);
+    });
+    worker.once('error', (err) => (failure ??= err));
+    worker.once('exit', (code) => {
+      if (answer) resolve(answer);
+      else reject(failure ?? new Error(`certificate worker exited with code ${code} and no certificate`));
+    });
+  });
 }
 
 export async function generateCa(now: number, validityMs: number, commonName = 'persistent-ips-webhook-ca'): Promise<CertKeyPair> {
-  const x509 = await loadX509();
-  const keys = await generateKeys();
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: serialNumber(),
-    // A distinct name per CA, as the Kubernetes components do, so that several CAs in one bundle are told apart.
-    name: [{ CN: [`${commonName}@${Math.floor(now / 1000)}`] }],
-    notBefore: new Date(now - backdate(validityMs)),
-    notAfter: new Date(now + validityMs),
-    keys,
-    signingAlgorithm: SIGNING_ALGORITHM,
-    extensions: [
-      new x509.BasicConstraintsExtension(true, 0, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
-      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-    ],
-  });
-  return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
+  return mintInWorker({ kind: 'ca', now, validityMs, commonName });
 }
 
 /** A serving certificate for the names of the policy, signed by the CA; it never outlives the CA. */
@@ -397,33 +366,8 @@ export async function generateServing(
 ): Promise<CertKeyPair> {
   if (policy.dnsNames.length === 0 && policy.ipAddresses.length === 0) throw new Error('a serving certificate needs at least one name');
   for (const ip of policy.ipAddresses) if (isIP(ip) === 0) throw new Error(`not an IP address: ${ip}`);
-  const x509 = await loadX509();
-  const caCert = new x509.X509Certificate(ca.certPem);
-  const signingKey = await importSigningKey(ca.keyPem);
-  const keys = await generateKeys();
-  const notAfter = Math.min(now + policy.servingValidityMs, caCert.notAfter.getTime());
-  const cert = await x509.X509CertificateGenerator.create({
-    serialNumber: serialNumber(),
-    subject: [{ CN: [policy.dnsNames[0] ?? policy.ipAddresses[0]!] }],
-    issuer: caCert.subject,
-    notBefore: new Date(Math.max(now - backdate(policy.servingValidityMs), caCert.notBefore.getTime())),
-    notAfter: new Date(notAfter),
-    publicKey: keys.publicKey,
-    signingKey,
-    signingAlgorithm: SIGNING_ALGORITHM,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth], false),
-      new x509.SubjectAlternativeNameExtension(
-        [...policy.dnsNames.map((value) => ({ type: 'dns' as const, value })), ...policy.ipAddresses.map((value) => ({ type: 'ip' as const, value }))],
-        false,
-      ),
-      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-      await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
-    ],
-  });
-  return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
+  const { dnsNames, ipAddresses, servingValidityMs } = policy;
+  return mintInWorker({ kind: 'serving', ca, now, policy: { dnsNames, ipAddresses, servingValidityMs } });
 }
 
 /**
