@@ -21,3 +21,28 @@ export function intern(s: string | undefined): string | undefined {
 export function internedCount(): number {
   return table.size;
 }
+
+export const SHARED_MAX_ENTRIES = 2_048;
+const shared = new Map<string, object>();
+
+function deepFreeze<T>(x: T): T {
+  if (x !== null && typeof x === 'object' && !Object.isFrozen(x)) {
+    Object.freeze(x);
+    for (const v of Object.values(x)) deepFreeze(v);
+  }
+  return x;
+}
+
+/**
+ * The same, for small plain-JSON subtrees that many objects repeat whole: a VM's template networks and interfaces
+ * are usually identical to its VMI's, and across VMs made from one template. The first object with a given content
+ * is kept (deep-frozen, since others will share it) and returned for every later equal one. Bounded like intern();
+ * past the bound an object is returned as it came.
+ */
+export function share<T extends object>(value: T): T {
+  const key = JSON.stringify(value);
+  const known = shared.get(key);
+  if (known !== undefined) return known as T;
+  if (shared.size < SHARED_MAX_ENTRIES) shared.set(key, deepFreeze(value));
+  return value;
+}

@@ -33,7 +33,7 @@ import type {
   VmInterface,
   VmNetwork,
 } from '../kube/types.ts';
-import { intern } from './intern.ts';
+import { intern, share } from './intern.ts';
 
 /** NAD annotations read by the controller (the opt-in) and by the built-in allocator (its switch and pool). */
 const NAD_ANNOTATIONS = [NAD_PERSISTENT_IPS_ANNOTATION, ALLOCATOR_ANNOTATION, SUBNETS_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION];
@@ -103,7 +103,8 @@ export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
     put(out, 'creationTimestamp', str(m.creationTimestamp));
   }
   put(out, 'deletionTimestamp', str(m.deletionTimestamp));
-  put(out, 'finalizers', stringList(m.finalizers, intern));
+  const finalizers = stringList(m.finalizers, intern);
+  if (finalizers) out.finalizers = share(finalizers);
   if (policy.labels) put(out, 'labels', pickStrings(m.labels, keepFn(policy.labels)));
   if (policy.annotations?.length) put(out, 'annotations', pickStrings(m.annotations, keepFn(policy.annotations)));
   const owners = list(m.ownerReferences)?.map(trimOwnerReference).filter((o): o is OwnerReference => o !== undefined);
@@ -181,7 +182,7 @@ export function trimVmiSpec(raw: unknown): VmiSpecLike | undefined {
   // Only `false` changes anything (effectiveVmiSpec): the usual absent/true costs no memory.
   const noAutoattach = devices?.autoattachPodInterface === false;
   if (interfaces || noAutoattach) out.domain = { devices: { ...(interfaces ? { interfaces } : {}), ...(noAutoattach ? { autoattachPodInterface: false } : {}) } };
-  return out;
+  return share(out);
 }
 
 export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
@@ -255,7 +256,7 @@ export const trimIPAMClaim: Trim<IPAMClaim> = (input) => {
   const raw = rec(input);
   const spec = rec(raw?.spec);
   const meta = trimMeta(raw?.metadata, { labels: true, timestamps: true });
-  const out: IPAMClaim = { ...head(raw, meta), spec: { network: intern(str(spec?.network) ?? ''), interface: intern(str(spec?.interface) ?? '') } };
+  const out: IPAMClaim = { ...head(raw, meta), spec: share({ network: intern(str(spec?.network) ?? ''), interface: intern(str(spec?.interface) ?? '') }) };
   const status = rec(raw?.status);
   if (status) {
     const st: NonNullable<IPAMClaim['status']> = {};
