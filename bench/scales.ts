@@ -218,7 +218,7 @@ export async function runScales(
   }
 
   const rows: Row[] = [
-    ['Deployment (manifests/controller/deployment.yaml)', `NODE_OPTIONS=${shipped.nodeOptions || '(unset)'}; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`],
+    ['Deployment (manifests/controller/deployment.yaml)', `${Object.entries(shipped.env).map(([k, v]) => `${k}=${v}`).join(' ') || 'no env'}; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`],
   ];
   if (idle) {
     rows.push(['idle RSS: caches synced, no VMs (median of the last 10 s of 20 s)', `${idle.rssMiB} MiB (target ≤ ${IDLE_TARGET_MIB}: ${verdict(idle.rssMiB <= IDLE_TARGET_MIB)}); peak ${idle.peakMiB} MiB`]);
@@ -260,7 +260,7 @@ export async function runScales(
     title: 'Memory, CPU and logs by cluster size, controller started as the Deployment starts it',
     rows,
     notes: [
-      'Each size on a fresh control plane. The controller gets the Deployment\'s args and NODE_OPTIONS; only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), and --kubeconfig differ (--qps/--burst/--concurrency only when given to the benchmark; the report says which). POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).',
+      'Each size on a fresh control plane. The controller gets the Deployment\'s args and environment (NODE_OPTIONS, MALLOC_ARENA_MAX); only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), and --kubeconfig differ (--qps/--burst/--concurrency only when given to the benchmark; the report says which). POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).',
       'Peak RSS is the kernel\'s VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.',
     ],
     json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },

@@ -136,7 +136,7 @@ export class ControllerProcess {
       const entry = opts.entry ?? CONTROLLER_ENTRY;
       // POD_NAME as the Deployment's downward API gives it; the benchmark never runs two controllers at once, so
       // each new process is what a restarted container of one pod would be.
-      const env = { ...process.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
+      const env = { ...process.env, ...shipped.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
       const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
       const c = new ControllerProcess(name, p, args, nodeArgs, shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort);
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;

@@ -1,4 +1,5 @@
-// What we ship is what we measure: the controller's flags and NODE_OPTIONS come from the shipped Deployment
+// What we ship is what we measure: the controller's flags and environment (NODE_OPTIONS, MALLOC_ARENA_MAX, …) come
+// from the shipped Deployment
 // (manifests/controller/deployment.yaml), with only the in-cluster paths replaced by local ones.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,8 @@ export interface ShippedController {
   args: string[];
   /** The container's NODE_OPTIONS value ('' when unset). */
   nodeOptions: string;
+  /** Every env entry of the container with a literal value (NODE_OPTIONS included); fieldRefs are left out. */
+  env: Record<string, string>;
   /** resources.requests / limits as written, e.g. { memory: '256Mi' }. */
   requests: Record<string, string>;
   limits: Record<string, string>;
@@ -31,6 +34,7 @@ export function shippedController(file = DEPLOYMENT_FILE): ShippedController {
   return {
     args: c.args ?? [],
     nodeOptions: c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '',
+    env: Object.fromEntries((c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!])),
     requests: c.resources?.requests ?? {},
     limits: c.resources?.limits ?? {},
   };
