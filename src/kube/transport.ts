@@ -2,7 +2,8 @@
 // talks to this interface, so unit tests substitute a scripted transport and no test needs a socket.
 
 import { readFileSync } from 'node:fs';
-import { Agent as HttpAgent, type IncomingMessage, type OutgoingHttpHeaders, request as httpRequest } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { httpModule } from './http-module.ts';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { type ConnectionConfig, needsClientNode } from './kubeconfig.ts';
 
@@ -112,8 +113,8 @@ export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOpti
         ...(cluster.skipTLSVerify ? { rejectUnauthorized: false } : {}),
         ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
       })
-    : new HttpAgent({ keepAlive: true });
-  const send = secure ? httpsRequest : httpRequest;
+    : new (httpModule().Agent)({ keepAlive: true });
+  const send = secure ? httpsRequest : httpModule().request;
 
   const fixed: Record<string, string> = { Accept: 'application/json' };
   if (user.impersonateUser) fixed['Impersonate-User'] = user.impersonateUser;

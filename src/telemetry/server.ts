@@ -3,7 +3,8 @@
 // for probes (plain HTTP, for the kubelet) and another for metrics: HTTPS with every /metrics request authenticated
 // and authorised by the cluster (metrics-auth.ts), or plain HTTP when asked for (--metrics-secure=false).
 
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { httpModule } from '../kube/http-module.ts';
 import { createServer as createHttpsServer } from 'node:https';
 import { createSecureContext } from 'node:tls';
 import type { CertKeyPair } from '../webhook/certs.ts';
@@ -144,7 +145,7 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
   const tlsSettings = options.tls ? { minVersion: options.tls.minVersion, ciphers: options.tls.ciphers, honorCipherOrder: true } : undefined;
   // Until a certificate is set, TLS handshakes fail: nothing is served without one.
   const httpsServer = tlsSettings ? createHttpsServer(tlsSettings, onRequest) : undefined;
-  const server: Server = httpsServer ?? createServer(onRequest);
+  const server: Server = httpsServer ?? httpModule().createServer(onRequest);
   if (httpsServer) httpsServer.on('tlsClientError', (error) => log.debug({ err: error }, 'TLS handshake failed'));
   // Probes come from the kubelet every few seconds: keep-alive sockets are fine, but never let one linger forever.
   server.keepAliveTimeout = 5000;
