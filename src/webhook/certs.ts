@@ -20,7 +20,8 @@
 
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
-import { Worker } from 'node:worker_threads';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { KubeObject } from '../kube/types.ts';
 
@@ -324,10 +325,12 @@ export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: read
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Generating. @peculiar/x509 (with reflect-metadata and tsyringe) costs the process about 5-8 MiB resident for as long
-// as it lives once loaded, for a few milliseconds of work at start-up and at each rotation. So certificates are minted
-// in a short-lived worker thread (mint-worker.ts, with its own V8 heap, freed when it exits) and only PEM text comes
-// back: the controller itself never loads the library. Reading certificates uses node:crypto.
+// Generating. @peculiar/x509 (with reflect-metadata and tsyringe) costs a process about 5-8 MiB resident for as long as
+// it lives once loaded, for a few milliseconds of work at start-up and at each rotation. So certificates are minted by
+// a short-lived child process (mint-worker.ts) that gets the request on stdin and answers PEM text on stdout: the
+// controller never loads the library, and everything the minting allocated goes back to the system when the child
+// exits (a worker thread would leave about 4 MiB behind in the controller's malloc arenas). Reading certificates
+// uses node:crypto.
 
 type MintRequest =
   | { kind: 'ca'; now: number; validityMs: number; commonName: string }
@@ -335,27 +338,32 @@ type MintRequest =
 
 export type { MintRequest };
 
-function mintInWorker(request: MintRequest): Promise<CertKeyPair> {
+function mintInChild(request: MintRequest): Promise<CertKeyPair> {
   // Built code runs dist/webhook/mint-worker.js; tests and scripts run the TypeScript source next to this file.
-  const entry = new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url);
+  const entry = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url));
   return new Promise<CertKeyPair>((resolve, reject) => {
-    let answer: CertKeyPair | undefined;
-    let failure: Error | undefined;
-    const worker = new Worker(entry, { workerData: request });
-    worker.once('message', (m: { ok: true; pair: CertKeyPair } | { ok: false; message: string }) => {
-      if (m.ok) answer = m.pair;
-      else failure = new Error(m.message);
+    const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      try {
+        const answer = JSON.parse(Buffer.concat(out).toString('utf8')) as { ok: true; pair: CertKeyPair } | { ok: false; message: string };
+        if (answer.ok) resolve(answer.pair);
+        else reject(new Error(`minting a certificate: ${answer.message}`));
+      } catch {
+        const detail = Buffer.concat(err).toString('utf8').trim().split('\n').slice(-3).join(' ');
+        reject(new Error(`the certificate minting process exited (${signal ?? `code ${code}`}) without a certificate${detail ? `: ${detail}` : ''}`));
+      }
     });
-    worker.once('error', (err) => (failure ??= err));
-    worker.once('exit', (code) => {
-      if (answer) resolve(answer);
-      else reject(failure ?? new Error(`certificate worker exited with code ${code} and no certificate`));
-    });
+    child.stdin.end(JSON.stringify(request));
   });
 }
 
 export async function generateCa(now: number, validityMs: number, commonName = 'persistent-ips-webhook-ca'): Promise<CertKeyPair> {
-  return mintInWorker({ kind: 'ca', now, validityMs, commonName });
+  return mintInChild({ kind: 'ca', now, validityMs, commonName });
 }
 
 /** A serving certificate for the names of the policy, signed by the CA; it never outlives the CA. */
@@ -367,7 +375,7 @@ export async function generateServing(
   if (policy.dnsNames.length === 0 && policy.ipAddresses.length === 0) throw new Error('a serving certificate needs at least one name');
   for (const ip of policy.ipAddresses) if (isIP(ip) === 0) throw new Error(`not an IP address: ${ip}`);
   const { dnsNames, ipAddresses, servingValidityMs } = policy;
-  return mintInWorker({ kind: 'serving', ca, now, policy: { dnsNames, ipAddresses, servingValidityMs } });
+  return mintInChild({ kind: 'serving', ca, now, policy: { dnsNames, ipAddresses, servingValidityMs } });
 }
 
 /**

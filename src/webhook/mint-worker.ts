@@ -1,10 +1,9 @@
-// The body of certs.ts's certificate generation, run in a worker thread of its own (see there why): one request in
-// `workerData`, one answer posted back, then the thread ends and its heap, @peculiar/x509 included, is freed.
+// The body of certs.ts's certificate generation, run as a short-lived process of its own (see there why): one request
+// (JSON) on stdin, one answer (JSON) on stdout, then it exits.
 // ECDSA P-256 with SHA-256: small, fast, accepted by the API server's TLS client.
 import 'reflect-metadata'; // tsyringe, under @peculiar/x509, needs the Reflect polyfill loaded before it.
 import * as x509 from '@peculiar/x509';
 import { createPrivateKey, KeyObject, randomBytes, webcrypto } from 'node:crypto';
-import { parentPort, workerData } from 'node:worker_threads';
 import type { CertKeyPair, CertPolicy, MintRequest } from './certs.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -88,10 +87,18 @@ async function mintServing(ca: CertKeyPair, now: number, policy: Pick<CertPolicy
   return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
 }
 
-const request = workerData as MintRequest;
-try {
-  const pair = request.kind === 'ca' ? await mintCa(request.now, request.validityMs, request.commonName) : await mintServing(request.ca, request.now, request.policy);
-  parentPort?.postMessage({ ok: true, pair });
-} catch (err) {
-  parentPort?.postMessage({ ok: false, message: err instanceof Error ? err.message : String(err) });
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
+
+let answer: { ok: true; pair: CertKeyPair } | { ok: false; message: string };
+try {
+  const request = JSON.parse(await readStdin()) as MintRequest;
+  const pair = request.kind === 'ca' ? await mintCa(request.now, request.validityMs, request.commonName) : await mintServing(request.ca, request.now, request.policy);
+  answer = { ok: true, pair };
+} catch (err) {
+  answer = { ok: false, message: err instanceof Error ? err.message : String(err) };
+}
+process.stdout.write(JSON.stringify(answer));
