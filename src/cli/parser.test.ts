@@ -26,7 +26,7 @@ describe('command line', () => {
     const parsed = await parseCommandLine(['run'], { env: outside });
     assert.equal(parsed.command, 'run');
     if (parsed.command !== 'run') return;
-    assert.equal(parsed.options.concurrency, 32);
+    assert.equal(parsed.options.concurrency, 8);
     assert.deepEqual([parsed.options.qps, parsed.options.burst], [200, 400]);
     assert.equal(parsed.options.leaderElect, false);
     assert.equal(parsed.options.metricsBindAddress, '127.0.0.1:8443');
