@@ -92,7 +92,10 @@ const USAGE = `npm run bench -- [options]
   --scale-churn        with --scales: churn (--churn-rate, --churn-seconds) after the largest cold start,
                        with the same controller (all N VMs in its caches)
   --outage-seconds S   with --scales: after the first cold start, kube-apiserver is stopped S seconds and started
-                       again; reports how soon a VM created right then gets its claims`;
+                       again; reports how soon a VM created right then gets its claims
+  --webhook-burst P    with --scales: after each cold start has settled, P launcher-pod admissions sent to the
+                       webhook at once (default 500; 0 for none); reports server- and client-side latency and the
+                       API reads the webhook made meanwhile`;
 
 interface Options {
   vms: number;
@@ -120,6 +123,7 @@ interface Options {
   scales: number[];
   scaleChurn: boolean;
   outageSeconds: number;
+  webhookBurst: number;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -149,6 +153,7 @@ function parseOptions(argv: string[]): Options {
       scales: { type: 'string' },
       'scale-churn': { type: 'boolean' },
       'outage-seconds': { type: 'string' },
+      'webhook-burst': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -199,6 +204,7 @@ function parseOptions(argv: string[]): Options {
       }),
     scaleChurn: values['scale-churn'] ?? false,
     outageSeconds: num('outage-seconds', values['outage-seconds'], 0, 0),
+    webhookBurst: num('webhook-burst', values['webhook-burst'], 500, 0),
   };
   return o;
 }

@@ -9,6 +9,8 @@ import { ClaimWatch } from './lib/claim-watch.ts';
 import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
 import { churn, coldStart, createVms, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
 import { round } from './lib/stats.ts';
+import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
+import { loadavg } from 'node:os';
 
 export interface ScaleOptions {
   scales: number[];
@@ -17,6 +19,8 @@ export interface ScaleOptions {
   outageSeconds: number;
   churnRate: number;
   churnSeconds: number;
+  /** > 0: after each cold start has settled, this many launcher-pod admissions at once (0: none). */
+  webhookBurst: number;
 }
 
 /** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
@@ -122,6 +126,7 @@ interface ScaleEntry {
   churn?: ChurnResult;
   peakRssAfterChurnMiB?: number;
   outage?: OutageResult;
+  burst?: WebhookBurstResult;
 }
 
 const LEVELS_INFO_UP = new Set(['info', 'warn', 'error', 'fatal', 30, 40, 50, 60]);
@@ -200,6 +205,11 @@ export async function runScales(
       exitedEarly: controller.exited,
     };
     log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
+    if (o.webhookBurst > 0) {
+      // After the memory figures: the burst's own allocations are not part of a cold start.
+      entry.burst = await webhookBurst(ctx.kube, controller, 'bench-scale', Math.min(o.webhookBurst, n), () => loadavg()[0]!);
+      log(`scale ${n}: webhook burst of ${entry.burst.pods}: server p50/p99 ${entry.burst.serverMs.p50}/${entry.burst.serverMs.p99} ms, API reads ${JSON.stringify(entry.burst.apiReads)}`);
+    }
     if (o.outageSeconds > 0 && i === 0) {
       const after = await outage(ctx, controller, o.outageSeconds, running, log);
       entry.outage = after.result;
@@ -239,6 +249,13 @@ export async function runScales(
     rows.push(['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)]);
     rows.push(['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)]);
     rows.push(['  load average (1 min) before → after', `${e.cold.loadavgBefore[0]} → ${e.cold.loadavgAfter[0]}`]);
+    if (e.burst) {
+      const b = e.burst;
+      rows.push([`  webhook: ${fmtN(b.pods)} launcher-pod admissions at once, server-side latency p50 / p99 (controller_runtime_webhook_latency_seconds)`, `${fmtMs(b.serverMs.p50)} / ${fmtMs(b.serverMs.p99)}`]);
+      rows.push(['    client-side p50 / p99 / max; whole burst', `${fmtMs(b.clientMs.p50)} / ${fmtMs(b.clientMs.p99)} / ${fmtMs(b.clientMs.max)}; ${fmtS(b.seconds)}`]);
+      rows.push(['    API reads during the burst (VMI / claim); outcomes', `${b.apiReads.vmi} / ${b.apiReads.claim} (target 0: ${verdict(b.apiReads.vmi + b.apiReads.claim === 0)}); ${Object.entries(b.outcomes).map(([k, v]) => `${k} ${v}`).join(', ')}`]);
+      rows.push(['    load average (1 min) before', String(b.loadavgBefore)]);
+    }
     if (e.outage) {
       const x = e.outage;
       rows.push([

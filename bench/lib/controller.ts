@@ -77,6 +77,8 @@ export class ControllerProcess {
   readonly #p: ManagedProcess;
   readonly #metricsUrl: string;
   readonly #readyUrl: string;
+  /** The webhook's admission endpoint (HTTPS, the controller's own certificate). */
+  readonly webhookUrl: string;
   readonly #samples: MemorySample[] = [];
   #sampler: NodeJS.Timeout | undefined;
   #lastHwmKb = 0;
@@ -85,7 +87,7 @@ export class ControllerProcess {
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
-  private constructor(name: string, p: ManagedProcess, args: string[], nodeArgs: string[], nodeOptions: string, logFile: string, spawnAt: number, metricsPort: number, probePort: number) {
+  private constructor(name: string, p: ManagedProcess, args: string[], nodeArgs: string[], nodeOptions: string, logFile: string, spawnAt: number, metricsPort: number, probePort: number, webhookPort: number) {
     this.name = name;
     this.#p = p;
     this.args = args;
@@ -95,6 +97,7 @@ export class ControllerProcess {
     this.spawnAt = spawnAt;
     this.#metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     this.#readyUrl = `http://127.0.0.1:${probePort}/readyz`;
+    this.webhookUrl = `https://127.0.0.1:${webhookPort}/mutate-v1-pod`;
   }
 
   /**
@@ -138,7 +141,7 @@ export class ControllerProcess {
       // each new process is what a restarted container of one pod would be.
       const env = { ...process.env, ...shipped.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
       const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
-      const c = new ControllerProcess(name, p, args, nodeArgs, shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort);
+      const c = new ControllerProcess(name, p, args, nodeArgs, shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort, webhookPort);
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
       c.#startSampling();
       if ((await c.#upOrExited(60_000)) === 'up') return c;
