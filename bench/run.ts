@@ -22,7 +22,7 @@
 // Writes per claim (3) come from the API server's apiserver_request_total around each step.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -95,7 +95,19 @@ const USAGE = `npm run bench -- [options]
                        again; reports how soon a VM created right then gets its claims
   --webhook-burst P    with --scales: after each cold start has settled, P launcher-pod admissions sent to the
                        webhook at once (default 500; 0 for none); reports server- and client-side latency and the
-                       API reads the webhook made meanwhile`;
+                       API reads the webhook made meanwhile
+  --compare-ie PATH    with --scales: after each size, the same cold start by kubevirt/ipam-extensions' manager
+                       (PATH: built by bench/ipam-extensions/build.sh) on a fresh control plane; reports its memory,
+                       CPU and convergence next to this project's (it needs ports 8080 and 9443 free)`;
+
+function checkedBinary(path: string): string {
+  try {
+    accessSync(path, constants.X_OK);
+  } catch {
+    throw new Error(`--compare-ie: ${path} is not an executable file (build it with bench/ipam-extensions/build.sh)`);
+  }
+  return path;
+}
 
 interface Options {
   vms: number;
@@ -124,6 +136,7 @@ interface Options {
   scaleChurn: boolean;
   outageSeconds: number;
   webhookBurst: number;
+  compareIe?: string;
 }
 
 function parseOptions(argv: string[]): Options {
@@ -154,6 +167,7 @@ function parseOptions(argv: string[]): Options {
       'scale-churn': { type: 'boolean' },
       'outage-seconds': { type: 'string' },
       'webhook-burst': { type: 'string' },
+      'compare-ie': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -205,6 +219,7 @@ function parseOptions(argv: string[]): Options {
     scaleChurn: values['scale-churn'] ?? false,
     outageSeconds: num('outage-seconds', values['outage-seconds'], 0, 0),
     webhookBurst: num('webhook-burst', values['webhook-burst'], 500, 0),
+    ...(values['compare-ie'] ? { compareIe: checkedBinary(values['compare-ie']) } : {}),
   };
   return o;
 }

@@ -10,6 +10,8 @@ import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
 import { churn, coldStart, createVms, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
 import { round } from './lib/stats.ts';
 import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
+import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
+import { freePort } from '../e2e/harness/index.ts';
 import { loadavg } from 'node:os';
 
 export interface ScaleOptions {
@@ -21,6 +23,8 @@ export interface ScaleOptions {
   churnSeconds: number;
   /** > 0: after each cold start has settled, this many launcher-pod admissions at once (0: none). */
   webhookBurst: number;
+  /** An ipam-extensions manager binary: after each size, the same cold start by it on a fresh control plane. */
+  compareIe?: string;
 }
 
 /** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
@@ -127,6 +131,7 @@ interface ScaleEntry {
   peakRssAfterChurnMiB?: number;
   outage?: OutageResult;
   burst?: WebhookBurstResult;
+  ie?: IeResult;
 }
 
 const LEVELS_INFO_UP = new Set(['info', 'warn', 'error', 'fatal', 30, 40, 50, 60]);
@@ -225,6 +230,15 @@ export async function runScales(
     running.splice(running.indexOf(controller), 1);
     entries.push(entry);
     await stopCurrent();
+    if (o.compareIe) {
+      log(`scale ${n}: ipam-extensions on a fresh control plane`);
+      const ie = await startCp(`ie-${n}`);
+      setCurrent(ie);
+      await createVms(ie.ctx, 'bench-scale', 'cold', n);
+      entry.ie = await ieColdStart({ binary: o.compareIe, kube: ie.kube, kubeconfig: ie.cp.kubeconfigPath, dir: ie.ctx.dir, namespace: 'bench-scale', vms: n, probePort: await freePort(), log });
+      log(`scale ${n}: ipam-extensions peak ${entry.ie.peakRssMiB} MiB, steady ${entry.ie.steadyRssMiB} MiB, ${entry.ie.cpuPerClaimMs} ms CPU per claim`);
+      await stopCurrent();
+    }
   }
 
   const rows: Row[] = [
@@ -249,6 +263,13 @@ export async function runScales(
     rows.push(['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)]);
     rows.push(['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)]);
     rows.push(['  load average (1 min) before → after', `${e.cold.loadavgBefore[0]} → ${e.cold.loadavgAfter[0]}`]);
+    if (e.ie) {
+      const ie = e.ie;
+      const ratio = (a: number, b: number) => (b > 0 ? `${round(a / b, 2)}×` : 'n/a');
+      rows.push([`  kubevirt/ipam-extensions, same VMs on a fresh control plane (--compare-ie): peak / steady RSS`, `${ie.peakRssMiB} / ${ie.steadyRssMiB} MiB; this project ÷ it: ${ratio(e.peakRssMiB, ie.peakRssMiB)} / ${ratio(e.steadyRssMiB, ie.steadyRssMiB)}${ie.exited ? ' (it exited early)' : ''}`]);
+      rows.push(['    its CPU per claim, spawn → last claim; this project ÷ it', `${ie.cpuPerClaimMs} ms (${ie.cpuSeconds} s); ${ratio(e.cpuPerClaimMs, ie.cpuPerClaimMs)}`]);
+      rows.push(['    its spawn → all claims (its client: QPS 20, burst 30)', `${fmtS(ie.spawnToAllClaimsS)} (this project: ${fmtS(e.cold.spawnToAllClaimsS)})`]);
+    }
     if (e.burst) {
       const b = e.burst;
       rows.push([`  webhook: ${fmtN(b.pods)} launcher-pod admissions at once, server-side latency p50 / p99 (controller_runtime_webhook_latency_seconds)`, `${fmtMs(b.serverMs.p50)} / ${fmtMs(b.serverMs.p99)}`]);
