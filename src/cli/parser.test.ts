@@ -26,7 +26,7 @@ describe('command line', () => {
     const parsed = await parseCommandLine(['run'], { env: outside });
     assert.equal(parsed.command, 'run');
     if (parsed.command !== 'run') return;
-    assert.equal(parsed.options.concurrency, 8);
+    assert.equal(parsed.options.concurrency, 16);
     assert.deepEqual([parsed.options.qps, parsed.options.burst], [200, 400]);
     assert.equal(parsed.options.leaderElect, false);
     assert.equal(parsed.options.metricsBindAddress, '127.0.0.1:8443');
@@ -48,7 +48,7 @@ describe('command line', () => {
     );
     assert.ok(parsed.command === 'run');
     assert.equal(parsed.options.leaderElect, true);
-    assert.equal(parsed.options.concurrency, 8);
+    assert.equal(parsed.options.concurrency, 16);
     assert.deepEqual(parsed.options.webhookCertHosts, ['a.example', '127.0.0.1']);
     assert.equal(parsed.options.allocator, false);
     assert.equal(parsed.options.featureGates, 'PersistentIPs=true');

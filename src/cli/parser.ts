@@ -55,7 +55,7 @@ function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
     .option('kubeconfig', { type: 'string', requiresArg: true, describe: 'Kubeconfig file. Default: in-cluster service account, then $KUBECONFIG, then ~/.kube/config' })
     .option('context', { type: 'string', requiresArg: true, describe: 'Kubeconfig context to use instead of the current one' })
     .option('namespace', { type: 'string', requiresArg: true, describe: 'Watch VMs, VMIs, NADs and claims in this namespace only. Default: all namespaces' })
-    .option('concurrency', { type: 'number', requiresArg: true, default: 8, describe: 'VMs reconciled in parallel (one VM is never reconciled twice at once)' })
+    .option('concurrency', { type: 'number', requiresArg: true, default: 16, describe: 'VMs reconciled in parallel (one VM is never reconciled twice at once)' })
     .option('feature-gates', { type: 'string', requiresArg: true, describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)' })
     .option('log-level', { type: 'string', requiresArg: true, default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], describe: 'Least severe level written to the JSON log on stdout' })
     .option('leader-elect', { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' })
