@@ -242,6 +242,11 @@ function git(args: string[]): string {
   }
 }
 
+// Read when dist/ has just been built (npm run bench builds, then starts this), not when the reports are written:
+// a commit made while a run is going on is not the code that ran.
+const commitAtStart = git(['rev-parse', '--short', 'HEAD']);
+const dirtySrcAtStart = git(['status', '--porcelain', '--', 'src']) !== '';
+
 // ---------------------------------------------------------------------------------------------------------------
 // Sections
 
@@ -795,8 +800,8 @@ async function main(): Promise<void> {
     }
 
     const loadEnd = loadavg().map((x) => round(x, 2));
-    const commit = git(['rev-parse', '--short', 'HEAD']);
-    const dirtySrc = git(['status', '--porcelain', '--', 'src']) !== '';
+    const commit = commitAtStart;
+    const dirtySrc = dirtySrcAtStart;
     const metaJson = {
       date: new Date(t0).toISOString(),
       durationSeconds: round((Date.now() - t0) / 1000, 1),
