@@ -6,6 +6,7 @@
 
 import type { Observable } from 'rxjs';
 import { Subject } from '../streams/rx.ts';
+import { deepFreeze } from './intern.ts';
 import { pino, type Logger } from 'pino';
 import { type Clock, type TimerHandle, realClock, sleep } from '../queue/clock.ts';
 import { errorFromWatchStatus, isGone, isTransient, KubeApiError, type ApiStatus } from '../kube/errors.ts';
@@ -79,14 +80,6 @@ export class InformerStoppedError extends Error {
 
 /** Why a watch was abandoned; used as the abort reason so the loop can tell it from other failures. */
 class SilentWatch extends Error {}
-
-function deepFreeze<T>(x: T): T {
-  if (x !== null && typeof x === 'object' && !Object.isFrozen(x)) {
-    Object.freeze(x);
-    for (const v of Object.values(x)) deepFreeze(v);
-  }
-  return x;
-}
 
 /**
  * The next watch event, or a rejection as soon as `signal` aborts, so that stop() and the silence timer work even if a

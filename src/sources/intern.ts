@@ -25,7 +25,8 @@ export function internedCount(): number {
 export const SHARED_MAX_ENTRIES = 2_048;
 const shared = new Map<string, object>();
 
-function deepFreeze<T>(x: T): T {
+/** Freezes a plain JSON value and everything in it; what is already frozen is taken as frozen throughout. */
+export function deepFreeze<T>(x: T): T {
   if (x !== null && typeof x === 'object' && !Object.isFrozen(x)) {
     Object.freeze(x);
     for (const v of Object.values(x)) deepFreeze(v);
