@@ -48,7 +48,7 @@ describe('command line', () => {
     );
     assert.ok(parsed.command === 'run');
     assert.equal(parsed.options.leaderElect, true);
-    assert.equal(parsed.options.concurrency, 16);
+    assert.equal(parsed.options.concurrency, 8);
     assert.deepEqual(parsed.options.webhookCertHosts, ['a.example', '127.0.0.1']);
     assert.equal(parsed.options.allocator, false);
     assert.equal(parsed.options.featureGates, 'PersistentIPs=true');
