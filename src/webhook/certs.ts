@@ -332,11 +332,9 @@ export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: read
 // exits (a worker thread would leave about 4 MiB behind in the controller's malloc arenas). Reading certificates
 // uses node:crypto.
 
-type MintRequest =
+export type MintRequest =
   | { kind: 'ca'; now: number; validityMs: number; commonName: string }
   | { kind: 'serving'; ca: CertKeyPair; now: number; policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'> };
-
-export type { MintRequest };
 
 function mintInChild(request: MintRequest): Promise<CertKeyPair> {
   // Built code runs dist/webhook/mint-worker.js; tests and scripts run the TypeScript source next to this file.
