@@ -1,7 +1,7 @@
 // Names that other components must compute the same way: the claim name (the webhook writes it into the launcher
 // pod, the IPAM plugin looks it up) and KubeVirt's pod interface name (the IPAM plugin matches claims to interfaces).
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export const MAX_SUBDOMAIN_LENGTH = 253;
 export const PRIMARY_POD_INTERFACE = 'eth0';
@@ -14,12 +14,32 @@ export function isDns1123Subdomain(name: string): boolean {
 }
 
 function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return hash('sha256', text, 'hex');
 }
+
+// One reconcile or admission asks for the same few names many times (to find claims, to plan, to judge which are
+// in use), and a cold start does that for every VM: a sha256 and a handful of regular expressions each time were a
+// visible share of the CPU and of the garbage. A small memo takes the repeats; it is emptied when full rather than
+// kept in order, because nearly all its hits come within one reconcile.
+const MEMO_LIMIT = 512;
+
+function memoised(memo: Map<string, string>, key: string, compute: () => string): string {
+  let value = memo.get(key);
+  if (value === undefined) {
+    value = compute();
+    if (memo.size >= MEMO_LIMIT) memo.clear();
+    memo.set(key, value);
+  }
+  return value;
+}
+
+const podInterfaceNames = new Map<string, string>();
+const hashedClaimNames = new Map<string, string>();
+const referenceSuffixes = new Map<string, string>();
 
 /** KubeVirt's name for the pod interface of a secondary network: "pod" + 11 hex characters of sha256(name). */
 export function podInterfaceName(networkName: string): string {
-  return `pod${sha256Hex(networkName).slice(0, 11)}`;
+  return memoised(podInterfaceNames, networkName, () => `pod${sha256Hex(networkName).slice(0, 11)}`);
 }
 
 const CLAIM_HASH_LENGTH = 10;
@@ -64,6 +84,11 @@ export function collisionClaimName(vmName: string, networkName: string): string 
 }
 
 function hashedClaimName(vmName: string, networkName: string): string {
+  // The key is the hash's own input; a VM name holds no '/', so no two (VM, network) pairs share one.
+  return memoised(hashedClaimNames, `${vmName}/${networkName}`, () => computeHashedClaimName(vmName, networkName));
+}
+
+function computeHashedClaimName(vmName: string, networkName: string): string {
   const hash = sha256Hex(`${vmName}/${networkName}`).slice(0, CLAIM_HASH_LENGTH);
   const readable = toLabelChars(networkName);
   const room = MAX_SUBDOMAIN_LENGTH - vmName.length - '.'.length - '-'.length - CLAIM_HASH_LENGTH;
@@ -80,12 +105,16 @@ function hashedClaimName(vmName: string, networkName: string): string {
  * switch from the reference implementation never deletes the claim a running VM depends on), never to create one.
  */
 export function referenceClaimName(vmName: string, networkName: string): string {
-  const pieces = networkName
+  return `${vmName}.${memoised(referenceSuffixes, networkName, () => referenceSuffix(networkName))}`;
+}
+
+function referenceSuffix(networkName: string): string {
+  return networkName
     .toLowerCase()
     .split(/[^a-z0-9-]+/)
     .map((piece) => piece.replace(/^-+|-+$/g, ''))
-    .filter((piece) => piece !== '');
-  return `${vmName}.${pieces.join('.')}`;
+    .filter((piece) => piece !== '')
+    .join('.');
 }
 
 /** Lowercases ASCII, turns every other character into '-', and collapses and trims the dashes. */
