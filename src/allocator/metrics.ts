@@ -1,7 +1,7 @@
 // The allocator's own metrics, registered next to the controller's: how full each pool is, how many addresses are
 // held twice, and what the allocator wrote. Networks are few (one per pool), so the `network` label stays small.
 
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from '../telemetry/prom.ts';
 import type { AllocatorStats } from './allocator.ts';
 
 export interface AllocatorMetrics {

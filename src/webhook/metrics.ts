@@ -1,7 +1,7 @@
 // Webhook metrics. The HTTP-level ones carry controller-runtime's names and labels, so that dashboards for Go
 // webhooks work unchanged; the admission outcomes are this project's.
 
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from '../telemetry/prom.ts';
 
 export interface WebhookMetrics {
   requests: Counter<'webhook' | 'code'>;
