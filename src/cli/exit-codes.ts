@@ -16,3 +16,12 @@ export class CliError extends Error {
     this.exitCode = exitCode;
   }
 }
+
+/** Bad flags: the one-line reason, and the usage of the command they were given to. */
+export class UsageError extends CliError {
+  readonly usage: string;
+  constructor(message: string, usage: string) {
+    super(message, EXIT.usage);
+    this.usage = usage;
+  }
+}

@@ -5,14 +5,18 @@
 
 import './require-node.ts'; // first: see why there
 import './memory-first.ts'; // second: see why there
-import { hideBin } from 'yargs/helpers';
-import { CliError, EXIT } from './exit-codes.ts';
-import { parseCommandLine, UsageError } from './parser.ts';
+import { CliError, EXIT, UsageError } from './exit-codes.ts';
+import { parseRunFast } from './run-flags.ts';
 import { run } from './run.ts';
 import { status } from './status.ts';
 
 async function main(argv: string[]): Promise<number> {
-  const parsed = await parseCommandLine(argv, { width: Math.min(120, process.stdout.columns || 120) });
+  // The Deployment's command line never needs yargs, which would stay loaded for the life of the process
+  // (run-flags.ts); everything else, help and errors included, goes through it.
+  const fast = parseRunFast(argv, process.env);
+  const parsed = fast
+    ? ({ command: 'run', options: fast } as const)
+    : await (await import('./parser.ts')).parseCommandLine(argv, { width: Math.min(120, process.stdout.columns || 120) });
   switch (parsed.command) {
     case 'run':
       return run(parsed.options);
@@ -23,7 +27,7 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(hideBin(process.argv)).then(
+main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     if (err instanceof UsageError) {

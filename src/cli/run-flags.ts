@@ -1,0 +1,251 @@
+// The flags of `run`: one table that yargs reads for help, errors and parsing (parser.ts), and that the start-up
+// path below reads on its own. Loading yargs costs the controller about 6.5 MiB of resident memory for as long as it
+// runs and 90 ms of CPU at every start (measured, docs/benchmarks round 4), for a command line that in production
+// is the Deployment's, the same every time. So `run` with flags written the plain ways is parsed here, with the
+// same table, the same checks and the same mapping, and anything else (help, a misspelt or repeated flag, a value
+// in an unusual form, any value the checks reject) goes to yargs, which parses it again and words the error. A test
+// holds the two to the same answers (run-flags.test.ts).
+
+import type { Options } from 'yargs';
+import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
+import { splitSuites, tlsProfile } from '../webhook/tls-profile.ts';
+import { defaultBindAddress, parseBindAddress } from './addresses.ts';
+import type { RunOptions } from './run.ts';
+
+/** A flag's value is wrong: thrown by the checks, reported as a usage error. */
+export class BadValue extends Error {}
+
+/** "namespace/name" of a NAD (--default-network-nad) → its parts; undefined when it is not that. */
+export function parseNadReference(value: string): { namespace: string; name: string } | undefined {
+  const match = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(value);
+  return match ? { namespace: match[1]!, name: match[3]! } : undefined;
+}
+
+export function bad(condition: boolean, message: string): void {
+  if (condition) throw new BadValue(message);
+}
+
+/** Options that take exactly one value: given twice, yargs makes an array of them. */
+export function rejectRepeats(argv: Record<string, unknown>, singles: readonly string[]): void {
+  for (const name of singles) bad(Array.isArray(argv[name]), `--${name} given more than once`);
+}
+
+const positive = (n: number) => Number.isFinite(n) && n > 0;
+
+/** The flags of `run`; `env` decides the default bind addresses (in a pod or not). */
+export function runFlags(env: NodeJS.ProcessEnv) {
+  return {
+    'kubeconfig': { type: 'string', requiresArg: true, describe: 'Kubeconfig file. Default: in-cluster service account, then $KUBECONFIG, then ~/.kube/config' },
+    'context': { type: 'string', requiresArg: true, describe: 'Kubeconfig context to use instead of the current one' },
+    'namespace': { type: 'string', requiresArg: true, describe: 'Watch VMs, VMIs, NADs and claims in this namespace only. Default: all namespaces' },
+    'concurrency': { type: 'number', requiresArg: true, default: 16, describe: 'VMs reconciled in parallel (one VM is never reconciled twice at once)' },
+    'feature-gates': { type: 'string', requiresArg: true, describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)' },
+    'log-level': { type: 'string', requiresArg: true, default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], describe: 'Least severe level written to the JSON log on stdout' },
+    'leader-elect': { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' },
+    'controller-namespace': { type: 'string', requiresArg: true, describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)' },
+    'metrics-bind-address': { type: 'string', requiresArg: true, default: defaultBindAddress(8443, env), defaultDescription: '127.0.0.1:8443; :8443 in a pod', describe: 'Address of /metrics; 0 disables it' },
+    'metrics-secure': { type: 'boolean', default: true, describe: 'Serve /metrics over HTTPS and let only callers the cluster authorises (TokenReview + SubjectAccessReview on get /metrics) read it; --metrics-secure=false serves plain HTTP to anyone' },
+    'metrics-cert-dir': { type: 'string', requiresArg: true, describe: 'tls.crt and tls.key of the secure metrics server (kept current). Default: a self-signed certificate made at start' },
+    'health-probe-bind-address': { type: 'string', requiresArg: true, default: defaultBindAddress(8081, env), defaultDescription: '127.0.0.1:8081; :8081 in a pod', describe: 'Address of /healthz and /readyz; 0 disables them' },
+    'qps': { type: 'number', requiresArg: true, default: 200, describe: 'Client-side limit of API requests per second (like client-go QPS)' },
+    'burst': { type: 'number', requiresArg: true, default: 400, describe: 'Client-side burst of API requests above --qps' },
+    'resync-period': { type: 'number', requiresArg: true, default: 600, describe: 'Seconds between full passes over every VM (repairs anything missed; costs no writes in a steady state)' },
+    'graceful-shutdown-timeout': { type: 'number', requiresArg: true, default: 30, describe: 'Seconds to let in-flight reconciles finish on shutdown' },
+    'webhook-bind-address': { type: 'string', requiresArg: true, default: defaultBindAddress(9443, env), defaultDescription: '127.0.0.1:9443; :9443 in a pod', describe: 'Address of the launcher-pod admission webhook (HTTPS); 0 disables it' },
+    'webhook-cert-provisioning': { type: 'string', requiresArg: true, default: 'self', choices: ['self', 'external'], describe: 'self: keep a CA and serving certificate in a Secret and the webhook caBundle; external: read --webhook-cert-dir (e.g. cert-manager)' },
+    'webhook-cert-dir': { type: 'string', requiresArg: true, default: '/tmp/k8s-webhook-server/serving-certs', describe: 'tls.crt and tls.key, with --webhook-cert-provisioning=external' },
+    'webhook-service-name': { type: 'string', requiresArg: true, default: 'persistent-ips-webhook', describe: 'Service in front of the webhook (names in the self-made certificate)' },
+    'webhook-configuration-name': { type: 'string', requiresArg: true, default: 'persistent-ips-launcher-pods', describe: 'MutatingWebhookConfiguration whose caBundle the controller keeps' },
+    'webhook-cert-host': { type: 'string', array: true, requiresArg: true, default: [] as string[], describe: 'Extra DNS name or IP in the self-made certificate (repeatable)' },
+    'webhook-cert-validity': { type: 'number', requiresArg: true, describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3' },
+    'webhook-ca-validity': { type: 'number', requiresArg: true, describe: 'Seconds the self-made CA is valid (default five years)' },
+    'tls-min-version': { type: 'string', requiresArg: true, default: 'VersionTLS12', describe: 'Minimum TLS version of the webhook (and secure metrics) server: VersionTLS12 or VersionTLS13' },
+    'tls-cipher-suites': {
+      type: 'string',
+      array: true,
+      requiresArg: true,
+      default: [] as string[],
+      defaultDescription: 'TLS 1.3 suites, and for TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305 only',
+      describe: 'Comma-separated IANA cipher suite names, as for Kubernetes components (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 suites stay on unless some are named',
+    },
+    'default-network-nad': { type: 'string', requiresArg: true, default: 'ovn-kubernetes/default', describe: 'NAMESPACE/NAME of the cluster default network NAD, named in the v1.multus-cni.io/default-network element written for primary user-defined networks (OpenShift: openshift-ovn-kubernetes/default)' },
+    'allocator': { type: 'boolean', default: true, describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off' },
+  } satisfies Record<string, Options>;
+}
+
+/** The parsed flags of `run`, by flag name. */
+export interface RunArgs {
+  kubeconfig?: string;
+  context?: string;
+  namespace?: string;
+  concurrency: number;
+  'feature-gates'?: string;
+  'log-level': string;
+  'leader-elect': boolean;
+  'controller-namespace'?: string;
+  'metrics-bind-address': string;
+  'metrics-secure': boolean;
+  'metrics-cert-dir'?: string;
+  'health-probe-bind-address': string;
+  qps: number;
+  burst: number;
+  'resync-period': number;
+  'graceful-shutdown-timeout': number;
+  'webhook-bind-address': string;
+  'webhook-cert-provisioning': string;
+  'webhook-cert-dir': string;
+  'webhook-service-name': string;
+  'webhook-configuration-name': string;
+  'webhook-cert-host': (string | number)[];
+  'webhook-cert-validity'?: number;
+  'webhook-ca-validity'?: number;
+  'tls-min-version': string;
+  'tls-cipher-suites': (string | number)[];
+  'default-network-nad': string;
+  allocator: boolean;
+}
+
+/** Every rule a set of `run` flags must keep; throws BadValue with the one-line reason. */
+export function checkRunArgs(a: RunArgs): void {
+  rejectRepeats(a as unknown as Record<string, unknown>, [
+    'kubeconfig', 'context', 'namespace', 'concurrency', 'feature-gates', 'log-level', 'leader-elect', 'controller-namespace', 'metrics-bind-address',
+    'health-probe-bind-address', 'qps', 'burst', 'resync-period', 'graceful-shutdown-timeout', 'webhook-bind-address', 'webhook-cert-provisioning',
+    'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'webhook-cert-validity', 'webhook-ca-validity', 'allocator',
+    'tls-min-version', 'metrics-secure', 'metrics-cert-dir', 'default-network-nad',
+  ]);
+  bad(!parseNadReference(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
+  bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
+  try {
+    tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String)));
+  } catch (err) {
+    throw new BadValue((err as Error).message);
+  }
+  for (const name of ['kubeconfig', 'context', 'namespace', 'controller-namespace', 'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'metrics-cert-dir'] as const) {
+    bad(a[name] === '', `--${name} must not be empty`);
+  }
+  bad(!(Number.isInteger(a.concurrency) && a.concurrency >= 1), `--concurrency must be a whole number of at least 1 (got ${a.concurrency})`);
+  bad(!positive(a.qps), `--qps must be a positive number (got ${a.qps})`);
+  bad(!(Number.isInteger(a.burst) && a.burst >= 1), `--burst must be a whole number of at least 1 (got ${a.burst})`);
+  bad(!positive(a['resync-period']), `--resync-period must be a positive number of seconds (got ${a['resync-period']})`);
+  bad(!(Number.isFinite(a['graceful-shutdown-timeout']) && a['graceful-shutdown-timeout'] >= 0), `--graceful-shutdown-timeout must be 0 or more seconds (got ${a['graceful-shutdown-timeout']})`);
+  for (const name of ['webhook-cert-validity', 'webhook-ca-validity'] as const) {
+    if (a[name] !== undefined) bad(!positive(a[name]), `--${name} must be a positive number of seconds (got ${a[name]})`);
+  }
+  for (const name of ['metrics-bind-address', 'health-probe-bind-address', 'webhook-bind-address'] as const) {
+    try {
+      parseBindAddress(a[name]);
+    } catch (err) {
+      throw new BadValue(`--${name}: ${(err as Error).message}`);
+    }
+  }
+  try {
+    parseFeatureGatesFlag(a['feature-gates']);
+  } catch (err) {
+    throw new BadValue((err as Error).message);
+  }
+  for (const host of a['webhook-cert-host']) bad(String(host).trim() === '', '--webhook-cert-host must not be empty');
+}
+
+/** The options `run` gets from checked flags. */
+export function toRunOptions(a: RunArgs): RunOptions {
+  return {
+    ...(a.kubeconfig !== undefined ? { kubeconfig: a.kubeconfig } : {}),
+    ...(a.context !== undefined ? { context: a.context } : {}),
+    ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
+    ...(a['feature-gates'] ? { featureGates: a['feature-gates'] } : {}),
+    ...(a['controller-namespace'] !== undefined ? { controllerNamespace: a['controller-namespace'] } : {}),
+    concurrency: a.concurrency,
+    logLevel: a['log-level'],
+    leaderElect: a['leader-elect'],
+    metricsBindAddress: a['metrics-bind-address'],
+    healthProbeBindAddress: a['health-probe-bind-address'],
+    qps: a.qps,
+    burst: a.burst,
+    resyncPeriod: a['resync-period'],
+    gracefulShutdownTimeout: a['graceful-shutdown-timeout'],
+    webhookBindAddress: a['webhook-bind-address'],
+    webhookCertProvisioning: a['webhook-cert-provisioning'] as RunOptions['webhookCertProvisioning'],
+    webhookCertDir: a['webhook-cert-dir'],
+    webhookServiceName: a['webhook-service-name'],
+    webhookConfigurationName: a['webhook-configuration-name'],
+    webhookCertHosts: a['webhook-cert-host'].map(String),
+    ...(a['webhook-cert-validity'] !== undefined ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
+    ...(a['webhook-ca-validity'] !== undefined ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
+    allocator: a.allocator,
+    defaultNetworkNad: parseNadReference(a['default-network-nad'])!,
+    metricsSecure: a['metrics-secure'],
+    ...(a['metrics-cert-dir'] !== undefined ? { metricsCertDir: a['metrics-cert-dir'] } : {}),
+    tlsMinVersion: a['tls-min-version'],
+    tlsCipherSuites: splitSuites(a['tls-cipher-suites'].map(String)),
+  };
+}
+
+/** A decimal number as people write one; anything else (1e3, 0x10, 016, .5) is left to yargs. */
+const PLAIN_NUMBER = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
+
+/**
+ * `run` and its flags, when every token is one of: `--flag=value`, `--flag value` (the value not starting with
+ * "-"), `--boolean`, `--no-boolean`, `--boolean=true|false`; undefined for anything else, and for any command line
+ * the checks reject, so that the caller hands it to yargs (parseCommandLine), which answers the same or words the
+ * error.
+ */
+export function parseRunFast(argv: readonly string[], env: NodeJS.ProcessEnv): RunOptions | undefined {
+  if (argv[0] !== 'run') return undefined;
+  const flags: Record<string, Options> = runFlags(env);
+  const given: Record<string, unknown> = {};
+  for (let i = 1; i < argv.length; i++) {
+    const token = argv[i]!;
+    // Every token is a flag or the value just taken for one; so no word is left over for yargs to read differently
+    // ("--leader-elect false", a second value after an array flag, a positional).
+    if (!token.startsWith('--')) return undefined;
+    const eq = token.indexOf('=');
+    const name = eq === -1 ? token.slice(2) : token.slice(2, eq);
+    let value = eq === -1 ? undefined : token.slice(eq + 1);
+    const flag = Object.hasOwn(flags, name) ? flags[name] : undefined;
+    let parsed: unknown;
+    if (flag === undefined) {
+      const negated = name.startsWith('no-') ? name.slice(3) : '';
+      if (value !== undefined || !Object.hasOwn(flags, negated) || flags[negated]!.type !== 'boolean') return undefined;
+      if (Object.hasOwn(given, negated)) return undefined;
+      given[negated] = false;
+      continue;
+    }
+    if (flag.type === 'boolean') {
+      if (value === undefined) {
+        parsed = true;
+      } else if (value === 'true' || value === 'false') {
+        parsed = value === 'true';
+      } else {
+        return undefined;
+      }
+    } else {
+      if (value === undefined) {
+        value = argv[i + 1];
+        if (value === undefined || value.startsWith('-')) return undefined;
+        i++;
+      }
+      if (flag.type === 'number') {
+        if (!PLAIN_NUMBER.test(value)) return undefined;
+        parsed = Number(value);
+      } else {
+        parsed = value;
+      }
+      if (flag.choices !== undefined && !(flag.choices as readonly unknown[]).includes(parsed)) return undefined;
+    }
+    if (flag.array) {
+      ((given[name] ??= []) as unknown[]).push(parsed);
+    } else {
+      if (Object.hasOwn(given, name)) return undefined; // repeated: yargs words the error
+      given[name] = parsed;
+    }
+  }
+  for (const [name, flag] of Object.entries(flags)) {
+    if (!Object.hasOwn(given, name) && flag.default !== undefined) given[name] = Array.isArray(flag.default) ? [...(flag.default as unknown[])] : flag.default;
+  }
+  try {
+    checkRunArgs(given as unknown as RunArgs);
+  } catch {
+    return undefined;
+  }
+  return toRunOptions(given as unknown as RunArgs);
+}
