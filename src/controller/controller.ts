@@ -78,7 +78,7 @@ export function createController(options: ControllerOptions): Controller {
       if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
       // Our own create or patch coming back: nothing for the VM's reconcile to learn (half the reconciles of a
       // cold start otherwise, and the same share of the work queue during churn).
-      else if (overlay.observeUpdated(objectKey(e.object), e.object)) return;
+      else if (overlay.observeUpdated(objectKey(e.object), e.object, e.type === 'add')) return;
       for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key, priorityOf(e));
     }),
     sources.nads.events$.subscribe((e) => {

@@ -132,13 +132,17 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
   const failures: unknown[] = [];
   await Promise.all(
     plan.creates.map(async (claim) => {
+      const claimKey = keyOf(namespace, claim.metadata.name);
+      overlay.beginCreate(claimKey);
+      let created: IPAMClaim | null = null;
       try {
-        const created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
-        overlay.record(keyOf(namespace, claim.metadata.name), undefined, created);
+        created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
+        overlay.endCreate(claimKey, created);
         metrics?.claimsCreated.inc();
         if (deps.tally) deps.tally.created++;
         log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
       } catch (err) {
+        if (created === null) overlay.endCreate(claimKey, null);
         try {
           onError(err, 'create', claim.metadata.name);
         } catch (raised) {

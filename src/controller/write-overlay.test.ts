@@ -68,4 +68,42 @@ describe('WriteOverlay', () => {
     overlay.record('ns/vm-a.blue', undefined, claim('5', 'c1'));
     assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('5', 'c2')), false, 'another incarnation');
   });
+
+  describe('a create whose claim reaches the informer before the answer', () => {
+    const key = 'ns/vm-a.blue';
+
+    it('takes the add for the echo, and keeps nothing once the answer shows the same claim', () => {
+      const overlay = new WriteOverlay();
+      overlay.beginCreate(key);
+      assert.equal(overlay.observeUpdated(key, claim('5'), true), true, 'no second reconcile for our own claim');
+      overlay.endCreate(key, claim('5'));
+      assert.equal(overlay.size, 0, 'the cache is already as new as the answer');
+      assert.equal(overlay.observeUpdated(key, claim('6')), false, 'a later change is news');
+    });
+
+    it('keeps nothing when the create failed, and does not take a second add for an echo', () => {
+      const overlay = new WriteOverlay();
+      overlay.beginCreate(key);
+      assert.equal(overlay.observeUpdated(key, claim('5', 'someone-else'), true), true);
+      assert.equal(overlay.observeUpdated(key, claim('9', 'third'), true), false, 'only one add can be the echo of one create');
+      overlay.endCreate(key, null);
+      assert.equal(overlay.size, 0);
+      assert.equal(overlay.observeUpdated(key, claim('10', 'fourth'), true), false, 'no create in flight any more');
+    });
+
+    it('never takes an update for the echo of a create', () => {
+      const overlay = new WriteOverlay();
+      overlay.beginCreate(key);
+      assert.equal(overlay.observeUpdated(key, claim('5'), false), false);
+    });
+
+    it('bridges the gap as before when the answer comes first', () => {
+      const overlay = new WriteOverlay();
+      overlay.beginCreate(key);
+      overlay.endCreate(key, claim('5', 'ours'));
+      assert.equal(overlay.view(key, undefined)?.metadata.uid, 'ours', 'the cache does not show it yet');
+      assert.equal(overlay.observeUpdated(key, claim('5', 'ours'), true), true, 'then its add is the echo');
+      assert.equal(overlay.size, 0);
+    });
+  });
 });

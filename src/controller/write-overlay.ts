@@ -16,6 +16,9 @@ interface Entry {
 
 export class WriteOverlay {
   readonly #entries = new Map<string, Entry>();
+  /** Creates in flight, by claim key; and the uid the informer showed for such a key before the create returned. */
+  readonly #creating = new Map<string, number>();
+  readonly #addedWhileCreating = new Map<string, string | undefined>();
   readonly #ttlMs: number;
   readonly #now: () => number;
 
@@ -39,12 +42,45 @@ export class WriteOverlay {
   }
 
   /**
-   * Called with each added or updated claim the informer delivers. True when it is the echo of our own write (the
-   * very state the write answered): the reconcile that wrote already acted on that state, so it needs no new one.
-   * Any state past the write's `before` ends the expectation.
+   * A create of claim `key` is about to be sent. The API server often announces the new claim on the watch before
+   * it answers the POST; without this, that announcement would look like someone else's change and run the VM's
+   * reconcile a second time (a third of a cold start's reconciles were such reruns).
    */
-  observeUpdated(key: string, cached: IPAMClaim): boolean {
+  beginCreate(key: string): void {
+    this.#creating.set(key, (this.#creating.get(key) ?? 0) + 1);
+  }
+
+  /** The create of `key` returned: `created` is the server's answer, null when it failed. */
+  endCreate(key: string, created: IPAMClaim | null): void {
+    const left = (this.#creating.get(key) ?? 1) - 1;
+    const seenUid = this.#addedWhileCreating.get(key);
+    if (left > 0) {
+      this.#creating.set(key, left);
+    } else {
+      this.#creating.delete(key);
+      this.#addedWhileCreating.delete(key);
+    }
+    if (created === null) return;
+    // The informer already showed this very object: the cache is as new as the answer, nothing to bridge.
+    if (seenUid !== undefined && seenUid === created.metadata.uid) return;
+    this.record(key, undefined, created);
+  }
+
+  /**
+   * Called with each added or updated claim the informer delivers (`added`: the informer had no claim under this
+   * key). True when it is the echo of our own write (the very state the write answered): the reconcile that wrote
+   * already acted on that state, so it needs no new one. Any state past the write's `before` ends the expectation.
+   *
+   * A claim added while our create of that name is in flight counts as the echo too: the reconcile that sends the
+   * create is still running and learns from the answer whether the claim is its own (success) or someone else's
+   * (AlreadyExists, which makes it look again). A later update of it is never taken for an echo that way.
+   */
+  observeUpdated(key: string, cached: IPAMClaim, added = false): boolean {
     const entry = this.#entries.get(key);
+    if (!entry && added && this.#creating.has(key) && !this.#addedWhileCreating.has(key)) {
+      this.#addedWhileCreating.set(key, cached.metadata.uid);
+      return true;
+    }
     if (!entry || cached.metadata.resourceVersion === entry.before) return false;
     this.#entries.delete(key);
     return entry.after !== null && entry.after.metadata.uid === cached.metadata.uid && entry.after.metadata.resourceVersion === cached.metadata.resourceVersion;
