@@ -47,3 +47,21 @@ export function share<T extends object>(value: T): T {
   if (shared.size < SHARED_MAX_ENTRIES) shared.set(key, deepFreeze(value));
   return value;
 }
+
+const RECENT_MAX_ENTRIES = 256;
+const recent = new Map<string, object>();
+
+/**
+ * Like share(), for values that repeat in neighbours rather than everywhere: a VM's claims carry the same owner
+ * reference list and the same label, and the informer meets them one after the other (they are created together,
+ * and listed by name). A small table, emptied when full, catches those pairs without holding high-cardinality
+ * values for long.
+ */
+export function shareRecent<T extends object>(value: T): T {
+  const key = JSON.stringify(value);
+  const known = recent.get(key);
+  if (known !== undefined) return known as T;
+  if (recent.size >= RECENT_MAX_ENTRIES) recent.clear();
+  recent.set(key, deepFreeze(value));
+  return value;
+}

@@ -91,6 +91,33 @@ describe('Store', () => {
     assert.deepEqual(s.indexKeys(CLAIMS_BY_OWNER_UID, 'o1'), []);
   });
 
+  it('answers index queries like a plain model through any sequence of adds and deletes (one, a few, many keys)', () => {
+    // Deletes are rarer than adds, so that index values grow past the array size into a Set and shrink back.
+    const op = fc.record({ del: fc.integer({ min: 0, max: 3 }).map((x) => x === 0), n: fc.integer({ min: 0, max: 11 }), owner: fc.constantFrom('o1', 'o2') });
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 10, maxLength: 80, size: 'max' }), (ops) => {
+        const s = newStore();
+        const model = new Map<string, string>(); // claim name -> owner uid
+        for (const { del, n, owner } of ops) {
+          const name = `vm.n${n}`;
+          if (del) {
+            s.delete(claim(name));
+            model.delete(name);
+          } else {
+            s.upsert(claim(name, { vm: 'vm', owner, rv: String(Math.random()) }));
+            model.set(name, owner);
+          }
+          for (const o of ['o1', 'o2']) {
+            const want = [...model].filter(([, v]) => v === o).map(([k]) => `ns1/${k}`).sort();
+            assert.deepEqual(s.indexKeys(CLAIMS_BY_OWNER_UID, o).sort(), want);
+          }
+          assert.deepEqual(s.indexKeys(CLAIMS_BY_VM, 'ns1/vm').sort(), [...model.keys()].map((k) => `ns1/${k}`).sort());
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('indexes existing objects when an index is added late, and rejects unknown or duplicate indexes', () => {
     const s = new Store<IPAMClaim>();
     s.upsert(claim('vm1.a', { vm: 'vm1' }));
