@@ -142,7 +142,13 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
         if (deps.tally) deps.tally.created++;
         log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
       } catch (err) {
-        if (created === null) overlay.endCreate(claimKey, null);
+        if (created === null && overlay.endCreate(claimKey, null)) {
+          // A claim of this name appeared while our create was in flight, and its watch event was taken for our
+          // echo: it is not ours, so whatever the error, the decision must be made again with it in the cache.
+          log.debug({ claim: claim.metadata.name, err }, 'create failed while a claim of that name appeared; will look again');
+          raced = true;
+          return;
+        }
         try {
           onError(err, 'create', claim.metadata.name);
         } catch (raised) {

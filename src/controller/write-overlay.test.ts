@@ -76,7 +76,7 @@ describe('WriteOverlay', () => {
       const overlay = new WriteOverlay();
       overlay.beginCreate(key);
       assert.equal(overlay.observeUpdated(key, claim('5'), true), true, 'no second reconcile for our own claim');
-      overlay.endCreate(key, claim('5'));
+      assert.equal(overlay.endCreate(key, claim('5')), false);
       assert.equal(overlay.size, 0, 'the cache is already as new as the answer');
       assert.equal(overlay.observeUpdated(key, claim('6')), false, 'a later change is news');
     });
@@ -86,9 +86,11 @@ describe('WriteOverlay', () => {
       overlay.beginCreate(key);
       assert.equal(overlay.observeUpdated(key, claim('5', 'someone-else'), true), true);
       assert.equal(overlay.observeUpdated(key, claim('9', 'third'), true), false, 'only one add can be the echo of one create');
-      overlay.endCreate(key, null);
+      assert.equal(overlay.endCreate(key, null), true, 'the claim taken for an echo is someone else\'s: look again');
       assert.equal(overlay.size, 0);
       assert.equal(overlay.observeUpdated(key, claim('10', 'fourth'), true), false, 'no create in flight any more');
+      overlay.beginCreate(key);
+      assert.equal(overlay.endCreate(key, null), false, 'a failed create with nothing taken for its echo');
     });
 
     it('never takes an update for the echo of a create', () => {

@@ -50,8 +50,12 @@ export class WriteOverlay {
     this.#creating.set(key, (this.#creating.get(key) ?? 0) + 1);
   }
 
-  /** The create of `key` returned: `created` is the server's answer, null when it failed. */
-  endCreate(key: string, created: IPAMClaim | null): void {
+  /**
+   * The create of `key` returned: `created` is the server's answer, null when it failed. True when the informer
+   * showed a claim under this key meanwhile and was told it was our echo: after a failed create that claim is
+   * someone else's, and the caller must look again (observeUpdated did not let it run the reconcile).
+   */
+  endCreate(key: string, created: IPAMClaim | null): boolean {
     const left = (this.#creating.get(key) ?? 1) - 1;
     const seenUid = this.#addedWhileCreating.get(key);
     if (left > 0) {
@@ -60,10 +64,11 @@ export class WriteOverlay {
       this.#creating.delete(key);
       this.#addedWhileCreating.delete(key);
     }
-    if (created === null) return;
+    if (created === null) return seenUid !== undefined;
     // The informer already showed this very object: the cache is as new as the answer, nothing to bridge.
-    if (seenUid !== undefined && seenUid === created.metadata.uid) return;
+    if (seenUid !== undefined && seenUid === created.metadata.uid) return false;
     this.record(key, undefined, created);
+    return seenUid !== undefined;
   }
 
   /**
