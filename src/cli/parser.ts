@@ -4,7 +4,7 @@
 
 import yargs, { type Argv } from 'yargs';
 import { UsageError } from './exit-codes.ts';
-import { bad, BadValue, checkRunArgs, rejectRepeats, runFlags, toRunOptions, type RunArgs } from './run-flags.ts';
+import { bad, BadValue, checkRunArgs, rejectRepeats, runFlags, toRunOptions } from './run-flags.ts';
 import type { RunOptions } from './run.ts';
 import type { StatusOptions } from './status.ts';
 
@@ -24,7 +24,7 @@ export { parseNadReference } from './run-flags.ts';
 
 function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
   return y.options(runFlags(env)).check((a) => {
-    checkRunArgs(a as unknown as RunArgs);
+    checkRunArgs(a);
     return true;
   });
 }
@@ -60,7 +60,7 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
     // One spelling per flag: unknown-flag messages name what was typed, and --leaderElect is not a second name.
     .parserConfiguration({ 'camel-case-expansion': false })
     .command('run', 'Run the controller against a cluster (until SIGINT/SIGTERM)', (y) => runBuilder(y, env), (a) => {
-      chosen = { command: 'run', options: toRunOptions(a as unknown as RunArgs) };
+      chosen = { command: 'run', options: toRunOptions(a) };
     })
     .command('status [vm]', "Show each VM's networks with their IPAMClaim, addresses, IPsAllocated condition and owner (docs/status.md)", statusBuilder, (a) => {
       chosen = {

@@ -6,7 +6,7 @@
 // in an unusual form, any value the checks reject) goes to yargs, which parses it again and words the error. A test
 // holds the two to the same answers (run-flags.test.ts).
 
-import type { Options } from 'yargs';
+import type { InferredOptionTypes, Options } from 'yargs';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { splitSuites, tlsProfile } from '../webhook/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
@@ -73,37 +73,8 @@ export function runFlags(env: NodeJS.ProcessEnv) {
   } satisfies Record<string, Options>;
 }
 
-/** The parsed flags of `run`, by flag name. */
-export interface RunArgs {
-  kubeconfig?: string;
-  context?: string;
-  namespace?: string;
-  concurrency: number;
-  'feature-gates'?: string;
-  'log-level': string;
-  'leader-elect': boolean;
-  'controller-namespace'?: string;
-  'metrics-bind-address': string;
-  'metrics-secure': boolean;
-  'metrics-cert-dir'?: string;
-  'health-probe-bind-address': string;
-  qps: number;
-  burst: number;
-  'resync-period': number;
-  'graceful-shutdown-timeout': number;
-  'webhook-bind-address': string;
-  'webhook-cert-provisioning': string;
-  'webhook-cert-dir': string;
-  'webhook-service-name': string;
-  'webhook-configuration-name': string;
-  'webhook-cert-host': (string | number)[];
-  'webhook-cert-validity'?: number;
-  'webhook-ca-validity'?: number;
-  'tls-min-version': string;
-  'tls-cipher-suites': (string | number)[];
-  'default-network-nad': string;
-  allocator: boolean;
-}
+/** The parsed flags of `run`, by flag name: what yargs infers from the table. */
+export type RunArgs = InferredOptionTypes<ReturnType<typeof runFlags>>;
 
 /** Every rule a set of `run` flags must keep; throws BadValue with the one-line reason. */
 export function checkRunArgs(a: RunArgs): void {

@@ -41,10 +41,19 @@ export function deepFreeze<T>(x: T): T {
  * past the bound an object is returned as it came.
  */
 export function share<T extends object>(value: T): T {
+  return shareIn(shared, SHARED_MAX_ENTRIES, 'keep', value);
+}
+
+/** The first value of each content in `table`; a full table is left as it is (`keep`) or emptied (`restart`). */
+function shareIn<T extends object>(table: Map<string, object>, max: number, whenFull: 'keep' | 'restart', value: T): T {
   const key = JSON.stringify(value);
-  const known = shared.get(key);
+  const known = table.get(key);
   if (known !== undefined) return known as T;
-  if (shared.size < SHARED_MAX_ENTRIES) shared.set(key, deepFreeze(value));
+  if (table.size >= max) {
+    if (whenFull === 'keep') return value;
+    table.clear();
+  }
+  table.set(key, deepFreeze(value));
   return value;
 }
 
@@ -58,10 +67,5 @@ const recent = new Map<string, object>();
  * values for long.
  */
 export function shareRecent<T extends object>(value: T): T {
-  const key = JSON.stringify(value);
-  const known = recent.get(key);
-  if (known !== undefined) return known as T;
-  if (recent.size >= RECENT_MAX_ENTRIES) recent.clear();
-  recent.set(key, deepFreeze(value));
-  return value;
+  return shareIn(recent, RECENT_MAX_ENTRIES, 'restart', value);
 }

@@ -302,10 +302,8 @@ export const trimIPAMClaim: Trim<IPAMClaim> = (input) => {
     put(st, 'ips', stringList(status.ips));
     const ownerPod = str(rec(status.ownerPod)?.name);
     if (ownerPod !== undefined) st.ownerPod = { name: ownerPod };
-    const conditions = list(status.conditions)
-      ?.map(trimCondition)
-      .filter((c): c is IPAMClaimCondition => c !== undefined);
-    if (conditions && conditions.length > 0) st.conditions = conditions;
+    const conditions = compactList(status.conditions, trimCondition);
+    if (conditions) st.conditions = conditions;
     if (Object.keys(st).length > 0) claimStatus = st;
   }
   return objectOf<IPAMClaim>(raw, meta, claimSpec, claimStatus);

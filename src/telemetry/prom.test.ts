@@ -42,7 +42,7 @@ test('the classes are prom-client\'s own: a metric of ours registers in a prom-c
 test('loading the metrics module loads neither prom-client\'s index nor @opentelemetry/api', () => {
   const out = execFileSync(
     process.execPath,
-    ['--input-type=module', '-e', `import { createRequire } from 'node:module'; await import(${JSON.stringify(new URL('./metrics.ts', import.meta.url).href)}); const r = createRequire(import.meta.url); console.log(JSON.stringify(Object.keys(r.cache)));`],
+    ['--input-type=module', '-e', `import { createRequire } from 'node:module'; await import(${JSON.stringify(new URL('./metrics.ts', import.meta.url).href)}); const r = createRequire(import.meta.url); process.stdout.write(JSON.stringify(Object.keys(r.cache)));`],
     { encoding: 'utf8' },
   );
   const loaded = JSON.parse(out) as string[];
