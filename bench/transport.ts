@@ -7,6 +7,7 @@
 //
 // Stacks:
 //   https            node:https, HTTP/1.1 keep-alive (what the benchmark's limit client uses)
+//   http2            node:http2, one session (streams multiplexed on one TLS connection)
 //   undici-request   undici.request (undici's own API; HTTP/2 when the server offers it, as undici 8 does)
 //   fetch-h1         undici fetch, HTTP/1.1 only (allowH2: false)
 //   fetch-h2         undici fetch with undici 8's default Agent (HTTP/2 negotiated)
@@ -20,7 +21,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const STACKS = ['https', 'undici-request', 'fetch-h1', 'fetch-h2', 'clientnode-fetch', 'kubeclient'] as const;
+const STACKS = ['https', 'http2', 'undici-request', 'fetch-h1', 'fetch-h2', 'clientnode-fetch', 'kubeclient'] as const;
 type Stack = (typeof STACKS)[number];
 
 interface Job {
@@ -67,6 +68,23 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
             r.resume();
             r.on('end', () => res(r.statusCode ?? 0));
           });
+          req.on('error', rej);
+          req.end(payload);
+        });
+      break;
+    }
+    case 'http2': {
+      const { connect } = await import('node:http2');
+      const session = connect(job.server, { ca });
+      session.on('error', () => undefined);
+      post = (i) =>
+        new Promise((res, rej) => {
+          const payload = JSON.stringify(body(i));
+          const req = session.request({ ':method': 'POST', ':path': path, ...headers, 'content-length': Buffer.byteLength(payload) });
+          let status = 0;
+          req.on('response', (h) => (status = Number(h[':status'])));
+          req.resume();
+          req.on('end', () => res(status));
           req.on('error', rej);
           req.end(payload);
         });
