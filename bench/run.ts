@@ -259,6 +259,9 @@ interface RatioRound {
   writePhaseRatio: number;
   controllerReadyS: number;
   loadavg1: number;
+  /** CPU per claim from spawn to the last claim, ms: the controller, and the limit client doing the same writes. */
+  controllerCpuPerClaimMs: number;
+  limitCpuPerClaimMs: number;
 }
 
 function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult): RatioRound {
@@ -271,6 +274,8 @@ function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult):
     writePhaseRatio: round3(c.writePhaseS / l.writePhaseS),
     controllerReadyS: c.spawnToReadyS ?? NaN,
     loadavg1: round((c.loadavgBefore[0]! + l.loadavgBefore[0]!) / 2, 2),
+    controllerCpuPerClaimMs: round3((1000 * (c.cpuSeconds.controller ?? NaN)) / c.claims),
+    limitCpuPerClaimMs: round3((1000 * (l.cpuSeconds['limit-writer'] ?? NaN)) / l.claims),
   };
 }
 
@@ -301,6 +306,9 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
   const ratio = round(cold.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3);
   const medianRatio = round3(median(rounds.map((r) => r.ratio)));
   const medianWriteRatio = round3(median(rounds.map((r) => r.writePhaseRatio)));
+  // One cold start's CPU moves by ±15 % with the load other jobs put on this machine; the median of the rounds less.
+  const medianCpu = round3(median(rounds.map((r) => r.controllerCpuPerClaimMs)));
+  const medianLimitCpu = round3(median(rounds.map((r) => r.limitCpuPerClaimMs)));
   const projectRatio = viaProject ? round(viaProject.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3) : undefined;
   const cpuRow = (c: Record<string, number>): string =>
     Object.entries(c)
@@ -321,7 +329,8 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
     ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
     [`convergence / limit, MEDIAN of ${rounds.length} paired rounds`, `${medianRatio.toFixed(3)} (target ≤ ${RATIO_TARGET}: ${verdict(medianRatio <= RATIO_TARGET)})`],
     [`write phase alone, median of ${rounds.length} rounds`, medianWriteRatio.toFixed(3)],
-    ...rounds.map((r): Row => [`  round ${r.round} (${r.how})`, `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; load ${r.loadavg1}`]),
+    ...rounds.map((r): Row => [`  round ${r.round} (${r.how})`, `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; CPU per claim ${r.controllerCpuPerClaimMs.toFixed(2)} / ${r.limitCpuPerClaimMs.toFixed(2)} ms; load ${r.loadavg1}`]),
+    [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, `${medianCpu.toFixed(2)} ms / ${medianLimitCpu.toFixed(2)} ms`],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
     ['controller CPU per claim / limit client CPU per claim', `${((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims).toFixed(2)} ms / ${((1000 * (lim.cpuSeconds['limit-writer'] ?? NaN)) / lim.claims).toFixed(2)} ms`],
@@ -349,7 +358,7 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
       'Paired rounds: the machine is shared with other jobs, so its load changes from minute to minute. Each round measures a cold start and a limit run back to back (rounds 2.. alternate which goes first, in fresh namespaces, with the controller scoped to its namespace by --namespace so that it lists exactly N VMs); the target is checked on the median of the per-round ratios.',
       'Diagnostic (round 1 only): the same 2N creates through the controller\'s own KubeClient (src/kube/client.ts, as in production) from a bare process without any controller logic, to separate the HTTP client\'s cost from the rest of the controller.',
     ],
-    json: { ratio: medianRatio, ratioRound1: ratio, medianWritePhaseRatio: medianWriteRatio, rounds, ratioTarget: RATIO_TARGET, controller: cold, limit: lim, ...(viaProject ? { kubeClientDiagnostic: { ratioToLimit: projectRatio, ...viaProject } } : {}) },
+    json: { ratio: medianRatio, ratioRound1: ratio, medianWritePhaseRatio: medianWriteRatio, medianControllerCpuPerClaimMs: medianCpu, medianLimitCpuPerClaimMs: medianLimitCpu, rounds, ratioTarget: RATIO_TARGET, controller: cold, limit: lim, ...(viaProject ? { kubeClientDiagnostic: { ratioToLimit: projectRatio, ...viaProject } } : {}) },
     svg: lineChart({
       title: `Claims over time, N = ${fmtN(cold.vms)} VMs (${fmtN(cold.claims)} claims)`,
       xLabel: 'seconds since process spawn',
