@@ -4,6 +4,11 @@
 // writes through src/kube (KubeClient → @kubernetes/client-node's fetch wrapper → undici fetch).
 //
 //   node bench/transport.ts [--claims 2000] [--rounds 3] [--concurrency 4] [--out docs/benchmarks/transport]
+//                           [--stacks https,http2,...] [--qps Q --burst B [--release-quantum MS]]
+//
+// --qps paces every stack through the project's token bucket (src/kube/token-bucket.ts) as the controller is paced
+// at a cold start; --release-quantum is the bucket's grid (default its own, 50 ms; 0 releases each request when its
+// token is due, one wake-up per request).
 //
 // Stacks:
 //   https            node:https, HTTP/1.1 keep-alive (what the benchmark's limit client uses)
@@ -32,6 +37,8 @@ interface Job {
   namespace: string;
   claims: number;
   concurrency: number;
+  /** Pacing through the project's token bucket; absent: as fast as the concurrency allows. */
+  pace?: { qps: number; burst: number; releaseQuantumMs?: number };
 }
 
 interface ChildResult {
@@ -144,6 +151,15 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
     }
   }
   const importMs = performance.now() - t0;
+  if (job.pace) {
+    const { TokenBucket } = await import('../src/kube/token-bucket.ts');
+    const bucket = new TokenBucket(job.pace);
+    const unpaced = post;
+    post = async (i) => {
+      await bucket.take();
+      return unpaced(i);
+    };
+  }
   const cpu0 = process.cpuUsage();
   const w0 = performance.now();
   let next = 0;
@@ -178,6 +194,9 @@ async function main(): Promise<void> {
       concurrency: { type: 'string' },
       out: { type: 'string' },
       stacks: { type: 'string' },
+      qps: { type: 'string' },
+      burst: { type: 'string' },
+      'release-quantum': { type: 'string' },
     },
   });
   if (values.child) return child(values.child as Stack, values.job!);
@@ -187,6 +206,15 @@ async function main(): Promise<void> {
   const rounds = Number(values.rounds ?? 3);
   const concurrency = Number(values.concurrency ?? 4);
   const stacks = (values.stacks?.split(',') ?? [...STACKS]) as Stack[];
+  const unknown = stacks.filter((st) => !(STACKS as readonly string[]).includes(st));
+  if (unknown.length > 0) throw new Error(`unknown stack(s) ${unknown.join(', ')}; known: ${STACKS.join(', ')}`);
+  const pace: Job['pace'] = values.qps
+    ? {
+        qps: Number(values.qps),
+        burst: Number(values.burst ?? 400),
+        ...(values['release-quantum'] !== undefined ? { releaseQuantumMs: Number(values['release-quantum']) } : {}),
+      }
+    : undefined;
   const out = resolve(repo, values.out ?? 'docs/benchmarks/transport');
   const { startControlPlane } = await import('../e2e/harness/index.ts');
   const { BenchKube } = await import('./lib/kube.ts');
@@ -204,7 +232,7 @@ async function main(): Promise<void> {
         const namespace = `transport-${stack}-${r}`;
         await kube.json('POST', '/api/v1/namespaces', [201], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
         const jobFile = join(tmp, `${namespace}.json`);
-        writeFileSync(jobFile, JSON.stringify({ server: cp.server, token: cp.token, caFile: cp.caFile, kubeconfig: cp.kubeconfigPath, namespace, claims, concurrency } satisfies Job), { mode: 0o600 });
+        writeFileSync(jobFile, JSON.stringify({ server: cp.server, token: cp.token, caFile: cp.caFile, kubeconfig: cp.kubeconfigPath, namespace, claims, concurrency, ...(pace ? { pace } : {}) } satisfies Job), { mode: 0o600 });
         const logFile = join(tmp, `${namespace}.log`);
         const p = spawnTracked(`transport-${stack}`, process.execPath, [new URL(import.meta.url).pathname, '--child', stack, '--job', jobFile], logFile);
         const code = await p.exited;
@@ -244,8 +272,9 @@ async function main(): Promise<void> {
       return '';
     }
   })();
-  const meta = { date: new Date().toISOString(), node: process.version, kubernetes: cp.version, cpus: cpus().length, loadavgStart: loadStart, loadavgEnd: loadEnd, claimsPerRun: claims, rounds, concurrency, commit };
-  process.stdout.write(`\nPOST of ${claims} IPAMClaims, concurrency ${concurrency}, median of ${rounds} rounds (load ${loadStart.join('/')} → ${loadEnd.join('/')})\n${table}\n`);
+  const meta = { date: new Date().toISOString(), node: process.version, kubernetes: cp.version, cpus: cpus().length, loadavgStart: loadStart, loadavgEnd: loadEnd, claimsPerRun: claims, rounds, concurrency, pace: pace ?? null, commit };
+  const paced = pace ? `, paced by the token bucket at --qps ${pace.qps} --burst ${pace.burst}, release quantum ${pace.releaseQuantumMs ?? 'default (50)'} ms` : '';
+  process.stdout.write(`\nPOST of ${claims} IPAMClaims, concurrency ${concurrency}${paced}, median of ${rounds} rounds (load ${loadStart.join('/')} → ${loadEnd.join('/')})\n${table}\n`);
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'transport.json'), `${JSON.stringify({ meta, results: rows, runs: results }, null, 2)}\n`);
   writeFileSync(
@@ -253,7 +282,7 @@ async function main(): Promise<void> {
     [
       '# Client cost of one API request, by HTTP stack',
       '',
-      `Generated by \`node bench/transport.ts\` on ${meta.date}: ${claims} POSTs of an IPAMClaim per run, concurrency ${concurrency}, each stack in its own process, median of ${rounds} interleaved rounds. ${meta.cpus} CPUs, load average ${loadStart.join(' / ')} → ${loadEnd.join(' / ')}, Node ${meta.node}, Kubernetes ${meta.kubernetes}, commit ${commit}.`,
+      `Generated by \`node bench/transport.ts ${process.argv.slice(2).join(' ')}\` on ${meta.date}: ${claims} POSTs of an IPAMClaim per run, concurrency ${concurrency}${paced}, each stack in its own process, median of ${rounds} interleaved rounds. ${meta.cpus} CPUs, load average ${loadStart.join(' / ')} → ${loadEnd.join(' / ')}, Node ${meta.node}, Kubernetes ${meta.kubernetes}, commit ${commit}.`,
       '',
       '| stack | median wall | requests/s | client CPU per request | × node:https | module load |',
       '|---|---|---|---|---|---|',
