@@ -123,6 +123,7 @@ describe('TokenBucket', () => {
           grouped.timers.forEach((at, i) => {
             const due = exact.timers[i]!;
             assert.ok(at >= due - 1e-6 && at <= Math.max(due, due + q - 1e-9) + 1e-6, `waiter ${i}: released at ${at}, token due at ${due}, quantum ${q}`);
+            if (q > 0) assert.ok(Math.abs(at / q - Math.round(at / q)) < 1e-6, `waiter ${i}: released at ${at}, off the ${q} ms grid`);
           });
           const all = [...grouped.grants, ...grouped.timers].sort((x, y) => x - y);
           for (let i = 0; i < all.length; i++) {
