@@ -333,7 +333,7 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
     [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, `${medianCpu.toFixed(2)} ms / ${medianLimitCpu.toFixed(2)} ms`],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
-    ['controller CPU per claim / limit client CPU per claim', `${((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims).toFixed(2)} ms / ${((1000 * (lim.cpuSeconds['limit-writer'] ?? NaN)) / lim.claims).toFixed(2)} ms`],
+    ['controller CPU per claim / limit client CPU per claim, round 1', `${rounds[0]!.controllerCpuPerClaimMs.toFixed(2)} ms / ${rounds[0]!.limitCpuPerClaimMs.toFixed(2)} ms`],
     ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ...(viaProject && projectRatio !== undefined
       ? ([

@@ -1,7 +1,7 @@
 // What one API request costs the client, by HTTP stack: the same POSTs of IPAMClaims (no owners, so the garbage
 // collector stays out of it) into fresh namespaces of a local control plane, with the same concurrency, each stack
 // in its own child process so that its CPU time is its own. A diagnostic for the cold-start ratio: the controller
-// writes through src/kube (KubeClient → @kubernetes/client-node's fetch wrapper → undici fetch).
+// writes through src/kube (KubeClient → node:https; @kubernetes/client-node only for kubeconfig plugins).
 //
 //   node bench/transport.ts [--claims 2000] [--rounds 3] [--concurrency 4] [--out docs/benchmarks/transport]
 //                           [--stacks https,http2,...] [--qps Q --burst B [--release-quantum MS]]
