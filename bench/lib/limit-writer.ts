@@ -7,8 +7,9 @@
 // JOB: { server, token, caFile, concurrency, qps, burst, claims: [IPAMClaim bodies], client?, kubeconfig? }
 //
 // `client: "https"` (default): node:https, HTTP/1.1 keep-alive, one connection per concurrent request.
-// `client: "project"`: the controller's own KubeClient (src/kube: node:https, or @kubernetes/client-node for the
-// kubeconfig plugins), for a diagnostic: the same writes through the controller's transport, without the controller.
+// `client: "project"`: the controller's own KubeClient (src/kube: HTTP/2 through node:http2, or @kubernetes/client-node
+// for the kubeconfig plugins), for a diagnostic: the same writes through the controller's transport, without the
+// controller.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { TokenBucket } from '../../src/kube/token-bucket.ts';

@@ -264,7 +264,7 @@ export class KubeClient {
 
   /** A client for a loaded kubeconfig's connection (see loadKubeConfig). */
   static fromKubeConfig(connection: ConnectionConfig, options: FromKubeConfigOptions = {}): KubeClient {
-    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs }), options);
+    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, ...(options.logger ? { logger: options.logger } : {}) }), options);
   }
 
   get server(): string {

@@ -182,7 +182,7 @@ export function errorFromWatchStatus(status: ApiStatus, object: ObjectRef): Kube
   return new KubeApiError({ reason: classifyStatus(code, status, 'watch'), object, verb: 'watch', code, status });
 }
 
-// Error codes (Node's system errors, undici's) that mean the request may well succeed if repeated.
+// Error codes (Node's system errors, undici's, node:http2's) that mean the request may well succeed if repeated.
 const TRANSIENT_NETWORK_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -200,6 +200,11 @@ const TRANSIENT_NETWORK_CODES = new Set([
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
   'UND_ERR_ABORTED',
+  // HTTP/2: the server reset the stream (e.g. REFUSED_STREAM) or is closing the connection.
+  'ERR_HTTP2_STREAM_ERROR',
+  'ERR_HTTP2_SESSION_ERROR',
+  'ERR_HTTP2_GOAWAY_SESSION',
+  'ERR_HTTP2_INVALID_SESSION',
 ]);
 
 function errorCodes(err: unknown): string[] {

@@ -1,11 +1,13 @@
 // The one place that turns a request into bytes on the wire. Everything above it (the typed client, informers)
 // talks to this interface, so unit tests substitute a scripted transport and no test needs a socket.
 
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { Logger } from 'pino';
 import { httpModule } from './http-module.ts';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { type ConnectionConfig, needsClientNode } from './kubeconfig.ts';
+import { http2Transport } from './http2-transport.ts';
+import { connectionAuth, connectionReset, queryString, timeoutError, tlsMaterial } from './wire.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -40,35 +42,34 @@ export function buildUrl(server: string, path: string, query?: HttpRequest['quer
   return server.replace(/\/+$/, '') + path + queryString(query);
 }
 
-function queryString(query: HttpRequest['query']): string {
-  let qs = '';
-  if (query) {
-    for (const key in query) {
-      const value = query[key];
-      if (value === undefined) continue;
-      qs += `${qs ? '&' : '?'}${encodeURIComponent(key)}=${encodeURIComponent(String(value))}`;
-    }
-  }
-  return qs;
-}
-
 export interface TransportOptions {
   /** Deadline for non-streaming requests. Default 30 s. */
   timeoutMs?: number;
+  /** HTTP/2 when the server offers it (default), unless DISABLE_HTTP2 is set, as for client-go. */
+  http2?: boolean;
+  /** Told which protocol the connection speaks (a fallback to HTTP/1.1 at info). */
+  logger?: Pick<Logger, 'info' | 'debug'>;
 }
-
-/** How often a token file is read again (client-go and @kubernetes/client-node: once a minute). */
-const TOKEN_FILE_TTL_MS = 60_000;
 
 /**
  * The transport for a kubeconfig connection. Server certificate, client certificate and key are read once (a
  * client certificate rotated on disk needs a restart); a token file is read again once a minute, so projected
- * service-account tokens rotate. Users with exec or auth-provider plugins, and clusters behind a proxy-url, go
+ * service-account tokens rotate. An https server gets HTTP/2 (src/kube/http2-transport.ts), falling back to
+ * HTTP/1.1 if it does not offer it. Users with exec or auth-provider plugins, and clusters behind a proxy-url, go
  * through @kubernetes/client-node, which is loaded only then.
  */
 export function connectionTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
   if (needsClientNode(conn)) return pluginTransport(conn, options);
-  return nodeHttpTransport(conn, options);
+  const http2 = options.http2 ?? !process.env.DISABLE_HTTP2;
+  if (!http2 || !conn.cluster.server.startsWith('https:')) return nodeHttpTransport(conn, options);
+  return http2Transport({
+    server: conn.cluster.server,
+    tls: tlsMaterial(conn),
+    auth: connectionAuth(conn.user),
+    timeoutMs: options.timeoutMs ?? 30_000,
+    fallback: () => nodeHttpTransport(conn, options),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
 }
 
 function pluginTransport(conn: ConnectionConfig, options: TransportOptions): Transport {
@@ -80,20 +81,6 @@ function pluginTransport(conn: ConnectionConfig, options: TransportOptions): Tra
       return (await inner).request(req);
     },
   };
-}
-
-function fileOrData(file: string | undefined, data: string | undefined): Buffer | undefined {
-  if (file) return readFileSync(file);
-  if (data) return Buffer.from(data, 'base64');
-  return undefined;
-}
-
-function timeoutError(ms: number): Error {
-  return Object.assign(new Error(`no complete answer within ${ms} ms`), { code: 'ETIMEDOUT' });
-}
-
-function connectionReset(): Error {
-  return Object.assign(new Error('the connection closed before the response was complete'), { code: 'ECONNRESET' });
 }
 
 /**
@@ -112,35 +99,15 @@ class OneServerAgent extends HttpsAgent {
 
 /** node:http(s) over one keep-alive pool: about a third of the CPU per request of WHATWG fetch (bench/transport.ts). */
 export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
-  const { cluster, user } = conn;
+  const { cluster } = conn;
   const url = new URL(cluster.server);
   const secure = url.protocol === 'https:';
   if (!secure && url.protocol !== 'http:') throw new Error(`cluster ${cluster.name}: unsupported server URL ${cluster.server}`);
   const basePath = url.pathname.replace(/\/+$/, '');
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const agent = secure
-    ? new OneServerAgent({
-        keepAlive: true,
-        ca: fileOrData(cluster.caFile, cluster.caData),
-        cert: fileOrData(user.certFile, user.certData),
-        key: fileOrData(user.keyFile, user.keyData),
-        ...(cluster.skipTLSVerify ? { rejectUnauthorized: false } : {}),
-        ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
-      })
-    : new (httpModule().Agent)({ keepAlive: true });
+  const agent = secure ? new OneServerAgent({ keepAlive: true, ...tlsMaterial(conn) }) : new (httpModule().Agent)({ keepAlive: true });
   const send = secure ? httpsRequest : httpModule().request;
-
-  const fixed: Record<string, string> = { Accept: 'application/json' };
-  if (user.impersonateUser) fixed['Impersonate-User'] = user.impersonateUser;
-  if (user.username) fixed.Authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ''}`).toString('base64')}`;
-  if (user.token) fixed.Authorization = `Bearer ${user.token}`;
-  let fileToken: { value: string; readAt: number } | undefined;
-  const authorization = (): string | undefined => {
-    if (!user.tokenFile || user.token) return undefined;
-    const now = Date.now();
-    if (!fileToken || now - fileToken.readAt > TOKEN_FILE_TTL_MS) fileToken = { value: readFileSync(user.tokenFile, 'utf8').trim(), readAt: now };
-    return `Bearer ${fileToken.value}`;
-  };
+  const { fixed, authorization } = connectionAuth(conn.user);
 
   return {
     server: cluster.server,
@@ -149,8 +116,8 @@ export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOpti
       if (signal?.aborted) return Promise.reject(signal.reason);
       const headers: OutgoingHttpHeaders = { ...fixed, ...req.headers };
       const bearer = authorization();
-      if (bearer) headers.Authorization = bearer;
-      if (req.body !== undefined) headers['Content-Length'] = Buffer.byteLength(req.body);
+      if (bearer) headers.authorization = bearer;
+      if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
       return new Promise<HttpResponse>((resolve, reject) => {
         let settledBody = false;
         let timer: NodeJS.Timeout | undefined;

@@ -1,0 +1,332 @@
+import assert from 'node:assert/strict';
+import { type Server as HttpServer, createServer as createHttpServer } from 'node:http';
+import { type Http2SecureServer, type Http2Session, type ServerHttp2Stream, createSecureServer } from 'node:http2';
+import { createServer as createHttpsServer } from 'node:https';
+import { type AddressInfo, type Server as NetServer, type Socket, connect as netConnect, createServer as createNetServer } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { createServer as createTlsServer } from 'node:tls';
+import { generateCa, generateServing } from '../webhook/certs.ts';
+import { errorFromException } from './errors.ts';
+import { http2Transport } from './http2-transport.ts';
+import type { HttpResponse, Transport } from './transport.ts';
+import { connectionAuth } from './wire.ts';
+
+let ca: string;
+let key: string;
+let cert: string;
+
+before(async () => {
+  const now = Date.now();
+  const authority = await generateCa(now, 3_600_000);
+  const serving = await generateServing(authority, now, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], servingValidityMs: 3_600_000 });
+  ca = authority.certPem;
+  key = serving.keyPem;
+  cert = serving.certPem;
+});
+
+type Handler = (stream: ServerHttp2Stream, headers: Record<string, string | string[] | undefined>) => void;
+
+/** An HTTP/2 peer that records every session and request it sees. */
+class H2Peer {
+  readonly sessions: Http2Session[] = [];
+  readonly requests: Record<string, string | string[] | undefined>[] = [];
+  readonly server: Http2SecureServer;
+  handler: Handler = (stream) => {
+    stream.respond({ ':status': 200, 'content-type': 'application/json' });
+    stream.end('{"ok":true}');
+  };
+
+  constructor() {
+    this.server = createSecureServer({ key, cert });
+    this.server.on('session', (s) => this.sessions.push(s));
+    this.server.on('stream', (stream, headers) => {
+      stream.on('error', () => undefined); // a client's cancel arrives as an error here
+      this.requests.push(headers);
+      this.handler(stream, headers);
+    });
+  }
+
+  async listen(): Promise<number> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sessions) s.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+function transport(port: number, extra: Partial<Parameters<typeof http2Transport>[0]> = {}): Transport {
+  return http2Transport({
+    server: `https://127.0.0.1:${port}/prefix/`,
+    tls: { ca: Buffer.from(ca) },
+    auth: connectionAuth({ name: 'u', token: 'secret-token', impersonateUser: 'alice' }),
+    timeoutMs: 5_000,
+    fallback: () => {
+      throw new Error('no fallback expected');
+    },
+    ...extra,
+  });
+}
+
+async function body(resp: HttpResponse): Promise<string> {
+  return resp.text();
+}
+
+describe('http2Transport', { timeout: 20_000 }, () => {
+  it('multiplexes concurrent requests on one connection, with the connection headers, query and body', async () => {
+    const peer = new H2Peer();
+    peer.handler = (stream, headers) => {
+      let received = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (c: string) => (received += c));
+      stream.on('end', () => {
+        stream.respond({ ':status': headers[':method'] === 'POST' ? 201 : 200, 'x-echo': 'yes' });
+        stream.end(JSON.stringify({ path: headers[':path'], received }));
+      });
+    };
+    const port = await peer.listen();
+    try {
+      const t = transport(port);
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          t.request({
+            method: 'POST',
+            path: `/api/v1/things/${i}`,
+            query: { fieldManager: 'me', dryRun: undefined, limit: 5 },
+            headers: { 'Content-Type': 'application/json' },
+            body: `{"n":${i}}`,
+          }),
+        ),
+      );
+      assert.equal(peer.sessions.length, 1, 'all requests share one connection');
+      for (const [i, resp] of answers.entries()) {
+        assert.equal(resp.status, 201);
+        assert.equal(resp.headers['x-echo'], 'yes');
+        assert.equal(resp.headers[':status'], undefined, 'pseudo-headers are not response headers');
+        assert.deepEqual(JSON.parse(await body(resp)), { path: `/prefix/api/v1/things/${i}?fieldManager=me&limit=5`, received: `{"n":${i}}` });
+      }
+      const seen = peer.requests[0];
+      assert.equal(seen?.authorization, 'Bearer secret-token');
+      assert.equal(seen?.['impersonate-user'], 'alice');
+      assert.equal(seen?.['content-type'], 'application/json');
+      assert.equal(seen?.accept, 'application/json');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('streams a long response as it arrives, and an abort closes the stream on the server', async () => {
+    const peer = new H2Peer();
+    let serverStream: ServerHttp2Stream | undefined;
+    const serverClosed = new Promise<void>((resolve) => {
+      peer.handler = (stream) => {
+        serverStream = stream;
+        stream.on('close', () => resolve());
+        stream.respond({ ':status': 200 });
+        stream.write('{"type":"ADDED"}\n');
+      };
+    });
+    const port = await peer.listen();
+    try {
+      const ac = new AbortController();
+      const resp = await transport(port).request({ method: 'GET', path: '/watch', signal: ac.signal, streaming: true });
+      const it = resp.stream()?.[Symbol.asyncIterator]();
+      assert.ok(it);
+      const first = await it.next();
+      assert.equal(Buffer.from(first.value as Uint8Array).toString(), '{"type":"ADDED"}\n');
+      serverStream?.write('{"type":"MODIFIED"}\n');
+      const second = await it.next();
+      assert.equal(Buffer.from(second.value as Uint8Array).toString(), '{"type":"MODIFIED"}\n');
+      ac.abort(new Error('stop watching'));
+      await assert.rejects(it.next(), /stop watching/);
+      await serverClosed;
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('gives up on a request with no answer after its deadline, with a retriable error', async () => {
+    const peer = new H2Peer();
+    peer.handler = () => undefined; // never answers
+    const port = await peer.listen();
+    try {
+      const err = await transport(port, { timeoutMs: 50 }).request({ method: 'GET', path: '/slow' }).then(
+        () => assert.fail('expected a timeout'),
+        (e: unknown) => e,
+      );
+      assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
+      assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('gives up on a connection whose handshake never completes, with a retriable error', async () => {
+    const sockets: Socket[] = [];
+    const silent: NetServer = createNetServer((socket) => void sockets.push(socket)); // accepts, never answers
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const t = transport((silent.address() as AddressInfo).port, { timeoutMs: 100 });
+      const err = await t.request({ method: 'GET', path: '/watch', streaming: true }).then(
+        () => assert.fail('expected the connection to time out'),
+        (e: unknown) => e,
+      );
+      assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
+      assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+
+  it('fails in-flight requests retriably when the connection drops, and the next request reconnects', async () => {
+    const peer = new H2Peer();
+    const port = await peer.listen();
+    try {
+      const t = transport(port);
+      assert.equal((await t.request({ method: 'GET', path: '/one' })).status, 200);
+      peer.handler = (stream) => stream.session?.destroy(); // the connection dies while this request waits
+      const err = await t.request({ method: 'GET', path: '/two' }).then(
+        () => assert.fail('expected a failure'),
+        (e: unknown) => e,
+      );
+      assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
+      peer.handler = (stream) => {
+        stream.respond({ ':status': 200 });
+        stream.end('{}');
+      };
+      assert.equal((await t.request({ method: 'GET', path: '/three' })).status, 200);
+      assert.equal(peer.sessions.length, 2, 'a new connection after the old one died');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('sends new requests on a new connection after GOAWAY, letting open streams finish on the old one', async () => {
+    const peer = new H2Peer();
+    let hold: ServerHttp2Stream | undefined;
+    const held = new Promise<void>((resolve) => {
+      peer.handler = (stream) => {
+        hold = stream;
+        stream.respond({ ':status': 200 });
+        resolve();
+      };
+    });
+    const port = await peer.listen();
+    try {
+      const t = transport(port);
+      const slow = t.request({ method: 'GET', path: '/slow' });
+      await held;
+      const goawaySeen = new Promise<void>((resolve) => peer.sessions[0]?.once('close', () => resolve()));
+      peer.sessions[0]?.goaway();
+      peer.handler = (stream) => {
+        stream.respond({ ':status': 200 });
+        stream.end('{"fresh":true}');
+      };
+      // The client learns of the GOAWAY asynchronously; ask until the answer comes from the second connection.
+      let fresh = await t.request({ method: 'GET', path: '/fresh' }).catch(() => undefined);
+      while (peer.sessions.length < 2) fresh = await t.request({ method: 'GET', path: '/fresh' }).catch(() => undefined);
+      assert.equal(await fresh?.text(), '{"fresh":true}');
+      hold?.end('{"old":true}');
+      assert.equal(await (await slow).text(), '{"old":true}', 'the stream open before GOAWAY completes');
+      await goawaySeen;
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('closes a connection whose peer stops answering pings, failing its streams retriably', async () => {
+    const peer = new H2Peer();
+    peer.handler = (stream) => stream.respond({ ':status': 200 }); // an open watch that stays quiet
+    const port = await peer.listen();
+    // A relay that can be told to swallow everything, like a network path that silently died.
+    let blackhole = false;
+    const sockets: Socket[] = [];
+    const relay: NetServer = createNetServer((client) => {
+      const upstream = netConnect(port, '127.0.0.1');
+      sockets.push(client, upstream);
+      client.on('data', (d) => void (blackhole || upstream.write(d)));
+      upstream.on('data', (d) => void (blackhole || client.write(d)));
+      client.on('error', () => undefined);
+      upstream.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    try {
+      const t = transport((relay.address() as AddressInfo).port, { idlePingMs: 100, pingTimeoutMs: 100 });
+      const resp = await t.request({ method: 'GET', path: '/watch', streaming: true });
+      blackhole = true;
+      const it = resp.stream()?.[Symbol.asyncIterator]();
+      const err = await it?.next().then(
+        () => assert.fail('expected the stream to fail'),
+        (e: unknown) => e,
+      );
+      assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => relay.close(() => resolve()));
+      await peer.close();
+    }
+  });
+
+  it('falls back to HTTP/1.1 for good when the server refuses h2 in the handshake', async () => {
+    const server = createHttpsServer({ key, cert }, (_req, res) => res.end('{"via":"http/1.1"}'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    let fallbacks = 0;
+    try {
+      const fallback: Transport = {
+        server: 'fallback',
+        request: async () => ({ status: 299, headers: {}, text: async () => 'fallback', stream: () => null }),
+      };
+      const said: string[] = [];
+      const t = transport((server.address() as AddressInfo).port, {
+        fallback: () => {
+          fallbacks++;
+          return fallback;
+        },
+        logger: { info: (_o: unknown, msg?: string) => void said.push(String(msg)), debug: () => undefined } as never,
+      });
+      assert.equal((await t.request({ method: 'GET', path: '/a' })).status, 299);
+      assert.equal((await t.request({ method: 'GET', path: '/b' })).status, 299);
+      assert.equal(fallbacks, 1);
+      assert.deepEqual(said, ['the API server does not offer HTTP/2; using HTTP/1.1'], 'an operator learns of the fallback once');
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('falls back to HTTP/1.1 when the handshake completes without agreeing on a protocol', async () => {
+    // TLS without ALPN in front of an HTTP/1.1 server: an h2 client would otherwise wait forever for a SETTINGS frame.
+    const http: HttpServer = createHttpServer((_req, res) => res.end('{}'));
+    const tls = createTlsServer({ key, cert }, (socket) => http.emit('connection', socket));
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    let fellBack = false;
+    try {
+      const t = transport((tls.address() as AddressInfo).port, {
+        fallback: () => {
+          fellBack = true;
+          return { server: 'fallback', request: async () => ({ status: 204, headers: {}, text: async () => '', stream: () => null }) };
+        },
+      });
+      assert.equal((await t.request({ method: 'GET', path: '/a' })).status, 204);
+      assert.ok(fellBack);
+    } finally {
+      await new Promise<void>((resolve) => tls.close(() => resolve()));
+    }
+  });
+
+  it('does not retry a server certificate it cannot verify', async () => {
+    const peer = new H2Peer();
+    const port = await peer.listen();
+    try {
+      const err = await transport(port, { tls: {} }).request({ method: 'GET', path: '/' }).then(
+        () => assert.fail('expected a TLS failure'),
+        (e: unknown) => e,
+      );
+      assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'unknown');
+    } finally {
+      await peer.close();
+    }
+  });
+});

@@ -1,0 +1,83 @@
+// What every transport puts on the wire the same way, whatever the HTTP version: query strings, the headers and
+// token of a connection, its TLS material, and the errors a transport raises itself.
+
+import { readFileSync } from 'node:fs';
+import type { ConnectionConfig } from './kubeconfig.ts';
+import type { HttpRequest } from './transport.ts';
+
+export function queryString(query: HttpRequest['query']): string {
+  let qs = '';
+  if (query) {
+    for (const key in query) {
+      const value = query[key];
+      if (value === undefined) continue;
+      qs += `${qs ? '&' : '?'}${encodeURIComponent(key)}=${encodeURIComponent(String(value))}`;
+    }
+  }
+  return qs;
+}
+
+/** How often a token file is read again (client-go and @kubernetes/client-node: once a minute). */
+const TOKEN_FILE_TTL_MS = 60_000;
+
+/** What every request of one connection carries: fixed headers, and a bearer token that may come from a file. */
+export interface ConnectionAuth {
+  /** Header names in lower case: HTTP/2 requires it, HTTP/1.1 does not care. */
+  fixed: Record<string, string>;
+  /** The Authorization value of a token file, read again once a minute; undefined without a token file. */
+  authorization(): string | undefined;
+}
+
+export function connectionAuth(user: ConnectionConfig['user']): ConnectionAuth {
+  const fixed: Record<string, string> = { accept: 'application/json' };
+  if (user.impersonateUser) fixed['impersonate-user'] = user.impersonateUser;
+  if (user.username) fixed.authorization = `Basic ${Buffer.from(`${user.username}:${user.password ?? ''}`).toString('base64')}`;
+  if (user.token) fixed.authorization = `Bearer ${user.token}`;
+  let fileToken: { value: string; readAt: number } | undefined;
+  return {
+    fixed,
+    authorization(): string | undefined {
+      if (!user.tokenFile || user.token) return undefined;
+      const now = Date.now();
+      if (!fileToken || now - fileToken.readAt > TOKEN_FILE_TTL_MS) fileToken = { value: readFileSync(user.tokenFile, 'utf8').trim(), readAt: now };
+      return `Bearer ${fileToken.value}`;
+    },
+  };
+}
+
+export interface TlsMaterial {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  rejectUnauthorized?: boolean;
+  servername?: string;
+}
+
+/** Server certificate, client certificate and key, read once: a certificate rotated on disk needs a restart. */
+export function tlsMaterial(conn: ConnectionConfig): TlsMaterial {
+  const { cluster, user } = conn;
+  const tls: TlsMaterial = {};
+  const ca = fileOrData(cluster.caFile, cluster.caData);
+  const cert = fileOrData(user.certFile, user.certData);
+  const key = fileOrData(user.keyFile, user.keyData);
+  if (ca) tls.ca = ca;
+  if (cert) tls.cert = cert;
+  if (key) tls.key = key;
+  if (cluster.skipTLSVerify) tls.rejectUnauthorized = false;
+  if (cluster.tlsServerName) tls.servername = cluster.tlsServerName;
+  return tls;
+}
+
+function fileOrData(file: string | undefined, data: string | undefined): Buffer | undefined {
+  if (file) return readFileSync(file);
+  if (data) return Buffer.from(data, 'base64');
+  return undefined;
+}
+
+export function timeoutError(ms: number): Error {
+  return Object.assign(new Error(`no complete answer within ${ms} ms`), { code: 'ETIMEDOUT' });
+}
+
+export function connectionReset(): Error {
+  return Object.assign(new Error('the connection closed before the response was complete'), { code: 'ECONNRESET' });
+}
