@@ -237,9 +237,13 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     }
   });
 
-  it('closes a connection whose peer stops answering pings, failing its streams retriably', async () => {
+  it('keeps pinging a healthy connection, and closes it once a ping goes unanswered, failing its streams retriably', async () => {
     const peer = new H2Peer();
     peer.handler = (stream) => stream.respond({ ':status': 200 }); // an open watch that stays quiet
+    let pings = 0;
+    let pinged: () => void = () => undefined;
+    const twoPings = new Promise<void>((resolve) => (pinged = () => void (++pings >= 2 && resolve())));
+    peer.server.on('session', (s) => s.on('ping', () => pinged()));
     const port = await peer.listen();
     // A relay that can be told to swallow everything, like a network path that silently died.
     let blackhole = false;
@@ -254,8 +258,9 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     });
     await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
     try {
-      const t = transport((relay.address() as AddressInfo).port, { idlePingMs: 100, pingTimeoutMs: 100 });
+      const t = transport((relay.address() as AddressInfo).port, { pingEveryMs: 100, pingTimeoutMs: 100 });
       const resp = await t.request({ method: 'GET', path: '/watch', streaming: true });
+      await twoPings; // not only after the first quiet spell
       blackhole = true;
       const it = resp.stream()?.[Symbol.asyncIterator]();
       const err = await it?.next().then(

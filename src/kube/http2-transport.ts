@@ -20,8 +20,8 @@ export interface Http2TransportOptions {
   timeoutMs: number;
   /** Where every request goes once the server turned out not to speak HTTP/2. Called at most once. */
   fallback: () => Transport;
-  /** A connection silent this long is pinged (client-go: ReadIdleTimeout 30 s). */
-  idlePingMs?: number;
+  /** How often the connection is pinged (client-go pings after 30 s without a frame read: ReadIdleTimeout). */
+  pingEveryMs?: number;
   /** ...and closed if the ping is not answered within this (client-go: PingTimeout 15 s). */
   pingTimeoutMs?: number;
   logger?: Pick<Logger, 'info' | 'debug'>;
@@ -141,23 +141,32 @@ class Http2Transport implements Transport {
     return attempt;
   }
 
-  /** A connection nothing arrives on for a while is pinged; one that does not answer is closed, failing its streams. */
+  /**
+   * The connection is pinged every `pingEveryMs` and closed if a ping is not answered within `pingTimeoutMs`, failing
+   * its streams so that watches reopen elsewhere. client-go pings only after a quiet spell of reads; Node measures
+   * quiet spells over reads and writes together, so a controller that keeps renewing its lease over a dead path would
+   * never see one. A ping every 30 s is one small frame each way.
+   */
   #watchHealth(session: ClientHttp2Session): void {
-    const idle = this.#o.idlePingMs ?? 30_000;
+    const every = this.#o.pingEveryMs ?? 30_000;
     const patience = this.#o.pingTimeoutMs ?? 15_000;
-    session.setTimeout(idle, () => {
-      if (session.destroyed || session.closed || session.connecting) return;
+    let waiting = false;
+    const tick = setInterval(() => {
+      if (waiting || session.connecting || session.destroyed || session.closed) return;
       const deadline = setTimeout(() => {
         const err = Object.assign(new Error(`no answer to an HTTP/2 ping within ${patience} ms`), { code: 'ETIMEDOUT' });
         session.destroy(err);
       }, patience);
       deadline.unref();
-      const sent = session.ping((err) => {
+      waiting = session.ping((err) => {
+        waiting = false;
         clearTimeout(deadline);
         if (err && !session.destroyed) session.destroy(err);
       });
-      if (!sent) clearTimeout(deadline);
-    });
+      if (!waiting) clearTimeout(deadline);
+    }, every);
+    tick.unref();
+    session.once('close', () => clearInterval(tick));
   }
 
   #send(conn: Connection, req: HttpRequest, mayRetry: boolean): Promise<HttpResponse> {
