@@ -1,7 +1,8 @@
 // What one API request costs the client, by HTTP stack: the same POSTs of IPAMClaims (no owners, so the garbage
 // collector stays out of it) into fresh namespaces of a local control plane, with the same concurrency, each stack
 // in its own child process so that its CPU time is its own. A diagnostic for the cold-start ratio: the controller
-// writes through src/kube (KubeClient → node:https; @kubernetes/client-node only for kubeconfig plugins).
+// writes through src/kube (KubeClient → node:http2, node:https where the server has no HTTP/2; @kubernetes/client-node
+// only for kubeconfig plugins).
 //
 //   node bench/transport.ts [--claims 2000] [--rounds 3] [--concurrency 4] [--out docs/benchmarks/transport]
 //                           [--stacks https,http2,...] [--qps Q --burst B [--release-quantum MS]]
@@ -19,6 +20,7 @@
 //   clientnode-fetch @kubernetes/client-node's IsomorphicFetchHttpLibrary with one fixed dispatcher and the headers
 //                    set once (what src/kube/transport.ts does, minus applySecurityAuthentication per request)
 //   kubeclient       the controller's own KubeClient.fromKubeConfig (src/kube/client.ts), as the controller runs it
+//   kubeclient-h1    the same with DISABLE_HTTP2=1: its HTTP/1.1 transport (src/kube/transport.ts)
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent as HttpsAgent, request } from 'node:https';
@@ -26,7 +28,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const STACKS = ['https', 'http2', 'undici-request', 'fetch-h1', 'fetch-h2', 'clientnode-fetch', 'kubeclient'] as const;
+const STACKS = ['https', 'http2', 'undici-request', 'fetch-h1', 'fetch-h2', 'clientnode-fetch', 'kubeclient', 'kubeclient-h1'] as const;
 type Stack = (typeof STACKS)[number];
 
 interface Job {
@@ -135,7 +137,9 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
       };
       break;
     }
-    case 'kubeclient': {
+    case 'kubeclient':
+    case 'kubeclient-h1': {
+      if (stack === 'kubeclient-h1') process.env.DISABLE_HTTP2 = '1';
       const { KubeClient, loadKubeConfig } = await import('../src/kube/client.ts');
       const { resources } = await import('../src/kube/resources.ts');
       const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig }).connection);

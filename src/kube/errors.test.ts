@@ -134,6 +134,15 @@ describe('errorFromException', () => {
     assert.equal(errorFromException(new DOMException('timed out', 'TimeoutError'), claim, 'get').reason, 'transient');
   });
 
+  it('classifies HTTP/2 stream resets and closing connections as transient, and a cancel by its cause', () => {
+    for (const code of ['ERR_HTTP2_STREAM_ERROR', 'ERR_HTTP2_SESSION_ERROR', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']) {
+      assert.equal(errorFromException(sysErr(code), claim, 'create').reason, 'transient', code);
+    }
+    const cancelled = (cause: Error): Error => Object.assign(new Error('The pending stream has been canceled', { cause }), { code: 'ERR_HTTP2_STREAM_CANCEL' });
+    assert.equal(errorFromException(cancelled(sysErr('ECONNRESET')), claim, 'get').reason, 'transient');
+    assert.equal(errorFromException(cancelled(sysErr('UNABLE_TO_VERIFY_LEAF_SIGNATURE')), claim, 'get').reason, 'unknown');
+  });
+
   it('does not call a TLS verification failure transient', () => {
     const err = errorFromException(new TypeError('fetch failed', { cause: sysErr('DEPTH_ZERO_SELF_SIGNED_CERT') }), claim, 'get');
     assert.equal(err.reason, 'unknown');

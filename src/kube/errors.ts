@@ -200,11 +200,14 @@ const TRANSIENT_NETWORK_CODES = new Set([
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
   'UND_ERR_ABORTED',
-  // HTTP/2: the server reset the stream (e.g. REFUSED_STREAM) or is closing the connection.
+  // HTTP/2: the server reset the stream or is closing the connection, or the connection ran out of stream ids.
+  // Not ERR_HTTP2_STREAM_CANCEL: it wraps whatever destroyed the connection, a TLS failure included, and its cause
+  // decides.
   'ERR_HTTP2_STREAM_ERROR',
   'ERR_HTTP2_SESSION_ERROR',
   'ERR_HTTP2_GOAWAY_SESSION',
   'ERR_HTTP2_INVALID_SESSION',
+  'ERR_HTTP2_OUT_OF_STREAMS',
 ]);
 
 function errorCodes(err: unknown): string[] {

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { type Server as HttpServer, createServer as createHttpServer } from 'node:http';
-import { type Http2SecureServer, type Http2Session, type ServerHttp2Stream, createSecureServer } from 'node:http2';
+import { type Http2SecureServer, type Http2Session, type ServerHttp2Stream, type Settings, constants, createSecureServer } from 'node:http2';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, type Server as NetServer, type Socket, connect as netConnect, createServer as createNetServer } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -36,8 +38,8 @@ class H2Peer {
     stream.end('{"ok":true}');
   };
 
-  constructor() {
-    this.server = createSecureServer({ key, cert });
+  constructor(settings: Settings = {}) {
+    this.server = createSecureServer({ key, cert, settings });
     this.server.on('session', (s) => this.sessions.push(s));
     this.server.on('stream', (stream, headers) => {
       stream.on('error', () => undefined); // a client's cancel arrives as an error here
@@ -220,15 +222,17 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       const slow = t.request({ method: 'GET', path: '/slow' });
       await held;
       const goawaySeen = new Promise<void>((resolve) => peer.sessions[0]?.once('close', () => resolve()));
-      peer.sessions[0]?.goaway();
+      peer.sessions[0]?.goaway(0, hold?.id);
       peer.handler = (stream) => {
-        stream.respond({ ':status': 200 });
+        stream.respond({ ':status': 201 });
         stream.end('{"fresh":true}');
       };
-      // The client learns of the GOAWAY asynchronously; ask until the answer comes from the second connection.
-      let fresh = await t.request({ method: 'GET', path: '/fresh' }).catch(() => undefined);
-      while (peer.sessions.length < 2) fresh = await t.request({ method: 'GET', path: '/fresh' }).catch(() => undefined);
-      assert.equal(await fresh?.text(), '{"fresh":true}');
+      // Sent before or after the client reads the GOAWAY: either it goes to a new connection, or the old one refuses
+      // it unprocessed and it is sent again there. Either way the caller sees one success, even for a POST.
+      const fresh = await t.request({ method: 'POST', path: '/fresh', body: '{}' });
+      assert.equal(fresh.status, 201);
+      assert.equal(await fresh.text(), '{"fresh":true}');
+      assert.equal(peer.sessions.length, 2);
       hold?.end('{"old":true}');
       assert.equal(await (await slow).text(), '{"old":true}', 'the stream open before GOAWAY completes');
       await goawaySeen;
@@ -271,6 +275,145 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     } finally {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => relay.close(() => resolve()));
+      await peer.close();
+    }
+  });
+
+  it('rejects a body cut off by a lost connection or a reset, instead of returning it as complete', async () => {
+    const peer = new H2Peer();
+    peer.handler = (stream, headers) => {
+      stream.respond({ ':status': 200 });
+      stream.write('{"items":[{"half":');
+      // A killed API server, or a load balancer dropping its backend; or the server resetting the stream.
+      setImmediate(() => (headers[':path'] === '/reset' ? stream.close(constants.NGHTTP2_CANCEL) : stream.session?.destroy()));
+    };
+    const port = await peer.listen();
+    try {
+      const t = transport(port);
+      for (const path of ['/lost', '/reset']) {
+        const resp = await t.request({ method: 'GET', path });
+        const err = await resp.text().then(
+          (text) => assert.fail(`a cut-off body was returned as complete: ${text}`),
+          (e: unknown) => e,
+        );
+        assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient', path);
+      }
+      const watch = await t.request({ method: 'GET', path: '/lost', streaming: true });
+      const chunks: string[] = [];
+      const err = await (async () => {
+        for await (const c of watch.stream() ?? []) chunks.push(Buffer.from(c).toString());
+      })().then(
+        () => assert.fail('a cut-off watch ended as if the server had closed it'),
+        (e: unknown) => e,
+      );
+      assert.equal(chunks.join(''), '{"items":[{"half":');
+      assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('gives up waiting for a connection as soon as the request is aborted', async () => {
+    const sockets: Socket[] = [];
+    const silent: NetServer = createNetServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      // A connect deadline far beyond the suite's timeout: only the abort can end this request in time.
+      const t = transport((silent.address() as AddressInfo).port, { timeoutMs: 600_000 });
+      const ac = new AbortController();
+      const pending = t.request({ method: 'GET', path: '/version', signal: ac.signal });
+      setImmediate(() => ac.abort(new Error('shutting down')));
+      await assert.rejects(pending, /shutting down/);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+
+  it('opens another connection when every open one is at the server limit of concurrent streams, and closes it when idle', async () => {
+    const peer = new H2Peer({ maxConcurrentStreams: 2 });
+    const open: ServerHttp2Stream[] = [];
+    peer.handler = (stream) => {
+      open.push(stream);
+      stream.respond({ ':status': 200 });
+    };
+    const port = await peer.listen();
+    try {
+      const t = transport(port);
+      await t.request({ method: 'GET', path: '/warm-up' }).then((r) => r.stream()); // learn the server's settings
+      const watches = await Promise.all([1, 2, 3].map((i) => t.request({ method: 'GET', path: `/watch/${i}`, streaming: true })));
+      assert.deepEqual(
+        watches.map((w) => w.status),
+        [200, 200, 200],
+        'no stream waits for a slot',
+      );
+      assert.equal(peer.sessions.length, 2, 'a second connection for the third stream');
+      const spareClosed = new Promise<void>((resolve) => peer.sessions[1]?.once('close', () => resolve()));
+      for (const s of open) s.end();
+      for (const w of watches) for await (const _ of w.stream() ?? []);
+      await spareClosed;
+      assert.equal(peer.sessions[0]?.closed, false, 'the first connection stays');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('sends a request the server refused unprocessed once more, even a POST', async () => {
+    const peer = new H2Peer();
+    let attempts = 0;
+    peer.handler = (stream) => {
+      if (++attempts === 1) return stream.close(constants.NGHTTP2_REFUSED_STREAM);
+      stream.respond({ ':status': 201 });
+      stream.end('{}');
+    };
+    const port = await peer.listen();
+    try {
+      const resp = await transport(port).request({ method: 'POST', path: '/things', body: '{}' });
+      assert.equal(resp.status, 201);
+      assert.equal(attempts, 2);
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('rejects a request HTTP/2 cannot carry without giving up its connection', async () => {
+    const peer = new H2Peer();
+    const port = await peer.listen();
+    try {
+      const t = transport(port);
+      assert.equal((await t.request({ method: 'GET', path: '/one' })).status, 200);
+      await assert.rejects(t.request({ method: 'GET', path: '/bad', headers: { Connection: 'keep-alive' } }), { code: 'ERR_HTTP2_INVALID_CONNECTION_HEADERS' });
+      assert.equal((await t.request({ method: 'GET', path: '/two' })).status, 200);
+      assert.equal(peer.sessions.length, 1);
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('keeps a process alive while a request is in flight, and lets it exit once none is', async () => {
+    const peer = new H2Peer();
+    peer.handler = (stream) => {
+      stream.respond({ ':status': 200 });
+      setTimeout(() => stream.end('{"late":true}'), 200); // the child has nothing else to wait for meanwhile
+    };
+    const port = await peer.listen();
+    const script = `
+      const { http2Transport } = await import(${JSON.stringify(new URL('./http2-transport.ts', import.meta.url).href)});
+      const { connectionAuth } = await import(${JSON.stringify(new URL('./wire.ts', import.meta.url).href)});
+      const t = http2Transport({ server: 'https://127.0.0.1:${port}', tls: { ca: Buffer.from(process.env.CA) }, auth: connectionAuth({ name: 'u' }), timeoutMs: 60000, fallback: () => { throw new Error('no fallback'); } });
+      const r = await t.request({ method: 'GET', path: '/x' });
+      process.stdout.write(await r.text());`;
+    try {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, CA: ca }, stdio: ['ignore', 'pipe', 'inherit'] });
+      // Only a guard against hanging the suite: the child is expected to exit by itself long before.
+      const guard = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      const [code, sig] = (await once(child, 'exit')) as [number | null, string | null];
+      clearTimeout(guard);
+      assert.equal(out, '{"late":true}', 'the answer arrived before the process exited');
+      assert.deepEqual([code, sig], [0, null], 'the process exited by itself once the request was done');
+    } finally {
       await peer.close();
     }
   });

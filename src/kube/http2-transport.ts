@@ -16,11 +16,11 @@ export interface Http2TransportOptions {
   server: string;
   tls: TlsMaterial;
   auth: ConnectionAuth;
-  /** Deadline for non-streaming requests. */
+  /** Deadline for non-streaming requests, and for opening a connection. */
   timeoutMs: number;
   /** Where every request goes once the server turned out not to speak HTTP/2. Called at most once. */
   fallback: () => Transport;
-  /** How often the connection is pinged (client-go pings after 30 s without a frame read: ReadIdleTimeout). */
+  /** How often each connection is pinged (client-go pings after 30 s without a frame read: ReadIdleTimeout). */
   pingEveryMs?: number;
   /** ...and closed if the ping is not answered within this (client-go: PingTimeout 15 s). */
   pingTimeoutMs?: number;
@@ -29,13 +29,19 @@ export interface Http2TransportOptions {
 
 /** Flow-control credit of one stream: a watch whose reader stalls buffers at most this much. */
 const STREAM_WINDOW = 1 << 20;
-/** Credit of the whole connection, above the sum of a few stalled streams so that one stall never blocks the rest. */
-const CONNECTION_WINDOW = 32 << 20;
+/** Credit of the whole connection: what may be in flight on a link with latency (a large list's pages). */
+const CONNECTION_WINDOW = 16 << 20;
+/** Stream ids are odd numbers below 2^31: a connection this far along takes no new request (one per 2^30). */
+const LAST_STREAM_ID = 2 ** 31 - 1025;
 
 /** One TLS connection and the number of streams open on it (the process may exit only while it has none). */
 interface Connection {
   session: ClientHttp2Session;
   open: number;
+  /** No new streams: the server said GOAWAY, the connection failed, or it is spare and idle. */
+  retired: boolean;
+  /** Check the connection now (a request on it timed out). */
+  ping: () => void;
 }
 
 type Http2Module = typeof import('node:http2');
@@ -49,12 +55,20 @@ export function http2Transport(options: Http2TransportOptions): Transport {
   return new Http2Transport(options);
 }
 
+/** Errors from session.request() that mean the connection, not the request, is unusable: nothing was sent. */
+const DEAD_CONNECTION_CODES = new Set(['ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']);
+
 class Http2Transport implements Transport {
   readonly server: string;
   readonly #o: Http2TransportOptions;
   readonly #origin: string;
+  readonly #authority: string;
   readonly #basePath: string;
-  #live: Connection | undefined;
+  /**
+   * Usually one connection. Another is opened only when every open one is at the server's limit of concurrent
+   * streams (as client-go does), and a spare one is closed once it has no stream left.
+   */
+  readonly #pool: Connection[] = [];
   #connecting: Promise<Connection | Transport> | undefined;
   #fallback: Transport | undefined;
 
@@ -63,15 +77,58 @@ class Http2Transport implements Transport {
     this.server = options.server;
     const url = new URL(options.server);
     this.#origin = url.origin;
+    // The URL's host, as HTTP/1.1 and client-go send it; Node would derive it from a tls-server-name, and drop the
+    // brackets of an IPv6 address.
+    this.#authority = url.host;
     this.#basePath = url.pathname.replace(/\/+$/, '');
   }
 
   request(req: HttpRequest): Promise<HttpResponse> {
+    return this.#request(req, true);
+  }
+
+  #request(req: HttpRequest, mayRetry: boolean): Promise<HttpResponse> {
     if (this.#fallback) return this.#fallback.request(req);
-    if (req.signal?.aborted) return Promise.reject(req.signal.reason);
-    const conn = this.#live;
-    if (conn && usable(conn.session)) return this.#send(conn, req, true);
-    return this.#connect().then((c) => ('request' in c ? c.request(req) : this.#send(c, req, true)));
+    const signal = req.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const conn = this.#pick();
+    if (conn) return this.#send(conn, req, mayRetry);
+    const connected = this.#connect();
+    const next = (c: Connection | Transport): Promise<HttpResponse> => ('request' in c ? c.request(req) : this.#request(req, mayRetry));
+    if (!signal) return connected.then(next);
+    // An abort must not wait for a connection that is slow to open.
+    return new Promise<HttpResponse>((resolve, reject) => {
+      const onAbort = (): void => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      connected.then(
+        (c) => {
+          signal.removeEventListener('abort', onAbort);
+          if (!signal.aborted) next(c).then(resolve, reject);
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  /** A connection that can take one more stream now. */
+  #pick(): Connection | undefined {
+    for (const c of this.#pool) {
+      const s = c.session;
+      if (c.retired || s.closed || s.destroyed) continue;
+      if (c.open < (s.remoteSettings.maxConcurrentStreams ?? Infinity)) return c;
+    }
+    return undefined;
+  }
+
+  #retire(conn: Connection, close: boolean): void {
+    conn.retired = true;
+    const i = this.#pool.indexOf(conn);
+    if (i >= 0) this.#pool.splice(i, 1);
+    // A graceful close: streams already open finish, then the connection goes.
+    if (close && !conn.session.closed && !conn.session.destroyed) conn.session.close();
   }
 
   /** The connection being opened, or a new one; resolves to the fallback when the server has no HTTP/2. */
@@ -82,7 +139,7 @@ class Http2Transport implements Transport {
         ...this.#o.tls,
         settings: { enablePush: false, initialWindowSize: STREAM_WINDOW },
       });
-      const conn: Connection = { session, open: 0 };
+      const conn: Connection = { session, open: 0, retired: false, ping: () => undefined };
       let settled = false;
       // A request's own deadline starts once it is sent; this one covers the connection it waits for.
       const connectDeadline = setTimeout(() => session.destroy(timeoutError(this.#o.timeoutMs)), this.#o.timeoutMs);
@@ -108,30 +165,27 @@ class Http2Transport implements Transport {
         // A server without h2 in its ALPN list may still complete the handshake, then never answer a frame.
         if (session.alpnProtocol !== 'h2') return fallBack(`the TLS handshake agreed on ${session.alpnProtocol || 'no protocol'}`);
         settle();
-        this.#o.logger?.debug({ server: this.server }, 'connected to the API server over HTTP/2');
+        this.#o.logger?.debug({ server: this.server, connections: this.#pool.length + 1 }, 'connected to the API server over HTTP/2');
         session.setLocalWindowSize(CONNECTION_WINDOW);
         session.unref();
-        this.#live = conn;
+        this.#pool.push(conn);
         resolve(conn);
       });
-      // Once the server says goodbye (shutdown, or its --goaway-chance) new requests go to a new connection; the
-      // streams already open finish on this one.
-      const retire = (): void => {
-        if (this.#live === conn) this.#live = undefined;
-      };
+      // After GOAWAY (the server shuts down, or its --goaway-chance) new requests go to a new connection; the streams
+      // already open finish on this one.
       session.on('goaway', (code: number) => {
         this.#o.logger?.debug({ server: this.server, code }, 'the API server closes this HTTP/2 connection (GOAWAY)');
-        retire();
+        this.#retire(conn, false);
       });
       session.on('close', () => {
-        retire();
+        this.#retire(conn, false);
         // Destroyed before it connected (by the deadline above, or closed without an error): nothing else answers.
         if (!settled) {
           settle();
           reject(connectionReset());
         }
       });
-      this.#watchHealth(session);
+      conn.ping = this.#watchHealth(session);
     });
     this.#connecting = attempt;
     const clear = (): void => {
@@ -142,16 +196,18 @@ class Http2Transport implements Transport {
   }
 
   /**
-   * The connection is pinged every `pingEveryMs` and closed if a ping is not answered within `pingTimeoutMs`, failing
-   * its streams so that watches reopen elsewhere. client-go pings only after a quiet spell of reads; Node measures
-   * quiet spells over reads and writes together, so a controller that keeps renewing its lease over a dead path would
-   * never see one. A ping every 30 s is one small frame each way.
+   * Each connection is pinged every `pingEveryMs` and closed if a ping is not answered within `pingTimeoutMs`,
+   * failing its streams so that watches reopen elsewhere. client-go pings only after a quiet spell of reads; Node
+   * measures quiet spells over reads and writes together, so a controller that keeps renewing its lease over a dead
+   * path would never see one. A ping every 30 s is one small frame each way. A connection closing after GOAWAY is
+   * not pinged (Node refuses); its watches end with the server's own watch timeout, or the informer's.
+   * Returns a function that checks the connection at once.
    */
-  #watchHealth(session: ClientHttp2Session): void {
+  #watchHealth(session: ClientHttp2Session): () => void {
     const every = this.#o.pingEveryMs ?? 30_000;
     const patience = this.#o.pingTimeoutMs ?? 15_000;
     let waiting = false;
-    const tick = setInterval(() => {
+    const check = (): void => {
       if (waiting || session.connecting || session.destroyed || session.closed) return;
       const deadline = setTimeout(() => {
         const err = Object.assign(new Error(`no answer to an HTTP/2 ping within ${patience} ms`), { code: 'ETIMEDOUT' });
@@ -164,41 +220,45 @@ class Http2Transport implements Transport {
         if (err && !session.destroyed) session.destroy(err);
       });
       if (!waiting) clearTimeout(deadline);
-    }, every);
+    };
+    const tick = setInterval(check, every);
     tick.unref();
     session.once('close', () => clearInterval(tick));
+    return check;
   }
 
   #send(conn: Connection, req: HttpRequest, mayRetry: boolean): Promise<HttpResponse> {
     const { session } = conn;
     const signal = req.signal;
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    const headers: OutgoingHttpHeaders = {
-      ':method': req.method,
-      ':path': this.#basePath + req.path + queryString(req.query),
-      ...this.#o.auth.fixed,
-    };
-    if (req.headers) for (const name in req.headers) headers[name.toLowerCase()] = req.headers[name];
-    const bearer = this.#o.auth.authorization();
-    if (bearer) headers.authorization = bearer;
-    if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
-
     const { constants } = http2Module();
     let stream: ClientHttp2Stream;
     try {
+      const headers: OutgoingHttpHeaders = {
+        ':method': req.method,
+        ':authority': this.#authority,
+        ':path': this.#basePath + req.path + queryString(req.query),
+        ...this.#o.auth.fixed,
+      };
+      if (req.headers) for (const name in req.headers) headers[name.toLowerCase()] = req.headers[name];
+      const bearer = this.#o.auth.authorization();
+      if (bearer) headers.authorization = bearer;
+      if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
       stream = session.request(headers, { endStream: req.body === undefined });
     } catch (err) {
-      // The connection went away between the check and the request (GOAWAY, closed, out of stream ids): nothing
-      // was sent, so one more try on a fresh connection is safe even for a POST.
-      if (this.#live === conn) this.#live = undefined;
-      if (!mayRetry) return Promise.reject(err);
-      return this.#connect().then((c) => ('request' in c ? c.request(req) : this.#send(c, req, false)));
+      // The connection went away between the pick and the request (GOAWAY, closed, out of stream ids): nothing was
+      // sent, so one more try on another connection is safe even for a POST. Anything else is the request's fault.
+      const code = (err as { code?: unknown }).code;
+      if (typeof code !== 'string' || !DEAD_CONNECTION_CODES.has(code)) return Promise.reject(err);
+      this.#retire(conn, true);
+      return mayRetry ? this.#request(req, false) : Promise.reject(err);
     }
     if (conn.open++ === 0) session.ref();
+    if ((stream.id ?? 0) > LAST_STREAM_ID) this.#retire(conn, true);
     const timeoutMs = this.#o.timeoutMs;
 
     return new Promise<HttpResponse>((resolve, reject) => {
       let responded = false;
+      let closed = false;
       let failure: unknown;
       let timer: NodeJS.Timeout | undefined;
       // CANCEL, not the INTERNAL_ERROR a destroy(err) would send: the server should see a client that left.
@@ -209,16 +269,35 @@ class Http2Transport implements Transport {
         stream.destroy(why instanceof Error ? why : new Error(String(why)));
       };
       const onAbort = (): void => cancel(signal?.reason);
+      /** The body ended with END_STREAM; a reset or a lost connection also ends it, with a code other than 0. */
+      const complete = (): boolean => stream.rstCode === undefined || stream.rstCode === constants.NGHTTP2_NO_ERROR;
       stream.once('close', () => {
+        closed = true;
         if (timer) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        if (--conn.open === 0 && !session.destroyed) session.unref();
-        if (!responded) reject(failure ?? connectionReset());
+        if (--conn.open === 0 && !session.destroyed) {
+          session.unref();
+          if (conn !== this.#pool[0]) this.#retire(conn, true); // a spare connection, no longer needed
+        }
+        if (responded) return;
+        // Refused (by the server, or after its GOAWAY): it was not processed (RFC 9113 §8.7), so it is safe to send
+        // again, even a POST, as Go's client does. Our own cancel closes with CANCEL and never lands here.
+        if (mayRetry && stream.rstCode === constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || isStreamError(failure))) {
+          this.#request(req, false).then(resolve, reject);
+          return;
+        }
+        reject(failure ?? connectionReset());
       });
       stream.on('error', (err) => {
         failure ??= err;
+        if ((err as { code?: string }).code === 'ERR_HTTP2_OUT_OF_STREAMS') this.#retire(conn, true);
       });
-      if (!req.streaming) timer = setTimeout(() => cancel(timeoutError(timeoutMs)), timeoutMs);
+      if (!req.streaming) {
+        timer = setTimeout(() => {
+          cancel(timeoutError(timeoutMs));
+          conn.ping(); // a connection that died silently fails every request until it is found out
+        }, timeoutMs);
+      }
       signal?.addEventListener('abort', onAbort, { once: true });
 
       stream.once('response', (h: IncomingHttpHeaders) => {
@@ -241,18 +320,21 @@ class Http2Transport implements Transport {
               let ended = false;
               stream.on('data', (c: Buffer) => chunks.push(c));
               stream.once('end', () => {
+                if (!complete()) return; // cut off: 'close' says why
                 ended = true;
                 ok(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8'));
               });
-              stream.once('close', () => {
+              const onClose = (): void => {
                 if (!ended) fail(failure ?? connectionReset());
-              });
+              };
+              if (closed) onClose();
+              else stream.once('close', onClose);
             });
           },
           stream: () => {
             if (consumed) return null;
             consumed = true;
-            return stream;
+            return checkedBody(stream, complete, () => failure ?? connectionReset());
           },
         });
       });
@@ -261,6 +343,12 @@ class Http2Transport implements Transport {
   }
 }
 
-function usable(session: ClientHttp2Session): boolean {
-  return !session.closed && !session.destroyed;
+function isStreamError(err: unknown): boolean {
+  return (err as { code?: unknown } | undefined)?.code === 'ERR_HTTP2_STREAM_ERROR';
+}
+
+/** The body's chunks; a body cut off by a reset or a lost connection throws instead of ending as if complete. */
+async function* checkedBody(stream: ClientHttp2Stream, complete: () => boolean, why: () => unknown): AsyncGenerator<Uint8Array> {
+  for await (const chunk of stream) yield chunk as Uint8Array;
+  if (!complete()) throw why();
 }
