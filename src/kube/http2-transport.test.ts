@@ -339,20 +339,36 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     };
     const port = await peer.listen();
     try {
-      const t = transport(port);
-      await t.request({ method: 'GET', path: '/warm-up' }).then((r) => r.stream()); // learn the server's settings
-      const watches = await Promise.all([1, 2, 3].map((i) => t.request({ method: 'GET', path: `/watch/${i}`, streaming: true })));
+      const t = transport(port, { spareIdleMs: 50 });
+      // A cold burst: the limit is known only from the server's first SETTINGS, which arrive after the handshake.
+      const watches = await Promise.all([1, 2, 3, 4, 5].map((i) => t.request({ method: 'GET', path: `/watch/${i}`, streaming: true })));
       assert.deepEqual(
         watches.map((w) => w.status),
-        [200, 200, 200],
-        'no stream waits for a slot',
+        [200, 200, 200, 200, 200],
+        'no stream waits for a slot, none is refused',
       );
-      assert.equal(peer.sessions.length, 2, 'a second connection for the third stream');
-      const spareClosed = new Promise<void>((resolve) => peer.sessions[1]?.once('close', () => resolve()));
+      assert.equal(peer.sessions.length, 3, 'two streams a connection');
+      const sparesClosed = Promise.all(peer.sessions.slice(1).map((s) => new Promise<void>((resolve) => s.once('close', () => resolve()))));
       for (const s of open) s.end();
       for (const w of watches) for await (const _ of w.stream() ?? []);
-      await spareClosed;
+      await sparesClosed;
       assert.equal(peer.sessions[0]?.closed, false, 'the first connection stays');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('hands over an empty body even when it is read after the stream closed', async () => {
+    const peer = new H2Peer();
+    peer.handler = (stream) => {
+      stream.respond({ ':status': 204 }, { endStream: true });
+    };
+    const port = await peer.listen();
+    try {
+      const resp = await transport(port).request({ method: 'DELETE', path: '/things/a' });
+      await new Promise((resolve) => setTimeout(resolve, 20)); // end and close have both happened by now
+      assert.equal(resp.status, 204);
+      assert.equal(await resp.text(), '');
     } finally {
       await peer.close();
     }

@@ -24,6 +24,8 @@ export interface Http2TransportOptions {
   pingEveryMs?: number;
   /** ...and closed if the ping is not answered within this (client-go: PingTimeout 15 s). */
   pingTimeoutMs?: number;
+  /** How long an extra connection (opened at the server's stream limit) is kept without a stream. */
+  spareIdleMs?: number;
   logger?: Pick<Logger, 'info' | 'debug'>;
 }
 
@@ -42,6 +44,8 @@ interface Connection {
   retired: boolean;
   /** Check the connection now (a request on it timed out). */
   ping: () => void;
+  /** Closes a spare connection that stays without a stream. */
+  idle?: NodeJS.Timeout;
 }
 
 type Http2Module = typeof import('node:http2');
@@ -55,7 +59,7 @@ export function http2Transport(options: Http2TransportOptions): Transport {
   return new Http2Transport(options);
 }
 
-/** Errors from session.request() that mean the connection, not the request, is unusable: nothing was sent. */
+/** Stream errors that mean the connection, not the request, was unusable: nothing was sent. */
 const DEAD_CONNECTION_CODES = new Set(['ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']);
 
 class Http2Transport implements Transport {
@@ -94,7 +98,14 @@ class Http2Transport implements Transport {
     const conn = this.#pick();
     if (conn) return this.#send(conn, req, mayRetry);
     const connected = this.#connect();
-    const next = (c: Connection | Transport): Promise<HttpResponse> => ('request' in c ? c.request(req) : this.#request(req, mayRetry));
+    const next = (c: Connection | Transport): Promise<HttpResponse> => {
+      if ('request' in c) return c.request(req);
+      // A server that allows no stream at all would otherwise have us open connections in a loop.
+      if (c.session.remoteSettings.maxConcurrentStreams === 0) {
+        return Promise.reject(Object.assign(new Error('the API server allows no HTTP/2 stream (MAX_CONCURRENT_STREAMS 0)'), { code: 'ERR_HTTP2_STREAM_ERROR' }));
+      }
+      return this.#request(req, mayRetry);
+    };
     if (!signal) return connected.then(next);
     // An abort must not wait for a connection that is slow to open.
     return new Promise<HttpResponse>((resolve, reject) => {
@@ -125,6 +136,7 @@ class Http2Transport implements Transport {
 
   #retire(conn: Connection, close: boolean): void {
     conn.retired = true;
+    clearTimeout(conn.idle);
     const i = this.#pool.indexOf(conn);
     if (i >= 0) this.#pool.splice(i, 1);
     // A graceful close: streams already open finish, then the connection goes.
@@ -164,12 +176,18 @@ class Http2Transport implements Transport {
       session.once('connect', () => {
         // A server without h2 in its ALPN list may still complete the handshake, then never answer a frame.
         if (session.alpnProtocol !== 'h2') return fallBack(`the TLS handshake agreed on ${session.alpnProtocol || 'no protocol'}`);
-        settle();
-        this.#o.logger?.debug({ server: this.server, connections: this.#pool.length + 1 }, 'connected to the API server over HTTP/2');
         session.setLocalWindowSize(CONNECTION_WINDOW);
-        session.unref();
-        this.#pool.push(conn);
-        resolve(conn);
+        // The server's limit of concurrent streams comes with its first SETTINGS, after 'connect' (until then nghttp2
+        // assumes 100); waiters that pick connections by it must not see the placeholder.
+        session.once('remoteSettings', () => {
+          settle();
+          this.#o.logger?.debug({ server: this.server, connections: this.#pool.length + 1 }, 'connected to the API server over HTTP/2');
+          session.unref();
+          this.#pool.push(conn);
+          resolve(conn);
+          // The waiters may all have found room elsewhere meanwhile, or been aborted.
+          setImmediate(() => this.#idleSpare(conn));
+        });
       });
       // After GOAWAY (the server shuts down, or its --goaway-chance) new requests go to a new connection; the streams
       // already open finish on this one.
@@ -193,6 +211,16 @@ class Http2Transport implements Transport {
     };
     attempt.then(clear, clear);
     return attempt;
+  }
+
+  /** A spare connection (not the first) with no stream is closed if it stays so for `spareIdleMs`. */
+  #idleSpare(conn: Connection): void {
+    if (conn.open > 0 || conn.retired || conn === this.#pool[0]) return;
+    clearTimeout(conn.idle);
+    conn.idle = setTimeout(() => {
+      if (conn.open === 0 && conn !== this.#pool[0]) this.#retire(conn, true);
+    }, this.#o.spareIdleMs ?? 60_000);
+    conn.idle.unref();
   }
 
   /**
@@ -245,13 +273,9 @@ class Http2Transport implements Transport {
       if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
       stream = session.request(headers, { endStream: req.body === undefined });
     } catch (err) {
-      // The connection went away between the pick and the request (GOAWAY, closed, out of stream ids): nothing was
-      // sent, so one more try on another connection is safe even for a POST. Anything else is the request's fault.
-      const code = (err as { code?: unknown }).code;
-      if (typeof code !== 'string' || !DEAD_CONNECTION_CODES.has(code)) return Promise.reject(err);
-      this.#retire(conn, true);
-      return mayRetry ? this.#request(req, false) : Promise.reject(err);
+      return Promise.reject(err); // e.g. a header HTTP/2 cannot carry: the request's fault, not the connection's
     }
+    clearTimeout(conn.idle);
     if (conn.open++ === 0) session.ref();
     if ((stream.id ?? 0) > LAST_STREAM_ID) this.#retire(conn, true);
     const timeoutMs = this.#o.timeoutMs;
@@ -269,7 +293,11 @@ class Http2Transport implements Transport {
         stream.destroy(why instanceof Error ? why : new Error(String(why)));
       };
       const onAbort = (): void => cancel(signal?.reason);
-      /** The body ended with END_STREAM; a reset or a lost connection also ends it, with a code other than 0. */
+      /**
+       * The body ended with END_STREAM; a reset or a lost connection also ends it, with a code other than 0. (A reset
+       * with NO_ERROR before END_STREAM, which no conforming server sends mid-body, cannot be told apart; a declared
+       * content-length that was not met is caught by nghttp2 itself.)
+       */
       const complete = (): boolean => stream.rstCode === undefined || stream.rstCode === constants.NGHTTP2_NO_ERROR;
       stream.once('close', () => {
         closed = true;
@@ -277,12 +305,16 @@ class Http2Transport implements Transport {
         signal?.removeEventListener('abort', onAbort);
         if (--conn.open === 0 && !session.destroyed) {
           session.unref();
-          if (conn !== this.#pool[0]) this.#retire(conn, true); // a spare connection, no longer needed
+          this.#idleSpare(conn);
         }
         if (responded) return;
-        // Refused (by the server, or after its GOAWAY): it was not processed (RFC 9113 §8.7), so it is safe to send
-        // again, even a POST, as Go's client does. Our own cancel closes with CANCEL and never lands here.
-        if (mayRetry && stream.rstCode === constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || isStreamError(failure))) {
+        // Not processed by the server, so safe to send again once, even a POST, as Go's client does: refused (by the
+        // server, or after its GOAWAY; RFC 9113 §8.7), or never sent because the connection was already closing. Our
+        // own cancel closes with CANCEL and never lands here.
+        const refused = stream.rstCode === constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || isStreamError(failure));
+        const unsent = DEAD_CONNECTION_CODES.has(errorCode(failure));
+        if (unsent) this.#retire(conn, true);
+        if (mayRetry && (refused || unsent)) {
           this.#request(req, false).then(resolve, reject);
           return;
         }
@@ -290,7 +322,6 @@ class Http2Transport implements Transport {
       });
       stream.on('error', (err) => {
         failure ??= err;
-        if ((err as { code?: string }).code === 'ERR_HTTP2_OUT_OF_STREAMS') this.#retire(conn, true);
       });
       if (!req.streaming) {
         timer = setTimeout(() => {
@@ -318,14 +349,19 @@ class Http2Transport implements Transport {
             return new Promise<string>((ok, fail) => {
               const chunks: Buffer[] = [];
               let ended = false;
-              stream.on('data', (c: Buffer) => chunks.push(c));
-              stream.once('end', () => {
-                if (!complete()) return; // cut off: 'close' says why
+              const finish = (): void => {
                 ended = true;
                 ok(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+              };
+              stream.on('data', (c: Buffer) => chunks.push(c));
+              stream.once('end', () => {
+                if (complete()) finish(); // else cut off: 'close' says why
               });
               const onClose = (): void => {
-                if (!ended) fail(failure ?? connectionReset());
+                if (ended) return;
+                // Closed before text() was called: an empty body had nothing to buffer, so it ended and closed at once.
+                if (failure === undefined && stream.readableEnded && complete()) finish();
+                else fail(failure ?? connectionReset());
               };
               if (closed) onClose();
               else stream.once('close', onClose);
@@ -343,8 +379,13 @@ class Http2Transport implements Transport {
   }
 }
 
+function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : '';
+}
+
 function isStreamError(err: unknown): boolean {
-  return (err as { code?: unknown } | undefined)?.code === 'ERR_HTTP2_STREAM_ERROR';
+  return errorCode(err) === 'ERR_HTTP2_STREAM_ERROR';
 }
 
 /** The body's chunks; a body cut off by a reset or a lost connection throws instead of ending as if complete. */
