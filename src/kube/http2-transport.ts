@@ -70,7 +70,7 @@ class Http2Transport implements Transport {
   readonly #basePath: string;
   /**
    * Usually one connection. Another is opened only when every open one is at the server's limit of concurrent
-   * streams (as client-go does), and a spare one is closed once it has no stream left.
+   * streams (as client-go does), and such a spare is closed after `spareIdleMs` without a stream.
    */
   readonly #pool: Connection[] = [];
   #connecting: Promise<Connection | Transport> | undefined;
