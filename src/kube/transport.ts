@@ -1,5 +1,6 @@
 // The one place that turns a request into bytes on the wire. Everything above it (the typed client, informers)
-// talks to this interface, so unit tests substitute a scripted transport and no test needs a socket.
+// talks to this interface, so their unit tests substitute a scripted transport; only the transports' own tests
+// (src/kube/http2-transport.test.ts) open sockets, to a local server.
 
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
