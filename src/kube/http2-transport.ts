@@ -9,7 +9,7 @@
 import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import type { Logger } from 'pino';
 import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
-import { type ConnectionAuth, type TlsMaterial, connectionReset, queryString, timeoutError } from './wire.ts';
+import { type ConnectionAuth, type TlsMaterial, connectionReset, flatHeaders, queryString, timeoutError, utf8Body } from './wire.ts';
 
 export interface Http2TransportOptions {
   /** `https://host:port`, optionally with a path prefix. */
@@ -333,12 +333,7 @@ class Http2Transport implements Transport {
 
       stream.once('response', (h: IncomingHttpHeaders) => {
         responded = true;
-        const flat: Record<string, string> = {};
-        for (const key in h) {
-          if (key.charCodeAt(0) === 58 /* ':' */) continue;
-          const v = h[key];
-          if (v !== undefined) flat[key] = Array.isArray(v) ? v.join(', ') : v;
-        }
+        const flat = flatHeaders(h);
         let consumed = false;
         resolve({
           status: Number(h[':status'] ?? 0),
@@ -351,7 +346,7 @@ class Http2Transport implements Transport {
               let ended = false;
               const finish = (): void => {
                 ended = true;
-                ok(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+                ok(utf8Body(chunks));
               };
               stream.on('data', (c: Buffer) => chunks.push(c));
               stream.once('end', () => {

@@ -8,7 +8,7 @@ import { httpModule } from './http-module.ts';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { type ConnectionConfig, needsClientNode } from './kubeconfig.ts';
 import { http2Transport } from './http2-transport.ts';
-import { connectionAuth, connectionReset, queryString, timeoutError, tlsMaterial } from './wire.ts';
+import { connectionAuth, connectionReset, flatHeaders, queryString, timeoutError, tlsMaterial, utf8Body } from './wire.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -143,11 +143,7 @@ export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOpti
           reject(err);
         });
         r.on('response', (res: IncomingMessage) => {
-          const flat: Record<string, string> = {};
-          for (const key in res.headers) {
-            const v = res.headers[key];
-            if (v !== undefined) flat[key] = Array.isArray(v) ? v.join(', ') : v;
-          }
+          const flat = flatHeaders(res.headers);
           res.on('close', done);
           let consumed = false;
           resolve({
@@ -161,7 +157,7 @@ export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOpti
                 res.on('data', (c: Buffer) => chunks.push(c));
                 res.on('end', () => {
                   settledBody = true;
-                  ok(chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+                  ok(utf8Body(chunks));
                 });
                 res.on('error', fail);
                 res.on('close', () => {

@@ -1,5 +1,6 @@
-// What every transport puts on the wire the same way, whatever the HTTP version: query strings, the headers and
-// token of a connection, its TLS material, and the errors a transport raises itself.
+// What every transport does the same way, whatever the HTTP version: query strings, the headers and token of a
+// connection, its TLS material, response headers and bodies as the client sees them, and the errors a transport
+// raises itself.
 
 import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from './kubeconfig.ts';
@@ -72,6 +73,22 @@ function fileOrData(file: string | undefined, data: string | undefined): Buffer 
   if (file) return readFileSync(file);
   if (data) return Buffer.from(data, 'base64');
   return undefined;
+}
+
+/** Response headers as one string each (repeated ones joined), without HTTP/2's pseudo-headers such as `:status`. */
+export function flatHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const key in headers) {
+    if (key.charCodeAt(0) === 58 /* ':' */) continue;
+    const v = headers[key];
+    if (v !== undefined) flat[key] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return flat;
+}
+
+/** A body received in chunks, as text (most answers arrive in one chunk: no copy then). */
+export function utf8Body(chunks: readonly Buffer[]): string {
+  return chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
 }
 
 export function timeoutError(ms: number): Error {
