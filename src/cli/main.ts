@@ -4,7 +4,6 @@
 // its own message; a stack trace means a bug, and is printed only then.
 
 import './require-node.ts'; // first: see why there
-import './memory-first.ts'; // second: see why there
 import { CliError, EXIT, UsageError } from './exit-codes.ts';
 import { parseRunFast } from './run-flags.ts';
 import { run } from './run.ts';

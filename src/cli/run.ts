@@ -28,6 +28,7 @@ import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
 import { tlsProfile } from '../webhook/tls-profile.ts';
 import { parseBindAddress } from './addresses.ts';
 import { CliError, EXIT } from './exit-codes.ts';
+import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';
 
 export { CliError };
 
@@ -238,6 +239,16 @@ export async function run(options: RunOptions): Promise<number> {
     log.info({ gate }, 'caches synced');
     log.info({ featureGate: FEATURE_GATE, enabled: gate.enabled, source: gate.source }, `feature gate ${FEATURE_GATE} is ${describeGate(gate)}`);
   }
+  // Start-up runs with V8's defaults, the steady state sized for memory (v8-sizing.ts says why).
+  const idle = (q: { len(): number; inFlight(): number }): boolean => q.len() === 0 && q.inFlight() === 0;
+  const stopSizing = stopping.signal.aborted
+    ? () => undefined
+    : whenSteady({
+        queuesIdle: () => idle(controller.queue) && (!allocator || idle(allocator.queue)),
+        onSteady: () => {
+          if (sizeV8ForMemory()) log.debug('start-up done: V8 now sized for memory (--optimize-for-size)');
+        },
+      });
 
   const drainMs = options.gracefulShutdownTimeout * 1000;
   // The allocator serves its own queue under the same leadership as the controller.
@@ -280,6 +291,7 @@ export async function run(options: RunOptions): Promise<number> {
     }
   }
 
+  stopSizing();
   await sources.stop();
   await allocator?.stop();
   controller.dispose();
