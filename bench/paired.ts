@@ -1,0 +1,215 @@
+// Paired cold starts of two or more controller builds on ONE local control plane: the quick way to tell whether a
+// change moves CPU or memory. `--scales` starts a fresh control plane per size and measures one build; the machine's
+// load moves a single cold start's CPU by 10-20 %, which hides a change of a few percent. Here each round runs every
+// arm once, back to back, in a fresh namespace of its own (the controller scoped to it with --namespace), alternating
+// the order, so the arms see the same machine. The controller is started as bench/run.ts starts it (the Deployment's
+// args and env, bench/lib/controller.ts); an arm may add node flags or environment, or run another commit's build.
+//
+//   node bench/paired.ts [--vms 1000] [--rounds 3] [--settle-seconds 0] --arm 'NAME [ref=REV] [flags=F]... [env=K=V]...' ...
+//
+//   ref=REV    the controller built from that git revision (default: this checkout's dist/, run `npm run build`
+//              first); built once into .paired/<commit>/dist
+//   flags=F    a node flag for this arm (repeatable), e.g. flags=--single-threaded-gc
+//   env=K=V    an environment variable for this arm's controller (repeatable)
+//
+// Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
+import { shippedClientSettings } from './lib/deployment.ts';
+import { BenchKube, sleep } from './lib/kube.ts';
+import { createKubeVirtCR } from './lib/objects.ts';
+import { procMemory } from './lib/proc.ts';
+import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
+import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
+import { mean, percentile, round } from './lib/stats.ts';
+
+const REPO = fileURLToPath(new URL('..', import.meta.url));
+
+interface Arm {
+  name: string;
+  ref?: string;
+  flags: string[];
+  env: Record<string, string>;
+  entry?: string;
+}
+
+export function parseArm(spec: string): Arm {
+  const [name, ...rest] = spec.trim().split(/\s+/);
+  if (!name || !/^[a-z0-9][a-z0-9-]*$/.test(name)) throw new Error(`--arm ${JSON.stringify(spec)}: the name (first word) must be [a-z0-9-]`);
+  const arm: Arm = { name, flags: [], env: {} };
+  for (const part of rest) {
+    const eq = part.indexOf('=');
+    const [key, value] = eq < 0 ? [part, ''] : [part.slice(0, eq), part.slice(eq + 1)];
+    if (key === 'ref' && value) arm.ref = value;
+    else if (key === 'flags' && value.startsWith('--')) arm.flags.push(value);
+    else if (key === 'env' && /^[A-Za-z_][A-Za-z0-9_]*=/.test(value)) arm.env[value.slice(0, value.indexOf('='))] = value.slice(value.indexOf('=') + 1);
+    else throw new Error(`--arm ${JSON.stringify(spec)}: cannot read ${JSON.stringify(part)} (ref=REV, flags=--F, env=K=V)`);
+  }
+  return arm;
+}
+
+/** The controller of a git revision, compiled once into .paired/<commit>/dist (inside the repo, so that its imports
+ * resolve to this checkout's node_modules). */
+function buildRef(ref: string, log: (l: string) => void): string {
+  const sha = execFileSync('git', ['rev-parse', '--verify', `${ref}^{commit}`], { cwd: REPO, encoding: 'utf8' }).trim();
+  const out = join(REPO, '.paired', sha, 'dist');
+  const entry = join(out, 'cli', 'main.js');
+  if (existsSync(entry)) return entry;
+  const tree = mkdtempSync(join(tmpdir(), 'paired-src-'));
+  log(`building ${ref} (${sha.slice(0, 12)}) into ${out}`);
+  try {
+    execFileSync('git', ['worktree', 'add', '--detach', '--quiet', tree, sha], { cwd: REPO, stdio: 'inherit' });
+    symlinkSync(join(REPO, 'node_modules'), join(tree, 'node_modules'));
+    mkdirSync(out, { recursive: true });
+    execFileSync(process.execPath, [join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(tree, 'tsconfig.build.json'), '--outDir', out], { cwd: tree, stdio: 'inherit' });
+  } finally {
+    execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: REPO, stdio: 'inherit' });
+  }
+  return entry;
+}
+
+/** CPU seconds per thread name of a live process (V8's helper threads apart from the main thread). */
+function threadCpu(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const s = (Number(f[11]) + Number(f[12])) / 100;
+    if (s > 0) out[comm] = round((out[comm] ?? 0) + s, 2);
+  }
+  return out;
+}
+
+interface Sample {
+  arm: string;
+  round: number;
+  cpuMsPerClaim: number;
+  convergenceS: number;
+  peakRssMiB: number;
+  settledRssMiB: number | null;
+  threads: Record<string, number>;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      vms: { type: 'string', default: '1000' },
+      rounds: { type: 'string', default: '3' },
+      'settle-seconds': { type: 'string', default: '0' },
+      arm: { type: 'string', multiple: true },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help || (values.arm ?? []).length < 2) {
+    process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).map((l) => l.slice(3)).join('\n') + '\n');
+    process.exit(values.help ? 0 : 2);
+  }
+  const vms = Number(values.vms);
+  const rounds = Number(values.rounds);
+  const settleMs = Number(values['settle-seconds']) * 1000;
+  const log = (l: string): void => void process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${l}\n`);
+  const arms = values.arm!.map(parseArm);
+  if (new Set(arms.map((a) => a.name)).size !== arms.length) throw new Error('two arms have the same name');
+  for (const arm of arms) if (arm.ref) arm.entry = buildRef(arm.ref, log);
+
+  const dir = mkdtempSync(join(tmpdir(), 'persistent-ips-paired-'));
+  let cp: ControlPlane | undefined;
+  const onSignal = (): void => {
+    killAllSync();
+    process.exit(130);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.on('exit', killAllSync);
+  const samples: Sample[] = [];
+  const cpPids: number[] = [];
+  try {
+    cp = await startControlPlane({
+      dir: join(dir, 'cp'),
+      handleSignals: false,
+      onLog: () => {},
+      onProcess: (_name, pid) => {
+        trackExternal([pid]);
+        cpPids.push(pid);
+      },
+    });
+    const kube = new BenchKube({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile) }, { maxSockets: 32 });
+    await createKubeVirtCR(kube);
+    const shipped = await shippedClientSettings();
+    const settings = { concurrency: shipped.concurrency, qps: shipped.qps, burst: shipped.burst, resyncSeconds: 600 };
+    const base: BenchContext = { kube, cp, dir, settings, setupConcurrency: 16, nodeArgs: [], log };
+    const armEnvKeys = new Set(arms.flatMap((a) => Object.keys(a.env)));
+    for (let r = 0; r < rounds; r++) {
+      for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
+        const ns = `paired-${r}-${arm.name}`;
+        await createVms(base, ns, 'vm', vms);
+        for (const k of armEnvKeys) delete process.env[k];
+        Object.assign(process.env, arm.env);
+        const ctx: BenchContext = { ...base, settings: { ...settings, namespace: ns }, ...(arm.entry ? { controllerEntry: arm.entry } : {}) };
+        const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
+        for (const k of armEnvKeys) delete process.env[k];
+        if (settleMs > 0) await sleep(settleMs);
+        const mem = procMemory(controller.pid);
+        const threads = threadCpu(controller.pid);
+        await controller.stop();
+        const s: Sample = {
+          arm: arm.name,
+          round: r,
+          cpuMsPerClaim: round((result.cpuSeconds.controller! * 1000) / result.claims, 3),
+          convergenceS: result.spawnToAllClaimsS,
+          peakRssMiB: round((mem?.hwmKb ?? 0) / 1024, 1),
+          settledRssMiB: settleMs > 0 && mem ? round(mem.rssKb / 1024, 1) : null,
+          threads,
+        };
+        samples.push(s);
+        log(`${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}`);
+        await kube.request('DELETE', `/api/v1/namespaces/${ns}`);
+      }
+    }
+    kube.close();
+  } finally {
+    await stopAll();
+    await cp?.stop();
+    untrackExternal(cpPids);
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  const summary = arms.map((arm) => {
+    const mine = samples.filter((s) => s.arm === arm.name);
+    const cpu = mine.map((s) => s.cpuMsPerClaim);
+    const settled = mine.map((s) => s.settledRssMiB).filter((x): x is number => x !== null);
+    return {
+      arm: arm.name,
+      ref: arm.ref ?? 'dist/',
+      flags: arm.flags.join(' '),
+      env: Object.entries(arm.env).map(([k, v]) => `${k}=${v}`).join(' '),
+      cpuMsPerClaim: cpu,
+      cpuMean: round(mean(cpu), 3),
+      cpuMedian: round(percentile(cpu, 50), 3),
+      peakRssMiB: mine.map((s) => s.peakRssMiB),
+      settledRssMiB: settled,
+    };
+  });
+  process.stdout.write(`# paired cold starts: ${vms} VMs x 2 networks, ${rounds} rounds, one control plane\n\n`);
+  process.stdout.write('| arm | build | node flags | env | CPU ms per claim (each round) | mean | median | peak RSS MiB | settled RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n');
+  for (const s of summary) {
+    process.stdout.write(`| ${s.arm} | ${s.ref} | ${s.flags || '–'} | ${s.env || '–'} | ${s.cpuMsPerClaim.join(', ')} | ${s.cpuMean} | ${s.cpuMedian} | ${s.peakRssMiB.join(', ')} | ${s.settledRssMiB.join(', ') || '–'} |\n`);
+  }
+  process.stdout.write(`\n\`\`\`json\n${JSON.stringify({ vms, rounds, settleSeconds: settleMs / 1000, samples }, null, 1)}\n\`\`\`\n`);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`paired: ${err instanceof Error ? err.stack : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}
