@@ -2,6 +2,16 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { STEADY_STATE_AT_THE_LATEST_MS, sizeV8ForMemory, steadyState, whenSteady } from './v8-sizing.ts';
 
+/** whenSteady's timer is unref'd (it must not keep a controller alive); a test waiting on it holds the loop open. */
+async function holdingTheLoop<T>(wait: Promise<T>): Promise<T> {
+  const hold = setInterval(() => undefined, 1000);
+  try {
+    return await wait;
+  } finally {
+    clearInterval(hold);
+  }
+}
+
 describe('V8 sized for memory once start-up is over', () => {
   const table: [string, Parameters<typeof steadyState>[0], boolean][] = [
     ['caches still listing', { synced: false, queuesIdle: true, sinceSyncedMs: 0 }, false],
@@ -29,7 +39,7 @@ describe('V8 sized for memory once start-up is over', () => {
     const idle = [false, false, true, true, true];
     let checks = 0;
     let calls = 0;
-    await new Promise<void>((resolve) => {
+    await holdingTheLoop(new Promise<void>((resolve) => {
       whenSteady({
         everyMs: 1,
         queuesIdle: () => idle[Math.min(checks++, idle.length - 1)]!,
@@ -38,7 +48,7 @@ describe('V8 sized for memory once start-up is over', () => {
           setTimeout(resolve, 20); // room for a wrong second call
         },
       });
-    });
+    }));
     assert.equal(calls, 1);
     assert.equal(checks, 3);
   });
@@ -46,7 +56,7 @@ describe('V8 sized for memory once start-up is over', () => {
   it('whenSteady calls back after the fallback time when the queues never drain', async () => {
     let t = 0;
     let calls = 0;
-    await new Promise<void>((resolve) => {
+    await holdingTheLoop(new Promise<void>((resolve) => {
       whenSteady({
         everyMs: 1,
         now: () => t,
@@ -59,7 +69,7 @@ describe('V8 sized for memory once start-up is over', () => {
           resolve();
         },
       });
-    });
+    }));
     assert.equal(calls, 1);
     assert.ok(t >= STEADY_STATE_AT_THE_LATEST_MS);
   });
