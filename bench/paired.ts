@@ -14,7 +14,7 @@
 //
 // Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,7 +26,7 @@ import { createKubeVirtCR } from './lib/objects.ts';
 import { procMemory } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
-import { mean, percentile, round } from './lib/stats.ts';
+import { mean, round } from './lib/stats.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
@@ -59,16 +59,26 @@ function buildRef(ref: string, log: (l: string) => void): string {
   const sha = execFileSync('git', ['rev-parse', '--verify', `${ref}^{commit}`], { cwd: REPO, encoding: 'utf8' }).trim();
   const out = join(REPO, '.paired', sha, 'dist');
   const entry = join(out, 'cli', 'main.js');
+  // Only a complete build is ever renamed to `out`, so an existing one is whole.
   if (existsSync(entry)) return entry;
+  // A worktree left by an interrupted build (Ctrl-C during the synchronous steps below) is forgotten first.
+  execFileSync('git', ['worktree', 'prune'], { cwd: REPO });
   const tree = mkdtempSync(join(tmpdir(), 'paired-src-'));
+  const partial = `${out}.partial-${process.pid}`;
   log(`building ${ref} (${sha.slice(0, 12)}) into ${out}`);
+  let added = false;
   try {
     execFileSync('git', ['worktree', 'add', '--detach', '--quiet', tree, sha], { cwd: REPO, stdio: 'inherit' });
+    added = true;
     symlinkSync(join(REPO, 'node_modules'), join(tree, 'node_modules'));
-    mkdirSync(out, { recursive: true });
-    execFileSync(process.execPath, [join(REPO, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(tree, 'tsconfig.build.json'), '--outDir', out], { cwd: tree, stdio: 'inherit' });
+    mkdirSync(partial, { recursive: true });
+    const tsc = join(REPO, 'node_modules', 'typescript', 'bin', 'tsc');
+    execFileSync(process.execPath, [tsc, '-p', join(tree, 'tsconfig.build.json'), '--outDir', partial, '--noEmitOnError'], { cwd: tree, stdio: 'inherit' });
+    renameSync(partial, out);
   } finally {
-    execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: REPO, stdio: 'inherit' });
+    rmSync(partial, { recursive: true, force: true });
+    if (added) execFileSync('git', ['worktree', 'remove', '--force', tree], { cwd: REPO, stdio: 'inherit' });
+    else rmSync(tree, { recursive: true, force: true });
   }
   return entry;
 }
@@ -84,6 +94,13 @@ function threadCpu(pid: number): Record<string, number> {
     if (s > 0) out[comm] = round((out[comm] ?? 0) + s, 2);
   }
   return out;
+}
+
+/** The middle value, or the mean of the two middle values of an even count. */
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 interface Sample {
@@ -144,16 +161,12 @@ async function main(): Promise<void> {
     const shipped = await shippedClientSettings();
     const settings = { concurrency: shipped.concurrency, qps: shipped.qps, burst: shipped.burst, resyncSeconds: 600 };
     const base: BenchContext = { kube, cp, dir, settings, setupConcurrency: 16, nodeArgs: [], log };
-    const armEnvKeys = new Set(arms.flatMap((a) => Object.keys(a.env)));
     for (let r = 0; r < rounds; r++) {
       for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
         const ns = `paired-${r}-${arm.name}`;
         await createVms(base, ns, 'vm', vms);
-        for (const k of armEnvKeys) delete process.env[k];
-        Object.assign(process.env, arm.env);
-        const ctx: BenchContext = { ...base, settings: { ...settings, namespace: ns }, ...(arm.entry ? { controllerEntry: arm.entry } : {}) };
+        const ctx: BenchContext = { ...base, settings: { ...settings, namespace: ns }, controllerEnv: arm.env, ...(arm.entry ? { controllerEntry: arm.entry } : {}) };
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
-        for (const k of armEnvKeys) delete process.env[k];
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
         const threads = threadCpu(controller.pid);
@@ -169,7 +182,8 @@ async function main(): Promise<void> {
         };
         samples.push(s);
         log(`${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}`);
-        await kube.request('DELETE', `/api/v1/namespaces/${ns}`);
+        // The namespace stays: its claims carry our finalizer, so deleting it with no controller running would leave
+        // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
       }
     }
     kube.close();
@@ -191,7 +205,7 @@ async function main(): Promise<void> {
       env: Object.entries(arm.env).map(([k, v]) => `${k}=${v}`).join(' '),
       cpuMsPerClaim: cpu,
       cpuMean: round(mean(cpu), 3),
-      cpuMedian: round(percentile(cpu, 50), 3),
+      cpuMedian: round(median(cpu), 3),
       peakRssMiB: mine.map((s) => s.peakRssMiB),
       settledRssMiB: settled,
     };

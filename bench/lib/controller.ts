@@ -84,6 +84,8 @@ export class ControllerProcess {
   #lastHwmKb = 0;
   #lastCpu = 0;
   entryLabel = 'dist/cli/main.js';
+  /** Environment an experiment added (K=V ...), shown in the command line. */
+  extraEnv = '';
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
@@ -105,7 +107,7 @@ export class ControllerProcess {
    * just before; when another process takes one in between (EADDRINUSE in the log), it retries with new ports and a
    * new spawn time, up to 3 times.
    */
-  static async start(name: string, opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string }): Promise<ControllerProcess> {
+  static async start(name: string, opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string; env?: Record<string, string> }): Promise<ControllerProcess> {
     const shipped = shippedController();
     const certDir = join(opts.dir, `webhook-certs-${name}`);
     mkdirSync(certDir, { recursive: true });
@@ -139,9 +141,12 @@ export class ControllerProcess {
       const entry = opts.entry ?? CONTROLLER_ENTRY;
       // POD_NAME as the Deployment's downward API gives it; the benchmark never runs two controllers at once, so
       // each new process is what a restarted container of one pod would be.
-      const env = { ...process.env, ...shipped.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
+      // An experiment's own environment (bench/paired.ts arms) goes last, over the Deployment's.
+      const extra = opts.env ?? {};
+      const env = { ...process.env, ...shipped.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME, ...extra };
       const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
-      const c = new ControllerProcess(name, p, args, nodeArgs, shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort, webhookPort);
+      const c = new ControllerProcess(name, p, args, nodeArgs, extra.NODE_OPTIONS ?? shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort, webhookPort);
+      c.extraEnv = Object.entries(extra).filter(([k]) => k !== 'NODE_OPTIONS').map(([k, v]) => `${k}=${v}`).join(' ');
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
       c.#startSampling();
       if ((await c.#upOrExited(60_000)) === 'up') return c;
@@ -197,7 +202,7 @@ export class ControllerProcess {
         .replace(/^(--webhook-cert-dir=).*/, '$1TMP')
         .replace(/^(--[a-z-]+-bind-address=)127\.0\.0\.1:\d+$/, '$1127.0.0.1:PORT'),
     );
-    return `NODE_OPTIONS=${this.nodeOptions || "''"} node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
+    return `${this.extraEnv ? `${this.extraEnv} ` : ''}NODE_OPTIONS=${this.nodeOptions || "''"} node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
   }
 
   #check(): void {

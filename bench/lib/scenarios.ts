@@ -30,6 +30,8 @@ export interface BenchContext {
   concurrencyForWarmUp?: number;
   /** The controller's entry point when not dist/cli/main.js (an --experiment's patched copy). */
   controllerEntry?: string;
+  /** Environment for the controllers over the Deployment's (bench/paired.ts arms). */
+  controllerEnv?: Record<string, string>;
   log: (line: string) => void;
 }
 
@@ -154,7 +156,14 @@ export async function coldStart(ctx: BenchContext, namespace: string, vms: numbe
   const loadavgBefore = load();
   const window = await requestWindow(ctx.kube);
   const cpu = new CpuWindow(cpPids(ctx.cp));
-  const controller = await ControllerProcess.start(name, { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: [...ctx.nodeArgs, ...nodeArgs], ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}) });
+  const controller = await ControllerProcess.start(name, {
+    kubeconfig: ctx.cp.kubeconfigPath,
+    dir: ctx.dir,
+    settings: ctx.settings,
+    nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
+    ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
+    ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
+  });
   cpu.add('controller', controller.pid);
   try {
     const ready = controller.waitReady(30 * 60_000);

@@ -35,7 +35,7 @@ describe('V8 sized for memory once start-up is over', () => {
     assert.deepEqual(set, ['--optimize-for-size']);
   });
 
-  it('whenSteady calls back once, the first time the queues are idle', async () => {
+  it('whenSteady calls back once, the first time the queues are idle', { timeout: 5000 }, async () => {
     const idle = [false, false, true, true, true];
     let checks = 0;
     let calls = 0;
@@ -53,7 +53,7 @@ describe('V8 sized for memory once start-up is over', () => {
     assert.equal(checks, 3);
   });
 
-  it('whenSteady calls back after the fallback time when the queues never drain', async () => {
+  it('whenSteady calls back after the fallback time when the queues never drain', { timeout: 5000 }, async () => {
     let t = 0;
     let calls = 0;
     await holdingTheLoop(new Promise<void>((resolve) => {
@@ -74,7 +74,7 @@ describe('V8 sized for memory once start-up is over', () => {
     assert.ok(t >= STEADY_STATE_AT_THE_LATEST_MS);
   });
 
-  it('whenSteady never calls back once stopped', async () => {
+  it('whenSteady never calls back once stopped', { timeout: 5000 }, async () => {
     let calls = 0;
     const stop = whenSteady({ everyMs: 1, queuesIdle: () => true, onSteady: () => calls++ });
     stop();
