@@ -14,7 +14,7 @@
 //
 // Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,10 +23,10 @@ import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { BenchKube, sleep } from './lib/kube.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
-import { procMemory } from './lib/proc.ts';
+import { procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
-import { mean, round } from './lib/stats.ts';
+import { mean, median, round } from './lib/stats.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 
@@ -81,26 +81,6 @@ function buildRef(ref: string, log: (l: string) => void): string {
     else rmSync(tree, { recursive: true, force: true });
   }
   return entry;
-}
-
-/** CPU seconds per thread name of a live process (V8's helper threads apart from the main thread). */
-function threadCpu(pid: number): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const s = (Number(f[11]) + Number(f[12])) / 100;
-    if (s > 0) out[comm] = round((out[comm] ?? 0) + s, 2);
-  }
-  return out;
-}
-
-/** The middle value, or the mean of the two middle values of an even count. */
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 interface Sample {
@@ -169,7 +149,7 @@ async function main(): Promise<void> {
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
-        const threads = threadCpu(controller.pid);
+        const threads = Object.fromEntries(Object.entries(procThreadCpuSeconds(controller.pid)).map(([k, v]) => [k, round(v, 2)]));
         await controller.stop();
         const s: Sample = {
           arm: arm.name,

@@ -1,5 +1,5 @@
 // What /proc says about a process: memory (VmRSS, VmHWM) and CPU time.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 const CLK_TCK = 100;
 
@@ -19,16 +19,35 @@ export function procMemory(pid: number): ProcMemory | undefined {
   }
 }
 
+/** User + system CPU seconds of a /proc/.../stat line. */
+function statCpuSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After "pid (comm) ": state is field 3 → index 0; utime is field 14 → index 11, stime index 12.
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+}
+
 /** User + system CPU seconds the process has used so far (undefined once it is gone). */
 export function procCpuSeconds(pid: number): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // After "pid (comm) ": state is field 3 → index 0; utime is field 14 → index 11, stime index 12.
-    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+    return statCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }
+}
+
+/**
+ * CPU seconds so far by thread name (digits at the end dropped, so V8's helper threads add up under "V8Worker"),
+ * leaving out threads that used none.
+ */
+export function procThreadCpuSeconds(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
+    const s = statCpuSeconds(stat);
+    if (s > 0) out[name] = (out[name] ?? 0) + s;
+  }
+  return out;
 }
 
 /** CPU seconds used by each of `pids` between construction and `end()`. */

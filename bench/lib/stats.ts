@@ -8,6 +8,14 @@ export function percentile(xs: readonly number[], p: number): number {
   return s[Math.min(s.length, rank) - 1]!;
 }
 
+/** The middle value, or the mean of the two middle values of an even count. */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
 export function mean(xs: readonly number[]): number {
   return xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }

@@ -240,12 +240,11 @@ export async function run(options: RunOptions): Promise<number> {
     log.info({ featureGate: FEATURE_GATE, enabled: gate.enabled, source: gate.source }, `feature gate ${FEATURE_GATE} is ${describeGate(gate)}`);
   }
   // Start-up runs with V8's defaults, the steady state sized for memory (v8-sizing.ts says why).
-  // A key waiting out its backoff is work still to do: a cold start whose last keys are retrying is not over.
-  const idle = (q: { len(): number; inFlight(): number; delayedCount(): number }): boolean => q.len() === 0 && q.inFlight() === 0 && q.delayedCount() === 0;
   const stopSizing = stopping.signal.aborted
     ? () => undefined
     : whenSteady({
-        queuesIdle: () => idle(controller.queue) && (!allocator || idle(allocator.queue)),
+        // A key waiting out its backoff counts: a cold start whose last keys are retrying is not over.
+        queuesIdle: () => controller.queue.idle() && (allocator?.queue.idle() ?? true),
         onSteady: () => {
           if (sizeV8ForMemory()) log.debug('start-up done: V8 now sized for memory (--optimize-for-size)');
         },

@@ -90,6 +90,22 @@ describe('WorkQueue', () => {
     assert.equal(await q.get(), 'ns/a');
   });
 
+  it('is idle only with nothing waiting, in flight or delayed', async () => {
+    const { q, clock } = newQueue();
+    assert.equal(q.idle(), true);
+    q.add('ns/a');
+    assert.equal(q.idle(), false, 'waiting');
+    assert.equal(await q.get(), 'ns/a');
+    assert.equal(q.idle(), false, 'in flight');
+    q.addAfter('ns/a', 100);
+    q.done('ns/a');
+    assert.equal(q.idle(), false, 'delayed');
+    clock.advance(100);
+    assert.equal(await q.get(), 'ns/a');
+    q.done('ns/a');
+    assert.equal(q.idle(), true);
+  });
+
   it('addAfter with a non-positive delay adds at once', () => {
     const { q } = newQueue();
     q.addAfter('ns/a', 0);

@@ -156,6 +156,11 @@ export class WorkQueue {
     return this.#delayed.size;
   }
 
+  /** Nothing waiting, in flight, or waiting out a delay: every key added so far has been handled. */
+  idle(): boolean {
+    return this.len() === 0 && this.#processing.size === 0 && this.#delayed.size === 0;
+  }
+
   add(key: string, options: AddOptions = {}): void {
     if (this.#shutdown) return;
     const low = options.priority === 'low';
