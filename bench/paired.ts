@@ -5,10 +5,11 @@
 // the order, so the arms see the same machine. The controller is started as bench/run.ts starts it (the Deployment's
 // args and env, bench/lib/controller.ts); an arm may add node flags or environment, or run another commit's build.
 //
-//   node bench/paired.ts [--vms 1000] [--rounds 3] [--settle-seconds 0] --arm 'NAME [ref=REV] [flags=F]... [env=K=V]...' ...
+//   node bench/paired.ts [--vms 1000] [--rounds 3] [--settle-seconds 0] --arm 'NAME [ref=REV | entry=PATH] [flags=F]... [env=K=V]...' ...
 //
 //   ref=REV    the controller built from that git revision (default: this checkout's dist/, run `npm run build`
 //              first); built once into .paired/<commit>/dist
+//   entry=PATH the controller's entry point instead of dist/cli/main.js (e.g. another build's output)
 //   flags=F    a node flag for this arm (repeatable), e.g. flags=--single-threaded-gc
 //   env=K=V    an environment variable for this arm's controller (repeatable)
 //
@@ -16,7 +17,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
@@ -46,14 +47,15 @@ export function parseArm(spec: string): Arm {
     const eq = part.indexOf('=');
     const [key, value] = eq < 0 ? [part, ''] : [part.slice(0, eq), part.slice(eq + 1)];
     if (key === 'ref' && value) arm.ref = value;
+    else if (key === 'entry' && value) arm.entry = resolve(value);
     else if (key === 'flags' && value.startsWith('--')) arm.flags.push(value);
     else if (key === 'env' && /^[A-Za-z_][A-Za-z0-9_]*=/.test(value)) arm.env[value.slice(0, value.indexOf('='))] = value.slice(value.indexOf('=') + 1);
-    else throw new Error(`--arm ${JSON.stringify(spec)}: cannot read ${JSON.stringify(part)} (ref=REV, flags=--F, env=K=V)`);
+    else throw new Error(`--arm ${JSON.stringify(spec)}: cannot read ${JSON.stringify(part)} (ref=REV, entry=PATH, flags=--F, env=K=V)`);
   }
   return arm;
 }
 
-/** The controller of a git revision, compiled once into .paired/<commit>/dist (inside the repo, so that its imports
+/** The controller of a git revision, built once into .paired/<commit>/dist (inside the repo, so that its imports
  * resolve to this checkout's node_modules). */
 function buildRef(ref: string, log: (l: string) => void): string {
   const sha = execFileSync('git', ['rev-parse', '--verify', `${ref}^{commit}`], { cwd: REPO, encoding: 'utf8' }).trim();
@@ -72,8 +74,14 @@ function buildRef(ref: string, log: (l: string) => void): string {
     added = true;
     symlinkSync(join(REPO, 'node_modules'), join(tree, 'node_modules'));
     mkdirSync(partial, { recursive: true });
-    const tsc = join(REPO, 'node_modules', 'typescript', 'bin', 'tsc');
-    execFileSync(process.execPath, [tsc, '-p', join(tree, 'tsconfig.build.json'), '--outDir', partial, '--noEmitOnError'], { cwd: tree, stdio: 'inherit' });
+    if (existsSync(join(tree, 'scripts', 'build.ts'))) {
+      // The revision's own build (the bundle it ships), into the partial folder.
+      execFileSync(process.execPath, [join(tree, 'scripts', 'build.ts'), '--out', partial], { cwd: tree, stdio: 'inherit' });
+    } else {
+      // Before scripts/build.ts (commit 8c81782 and earlier) the build was tsc alone.
+      const tsc = join(REPO, 'node_modules', 'typescript', 'bin', 'tsc');
+      execFileSync(process.execPath, [tsc, '-p', join(tree, 'tsconfig.build.json'), '--outDir', partial, '--noEmitOnError'], { cwd: tree, stdio: 'inherit' });
+    }
     renameSync(partial, out);
   } finally {
     rmSync(partial, { recursive: true, force: true });

@@ -1,6 +1,7 @@
 // Builds a copy of dist/ with experimental changes, in a scratch directory, and returns the entry point to run. The
 // repository's dist/ and src/ are not touched: an experiment measures what a change to src/ would bring, for the
-// people who own src/ to decide.
+// people who own src/ to decide. Since scripts/build.ts, dist/ is a bundle: a patch edits dist/cli/main.js (or a chunk),
+// not one file per module as the two experiments below did.
 import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -337,7 +337,8 @@ export type MintRequest =
   | { kind: 'serving'; ca: CertKeyPair; now: number; policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'> };
 
 function mintInChild(request: MintRequest): Promise<CertKeyPair> {
-  // Built code runs dist/webhook/mint-worker.js; tests and scripts run the TypeScript source next to this file.
+  // The build puts mint-worker.js in the same folder as the code of this module (dist/cli/, scripts/build.ts); tests and
+  // scripts run the TypeScript source next to this file.
   const entry = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url));
   return new Promise<CertKeyPair>((resolve, reject) => {
     const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -1,0 +1,60 @@
+// `npm run build`: the controller as it ships, in dist/.
+//
+//   node scripts/build.ts [--out DIR]     (default dist; DIR is replaced whole, never left half-written)
+//
+// 1. tsc compiles src/ (tsconfig.build.json: the shipped sources, no tests) into a scratch folder under build/, and
+//    stops on a type error.
+// 2. esbuild bundles that output into DIR/cli/: main.js (the CLI, the image's ENTRYPOINT, the package's bin), the
+//    modules it imports only on demand as chunks of their own (yargs' parser, @kubernetes/client-node for exec and
+//    auth-provider kubeconfigs), and mint-worker.js (the certificate minting child, which webhook/certs.ts finds
+//    next to itself, so every output stays in this one folder).
+//
+// Why a bundle: the controller's ~150 ES modules cost Node about 70 ms of CPU to resolve, read, compile and link at
+// every start, and about 12 MiB of resident memory for their module records; one file each for the two processes
+// does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target, same class
+// semantics); names are kept, because error types in the logs come from constructor names. prom-client stays a
+// runtime require (src/telemetry/prom.ts loads its files by name), so production node_modules still ship.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { build } from 'esbuild';
+
+const ROOT = resolve(import.meta.dirname, '..');
+
+const { values } = parseArgs({ options: { out: { type: 'string', default: 'dist' } } });
+const out = resolve(ROOT, values.out!);
+const stage = join(ROOT, 'build', `tsc-${process.pid}`);
+const partial = `${out}.partial-${process.pid}`;
+
+const say = (line: string): void => void process.stdout.write(`build: ${line}\n`);
+
+const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+try {
+  execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', stage, '--noEmitOnError'], { cwd: ROOT, stdio: 'inherit' });
+  mkdirSync(partial, { recursive: true });
+  await build({
+    entryPoints: { main: join(stage, 'cli', 'main.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
+    outdir: join(partial, 'cli'),
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node24',
+    keepNames: true,
+    // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` when debugging.
+    sourcemap: 'linked',
+    sourcesContent: false,
+    // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    logLevel: 'warning',
+  });
+  rmSync(out, { recursive: true, force: true });
+  renameSync(partial, out);
+} finally {
+  rmSync(partial, { recursive: true, force: true });
+  rmSync(stage, { recursive: true, force: true });
+}
+const main = join(out, 'cli', 'main.js');
+if (!existsSync(main)) throw new Error(`${main} was not written`);
+say(`${relative(ROOT, main)} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks`);
