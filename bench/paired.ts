@@ -13,6 +13,9 @@
 //   flags=F    a node flag for this arm (repeatable), e.g. flags=--single-threaded-gc
 //   env=K=V    an environment variable for this arm's controller (repeatable)
 //
+// --vms 0 measures start-up alone: no VMs, the controller's CPU seconds and RSS once /readyz answers 200 plus one
+// second (caches synced, leader elected, webhook serving), then it is stopped.
+//
 // Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
@@ -26,6 +29,7 @@ import { BenchKube, sleep } from './lib/kube.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
 import { procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
+import { ControllerProcess } from './lib/controller.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
 import { mean, median, round } from './lib/stats.ts';
 
@@ -94,8 +98,12 @@ function buildRef(ref: string, log: (l: string) => void): string {
 interface Sample {
   arm: string;
   round: number;
-  cpuMsPerClaim: number;
-  convergenceS: number;
+  /** The controller's CPU from spawn to its last claim (to /readyz + 1 s with --vms 0). */
+  cpuSeconds: number;
+  /** null with --vms 0 */
+  cpuMsPerClaim: number | null;
+  convergenceS: number | null;
+  /** VmHWM (with --vms 0: VmRSS at /readyz + 1 s) */
   peakRssMiB: number;
   settledRssMiB: number | null;
   threads: Record<string, number>;
@@ -152,6 +160,10 @@ async function main(): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
         const ns = `paired-${r}-${arm.name}`;
+        if (vms === 0) {
+          samples.push(await startUp(base, { ...settings, namespace: ns }, arm, r));
+          continue;
+        }
         await createVms(base, ns, 'vm', vms);
         const ctx: BenchContext = { ...base, settings: { ...settings, namespace: ns }, controllerEnv: arm.env, ...(arm.entry ? { controllerEntry: arm.entry } : {}) };
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
@@ -162,6 +174,7 @@ async function main(): Promise<void> {
         const s: Sample = {
           arm: arm.name,
           round: r,
+          cpuSeconds: round(result.cpuSeconds.controller!, 2),
           cpuMsPerClaim: round((result.cpuSeconds.controller! * 1000) / result.claims, 3),
           convergenceS: result.spawnToAllClaimsS,
           peakRssMiB: round((mem?.hwmKb ?? 0) / 1024, 1),
@@ -184,26 +197,50 @@ async function main(): Promise<void> {
 
   const summary = arms.map((arm) => {
     const mine = samples.filter((s) => s.arm === arm.name);
-    const cpu = mine.map((s) => s.cpuMsPerClaim);
+    const cpu = mine.map((s) => (vms === 0 ? s.cpuSeconds : s.cpuMsPerClaim!));
     const settled = mine.map((s) => s.settledRssMiB).filter((x): x is number => x !== null);
     return {
       arm: arm.name,
       ref: arm.ref ?? 'dist/',
       flags: arm.flags.join(' '),
       env: Object.entries(arm.env).map(([k, v]) => `${k}=${v}`).join(' '),
-      cpuMsPerClaim: cpu,
+      cpu,
       cpuMean: round(mean(cpu), 3),
       cpuMedian: round(median(cpu), 3),
       peakRssMiB: mine.map((s) => s.peakRssMiB),
       settledRssMiB: settled,
     };
   });
-  process.stdout.write(`# paired cold starts: ${vms} VMs x 2 networks, ${rounds} rounds, one control plane\n\n`);
-  process.stdout.write('| arm | build | node flags | env | CPU ms per claim (each round) | mean | median | peak RSS MiB | settled RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n');
+  process.stdout.write(vms === 0 ? `# paired start-ups (no VMs, measured at /readyz + 1 s): ${rounds} rounds, one control plane\n\n` : `# paired cold starts: ${vms} VMs x 2 networks, ${rounds} rounds, one control plane\n\n`);
+  process.stdout.write(`| arm | build | node flags | env | ${vms === 0 ? 'CPU s' : 'CPU ms per claim'} (each round) | mean | median | ${vms === 0 ? 'RSS' : 'peak RSS'} MiB | settled RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n`);
   for (const s of summary) {
-    process.stdout.write(`| ${s.arm} | ${s.ref} | ${s.flags || '–'} | ${s.env || '–'} | ${s.cpuMsPerClaim.join(', ')} | ${s.cpuMean} | ${s.cpuMedian} | ${s.peakRssMiB.join(', ')} | ${s.settledRssMiB.join(', ') || '–'} |\n`);
+    process.stdout.write(`| ${s.arm} | ${s.ref} | ${s.flags || '–'} | ${s.env || '–'} | ${s.cpu.join(', ')} | ${s.cpuMean} | ${s.cpuMedian} | ${s.peakRssMiB.join(', ')} | ${s.settledRssMiB.join(', ') || '–'} |\n`);
   }
   process.stdout.write(`\n\`\`\`json\n${JSON.stringify({ vms, rounds, settleSeconds: settleMs / 1000, samples }, null, 1)}\n\`\`\`\n`);
+}
+
+/** One start with no VMs: the controller's CPU and RSS at /readyz + 1 s. */
+async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number): Promise<Sample> {
+  const controller = await ControllerProcess.start(`${arm.name}-${r}`, {
+    kubeconfig: base.cp.kubeconfigPath,
+    dir: base.dir,
+    settings,
+    nodeArgs: arm.flags,
+    env: arm.env,
+    ...(arm.entry ? { entry: arm.entry } : {}),
+  });
+  try {
+    await controller.waitReady(60_000);
+    await sleep(1000);
+    const cpuSeconds = controller.cpuSeconds();
+    const mem = procMemory(controller.pid);
+    const threads = Object.fromEntries(Object.entries(procThreadCpuSeconds(controller.pid)).map(([k, v]) => [k, round(v, 3)]));
+    const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads };
+    base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}`);
+    return s;
+  } finally {
+    await controller.stop();
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
