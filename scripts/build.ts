@@ -9,10 +9,13 @@
 //    auth-provider kubeconfigs), and mint-worker.js (the certificate minting child, which webhook/certs.ts finds
 //    next to itself, so every output stays in this one folder).
 //
-// Why a bundle: the controller's ~150 ES modules cost Node about 70 ms of CPU to resolve, read, compile and link at
-// every start, and about 12 MiB of resident memory for their module records; one file each for the two processes
-// does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target, same class
-// semantics); names are kept, because error types in the logs come from constructor names. prom-client stays a
+// Why a bundle: resolving, reading, compiling and linking the controller's ~150 ES modules one by one cost Node about
+// 80 ms of CPU at every start (a third of it from spawn to ready) and 6 MiB of resident memory; one file each for the
+// two processes does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target,
+// same class semantics). Names are kept: the `type` of an error in the logs is its constructor's name, and without `keepNames`
+// esbuild renames a class whose name collides with another module's (js-yaml's YAMLException would read
+// YAMLException2). It wraps each function expression in a call that sets its name, also the closures a request
+// creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). prom-client stays a
 // runtime require (src/telemetry/prom.ts loads its files by name), so production node_modules still ship.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
