@@ -10,7 +10,7 @@
 //    next to itself, so every output stays in this one folder).
 //
 // Why a bundle: resolving, reading, compiling and linking the controller's ~150 ES modules one by one cost Node about
-// 80 ms of CPU at every start (a third of it from spawn to ready) and 6 MiB of resident memory; one file each for the
+// 80 ms of CPU at every start (a third of all it spends up to ready) and 6 MiB of resident memory; one file each for the
 // two processes does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target,
 // same class semantics). Names are kept: the `type` of an error in the logs is its constructor's name, and without `keepNames`
 // esbuild renames a class whose name collides with another module's (js-yaml's YAMLException would read
