@@ -14,13 +14,13 @@
 //   env=K=V    an environment variable for this arm's controller (repeatable)
 //
 // --vms 0 measures start-up alone: no VMs, the controller's CPU seconds and RSS once /readyz answers 200 plus one
-// second (caches synced, leader elected, webhook serving), then it is stopped.
+// second (caches synced, leader elected, webhook serving), then it is stopped (--settle-seconds does not apply).
 //
 // Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
@@ -201,7 +201,7 @@ async function main(): Promise<void> {
     const settled = mine.map((s) => s.settledRssMiB).filter((x): x is number => x !== null);
     return {
       arm: arm.name,
-      ref: arm.ref ?? 'dist/',
+      ref: arm.ref ?? (arm.entry ? relative(REPO, arm.entry) : 'dist/'),
       flags: arm.flags.join(' '),
       env: Object.entries(arm.env).map(([k, v]) => `${k}=${v}`).join(' '),
       cpu,

@@ -1,6 +1,6 @@
 // `npm run build`: the controller as it ships, in dist/.
 //
-//   node scripts/build.ts [--out DIR]     (default dist; DIR is replaced whole, never left half-written)
+//   node scripts/build.ts [--out DIR]     (default dist; DIR is replaced whole once the new build is complete)
 //
 // 1. tsc compiles src/ (tsconfig.build.json: the shipped sources, no tests) into a scratch folder under build/, and
 //    stops on a type error.
@@ -10,7 +10,7 @@
 //    next to itself, so every output stays in this one folder).
 //
 // Why a bundle: resolving, reading, compiling and linking the controller's ~150 ES modules one by one cost Node about
-// 80 ms of CPU at every start (a third of all it spends up to ready) and 6 MiB of resident memory; one file each for the
+// 80 ms of CPU at every start (about a quarter of all it spends up to ready) and 6 MiB of resident memory; one file each for the
 // two processes does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target,
 // same class semantics). Names are kept: the `type` of an error in the logs is its constructor's name, and without `keepNames`
 // esbuild renames a class whose name collides with another module's (js-yaml's YAMLException would read
@@ -18,8 +18,8 @@
 // creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). prom-client stays a
 // runtime require (src/telemetry/prom.ts loads its files by name), so production node_modules still ship.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 
@@ -27,37 +27,82 @@ const ROOT = resolve(import.meta.dirname, '..');
 
 const { values } = parseArgs({ options: { out: { type: 'string', default: 'dist' } } });
 const out = resolve(ROOT, values.out!);
+// `out` is deleted and replaced: never the repository, a folder above it, or one holding sources.
+if (ROOT === out || ROOT.startsWith(out + sep) || existsSync(join(out, 'src')) || existsSync(join(out, '.git')) || existsSync(join(out, 'package.json'))) {
+  throw new Error(`build: refusing --out ${out}: it would replace the repository or a folder with sources in it`);
+}
 const stage = join(ROOT, 'build', `tsc-${process.pid}`);
 const partial = `${out}.partial-${process.pid}`;
+const old = `${out}.old-${process.pid}`;
 
 const say = (line: string): void => void process.stdout.write(`build: ${line}\n`);
+
+/** Leftovers of builds that were killed: their process is gone. */
+function sweep(folder: string, prefix: string): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(folder);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(name.startsWith(prefix) ? name.slice(prefix.length) : NaN);
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+    } catch {
+      rmSync(join(folder, name), { recursive: true, force: true });
+    }
+  }
+}
+sweep(join(ROOT, 'build'), 'tsc-');
+for (const kind of ['partial', 'old']) sweep(dirname(out), `${basename(out)}.${kind}-`);
+
+const cleanUp = (): void => {
+  rmSync(partial, { recursive: true, force: true });
+  rmSync(old, { recursive: true, force: true });
+  rmSync(stage, { recursive: true, force: true });
+};
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    cleanUp();
+    process.exit(130);
+  });
+}
 
 const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 try {
   execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', stage, '--noEmitOnError'], { cwd: ROOT, stdio: 'inherit' });
   mkdirSync(partial, { recursive: true });
-  await build({
+  const result = await build({
     entryPoints: { main: join(stage, 'cli', 'main.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
     outdir: join(partial, 'cli'),
+    // Paths in the output (module comments, hence chunk hashes) relative to the scratch folder, whose name changes
+    // with every build: the same commit gives the same bytes.
+    absWorkingDir: stage,
     bundle: true,
     splitting: true,
     format: 'esm',
     platform: 'node',
     target: 'node24',
     keepNames: true,
-    // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` when debugging.
+    // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` in a checkout.
     sourcemap: 'linked',
     sourcesContent: false,
     // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
     banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    metafile: true,
     logLevel: 'warning',
   });
-  rmSync(out, { recursive: true, force: true });
+  // tsconfig.build.json leaves tests and test helpers out; a shipped module that imports one would pull it back in.
+  const testCode = Object.keys(result.metafile.inputs).filter((input) => /\.test\.|\/testing\.js$|\/fixtures\.js$|\/fake-[^/]*\.js$/.test(input));
+  if (testCode.length > 0) throw new Error(`build: test code in the bundle: ${testCode.join(', ')}`);
+  // The old output leaves only once the new one is complete, and is never half-replaced.
+  if (existsSync(out)) renameSync(out, old);
   renameSync(partial, out);
 } finally {
-  rmSync(partial, { recursive: true, force: true });
-  rmSync(stage, { recursive: true, force: true });
+  cleanUp();
 }
 const main = join(out, 'cli', 'main.js');
 if (!existsSync(main)) throw new Error(`${main} was not written`);
-say(`${relative(ROOT, main)} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks`);
+say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks`);

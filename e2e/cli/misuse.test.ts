@@ -2,7 +2,7 @@
 // line that names what is wrong (plus the usage for bad flags), never a stack trace, and nothing runs with flags
 // that were not understood. The busy-port case needs a cluster to get that far: a local control plane.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +40,20 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
       assert.equal(r.stdout, '', 'nothing ran: no log line on stdout');
     });
   }
+
+  it('--version from any directory, in any language: the package\'s own version; messages in English', async () => {
+    // The bundle's yargs no longer sits under node_modules: left to itself it read the package.json of the working
+    // directory, and found no translations for LANG.
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    const elsewhere = { cwd: scratch, env: { ...process.env, LANG: 'de_DE.UTF-8', LC_ALL: 'de_DE.UTF-8' } };
+    writeFileSync(join(scratch, 'package.json'), JSON.stringify({ name: 'someone-else', version: '9.9.9' }));
+    const v = await runCli(['--version'], elsewhere);
+    assert.equal(v.code, 0, v.stderr);
+    assert.equal(v.stdout.trim(), version);
+    const bad = await runCli(['status', '--bogus'], elsewhere);
+    assert.equal(bad.code, EXIT.usage, bad.stderr);
+    assertOneLine(bad.stderr, /unknown argument: bogus/);
+  });
 
   it('a kubeconfig that does not exist: exit 3, one line naming it', async () => {
     const missing = join(scratch, 'no-such-kubeconfig');

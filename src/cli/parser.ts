@@ -2,6 +2,7 @@
 // of range is a usage error (exit 2, one line and the command's usage), never something to warn about and run anyway.
 // Parsing does no I/O and runs nothing, so every rule here is unit-tested; main.ts runs what it returns.
 
+import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { UsageError } from './exit-codes.ts';
 import { bad, BadValue, checkRunArgs, rejectRepeats, runFlags, toRunOptions } from './run-flags.ts';
@@ -46,6 +47,17 @@ function statusBuilder(y: Argv) {
 }
 
 /**
+ * The package's version, from its package.json two folders up: from src/cli/ as from the bundle in dist/cli/ (and the
+ * image's /app/dist/cli/). yargs would look for a package.json from its own location, which inside the bundle is no
+ * longer under node_modules, so it searched from the working directory and printed another project's version.
+ */
+function packageVersion(): string {
+  const pkg = createRequire(import.meta.url)('../../package.json') as { name?: string; version?: string };
+  if (pkg.name !== 'persistent-ips' || !pkg.version) throw new Error('persistent-ips: its package.json was not found two folders above its code');
+  return pkg.version;
+}
+
+/**
  * Parses `argv` (without node and the script). Help and version go to `print`; anything wrong throws UsageError.
  * `env` decides the default bind addresses (in a pod or not).
  */
@@ -55,6 +67,9 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
   let chosen: ParsedCommand = { command: 'none' };
   let failure: UsageError | undefined;
   const parser = yargs()
+    // Messages in English whatever LANG says, like every other line this CLI prints; the bundle does not carry
+    // yargs' translations (the unbundled build would have answered in the user's language).
+    .locale('en')
     .scriptName('persistent-ips')
     .usage('$0 <command> [options]\n\nStable IP addresses for KubeVirt VMs: keeps an IPAMClaim per VM network whose NetworkAttachmentDefinition allows persistent IPs.')
     // One spelling per flag: unknown-flag messages name what was typed, and --leaderElect is not a second name.
@@ -81,7 +96,7 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
     .wrap(options.width ?? 120)
     .exitProcess(false)
     .help()
-    .version()
+    .version(packageVersion())
     .fail((message, err, y) => {
       // Rethrowing ends parsing at once: nothing runs with flags that were not understood.
       let usage = '';
