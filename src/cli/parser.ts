@@ -1,6 +1,7 @@
 // The command line, parsed strictly: an unknown flag, a stray argument, a repeated single-valued flag or a value out
 // of range is a usage error (exit 2, one line and the command's usage), never something to warn about and run anyway.
-// Parsing does no I/O and runs nothing, so every rule here is unit-tested; main.ts runs what it returns.
+// Parsing runs nothing and reads only the package's own package.json (for --version), so every rule here is
+// unit-tested; main.ts runs what it returns.
 
 import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
