@@ -169,7 +169,7 @@ async function main(): Promise<void> {
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
-        const threads = Object.fromEntries(Object.entries(procThreadCpuSeconds(controller.pid)).map(([k, v]) => [k, round(v, 2)]));
+        const threads = threadCpu(controller.pid, 2);
         await controller.stop();
         const s: Sample = {
           arm: arm.name,
@@ -219,6 +219,11 @@ async function main(): Promise<void> {
   process.stdout.write(`\n\`\`\`json\n${JSON.stringify({ vms, rounds, settleSeconds: settleMs / 1000, samples }, null, 1)}\n\`\`\`\n`);
 }
 
+/** CPU seconds by thread name, rounded. */
+function threadCpu(pid: number, digits: number): Record<string, number> {
+  return Object.fromEntries(Object.entries(procThreadCpuSeconds(pid)).map(([k, v]) => [k, round(v, digits)]));
+}
+
 /** One start with no VMs: the controller's CPU and RSS at /readyz + 1 s. */
 async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number): Promise<Sample> {
   const controller = await ControllerProcess.start(`${arm.name}-${r}`, {
@@ -234,7 +239,7 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     await sleep(1000);
     const cpuSeconds = controller.cpuSeconds();
     const mem = procMemory(controller.pid);
-    const threads = Object.fromEntries(Object.entries(procThreadCpuSeconds(controller.pid)).map(([k, v]) => [k, round(v, 3)]));
+    const threads = threadCpu(controller.pid, 3);
     const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads };
     base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}`);
     return s;

@@ -42,7 +42,12 @@ export function procCpuSeconds(pid: number): number | undefined {
 export function procThreadCpuSeconds(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended between the listing and the read
+    }
     const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
     const s = statCpuSeconds(stat);
     if (s > 0) out[name] = (out[name] ?? 0) + s;
