@@ -1,6 +1,6 @@
 # The persistent-ips controller image: FROM scratch plus one prepared root filesystem, so that a build needs no
 # base image and no RUN step (hence no container runtime). scripts/image/build.sh assembles the context (Node 24 from
-# the `node` npm package, glibc/libstdc++ from Debian packages, dist/ and production node_modules) and builds this
+# the `node` npm package, glibc/libstdc++ from Debian packages, dist/: one bundle, no node_modules) and builds this
 # file with buildah; with a registry and Docker at hand, the same recipe:
 #   scripts/image/build.sh --context-only build/image-context
 #   docker build -f Dockerfile -t ghcr.io/persistent-ips/persistent-ips:dev \

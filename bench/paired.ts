@@ -13,6 +13,8 @@
 //   flags=F    a node flag for this arm (repeatable), e.g. flags=--single-threaded-gc
 //   env=K=V    an environment variable for this arm's controller (repeatable)
 //
+// --keep-logs keeps the temp dir (each controller's log, e.g. with flags=--trace-gc) and prints where it is.
+//
 // --vms 0 measures start-up alone: no VMs, the controller's CPU seconds and RSS once /readyz answers 200 plus one
 // second (caches synced, leader elected, webhook serving), then it is stopped (--settle-seconds does not apply).
 //
@@ -27,7 +29,7 @@ import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { BenchKube, sleep } from './lib/kube.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
-import { procMemory, procThreadCpuSeconds } from './lib/proc.ts';
+import { procMemory, procSystemSeconds, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { ControllerProcess } from './lib/controller.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
@@ -107,6 +109,8 @@ interface Sample {
   peakRssMiB: number;
   settledRssMiB: number | null;
   threads: Record<string, number>;
+  /** CPU seconds the controller spent in the kernel (syscalls, page faults) over its life up to the sample. */
+  systemSeconds: number | null;
 }
 
 async function main(): Promise<void> {
@@ -115,6 +119,7 @@ async function main(): Promise<void> {
       vms: { type: 'string', default: '1000' },
       rounds: { type: 'string', default: '3' },
       'settle-seconds': { type: 'string', default: '0' },
+      'keep-logs': { type: 'boolean' },
       arm: { type: 'string', multiple: true },
       help: { type: 'boolean' },
     },
@@ -170,6 +175,7 @@ async function main(): Promise<void> {
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
         const threads = threadCpu(controller.pid, 2);
+        const sys = procSystemSeconds(controller.pid);
         await controller.stop();
         const s: Sample = {
           arm: arm.name,
@@ -180,9 +186,10 @@ async function main(): Promise<void> {
           peakRssMiB: round((mem?.hwmKb ?? 0) / 1024, 1),
           settledRssMiB: settleMs > 0 && mem ? round(mem.rssKb / 1024, 1) : null,
           threads,
+          systemSeconds: sys === undefined ? null : round(sys, 2),
         };
         samples.push(s);
-        log(`${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}`);
+        log(`${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
         // The namespace stays: its claims carry our finalizer, so deleting it with no controller running would leave
         // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
       }
@@ -192,7 +199,10 @@ async function main(): Promise<void> {
     await stopAll();
     await cp?.stop();
     untrackExternal(cpPids);
-    rmSync(dir, { recursive: true, force: true });
+    if (values['keep-logs']) {
+      rmSync(join(dir, 'cp'), { recursive: true, force: true });
+      log(`controller logs kept in ${dir}`);
+    } else rmSync(dir, { recursive: true, force: true });
   }
 
   const summary = arms.map((arm) => {
@@ -240,7 +250,8 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     const cpuSeconds = controller.cpuSeconds();
     const mem = procMemory(controller.pid);
     const threads = threadCpu(controller.pid, 3);
-    const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads };
+    const sys = procSystemSeconds(controller.pid);
+    const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads, systemSeconds: sys === undefined ? null : round(sys, 3) };
     base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}`);
     return s;
   } finally {

@@ -15,13 +15,15 @@
 // same class semantics). Names are kept: the `type` of an error in the logs is its constructor's name, and without `keepNames`
 // esbuild renames a class whose name collides with another module's (js-yaml's YAMLException would read
 // YAMLException2). It wraps each function expression in a call that sets its name, also the closures a request
-// creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). prom-client stays a
-// runtime require (src/telemetry/prom.ts loads its files by name), so production node_modules still ship.
+// creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). Every dependency is
+// bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
+// DIR/THIRD-PARTY-NOTICES.txt (scripts/third-party-notices.ts).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
+import { bundledPackages, NOTICES_FILE, noticesText } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -97,6 +99,9 @@ try {
   // tsconfig.build.json leaves tests and test helpers out; a shipped module that imports one would pull it back in.
   const testCode = Object.keys(result.metafile.inputs).filter((input) => /\.test\.|\/testing\.js$|\/fixtures\.js$|\/fake-[^/]*\.js$/.test(input));
   if (testCode.length > 0) throw new Error(`build: test code in the bundle: ${testCode.join(', ')}`);
+  // The bundled packages' licences travel with their code (the image has no node_modules).
+  const packages = bundledPackages(Object.keys(result.metafile.inputs).map((input) => resolve(stage, input)));
+  writeFileSync(join(partial, NOTICES_FILE), noticesText(packages));
   // The old output leaves only once the new one is complete, and is never half-replaced.
   if (existsSync(out)) renameSync(out, old);
   renameSync(partial, out);
@@ -105,4 +110,4 @@ try {
 }
 const main = join(out, 'cli', 'main.js');
 if (!existsSync(main)) throw new Error(`${main} was not written`);
-say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks`);
+say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks; ${NOTICES_FILE}`);

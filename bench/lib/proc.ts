@@ -26,6 +26,16 @@ function statCpuSeconds(stat: string): number {
   return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
 }
 
+/** System (kernel) CPU seconds of the process so far: syscalls, page faults (undefined once it is gone). */
+export function procSystemSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
+
 /** User + system CPU seconds the process has used so far (undefined once it is gone). */
 export function procCpuSeconds(pid: number): number | undefined {
   try {

@@ -9,7 +9,7 @@
 //   PERSISTENT_IPS_INSTALL_YAML   optional: the install.yaml to apply (default: kubectl kustomize manifests/default)
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -55,6 +55,19 @@ describe('container image: the unpacked rootfs runs under chroot against a local
     assert.equal(labels['org.opencontainers.image.licenses'], pkg.license);
     assert.match(labels['org.opencontainers.image.revision'] ?? '', /^[0-9a-f]{40}(-dirty)?$/);
     assert.match(labels['org.opencontainers.image.source'] ?? '', /^https:\/\//);
+  });
+
+  it('the application is the bundle alone, with the licences of the packages bundled into it', () => {
+    assert.ok(imageDir);
+    const app = join(imageDir, 'rootfs', 'app');
+    assert.equal(existsSync(join(app, 'node_modules')), false, 'no node_modules: the bundle carries its dependencies');
+    const notices = readFileSync(join(app, 'dist', 'THIRD-PARTY-NOTICES.txt'), 'utf8');
+    const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    // Every run-time dependency the controller imports is bundled; each must come with its licence.
+    for (const name of ['@kubernetes/client-node', 'ip-cidr', 'pino', 'prom-client', 'rxjs', 'yargs']) {
+      assert.ok(name in pkg.dependencies, `${name} is a dependency`);
+      assert.match(notices, new RegExp(`^${name.replace(/[/@.-]/g, '\\$&')}@\\d+\\.\\d+\\.\\d+ \\(`, 'm'), `${name} is listed`);
+    }
   });
 
   it('the entrypoint, run with the installed Deployment args as uid 65532, becomes ready and creates a claim', async () => {

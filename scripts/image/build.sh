@@ -11,12 +11,12 @@
 #   /usr/local/bin/node   Node 24, the binary of the `node` npm package the project already installs (unmodified)
 #   /lib, /lib64, /usr/lib/x86_64-linux-gnu   glibc, libstdc++ and libgcc_s from Debian packages (apt-get download
 #                         + dpkg-deb -x; never copied from the build machine), only the libraries node needs
-#   /app                  package.json, dist/ (compiled here), production node_modules (npm ci --omit=dev, offline
-#                         from the npm cache, without type declarations and source maps), LICENSE
+#   /app                  package.json, LICENSE, dist/ (built here: the bundle carries every dependency, so there is
+#                         no node_modules; the bundled packages' licences are in dist/THIRD-PARTY-NOTICES.txt)
 #   /etc/passwd, /etc/group   root and nonroot (65532); the image runs as 65532:65532
 #   /usr/share/doc        the licences of Node and of the Debian packages
 #
-# Needs: root (vfs storage), buildah (Debian package), apt-get/dpkg-deb, npm with a warm cache. Debian packages are
+# Needs: root (vfs storage), buildah (Debian package), apt-get/dpkg-deb, npm (npm run build). Debian packages are
 # cached in ${PERSISTENT_IPS_CACHE:-~/.cache/persistent-ips}/debs. Progress goes to stderr.
 set -euo pipefail
 
@@ -114,15 +114,11 @@ main() {
   log "npm run build"
   rm -rf "$repo/dist"
   npm run --silent build >&2
-  cp package.json package-lock.json LICENSE "$root/app/"
+  cp package.json LICENSE "$root/app/"
+  # The bundle holds every dependency (scripts/build.ts): no node_modules.
   cp -a dist "$root/app/dist"
-  # Production dependencies only, from the npm cache (the project's own npm ci filled it); no install scripts
-  # (none of the production dependencies has one).
-  (cd "$root/app" && npm ci --omit=dev --ignore-scripts --offline --no-audit --no-fund --loglevel=error >&2)
-  rm -f "$root/app/package-lock.json"
-  # Type declarations, TypeScript sources and source maps of dependencies are never loaded at run time.
-  find "$root/app/node_modules" -type f \( -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.map' \) -delete
-  log "app: dist $(du -sh "$root/app/dist" | cut -f1), node_modules $(du -sh "$root/app/node_modules" | cut -f1)"
+  [ -s "$root/app/dist/THIRD-PARTY-NOTICES.txt" ] || die "dist/THIRD-PARTY-NOTICES.txt is missing"
+  log "app: dist $(du -sh "$root/app/dist" | cut -f1), no node_modules"
 
   cat >"$root/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/sbin/nologin

@@ -23,7 +23,7 @@ for k, v in sorted(cfg.get("Labels", {}).items()):
 PY
 echo
 echo "contents (du, unpacked):"
-(cd "$r" && du -sh usr/local/bin/node lib lib64 usr/lib app/dist app/node_modules app/package.json app/LICENSE etc tmp usr/share/doc 2>/dev/null)
+(cd "$r" && du -sh usr/local/bin/node lib lib64 usr/lib app/dist app/package.json app/LICENSE etc tmp usr/share/doc 2>/dev/null)
 echo
 echo "libraries:"
 (cd "$r" && find lib lib64 usr/lib -type f -o -type l | sort | sed 's/^/  /')
@@ -31,7 +31,8 @@ echo
 echo "Debian packages:"
 sed 's/^/  /' "$r/usr/share/doc/debian-packages" 2>/dev/null || true
 echo
-echo "production dependencies (app/node_modules, top level):"
-(cd "$r/app/node_modules" && for d in * @*/*; do [ -f "$d/package.json" ] && printf '  %s@%s\n' "$d" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$d/package.json")"; done) | sort
+echo "packages bundled into app/dist (app/dist/THIRD-PARTY-NOTICES.txt):"
+grep -A1 '^=\{100\}$' "$r/app/dist/THIRD-PARTY-NOTICES.txt" | grep -v '^=\{100\}$\|^--$' | sed 's/^/  /'
+[ ! -e "$r/app/node_modules" ] || echo "app/node_modules: present (unexpected: the bundle needs none)"
 echo
 echo "node: $(chroot "$r" /usr/local/bin/node --version 2>/dev/null || echo '(not run: chroot needs root)')"

@@ -6,45 +6,59 @@
 // from 'prom-client' (erased at build time, so they load nothing). Every metric keeps prom-client's own name, help
 // and behaviour: the collectors are prom-client's, except the three CPU counters, which are re-made below without
 // the exemplar path.
+//
+// The files are imported statically (a CommonJS module's default export is its module.exports), so that the build
+// bundles them like every other dependency and the image needs no node_modules at all.
 
-import { createRequire } from 'node:module';
 import type * as Prom from 'prom-client';
+import registryModule from 'prom-client/lib/registry.js';
+import counterModule from 'prom-client/lib/counter.js';
+import gaugeModule from 'prom-client/lib/gauge.js';
+import histogramModule from 'prom-client/lib/histogram.js';
+import processStartTime from 'prom-client/lib/metrics/processStartTime.js';
+import osMemoryHeap from 'prom-client/lib/metrics/osMemoryHeap.js';
+import processOpenFileDescriptors from 'prom-client/lib/metrics/processOpenFileDescriptors.js';
+import processMaxFileDescriptors from 'prom-client/lib/metrics/processMaxFileDescriptors.js';
+import eventLoopLag from 'prom-client/lib/metrics/eventLoopLag.js';
+import processResources from 'prom-client/lib/metrics/processResources.js';
+import processHandles from 'prom-client/lib/metrics/processHandles.js';
+import processRequests from 'prom-client/lib/metrics/processRequests.js';
+import heapSizeAndUsed from 'prom-client/lib/metrics/heapSizeAndUsed.js';
+import heapSpacesSizeAndUsed from 'prom-client/lib/metrics/heapSpacesSizeAndUsed.js';
+import version from 'prom-client/lib/metrics/version.js';
+import gc from 'prom-client/lib/metrics/gc.js';
 
-const load = createRequire(import.meta.url);
-
-export const Registry: typeof Prom.Registry = load('prom-client/lib/registry.js');
+export const Registry = registryModule as typeof Prom.Registry;
 export type Registry = Prom.Registry;
-export const Counter: typeof Prom.Counter = load('prom-client/lib/counter.js');
+export const Counter = counterModule as typeof Prom.Counter;
 export type Counter<T extends string = string> = Prom.Counter<T>;
-export const Gauge: typeof Prom.Gauge = load('prom-client/lib/gauge.js');
+export const Gauge = gaugeModule as typeof Prom.Gauge;
 export type Gauge<T extends string = string> = Prom.Gauge<T>;
-export const Histogram: typeof Prom.Histogram = load('prom-client/lib/histogram.js');
+export const Histogram = histogramModule as typeof Prom.Histogram;
 export type Histogram<T extends string = string> = Prom.Histogram<T>;
 
 type Collector = (registry: Registry, config: { eventLoopMonitoringPrecision: number }) => void;
 
 /** prom-client's default collectors, in its own order, without processCpuTotal (see processCpu). */
 const DEFAULT_COLLECTORS = [
-  'processStartTime',
-  'osMemoryHeap',
-  'processOpenFileDescriptors',
-  'processMaxFileDescriptors',
-  'eventLoopLag',
-  'processResources',
-  'processHandles',
-  'processRequests',
-  'heapSizeAndUsed',
-  'heapSpacesSizeAndUsed',
-  'version',
-  'gc',
-] as const;
+  processStartTime,
+  osMemoryHeap,
+  processOpenFileDescriptors,
+  processMaxFileDescriptors,
+  eventLoopLag,
+  processResources,
+  processHandles,
+  processRequests,
+  heapSizeAndUsed,
+  heapSpacesSizeAndUsed,
+  version,
+  gc,
+] as Collector[];
 
 /** What prom-client's collectDefaultMetrics({ register }) registers: the same metric names and help texts. */
 export function collectDefaultMetrics(registry: Registry): void {
   processCpu(registry);
-  for (const name of DEFAULT_COLLECTORS) {
-    (load(`prom-client/lib/metrics/${name}.js`) as Collector)(registry, { eventLoopMonitoringPrecision: 10 });
-  }
+  for (const collect of DEFAULT_COLLECTORS) collect(registry, { eventLoopMonitoringPrecision: 10 });
 }
 
 /** process_cpu_{user,system}_seconds_total and process_cpu_seconds_total, as prom-client counts them. */

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { bundledPackages, declaredLicence, noticesText, packageDirOf, readPackage } from './third-party-notices.ts';
+
+describe('third-party notices', () => {
+  it('finds the package folder of a bundled file, scoped, nested, or none for the project', () => {
+    const cases: [string, string | undefined][] = [
+      ['/r/node_modules/pino/lib/tools.js', '/r/node_modules/pino'],
+      ['/r/node_modules/@kubernetes/client-node/dist/index.js', '/r/node_modules/@kubernetes/client-node'],
+      ['/r/node_modules/yargs/node_modules/cliui/build/index.cjs', '/r/node_modules/yargs/node_modules/cliui'],
+      ['/r/node_modules/@scope/a/node_modules/@other/b/x.js', '/r/node_modules/@scope/a/node_modules/@other/b'],
+      ['/r/build/tsc-1/cli/main.js', undefined],
+      ['/r/node_modules/@scope', undefined],
+    ];
+    for (const [file, dir] of cases) assert.equal(packageDirOf(file), dir, file);
+  });
+
+  it('reads the declared licence in every form package.json has used', () => {
+    assert.equal(declaredLicence({ license: 'MIT' }), 'MIT');
+    assert.equal(declaredLicence({ license: { type: 'BSD-3-Clause' } }), 'BSD-3-Clause');
+    assert.equal(declaredLicence({ licenses: [{ type: 'MIT' }, { type: 'Apache-2.0' }] }), 'MIT OR Apache-2.0');
+    assert.equal(declaredLicence({}), 'UNDECLARED');
+  });
+
+  it('reads one package per folder, with its licence files, and writes them sorted', () => {
+    const root = mkdtempSync(join(tmpdir(), 'notices-'));
+    try {
+      const pkg = (dir: string, manifest: object, files: Record<string, string>): void => {
+        mkdirSync(join(root, dir), { recursive: true });
+        writeFileSync(join(root, dir, 'package.json'), JSON.stringify(manifest));
+        for (const [name, text] of Object.entries(files)) writeFileSync(join(root, dir, name), text);
+      };
+      pkg('node_modules/zeta', { name: 'zeta', version: '1.0.0', license: 'MIT' }, { LICENSE: 'MIT licence of zeta\n', 'index.js': '' });
+      pkg('node_modules/@a/alpha', { name: '@a/alpha', version: '2.1.0', license: 'Apache-2.0' }, { 'LICENSE.md': 'Apache text', NOTICE: 'alpha notice', 'README.md': 'not a licence' });
+      pkg('node_modules/bare', { name: 'bare', version: '0.1.0', license: 'ISC' }, {});
+      pkg('node_modules/free', { name: 'free', version: '3.0.0', license: 'Unlicense' }, { UNLICENSE: 'public domain' });
+
+      const packages = bundledPackages([
+        join(root, 'node_modules/zeta/index.js'),
+        join(root, 'node_modules/zeta/lib/other.js'),
+        join(root, 'node_modules/@a/alpha/dist/x.js'),
+        join(root, 'node_modules/bare/index.js'),
+        join(root, 'node_modules/free/lib/x.js'),
+        join(root, 'build/tsc-1/cli/main.js'),
+      ]);
+      assert.deepEqual(packages.map((p) => p.name).sort(), ['@a/alpha', 'bare', 'free', 'zeta'], 'each package once, the project itself not at all');
+      assert.deepEqual(readPackage(join(root, 'node_modules/@a/alpha')).files.map((f) => f.name), ['LICENSE.md', 'NOTICE']);
+
+      const text = noticesText(packages);
+      const order = ['@a/alpha@2.1.0 (Apache-2.0)', 'bare@0.1.0 (ISC)', 'zeta@1.0.0 (MIT)'].map((h) => text.indexOf(h));
+      assert.ok(order.every((at) => at > 0), 'every package has its heading');
+      assert.deepEqual([...order].sort((x, y) => x - y), order, 'sorted by name');
+      assert.match(text, /--- LICENSE\n\nMIT licence of zeta\n/);
+      assert.match(text, /--- NOTICE\n\nalpha notice\n/);
+      assert.match(text, /free@3\.0\.0 \(Unlicense\)\n\n--- UNLICENSE\n\npublic domain\n/);
+      assert.match(text, /bare@0\.1\.0 \(ISC\)\n\nThe package ships no licence file; its package\.json declares ISC\./);
+      assert.doesNotMatch(text, /not a licence/);
+      assert.equal(noticesText([...packages].reverse()), text, 'the same packages in any order give the same bytes');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
