@@ -5,7 +5,7 @@
 // the order, so the arms see the same machine. The controller is started as bench/run.ts starts it (the Deployment's
 // args and env, bench/lib/controller.ts); an arm may add node flags or environment, or run another commit's build.
 //
-//   node bench/paired.ts [--vms 1000] [--rounds 3] [--settle-seconds 0] --arm 'NAME [ref=REV | entry=PATH] [flags=F]... [env=K=V]...' ...
+//   node bench/paired.ts [--vms 1000] [--rounds 3] [--settle-seconds 0] [--keep-logs] --arm 'NAME [ref=REV | entry=PATH] [flags=F]... [env=K=V]...' ...
 //
 //   ref=REV    the controller built from that git revision (default: this checkout's dist/, run `npm run build`
 //              first); built once into .paired/<commit>/dist
@@ -252,7 +252,7 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     const threads = threadCpu(controller.pid, 3);
     const sys = procSystemSeconds(controller.pid);
     const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads, systemSeconds: sys === undefined ? null : round(sys, 3) };
-    base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}`);
+    base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
     return s;
   } finally {
     await controller.stop();

@@ -19,11 +19,11 @@
 // bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
 // DIR/THIRD-PARTY-NOTICES.txt (scripts/third-party-notices.ts).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
-import { bundledPackages, NOTICES_FILE, noticesText } from './third-party-notices.ts';
+import { bundledPackages, NOTICES_FILE, noticesText, unexpectedRequires } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -99,9 +99,21 @@ try {
   // tsconfig.build.json leaves tests and test helpers out; a shipped module that imports one would pull it back in.
   const testCode = Object.keys(result.metafile.inputs).filter((input) => /\.test\.|\/testing\.js$|\/fixtures\.js$|\/fake-[^/]*\.js$/.test(input));
   if (testCode.length > 0) throw new Error(`build: test code in the bundle: ${testCode.join(', ')}`);
-  // The bundled packages' licences travel with their code (the image has no node_modules).
-  const packages = bundledPackages(Object.keys(result.metafile.inputs).map((input) => resolve(stage, input)));
+  // What runs is this folder alone (the image has no node_modules): the bundled packages' licences travel with their
+  // code, and nothing may be left to load from a node_modules, which only a checkout or the npm package would have.
+  const contributing = new Set<string>();
+  for (const output of Object.values(result.metafile.outputs)) {
+    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) if (bytesInOutput > 0) contributing.add(resolve(stage, input));
+  }
+  const packages = bundledPackages(contributing, stage);
   writeFileSync(join(partial, NOTICES_FILE), noticesText(packages));
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+  const missing = Object.keys(manifest.dependencies ?? {}).filter((name) => !packages.some((p) => p.name === name));
+  if (missing.length > 0) throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
+  for (const file of readdirSync(join(partial, 'cli')).filter((f) => f.endsWith('.js'))) {
+    const outside = unexpectedRequires(readFileSync(join(partial, 'cli', file), 'utf8'));
+    if (outside.length > 0) throw new Error(`build: dist/cli/${file} requires modules that are not bundled: ${outside.join(', ')}`);
+  }
   // The old output leaves only once the new one is complete, and is never half-replaced.
   if (existsSync(out)) renameSync(out, old);
   renameSync(partial, out);

@@ -59,6 +59,8 @@ tar -tzf "$out/$tarball" >"$out/.contents"
 if grep -E '\.test\.|/testing\.js|/fixtures\.js|/fake-[^/]*\.js|^package/e2e/|^package/src/' "$out/.contents"; then
   die "the npm package holds test code or sources (above)"
 fi
+# The bundle carries its dependencies' code, so it carries their licences too.
+grep -qx 'package/dist/THIRD-PARTY-NOTICES.txt' "$out/.contents" || die "the npm package lacks dist/THIRD-PARTY-NOTICES.txt"
 log "npm package: $tarball ($(du -h "$out/$tarball" | cut -f1), $(wc -l <"$out/.contents") files)"
 rm -f "$out/.contents"
 

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { bundledPackages, declaredLicence, noticesText, packageDirOf, readPackage } from './third-party-notices.ts';
+import { authorLine, bundledPackages, declaredLicence, noticesText, packageDirOf, readPackage, unexpectedRequires } from './third-party-notices.ts';
 
 describe('third-party notices', () => {
   it('finds the package folder of a bundled file, scoped, nested, or none for the project', () => {
@@ -25,6 +25,23 @@ describe('third-party notices', () => {
     assert.equal(declaredLicence({}), 'UNDECLARED');
   });
 
+  it('names an author given as a string or as an object', () => {
+    assert.equal(authorLine('Jane <j@example.org>'), 'Jane <j@example.org>');
+    assert.equal(authorLine({ name: 'Jane', email: 'j@example.org' }), 'Jane <j@example.org>');
+    assert.equal(authorLine({ name: 'Jane' }), 'Jane');
+    assert.equal(authorLine(undefined), undefined);
+  });
+
+  it('finds the modules a bundle would still load from outside: neither built-in nor a known optional one', () => {
+    const code = [
+      'var a = __require("node:fs"), b = __require("util"), c = require("node:sqlite");',
+      'try { d = __require("bufferutil"); } catch {}',
+      'var e = __require("left-pad"); var f = require(\'@scope/thing\'); var g = myrequire("not-a-require-call");',
+    ].join('\n');
+    assert.deepEqual(unexpectedRequires(code), ['@scope/thing', 'left-pad']);
+    assert.deepEqual(unexpectedRequires('__require("node:crypto"); __require("supports-color")'), []);
+  });
+
   it('reads one package per folder, with its licence files, and writes them sorted', () => {
     const root = mkdtempSync(join(tmpdir(), 'notices-'));
     try {
@@ -35,7 +52,12 @@ describe('third-party notices', () => {
       };
       pkg('node_modules/zeta', { name: 'zeta', version: '1.0.0', license: 'MIT' }, { LICENSE: 'MIT licence of zeta\n', 'index.js': '' });
       pkg('node_modules/@a/alpha', { name: '@a/alpha', version: '2.1.0', license: 'Apache-2.0' }, { 'LICENSE.md': 'Apache text', NOTICE: 'alpha notice', 'README.md': 'not a licence' });
-      pkg('node_modules/bare', { name: 'bare', version: '0.1.0', license: 'ISC' }, {});
+      pkg('node_modules/bare', { name: 'bare', version: '0.1.0', license: 'ISC', author: { name: 'A. Author', email: 'a@example.org' } }, {});
+      pkg('node_modules/tslibish', { name: 'tslibish', version: '1.0.0', license: '0BSD' }, { 'CopyrightNotice.txt': 'tslib copyright' });
+      // The same name and version nested under two packages is one section; another version is another.
+      pkg('node_modules/x/node_modules/dup', { name: 'dup', version: '7.2.0', license: 'MIT' }, { license: 'dup licence' });
+      pkg('node_modules/y/node_modules/dup', { name: 'dup', version: '7.2.0', license: 'MIT' }, { license: 'dup licence' });
+      pkg('node_modules/dup', { name: 'dup', version: '10.0.0', license: 'MIT' }, { license: 'dup licence' });
       pkg('node_modules/free', { name: 'free', version: '3.0.0', license: 'Unlicense' }, { UNLICENSE: 'public domain' });
 
       const packages = bundledPackages([
@@ -44,9 +66,14 @@ describe('third-party notices', () => {
         join(root, 'node_modules/@a/alpha/dist/x.js'),
         join(root, 'node_modules/bare/index.js'),
         join(root, 'node_modules/free/lib/x.js'),
+        join(root, 'node_modules/tslibish/tslib.js'),
+        join(root, 'node_modules/x/node_modules/dup/index.js'),
+        join(root, 'node_modules/y/node_modules/dup/index.js'),
+        join(root, 'node_modules/dup/index.js'),
         join(root, 'build/tsc-1/cli/main.js'),
-      ]);
-      assert.deepEqual(packages.map((p) => p.name).sort(), ['@a/alpha', 'bare', 'free', 'zeta'], 'each package once, the project itself not at all');
+      ], join(root, 'build/tsc-1'));
+      assert.deepEqual(packages.map((p) => p.name).sort(), ['@a/alpha', 'bare', 'dup', 'dup', 'dup', 'free', 'tslibish', 'zeta'], 'each folder once, the project itself not at all');
+      assert.throws(() => bundledPackages([join(root, 'elsewhere/code.js')], join(root, 'build/tsc-1')), /elsewhere\/code\.js is bundled but belongs to no package/);
       assert.deepEqual(readPackage(join(root, 'node_modules/@a/alpha')).files.map((f) => f.name), ['LICENSE.md', 'NOTICE']);
 
       const text = noticesText(packages);
@@ -56,7 +83,10 @@ describe('third-party notices', () => {
       assert.match(text, /--- LICENSE\n\nMIT licence of zeta\n/);
       assert.match(text, /--- NOTICE\n\nalpha notice\n/);
       assert.match(text, /free@3\.0\.0 \(Unlicense\)\n\n--- UNLICENSE\n\npublic domain\n/);
-      assert.match(text, /bare@0\.1\.0 \(ISC\)\n\nThe package ships no licence file; its package\.json declares ISC\./);
+      assert.match(text, /bare@0\.1\.0 \(ISC\)\n\nThe package ships no licence file; its package\.json declares ISC; its author, per package\.json: A\. Author <a@example\.org>\./);
+      assert.match(text, /tslibish@1\.0\.0 \(0BSD\)\n\n--- CopyrightNotice\.txt\n\ntslib copyright\n/);
+      assert.equal(text.match(/^dup@7\.2\.0 /gm)?.length, 1, 'identical nested copies: one section');
+      assert.ok(text.indexOf('dup@10.0.0 ') < text.indexOf('dup@7.2.0 '), 'versions in code-point order, whatever the locale');
       assert.doesNotMatch(text, /not a licence/);
       assert.equal(noticesText([...packages].reverse()), text, 'the same packages in any order give the same bytes');
     } finally {

@@ -3,18 +3,24 @@
 // package's name, version, declared licence and licence files into dist/THIRD-PARTY-NOTICES.txt.
 
 import { readdirSync, readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { join, sep } from 'node:path';
 
 export const NOTICES_FILE = 'THIRD-PARTY-NOTICES.txt';
 
-/** Licence, copying and notice files, as packages name them (LICENSE, LICENCE.md, license-MIT, UNLICENSE, COPYING, NOTICE). */
-const LICENCE_FILE = /^(licen[cs]e|unlicen[cs]e|copying|notice)([-._].*)?$/i;
+/**
+ * Licence, copying and notice files, as packages name them (LICENSE, LICENCE.md, license-MIT, UNLICENSE, COPYING,
+ * NOTICE, CopyrightNotice.txt).
+ */
+const LICENCE_FILE = /^(licen[cs]e|unlicen[cs]e|copying|notice|copyright(notice)?)([-._].*)?$/i;
 
 export interface BundledPackage {
   name: string;
   version: string;
   /** package.json's `license` (or the old `licenses` list), as declared. */
   declared: string;
+  /** package.json's `author`, as a line (named in the notice of a package that ships no licence file). */
+  author?: string;
   /** Licence files found in the package's folder, by file name; empty when it ships none. */
   files: { name: string; text: string }[];
 }
@@ -44,35 +50,82 @@ export function declaredLicence(pkg: { license?: unknown; licenses?: unknown }):
   return 'UNDECLARED';
 }
 
+export function authorLine(author: unknown): string | undefined {
+  if (typeof author === 'string') return author;
+  if (author && typeof author === 'object' && typeof (author as { name?: unknown }).name === 'string') {
+    const { name, email } = author as { name: string; email?: unknown };
+    return typeof email === 'string' ? `${name} <${email}>` : name;
+  }
+  return undefined;
+}
+
 /** Reads one package folder: its package.json and its licence files. */
 export function readPackage(dir: string): BundledPackage {
-  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string; license?: unknown; licenses?: unknown };
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown; license?: unknown; licenses?: unknown; author?: unknown };
+  if (typeof manifest.name !== 'string' || typeof manifest.version !== 'string') throw new Error(`third-party notices: ${join(dir, 'package.json')} has no name or version`);
   const files = readdirSync(dir, { withFileTypes: true })
     .filter((e) => e.isFile() && LICENCE_FILE.test(e.name))
     .map((e) => e.name)
     .sort()
     .map((name) => ({ name, text: readFileSync(join(dir, name), 'utf8') }));
-  return { name: manifest.name ?? dir, version: manifest.version ?? '0.0.0', declared: declaredLicence(manifest), files };
+  const author = authorLine(manifest.author);
+  return { name: manifest.name, version: manifest.version, declared: declaredLicence(manifest), ...(author ? { author } : {}), files };
 }
 
-/** The notices file: one section per package, sorted by name and version, so a build is byte-reproducible. */
+/** Code-point order, the same on every machine and in every locale. */
+const byCodePoint = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * The notices file: one section per package name and version (identical copies nested under different packages are
+ * one section), sorted, so that a build is byte-reproducible.
+ */
 export function noticesText(packages: readonly BundledPackage[]): string {
-  const sorted = [...packages].sort((a, b) => (a.name === b.name ? a.version.localeCompare(b.version) : a.name < b.name ? -1 : 1));
+  const unique = new Map<string, BundledPackage>();
+  for (const p of packages) if (!unique.has(`${p.name}@${p.version}`)) unique.set(`${p.name}@${p.version}`, p);
+  const sorted = [...unique.values()].sort((a, b) => byCodePoint(a.name, b.name) || byCodePoint(a.version, b.version));
   const rule = '='.repeat(100);
   const sections = sorted.map((p) => {
     const head = `${p.name}@${p.version} (${p.declared})`;
-    if (p.files.length === 0) return `${rule}\n${head}\n\nThe package ships no licence file; its package.json declares ${p.declared}.\n`;
+    if (p.files.length === 0) {
+      const by = p.author ? `; its author, per package.json: ${p.author}` : '';
+      return `${rule}\n${head}\n\nThe package ships no licence file; its package.json declares ${p.declared}${by}.\n`;
+    }
     return `${rule}\n${head}\n${p.files.map((f) => `\n--- ${f.name}\n\n${f.text.trimEnd()}\n`).join('')}`;
   });
   return `persistent-ips bundles the following packages into dist/cli/. Their licences follow.\n\n${sections.join('\n')}`;
 }
 
-/** Every package that has a file among `files` (absolute paths of a bundle's inputs), read once each. */
-export function bundledPackages(files: Iterable<string>, read: (dir: string) => BundledPackage = readPackage): BundledPackage[] {
+/**
+ * Every package that has a file among `files` (absolute paths of the inputs that put code into the bundle), read
+ * once per folder. A file that is neither the project's own (under `ownDir`) nor inside a package folder would be
+ * code of unknown origin: an error, not a silent omission.
+ */
+export function bundledPackages(files: Iterable<string>, ownDir: string, read: (dir: string) => BundledPackage = readPackage): BundledPackage[] {
   const dirs = new Set<string>();
   for (const file of files) {
     const dir = packageDirOf(file);
     if (dir) dirs.add(dir);
+    else if (!file.startsWith(ownDir + sep)) throw new Error(`third-party notices: ${file} is bundled but belongs to no package`);
   }
   return [...dirs].map(read);
+}
+
+/**
+ * Modules the bundle still loads from outside itself: Node's built-ins, and optional packages that their users load
+ * inside try/catch with a fallback (ws: bufferutil and utf-8-validate, native speed-ups; debug: supports-color).
+ * Anything else would need a node_modules the image does not have.
+ */
+export const OPTIONAL_RUNTIME_REQUIRES: ReadonlySet<string> = new Set(['bufferutil', 'utf-8-validate', 'supports-color']);
+
+/** The modules a bundle's code requires by literal name that are neither built-in nor known optional ones. */
+export function unexpectedRequires(code: string): string[] {
+  const builtins = new Set(builtinModules);
+  const found = new Set<string>();
+  for (const m of code.matchAll(/\b(?:__)?require\(\s*["']([^"']+)["']\s*\)/g)) {
+    const name = m[1]!;
+    const bare = name.startsWith('node:') ? name.slice(5) : name;
+    if (builtins.has(bare) || builtins.has(name) || OPTIONAL_RUNTIME_REQUIRES.has(name)) continue;
+    found.add(name);
+  }
+  return [...found].sort(byCodePoint);
 }

@@ -19,18 +19,23 @@ export function procMemory(pid: number): ProcMemory | undefined {
   }
 }
 
-/** User + system CPU seconds of a /proc/.../stat line. */
-function statCpuSeconds(stat: string): number {
+/** User and system CPU seconds of a /proc/.../stat line. */
+function statFields(stat: string): { utime: number; stime: number } {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After "pid (comm) ": state is field 3 → index 0; utime is field 14 → index 11, stime index 12.
-  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+  return { utime: Number(fields[11]) / CLK_TCK, stime: Number(fields[12]) / CLK_TCK };
+}
+
+/** User + system CPU seconds of a /proc/.../stat line. */
+function statCpuSeconds(stat: string): number {
+  const { utime, stime } = statFields(stat);
+  return utime + stime;
 }
 
 /** System (kernel) CPU seconds of the process so far: syscalls, page faults (undefined once it is gone). */
 export function procSystemSeconds(pid: number): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) / CLK_TCK;
+    return statFields(readFileSync(`/proc/${pid}/stat`, 'utf8')).stime;
   } catch {
     return undefined;
   }

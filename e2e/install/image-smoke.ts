@@ -63,10 +63,11 @@ describe('container image: the unpacked rootfs runs under chroot against a local
     assert.equal(existsSync(join(app, 'node_modules')), false, 'no node_modules: the bundle carries its dependencies');
     const notices = readFileSync(join(app, 'dist', 'THIRD-PARTY-NOTICES.txt'), 'utf8');
     const pkg = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
-    // Every run-time dependency the controller imports is bundled; each must come with its licence.
-    for (const name of ['@kubernetes/client-node', 'ip-cidr', 'pino', 'prom-client', 'rxjs', 'yargs']) {
-      assert.ok(name in pkg.dependencies, `${name} is a dependency`);
-      assert.match(notices, new RegExp(`^${name.replace(/[/@.-]/g, '\\$&')}@\\d+\\.\\d+\\.\\d+ \\(`, 'm'), `${name} is listed`);
+    // Every dependency is bundled (the build fails otherwise); each must come with its licence.
+    const names = Object.keys(pkg.dependencies);
+    assert.ok(names.includes('prom-client') && names.includes('pino'), 'the dependencies are read');
+    for (const name of names) {
+      assert.match(notices, new RegExp(`^${name.replace(/[/@.-]/g, '\\$&')}@\\d+\\.\\d+\\.\\d+\\S* \\(`, 'm'), `${name} is listed`);
     }
   });
 

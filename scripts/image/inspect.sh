@@ -32,7 +32,7 @@ echo "Debian packages:"
 sed 's/^/  /' "$r/usr/share/doc/debian-packages" 2>/dev/null || true
 echo
 echo "packages bundled into app/dist (app/dist/THIRD-PARTY-NOTICES.txt):"
-grep -A1 '^=\{100\}$' "$r/app/dist/THIRD-PARTY-NOTICES.txt" | grep -v '^=\{100\}$\|^--$' | sed 's/^/  /'
+grep -E '^[^ ]+@[0-9][^ ]* \(.*\)$' "$r/app/dist/THIRD-PARTY-NOTICES.txt" | sed 's/^/  /'
 [ ! -e "$r/app/node_modules" ] || echo "app/node_modules: present (unexpected: the bundle needs none)"
 echo
 echo "node: $(chroot "$r" /usr/local/bin/node --version 2>/dev/null || echo '(not run: chroot needs root)')"
