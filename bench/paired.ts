@@ -29,7 +29,7 @@ import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { BenchKube, sleep } from './lib/kube.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
-import { procMemory, procSystemSeconds, procThreadCpuSeconds } from './lib/proc.ts';
+import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { ControllerProcess } from './lib/controller.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
@@ -175,7 +175,7 @@ async function main(): Promise<void> {
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
         const threads = threadCpu(controller.pid, 2);
-        const sys = procSystemSeconds(controller.pid);
+        const sys = procCpuTimes(controller.pid)?.system;
         await controller.stop();
         const s: Sample = {
           arm: arm.name,
@@ -250,7 +250,7 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     const cpuSeconds = controller.cpuSeconds();
     const mem = procMemory(controller.pid);
     const threads = threadCpu(controller.pid, 3);
-    const sys = procSystemSeconds(controller.pid);
+    const sys = procCpuTimes(controller.pid)?.system;
     const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads, systemSeconds: sys === undefined ? null : round(sys, 3) };
     base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
     return s;

@@ -20,22 +20,22 @@ export function procMemory(pid: number): ProcMemory | undefined {
 }
 
 /** User and system CPU seconds of a /proc/.../stat line. */
-function statFields(stat: string): { utime: number; stime: number } {
+function statTimes(stat: string): CpuTimes {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After "pid (comm) ": state is field 3 → index 0; utime is field 14 → index 11, stime index 12.
-  return { utime: Number(fields[11]) / CLK_TCK, stime: Number(fields[12]) / CLK_TCK };
+  return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK };
 }
 
-/** User + system CPU seconds of a /proc/.../stat line. */
-function statCpuSeconds(stat: string): number {
-  const { utime, stime } = statFields(stat);
-  return utime + stime;
+export interface CpuTimes {
+  user: number;
+  /** In the kernel: system calls, page faults. */
+  system: number;
 }
 
-/** System (kernel) CPU seconds of the process so far: syscalls, page faults (undefined once it is gone). */
-export function procSystemSeconds(pid: number): number | undefined {
+/** User and system CPU seconds the process has used so far (undefined once it is gone). */
+export function procCpuTimes(pid: number): CpuTimes | undefined {
   try {
-    return statFields(readFileSync(`/proc/${pid}/stat`, 'utf8')).stime;
+    return statTimes(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }
@@ -43,11 +43,8 @@ export function procSystemSeconds(pid: number): number | undefined {
 
 /** User + system CPU seconds the process has used so far (undefined once it is gone). */
 export function procCpuSeconds(pid: number): number | undefined {
-  try {
-    return statCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return undefined;
-  }
+  const t = procCpuTimes(pid);
+  return t && t.user + t.system;
 }
 
 /**
@@ -64,7 +61,8 @@ export function procThreadCpuSeconds(pid: number): Record<string, number> {
       continue; // the thread ended between the listing and the read
     }
     const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/\d+$/, '');
-    const s = statCpuSeconds(stat);
+    const { user, system } = statTimes(stat);
+    const s = user + system;
     if (s > 0) out[name] = (out[name] ?? 0) + s;
   }
   return out;
