@@ -56,11 +56,12 @@ function launcher(networks: string[], options: { ownerUid?: string; labels?: Rec
   };
 }
 
-function review(pod: Pod, operation = 'CREATE'): AdmissionReview {
+/** An UPDATE's `oldObject` defaults to the pod itself (an update that changes no annotation). */
+function review(pod: Pod, operation = 'CREATE', oldObject: Pod | undefined = operation === 'UPDATE' ? pod : undefined): AdmissionReview {
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
-    request: { uid: 'req-1', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: NS, operation, object: pod },
+    request: { uid: 'req-1', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: NS, operation, object: pod, ...(oldObject ? { oldObject } : {}) },
   };
 }
 
@@ -198,8 +199,10 @@ describe('pod admission handler', () => {
 
   it('the cached VMI lacks a network the pod has (hotplug not seen yet): re-read from the API', async () => {
     const { handle, calls } = handler({ cached: [vmi(['red'])], api: vmi(['red', 'hot']) });
+    // virt-controller's rebuild of the running pod's annotation for the hotplug: red's reference dropped, hot added
     const pod = launcher(['red', 'hot']);
-    const out = await handle(review(pod, 'UPDATE'));
+    const running = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) } });
+    const out = await handle(review(pod, 'UPDATE', running));
     assert.deepEqual(calls, [`${NS}/vm1`]);
     assert.deepEqual(
       (patchedNetworks(pod, out) as { 'ipam-claim-reference': string }[]).map((e) => e['ipam-claim-reference']),
@@ -461,9 +464,138 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
 });
 
 describe('vmiOf', () => {
-  it('prefers the owner reference, falls back to kubevirt.io/domain', () => {
+  it('only a controller owner reference to a VMI, with its uid; kubevirt.io/domain alone names no VMI (a copied pod)', () => {
     assert.deepEqual(vmiOf(launcher(['red'])), { name: 'vm1', uid: 'vmi-uid-1' });
-    assert.deepEqual(vmiOf({ metadata: { name: 'p', annotations: { 'kubevirt.io/domain': 'vm2' } } }), { name: 'vm2' });
+    assert.equal(vmiOf({ metadata: { name: 'p', annotations: { 'kubevirt.io/domain': 'vm2' } } }), undefined);
+    const notController = launcher(['red']);
+    notController.metadata.ownerReferences = [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid-1' }];
+    assert.equal(vmiOf(notController), undefined);
     assert.equal(vmiOf({ metadata: { name: 'p' } }), undefined);
+  });
+});
+
+describe('pod admission handler at UPDATE: a reference, once on a running pod, is never taken away (spec §8)', () => {
+  const withRefs = (networks: string[], refs: Record<string, string>): Pod =>
+    launcher(networks, {
+      annotations: {
+        [NETWORKS]: JSON.stringify(networks.map((n) => ({ name: n === 'hot' ? 'red' : n, namespace: NS, interface: podInterfaceName(n), ...(refs[n] ? { 'ipam-claim-reference': refs[n] } : {}) }))),
+      },
+    });
+  const running = withRefs(['red', 'blue'], { red: 'vm1.red' });
+  /** virt-controller's rebuild of the annotation from the VMI spec: no references. */
+  const rebuilt = launcher(['red', 'blue']);
+
+  const states: [string, Setup][] = [
+    ['the gate is off', { gate: false }],
+    ['the NAD no longer allows persistent IPs', { nads: [nad('red', false), BLUE] }],
+    ['the claim is gone from the cache', { claims: [] }],
+    ['the caches have not synced (controller starting)', { synced: false }],
+    ['the VMI cannot be read', { api: 'error' }],
+  ];
+  for (const [name, setup] of states) {
+    it(`${name}: the dropped reference is put back, and nothing is read`, async () => {
+      const { handle, calls, claimCalls } = handler(setup);
+      const out = await handle(review(rebuilt, 'UPDATE', running));
+      assert.equal(out.response?.allowed, true);
+      assert.deepEqual(
+        (patchedNetworks(rebuilt, out) as Record<string, string>[]).map((e) => e['ipam-claim-reference']),
+        ['vm1.red', undefined],
+      );
+      assert.deepEqual([calls, claimCalls], [[], []]);
+    });
+  }
+
+  it('an UPDATE that changes a reference of the running pod is refused', async () => {
+    const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
+    const out = await handle(review(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', running));
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 403);
+    assert.match(out.response?.status?.message ?? '', /from vm1\.red to vm2\.red/);
+  });
+
+  it('a hotplugged element (new at this UPDATE) is decided as at CREATE: waits for its claim, then denied while it is missing; the old reference is carried all the same', async () => {
+    const { handle, claimCalls } = handler({ cached: [vmi(['red', 'hot'])], claims: [claim('vm1.red')], claimWaitMs: 60 });
+    const out = await handle(review(launcher(['red', 'hot']), 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response?.status?.message ?? '', /vm1\.hot/);
+    assert.ok(claimCalls.includes(`${NS}/vm1.hot`), 'the API had the last word');
+    const { handle: ready } = handler({ cached: [vmi(['red', 'hot'])] });
+    const pod = launcher(['red', 'hot']);
+    const ok = await ready(review(pod, 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
+    assert.deepEqual((patchedNetworks(pod, ok) as Record<string, string>[]).map((e) => e['ipam-claim-reference']), ['vm1.red', 'vm1.hot']);
+  });
+
+  it('an element that gains a reference (the controller pointing a running pod at a claim made after it started) is checked: this VM\'s claim is admitted, another is refused', async () => {
+    const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
+    const bare = launcher(['red', 'blue']);
+    const ours = await handle(review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
+    assert.equal(ours.response?.allowed, true);
+    assert.equal(ours.response?.patch, undefined);
+    const theirs = await handle(review(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', bare));
+    assert.equal(theirs.response?.allowed, false);
+    const gateOff = await handler({ cached: [vmi(['red', 'blue'])], gate: false }).handle(review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
+    assert.equal(gateOff.response?.allowed, false);
+  });
+});
+
+describe('pod admission handler: a pod that is not its VMI\'s (copied, hand-made) is never pointed at a claim', () => {
+  const copied = (annotations: Record<string, string> = {}): Pod => {
+    const pod = launcher(['red'], { annotations });
+    delete pod.metadata.ownerReferences;
+    return pod;
+  };
+
+  it('no controller owner reference to the VMI: admitted unchanged, although kubevirt.io/domain names a VMI whose claim is there', async () => {
+    const { handle, calls } = handler({ cached: [vmi(['red'])] });
+    const out = await handle(review(copied()));
+    assert.equal(out.response?.allowed, true);
+    assert.equal(out.response?.patch, undefined);
+    assert.match(out.response?.warnings?.[0] ?? '', /no controller owner reference/);
+    assert.deepEqual(calls, []);
+  });
+
+  it('a copy that carries the VM\'s reference (kubectl debug --copy-to copies annotations): refused', async () => {
+    const { handle } = handler({ cached: [vmi(['red'])] });
+    const withRef = copied({ [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) });
+    const out = await handle(review(withRef));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response?.status?.message ?? '', /names IPAMClaim vm1\.red.*no controller owner reference/);
+    const legacy = await handle(review(copied({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.default' })));
+    assert.equal(legacy.response?.allowed, false);
+  });
+
+  it('an owner reference with another uid than the VMI\'s, carrying a reference: refused', async () => {
+    const { handle } = handler({ cached: [vmi(['red'])] });
+    const pod = launcher(['red'], { ownerUid: 'someone-else', annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) } });
+    const out = await handle(review(pod));
+    assert.equal(out.response?.allowed, false);
+  });
+});
+
+describe('pod admission handler: a claim name that can collide (two or more dots) is confirmed by the API at CREATE', () => {
+  it('the cache shows the claim as this VM\'s: one API read before the pod is pointed at it; a plain name needs none', async () => {
+    const dotted = vmi(['red']);
+    dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
+    dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
+    const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('r.ed') }]) } });
+    const { handle, claimCalls } = handler({ cached: [dotted], claims: [claim('vm1.r.ed')] });
+    const out = await handle(review(pod));
+    assert.equal(out.response?.patchType, 'JSONPatch');
+    assert.ok(claimCalls.includes(`${NS}/vm1.r.ed`), `read ${claimCalls.join(', ')}`);
+    const { handle: plain, claimCalls: none } = handler({ cached: [vmi(['red'])] });
+    await plain(review(launcher(['red'])));
+    assert.deepEqual(none, []);
+  });
+
+  it('the API shows the claim as another VM\'s (the cache lagged): not pointed at it', async () => {
+    const dotted = vmi(['red']);
+    dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
+    dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
+    const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('r.ed') }]) } });
+    const other = claim('vm1.r.ed', { ownerKind: 'VirtualMachine', ownerUid: 'uid-of-vm1.r' });
+    other.metadata.ownerReferences![0]!.name = 'vm1.r';
+    const { handle } = handler({ cached: [dotted], claims: [claim('vm1.r.ed')], apiClaims: [other] });
+    const out = await handle(review(pod));
+    assert.equal(out.response?.allowed, false);
   });
 });

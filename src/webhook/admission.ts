@@ -16,7 +16,13 @@
 //   the network is not persistent (the CNI fails that pod anyway), reported.
 // - The pod's annotations cannot be parsed: ALLOW unchanged with a warning and a log line. Multus will reject the
 //   same annotation; rewriting something we cannot read could only make it worse.
-// - The pod names no VMI (no owner reference, no kubevirt.io/domain): ALLOW unchanged with a warning.
+// - The pod has no controller owner reference to a VMI (a copy made by `kubectl debug --copy-to`, a hand-made pod
+//   with the launcher label and kubevirt.io/domain): ALLOW unchanged with a warning, and DENY it if it already names
+//   a claim. Nothing but that owner reference, uid and all, ties a pod to its VMI.
+// - UPDATE (carry-over.ts): every reference of the old object is put back on its element whatever the gate, the NADs
+//   or the caches say, so a running pod never loses one (virt-controller rebuilds the annotation without them); an
+//   UPDATE that changes one is DENIED. Only elements new at this UPDATE, or gaining a reference, are decided, with
+//   CREATE's checks, wait and API read.
 // - A pod whose networks cannot be persistent judged from the NADs alone (all NADs known and ordinary, no
 //   persistent primary network) is admitted without reading its VMI, so VMs on ordinary networks never wait for
 //   the VMI lookups above.
@@ -25,7 +31,7 @@
 //   claim's. A claim that cannot be read: DENY, as for the VMI.
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
-import { DOMAIN_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { claimName, claimNameFor, claimStanding, collisionClaimName, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
@@ -33,7 +39,9 @@ import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
-import { elementNamespace, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
+import type { JsonPatchOp } from '../kube/patch.ts';
+import { carryOverReferences, namedClaims } from './carry-over.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
 
@@ -181,15 +189,36 @@ export function reviewResponse(response: AdmissionResponse): AdmissionReview {
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
 }
 
-/** The VMI a launcher pod belongs to: its controller owner reference, else the kubevirt.io/domain annotation. */
-export function vmiOf(pod: Pod): { name: string; uid?: string } | undefined {
-  const owner = pod.metadata?.ownerReferences?.find((ref) => ref.kind === 'VirtualMachineInstance' && ref.apiVersion?.startsWith('kubevirt.io/'));
-  if (owner?.name) return owner.uid ? { name: owner.name, uid: owner.uid } : { name: owner.name };
-  const domain = pod.metadata?.annotations?.[DOMAIN_ANNOTATION];
-  return typeof domain === 'string' && domain !== '' ? { name: domain } : undefined;
+/**
+ * The VMI a launcher pod belongs to: its controller owner reference, uid and all. Nothing else identifies it: a pod
+ * that merely carries the launcher label and `kubevirt.io/domain` (`kubectl debug --copy-to`, a hand-made pod) is not
+ * the VMI's, and pointing it at the VM's claim would give it the VM's address.
+ */
+export function vmiOf(pod: Pod): { name: string; uid: string } | undefined {
+  const owner = pod.metadata?.ownerReferences?.find(
+    (ref) => ref.controller === true && ref.kind === 'VirtualMachineInstance' && ref.apiVersion?.startsWith('kubevirt.io/'),
+  );
+  return owner?.name && owner.uid ? { name: owner.name, uid: owner.uid } : undefined;
+}
+
+/** Two or more dots: `<vm>.<network>` may then be another VM's name for another network (a dotted-name collision). */
+function mayCollide(claim: string): boolean {
+  return claim.indexOf('.') !== claim.lastIndexOf('.');
 }
 
 const CLAIM_POLL_MS = 20;
+
+const encodePatch = (ops: readonly JsonPatchOp[]): string => Buffer.from(JSON.stringify(ops), 'utf8').toString('base64');
+
+/** The claims named by the given elements of the networks annotation. */
+function freshReferences(pod: Pod, indices: readonly number[]): string[] {
+  const selection = parseNetworkSelection(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
+  if (!selection.ok) return [];
+  return indices.flatMap((i) => {
+    const ref = selection.elements[i]?.[IPAM_CLAIM_REFERENCE];
+    return typeof ref === 'string' && ref !== '' ? [ref] : [];
+  });
+}
 
 /**
  * The reason of the Events the webhook posts on a VM whose launcher pods it refuses; the message starts with the
@@ -293,14 +322,18 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
         return claimStanding(view.get(name), name, owners, verdict.claimSpec?.network).usable;
       };
       let view = fromCache();
-      if (!create || usable(view)) deps.metrics?.claimLookups.inc({ source: 'cache' });
+      // A name with two or more dots can be another VM's claim that the cache has not shown yet: the chosen claim
+      // is confirmed by the API before a pod is pointed at it.
+      const confirm = () => mayCollide(claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n)));
+      if (!create || (usable(view) && !confirm())) deps.metrics?.claimLookups.inc({ source: 'cache' });
       else {
         while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {
           await new Promise((resolve) => setTimeout(resolve, Math.min(CLAIM_POLL_MS, Math.max(1, waitUntil - Date.now()))));
           view = fromCache();
         }
-        deps.metrics?.claimLookups.inc({ source: usable(view) ? 'cache_after_wait' : 'api' });
-        if (!usable(view)) {
+        const fromApi = !usable(view) || confirm();
+        deps.metrics?.claimLookups.inc({ source: fromApi ? 'api' : 'cache_after_wait' });
+        if (fromApi) {
           const fetched = new Map<string, IPAMClaim>();
           for (const name of names) {
             try {
@@ -332,30 +365,58 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     const generateName = (pod.metadata as { generateName?: unknown }).generateName;
     const podName: string = pod.metadata.name || request.name || (typeof generateName === 'string' ? generateName : '');
     const plog = log.child({ namespace, pod: podName, operation: request.operation, uid, ...(request.dryRun ? { dryRun: true } : {}) });
-    if (!isLauncherPod(pod)) return allow('skipped');
+    const oldPod = request.operation === 'UPDATE' && isObject(request.oldObject) ? (request.oldObject as unknown as Pod) : undefined;
+    if (!isLauncherPod(pod) && !(oldPod && isLauncherPod(oldPod))) return allow('skipped');
     if (deps.watchNamespace !== undefined && namespace !== deps.watchNamespace) return allow('skipped');
+
+    // UPDATE: every reference of the running pod is carried over first, from the two objects alone (carry-over.ts):
+    // nothing below (the gate, the caches, the NADs) may take one away. Only fresh elements are decided.
+    const carry = request.operation === 'UPDATE' ? carryOverReferences(oldPod, pod, namespace) : undefined;
+    if (carry && carry.carried.length > 0) plog.info({ carried: carry.carried }, 'restored IPAM claim references the update dropped');
+    if (carry && carry.refusals.length > 0) {
+      const message = `persistent-ips: update of launcher pod ${namespace}/${podName} refused: ${carry.refusals.join('; ')}`;
+      plog.warn({ refusals: carry.refusals }, 'refusing an update that would change a claim reference');
+      return { response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message } }, outcome: 'denied' };
+    }
+    const subject = carry?.pod ?? pod;
+    const carried = carry?.patch ?? [];
+    const withCarried = (outcome: Outcome, warnings: string[] = []): { response: AdmissionResponse; outcome: Outcome } =>
+      carried.length === 0
+        ? allow(outcome, warnings)
+        : { response: { uid, allowed: true, patchType: 'JSONPatch', patch: encodePatch(carried), ...(warnings.length ? { warnings } : {}) }, outcome: 'patched' };
+    if (carry && carry.fresh.length === 0) return withCarried('unchanged');
+    const fresh = carry ? new Set(carry.fresh) : undefined;
+    // The claims the elements to decide already name: each must be proved this VM's below, or the pod is refused.
+    const named = carry ? freshReferences(subject, carry.fresh) : namedClaims(subject);
+    const refuse = (why: string): { response: AdmissionResponse; outcome: Outcome } => {
+      const message = `persistent-ips: launcher pod ${namespace}/${podName} names IPAMClaim ${named.join(', ')}, but ${why}; nothing shows the claim is its VM's, so the pod is refused`;
+      plog.warn({ claims: named }, message);
+      return { response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message } }, outcome: 'denied' };
+    };
+
     if (deps.synced && !deps.synced()) {
       const message = `persistent-ips is starting and has not read the cluster yet; launcher pod ${namespace}/${podName} will be admitted on KubeVirt's retry`;
       plog.info('denying launcher pod: caches not synced yet');
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
     }
-    if (!deps.gateEnabled()) return allow('skipped');
+    if (!deps.gateEnabled()) return named.length > 0 && carry ? refuse('the PersistentIPs feature gate is off') : withCarried('skipped');
 
-    if (!mayNeedReferences(pod, namespace, nadsForPod(pod, namespace))) {
+    if (named.length === 0 && !mayNeedReferences(subject, namespace, nadsForPod(subject, namespace))) {
       plog.debug('launcher pod on ordinary networks only');
-      return allow('unchanged');
+      return withCarried('unchanged');
     }
-    const ref = vmiOf(pod);
+    const ref = vmiOf(subject);
     if (!ref) {
-      const message = `persistent-ips: launcher pod ${namespace}/${podName} names no VirtualMachineInstance (no owner reference, no ${DOMAIN_ANNOTATION} annotation); admitted without IPAM claim references`;
+      if (named.length > 0) return refuse('it has no controller owner reference to a VirtualMachineInstance (a copied or hand-made pod)');
+      const message = `persistent-ips: launcher pod ${namespace}/${podName} has no controller owner reference to a VirtualMachineInstance (a copied or hand-made pod); admitted without IPAM claim references`;
       plog.warn(message);
-      return allow('allowed_without_vmi', [message]);
+      return withCarried('allowed_without_vmi', [message]);
     }
     const vmiLog = plog.child({ vmi: ref.name });
 
     let vmi = deps.vmis.get(namespace, ref.name);
     let fromApi = false;
-    if (vmi && (!ref.uid || vmi.metadata.uid === ref.uid)) {
+    if (vmi && vmi.metadata.uid === ref.uid) {
       deps.metrics?.vmiLookups.inc({ source: 'cache' });
     } else {
       // The cache has not seen this VMI (just created) or holds an earlier incarnation of the name.
@@ -363,17 +424,19 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       fromApi = true;
     }
     const gone = (why: string): { response: AdmissionResponse; outcome: Outcome } => {
+      if (named.length > 0) return refuse(`VirtualMachineInstance ${namespace}/${ref.name} ${why}`);
       const message = `persistent-ips: VirtualMachineInstance ${namespace}/${ref.name} ${why}; launcher pod admitted without IPAM claim references`;
       vmiLog.warn(message);
-      return allow('allowed_without_vmi', [message]);
+      return withCarried('allowed_without_vmi', [message]);
     };
     if (!vmi) return gone('does not exist');
-    if (ref.uid && vmi.metadata.uid !== ref.uid) return gone(`has uid ${vmi.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
+    if (vmi.metadata.uid !== ref.uid) return gone(`has uid ${vmi.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
 
     const waitUntil = Date.now() + claimWaitMs;
     const compute = async (v: VirtualMachineInstance): Promise<PodMutation> => {
       const nads = await nadsForVmi(v, namespace, signal);
-      const claims = await claimsForVmi(v, nads, namespace, request.operation === 'CREATE', waitUntil, signal);
+      // Fresh elements of an UPDATE get CREATE's wait and API read.
+      const claims = await claimsForVmi(v, nads, namespace, true, waitUntil, signal);
       let addresses: Map<string, PodAddresses> | undefined;
       if (deps.podAddresses && request.operation === 'CREATE') {
         try {
@@ -384,8 +447,9 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
         }
       }
       return mutateLauncherPod({
-        pod,
+        pod: subject,
         namespace,
+        ...(fresh ? { fresh } : {}),
         operation: request.operation!,
         vmi: v,
         nads,
@@ -400,13 +464,13 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     if (result.staleVmiSuspected && !fromApi) {
       // The pod has a network the cached VMI lacks: a hotplug the cache has not caught up with. Ask the API.
       vmiLog.debug('the cached VMI looks older than the pod; reading it from the API');
-      const fresh = await fetchVmi(namespace, ref.name, signal);
-      if (!fresh) return gone('does not exist');
-      if (ref.uid && fresh.metadata.uid !== ref.uid) return gone(`has uid ${fresh.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
-      current = fresh;
-      result = await compute(fresh);
+      const again = await fetchVmi(namespace, ref.name, signal);
+      if (!again) return gone('does not exist');
+      if (again.metadata.uid !== ref.uid) return gone(`has uid ${again.metadata.uid ?? '(none)'}, not the pod owner's ${ref.uid}`);
+      current = again;
+      result = await compute(again);
     }
-    const target = request.dryRun || request.operation !== 'CREATE' ? undefined : denialTargetOf(current, namespace);
+    const target = request.dryRun ? undefined : denialTargetOf(current, namespace);
 
     const reports = aggregateReports(result.reports);
     const warnings = reports
@@ -428,14 +492,15 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
     }
     if (target) deps.reportDenials?.(target, []);
-    if (result.patch.length === 0) return allow('unchanged', warnings);
+    if (result.patch.length === 0) return withCarried('unchanged', warnings);
     vmiLog.debug({ references: result.references }, 'adding IPAM claim references');
     return {
       response: {
         uid,
         allowed: true,
         patchType: 'JSONPatch',
-        patch: Buffer.from(JSON.stringify(result.patch), 'utf8').toString('base64'),
+        // The mutation was computed on the pod with its references carried over: both patches apply in turn.
+        patch: encodePatch([...carried, ...result.patch]),
         ...(warnings.length ? { warnings } : {}),
       },
       outcome: 'patched',

@@ -255,8 +255,8 @@ const rows: Row[] = [
     reports: ['InvalidDefaultNetworkAnnotation'],
   },
   {
-    name: 'primary UDN on UPDATE (in-place hotplug): the default network of a running pod is not touched',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), operation: 'UPDATE' },
+    name: 'primary UDN on UPDATE (in-place hotplug of red): the hotplugged element gets its reference; the default network of a running pod is not touched',
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), operation: 'UPDATE', fresh: new Set([0]) },
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
   },
   {
@@ -295,7 +295,7 @@ const rows: Row[] = [
   },
   {
     name: 'allocator addresses are not applied on UPDATE (a running pod keeps what it has)',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), operation: 'UPDATE', addresses: new Map([['red', { deny: 'no address yet' }]]) },
+    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), operation: 'UPDATE', fresh: new Set([0]), addresses: new Map([['red', { deny: 'no address yet' }]]) },
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
   },
   {
@@ -338,15 +338,24 @@ function run(row: Row) {
 }
 
 describe('mutateLauncherPod', () => {
-  it('a reference someone else wrote: refused at CREATE as ForeignClaimReference naming both claims; only reported at UPDATE', () => {
+  it('a reference someone else wrote: refused at CREATE and on a fresh UPDATE element as ForeignClaimReference naming both claims; a running pod\'s element is not decided', () => {
     const input = { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'a.b.c' })]) }), vmi: vmi([multus('red', 'red')]) };
     const created = run({ name: '', input });
     assert.deepEqual(created.denials.map((d) => [d.claim, d.reason]), [['vm1.red', 'ForeignClaimReference']]);
     assert.match(created.denials[0]!.message, /a\.b\.c.*vm1\.red/);
     assert.deepEqual(created.patch, []);
-    const updated = mutateLauncherPod({ namespace: NS, operation: 'UPDATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input });
-    assert.deepEqual(updated.denials, []);
-    assert.deepEqual(updated.reports.map((r) => r.reason), ['ConflictingClaimReference']);
+    const update = (fresh: number[]) => mutateLauncherPod({ namespace: NS, operation: 'UPDATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input, fresh: new Set(fresh) });
+    assert.deepEqual(update([0]).denials.map((d) => [d.claim, d.reason]), [['vm1.red', 'ForeignClaimReference']]);
+    assert.deepEqual(update([]).denials, []);
+    assert.deepEqual(update([]).patch, []);
+  });
+
+  it('a reference on an element of no persistent network, or of no network of the VMI: refused (nothing shows the claim is this VM\'s)', () => {
+    for (const element of [el('blue', 'blue', { 'ipam-claim-reference': 'vm2.red' }), el('red', 'green', { 'ipam-claim-reference': 'vm2.red' })]) {
+      const result = run({ name: '', input: { pod: pod({ [NETWORKS]: json([element]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) } });
+      assert.deepEqual(result.denials.map((d) => [d.claim, d.reason]), [['vm2.red', 'ForeignClaimReference']], JSON.stringify(element));
+      assert.deepEqual(result.patch, []);
+    }
   });
 
   for (const row of rows) {
@@ -405,11 +414,13 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
       assert.match(result.denials[0]!.message, /vm1\.red/);
       assert.deepEqual(result.references, []);
     });
-    it(`${c.name}: UPDATE not denied, the reference left out and reported`, () => {
-      const result = withClaim(c.claim, 'UPDATE');
-      assert.deepEqual(result.denials, []);
-      assert.deepEqual(result.patch, []);
-      assert.deepEqual(result.reports.map((r) => [r.reason, r.network]), [['ClaimNotUsable', 'red']]);
+    it(`${c.name}: UPDATE with red new at this update: denied as at CREATE; with red an element of the running pod: not decided`, () => {
+      const hotplug = mutateLauncherPod({ namespace: NS, operation: 'UPDATE', nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map(c.claim ? [['vm1.red', c.claim]] : []), fresh: new Set([0]) });
+      assert.deepEqual(hotplug.denials.map((d) => [d.network, d.claim, d.reason]), [['red', 'vm1.red', c.reason]]);
+      const running = withClaim(c.claim, 'UPDATE');
+      assert.deepEqual(running.denials, []);
+      assert.deepEqual(running.patch, []);
+      assert.deepEqual(running.reports, []);
     });
   }
 

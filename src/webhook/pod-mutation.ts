@@ -57,6 +57,12 @@ export interface PodMutationInput {
    * standing.ts); see `denials`.
    */
   claims: ReadonlyMap<string, IPAMClaim>;
+  /**
+   * At UPDATE: the indices of the networks annotation's elements that are new at this UPDATE or gain a reference
+   * (carry-over.ts). Only those are decided, with CREATE's checks; every other element of a running pod is left as
+   * it is, its reference carried over before this runs. Absent at UPDATE: no element is decided.
+   */
+  fresh?: ReadonlySet<number>;
 }
 
 export type PodMutationSkip = 'NotALauncherPod' | 'GateDisabled' | 'UnreadableAnnotation';
@@ -139,6 +145,15 @@ function foreignReference(verdict: NetworkVerdict, where: string, named: string)
   };
 }
 
+function unverifiedReference(i: number, key: string, named: string): PodDenial {
+  return {
+    network: key,
+    claim: named,
+    reason: 'ForeignClaimReference',
+    message: `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION} names IPAMClaim ${named}, but no persistent network of this VM has that element; nothing shows that claim is this VM's, so the pod is refused`,
+  };
+}
+
 export function isLauncherPod(pod: Pod): boolean {
   return pod.metadata?.labels?.[LAUNCHER_LABEL] === LAUNCHER_LABEL_VALUE;
 }
@@ -157,16 +172,13 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, input.nads, (name) => input.claims.get(name));
   const owners = ownerUidsOf(vmi);
   const isCreate = input.operation === 'CREATE';
-  /**
-   * Whether the pod may be pointed at `verdict.claim`. At CREATE a claim that is not usable denies the pod; at
-   * UPDATE (a running pod: its networks are already wired, and denying would block KubeVirt's label updates) the
-   * reference is only left out, and reported.
-   */
+  /** At CREATE every element is decided; at UPDATE only the fresh ones (new, or gaining a reference). */
+  const decided = (i: number): boolean => isCreate || (input.fresh?.has(i) ?? false);
+  /** Whether the pod may be pointed at `verdict.claim`; a claim that is not usable denies the pod (KubeVirt retries). */
   const usable = (verdict: NetworkVerdict): boolean => {
     const standing = claimStanding(input.claims.get(verdict.claim), verdict.claim, owners, verdict.claimSpec?.network);
     if (standing.usable) return true;
-    if (isCreate) result.denials.push({ network: verdict.network, claim: verdict.claim, reason: standing.reason, message: standing.message });
-    else result.reports.push({ reason: 'ClaimNotUsable', network: verdict.network, message: `network "${verdict.network}" gets no claim reference: ${standing.message}` });
+    result.denials.push({ network: verdict.network, claim: verdict.claim, reason: standing.reason, message: standing.message });
     return false;
   };
   const persistent = new Map<string, NetworkVerdict>();
@@ -202,15 +214,38 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     const elements = networks.elements.map((element) => ({ ...element }));
     const secondaries = secondaryNetworksOf(vmi, namespace);
     const taken = new Set<string>();
-    let changed = false;
-    elements.forEach((element, i) => {
-      if (isBindingPluginElement(element)) return;
-      const key = `${elementNamespace(element, namespace)}/${element.name}`;
+    const matchOf = (element: NetworkSelectionElement, key: string): SecondaryNetwork | undefined => {
       const candidates = secondaries.filter((s) => s.nadKey === key);
       const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
-      const match = iface
+      return iface
         ? (candidates.find((c) => c.hashedInterface === iface) ?? candidates.find((c) => c.ordinalInterface === iface))
         : candidates.find((c) => !taken.has(c.network));
+    };
+    let changed = false;
+    elements.forEach((element, i) => {
+      const key = `${elementNamespace(element, namespace)}/${element.name}`;
+      const existingRef = element[IPAM_CLAIM_REFERENCE];
+      const named = typeof existingRef === 'string' && existingRef !== '' ? existingRef : undefined;
+      if (!decided(i)) {
+        // A running pod's element: its reference (if any) was carried over from the old object; only mark which
+        // network it serves, so that a network whose element is untouched is not reported as missing.
+        const match = isBindingPluginElement(element) ? undefined : matchOf(element, key);
+        if (match) taken.add(match.network);
+        return;
+      }
+      if (isBindingPluginElement(element)) {
+        if (named !== undefined) result.denials.push(unverifiedReference(i, key, named));
+        return;
+      }
+      const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
+      const match = matchOf(element, key);
+      if (!match && named !== undefined) {
+        // Nothing shows that the claim this element names is this VM's: the IPAM plugin would hand the pod its
+        // addresses. A stale cached VMI is read again by the caller, and the denial stands only if it persists.
+        result.staleVmiSuspected = true;
+        result.denials.push(unverifiedReference(i, key, named));
+        return;
+      }
       if (!match) {
         result.staleVmiSuspected = true;
         result.reports.push({
@@ -221,16 +256,19 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
       }
       taken.add(match.network);
       const verdict = persistent.get(match.network);
-      if (!verdict) return;
-      const existingRef = element[IPAM_CLAIM_REFERENCE];
-      const ownRef = typeof existingRef !== 'string' || existingRef === '' || existingRef === verdict.claim;
-      // A reference to another claim, written by someone else: at CREATE nothing proves that claim is this VM's, and
-      // the IPAM plugin would hand the pod its addresses, so the pod is refused; a running pod's is only reported.
-      if (!ownRef && isCreate) {
-        result.denials.push(foreignReference(verdict, `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION}`, existingRef));
+      if (!verdict) {
+        // A reference on a network that gets none from us (not persistent, gate-blocked...): nothing shows it is
+        // this VM's claim.
+        if (named !== undefined) result.denials.push(unverifiedReference(i, key, named));
         return;
       }
-      if (ownRef && !usable(verdict)) return;
+      // A reference to another claim, written by someone else: nothing proves that claim is this VM's, and the IPAM
+      // plugin would hand the pod its addresses, so the pod is refused.
+      if (named !== undefined && named !== verdict.claim) {
+        result.denials.push(foreignReference(verdict, `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION}`, named));
+        return;
+      }
+      if (!usable(verdict)) return;
       const addresses = input.operation === 'CREATE' ? input.addresses?.get(match.network) : undefined;
       if (addresses && 'deny' in addresses) result.denials.push({ network: match.network, message: addresses.deny });
       else if (addresses) {
@@ -243,17 +281,7 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
           result.denials.push({ network: match.network, message });
         }
       }
-      const existing = element[IPAM_CLAIM_REFERENCE];
-      if (typeof existing === 'string' && existing !== '') {
-        if (existing !== verdict.claim) {
-          result.reports.push({
-            reason: 'ConflictingClaimReference',
-            network: match.network,
-            message: `element ${i} (${key}) already references IPAMClaim ${existing}, not ${verdict.claim}; left unchanged`,
-          });
-        }
-        return;
-      }
+      if (named !== undefined) return;
       element[IPAM_CLAIM_REFERENCE] = verdict.claim;
       changed = true;
       result.references.push({ annotation: MULTUS_NETWORKS_ANNOTATION, network: match.network, claim: verdict.claim });

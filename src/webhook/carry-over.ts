@@ -1,0 +1,148 @@
+// A reference, once on a running pod's element, is never taken away (spec §8). virt-controller rebuilds the whole
+// networks annotation of a running launcher pod (hotplug, unplug, NAD swap) from the VMI spec, without our
+// `ipam-claim-reference`; OVN-Kubernetes frees a pod's addresses at its deletion unless the pod's element still
+// names a claim that holds them. So at UPDATE, what the old object referenced is carried over to the new one, as a
+// pure function of the two objects: whatever the gate, the NADs or the caches say now, since any of them may have
+// changed since the reference was written while the running VM keeps its address.
+//
+// Elements are matched by NAD (namespace/name) and interface; elements without an interface by their order among
+// those of the same NAD. What this function does not decide: an element new at this UPDATE, or an element that gains
+// a reference its old self did not have. Those are `fresh`, for the caller to decide with CREATE's checks.
+
+import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
+import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
+import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from './network-selection.ts';
+
+type CarriedAnnotation = typeof MULTUS_NETWORKS_ANNOTATION | typeof MULTUS_DEFAULT_NETWORK_ANNOTATION | typeof OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION;
+
+export interface CarriedReference {
+  annotation: CarriedAnnotation;
+  /** `namespace/name[@interface]` of the element (the annotation's key for the legacy one). */
+  element: string;
+  claim: string;
+}
+
+export interface CarryOver {
+  /** The new pod with every old reference in place: what the rest of the admission works on. */
+  pod: Pod;
+  /** Applied to the request's object, gives `pod`. Empty when nothing was dropped. */
+  patch: JsonPatchOp[];
+  carried: CarriedReference[];
+  /** The UPDATE changes or removes a reference in a way that cannot be carried over: it must be refused. */
+  refusals: string[];
+  /**
+   * Elements (index in the new networks annotation) that are new at this UPDATE, or that name a claim their old self
+   * did not: what the caller decides afresh. The default-network element and the legacy annotation are only
+   * decided at CREATE, so a reference new there is a refusal, not fresh.
+   */
+  fresh: number[];
+}
+
+const path = (annotation: string): string => `/metadata/annotations/${escapeJsonPointer(annotation)}`;
+
+function referenceOf(element: NetworkSelectionElement | undefined): string | undefined {
+  const ref = element?.[IPAM_CLAIM_REFERENCE];
+  return typeof ref === 'string' && ref !== '' ? ref : undefined;
+}
+
+/** `namespace/name@interface`, or `namespace/name#k` for the k-th element of that NAD without an interface. */
+function identities(elements: readonly NetworkSelectionElement[], namespace: string): string[] {
+  const seen = new Map<string, number>();
+  return elements.map((element) => {
+    const nad = `${elementNamespace(element, namespace)}/${element.name}`;
+    if (typeof element.interface === 'string' && element.interface !== '') return `${nad}@${element.interface}`;
+    const k = seen.get(nad) ?? 0;
+    seen.set(nad, k + 1);
+    return `${nad}#${k}`;
+  });
+}
+
+/**
+ * The references of `oldPod` carried over to `newPod` (an UPDATE of a pod in `namespace`). Never removes a reference,
+ * never writes one the old object did not have.
+ */
+export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namespace: string): CarryOver {
+  const result: CarryOver = { pod: newPod, patch: [], carried: [], refusals: [], fresh: [] };
+  const oldAnnotations = oldPod?.metadata?.annotations ?? {};
+  const newAnnotations = newPod.metadata?.annotations ?? {};
+  const annotations: Record<string, string> = { ...newAnnotations };
+  let changed = false;
+
+  for (const annotation of [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION] as const) {
+    const oldSelection = parseNetworkSelection(oldAnnotations[annotation] ?? '');
+    const oldElements = oldSelection.ok ? oldSelection.elements : [];
+    const newText = newAnnotations[annotation];
+    const newSelection = parseNetworkSelection(newText ?? '');
+    const oldRefs = new Map<string, string>();
+    identities(oldElements, namespace).forEach((id, i) => {
+      const ref = referenceOf(oldElements[i]);
+      if (ref !== undefined) oldRefs.set(id, ref);
+    });
+    const oldIds = new Set(identities(oldElements, namespace));
+    if (!newSelection.ok) {
+      if (oldRefs.size > 0) result.refusals.push(`annotation ${annotation} cannot be read (${newSelection.error}), and the running pod's element${oldRefs.size > 1 ? 's name IPAMClaims' : ' names IPAMClaim'} ${[...oldRefs.values()].join(', ')}, which must not be lost`);
+      continue;
+    }
+    const elements = newSelection.elements.map((e) => ({ ...e }));
+    let touched = false;
+    identities(elements, namespace).forEach((id, i) => {
+      const element = elements[i]!;
+      const had = oldRefs.get(id);
+      const has = referenceOf(element);
+      if (had !== undefined && has === undefined) {
+        element[IPAM_CLAIM_REFERENCE] = had;
+        touched = true;
+        result.carried.push({ annotation, element: id.replace(/#\d+$/, ''), claim: had });
+      } else if (had !== undefined && has !== had) {
+        result.refusals.push(`element ${i} (${id.replace(/#\d+$/, '')}) of ${annotation} would change its IPAMClaim reference from ${had} to ${has}; a running pod keeps the claim it started with`);
+      } else if (had === undefined && (has !== undefined || !oldIds.has(id))) {
+        if (annotation === MULTUS_NETWORKS_ANNOTATION) result.fresh.push(i);
+        else if (has !== undefined) result.refusals.push(`the ${annotation} element of a running pod cannot gain an IPAMClaim reference (${has})`);
+      }
+    });
+    if (touched) {
+      const value = serializeNetworkSelection(elements);
+      annotations[annotation] = value;
+      result.patch.push({ op: 'replace', path: path(annotation), value });
+      changed = true;
+    }
+  }
+
+  const legacy = OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION;
+  const had = oldAnnotations[legacy];
+  const has = newAnnotations[legacy];
+  if (typeof had === 'string' && had !== '') {
+    if (has === undefined || has === '') {
+      if (newPod.metadata?.annotations === undefined) result.patch.push({ op: 'add', path: '/metadata/annotations', value: {} });
+      result.patch.push({ op: has === undefined ? 'add' : 'replace', path: path(legacy), value: had });
+      annotations[legacy] = had;
+      result.carried.push({ annotation: legacy, element: legacy, claim: had });
+      changed = true;
+    } else if (has !== had) {
+      result.refusals.push(`annotation ${legacy} would change from ${had} to ${has}; a running pod keeps the claim it started with`);
+    }
+  } else if (typeof has === 'string' && has !== '') {
+    result.refusals.push(`a running pod cannot gain annotation ${legacy} (${has}); the primary network's claim is named at CREATE only`);
+  }
+
+  if (changed) result.pod = { ...newPod, metadata: { ...newPod.metadata, annotations } } as Pod;
+  return result;
+}
+
+/** Every IPAMClaim a pod's annotations name, where the IPAM plugin would read it. */
+export function namedClaims(pod: Pod): string[] {
+  const annotations = pod.metadata?.annotations ?? {};
+  const names: string[] = [];
+  for (const annotation of [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION]) {
+    const selection = parseNetworkSelection(annotations[annotation] ?? '');
+    if (!selection.ok) continue;
+    for (const element of selection.elements) {
+      const ref = referenceOf(element);
+      if (ref !== undefined) names.push(ref);
+    }
+  }
+  const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+  if (typeof legacy === 'string' && legacy !== '') names.push(legacy);
+  return names;
+}
