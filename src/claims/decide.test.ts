@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
-import { claimNameFor, decide, hasWrites, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
+import { claimNameFor, decide, hasWrites, needsLauncherPodRead, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
 import {
   annotatedBridgeNad,
   applyPlan,
@@ -202,10 +202,22 @@ describe('spec section 5: lifecycle', () => {
     assert.deepEqual(writes(plan), NONE);
   });
 
-  it('standalone VMI: the claims lose the finalizer when the VMI is terminating with no active pods', () => {
+  it('standalone VMI: the claims lose the finalizer when the VMI is terminating with no active pods and a fresh read finds no launcher pod', () => {
     const vmi = standaloneVmi({ networks: nets, deleting: true, activePods: {} });
-    const plan = run({ vmi, nads: NADS, claims: claimsOf(vmi, 'blue', 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    const claims = claimsOf(vmi, 'blue', 'green');
+    assert.equal(needsLauncherPodRead({ vmi, claims }), true);
+    assert.deepEqual(writes(run({ vmi, nads: NADS, claims, launcherPodsGone: true })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    // activePods lags pod creation (a foreground delete of a VMI whose pod is starting): without the read, or when
+    // it finds a pod, the claims are held until the VMI is gone
+    assert.deepEqual(writes(run({ vmi, nads: NADS, claims })), NONE);
+    assert.deepEqual(writes(run({ vmi, nads: NADS, claims, launcherPodsGone: false })), NONE);
+  });
+
+  it('standalone VMI: no pod read is asked for while the VMI runs, has active pods, or belongs to a VM', () => {
+    const running = standaloneVmi({ networks: nets, activePods: {} });
+    const withPods = standaloneVmi({ networks: nets, deleting: true });
+    const ofVm = vmiOf(vm(), { deleting: true, activePods: {} });
+    for (const v of [running, withPods, ofVm]) assert.equal(needsLauncherPodRead({ vmi: v, claims: claimsOf(v, 'blue') }), false);
   });
 
   it('standalone VMI: the claims lose the finalizer when the VMI is gone', () => {
@@ -373,11 +385,11 @@ describe('spec section 5: lifecycle', () => {
 
   it('claim created by hand, no owner: never adopted or deleted; reported and retried', () => {
     const theVm = vm();
+    // Without our finalizer it is not ours, whatever its label says (ORPHAN needs both).
     const handMade = claim({
       name: 'vm1.blue',
       network: 'net-blue',
       labels: { [VM_LABEL]: VM_NAME },
-      finalizers: [CLAIM_FINALIZER],
     });
     const plan = run({ vm: theVm, nads: NADS, claims: [handMade, claimOf(theVm, 'green')] });
     assert.deepEqual(writes(plan), NONE);
@@ -386,7 +398,7 @@ describe('spec section 5: lifecycle', () => {
   });
 
   it('claim created by hand, no owner: left alone when the VM is deleted too', () => {
-    const handMade = claim({ name: 'vm1.blue', labels: { [VM_LABEL]: VM_NAME }, finalizers: [CLAIM_FINALIZER] });
+    const handMade = claim({ name: 'vm1.blue', labels: { [VM_LABEL]: VM_NAME }, finalizers: ['example.com/hand-made'] });
     const plan = run({ nads: NADS, claims: [handMade] });
     assert.deepEqual(writes(plan), NONE);
   });
@@ -781,7 +793,9 @@ const inputArb = fc
 const ofThisKey = (c: IPAMClaim): boolean => {
   const refs = (c.metadata.ownerReferences ?? []).filter((r) => r.apiVersion.startsWith('kubevirt.io/'));
   const kinds = ['VirtualMachine', 'VirtualMachineInstance'];
-  return refs.length > 0 && refs.every((r) => r.name === VM_NAME && kinds.includes(r.kind));
+  // ORPHAN: no owner at all, and both our finalizer and our label for this VM.
+  const orphanOfOurs = (c.metadata.ownerReferences ?? []).length === 0 && !!c.metadata.finalizers?.includes(CLAIM_FINALIZER) && c.metadata.labels?.[VM_LABEL] === VM_NAME;
+  return orphanOfOurs || (refs.length > 0 && refs.every((r) => r.name === VM_NAME && kinds.includes(r.kind)));
 };
 
 describe('properties', () => {
@@ -789,7 +803,7 @@ describe('properties', () => {
     fc.assert(
       fc.property(inputArb, (input) => {
         const first = decide(input);
-        const created = applyPlan(input.claims, { ...first, removeFinalizers: [], deletes: [] });
+        const created = applyPlan(input.claims, { ...first, adopts: [], removeFinalizers: [], deletes: [] });
         const second = decide({ ...input, claims: created });
         assert.deepEqual(second.creates, []);
         assert.deepEqual(writes(second).removeFinalizers, writes(first).removeFinalizers);
@@ -819,11 +833,12 @@ describe('properties', () => {
       fc.property(inputArb, (input) => {
         const plan = decide(input);
         const byName = new Map(input.claims.map((c) => [c.metadata.name, c]));
-        for (const write of [...plan.removeFinalizers, ...plan.deletes]) {
+        for (const write of [...plan.adopts, ...plan.removeFinalizers, ...plan.deletes]) {
           const target = byName.get(write.name);
           assert.ok(target && ofThisKey(target), write.name);
         }
-        const touched = [...plan.removeFinalizers, ...plan.deletes].map((w) => w.name);
+        for (const adoption of plan.adopts) assert.deepEqual(byName.get(adoption.name)?.metadata.ownerReferences ?? [], [], `${adoption.name}: only an ownerless claim is adopted`);
+        const touched = [...plan.adopts, ...plan.removeFinalizers, ...plan.deletes].map((w) => w.name);
         assert.equal(new Set(touched).size, touched.length);
         for (const create of plan.creates) assert.ok(!byName.has(create.metadata.name));
         for (const w of plan.removeFinalizers) {
@@ -980,9 +995,9 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     const stale = claimOf(theVm, 'blue', { network: 'old-network' });
     const plan = run({ vm: theVm, nads: NADS, claims: [stale, claimOf(theVm, 'green')] });
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
-    // Then its finalizer goes (no VMI uses it), then it is created anew for the right network.
-    let claims = applyPlan([stale, claimOf(theVm, 'green')], plan);
-    claims = applyPlan(claims, run({ vm: theVm, nads: NADS, claims }));
+    // Its finalizer goes with the delete (no VMI uses it), then it is created anew for the right network.
+    const claims = applyPlan([stale, claimOf(theVm, 'green')], plan);
+    assert.deepEqual(claims.map((c) => c.metadata.name), ['vm1.green']);
     const last = run({ vm: theVm, nads: NADS, claims });
     assert.deepEqual(writes(last).creates, ['vm1.blue']);
     assert.equal(last.creates[0]?.spec.network, 'net-blue');
@@ -995,5 +1010,83 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     assert.deepEqual(writes(plan), NONE);
     assert.deepEqual(reasons(plan), ['ClaimNetworkMismatch']);
     assert.match(plan.problems[0]!.message, /old-network.*net-blue/);
+  });
+});
+
+describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
+  /** What garbage collection leaves of a claim of ours once the VM it belonged to was deleted with orphan propagation. */
+  const orphaned = (c: IPAMClaim): IPAMClaim => {
+    const copy = structuredClone(c);
+    delete copy.metadata.ownerReferences;
+    return copy;
+  };
+  const theVm = vm();
+  /** The VMI kept running: GC stripped its VM owner reference too, so it is standalone now. */
+  const freed = (): VirtualMachineInstance => {
+    const v = vmiOf(theVm);
+    delete v.metadata.ownerReferences;
+    return v;
+  };
+
+  it('the running VMI (standalone now) owns the claims again, by a guarded patch; nothing is reported as ClaimNotOwned', () => {
+    const vmi = freed();
+    const claims = both(theVm).map(orphaned);
+    const plan = run({ vmi, nads: NADS, claims });
+    assert.deepEqual(plan.adopts.map((a) => [a.name, a.owner.kind, a.owner.uid, a.owner.controller]), [
+      ['vm1.blue', 'VirtualMachineInstance', vmi.metadata.uid, true],
+      ['vm1.green', 'VirtualMachineInstance', vmi.metadata.uid, true],
+    ]);
+    assert.deepEqual(writes(plan), NONE);
+    assert.deepEqual(reasons(plan), []);
+    // and the next reconcile of the adopted claims is a steady state
+    const next = run({ vmi, nads: NADS, claims: applyPlan(claims, plan) });
+    assert.equal(hasWrites(next), false);
+  });
+
+  it('a VM of that name that adopted the VMI owns them', () => {
+    const again = vm({ uid: 'vm-uid-2' });
+    const plan = run({ vm: again, vmi: vmiOf(again), nads: NADS, claims: both(theVm).map(orphaned) });
+    assert.deepEqual(plan.adopts.map((a) => [a.name, a.owner.kind, a.owner.uid]), [
+      ['vm1.blue', 'VirtualMachine', 'vm-uid-2'],
+      ['vm1.green', 'VirtualMachine', 'vm-uid-2'],
+    ]);
+  });
+
+  it('once neither a VM nor a VMI of that name exists: deleted and released', () => {
+    const claims = both(theVm).map(orphaned);
+    const plan = run({ nads: NADS, claims });
+    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue', 'vm1.green'] });
+    assert.deepEqual(applyPlan(claims, plan), []);
+    const marked = claims.map((c) => ({ ...c, metadata: { ...c.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }));
+    assert.deepEqual(writes(run({ nads: NADS, claims: marked })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
+  it('while the VM is still terminating, or the VMI still names it as controller: nothing yet', () => {
+    const claims = both(theVm).map(orphaned);
+    assert.deepEqual(writes(run({ vm: vm({ deleting: true }), vmi: vmiOf(theVm), nads: NADS, claims })), NONE);
+    assert.deepEqual(run({ vm: vm({ deleting: true }), vmi: vmiOf(theVm), nads: NADS, claims }).adopts, []);
+    assert.deepEqual(writes(run({ vmi: vmiOf(theVm), nads: NADS, claims })), NONE);
+  });
+
+  it('a claim of a network the owner no longer has: deleted and released, not adopted', () => {
+    const vmi = freed();
+    const stale = orphaned(claimOf(theVm, 'gone'));
+    const plan = run({ vmi, nads: NADS, claims: [...both(theVm).map(orphaned), stale] });
+    assert.deepEqual(plan.deletes.map((d) => d.name), ['vm1.gone']);
+    assert.ok(!plan.adopts.some((a) => a.name === 'vm1.gone'));
+  });
+
+  it('hand-made claims keep the "never adopt" rule: no finalizer, or no label for this VM → ClaimNotOwned, untouched', () => {
+    const vmi = freed();
+    for (const c of [
+      orphaned(claimOf(theVm, 'blue', { finalizers: [] })),
+      orphaned(claimOf(theVm, 'blue', { labels: {} })),
+      orphaned(claimOf(theVm, 'blue', { labels: { [VM_LABEL]: 'someone-else' } })),
+    ]) {
+      const plan = run({ vmi, nads: NADS, claims: [c, orphaned(claimOf(theVm, 'green'))] });
+      assert.ok(!plan.adopts.some((a) => a.name === 'vm1.blue'), JSON.stringify(c.metadata));
+      assert.ok(!plan.deletes.some((a) => a.name === 'vm1.blue'));
+      assert.ok(reasons(plan).includes('ClaimNotOwned'));
+    }
   });
 });

@@ -11,6 +11,7 @@
 //   FINALIZER-OWNER-GONE        when a claim's VM or VMI (any incarnation of this name) no longer needs it.
 //   FINALIZER-DELETED-UNUSED    when a claim someone deleted may go although its owner lives.
 //   UNPLUG       which claims of the live owner belong to no network in use any more, and are deleted.
+//   ORPHAN       what happens to a claim of ours that lost every owner (`kubectl delete vm --cascade=orphan`).
 //   KEEP-NOT-PERSISTENT         why claims of networks in use that stopped being persistent are kept.
 //
 // The function is pure and level-triggered: the same input gives the same plan, and a state that already matches
@@ -53,6 +54,11 @@ export interface DecideInput {
   claims: readonly IPAMClaim[];
   /** Whether the KubeVirt feature gate `PersistentIPs` is on. */
   gateEnabled: boolean;
+  /**
+   * A fresh read (not the VMI's status.activePods, which lags pod creation) of whether the VMI has any launcher pod
+   * left; only read when a terminating standalone VMI would otherwise release its claims. Undefined: not read.
+   */
+  launcherPodsGone?: boolean;
 }
 
 export type OwnerKind = 'VirtualMachine' | 'VirtualMachineInstance';
@@ -85,6 +91,7 @@ export type ProblemReason =
   | 'ClaimOwnedByAnotherObject'
   | 'ClaimNotOwned'
   | 'ClaimNetworkMismatch'
+  | 'ClaimAwaitingAddresses'
   | 'DuplicateNetworkName'
   | 'InvalidNetwork';
 
@@ -106,13 +113,24 @@ export interface WantedClaim {
   reason?: ProblemReason;
 }
 
+/** An ownerless claim of ours given back an owner reference, guarded by its uid and resourceVersion. */
+export interface ClaimAdoption extends ClaimWrite {
+  owner: OwnerReference;
+}
+
 export interface Plan {
   /** Undefined when there is no VM and no standalone VMI: nothing to create, nowhere to post Events. */
   owner?: ClaimOwner;
   creates: IPAMClaim[];
+  /** ORPHAN: claims of ours without an owner, to be owned again by `owner`. */
+  adopts: ClaimAdoption[];
   /** Remove CLAIM_FINALIZER, guarded by the claim's uid and resourceVersion. */
   removeFinalizers: ClaimWrite[];
-  /** Delete, guarded by the claim's uid and resourceVersion. Never lists a claim that `removeFinalizers` lists. */
+  /**
+   * Delete, guarded by the claim's uid and resourceVersion. Never lists a claim that `removeFinalizers` lists. Every
+   * claim here is unused, so its finalizer is removed as soon as the delete is answered (the same reconcile): waiting
+   * for the watch to show the deletion would hang on whichever of the two arrives first.
+   */
   deletes: ClaimWrite[];
   problems: Problem[];
   /** Requeue with backoff: progress waits on something whose change no watch event of ours announces. */
@@ -122,11 +140,11 @@ export interface Plan {
 }
 
 export function hasWrites(plan: Plan): boolean {
-  return plan.creates.length + plan.removeFinalizers.length + plan.deletes.length > 0;
+  return plan.creates.length + plan.adopts.length + plan.removeFinalizers.length + plan.deletes.length > 0;
 }
 
 export function decide(input: DecideInput): Plan {
-  const plan: Plan = { creates: [], removeFinalizers: [], deletes: [], problems: [], retry: false, wanted: [] };
+  const plan: Plan = { creates: [], adopts: [], removeFinalizers: [], deletes: [], problems: [], retry: false, wanted: [] };
   const { key } = input;
   const claims = input.claims.filter((claim) => (claim.metadata.namespace ?? key.namespace) === key.namespace);
 
@@ -146,17 +164,50 @@ export function decide(input: DecideInput): Plan {
   for (const claim of claims) {
     const write = writeRef(claim);
     const refs = kubevirtOwnerRefs(claim);
+    if (!write) continue;
+    if (isOrphanOfOurs(claim, key.name)) {
+      planOrphan(claim, write, owner, input, inUse, plan);
+      continue;
+    }
     // Claims of anything but a VM or VMI of this very name are never written to, whatever else they look like.
-    if (!write || refs.length === 0 || refs.some((ref) => ref.name !== key.name)) continue;
+    if (refs.length === 0 || refs.some((ref) => ref.name !== key.name)) continue;
     if (hasFinalizer(claim) && (ownersAllGone(refs, input) || deletedAndUnused(claim, owner, inVmi))) {
       plan.removeFinalizers.push(write);
     } else if (owner && !owner.terminating && isUnplugged(claim, owner, inUse) && !plan.deletes.some((d) => d.uid === write.uid)) {
       plan.deletes.push(write);
     }
   }
+  plan.adopts.sort(byName);
   plan.removeFinalizers.sort(byName);
   plan.deletes.sort(byName);
   return plan;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// ORPHAN: `kubectl delete vm --cascade=orphan` keeps the VMI running, and garbage collection strips the VM from the
+// owner references of its claims. A claim with no owner at all that carries our finalizer AND our label for this
+// key is ours (a hand-made claim has neither; EXISTING-NOT-OWNED keeps the "never adopt" rule for it). While the
+// owner of this key lives (the VMI, standalone now, or a VM of that name that adopted it) and uses the network, the
+// claim is owned again, so that the VM's pods may use it and garbage collection releases it with its owner. Once no
+// VM and no VMI of this name is left, or the owner no longer has the network, it is deleted and released. In
+// between (the VM still terminating, the VMI not yet freed of it) nothing is done: their events bring the key back.
+
+function isOrphanOfOurs(claim: IPAMClaim, vmName: string): boolean {
+  return (claim.metadata.ownerReferences ?? []).length === 0 && hasFinalizer(claim) && claim.metadata.labels?.[VM_LABEL] === vmName;
+}
+
+function planOrphan(claim: IPAMClaim, write: ClaimWrite, owner: Owner | undefined, input: DecideInput, inUse: Usage, plan: Plan): void {
+  const alive = owner !== undefined && !owner.terminating;
+  if (alive && !isTerminating(claim) && isUsed(claim, inUse)) {
+    plan.adopts.push({
+      ...write,
+      owner: { apiVersion: owner.apiVersion, kind: owner.ref.kind, name: owner.ref.name, uid: owner.ref.uid, controller: true, blockOwnerDeletion: true },
+    });
+    return;
+  }
+  if (!alive && (input.vm !== undefined || input.vmi !== undefined)) return;
+  if (isTerminating(claim)) plan.removeFinalizers.push(write);
+  else plan.deletes.push(write);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -289,6 +340,9 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
     } else if (ours) {
       // EXISTING-OURS: steady state. Never "fixing" its spec or labels keeps resyncs at zero writes, and the IPAM
       // plugin keys its allocation on the claim as it is.
+      plan.wanted.push({ network, claim: name, status: 'created' });
+    } else if (refs.length === 0 && isOrphanOfOurs(found, input.key.name)) {
+      // ORPHAN (below): ours, owned again by this plan.
       plan.wanted.push({ network, claim: name, status: 'created' });
     } else if (refs.length === 0) {
       // EXISTING-NOT-OWNED: made by hand (or orphaned). Adopting would hand a stranger's addresses to the VM, and
@@ -524,13 +578,24 @@ function newClaim(key: ObjectKey, owner: Owner, name: string, spec: IPAMClaim['s
 // ---------------------------------------------------------------------------------------------------------------
 // FINALIZER-OWNER-GONE: the finalizer keeps a claim (and so its addresses) while a VM or VMI may still run on it. A
 // claim owned by VM uid X is released once no VM X is alive (gone, or terminating) AND no VMI controlled by X is
-// left; a claim owned by standalone VMI uid X once VMI X is gone, or terminating with no launcher pod. Every
+// left; a claim owned by standalone VMI uid X once VMI X is gone, or terminating with no launcher pod left by a
+// fresh read (`launcherPodsGone`). Every
 // incarnation of this name counts, so leftovers of an earlier VM of the same name are released too. This covers
 // background deletion (VM terminating behind KubeVirt's finalizer until its VMI is gone), foreground deletion (GC
 // marks the claims first; the finalizer holds until the VMI is gone, then lets the VM finish), and a stopped VM (VMI
 // gone, VM alive: kept). It applies with the gate off as well, so no finalizer is ever stranded.
 
-function ownersAllGone(refs: readonly OwnerReference[], { vm, vmi }: DecideInput): boolean {
+/**
+ * Whether the decision needs `launcherPodsGone`: a terminating standalone VMI whose activePods is empty, with claims
+ * it holds by our finalizer. Only then is the API asked, so a steady state reads nothing.
+ */
+export function needsLauncherPodRead({ vmi, claims }: Pick<DecideInput, 'vmi' | 'claims'>): boolean {
+  if (!vmi?.metadata.uid || !isTerminating(vmi) || controllerRef(vmi, 'VirtualMachine')) return false;
+  if (Object.keys(vmi.status?.activePods ?? {}).length > 0) return false;
+  return claims.some((claim) => hasFinalizer(claim) && isOwnedBy(claim, vmi.metadata.uid!));
+}
+
+function ownersAllGone(refs: readonly OwnerReference[], { vm, vmi, launcherPodsGone }: DecideInput): boolean {
   return refs.every((ref) => {
     if (ref.kind === 'VirtualMachine') {
       const vmAlive = vm !== undefined && vm.metadata.uid === ref.uid && !isTerminating(vm);
@@ -538,7 +603,9 @@ function ownersAllGone(refs: readonly OwnerReference[], { vm, vmi }: DecideInput
       return !vmAlive && !vmiOfIt;
     }
     if (!vmi || vmi.metadata.uid !== ref.uid) return true;
-    return isTerminating(vmi) && Object.keys(vmi.status?.activePods ?? {}).length === 0;
+    // activePods lags pod creation: a foreground delete of a VMI whose pod is starting would free the claim under
+    // that pod. Only a fresh read that finds no pod at all counts.
+    return isTerminating(vmi) && Object.keys(vmi.status?.activePods ?? {}).length === 0 && launcherPodsGone === true;
   });
 }
 

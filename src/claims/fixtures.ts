@@ -298,9 +298,17 @@ export function applyPlan(claims: readonly IPAMClaim[], plan: Plan): IPAMClaim[]
     current.metadata.resourceVersion = next();
     if (current.metadata.deletionTimestamp && current.metadata.finalizers.length === 0) byName.delete(write.name);
   }
+  for (const write of plan.adopts) {
+    const current = guard(write);
+    if ((current.metadata.ownerReferences ?? []).length > 0) throw new Error(`${write.name} has owners: an adoption's add would replace them`);
+    current.metadata.ownerReferences = [write.owner];
+    current.metadata.resourceVersion = next();
+  }
   for (const write of plan.deletes) {
     const current = guard(write);
-    if ((current.metadata.finalizers ?? []).length === 0) {
+    // The reconciler releases a deleted claim from the delete's answer (Plan.deletes).
+    current.metadata.finalizers = (current.metadata.finalizers ?? []).filter((f) => f !== CLAIM_FINALIZER);
+    if (current.metadata.finalizers.length === 0) {
       byName.delete(write.name);
     } else {
       current.metadata.deletionTimestamp = DELETED_AT;

@@ -107,6 +107,17 @@ export class EventRecorder {
     return fresh;
   }
 
+  /** One Normal Event about something done (not a lasting cause); a failure is logged, not retried. */
+  async notice(target: EventTarget, cause: Cause): Promise<void> {
+    try {
+      await this.sink({ ...this.toEvent(target, cause), type: 'Normal' });
+    } catch (err) {
+      if (namespaceGoing(err)) return;
+      this.metrics?.eventsDropped.inc({ reason: 'error' });
+      this.log.error({ namespace: target.namespace, name: target.name, kind: target.kind, reason: cause.reason, err }, 'could not record event');
+    }
+  }
+
   /** Drops what is remembered about an object that no longer exists. */
   forget(uid: string): void {
     this.reported.delete(uid);

@@ -4,7 +4,7 @@
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
@@ -18,6 +18,7 @@ import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
 import type { WriteOverlay } from './write-overlay.ts';
+import { CREATED_BY_LABEL, pointRunningPods } from './running-pods.ts';
 
 /** Index of claims by the VM/VMI names in their owner references (see keys.ts), added by the controller. */
 export const CLAIMS_BY_OWNER_NAME = 'claimsByOwnerName';
@@ -109,6 +110,14 @@ async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logg
   return { ...input, nads };
 }
 
+/** The fresh read needsLauncherPodRead asks for: does the VMI have any launcher pod left, in any phase. */
+async function readLauncherPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
+  if (!needsLauncherPodRead(input)) return input;
+  const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${input.vmi!.metadata.uid!}`;
+  const pods = await client.list<unknown>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, limit: 1, signal });
+  return { ...input, launcherPodsGone: pods.items.length === 0 };
+}
+
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
 async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: Logger, signal: AbortSignal): Promise<boolean> {
   const { client, overlay, metrics } = deps;
@@ -158,6 +167,27 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
     }),
   );
   if (failures.length > 0) throw failures[0];
+  for (const adoption of plan.adopts) {
+    const claimKey = keyOf(namespace, adoption.name);
+    // The claim has no owner reference at all (decide's ORPHAN): `add` creates the list. uid and resourceVersion
+    // tests keep it from landing on another claim of that name, or on one someone changed meanwhile.
+    const ops: JsonPatchOp[] = [
+      { op: 'test', path: '/metadata/uid', value: adoption.uid },
+      { op: 'test', path: '/metadata/resourceVersion', value: adoption.resourceVersion },
+      { op: 'add', path: '/metadata/ownerReferences', value: [adoption.owner] },
+    ];
+    try {
+      const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, adoption.name, ops, { signal });
+      overlay.record(claimKey, adoption.resourceVersion, updated);
+      log.info({ claim: adoption.name, owner: `${adoption.owner.kind} ${adoption.owner.name}` }, 'IPAMClaim without an owner (orphan deletion) owned again');
+      await deps.recorder.notice(
+        { apiVersion: adoption.owner.apiVersion, kind: adoption.owner.kind, namespace, name: adoption.owner.name, uid: adoption.owner.uid },
+        { reason: 'ClaimAdopted', message: `IPAMClaim ${adoption.name} had lost its owner (the VM was deleted with --cascade=orphan); it is owned by this ${adoption.owner.kind} again` },
+      );
+    } catch (err) {
+      onError(err, 'adoption', adoption.name, true);
+    }
+  }
   for (const write of plan.removeFinalizers) {
     const claimKey = keyOf(namespace, write.name);
     const current = overlay.view(claimKey, deps.sources.claims.getByKey(claimKey));
@@ -188,29 +218,43 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       metrics?.claimsDeleted.inc();
       if (deps.tally) deps.tally.deleted++;
       log.debug({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
+      // Unused (Plan.deletes): released now, from the answer, whatever the watch shows and whenever it does.
+      const ops = stillThere ? removeFinalizerPatch(stillThere.metadata.finalizers, CLAIM_FINALIZER) : undefined;
+      if (stillThere && ops) {
+        const released = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops], { signal });
+        overlay.record(claimKey, write.resourceVersion, released);
+        metrics?.finalizersRemoved.inc();
+        if (deps.tally) deps.tally.finalizersRemoved++;
+        log.debug({ claim: write.name }, 'removed finalizer from the IPAMClaim just deleted');
+      }
     } catch (err) {
-      onError(err, 'delete', write.name);
+      onError(err, 'delete', write.name, true);
     }
   }
   return raced;
 }
 
 export function createReconciler(deps: ReconcilerDeps) {
+  /** Running launcher pods already pointed at the claims made after they started (running-pods.ts). */
+  const checkedPods = new Map<string, boolean>();
   return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult> {
     const { namespace, name } = splitKey(key);
     const log = deps.log.child({ namespace, name, reconcileID: randomUUID() });
-    const plan = decide(await fillMissingNads(gatherInput(key, deps), deps.client, log, ctx.signal));
+    const input = await readLauncherPods(await fillMissingNads(gatherInput(key, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
+    const plan = decide(input);
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
+    const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
+    const problems = [...plan.problems, ...running.problems];
     if (plan.owner) {
       const kind = plan.owner.kind === 'VirtualMachine' ? resources.virtualMachines : resources.virtualMachineInstances;
       await deps.recorder.report(
         { apiVersion: apiVersionOf(kind), kind: plan.owner.kind, namespace, name: plan.owner.name, uid: plan.owner.uid },
-        plan.problems,
+        problems,
       );
     } else if (plan.problems.length > 0) {
       log.warn({ problems: plan.problems }, 'persistence blocked, and no VM or VMI to report it on');
     }
     if (plan.retry) log.debug({ problems: plan.problems.map((p) => p.reason) }, 'waiting; will retry with backoff');
-    return { requeue: raced || plan.retry };
+    return { requeue: raced || plan.retry || running.retry };
   };
 }

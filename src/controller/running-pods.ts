@@ -1,0 +1,128 @@
+// A claim made after its VM's pod started (the gate turned on while VMs run, a NAD made persistent, the controller
+// installed on a live cluster) is empty, and the running pod's element does not name it. The next launcher pod (a
+// migration target) would then be given a new address from the claim, and the running pod's deletion would free the
+// one the guest has. Pointing the running pod's element at the claim makes the IPAM plugin record the address that
+// pod has now in the claim (OVN-Kubernetes does), and keep it at the pod's deletion (spec §8).
+//
+// The patch goes through the webhook's UPDATE path like any other: an element that gains a reference is checked to
+// be this VM's usable claim. Only secondary networks: a running pod cannot gain the primary network's reference
+// (the webhook refuses it; the default network of a running pod does not change).
+
+import type { Logger } from 'pino';
+import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_NETWORKS_ANNOTATION, podInterfaceName } from '../claims/index.ts';
+import type { DecideInput, Plan, Problem } from '../claims/index.ts';
+import type { KubeClient } from '../kube/client.ts';
+import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
+import { resources } from '../kube/resources.ts';
+import type { IPAMClaim, NetworkSelectionElement, Pod } from '../kube/types.ts';
+import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
+
+/** KubeVirt's label on a launcher pod naming the uid of the VMI that created it. */
+export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
+
+/** The claims of this plan that exist, are ours, hold no address yet, and belong to a secondary network of a running VMI. */
+export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { network: string; claim: IPAMClaim }[] {
+  const { vmi } = input;
+  if (!input.gateEnabled || !plan.owner || !vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return [];
+  if (Object.keys(vmi.status?.activePods ?? {}).length === 0) return [];
+  const secondary = new Set((vmi.spec?.networks ?? []).filter((n) => n?.multus && !n.multus.default).map((n) => n.name));
+  const byName = new Map(input.claims.map((c) => [c.metadata.name, c]));
+  return plan.wanted.flatMap((w) => {
+    const claim = byName.get(w.claim);
+    if (w.status !== 'created' || !claim || !secondary.has(w.network) || (claim.status?.ips?.length ?? 0) > 0) return [];
+    return [{ network: w.network, claim }];
+  });
+}
+
+/**
+ * Patches the running launcher pods of the VMI whose element of an empty claim's network names no claim; returns the
+ * problems to report while such claims wait for their addresses (none for an ordinary start, where the webhook named
+ * the claim when the pod was created). `checked` remembers, per VMI, pod set and claims, whether a pod had to be
+ * pointed at them, so that a VM waiting for an IPAM plugin that never fills its claims costs one read, not one per
+ * reconcile.
+ */
+export async function pointRunningPods(
+  input: DecideInput,
+  plan: Plan,
+  client: KubeClient,
+  checked: Map<string, boolean>,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<{ problems: Problem[]; retry: boolean }> {
+  const empty = emptyClaimsOfRunningVmi(input, plan);
+  if (empty.length === 0) return { problems: [], retry: false };
+  const vmi = input.vmi!;
+  const active = Object.keys(vmi.status?.activePods ?? {}).sort();
+  const memo = `${vmi.metadata.uid}/${active.join(',')}/${empty.map((e) => e.claim.metadata.name).join(',')}`;
+  const problems: Problem[] = [];
+  let retry = false;
+  if (!checked.has(memo)) {
+    const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${vmi.metadata.uid}`;
+    const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, signal });
+    let complete = true;
+    let pointed = false;
+    for (const pod of pods.items) {
+      // Only the VMI's own pods, by controller owner uid: the same rule as the webhook's.
+      const owned = pod.metadata.ownerReferences?.some((r) => r.controller === true && r.kind === 'VirtualMachineInstance' && r.uid === vmi.metadata.uid);
+      const phase = (pod as { status?: { phase?: string } }).status?.phase;
+      if (!owned || pod.metadata.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
+      const outcome = await pointPod(pod, empty, input.key.namespace, client, log, signal);
+      if (outcome === 'failed') complete = false;
+      if (outcome === 'pointed') pointed = true;
+    }
+    if (checked.size > 10_000) checked.clear();
+    if (complete) checked.set(memo, pointed);
+    else retry = true;
+    if (!complete && !pointed) return { problems, retry };
+  }
+  if (checked.get(memo) === false) return { problems, retry };
+  for (const { network, claim } of empty) {
+    problems.push({
+      reason: 'ClaimAwaitingAddresses',
+      network,
+      claim: claim.metadata.name,
+      message:
+        `IPAMClaim ${claim.metadata.name} was made while the VM was running: its running launcher pod now refers to it, so that ` +
+        'the IPAM plugin records the address the VM has now; until it does, the next launcher pod (a migration) would get another one',
+    });
+  }
+  return { problems, retry };
+}
+
+/** Whether the pod had to be pointed at the claims, already named them, or could not be patched. */
+async function pointPod(
+  pod: Pod,
+  empty: { network: string; claim: IPAMClaim }[],
+  namespace: string,
+  client: KubeClient,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<'pointed' | 'already' | 'failed'> {
+  const text = pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION];
+  const selection = parseNetworkSelection(text ?? '');
+  if (text === undefined || !selection.ok) return 'already';
+  const elements: NetworkSelectionElement[] = selection.elements.map((e) => ({ ...e }));
+  const added: string[] = [];
+  for (const { network, claim } of empty) {
+    const element = elements.find((e) => e.interface === podInterfaceName(network));
+    if (!element || (typeof element[IPAM_CLAIM_REFERENCE] === 'string' && element[IPAM_CLAIM_REFERENCE] !== '')) continue;
+    element[IPAM_CLAIM_REFERENCE] = claim.metadata.name;
+    added.push(claim.metadata.name);
+  }
+  if (added.length === 0) return 'already';
+  const path = `/metadata/annotations/${escapeJsonPointer(MULTUS_NETWORKS_ANNOTATION)}`;
+  // The test keeps the patch from landing on an annotation virt-controller rewrote meanwhile: read again next time.
+  const ops: JsonPatchOp[] = [
+    { op: 'test', path: '/metadata/uid', value: pod.metadata.uid },
+    { op: 'test', path, value: text },
+    { op: 'replace', path, value: serializeNetworkSelection(elements) },
+  ];
+  try {
+    await client.jsonPatch(resources.pods, namespace, pod.metadata.name, ops, { signal });
+    log.info({ pod: pod.metadata.name, claims: added }, 'pointed the running launcher pod at IPAMClaims made after it started');
+    return 'pointed';
+  } catch (err) {
+    log.info({ pod: pod.metadata.name, claims: added, err }, 'could not point the running launcher pod at its IPAMClaims yet; will retry');
+    return 'failed';
+  }
+}
