@@ -32,9 +32,10 @@ while [ $# -gt 0 ]; do
 done
 
 # Every kustomization, bases included, so that a broken base is named as such.
-overlays=(rbac controller webhook ipamclaim-crd default with-crds cert-manager examples prometheus)
-# The ones a user applies; only these are dry-run (the bases are parts of them).
-installs=(default with-crds ipamclaim-crd cert-manager examples)
+overlays=(rbac controller webhook ipamclaim-crd default with-crds cert-manager examples prometheus claim-reference-policy)
+# The ones a user applies; only these are dry-run (the bases are parts of them). claim-reference-policy is a
+# kustomize Component, applied on its own or listed under an overlay's components.
+installs=(default with-crds ipamclaim-crd cert-manager examples claim-reference-policy)
 
 passed=0 failed=0 skipped=0
 pass() { passed=$((passed + 1)); printf 'ok    %s\n' "$*"; }
@@ -127,6 +128,27 @@ if rendered with-crds; then
     fail "with-crds must add only ipamclaims.k8s.cni.cncf.io, has: ${crds:-none}"
   fi
 fi
+
+# The claim-reference policy is optional: only its own Component has it, and it refuses (Deny, failurePolicy Fail).
+if rendered claim-reference-policy; then
+  f="$work/claim-reference-policy.yaml"
+  kinds="$(grep '^kind: ' "$f" | sort | tr '\n' ' ')"
+  if [ "$kinds" != "kind: ValidatingAdmissionPolicy kind: ValidatingAdmissionPolicyBinding " ]; then
+    fail "claim-reference-policy must render one ValidatingAdmissionPolicy and its binding, has: $kinds"
+  elif ! grep -q '^  failurePolicy: Fail$' "$f" || ! grep -qx '  - Deny' "$f" || grep -q '^  - \(Warn\|Audit\)$' "$f"; then
+    fail "claim-reference-policy must be failurePolicy Fail with validationActions [Deny]"
+  else
+    pass "claim-reference-policy: one ValidatingAdmissionPolicy (failurePolicy Fail) and its binding (Deny)"
+  fi
+fi
+leaked=""
+for o in "${overlays[@]}"; do
+  [ "$o" = claim-reference-policy ] && continue
+  rendered "$o" || continue
+  grep -q '^kind: ValidatingAdmissionPolicy' "$work/$o.yaml" && leaked="$leaked $o"
+done
+[ -z "$leaked" ] && pass "no other kustomization installs the claim-reference policy" \
+  || fail "the claim-reference policy is optional, but these install it:$leaked"
 
 # The IPAMClaim CRD is the only one shipped (KubeVirt's and the NAD CRD belong to KubeVirt and Multus; the tests'
 # stand-ins live in e2e/crds), and only through the overlays meant for it.

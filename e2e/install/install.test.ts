@@ -1,7 +1,8 @@
 // Issue 12: the two install paths, kustomize (manifests/default, what install.yaml is rendered from) and the Helm
 // chart (charts/persistent-ips), give the same working controller.
-//   - the chart lints, and renders the same objects as the kustomize overlays (default, cert-manager, with-crds),
-//     apart from Helm's bookkeeping labels and the Namespace, which Helm leaves to `--create-namespace`;
+//   - the chart lints, and renders the same objects as the kustomize overlays (default, cert-manager, with-crds; and
+//     claimReferencePolicy.enabled adds those of manifests/claim-reference-policy), apart from Helm's bookkeeping labels
+//     and the Namespace, which Helm leaves to `--create-namespace`;
 //   - each is installed into a real control plane (kubectl apply / helm install, the helm built from its Go module by
 //     scripts/helm/build.sh), and the controller, run with the installed Deployment's args and env and a token of
 //     the installed ServiceAccount (its RBAC, nothing more), becomes ready, publishes the webhook caBundle, and
@@ -74,7 +75,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
   }, { timeout: 120_000 });
 
   it('helm lint passes for the default values and with every option turned on', async () => {
-    for (const set of [[], ['tls.mode=cert-manager', 'ipamClaimCrd.install=true', 'serviceMonitor.enabled=true', 'defaultNetworkNad=ns/primary', 'extraArgs={--concurrency=8}']]) {
+    for (const set of [[], ['tls.mode=cert-manager', 'ipamClaimCrd.install=true', 'serviceMonitor.enabled=true', 'claimReferencePolicy.enabled=true', 'defaultNetworkNad=ns/primary', 'extraArgs={--concurrency=8}']]) {
       const { stdout } = await exec(helm, ['lint', '--strict', CHART, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])]);
       assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
     }
@@ -114,6 +115,25 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     assert.deepEqual(added, [`ServiceMonitor ${NAMESPACE}/persistent-ips-controller`]);
     const fromKustomize = normalize((await kustomize('prometheus')).filter((o) => o.kind === 'ServiceMonitor'));
     assert.deepEqual(withSm.get(added[0]!), fromKustomize.get(added[0]!));
+  });
+
+  it('claimReferencePolicy.enabled adds exactly the objects of manifests/claim-reference-policy; its ServiceAccounts are values', async () => {
+    const withPolicy = normalize(await helmTemplate('claimReferencePolicy.enabled=true'));
+    const without = normalize(await helmTemplate());
+    const added = [...withPolicy.keys()].filter((k) => !without.has(k)).sort();
+    const fromKustomize = normalize(await kustomize('claim-reference-policy'));
+    assert.deepEqual(added, [...fromKustomize.keys()].sort());
+    for (const key of added) assert.deepEqual(withPolicy.get(key), fromKustomize.get(key), `${key} is the same`);
+    // Other virt-controller ServiceAccounts (OpenShift's); the controller's own is always allowed.
+    const custom = normalize(await helmTemplate('claimReferencePolicy.enabled=true', 'claimReferencePolicy.allowedServiceAccounts[0].namespace=openshift-cnv', 'claimReferencePolicy.allowedServiceAccounts[0].name=kubevirt-controller'));
+    const policy = custom.get('ValidatingAdmissionPolicy /persistent-ips-claim-references') as KubeObject & { spec: { matchConditions: { name: string; expression: string }[] } };
+    assert.equal(
+      policy.spec.matchConditions.find((c) => c.name === 'not-a-trusted-writer')?.expression,
+      `!(request.userInfo.username in ['system:serviceaccount:openshift-cnv:kubevirt-controller', 'system:serviceaccount:${NAMESPACE}:persistent-ips-controller'])`,
+    );
+    // The names end up inside a CEL expression: anything but a ServiceAccount's namespace and name is refused.
+    await assert.rejects(helmTemplate('claimReferencePolicy.enabled=true', "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['"), /is not a \{namespace, name\} of a ServiceAccount/);
+    await assert.rejects(exec(helm, ['template', 'x', CHART, '--kube-version', '1.29.0', '--set', 'claimReferencePolicy.enabled=true']), /needs Kubernetes 1.30 or newer/);
   });
 
   const installs: { path: string; args: string[]; rules: unknown }[] = [];

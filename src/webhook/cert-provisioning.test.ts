@@ -3,12 +3,13 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../queue/testing.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { applyJsonPatch } from './testing.ts';
 import { KubeApiError } from '../kube/errors.ts';
-import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, type CertStoreClient } from './cert-provisioning.ts';
+import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, RETRY_MAX_MS, type CertStoreClient } from './cert-provisioning.ts';
 import {
   generateCa,
   generateServing,
@@ -39,6 +40,13 @@ class FakeCluster {
   secretWrites = 0;
   configPatches = 0;
   configReadFails = false;
+  /** What the API server answers a Secret GET, when set (a failure before anything is minted). */
+  secretReadError: Error | undefined;
+  /** What it answers a Secret create or update, when set. */
+  secretWriteError: Error | undefined;
+  /** Without the namespace, a Secret GET is 404 and a create is 404 `namespaces "..." not found`. */
+  namespaceExists = true;
+  secretCreates = 0;
 
   constructor(withConfig = true) {
     if (withConfig) {
@@ -54,13 +62,26 @@ class FakeCluster {
 
   client(): CertStoreClient {
     return {
-      getSecret: async () => structuredClone(this.secret),
+      getSecret: async () => {
+        if (this.secretReadError) throw this.secretReadError;
+        return structuredClone(this.secret);
+      },
       createSecret: async (secret) => {
-        if (this.secret) throw new Error('AlreadyExists');
+        this.secretCreates++;
+        if (this.secretWriteError) throw this.secretWriteError;
+        if (!this.namespaceExists) {
+          const ns = secret.metadata.namespace ?? '';
+          const status = { kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404, message: `namespaces "${ns}" not found`, details: { name: ns, kind: 'namespaces' } };
+          throw new KubeApiError({ reason: 'notFound', code: 404, status, object: { kind: 'Secret', namespace: ns }, verb: 'create' });
+        }
+        if (this.secret) throw new KubeApiError({ reason: 'alreadyExists', code: 409, object: { kind: 'Secret', name: secret.metadata.name }, verb: 'create' });
         return this.#storeSecret(secret);
       },
       updateSecret: async (secret) => {
-        if (!this.secret || secret.metadata.resourceVersion !== this.secret.metadata.resourceVersion) throw new Error('Conflict');
+        if (this.secretWriteError) throw this.secretWriteError;
+        if (!this.secret || secret.metadata.resourceVersion !== this.secret.metadata.resourceVersion) {
+          throw new KubeApiError({ reason: 'conflict', code: 409, object: { kind: 'Secret', name: secret.metadata.name }, verb: 'update' });
+        }
         return this.#storeSecret(secret);
       },
       getWebhookConfiguration: async () => {
@@ -89,7 +110,7 @@ class FakeCluster {
   }
 }
 
-function replica(cluster: FakeCluster, clock: FakeClock) {
+function replica(cluster: FakeCluster, clock: FakeClock, log = logger) {
   const served: CertKeyPair[] = [];
   const source = createSelfManagedCertificates({
     client: cluster.client(),
@@ -97,12 +118,53 @@ function replica(cluster: FakeCluster, clock: FakeClock) {
     namespace: 'persistent-ips-system',
     webhookConfigurationName: 'persistent-ips-launcher-pods',
     policy,
-    logger,
+    logger: log,
     clock,
     onCertificate: (pair) => served.push(pair),
   });
   return { source, served };
 }
+
+interface LogLine {
+  level: string;
+  msg: string;
+  err?: unknown;
+  [key: string]: unknown;
+}
+
+/** A debug-level logger whose JSON lines are kept, parsed. */
+function capturingLogger() {
+  const lines: LogLine[] = [];
+  const sink = new Writable({
+    write: (chunk: Buffer, _e, done) => {
+      for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as LogLine);
+      done();
+    },
+  });
+  return { log: createLogger('debug', sink), lines };
+}
+
+/**
+ * Waits (for the pass to finish: minting runs in a child process) until the loop has put its next sleep on the fake
+ * clock, and returns that sleep's length. The loop is the clock's only user, so one pending timer is that sleep.
+ */
+async function nextSleep(clock: FakeClock): Promise<number> {
+  const deadline = Date.now() + 20_000;
+  while (clock.pending === 0) {
+    if (Date.now() > deadline) throw new Error('the provisioning loop scheduled no next attempt');
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  assert.equal(clock.pending, 1, 'one sleep at a time');
+  return clock.pendingDelays()[0]!;
+}
+
+/** Lets the pending sleep end and waits for the pass after it; returns the sleep that pass scheduled. */
+async function step(clock: FakeClock): Promise<number> {
+  clock.advance(await nextSleep(clock));
+  return nextSleep(clock);
+}
+
+const unavailable = () => new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Secret', namespace: 'persistent-ips-system', name: 'persistent-ips-webhook-cert' }, verb: 'get' });
 
 function trustedBy(cas: X509Certificate[], certPem: string, now: number): boolean {
   const cert = new X509Certificate(certPem);
@@ -233,6 +295,73 @@ describe('self-managed webhook certificates', () => {
     await a.source.reconcile();
     assert.equal(a.source.ready(), true);
     assert.equal(cluster.secret?.type, 'Opaque', 'the type of an existing Secret is kept');
+  });
+
+  it('a failed pass is retried after 1 s, 2 s, 4 s, ... up to 30 s; a successful pass starts again at 1 s', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const { log, lines } = capturingLogger();
+    const a = replica(cluster, clock, log);
+    cluster.secretReadError = unavailable();
+    await a.source.start();
+    assert.equal(a.source.ready(), false);
+    const delays = [await nextSleep(clock)];
+    for (let i = 0; i < 6; i++) delays.push(await step(clock));
+    assert.deepEqual(delays, [1000, 2000, 4000, 8000, 16000, RETRY_MAX_MS, RETRY_MAX_MS]);
+    assert.equal(lines.filter((l) => l.level === 'error').length, 7, 'each failure of another kind than a missing namespace is an error');
+    cluster.secretReadError = undefined;
+    const afterSuccess = await step(clock);
+    assert.equal(a.source.ready(), true);
+    // The routine look, at the serving certificate's rotation time (about 2/3 of its 24 s), not a retry.
+    assert.ok(afterSuccess >= 10 * S && afterSuccess < 24 * S, `after a success the next look is the routine one (${afterSuccess} ms)`);
+    cluster.secretReadError = unavailable();
+    assert.equal(await step(clock), 1000, 'the first failure after a success waits 1 s again');
+    assert.equal(await step(clock), 2000);
+    await a.source.stop();
+    assert.equal(clock.pending, 0, 'stop() cancels the pending retry');
+  });
+
+  it('a write refused for another reason than a lost race is left to the backoff, not repeated at once', async () => {
+    const cluster = new FakeCluster();
+    const clock = new FakeClock(T0);
+    const a = replica(cluster, clock);
+    cluster.secretWriteError = new KubeApiError({ reason: 'forbidden', code: 403, object: { kind: 'Secret', namespace: 'persistent-ips-system' }, verb: 'create' });
+    await assert.rejects(a.source.reconcile(), (e: unknown) => e === cluster.secretWriteError);
+    assert.equal(cluster.secretCreates, 1, 'one create per pass');
+  });
+
+  it('a missing controller namespace: one clear error line, quiet retries with backoff, one line when it recovers', async () => {
+    const cluster = new FakeCluster();
+    cluster.namespaceExists = false;
+    const clock = new FakeClock(T0);
+    const { log, lines } = capturingLogger();
+    const a = replica(cluster, clock, log);
+    await a.source.start();
+    const delays = [await nextSleep(clock), await step(clock), await step(clock), await step(clock)];
+    assert.deepEqual(delays, [1000, 2000, 4000, 8000], 'backoff, not a retry a second');
+    assert.equal(cluster.secretCreates, 4, 'one create per attempt: a 404 is not taken for a lost race');
+    // Above debug: what the first attempt set out to do (as on any first start), and the one line about the namespace.
+    const loud = lines.filter((l) => l.level !== 'debug');
+    assert.deepEqual(loud.map((l) => `${l.level} ${l.msg.slice(0, 40)}`), ['info renewing webhook certificates', 'error namespace persistent-ips-system does not']);
+    const line = loud[1];
+    assert.equal(line!.level, 'error');
+    assert.equal(line!.namespace, 'persistent-ips-system');
+    assert.match(line!.msg, /namespace persistent-ips-system does not exist/);
+    assert.match(line!.msg, /create the namespace/);
+    assert.match(line!.msg, /--controller-namespace/);
+    assert.ok(!JSON.stringify(lines).includes('"stack"'), 'no stack trace in any line');
+    assert.equal(lines.filter((l) => l.level === 'debug' && /still does not exist/.test(l.msg)).length, 3, 'the repeats go to debug');
+    assert.equal(a.source.ready(), false);
+
+    cluster.namespaceExists = true;
+    await step(clock);
+    assert.equal(a.source.ready(), true);
+    assert.equal(cluster.secretWrites, 1);
+    const recovered = lines.filter((l) => l.level === 'info' && /namespace exists now/.test(l.msg));
+    assert.equal(recovered.length, 1, 'said once when it recovers');
+    await step(clock);
+    assert.equal(lines.filter((l) => /namespace exists now/.test(l.msg)).length, 1, 'and not again at the next routine pass');
+    await a.source.stop();
   });
 
   it('start() serves at once and stop() ends the loop', async () => {

@@ -12,7 +12,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { isNotFound } from '../kube/errors.ts';
+import { isAlreadyExists, isConflict, isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { ResourceDescriptor } from '../kube/resources.ts';
@@ -110,6 +110,28 @@ export interface SelfManagedCertificates extends CertificateSource {
 }
 
 const MAX_WRITE_RACES = 5;
+/** Retries after a failed pass wait 1 s, 2 s, 4 s, ... up to 30 s; a successful pass starts again at 1 s. */
+export const RETRY_INITIAL_MS = 1000;
+export const RETRY_MAX_MS = 30_000;
+
+/**
+ * The Secret cannot be created because its namespace does not exist (a create answered 404). Not a race and not
+ * something the next second will fix: usually --controller-namespace / POD_NAMESPACE names a namespace that was
+ * never created, or the namespace was deleted under a running controller.
+ */
+export class NamespaceMissingError extends Error {
+  override readonly name = 'NamespaceMissingError';
+  readonly namespace: string;
+  constructor(namespace: string, cause: unknown) {
+    super(`namespace ${namespace} does not exist`, { cause });
+    this.namespace = namespace;
+  }
+}
+
+/** A write that lost to another replica's: the next read shows what it wrote, so re-read at once, without backoff. */
+function lostWriteRace(error: unknown): boolean {
+  return isConflict(error) || isAlreadyExists(error) || (isNotFound(error) && error.verb !== 'create');
+}
 
 export function createSelfManagedCertificates(options: SelfManagedOptions): SelfManagedCertificates {
   const policy: CertPolicy = { ...DEFAULT_CERT_POLICY, ...options.policy };
@@ -123,6 +145,9 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
   /** CA fingerprint → when we first saw (or made) the webhook configuration trust it. */
   const trustedSince = new Map<string, number>();
   let warnedNoConfig = false;
+  let retryMs = RETRY_INITIAL_MS;
+  /** The namespace was missing at the last attempt (said once at error level; repeats go to debug). */
+  let namespaceMissing = false;
 
   const fingerprint = (pem: string | undefined): string | undefined => {
     try {
@@ -186,16 +211,19 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
       const plan = planCertificates(now, state, policy, print === undefined ? undefined : trustedSince.get(print));
       const wanted = await applyPlan(now, state, plan, policy);
       if (!sameState(state, wanted)) {
-        if (plan.reasons.length > 0) log.info({ newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons }, 'renewing webhook certificates');
+        // While the namespace is missing every retry would say this again; the first attempt said it.
+        if (plan.reasons.length > 0) log[namespaceMissing ? 'debug' : 'info']({ newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons }, 'renewing webhook certificates');
         try {
           const object = secretObject(wanted, secret);
           if (secret) await options.client.updateSecret(object, signal);
           else await options.client.createSecret(object, signal);
         } catch (error) {
           if (signal.aborted) throw error;
-          // Most likely another replica wrote first: read again and go on from what it wrote.
-          if (race + 1 >= MAX_WRITE_RACES) throw error;
-          log.info({ err: error }, 'the certificate Secret changed under us; reading it again');
+          if (!secret && isNotFound(error)) throw new NamespaceMissingError(options.namespace, error);
+          // Anything but a lost race (API server down, RBAC, a webhook refusing Secrets) is retried with backoff by
+          // the loop; re-reading at once would only repeat the failure.
+          if (!lostWriteRace(error) || race + 1 >= MAX_WRITE_RACES) throw error;
+          log.debug({ error: errorMessage(error) }, 'another replica wrote the certificate Secret first; reading it again');
           continue;
         }
         state = wanted;
@@ -219,24 +247,44 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
     }
   };
 
-  const run = async (): Promise<void> => {
-    let backoff = 1000;
-    while (!stopController.signal.aborted) {
-      let delay: number;
-      try {
-        await reconcile();
-        backoff = 1000;
-        delay = Math.max(0, Math.min(nextCheckAt - clock.now(), resyncMs));
-      } catch (error) {
-        if (stopController.signal.aborted) break;
-        log.error({ err: error }, 'failed to provision the webhook certificate; retrying');
-        delay = backoff;
-        backoff = Math.min(backoff * 2, 30_000);
+  /** One pass, never throwing; resolves with how long to wait before the next, or undefined once stopped. */
+  const attempt = async (): Promise<number | undefined> => {
+    try {
+      await reconcile();
+    } catch (error) {
+      if (stopController.signal.aborted) return undefined;
+      const delay = retryMs;
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+      if (error instanceof NamespaceMissingError) {
+        if (!namespaceMissing) {
+          namespaceMissing = true;
+          log.error(
+            { namespace: error.namespace },
+            `namespace ${error.namespace} does not exist, so the webhook certificate Secret cannot be stored and the webhook cannot serve: ` +
+              `create the namespace, or point --controller-namespace (or POD_NAMESPACE) at the namespace the controller is installed in; retrying quietly`,
+          );
+        } else {
+          log.debug({ namespace: error.namespace, retryInMs: delay }, 'the controller namespace still does not exist');
+        }
+      } else {
+        log.error({ err: error, retryInMs: delay }, 'failed to provision the webhook certificate; retrying');
       }
+      return delay;
+    }
+    if (namespaceMissing) {
+      namespaceMissing = false;
+      log.info({ namespace: options.namespace }, 'the controller namespace exists now; the webhook certificate is provisioned');
+    }
+    retryMs = RETRY_INITIAL_MS;
+    return Math.max(0, Math.min(nextCheckAt - clock.now(), resyncMs));
+  };
+
+  const run = async (firstDelay: number | undefined): Promise<void> => {
+    for (let delay = firstDelay; delay !== undefined; delay = await attempt()) {
       try {
         await sleep(clock, delay, stopController.signal);
       } catch {
-        break;
+        return;
       }
     }
   };
@@ -245,13 +293,7 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
     reconcile,
     async start() {
       // The first pass is awaited so that the caller can serve (and report ready) at once; the loop goes on.
-      try {
-        await reconcile();
-      } catch (error) {
-        log.error({ err: error }, 'failed to provision the webhook certificate; retrying');
-      }
-      const first = Math.max(0, Math.min(nextCheckAt - clock.now(), resyncMs));
-      loop = sleep(clock, served ? first : 1000, stopController.signal).then(run, () => undefined);
+      loop = run(await attempt());
     },
     async stop() {
       stopController.abort(new Error('stopped'));
@@ -260,6 +302,10 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
     current: () => served,
     ready: () => served !== undefined,
   };
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
