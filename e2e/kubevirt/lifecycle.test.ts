@@ -176,6 +176,19 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
   assert.deepEqual(elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [], `launcher pod ${pod.metadata.name}: no ${MULTUS_DEFAULT_NETWORK_ANNOTATION} element without IP/MAC requests`);
 }
 
+async function setGate(on: boolean): Promise<void> {
+  await world.api.mergePatch(paths.kubeVirts('kubevirt', 'kubevirt'), { spec: { configuration: { developerConfiguration: { featureGates: on ? ['PersistentIPs'] : [] } } } });
+}
+
+/** Adds network `name` (NAD `nad`, bridge binding) to the VM template; virt-controller copies it to the running VMI. */
+async function hotplug(ns: string, vmName: string, name: string, nad: string): Promise<void> {
+  const vm = (await world.api.get<Vm>(paths.vms(ns, vmName)))!;
+  const spec = vm.spec.template.spec;
+  await world.api.mergePatch(paths.vms(ns, vmName), {
+    spec: { template: { spec: { networks: [...(spec.networks ?? []), { name, multus: { networkName: nad } }], domain: { devices: { interfaces: [...(spec.domain.devices.interfaces ?? []), { name, bridge: {} }] } } } } },
+  });
+}
+
 const owner = (o: Obj, kind: 'VirtualMachine' | 'VirtualMachineInstance') => ({ kind, name: o.metadata.name, uid: o.metadata.uid! });
 
 /** A case: fresh namespace, the namespace's state attached on failure. */
@@ -405,4 +418,97 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     const { pod } = await waitRunning(ns, 'vm1');
     assertPrimaryReference(pod, 'vm1.default');
   }, 'udn-bare');
+
+  // -- issue 26: the edges (spec §8, last bullets) -------------------------------------------------------------
+
+  kvCase('a hotplug while the gate is off: virt-controller rebuilds the running pod\'s annotation without our references; the webhook carries the existing one over', async (ns, t) => {
+    await persistentNad(ns, 'nad-red', 'red');
+    await world.api.create(paths.nads(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'nad-plain', namespace: ns }, spec: { config: nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }) } });
+    await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
+    await waitClaims(ns, ['vm1.red']);
+    const { pod } = await waitRunning(ns, 'vm1');
+    assertReferences(pod, { red: 'vm1.red' });
+    const from = world.controller.logs.length;
+    await setGate(false);
+    t.after(() => setGate(true));
+    await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
+    await hotplug(ns, 'vm1', 'plain', 'nad-plain');
+    // virt-controller rewrites the RUNNING pod's annotation to add the new element (GenerateFromActivePod)
+    const rebuilt = await waitFor('virt-controller to add the hotplugged element to the running pod', async () => {
+      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
+    assertReferences(rebuilt, { red: 'vm1.red', plain: undefined });
+  }, 'gate-off-hotplug');
+
+  kvCase('a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it, and a migration target names it too', async (ns, t) => {
+    await world.api.create(paths.nads(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'nad-late', namespace: ns }, spec: { config: nadConfig(ns, 'nad-late', { network: 'late', allowPersistentIPs: false }) } });
+    const vm = await createVM(ns, 'vm1', { secondary: { late: 'nad-late' } });
+    const { vmi, pod } = await waitRunning(ns, 'vm1');
+    assertReferences(pod, { late: undefined });
+    await world.api.mergePatch(paths.nads(ns, 'nad-late'), { spec: { config: nadConfig(ns, 'nad-late', { network: 'late' }) } });
+    await waitClaims(ns, ['vm1.late']);
+    const pointed = await waitFor('the running pod to name the claim made after it started', async () => {
+      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+      return p && elements(p).find((e) => e.interface === expectedPodInterface('late'))?.['ipam-claim-reference'] === 'vm1.late' ? p : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    assertReferences(pointed, { late: 'vm1.late' });
+    const events = await waitFor('an Event on the VM while the claim waits for its address', async () => {
+      const list = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
+      return list.some((e) => e.reason === 'ClaimAwaitingAddresses' && e.involvedObject?.uid === vm.metadata.uid) ? list : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    t.diagnostic(`events: ${events.map((e) => e.reason).join(', ')}`);
+    const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstanceMigration', metadata: { name: 'mig1', namespace: ns }, spec: { vmiName: 'vm1' } });
+    const target = await waitFor('the migration target pod', async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
+    assertReferences(target, { late: 'vm1.late' });
+  }, 'late-claim');
+
+  kvCase('kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone', async (ns, t) => {
+    await persistentNad(ns, 'nad-red', 'red');
+    await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
+    await waitClaims(ns, ['vm1.red']);
+    const { vmi } = await waitRunning(ns, 'vm1');
+    await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
+    await waitGone('the VM', paths.vms(ns, 'vm1'));
+    const adopted = await waitFor('the claim owned by the VMI', async () => {
+      const c = await world.api.claim(ns, 'vm1.red');
+      return c?.metadata.ownerReferences?.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') ? c : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    assert.deepEqual(adopted.metadata.finalizers, [CLAIM_FINALIZER]);
+    const events = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
+    assert.ok(events.some((e) => e.reason === 'ClaimAdopted' && e.involvedObject?.uid === vmi.metadata.uid), `a ClaimAdopted Event on the VMI: ${events.map((e) => e.reason).join(', ')}`);
+    // a migration (a node drain would do the same): its target pod must be admitted, with the claim
+    const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstanceMigration', metadata: { name: 'mig1', namespace: ns }, spec: { vmiName: 'vm1' } });
+    const target = await waitFor('the migration target pod', async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
+    assertReferences(target, { red: 'vm1.red' });
+    t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.red`);
+    await world.api.delete(paths.vmis(ns, 'vm1'));
+    await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+    await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.red'));
+  }, 'orphan');
+
+  kvCase('a copied launcher pod (kubectl debug --copy-to: no owner reference, same labels and annotations) is never pointed at the VM\'s claim', async (ns, t) => {
+    await persistentNad(ns, 'nad-red', 'red');
+    await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
+    await waitClaims(ns, ['vm1.red']);
+    const { pod } = await waitRunning(ns, 'vm1');
+    const full = (await world.api.get<Pod & { spec: Record<string, unknown> }>(paths.pods(ns, pod.metadata.name)))!;
+    const copy = (name: string, annotations: Record<string, string>) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace: ns, labels: full.metadata.labels, annotations },
+      spec: { ...full.spec, nodeName: undefined },
+    });
+    // with the VM's reference copied along: refused
+    const refused = await world.api.http.request('POST', paths.pods(ns), copy(`${pod.metadata.name}-copy`, full.metadata.annotations ?? {}));
+    assert.equal(refused.status, 403, `the copy carrying vm1.red is refused: ${refused.body.slice(0, 300)}`);
+    assert.match(refused.body, /no controller owner reference/);
+    // without it: admitted, and not pointed at the claim although kubevirt.io/domain names the VM
+    const stripped = JSON.stringify(elements(full).map(({ 'ipam-claim-reference': _ref, ...rest }) => rest));
+    const created = await world.api.create<Pod>(paths.pods(ns), copy(`${pod.metadata.name}-copy2`, { ...full.metadata.annotations, [MULTUS_NETWORKS_ANNOTATION]: stripped }));
+    assertReferences(created, { red: undefined });
+    t.diagnostic(`copy admitted without a reference: ${created.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
+    await world.api.delete(paths.pods(ns, created.metadata.name));
+  }, 'copied-pod');
 });

@@ -1,0 +1,88 @@
+// Issue 26, point 5: a claim the controller deletes (hot-unplug) must be released as soon as it is unused, whatever
+// order the API server's answer to the delete and the watch event of that delete arrive in. Both orders are made to
+// happen here on purpose: the watch event is delivered (to the cache and the write overlay, as controller.ts does)
+// before the delete's answer resolves, or after it. No I/O: the client is a stub that records each write.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CLAIM_FINALIZER } from '../claims/constants.ts';
+import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf, DELETED_AT } from '../claims/fixtures.ts';
+import type { KubeClient } from '../kube/client.ts';
+import type { JsonPatchOp } from '../kube/patch.ts';
+import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, claimsByVm } from '../sources/kinds.ts';
+import { objectKey, Store } from '../sources/store.ts';
+import { createLogger } from '../telemetry/logger.ts';
+import { EventRecorder } from './events.ts';
+import { claimsByOwnerName } from './keys.ts';
+import { CLAIMS_BY_OWNER_NAME, createReconciler } from './reconciler.ts';
+import { WriteOverlay } from './write-overlay.ts';
+
+const log = createLogger('silent');
+
+function world(vm: VirtualMachine, vmi: VirtualMachineInstance, claims: IPAMClaim[], nads: NetworkAttachmentDefinition[]) {
+  const vms = new Store<VirtualMachine>();
+  const vmis = new Store<VirtualMachineInstance>();
+  const nadStore = new Store<NetworkAttachmentDefinition>();
+  const claimStore = new Store<IPAMClaim>();
+  claimStore.addIndex(CLAIMS_BY_VM, claimsByVm);
+  claimStore.addIndex(CLAIMS_BY_OWNER_UID, (c) => (c.metadata.ownerReferences ?? []).map((r) => r.uid));
+  claimStore.addIndex(CLAIMS_BY_OWNER_NAME, claimsByOwnerName);
+  vms.upsert(vm);
+  vmis.upsert(vmi);
+  for (const n of nads) nadStore.upsert(n);
+  for (const c of claims) claimStore.upsert(c);
+  return { vms, vmis, nads: nadStore, claims: claimStore };
+}
+
+describe('reconciler: a claim it deletes is released at once, in either order of answer and watch event', () => {
+  for (const order of ['watch event first', 'answer first'] as const) {
+    it(order, async () => {
+      // The VM has unplugged `red` (state absent) and the VMI no longer has it: UNPLUG deletes its claim.
+      const before = virtualMachine({ networks: [multus('blue', 'blue'), multus('red', 'red')] });
+      const vm = virtualMachine({ networks: [multus('blue', 'blue'), multus('red', 'red', { absent: true })] });
+      const vmi = vmiOf(virtualMachine({ networks: [multus('blue', 'blue')] }));
+      const red = claimOf(before, 'red');
+      const sources = world(vm, vmi, [claimOf(before, 'blue'), red], [ovnNad('blue'), ovnNad('red')]);
+      assert.ok(nadMap(ovnNad('blue')).size === 1);
+      const overlay = new WriteOverlay();
+      const terminating: IPAMClaim = { ...red, metadata: { ...red.metadata, deletionTimestamp: DELETED_AT, resourceVersion: '11' } };
+      /** What controller.ts does with a claim event: cache it, and tell the overlay (an echo is not requeued). */
+      const deliverWatchEvent = (): boolean => {
+        sources.claims.upsert(terminating);
+        return overlay.observeUpdated(objectKey(terminating), terminating);
+      };
+      const patches: { name: string; ops: readonly JsonPatchOp[] }[] = [];
+      let echoTaken: boolean | undefined;
+      const client = {
+        delete: async () => {
+          if (order === 'watch event first') echoTaken = deliverWatchEvent();
+          return terminating;
+        },
+        jsonPatch: async (_r: unknown, _ns: string, name: string, ops: readonly JsonPatchOp[]) => {
+          patches.push({ name, ops });
+          return { ...terminating, metadata: { ...terminating.metadata, finalizers: [], resourceVersion: '12' } };
+        },
+        create: async () => assert.fail('nothing to create'),
+        get: async () => assert.fail('nothing to read'),
+        list: async () => ({ items: [] }),
+      } as unknown as KubeClient;
+      const recorder = new EventRecorder(async () => undefined, log);
+      const reconcile = createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log });
+      const result = await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+      if (order === 'answer first') echoTaken = deliverWatchEvent();
+
+      // Released within the reconcile that deleted it: no later event or resync is needed.
+      assert.deepEqual(patches.map((p) => p.name), [red.metadata.name]);
+      assert.deepEqual(patches[0]!.ops, [
+        { op: 'test', path: '/metadata/uid', value: red.metadata.uid },
+        { op: 'test', path: '/metadata/finalizers', value: [CLAIM_FINALIZER] },
+        { op: 'replace', path: '/metadata/finalizers', value: [] },
+      ]);
+      assert.equal(result.requeue, false);
+      // Whether the late watch event then runs the key again no longer matters (it used to be taken for the delete's
+      // echo, and the finalizer stayed until the resync).
+      assert.equal(typeof echoTaken, 'boolean');
+    });
+  }
+});
