@@ -176,6 +176,12 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
   assert.deepEqual(elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [], `launcher pod ${pod.metadata.name}: no ${MULTUS_DEFAULT_NETWORK_ANNOTATION} element without IP/MAC requests`);
 }
 
+/** Starts a migration of `vmi` (VirtualMachineInstanceMigration `mig1`); resolves with the target pod virt-controller creates. */
+async function startMigration(ns: string, vmi: Vmi): Promise<Pod> {
+  const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstanceMigration', metadata: { name: 'mig1', namespace: ns }, spec: { vmiName: vmi.metadata.name } });
+  return waitFor('the migration target pod', async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
+}
+
 async function setGate(on: boolean): Promise<void> {
   await world.api.mergePatch(paths.kubeVirts('kubevirt', 'kubevirt'), { spec: { configuration: { developerConfiguration: { featureGates: on ? ['PersistentIPs'] : [] } } } });
 }
@@ -459,8 +465,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       return list.some((e) => e.reason === 'ClaimAwaitingAddresses' && e.involvedObject?.uid === vm.metadata.uid) ? list : undefined;
     }, { timeoutMs: EVENTUALLY_MS });
     t.diagnostic(`events: ${events.map((e) => e.reason).join(', ')}`);
-    const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstanceMigration', metadata: { name: 'mig1', namespace: ns }, spec: { vmiName: 'vm1' } });
-    const target = await waitFor('the migration target pod', async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
+    const target = await startMigration(ns, vmi);
     assertReferences(target, { late: 'vm1.late' });
   }, 'late-claim');
 
@@ -479,8 +484,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     const events = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
     assert.ok(events.some((e) => e.reason === 'ClaimAdopted' && e.involvedObject?.uid === vmi.metadata.uid), `a ClaimAdopted Event on the VMI: ${events.map((e) => e.reason).join(', ')}`);
     // a migration (a node drain would do the same): its target pod must be admitted, with the claim
-    const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstanceMigration', metadata: { name: 'mig1', namespace: ns }, spec: { vmiName: 'vm1' } });
-    const target = await waitFor('the migration target pod', async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
+    const target = await startMigration(ns, vmi);
     assertReferences(target, { red: 'vm1.red' });
     t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.red`);
     await world.api.delete(paths.vmis(ns, 'vm1'));
