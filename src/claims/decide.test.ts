@@ -1068,6 +1068,15 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     assert.deepEqual(writes(run({ vmi: vmiOf(theVm), nads: NADS, claims })), NONE);
   });
 
+  it('deleted by someone while the running VMI uses it: the finalizer holds (no adoption, no release) until the network is unused', () => {
+    const vmi = freed();
+    const deleted = { ...orphaned(claimOf(theVm, 'blue')), metadata: { ...orphaned(claimOf(theVm, 'blue')).metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } };
+    const plan = run({ vmi, nads: NADS, claims: [deleted, orphaned(claimOf(theVm, 'green'))] });
+    assert.ok(!plan.removeFinalizers.some((w) => w.name === 'vm1.blue'));
+    assert.ok(!plan.adopts.some((w) => w.name === 'vm1.blue'));
+    assert.deepEqual(writes(run({ nads: NADS, claims: [deleted] })).removeFinalizers, ['vm1.blue']);
+  });
+
   it('a claim of a network the owner no longer has: deleted and released, not adopted', () => {
     const vmi = freed();
     const stale = orphaned(claimOf(theVm, 'gone'));

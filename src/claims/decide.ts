@@ -198,7 +198,10 @@ function isOrphanOfOurs(claim: IPAMClaim, vmName: string): boolean {
 
 function planOrphan(claim: IPAMClaim, write: ClaimWrite, owner: Owner | undefined, input: DecideInput, inUse: Usage, plan: Plan): void {
   const alive = owner !== undefined && !owner.terminating;
-  if (alive && !isTerminating(claim) && isUsed(claim, inUse)) {
+  if (alive && isUsed(claim, inUse)) {
+    // Deleted by someone while its VM uses it: the finalizer holds the address until the network is no longer used
+    // (then the branch below releases it), as FINALIZER-DELETED-UNUSED does for an owned claim.
+    if (isTerminating(claim)) return;
     plan.adopts.push({
       ...write,
       owner: { apiVersion: owner.apiVersion, kind: owner.ref.kind, name: owner.ref.name, uid: owner.ref.uid, controller: true, blockOwnerDeletion: true },

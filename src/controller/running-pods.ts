@@ -14,8 +14,8 @@ import type { DecideInput, Plan, Problem } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import { resources } from '../kube/resources.ts';
-import type { IPAMClaim, NetworkSelectionElement, Pod } from '../kube/types.ts';
-import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
+import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import { IPAM_CLAIM_REFERENCE, nadKeyOfNetworkName, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
 
 /** KubeVirt's label on a launcher pod naming the uid of the VMI that created it. */
 export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
@@ -66,7 +66,7 @@ export async function pointRunningPods(
       const owned = pod.metadata.ownerReferences?.some((r) => r.controller === true && r.kind === 'VirtualMachineInstance' && r.uid === vmi.metadata.uid);
       const phase = (pod as { status?: { phase?: string } }).status?.phase;
       if (!owned || pod.metadata.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
-      const outcome = await pointPod(pod, empty, input.key.namespace, client, log, signal);
+      const outcome = await pointPod(pod, interfaceNamesOf(vmi, input.key.namespace), empty, input.key.namespace, client, log, signal);
       if (outcome === 'failed') complete = false;
       if (outcome === 'pointed') pointed = true;
     }
@@ -89,9 +89,27 @@ export async function pointRunningPods(
   return { problems, retry };
 }
 
+/**
+ * By secondary network: KubeVirt's pod interface names for its element (the hashed name, or the ordinal `net<N>` of
+ * older pods) and the NAD (`namespace/name`) it must name; the webhook matches elements the same way.
+ */
+function interfaceNamesOf(vmi: VirtualMachineInstance, namespace: string): Map<string, ReadonlySet<string> & { nad: string }> {
+  const out = new Map<string, ReadonlySet<string> & { nad: string }>();
+  let ordinal = 0;
+  for (const net of vmi.spec?.networks ?? []) {
+    if (!net?.multus || net.multus.default) continue;
+    ordinal++;
+    const nad = nadKeyOfNetworkName(net.multus.networkName, namespace);
+    if (nad === undefined || typeof net.name !== 'string') continue;
+    out.set(net.name, Object.assign(new Set([podInterfaceName(net.name), `net${ordinal}`]), { nad }));
+  }
+  return out;
+}
+
 /** Whether the pod had to be pointed at the claims, already named them, or could not be patched. */
 async function pointPod(
   pod: Pod,
+  interfaceNames: ReadonlyMap<string, ReadonlySet<string> & { nad: string }>,
   empty: { network: string; claim: IPAMClaim }[],
   namespace: string,
   client: KubeClient,
@@ -104,7 +122,8 @@ async function pointPod(
   const elements: NetworkSelectionElement[] = selection.elements.map((e) => ({ ...e }));
   const added: string[] = [];
   for (const { network, claim } of empty) {
-    const element = elements.find((e) => e.interface === podInterfaceName(network));
+    const names = interfaceNames.get(network);
+    const element = elements.find((e) => typeof e.interface === 'string' && e.interface !== '' && names?.has(e.interface) && `${e.namespace || namespace}/${e.name}` === names.nad);
     if (!element || (typeof element[IPAM_CLAIM_REFERENCE] === 'string' && element[IPAM_CLAIM_REFERENCE] !== '')) continue;
     element[IPAM_CLAIM_REFERENCE] = claim.metadata.name;
     added.push(claim.metadata.name);

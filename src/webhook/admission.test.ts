@@ -599,3 +599,21 @@ describe('pod admission handler: a claim name that can collide (two or more dots
     assert.equal(out.response?.allowed, false);
   });
 });
+
+describe('pod admission handler: a pod that names a claim is never waved through', () => {
+  const named = (pod: Pod): Pod => {
+    pod.metadata.annotations![NETWORKS] = JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm2.red' }]);
+    return pod;
+  };
+  it('with the gate off, at CREATE: refused', async () => {
+    const out = await handler({ cached: [vmi(['red'])], gate: false }).handle(review(named(launcher(['red']))));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response?.status?.message ?? '', /gate is off/);
+  });
+  it('an UPDATE that drops the launcher label and adds a reference: refused', async () => {
+    const unlabelled = named(launcher(['red'], { labels: { app: 'x' } }));
+    const out = await handler({ cached: [vmi(['red'])] }).handle(review(unlabelled, 'UPDATE', launcher(['red'])));
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response?.status?.message ?? '', /not a virt-launcher pod/);
+  });
+});

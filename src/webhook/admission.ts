@@ -399,7 +399,9 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       plog.info('denying launcher pod: caches not synced yet');
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };
     }
-    if (!deps.gateEnabled()) return named.length > 0 && carry ? refuse('the PersistentIPs feature gate is off') : withCarried('skipped');
+    // A pod that names a claim must be proved to be that VM's launcher pod; nothing below may wave it through.
+    if (named.length > 0 && !isLauncherPod(subject)) return refuse('it is not a virt-launcher pod');
+    if (!deps.gateEnabled()) return named.length > 0 ? refuse('the PersistentIPs feature gate is off') : withCarried('skipped');
 
     if (named.length === 0 && !mayNeedReferences(subject, namespace, nadsForPod(subject, namespace))) {
       plog.debug('launcher pod on ordinary networks only');
@@ -477,6 +479,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       .filter((r) => r.reason !== 'PersistenceBlocked' && r.reason !== 'MissingNetworkElement')
       .map((r) => `persistent-ips: ${r.message}`);
     for (const report of reports) vmiLog.warn({ reason: report.reason, network: report.network }, report.message);
+    if (result.skipped && named.length > 0) return refuse(`its annotations cannot be checked (${result.skipped})`);
     if (result.skipped === 'UnreadableAnnotation') return allow('unreadable', warnings);
     if (result.denials.length > 0) {
       const message =
