@@ -13,6 +13,8 @@
 //   claim: DENY with the claim's condition message. The retry succeeds once the cause is fixed.
 // - The claim belongs to another object (a leftover of an earlier VM of the same name): DENY; its addresses are not
 //   this VM's.
+// - The NAD is OVN-Kubernetes' (the allocator refuses to serve it, nad.ts): nothing here; OVN-Kubernetes hands the pod
+//   its claim's addresses.
 // Reads are cache first; a claim the cache shows without addresses is read again from the API before a denial (the
 // cache may simply not have caught up with the allocator's write).
 
@@ -85,7 +87,10 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
         }
       }
       if (!nad || !isAllocatorNad(nad)) continue;
-      const poolProblems = readAllocatorNad(nad).problems;
+      const read = readAllocatorNad(nad);
+      // OVN-Kubernetes gives the pod its claim's addresses itself; `ips` from us would be a second source of them.
+      if (read.refused !== undefined) continue;
+      const poolProblems = read.problems;
 
       let claim = deps.claims.get(namespace, verdict.claim);
       if (!claim?.status?.ips?.length) {

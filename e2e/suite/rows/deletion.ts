@@ -9,6 +9,7 @@ import { e2eCase, inNamespace, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,
+  backgroundDeletionViolations,
   createPersistentNad,
   createRunningVM,
   deletedRv,
@@ -19,6 +20,7 @@ import {
   ownerOf,
   waitForClaimGone,
   waitForClaims,
+  waitForDeletedEvents,
   watchLog,
   EVENTUALLY_MS,
 } from '../fixtures.ts';
@@ -58,17 +60,12 @@ export function registerDeletion(env: SuiteEnv): void {
 
       for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
       await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      claimLog.check();
-      const vmiGone = deletedRv(vmiLog, 'vm1');
-      const vmGone = deletedRv(vmLog, 'vm1');
-      assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
-      for (const name of CLAIMS) {
-        const released = finalizerReleaseRv(claimLog, name);
-        assert.ok(released, `${name}: finalizer release recorded`);
-        assert.ok(released > vmiGone, `${name}: finalizer released (rv ${released}) only after the VMI was gone (rv ${vmiGone})`);
-        const deleting = deletionStartRv(claimLog, name)!;
-        assert.ok(deleting > vmGone, `${name}: deleted (rv ${deleting}) by garbage collection, after the VM was gone (rv ${vmGone})`);
-      }
+      // The GETs above saw the deletions first; judge the order only once the watches have delivered them too.
+      await waitForDeletedEvents(vmiLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
+      const gone = { vmi: deletedRv(vmiLog, 'vm1'), vm: deletedRv(vmLog, 'vm1') };
+      assert.deepEqual(CLAIMS.flatMap((name) => backgroundDeletionViolations(claimLog, name, gone)), [], `claims ${CLAIMS.join(', ')}, VMI gone at rv ${gone.vmi}, VM at rv ${gone.vm}`);
       assert.deepEqual(
         env.shared.logsMatching((l) => inNamespace(ns)(l) && l.msg === 'deleted IPAMClaim of a network the VM no longer has', logFrom),
         [],
@@ -115,7 +112,9 @@ export function registerDeletion(env: SuiteEnv): void {
 
       await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
-      claimLog.check();
+      await waitForDeletedEvents(vmiLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
       const vmiGone = deletedRv(vmiLog, 'vm1');
       const vmGone = deletedRv(vmLog, 'vm1');
       assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
@@ -159,7 +158,8 @@ export function registerDeletion(env: SuiteEnv): void {
 
       await waitForClaimGone(env, ns, 'vmi1.red');
       await env.kv.waitForVMIGone(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
-      claimLog.check();
+      await waitForDeletedEvents(vmiLog, ['vmi1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(claimLog, ['vmi1.red'], EVENTUALLY_MS);
       const podless = firstRv(vmiLog, 'vmi1', (e) => e.type === 'DELETED' || (!!e.obj.metadata.deletionTimestamp && Object.keys(e.obj.status?.activePods ?? {}).length === 0));
       const released = finalizerReleaseRv(claimLog, 'vmi1.red');
       assert.ok(podless && released, 'both recorded');

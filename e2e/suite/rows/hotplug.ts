@@ -14,6 +14,7 @@ import {
   ownerOf,
   waitForClaimGone,
   waitForClaims,
+  waitForDeletedEvents,
   watchLog,
   EVENTUALLY_MS,
 } from '../fixtures.ts';
@@ -53,7 +54,7 @@ export function registerHotplug(env: SuiteEnv): void {
 
       await env.kv.hotUnplugInterface(ns, 'vm1', 'blue', { timeoutMs: EVENTUALLY_MS }); // waits: gone from VMI and VM
       await waitForClaimGone(env, ns, 'vm1.blue');
-      claimLog.check();
+      await waitForDeletedEvents(claimLog, ['vm1.blue'], EVENTUALLY_MS); // the GET saw it first (ordering.ts)
 
       const goneFromVmi = firstRv(vmiLog, 'vm1', (e) => !e.obj.spec?.networks?.some((n) => n.name === 'blue'));
       const deleting = deletionStartRv(claimLog, 'vm1.blue');
