@@ -4,6 +4,7 @@
 export * from './constants.ts';
 export {
   claimNameFor,
+  claimNamesOf,
   decide,
   hasWrites,
   needsLauncherPodRead,
@@ -31,6 +32,7 @@ export {
   podInterfaceName,
   PRIMARY_POD_INTERFACE,
   referenceClaimName,
+  swapClaimName,
 } from './names.ts';
 export {
   isOvnKubernetes,
