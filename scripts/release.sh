@@ -99,7 +99,7 @@ if grep -E '^\s+image: ' "$out/install.yaml" | grep -v "image: $image_ref\$"; th
 log "install.yaml: $(grep -c '^kind: ' "$out/install.yaml") objects, image $image_ref"
 
 # --- Helm chart -------------------------------------------------------------------------------------------------
-helm="${HELM:-$(scripts/helm/build.sh --print-bin 2>/dev/null || true)}"
+helm="${HELM:-$(scripts/helm/build.sh --check 2>/dev/null || true)}"
 if [ -n "$helm" ] && [ -x "$helm" ]; then
   chart_dir="$(mktemp -d)"
   cp -a charts/persistent-ips "$chart_dir/"

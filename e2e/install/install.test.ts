@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { pinnedVersions, startControlPlane, type ControlPlane } from '../harness/index.ts';
+import { preparedTool } from '../harness/prepare.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 import { expectClaimFor, launchBuiltCli, NAMESPACE, parseYaml, readInstalled, waitReady, type KubeObject, type Launched } from './installed.ts';
 
@@ -24,15 +25,7 @@ const exec = promisify(execFile);
 const CHART = join(REPO_ROOT, 'charts', 'persistent-ips');
 
 /** The helm binary built by scripts/helm/build.sh (before the tests: a build never runs under a test timeout). */
-async function helmBinary(): Promise<string> {
-  const fromEnv = process.env['HELM'];
-  if (fromEnv) return fromEnv;
-  try {
-    return (await exec('bash', [join(REPO_ROOT, 'scripts', 'helm', 'build.sh'), '--print-bin'])).stdout.trim();
-  } catch {
-    throw new Error('helm is not built: run npm run test:prepare (or scripts/helm/build.sh) before the e2e tests');
-  }
-}
+const helmBinary = async (): Promise<string> => process.env['HELM'] || (await preparedTool('helm'));
 
 // Labels and annotations that say who rendered an object, not what it is.
 const BOOKKEEPING_LABELS = ['app.kubernetes.io/managed-by', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'helm.sh/chart'];
