@@ -25,6 +25,7 @@ describe('preparedTool: the tools a test runs by name', () => {
       const t0 = Date.now();
       await assert.rejects(preparedTool(tool), (err: Error) => {
         assert.equal(err.message, `${tool} is not built: run \`npm run test:prepare\` (its step ${script} builds it; \`npm test\` runs that step first)`);
+        assert.equal(err.stack, `Error: ${err.message}`, 'the runner prints the stack: it is that one line too');
         return true;
       });
       assert.ok(Date.now() - t0 < 10_000, '--check answers at once');

@@ -53,7 +53,12 @@ export async function preparedTool(tool: NonNullable<PrepareStep['tool']>): Prom
     return stdout.trim().split('\n').pop() ?? '';
   } catch (err) {
     const code = (err as { code?: unknown }).code;
-    if (code === 3) throw new Error(`${tool} is not built: run \`npm run test:prepare\` (its step ${script} builds it; \`npm test\` runs that step first)`);
+    if (code === 3) {
+      const notBuilt = new Error(`${tool} is not built: run \`npm run test:prepare\` (its step ${script} builds it; \`npm test\` runs that step first)`);
+      // No stack: the test runner prints it under the message, and which test asked adds nothing to what to do.
+      notBuilt.stack = `Error: ${notBuilt.message}`;
+      throw notBuilt;
+    }
     throw new Error(`${script} --check failed (${String(code)}): ${String((err as { stderr?: string }).stderr ?? '').trim().split('\n').pop()}`);
   }
 }
