@@ -31,6 +31,7 @@ import { apiVersionOf, resources } from '../kube/resources.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName, swapClaimName } from './names.ts';
 import { effectiveVmiSpec } from './effective-spec.ts';
+import { parseNadReference } from './nad-reference.ts';
 import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
 
 export interface ObjectKey {
@@ -580,14 +581,6 @@ function nadVerdict(
     return blocked('MissingSubnets', `${nad} allows persistent IPs but has no subnets to allocate from`);
   }
   return { claimSpec: { network: config.networkName, interface: iface } };
-}
-
-function parseNadReference(reference: unknown, defaultNamespace: string): ObjectKey | undefined {
-  if (typeof reference !== 'string') return undefined;
-  const parts = reference.split('/');
-  if (parts.length === 1 && parts[0]) return { namespace: defaultNamespace, name: parts[0] };
-  if (parts.length === 2 && parts[0] && parts[1]) return { namespace: parts[0], name: parts[1] };
-  return undefined;
 }
 
 function nadKeyOf(mapKey: string, nad: NetworkAttachmentDefinition): ObjectKey {

@@ -27,6 +27,7 @@ export {
 export {
   claimName,
   collisionClaimName,
+  isDns1123Label,
   isDns1123Subdomain,
   MAX_SUBDOMAIN_LENGTH,
   podInterfaceName,
@@ -44,3 +45,4 @@ export {
 } from './nad-config.ts';
 export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';
 export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
+export { nadKeyOfNetworkName, parseNadReference } from './nad-reference.ts';

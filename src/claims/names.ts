@@ -8,6 +8,11 @@ export const PRIMARY_POD_INTERFACE = 'eth0';
 
 const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
+/** A DNS-1123 label (what a namespace name must be): lowercase alphanumerics and '-', at most 63 characters. */
+export function isDns1123Label(name: string): boolean {
+  return name.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name);
+}
+
 /** Kubernetes' rule for object names such as an IPAMClaim's: DNS-1123 subdomain, at most 253 characters. */
 export function isDns1123Subdomain(name: string): boolean {
   return name.length > 0 && name.length <= MAX_SUBDOMAIN_LENGTH && SUBDOMAIN.test(name);

@@ -32,7 +32,7 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { claimNameFor, claimNamesOf, claimStanding, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
+import { claimNameFor, claimNamesOf, claimStanding, nadKeyOfNetworkName, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
@@ -41,7 +41,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import { carryOverReferences, namedClaims } from './carry-over.ts';
-import { elementNamespace, IPAM_CLAIM_REFERENCE, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection } from './network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
 
