@@ -1074,6 +1074,18 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     assert.deepEqual(writes(run({ nads: NADS, claims: marked })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
   });
 
+  it('garbage collection freed the VMI first, the claim still names the terminating VM: the finalizer holds (the VMI runs on it)', () => {
+    const vmi = freed();
+    const stillOwned = both(theVm);
+    for (const vmNow of [vm({ deleting: true }), undefined]) {
+      const plan = run({ ...(vmNow ? { vm: vmNow } : {}), vmi, nads: NADS, claims: stillOwned });
+      assert.deepEqual(plan.removeFinalizers, [], vmNow ? 'VM terminating' : 'VM gone');
+    }
+    // a VMI controlled by another VM of that name (recreated) is not this VM's: the old claims go
+    const other = vmiOf(vm({ uid: 'vm-uid-2' }));
+    assert.deepEqual(writes(run({ vm: vm({ uid: 'vm-uid-2' }), vmi: other, nads: NADS, claims: stillOwned })).removeFinalizers, ['vm1.blue', 'vm1.green']);
+  });
+
   it('while the VM is still terminating, or the VMI still names it as controller: nothing yet', () => {
     const claims = both(theVm).map(orphaned);
     assert.deepEqual(writes(run({ vm: vm({ deleting: true }), vmi: vmiOf(theVm), nads: NADS, claims })), NONE);

@@ -641,7 +641,11 @@ function ownersAllGone(refs: readonly OwnerReference[], { vm, vmi, launcherPodsG
   return refs.every((ref) => {
     if (ref.kind === 'VirtualMachine') {
       const vmAlive = vm !== undefined && vm.metadata.uid === ref.uid && !isTerminating(vm);
-      const vmiOfIt = vmi !== undefined && controllerRef(vmi, 'VirtualMachine')?.uid === ref.uid;
+      // A VMI of this name with no controller may be this VM's, orphaned (`--cascade=orphan`: garbage collection
+      // strips the VM from the VMI and from the claims one object at a time, in any order): it still runs on the
+      // claim, which ORPHAN then gives it. Only a VMI controlled by another VM is not this VM's.
+      const vmiController = vmi ? controllerRef(vmi, 'VirtualMachine') : undefined;
+      const vmiOfIt = vmi !== undefined && (vmiController === undefined || vmiController.uid === ref.uid);
       return !vmAlive && !vmiOfIt;
     }
     if (!vmi || vmi.metadata.uid !== ref.uid) return true;
