@@ -229,6 +229,18 @@ async function exhaustedClaim(ns: string, name: string): Promise<IPAMClaim> {
   return claim;
 }
 
+/**
+ * Shows that `ips`, one of the two addresses of a /30 network (NAD `nad`), is held: a new VM `other` on it gets the
+ * other address, and a second new VM `third` finds the range full (the only address left would have been `ips`).
+ */
+async function assertStillHeld(ns: string, nad: string, ips: string[], what: string): Promise<void> {
+  await createVM(ns, 'other', { secondary: { t: nad } });
+  const other = await allocatedClaim(ns, 'other.t');
+  assert.notDeepEqual(other.status.ips, ips, `${what}: a new VM gets the other address`);
+  await createVM(ns, 'third', { secondary: { t: nad } });
+  await exhaustedClaim(ns, 'third.t');
+}
+
 /** OVN-K's `k8s.ovn.org/pod-networks` entry of the pod for NAD `ns/nad` (read again from the API). */
 async function podNetwork(ns: string, podName: string, nad: string): Promise<OvnPodNetwork | undefined> {
   const pod = await world.api.get<Pod>(paths.pods(ns, podName));
@@ -575,13 +587,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     await setRunStrategy(ns, 'vm1', 'Halted');
     await waitGone('the VMI', paths.vmis(ns, 'vm1'));
     await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
-    // no pod names vm1.t now: another VM gets the other address, and a third finds the range full, so the stopped
-    // VM's address is still reserved by its claim alone
-    await createVM(ns, 'other', { secondary: { t: 'nad-t' } });
-    const other = await allocatedClaim(ns, 'other.t');
-    assert.notDeepEqual(other.status.ips, ips, 'the other VM gets the other address');
-    await createVM(ns, 'third', { secondary: { t: 'nad-t' } });
-    await exhaustedClaim(ns, 'third.t');
+    // no pod names vm1.t now: the stopped VM's address is reserved by its claim alone
+    await assertStillHeld(ns, 'nad-t', ips, 'while the VM is stopped');
     assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the stopped VM\'s claim keeps its address');
 
     await setRunStrategy(ns, 'vm1', 'Always');
@@ -620,11 +627,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     // pods) must not free the address the guest now uses through the target pod
     await world.api.delete(paths.pods(ns, source.metadata.name));
     await waitGone('the source pod', paths.pods(ns, source.metadata.name));
-    await createVM(ns, 'other', { secondary: { t: 'nad-t' } });
-    const other = await allocatedClaim(ns, 'other.t');
-    assert.notDeepEqual(other.status.ips, ips, 'the other VM gets the other address');
-    await createVM(ns, 'third', { secondary: { t: 'nad-t' } });
-    await exhaustedClaim(ns, 'third.t');
+    await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
     assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
     assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
   }, 'addr-migration');
@@ -658,4 +661,85 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     const early = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.rv < released && e.obj.status?.ips?.includes(ips[0]!));
     assert.deepEqual(early.map((e) => `${e.obj.metadata.name}@${e.rv}`), [], 'no other claim held the address before');
   }, 'addr-delete');
+
+  // The edges of issue 26 where OVN-K is the one that would free or hand out again an address a running VM holds.
+
+  kvCase('addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod\'s reference, so the end of that pod does not free the address its VM holds', async (ns, t) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
+    await world.api.create(paths.nads(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'nad-plain', namespace: ns }, spec: { config: nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }) } });
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { pod } = await waitRunning(ns, 'vm1');
+    const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    const from = world.controller.logs.length;
+    await setGate(false);
+    let gateOn = false;
+    t.after(async () => {
+      if (!gateOn) await setGate(true);
+    });
+    await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
+    await hotplug(ns, 'vm1', 'plain', 'nad-plain');
+    const rebuilt = await waitFor('virt-controller to add the hotplugged element to the running pod', async () => {
+      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    assertReferences(rebuilt, { t: 'vm1.t', plain: undefined });
+    assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
+    // the pod ends (the VM stops): OVN-K frees the address of a pod whose element names no claim, and keeps the one
+    // a claim holds, so the reference the webhook carried over is what keeps the address the VM's
+    await setRunStrategy(ns, 'vm1', 'Halted');
+    await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
+    const on = world.controller.logs.length;
+    await setGate(true);
+    gateOn = true;
+    await world.controller.waitForLog('the gate turned on', (l) => l['enabled'] === true && l['gate'] === 'PersistentIPs', { from: on, timeoutMs: EVENTUALLY_MS });
+    assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
+    await assertStillHeld(ns, 'nad-t', ips, 'after the pod ended');
+  }, 'addr-gate-off');
+
+  kvCase('addresses (OVN-K), issue 26: a claim made after its pod runs is filled with the address that pod has; the migration target gets it, and it stays held once the source pod is deleted', async (ns) => {
+    const config = (persistent: boolean) => nadConfig(ns, 'nad-t', { network: 'tiny-late', subnets: '10.201.5.0/30', allowPersistentIPs: persistent });
+    await world.api.create(paths.nads(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'nad-t', namespace: ns }, spec: { config: config(false) } });
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { vmi, pod } = await waitRunning(ns, 'vm1');
+    assertReferences(pod, { t: undefined });
+    const running = await podNetwork(ns, pod.metadata.name, 'nad-t');
+    const ips = running?.ip_addresses ?? [];
+    assert.equal(ips.length, 1, `OVN-K gave the running pod an address: ${JSON.stringify(running)}`);
+    await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: config(true) } });
+    // our controller makes the claim and points the running pod's element at it; OVN-K then records in the claim the
+    // address that pod already has (instead of a new one for the next pod)
+    const claim = await allocatedClaim(ns, 'vm1.t');
+    assert.deepEqual(claim.status.ips, ips, 'the claim is filled with the running pod\'s address');
+    assert.equal(claim.status.ownerPod?.name, pod.metadata.name);
+    const target = await startMigration(ns, vmi);
+    assertReferences(target, { t: 'vm1.t' });
+    await waitMigrated(ns);
+    const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
+    assert.deepEqual(targetNet?.ip_addresses, ips, 'the migration target gets the same address');
+    assert.equal(targetNet?.mac_address, running?.mac_address, 'and the same MAC');
+    await world.api.delete(paths.pods(ns, pod.metadata.name));
+    await waitGone('the source pod', paths.pods(ns, pod.metadata.name));
+    await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
+    assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
+  }, 'addr-late-claim');
+
+  kvCase('addresses (OVN-K), issue 26: kubectl delete vm --cascade=orphan: the running VMI keeps its claim and its address; no new VM gets it', async (ns) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
+    const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { pod } = await waitRunning(ns, 'vm1');
+    const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
+    await waitGone('the VM', paths.vms(ns, 'vm1'));
+    // the garbage collector orphans the claim (drops the VM's ownerReference): from then on the controller sees the
+    // orphan; a claim deleted here would give the running VM's address back to OVN-K's pool
+    await waitFor('the claim to lose the VM\'s ownerReference', async () => {
+      const c = await world.api.claim(ns, 'vm1.t');
+      return c && !c.metadata.ownerReferences?.some((r) => r.uid === vm.metadata.uid) ? c : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    await assertStillHeld(ns, 'nad-t', ips, 'while the orphaned VMI runs');
+    const claim = await world.api.claim(ns, 'vm1.t');
+    assert.ok(claim && !claim.metadata.deletionTimestamp, 'the claim stays');
+    assert.deepEqual(claim.status?.ips, ips);
+    assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
+  }, 'addr-orphan');
 });
