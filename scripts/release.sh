@@ -99,10 +99,12 @@ if grep -E '^\s+image: ' "$out/install.yaml" | grep -v "image: $image_ref\$"; th
 log "install.yaml: $(grep -c '^kind: ' "$out/install.yaml") objects, image $image_ref"
 
 # --- Helm chart -------------------------------------------------------------------------------------------------
-helm="${HELM:-$(scripts/helm/build.sh --print-bin 2>/dev/null || true)}"
+helm="${HELM:-$(scripts/helm/build.sh --check 2>/dev/null || true)}"
 if [ -n "$helm" ] && [ -x "$helm" ]; then
   chart_dir="$(mktemp -d)"
-  cp -a charts/persistent-ips "$chart_dir/"
+  # -L: the chart's files/ are links into manifests/ (one copy of the CRD, the alert rules and the dashboard); the
+  # packaged chart holds their contents.
+  cp -RL charts/persistent-ips "$chart_dir/"
   "$helm" package "$chart_dir/persistent-ips" --version "$version" --app-version "$version" -d "$chart_dir" >/dev/null
   mv "$chart_dir/persistent-ips-$version.tgz" "$out/persistent-ips-chart-$version.tgz"
   rm -rf "$chart_dir"

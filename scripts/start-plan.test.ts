@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { DEFAULT_NAMESPACE, planStart, StartUsageError } from './start-plan.ts';
+import { DEFAULT_NAMESPACE, localNextSteps, planStart, shellWord, StartUsageError, type LocalDemo } from './start-plan.ts';
 
 describe('npm start: which cluster, and what it may change', () => {
   it('without --kubeconfig runs the local control plane, whatever the environment holds', () => {
@@ -45,5 +46,56 @@ describe('npm start: which cluster, and what it may change', () => {
     ]) {
       assert.throws(() => planStart(argv), StartUsageError, argv.join(' '));
     }
+  });
+});
+
+/** The words bash makes of a pasted line (up to a trailing `# comment`), printed one per line: what would run. */
+function argvOf(line: string): string[] {
+  const res = spawnSync('bash', ['-c', `set -f; printf '%s\\0' ${line}`], { encoding: 'utf8' });
+  assert.equal(res.status, 0, res.stderr);
+  return res.stdout.split('\0').slice(0, -1);
+}
+
+describe('npm start: where to look next, once the demo VM has its claim', () => {
+  // Paths with a space and a quote: the lines must still paste into a shell as they are.
+  const demo: LocalDemo = {
+    kubectl: "/home/a b/.cache/persistent-ips/controlplane/k/bin/kubectl",
+    kubeconfig: "/home/a b/it's/.cluster/local/kubeconfig",
+    node: '/repo/node_modules/node/bin/node',
+    cli: '/repo/dist/cli/main.js',
+    metricsUrl: 'http://127.0.0.1:40123/metrics',
+    logDir: '/repo/.cluster/local/logs',
+    namespace: 'vm-demo',
+    vm: 'vm-a',
+    claim: 'vm-a.tenantblue',
+  };
+  const lines = localNextSteps(demo);
+  const command = (label: string) => {
+    const line = lines.find((l) => l.trimStart().startsWith(`${label}:`));
+    assert.ok(line, `a "${label}:" line in:\n${lines.join('\n')}`);
+    return line.slice(line.indexOf(':') + 1).replace(/\s+#.*$/, '').trim();
+  };
+
+  it('the claims: kubectl with the local kubeconfig, runnable as printed', () => {
+    assert.deepEqual(argvOf(command('the claims')), [demo.kubectl, '--kubeconfig', demo.kubeconfig, 'get', 'ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
+    assert.deepEqual(argvOf(command('one claim')), [demo.kubectl, '--kubeconfig', demo.kubeconfig, 'get', 'ipamclaim', '-n', 'vm-demo', 'vm-a.tenantblue', '-o', 'yaml']);
+  });
+
+  it('status: the built CLI on the Node npm start runs on, with the same kubeconfig', () => {
+    assert.deepEqual(argvOf(command('status')), [demo.node, demo.cli, 'status', '-n', 'vm-demo', '--kubeconfig', demo.kubeconfig]);
+  });
+
+  it('the webhook line keeps its JSONPath in one word', () => {
+    assert.equal(argvOf(command('the webhook')).at(-1), 'jsonpath={.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}');
+  });
+
+  it('the metrics URL the controller serves, and how to stop on the last line', () => {
+    assert.match(command('metrics'), /^http:\/\/127\.0\.0\.1:40123\/metrics\s/);
+    assert.match(lines.at(-1)!, /^To stop: Ctrl-C here/);
+  });
+
+  it('shellWord leaves plain words alone and quotes the rest so that the shell gives them back unchanged', () => {
+    assert.equal(shellWord('/usr/bin/kubectl'), '/usr/bin/kubectl');
+    for (const word of ["it's", 'a b', '$HOME', '`x`', 'a;b', '*', '"q"', '']) assert.deepEqual(argvOf(shellWord(word)), [word], word);
   });
 });

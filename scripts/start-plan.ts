@@ -1,7 +1,7 @@
-// What `npm start` does, decided from its arguments alone. The environment (KUBECONFIG, ~/.kube/config) is never
-// consulted: a cluster is used only when the user names it with --kubeconfig, and even then the controller stays
-// inside one namespace and leaves cluster-scoped objects (the webhook configuration's caBundle) alone unless told
-// otherwise. Pure, so that the rules are unit-tested.
+// What `npm start` does, decided from its arguments alone, and what it tells the user once the demo runs. The
+// environment (KUBECONFIG, ~/.kube/config) is never consulted: a cluster is used only when the user names it with
+// --kubeconfig, and even then the controller stays inside one namespace and leaves cluster-scoped objects (the
+// webhook configuration's caBundle) alone unless told otherwise. Pure, so that the rules and the text are unit-tested.
 
 import { parseArgs } from 'node:util';
 
@@ -84,4 +84,47 @@ export function planStart(argv: readonly string[]): StartPlan {
     ...passThrough,
   ];
   return { mode: 'cluster', kubeconfig, runArgs, namespace, allNamespaces: values['all-namespaces'], webhook: values.webhook };
+}
+
+/** A word as a POSIX shell reads it: bare when it has nothing the shell would interpret, else single-quoted. */
+export function shellWord(word: string): string {
+  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+export interface LocalDemo {
+  /** The kubectl binary (the control plane's own build) and the kubeconfig of the local control plane. */
+  kubectl: string;
+  kubeconfig: string;
+  /** The Node binary npm start runs on, and the built CLI (dist/cli/main.js), for `persistent-ips status`. */
+  node: string;
+  cli: string;
+  /** Where the controller serves /metrics (plain HTTP on 127.0.0.1). */
+  metricsUrl: string;
+  logDir: string;
+  /** The demo VM and its claim (manifests/examples). */
+  namespace: string;
+  vm: string;
+  claim: string;
+}
+
+/**
+ * What `npm start` prints once the demo VM has its claim: each line a command to paste into another terminal as it
+ * is (absolute paths, the local kubeconfig named: $KUBECONFIG is never relied on), then how to stop.
+ */
+export function localNextSteps(d: LocalDemo): string[] {
+  const kubectl = `${shellWord(d.kubectl)} --kubeconfig ${shellWord(d.kubeconfig)}`;
+  const ns = shellWord(d.namespace);
+  return [
+    'Where to look next (in another terminal):',
+    `  the claims:   ${kubectl} get ipamclaims -n ${ns} -o wide`,
+    `  one claim:    ${kubectl} get ipamclaim -n ${ns} ${shellWord(d.claim)} -o yaml`,
+    `  status:       ${shellWord(d.node)} ${shellWord(d.cli)} status -n ${ns} --kubeconfig ${shellWord(d.kubeconfig)}`,
+    `  the webhook:  ${kubectl} get pods -n ${ns} -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`,
+    `  metrics:      ${d.metricsUrl}   (curl -s ${d.metricsUrl} | grep '^persistent_ips_')`,
+    `  logs:         ${d.logDir} (persistent-ips.log, kubevirt-standin.log, kube-apiserver.log, …)`,
+    'Try:',
+    `  ${kubectl} patch vm -n ${ns} ${shellWord(d.vm)} --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop the VM: the claim stays`,
+    `  ${kubectl} delete vm -n ${ns} ${shellWord(d.vm)}   # delete it: the claim goes`,
+    'To stop: Ctrl-C here; it stops the controller, the KubeVirt stand-in and the control plane.',
+  ];
 }

@@ -8,10 +8,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pino } from 'pino';
-import { freePort, startControlPlane } from '../e2e/harness/index.ts';
+import { freePort, kubectlPath, startControlPlane } from '../e2e/harness/index.ts';
 import { controllerNamespace, localWebhookConfiguration, localWebhookFlags } from '../e2e/local/webhook-config.ts';
 import { startKubeVirtStandIn } from '../e2e/kubevirt-standin/index.ts';
-import { planStart, START_USAGE, StartUsageError, type StartPlan } from './start-plan.ts';
+import { localNextSteps, planStart, START_USAGE, StartUsageError, type StartPlan } from './start-plan.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const cli = join(root, 'dist', 'cli', 'main.js');
@@ -93,8 +93,10 @@ async function local(dirFlag: string | undefined): Promise<void> {
     cleanups.push(() => standIn.stop());
 
     const controllerLog = join(dir, 'logs', 'persistent-ips.log');
+    // A port chosen here rather than by the controller (:0), so that its URL can be printed.
+    const metricsPort = await freePort();
     const controller = runController(
-      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', '127.0.0.1:0', '--metrics-secure=false', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
+      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--metrics-secure=false', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
       controllerLog,
     );
     cleanups.push(
@@ -127,16 +129,18 @@ async function local(dirFlag: string | undefined): Promise<void> {
     const shown = await cp.kubectl(['get', 'vm,vmi,ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
     say(`\nThe example VM's claim exists ${((Date.now() - ready) / 1000).toFixed(1)} s after the VM was created:\n`);
     say(shown.stdout);
-    const k = `kubectl --kubeconfig ${cp.kubeconfigPath}`;
-    say('Look around (in another terminal):');
-    say(`  ${k} get ipamclaims -A`);
-    say(`  ${k} get ipamclaim -n vm-demo vm-a.tenantblue -o yaml`);
-    say(`  ${k} get pods -n vm-demo -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`);
-    say(`  ${k} get events -n vm-demo`);
-    say(`  ${k} patch vm -n vm-demo vm-a --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop: the claim stays`);
-    say(`  ${k} delete vm -n vm-demo vm-a                                                    # delete: the claim goes`);
-    say(`Logs: ${join(dir, 'logs')} (persistent-ips.log, kubevirt-standin.log, kube-apiserver.log, …)`);
-    say('Ctrl-C stops everything.');
+    for (const line of localNextSteps({
+      kubectl: kubectlPath(cp.binDir),
+      kubeconfig: cp.kubeconfigPath,
+      node: process.execPath,
+      cli,
+      metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+      logDir: join(dir, 'logs'),
+      namespace: 'vm-demo',
+      vm: 'vm-a',
+      claim: 'vm-a.tenantblue',
+    }))
+      say(line);
   } catch (err) {
     say(`persistent-ips: ${err instanceof Error ? err.message : String(err)}`);
     await stopAll(1);

@@ -313,6 +313,63 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
   });
 
+  e2eCase('an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod', async (t, used) => {
+    const ns = await world.namespace('ovn');
+    used.push(ns);
+    const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
+    const config = (subnets: string) =>
+      JSON.stringify({ cniVersion: '0.4.0', name: 'e2e-ovn', type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets, allowPersistentIPs: true, netAttachDefName: `${ns}/ovn-l2` });
+    const created = await world.cluster.http.expect('POST', nads, [201], {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'ovn-l2', namespace: ns, annotations: { [ALLOCATOR]: 'true' } },
+      spec: { config: config('10.68.0.0/24') },
+    });
+    const nadUid = created.json<{ metadata: { uid: string } }>().metadata.uid;
+    await world.createVM(ns, 'vm1', 'ovn-l2');
+    const refusedEvents = () => world.events(ns, 'AllocatorRefused', 'ovn-l2');
+    const [first] = await waitFor('an AllocatorRefused Event on the NAD', async () => {
+      const found = await refusedEvents();
+      return found.length > 0 ? found : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    assert.equal(first!.involvedObject.kind, 'NetworkAttachmentDefinition');
+    assert.equal(first!.involvedObject.uid, nadUid);
+    assert.match(first!.message, new RegExp(`^NetworkAttachmentDefinition ${ns}/ovn-l2 \\(generation 1\\) has CNI type "ovn-k8s-cni-overlay"`));
+    assert.match(first!.message, /Remove the annotation/);
+    t.diagnostic(`AllocatorRefused: ${first!.message}`);
+
+    // The webhook's allocator path does not apply: the pod names its claim, and no addresses of ours.
+    const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    const element = dataElement(pod);
+    assert.equal(element['ipam-claim-reference'], 'vm1.data');
+    assert.equal(element['ips'], undefined, 'no ips on an OVN-Kubernetes element');
+    const claim = await waitFor('claim vm1.data', async () => world.claim(ns, 'vm1.data'));
+    assert.equal(claim.status, undefined, 'the allocator wrote no status');
+
+    // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
+    // must leave it alone and say nothing new.
+    const recorded = await world.cluster.http.expect('PATCH', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/vm1.data/status`, [200], { status: { ips: ['10.68.0.5/24'] } }, 'application/merge-patch+json');
+    const rv = recorded.json<Claim>().metadata.resourceVersion;
+    const from = world.controller.logs.length;
+    await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    const after = await world.claim(ns, 'vm1.data');
+    assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
+    assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
+    assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
+
+    // An edit of the NAD's spec is a new generation: told once more, once.
+    await world.cluster.http.expect('PATCH', `${nads}/ovn-l2`, [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
+    const both = await waitFor('a second AllocatorRefused Event, for generation 2', async () => {
+      const found = await refusedEvents();
+      return found.length >= 2 ? found : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    await new Promise((r) => setTimeout(r, QUIET_MS));
+    const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
+    assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
+    assert.equal((await world.claim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
+  });
+
   e2eCase(
     'SIGKILL of the controller during a burst of 200 VM creations: after the restart, 200 distinct addresses',
     async (t, used) => {

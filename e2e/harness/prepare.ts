@@ -4,14 +4,19 @@
 //
 // Each step is a build script that prints its progress on stderr and the directory of what it built as the last
 // line of stdout, and keeps its own cache (keyed by what it builds from).
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { REPO_ROOT } from './paths.ts';
 
 export interface PrepareStep {
   /** What a person reads: what is being built. */
   what: string;
   script: string;
+  /** The one binary the step builds, for the tools a test runs by name (preparedTool); with `--check`, the script prints its path when built and exits 3 when not. */
+  tool?: 'helm' | 'promtool';
 }
 
 export const PREPARE_STEPS: PrepareStep[] = [
@@ -30,8 +35,37 @@ export const PREPARE_STEPS: PrepareStep[] = [
   {
     what: 'helm (from its Go module helm.sh/helm/v3; e2e/install installs the chart with it)',
     script: fileURLToPath(new URL('../../scripts/helm/build.sh', import.meta.url)),
+    tool: 'helm',
+  },
+  {
+    what: 'promtool (from its Go module github.com/prometheus/prometheus; e2e/operability checks the alert rules with it)',
+    script: fileURLToPath(new URL('../promtool/build.sh', import.meta.url)),
+    tool: 'promtool',
   },
 ];
+
+/**
+ * The path of a tool a prepare step built, for a test file: never a build (that takes minutes and belongs before the
+ * tests, with its progress shown). When it is not built, the error is one line naming the step that builds it.
+ */
+export async function preparedTool(tool: NonNullable<PrepareStep['tool']>): Promise<string> {
+  const step = PREPARE_STEPS.find((s) => s.tool === tool);
+  if (!step) throw new Error(`no prepare step builds ${tool}`);
+  const script = relative(REPO_ROOT, step.script);
+  try {
+    const { stdout } = await promisify(execFile)('bash', [step.script, '--check']);
+    return stdout.trim().split('\n').pop() ?? '';
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 3) {
+      const notBuilt = new Error(`${tool} is not built: run \`npm run test:prepare\` (its step ${script} builds it; \`npm test\` runs that step first)`);
+      // No stack: the test runner prints it under the message, and which test asked adds nothing to what to do.
+      notBuilt.stack = `Error: ${notBuilt.message}`;
+      throw notBuilt;
+    }
+    throw new Error(`${script} --check failed (${String(code)}): ${String((err as { stderr?: string }).stderr ?? '').trim().split('\n').pop()}`);
+  }
+}
 
 const HEARTBEAT_MS = 25_000;
 

@@ -1,22 +1,25 @@
 // Issue 12: the two install paths, kustomize (manifests/default, what install.yaml is rendered from) and the Helm
 // chart (charts/persistent-ips), give the same working controller.
-//   - the chart lints, and renders the same objects as the kustomize overlays (default, cert-manager, with-crds; and
-//     claimReferencePolicy.enabled adds those of manifests/claim-reference-policy), apart from Helm's bookkeeping labels
-//     and the Namespace, which Helm leaves to `--create-namespace`;
+//   - the chart lints (--strict), its values.schema.json refuses misspelt and mistyped values, and it renders the same
+//     objects as the kustomize overlays (default, cert-manager, with-crds; claimReferencePolicy.enabled adds those of
+//     manifests/claim-reference-policy, and the monitoring values those of manifests/prometheus), apart from Helm's
+//     bookkeeping labels and the Namespace, which Helm leaves to `--create-namespace`;
 //   - each is installed into a real control plane (kubectl apply / helm install, the helm built from its Go module by
 //     scripts/helm/build.sh), and the controller, run with the installed Deployment's args and env and a token of
 //     the installed ServiceAccount (its RBAC, nothing more), becomes ready, publishes the webhook caBundle, and
-//     creates the claim of a new VM.
+//     creates the claim of a new VM; the chart is installed with the monitoring values on (stand-in Prometheus
+//     Operator CRDs, monitoring-crds.yaml), and the rule and dashboard in the cluster are those of manifests/prometheus.
 // There is no kubelet: the controller runs as a local process (the built CLI). e2e/install/image-smoke.ts does the
 // same with the container image's own root filesystem.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { pinnedVersions, startControlPlane, type ControlPlane } from '../harness/index.ts';
+import { preparedTool } from '../harness/prepare.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 import { expectClaimFor, launchBuiltCli, NAMESPACE, parseYaml, readInstalled, waitReady, type KubeObject, type Launched } from './installed.ts';
 
@@ -24,15 +27,7 @@ const exec = promisify(execFile);
 const CHART = join(REPO_ROOT, 'charts', 'persistent-ips');
 
 /** The helm binary built by scripts/helm/build.sh (before the tests: a build never runs under a test timeout). */
-async function helmBinary(): Promise<string> {
-  const fromEnv = process.env['HELM'];
-  if (fromEnv) return fromEnv;
-  try {
-    return (await exec('bash', [join(REPO_ROOT, 'scripts', 'helm', 'build.sh'), '--print-bin'])).stdout.trim();
-  } catch {
-    throw new Error('helm is not built: run npm run test:prepare (or scripts/helm/build.sh) before the e2e tests');
-  }
-}
+const helmBinary = async (): Promise<string> => process.env['HELM'] || (await preparedTool('helm'));
 
 // Labels and annotations that say who rendered an object, not what it is.
 const BOOKKEEPING_LABELS = ['app.kubernetes.io/managed-by', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'helm.sh/chart'];
@@ -74,12 +69,71 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
   }, { timeout: 120_000 });
 
-  it('helm lint passes for the default values and with every option turned on', async () => {
-    for (const set of [[], ['tls.mode=cert-manager', 'ipamClaimCrd.install=true', 'serviceMonitor.enabled=true', 'claimReferencePolicy.enabled=true', 'defaultNetworkNad=ns/primary', 'extraArgs={--concurrency=8}']]) {
+  // Every value set to something other than its default, in the shapes values.yaml documents: the schema must take
+  // them all (a schema too strict for a real setting is as wrong as one that lets a typo through).
+  const everyOption = [
+    'tls.mode=cert-manager',
+    'ipamClaimCrd.install=true',
+    'serviceMonitor.enabled=true',
+    'serviceMonitor.labels.release=kube-prometheus-stack',
+    'prometheusRule.enabled=true',
+    'prometheusRule.labels.release=kube-prometheus-stack',
+    'grafanaDashboard.enabled=true',
+    'grafanaDashboard.labels.team=platform',
+    'claimReferencePolicy.enabled=true',
+    'defaultNetworkNad=ns/primary',
+    'extraArgs={--concurrency=8}',
+    'image.tag=v1.2.3',
+    'image.pullPolicy=Always',
+    'imagePullSecrets[0].name=registry',
+    'replicas=3',
+    'resources.limits.cpu=1',
+    'mallocArenaMax=4',
+    'logLevel=debug',
+    'leaderElect=false',
+    'tolerations[0].key=node-role.kubernetes.io/control-plane',
+    'tolerations[0].operator=Exists',
+    'tolerations[0].effect=NoSchedule',
+    'podAnnotations.team=platform',
+    'nodeSelector.pool=infra',
+    'priorityClassName=',
+  ];
+
+  it('helm lint --strict passes for the default values and with every option set', async () => {
+    for (const set of [[], everyOption]) {
       const { stdout } = await exec(helm, ['lint', '--strict', CHART, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])]);
       assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
     }
-    await assert.rejects(exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--set', 'tls.mode=none']), /tls.mode must be self-managed or cert-manager/);
+    assert.ok((await helmTemplate(...everyOption)).length > 0);
+  });
+
+  it('values.schema.json refuses misspelt and mistyped values, at every level', async () => {
+    for (const [set, why] of [
+      ['replica=3', "at '': additional properties 'replica' not allowed"],
+      ['serviceMonitor.enable=true', "at '/serviceMonitor': additional properties 'enable' not allowed"],
+      ['grafanaDashboard.enabled=yes', "at '/grafanaDashboard/enabled': got string, want boolean"],
+      ['claimReferencePolicy.allowedServiceAccounts[0].nmae=x', "at '/claimReferencePolicy/allowedServiceAccounts/0': additional properties 'nmae' not allowed"],
+      ['tolerations[0].efect=NoSchedule', "at '/tolerations/0': additional properties 'efect' not allowed"],
+      ['replicas=two', "at '/replicas': got string, want integer"],
+      ['tls.mode=none', "at '/tls/mode': value must be one of 'self-managed', 'cert-manager'"],
+      ['logLevel=verbose', "at '/logLevel': value must be one of"],
+      ['resources.limits.memory=lots', "at '/resources/limits/memory': 'lots' does not match pattern"],
+      ['defaultNetworkNad=primary', "at '/defaultNetworkNad': 'primary' does not match pattern"],
+    ] as const) {
+      await assert.rejects(helmTemplate(set), (err: Error) => {
+        assert.ok(err.message.includes("values don't meet the specifications of the schema"), `${set}: ${err.message}`);
+        assert.ok(err.message.includes(why), `${set}: expected "${why}" in ${err.message}`);
+        return true;
+      });
+    }
+    // Without the schema (--skip-schema-validation) the templates still refuse what would break the install: an
+    // unknown TLS mode, and names that would end up inside the claim-reference policy's CEL expression.
+    const unchecked = (...set: string[]) => exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--skip-schema-validation', ...set.flatMap((s) => ['--set', s])]);
+    await assert.rejects(unchecked('tls.mode=none'), /tls.mode must be self-managed or cert-manager/);
+    await assert.rejects(
+      unchecked('claimReferencePolicy.enabled=true', "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['", 'claimReferencePolicy.allowedServiceAccounts[0].name=x'),
+      /is not a \{namespace, name\} of a ServiceAccount/,
+    );
   });
 
   for (const [overlay, set] of [
@@ -108,13 +162,31 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     assert.equal(c.image, `ghcr.io/persistent-ips/persistent-ips:v${pkg.version}`);
     assert.equal(dep.spec.replicas, 3);
     for (const a of ['--default-network-nad=ns/primary', '--log-level=debug', '--concurrency=8']) assert.ok(c.args.includes(a), `args include ${a}: ${c.args.join(' ')}`);
-    // serviceMonitor.enabled adds exactly the ServiceMonitor of manifests/prometheus.
-    const withSm = normalize(await helmTemplate('serviceMonitor.enabled=true'));
+  });
+
+  it('serviceMonitor, prometheusRule and grafanaDashboard each add exactly their object of manifests/prometheus', async () => {
     const without = normalize(await helmTemplate());
-    const added = [...withSm.keys()].filter((k) => !without.has(k));
-    assert.deepEqual(added, [`ServiceMonitor ${NAMESPACE}/persistent-ips-controller`]);
-    const fromKustomize = normalize((await kustomize('prometheus')).filter((o) => o.kind === 'ServiceMonitor'));
-    assert.deepEqual(withSm.get(added[0]!), fromKustomize.get(added[0]!));
+    const fromKustomize = normalize(await kustomize('prometheus'));
+    const added: string[] = [];
+    for (const [value, key] of [
+      ['serviceMonitor.enabled=true', `ServiceMonitor ${NAMESPACE}/persistent-ips-controller`],
+      ['prometheusRule.enabled=true', `PrometheusRule ${NAMESPACE}/persistent-ips`],
+      ['grafanaDashboard.enabled=true', `ConfigMap ${NAMESPACE}/persistent-ips-grafana-dashboard`],
+    ] as const) {
+      const withIt = normalize(await helmTemplate(value));
+      assert.deepEqual([...withIt.keys()].filter((k) => !without.has(k)), [key], value);
+      assert.deepEqual(withIt.get(key), fromKustomize.get(key), `${key} is the same as manifests/prometheus renders it`);
+      added.push(key);
+    }
+    assert.deepEqual(added.sort(), [...fromKustomize.keys()].sort(), 'the chart has every object of manifests/prometheus');
+    // The labels a Prometheus' ruleSelector or Grafana's sidecar may need are added, the object's own kept.
+    const labelled = await helmTemplate('prometheusRule.enabled=true', 'prometheusRule.labels.release=kps', 'grafanaDashboard.enabled=true', 'grafanaDashboard.labels.team=platform');
+    const ruleLabels = labelled.find((o) => o.kind === 'PrometheusRule')?.metadata.labels;
+    assert.equal(ruleLabels?.['release'], 'kps');
+    assert.equal(ruleLabels?.['app.kubernetes.io/component'], 'metrics');
+    const dashboardLabels = labelled.find((o) => o.metadata.name === 'persistent-ips-grafana-dashboard')?.metadata.labels;
+    assert.equal(dashboardLabels?.['grafana_dashboard'], '1');
+    assert.equal(dashboardLabels?.['team'], 'platform');
   });
 
   it('claimReferencePolicy.enabled adds exactly the objects of manifests/claim-reference-policy; its ServiceAccounts are values', async () => {
@@ -132,7 +204,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
       `!(request.userInfo.username in ['system:serviceaccount:openshift-cnv:kubevirt-controller', 'system:serviceaccount:${NAMESPACE}:persistent-ips-controller'])`,
     );
     // The names end up inside a CEL expression: anything but a ServiceAccount's namespace and name is refused.
-    await assert.rejects(helmTemplate('claimReferencePolicy.enabled=true', "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['"), /is not a \{namespace, name\} of a ServiceAccount/);
+    await assert.rejects(helmTemplate('claimReferencePolicy.enabled=true', "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['", 'claimReferencePolicy.allowedServiceAccounts[0].name=x'), /does not match pattern/);
     await assert.rejects(exec(helm, ['template', 'x', CHART, '--kube-version', '1.29.0', '--set', 'claimReferencePolicy.enabled=true']), /needs Kubernetes 1.30 or newer/);
   });
 
@@ -170,8 +242,24 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
   it('helm install of the chart gives the same controller: ready, creates a claim, same args and RBAC', async () => {
     assert.ok(cp);
     assert.ok(existsSync(CHART));
-    const { stdout } = await exec(helm, ['install', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kubeconfig', cp.kubeconfigPath]);
+    // With the monitoring values on: the Prometheus Operator's kinds come from stand-in CRDs (no operator here).
+    const crds = await cp.kubectl(['apply', '--server-side', '-f', join(REPO_ROOT, 'e2e', 'install', 'monitoring-crds.yaml')]);
+    assert.equal(crds.code, 0, crds.stderr);
+    const established = await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/servicemonitors.monitoring.coreos.com', 'crd/prometheusrules.monitoring.coreos.com']);
+    assert.equal(established.code, 0, established.stderr);
+    const monitoring = ['serviceMonitor.enabled=true', 'prometheusRule.enabled=true', 'grafanaDashboard.enabled=true'].flatMap((s) => ['--set', s]);
+    const { stdout } = await exec(helm, ['install', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kubeconfig', cp.kubeconfigPath, ...monitoring]);
     assert.match(stdout, /STATUS: deployed/);
+    // What the cluster holds is what manifests/prometheus holds.
+    const get = async (what: string) => {
+      const r = await cp!.kubectl(['-n', NAMESPACE, 'get', what, '-o', 'json']);
+      assert.equal(r.code, 0, r.stderr);
+      return JSON.parse(r.stdout) as { spec?: unknown; data?: Record<string, string> };
+    };
+    const rule = parseYaml(readFileSync(join(REPO_ROOT, 'manifests', 'prometheus', 'prometheus_rule.yaml'), 'utf8'))[0] as KubeObject & { spec: unknown };
+    assert.deepEqual((await get('prometheusrule/persistent-ips')).spec, rule.spec);
+    assert.equal((await get('configmap/persistent-ips-grafana-dashboard')).data?.['persistent-ips.json'], readFileSync(join(REPO_ROOT, 'manifests', 'prometheus', 'grafana-dashboard.json'), 'utf8'));
+    await get('servicemonitor/persistent-ips-controller');
     await expectWorkingController('helm', 'vm-helm');
     const [k, h] = installs;
     assert.ok(k && h && k.path === 'kustomize' && h.path === 'helm', 'both installs ran');

@@ -1,4 +1,5 @@
-// manifests/prometheus checked with Prometheus' own tool (promtool, Debian package `prometheus`; .ci/run installs it):
+// manifests/prometheus checked with Prometheus' own tool (promtool, built from its Go module by e2e/promtool/build.sh
+// in the prepare phase of `npm test`):
 // the PrometheusRule's groups pass `promtool check rules`, each alert fires on its situation and stays quiet on a
 // healthy controller (`promtool test rules` with alerts_test.yaml), and every metric the rules and the Grafana
 // dashboard query is one the controller exports (or one from Prometheus / kube-state-metrics).
@@ -12,6 +13,7 @@ import { after, describe, it } from 'node:test';
 import { loadYaml } from '@kubernetes/client-node';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { createWebhookMetrics } from '../../src/webhook/metrics.ts';
+import { preparedTool } from '../harness/prepare.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 
 const run = promisify(execFile);
@@ -27,13 +29,17 @@ interface Rule {
 }
 const ruleSpec = (loadYaml<{ kind: string; spec: { groups: { name: string; rules: Rule[] }[] } }>(readFileSync(join(DIR, 'prometheus_rule.yaml'), 'utf8'))).spec;
 
+// Looked up on first use: without promtool, only the tests that run it fail (with the one line naming its step).
+let promtoolBin: Promise<string> | undefined;
+
 async function promtool(args: string[]): Promise<string> {
+  promtoolBin ??= preparedTool('promtool');
+  const bin = await promtoolBin;
   try {
-    const { stdout, stderr } = await run('promtool', args, { timeout: 60_000 });
+    const { stdout, stderr } = await run(bin, args, { timeout: 60_000 });
     return stdout + stderr;
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stdout?: string; stderr?: string };
-    if (e.code === 'ENOENT') throw new Error('promtool is not installed: apt-get install prometheus (Debian), as .ci/run does');
     throw new Error(`promtool ${args.join(' ')} failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`);
   }
 }

@@ -173,35 +173,8 @@ export async function assertQuiet<T extends KubeObject>(log: WatchLog<T>, what: 
 
 export const hasOurFinalizer = (o: KubeObject): boolean => o.metadata.finalizers?.includes(CLAIM_FINALIZER) ?? false;
 
-/**
- * The resourceVersion at which `name` lost our finalizer (first recorded event without it after one with it), or
- * of its DELETED event if it went directly.
- */
-export function finalizerReleaseRv(log: WatchLog<IPAMClaim>, name: string): number | undefined {
-  const initial = log.initial.get(name);
-  let had = initial ? hasOurFinalizer(initial) : false;
-  for (const e of log.of(name)) {
-    if (e.type === 'DELETED') return had ? e.rv : undefined;
-    if (hasOurFinalizer(e.obj)) had = true;
-    else if (had) return e.rv;
-  }
-  return undefined;
-}
-
-/** The resourceVersion of the DELETED event of `name` in `log`. */
-export function deletedRv(log: WatchLog, name: string): number | undefined {
-  return log.of(name).find((e) => e.type === 'DELETED')?.rv;
-}
-
-/** The first recorded version of `name` that matches `pred`. */
-export function firstRv<T extends KubeObject>(log: WatchLog<T>, name: string, pred: (e: { type: string; obj: T }) => boolean): number | undefined {
-  return log.of(name).find(pred)?.rv;
-}
-
-/** The first resourceVersion at which `name` was being deleted (deletionTimestamp set) or gone. */
-export function deletionStartRv(log: WatchLog<IPAMClaim>, name: string): number | undefined {
-  return firstRv(log, name, (e) => e.type === 'DELETED' || !!e.obj.metadata.deletionTimestamp);
-}
+// The ordering checks over recorded events live in ordering.ts (pure, unit-tested); re-exported for the cases.
+export { backgroundDeletionViolations, deletedRv, deletionStartRv, finalizerReleaseRv, firstRv, waitForDeletedEvents } from './ordering.ts';
 
 /** Starts watch logs, and stops them when the case ends. */
 export async function watchLog<T extends KubeObject>(c: CaseContext, path: string): Promise<WatchLog<T>> {

@@ -4,7 +4,7 @@
 #   ${PERSISTENT_IPS_CACHE:-$HOME/.cache/persistent-ips}/helm/<key>/bin/helm
 # <key> is the sha256 of e2e/helm/go.mod + go.sum. When the binary is there nothing is built. Progress goes to
 # stderr; the last line on stdout is the binary's path:  HELM=$(scripts/helm/build.sh | tail -n1)
-# Options:  --print-bin  print the binary's path if it is built (exit 1 if not), build nothing
+# Options:  --check  print the binary's path and exit 0 when it is built; exit 3 (no build) when not
 set -euo pipefail
 
 main() {
@@ -17,7 +17,7 @@ main() {
   bin="$out/bin/helm"
   log() { printf '[helm-build] %s\n' "$*" >&2; }
   case "${1:-}" in
-    --print-bin) [ -x "$bin" ] && echo "$bin" && exit 0; exit 1 ;;
+    --check) [ -x "$bin" ] && echo "$bin" && exit 0; log "not built yet: $bin"; exit 3 ;;
     -h | --help) sed -n '2,7p' "$0"; exit 0 ;;
     "") ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;

@@ -282,6 +282,67 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     assert.ok(w.events.some((e) => /no network "name"/.test(e.message)));
   });
 
+  it('an OVN-Kubernetes NAD with the switch: no status write for its claims, one AllocatorRefused Event per NAD generation', async () => {
+    const w = new FakeWorld();
+    const ovn = (generation: number) => {
+      const n = nad('ovn-blue', NET, { 'persistent-ips.kubevirt.io/allocator': 'true' }, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' });
+      n.metadata.generation = generation;
+      return n;
+    };
+    w.nads.upsert(ovn(1));
+    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'ovn-blue' }]));
+    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'ovn-blue' }]));
+    w.addClaim(claim('vm1', 'blue', NET));
+    // As OVN-Kubernetes writes it: addresses and no condition, which a served network would add.
+    w.addClaim(claim('vm2', 'blue', NET, { ips: ['10.0.0.7/24'] }));
+    const reconcile = w.reconciler();
+    for (let pass = 0; pass < 3; pass++) assert.deepEqual(await w.pass(NET, reconcile), {});
+    assert.deepEqual(w.writes, [], 'no claim status written');
+    const refused = () => w.events.filter((e) => e.reason === 'AllocatorRefused');
+    assert.equal(refused().length, 1, 'once, not at every pass');
+    const event = refused()[0]!;
+    assert.deepEqual([event.type, event.involvedObject.kind, event.involvedObject.name, event.involvedObject.uid], ['Warning', 'NetworkAttachmentDefinition', 'ovn-blue', 'uid-nad-vms-ovn-blue']);
+    assert.match(event.message, /^NetworkAttachmentDefinition vms\/ovn-blue \(generation 1\) has CNI type "ovn-k8s-cni-overlay"/);
+    assert.deepEqual(w.events.map((e) => e.reason), ['AllocatorRefused'], 'nothing else said (no pool problem, nothing on the VMs)');
+
+    w.nads.upsert(ovn(2));
+    await w.pass(NET, reconcile);
+    await w.pass(NET, reconcile);
+    assert.deepEqual(refused().map((e) => /generation (\d+)/.exec(e.message)?.[1]), ['1', '2'], 'an edited NAD is told again, once');
+    assert.deepEqual(w.writes, []);
+  });
+
+  it('a served network that gains an OVN-Kubernetes NAD: no more status writes; the NAD with the switch is told once', async () => {
+    const w = world('10.0.0.0/30');
+    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
+    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
+    w.vms.upsert(vm('vm3', [{ name: 'blue', nad: 'nad-blue' }]));
+    for (const [i, name] of ['vm1', 'vm2', 'vm3'].entries()) w.addClaim(claim(name, 'blue', NET, { created: `2025-01-01T00:00:0${i}Z` }));
+    const reconcile = w.reconciler();
+    await w.pass(NET, reconcile);
+    w.deliver();
+    assert.ok(w.events.some((e) => e.reason === 'SubnetExhausted'), 'vm3 refused while the allocator serves the network');
+    const writes = w.writes.length;
+    w.nads.upsert(nad('ovn-blue', NET, {}, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/30' }));
+    // A new claim, which a served network would at least write a condition on.
+    w.vms.upsert(vm('vm4', [{ name: 'blue', nad: 'nad-blue' }]));
+    w.addClaim(claim('vm4', 'blue', NET, { created: '2025-01-01T00:00:09Z' }));
+    await w.pass(NET, reconcile);
+    await w.pass(NET, reconcile);
+    assert.equal(w.writes.length, writes, 'no status write once the network is OVN-Kubernetes\'');
+    const refused = w.events.filter((e) => e.reason === 'AllocatorRefused');
+    assert.deepEqual(refused.map((e) => e.involvedObject.name), ['nad-blue'], 'the NAD with the switch is told, once');
+    assert.match(refused[0]!.message, /vms\/ovn-blue has CNI type "ovn-k8s-cni-overlay"/);
+  });
+
+  it('an OVN-Kubernetes NAD with the switch and no network name is refused on the NAD itself', async () => {
+    const w = new FakeWorld();
+    w.nads.upsert({ metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: { config: '{"type": "ovn-k8s-cni-overlay"}' } });
+    const reconcile = w.reconciler();
+    for (let i = 0; i < 2; i++) await reconcile('nad:vms/nameless', { signal: new AbortController().signal });
+    assert.deepEqual(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`), ['nameless AllocatorRefused']);
+  });
+
   it('NADs of one network in two namespaces share one pool', async () => {
     const w = world();
     w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24', undefined, 'other'));
@@ -305,6 +366,7 @@ describe('the shared caches keep what the allocator reads', () => {
       spec: { config: '{}' },
     });
     assert.deepEqual(n.metadata.annotations, { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' });
+    assert.equal(trimNetworkAttachmentDefinition({ metadata: { name: 'n', generation: 4 }, spec: {} }).metadata.generation, 4, 'named in AllocatorRefused');
     const v = trimVirtualMachine({
       metadata: { name: 'vm1', namespace: NS, uid: 'u' },
       spec: { running: true, template: { metadata: { annotations: { 'network.kubevirt.io/addresses': '{}', x: 'y' }, labels: { a: 'b' } }, spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] } } },

@@ -163,10 +163,19 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     return unsettled;
   };
 
-  const reportNads = async (scope: string, nads: readonly NetworkAttachmentDefinition[], problemsByKey: Map<string, string[]>, warningsByKey: Map<string, string[]>) => {
+  const reportNads = async (
+    scope: string,
+    nads: readonly NetworkAttachmentDefinition[],
+    problemsByKey: Map<string, string[]>,
+    warningsByKey: Map<string, string[]>,
+    refusalsByKey: Map<string, string> = new Map(),
+  ) => {
     const causes: Cause[] = [];
     for (const nad of nads) {
       const key = objectKey(nad);
+      const refusal = refusalsByKey.get(key);
+      // The message names the NAD's generation: reported once per generation, not at every pass or resync.
+      if (refusal !== undefined) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'AllocatorRefused', message: refusal });
       for (const message of problemsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'InvalidAllocatorPool', message });
       for (const message of warningsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Normal', reason: 'AllocatorPoolWarning', message });
     }
@@ -175,13 +184,19 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
 
   /**
    * What is wrong with a NAD that no network pass reports: a malformed switch, or a NAD that opts in but whose
-   * network cannot be named. Reported on the NAD itself.
+   * network cannot be named (an OVN-Kubernetes one included). Reported on the NAD itself.
    */
   const reconcileNad = async (nadKey: string): Promise<ReconcileResult> => {
     const nad = deps.nads.getByKey(nadKey);
     const read = nad ? readAllocatorNad(nad) : undefined;
-    const own = nad && read && read.problems.length > 0 && (!read.enabled || read.network === undefined) ? [nad] : [];
-    await reportNads(`${NAD_PREFIX}${nadKey}`, own, new Map(read && nad ? [[nadKey, read.problems]] : []), new Map());
+    const own = nad && read && (read.problems.length > 0 || read.refused !== undefined) && (!read.enabled || read.network === undefined) ? [nad] : [];
+    await reportNads(
+      `${NAD_PREFIX}${nadKey}`,
+      own,
+      new Map(read && nad ? [[nadKey, read.problems]] : []),
+      new Map(),
+      new Map(read?.refused !== undefined ? [[nadKey, read.refused]] : []),
+    );
     return {};
   };
 
@@ -193,6 +208,14 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const scope = `${NETWORK_PREFIX}${network}`;
     if (state.kind === 'unmanaged') {
       await reportNads(scope, [], new Map(), new Map());
+      await deps.recorder.report(`claims:${network}`, []);
+      deps.metrics?.forget(network);
+      return {};
+    }
+    if (state.kind === 'refused') {
+      // OVN-Kubernetes writes these claims' statuses: no write of ours, not even a condition, and nothing to tell
+      // the VMs (what was said about their claims is cleared). The NADs that set the switch are told why.
+      await reportNads(scope, nads, new Map(), new Map(), state.refusals);
       await deps.recorder.report(`claims:${network}`, []);
       deps.metrics?.forget(network);
       return {};

@@ -19,9 +19,16 @@
 // the network gets a new address until they agree (addresses already held are kept), and every one of them is told
 // why. Allocating from two pools, or for claims that came through a NAD that did not opt in, could hand one
 // address out twice.
+//
+// OVN-Kubernetes networks are refused
+// -----------------------------------
+// OVN-Kubernetes (CNI type `ovn-k8s-cni-overlay`) records the addresses of its networks' claims in status.ips
+// itself. Serving such a network too would give each claim two writers, each choosing from its own view of the
+// pool: one address could go to two VMs. So a network with an OVN-Kubernetes NAD is never served, whatever its
+// NADs say; the NADs that set the switch are told why (AllocatorRefused), and its launcher pods get no `ips`.
 
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
-import { parseNadConfig } from '../claims/nad-config.ts';
+import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { type Pool, parsePool } from './pool.ts';
 
@@ -46,9 +53,19 @@ export interface AllocatorNad {
   problems: string[];
   /** Accepted but worth telling (e.g. an ignored OVN host prefix). */
   warnings: string[];
+  /** The CNI is OVN-Kubernetes, which writes claim statuses itself. */
+  ovnKubernetes: boolean;
+  /** metadata.generation, named in what is reported so that each edit of the NAD is reported afresh. */
+  generation?: number;
+  /** Set when the switch is on for an OVN-Kubernetes NAD: why the allocator will not serve it (then no problems). */
+  refused?: string;
 }
 
 const keyOf = (nad: NetworkAttachmentDefinition): string => `${nad.metadata?.namespace ?? ''}/${nad.metadata?.name ?? ''}`;
+
+/** "NetworkAttachmentDefinition ns/name (generation 3)": the object and the version of it a message is about. */
+const describeNad = (n: Pick<AllocatorNad, 'key' | 'generation'>): string =>
+  `NetworkAttachmentDefinition ${n.key}${n.generation !== undefined ? ` (generation ${n.generation})` : ''}`;
 
 function annotation(nad: NetworkAttachmentDefinition, key: string): string | undefined {
   const value: unknown = nad?.metadata?.annotations?.[key];
@@ -66,6 +83,11 @@ const splitList = (value: string): string[] =>
     .map((s) => s.trim())
     .filter((s) => s !== '');
 
+/** Whether the allocator serves this NAD itself: the switch is on and the NAD is not OVN-Kubernetes'. */
+export function allocatorServes(nad: NetworkAttachmentDefinition | undefined): boolean {
+  return nad !== undefined && isAllocatorNad(nad) && !isOvnKubernetes(parseNadConfig(nad));
+}
+
 /** Reads one NAD. Never throws. */
 export function readAllocatorNad(nad: NetworkAttachmentDefinition): AllocatorNad {
   const config = parseNadConfig(nad);
@@ -81,15 +103,28 @@ export function readAllocatorNad(nad: NetworkAttachmentDefinition): AllocatorNad
     excludeSubnets: excludeAnnotation !== undefined ? splitList(excludeAnnotation) : config.excludeSubnets,
     problems: [],
     warnings: [],
+    ovnKubernetes: isOvnKubernetes(config),
   };
   if (config.networkName !== undefined) result.network = config.networkName;
   if (config.topology !== undefined) result.topology = config.topology;
+  const generation: unknown = nad?.metadata?.generation;
+  if (typeof generation === 'number') result.generation = generation;
 
   if (switchValue !== undefined && !enabled && switchValue.trim().toLowerCase() !== 'false' && switchValue.trim() !== '') {
     result.problems.push(`annotation ${ALLOCATOR_ANNOTATION} must be "true" or "false", got "${switchValue}"`);
     return result;
   }
   if (!enabled) return result;
+  if (result.ovnKubernetes) {
+    // The pool does not matter: nothing is allocated here whatever it says, so only the refusal is reported.
+    result.refused =
+      `${describeNad(result)} has CNI type "${OVN_K8S_CNI_TYPE}" and sets ${ALLOCATOR_ANNOTATION}: "true", but ` +
+      `OVN-Kubernetes records the addresses of its claims in status.ips itself; two writers could hand one address ` +
+      `out twice, so the built-in allocator does not serve network "${result.network ?? '(unnamed)'}" (no claim ` +
+      `status written, no "ips" on launcher pods). Remove the annotation: OVN-Kubernetes keeps the VMs' addresses ` +
+      `by itself.`;
+    return result;
+  }
 
   const unreadable = config.problems.filter((p) => p.field === undefined || p.field === 'subnets' || p.field === 'excludeSubnets');
   for (const p of unreadable) result.problems.push(p.message);
@@ -128,6 +163,11 @@ export type NetworkState =
   | { kind: 'unmanaged'; network: string }
   /** At least one NAD opts in, but something is wrong: problems by NAD key, for Events. No new allocations. */
   | { kind: 'invalid'; network: string; problems: Map<string, string[]>; nads: AllocatorNad[] }
+  /**
+   * At least one NAD opts in, but OVN-Kubernetes writes the network's claim statuses: no write at all. Why, by key
+   * of each NAD that sets the switch.
+   */
+  | { kind: 'refused'; network: string; refusals: Map<string, string>; nads: AllocatorNad[] }
   | { kind: 'ready'; network: string; pool: Pool; nads: AllocatorNad[]; warnings: Map<string, string[]> };
 
 /** Combines the NADs of one network (callers pass those whose config `name` is `network`). */
@@ -135,6 +175,25 @@ export function resolveNetwork(network: string, nads: readonly NetworkAttachment
   const read = nads.map(readAllocatorNad).filter((n) => n.network === network).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const enabled = read.filter((n) => n.enabled);
   if (enabled.length === 0) return { kind: 'unmanaged', network };
+
+  // Before any other check: what else is wrong does not matter when the network is not ours to serve.
+  const ovn = read.filter((n) => n.ovnKubernetes);
+  if (ovn.length > 0) {
+    const refusals = new Map<string, string>();
+    const owners = ovn.map((n) => n.key).join(', ');
+    for (const n of enabled) {
+      refusals.set(
+        n.key,
+        n.refused ??
+          `${describeNad(n)} sets ${ALLOCATOR_ANNOTATION}: "true", but network "${network}" is OVN-Kubernetes' too ` +
+            `(${owners} ${ovn.length === 1 ? 'has' : 'have'} CNI type "${OVN_K8S_CNI_TYPE}"), which records the ` +
+            `addresses of the network's claims in status.ips itself; two writers could hand one address out twice, ` +
+            `so the built-in allocator does not serve the network. Remove the annotation, or give this NAD's network ` +
+            `a name of its own.`,
+      );
+    }
+    return { kind: 'refused', network, refusals, nads: read };
+  }
 
   const problems = new Map<string, string[]>();
   const add = (key: string, message: string) => {

@@ -83,6 +83,22 @@ describe('createPodAddressLookup', () => {
     assert.match(r.deny, /cannot be served: subnets: "10\.0\.0\.0\/33" has an invalid prefix length/);
   });
 
+  it('an OVN-Kubernetes NAD with the switch: no `ips` and no denial (OVN-Kubernetes gives the pod its claim\'s addresses)', async () => {
+    const ovn = nad('nad-blue', 'blue', { 'persistent-ips.kubevirt.io/allocator': 'true' }, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' });
+    for (const held of [undefined, ['10.0.0.9/24']]) {
+      const c = claim('vm1', 'blue', 'blue', held ? { ips: held } : {});
+      const fetched: string[] = [];
+      const lookup = createPodAddressLookup({
+        allocatorNad: (_ns, name) => (name === 'nad-blue' ? ovn : undefined),
+        claims: { get: () => c },
+        fetchClaim: async (ns, name) => (fetched.push(`${ns}/${name}`), c),
+      });
+      const out = await lookup(NS, vmi, new Map([...nads, [`${NS}/nad-blue`, ovn]]), new AbortController().signal);
+      assert.deepEqual([...out], [], `claim ${held ? 'with' : 'without'} addresses: the allocator path does not apply`);
+      assert.deepEqual(fetched, [], 'not even read');
+    }
+  });
+
   it('a failed API read is a ClaimLookupError naming the claim', async () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,

@@ -13,10 +13,13 @@
 //   claim: DENY with the claim's condition message. The retry succeeds once the cause is fixed.
 // - The claim belongs to another object (a leftover of an earlier VM of the same name): DENY; its addresses are not
 //   this VM's.
+// - The NAD is OVN-Kubernetes' (the allocator refuses to serve it, nad.ts): nothing here; OVN-Kubernetes hands the pod
+//   its claim's addresses.
 // Reads are cache first; a claim the cache shows without addresses is read again from the API before a denial (the
 // cache may simply not have caught up with the allocator's write).
 
 import { persistentNetworks } from '../claims/decide.ts';
+import { parseNadReference } from '../claims/nad-reference.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachineInstance } from '../kube/types.ts';
 import { isAllocatorNad, readAllocatorNad } from './nad.ts';
 import { currentCondition } from './plan.ts';
@@ -54,13 +57,6 @@ export type PodAddressLookup = (
   signal: AbortSignal,
 ) => Promise<Map<string, PodAddresses>>;
 
-function nadKeyOf(networkName: string, namespace: string): [string, string] | undefined {
-  const parts = networkName.split('/');
-  if (parts.length === 1 && parts[0]) return [namespace, parts[0]];
-  if (parts.length === 2 && parts[0] && parts[1]) return [parts[0], parts[1]];
-  return undefined;
-}
-
 export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
   return async (namespace, vmi, nads, signal) => {
     const out = new Map<string, PodAddresses>();
@@ -68,24 +64,27 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
     for (const verdict of verdicts) {
       if (!verdict.claimSpec) continue;
       const net = vmi.spec?.networks?.find((n) => n?.name === verdict.network);
-      const ref = net?.multus ? nadKeyOf(net.multus.networkName, namespace) : undefined;
+      const ref = net?.multus ? parseNadReference(net.multus.networkName, namespace) : undefined;
       if (!ref) continue; // the primary network is not served by the allocator
-      let nad = deps.allocatorNad(ref[0], ref[1]);
+      let nad = deps.allocatorNad(ref.namespace, ref.name);
       if (!nad) {
         // Not seen by the allocator's cache yet (a NAD created a moment ago). The NAD the caller has may come from a
         // cache that drops the allocator annotations: ask the API, so a pod never misses its addresses for that.
-        const given = nads.get(`${ref[0]}/${ref[1]}`);
+        const given = nads.get(`${ref.namespace}/${ref.name}`);
         if (isAllocatorNad(given) || !deps.fetchNad) nad = given;
         else {
           try {
-            nad = await deps.fetchNad(ref[0], ref[1], signal);
+            nad = await deps.fetchNad(ref.namespace, ref.name, signal);
           } catch (err) {
-            throw new ClaimLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ref[0], name: ref[1] }, signal.aborted ? signal.reason : err);
+            throw new ClaimLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ref.namespace, name: ref.name }, signal.aborted ? signal.reason : err);
           }
         }
       }
       if (!nad || !isAllocatorNad(nad)) continue;
-      const poolProblems = readAllocatorNad(nad).problems;
+      const read = readAllocatorNad(nad);
+      // OVN-Kubernetes gives the pod its claim's addresses itself; `ips` from us would be a second source of them.
+      if (read.refused !== undefined) continue;
+      const poolProblems = read.problems;
 
       let claim = deps.claims.get(namespace, verdict.claim);
       if (!claim?.status?.ips?.length) {
@@ -97,7 +96,7 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
       }
       const result = addressesOf(claim, `${namespace}/${verdict.claim}`, vmi, verdict.network);
       if ('deny' in result && poolProblems.length > 0 && !claim?.status?.ips?.length) {
-        result.deny += `; NetworkAttachmentDefinition ${ref[0]}/${ref[1]} cannot be served: ${poolProblems.join('; ')}`;
+        result.deny += `; NetworkAttachmentDefinition ${ref.namespace}/${ref.name} cannot be served: ${poolProblems.join('; ')}`;
       }
       out.set(verdict.network, result);
     }

@@ -25,7 +25,7 @@ import {
   vmiOf,
   type NetSpec,
 } from './fixtures.ts';
-import { claimName, collisionClaimName, podInterfaceName, referenceClaimName } from './names.ts';
+import { claimName, collisionClaimName, podInterfaceName, referenceClaimName, swapClaimName } from './names.ts';
 
 const KEY = { namespace: NS, name: VM_NAME };
 
@@ -1003,13 +1003,26 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     assert.equal(last.creates[0]?.spec.network, 'net-blue');
   });
 
-  it('our claim for another network, while a VMI uses it: kept, reported (ClaimNetworkMismatch), no write', () => {
+  it('SWAP: our claim for another network while a VMI uses it (a NAD swapped on a running VM): kept; the new network gets a claim of its own under the swap name', () => {
     const theVm = vm();
     const stale = claimOf(theVm, 'blue', { network: 'old-network' });
     const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [stale, claimOf(theVm, 'green')] });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['ClaimNetworkMismatch']);
-    assert.match(plan.problems[0]!.message, /old-network.*net-blue/);
+    const swap = swapClaimName(VM_NAME, 'blue', 'net-blue');
+    assert.deepEqual(writes(plan), { ...NONE, creates: [swap] });
+    assert.equal(plan.creates[0]!.spec.network, 'net-blue');
+    assert.deepEqual(reasons(plan), []);
+    // Then the old claim is kept while a running launcher pod names it (the migration source), and released after.
+    const claims = applyPlan([stale, claimOf(theVm, 'green')], plan);
+    const next = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims });
+    assert.equal(next.needsPodRead, true);
+    assert.deepEqual(next.wanted.find((w) => w.network === 'blue'), { network: 'blue', claim: swap, status: 'created' });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set(['vm1.blue', swap]) })), NONE);
+    const done = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set([swap]) });
+    assert.deepEqual(writes(done), { ...NONE, deletes: ['vm1.blue'] });
+    // and the VM keeps the swap name from then on: a steady state, also once the VMI is gone
+    const after = applyPlan(claims, done);
+    assert.equal(hasWrites(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: after, namedByRunningPods: new Set([swap]) })), false);
+    assert.equal(hasWrites(run({ vm: theVm, nads: NADS, claims: after })), false);
   });
 });
 

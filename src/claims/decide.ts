@@ -29,8 +29,9 @@ import type {
 } from '../kube/types.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
-import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName } from './names.ts';
+import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName, swapClaimName } from './names.ts';
 import { effectiveVmiSpec } from './effective-spec.ts';
+import { parseNadReference } from './nad-reference.ts';
 import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
 
 export interface ObjectKey {
@@ -59,6 +60,11 @@ export interface DecideInput {
    * left; only read when a terminating standalone VMI would otherwise release its claims. Undefined: not read.
    */
   launcherPodsGone?: boolean;
+  /**
+   * A fresh read of the claims named by the VMI's launcher pods that are neither finished nor being deleted; read
+   * when the plan asks for it (Plan.needsPodRead), to know whether a claim left from an earlier NAD is still used.
+   */
+  namedByRunningPods?: ReadonlySet<string>;
 }
 
 export type OwnerKind = 'VirtualMachine' | 'VirtualMachineInstance';
@@ -137,6 +143,8 @@ export interface Plan {
   retry: boolean;
   /** Every network that persistence applies to, and how its claim stands. */
   wanted: WantedClaim[];
+  /** SWAP: decide again with DecideInput.namedByRunningPods, which a claim of an earlier NAD waits on. */
+  needsPodRead?: true;
 }
 
 export function hasWrites(plan: Plan): boolean {
@@ -328,9 +336,16 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
       // refuses new launcher pods on it (ClaimNetworkMismatch).
       const write = writeRef(found);
       const onlyThisKey = kubevirtOwnerRefs(found).every((ref) => ref.name === input.key.name);
+      const swap = swapClaimName(input.key.name, network, claimSpec.network);
       if (!isUsed(found, inVmi) && write && onlyThisKey && hasOurMark(found, owner)) {
         plan.deletes.push(write);
         plan.wanted.push({ network, claim: name, status: 'blocked', reason: 'ClaimNetworkMismatch' });
+      } else if (write && onlyThisKey && hasOurMark(found, owner) && !existing.has(swap)) {
+        // SWAP: the NAD was swapped on a running VM (KubeVirt's LiveUpdateNADRef moves it to a pod on the new NAD
+        // through a migration). The running pod keeps its claim; the new network gets a claim of its own, under the
+        // swap name, for the target pod; the old one is released once no running pod names it (below).
+        plan.creates.push(newClaim(input.key, owner, swap, claimSpec));
+        plan.wanted.push({ network, claim: swap, status: 'wanted' });
       } else {
         block({
           reason: 'ClaimNetworkMismatch',
@@ -344,6 +359,7 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
       // EXISTING-OURS: steady state. Never "fixing" its spec or labels keeps resyncs at zero writes, and the IPAM
       // plugin keys its allocation on the claim as it is.
       plan.wanted.push({ network, claim: name, status: 'created' });
+      planSuperseded(input, owner, existing, network, name, claimSpec.network, plan);
     } else if (refs.length === 0 && isOrphanOfOurs(found, input.key.name)) {
       // ORPHAN (below): ours, owned again by this plan.
       plan.wanted.push({ network, claim: name, status: 'created' });
@@ -376,6 +392,23 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
   }
 }
 
+/**
+ * SWAP, the end: the network's claim is `current`, made for NAD network `nadNetwork`; a claim of ours under another
+ * of the network's names, made for another NAD network, is what the VM used before its NAD was swapped. It is kept
+ * while a running launcher pod names it (the migration source, until it finishes; OVN-Kubernetes frees a pod's
+ * addresses at its deletion unless its element names a claim that holds them), then deleted and released.
+ */
+function planSuperseded(input: DecideInput, owner: Owner, existing: ReadonlyMap<string, IPAMClaim>, network: string, current: string, nadNetwork: string, plan: Plan): void {
+  for (const name of claimNamesOf(input.key.name, network, nadNetwork)) {
+    const old = existing.get(name);
+    if (name === current || !old || old.spec?.network === nadNetwork || isTerminating(old) || !isOwnedBy(old, owner.ref.uid) || !hasOurMark(old, owner)) continue;
+    const write = writeRef(old);
+    if (!write || !kubevirtOwnerRefs(old).every((ref) => ref.name === input.key.name)) continue;
+    if (input.namedByRunningPods === undefined) plan.needsPodRead = true;
+    else if (!input.namedByRunningPods.has(name) && !plan.deletes.some((d) => d.uid === write.uid)) plan.deletes.push(write);
+  }
+}
+
 /** The claims of the namespace by name, as far as the caller knows them. */
 export type ClaimLookup = (name: string) => IPAMClaim | undefined;
 
@@ -389,14 +422,28 @@ export type ClaimLookup = (name: string) => IPAMClaim | undefined;
  * for, EXISTING-OTHER-OWNER), and a claim with no KubeVirt owner is reported, not avoided (EXISTING-NOT-OWNED).
  * Controller and webhook call this with the same claims and get the same name.
  */
-export function claimNameFor(vmName: string, network: string, lookup?: ClaimLookup): string {
+export function claimNameFor(vmName: string, network: string, lookup?: ClaimLookup, nadNetwork?: string): string {
   const plain = claimName(vmName, network);
   if (!lookup) return plain;
   const alternative = collisionClaimName(vmName, network);
+  // SWAP: a claim of this VM already made for the network its NAD names now, under any of its names, is the one.
+  if (nadNetwork !== undefined) {
+    for (const name of claimNamesOf(vmName, network, nadNetwork)) {
+      const claim = lookup(name);
+      if (claim?.spec?.network === nadNetwork && kubevirtOwnerNames(claim).includes(vmName)) return name;
+    }
+  }
   if (alternative === plain) return plain;
   if (kubevirtOwnerNames(lookup(alternative)).includes(vmName)) return alternative;
   const holders = kubevirtOwnerNames(lookup(plain));
   return holders.length > 0 && !holders.includes(vmName) ? alternative : plain;
+}
+
+/** Every name the claim of `network` of VM `vmName` may have: plain, collision, and (with its NAD network) swap. */
+export function claimNamesOf(vmName: string, network: string, nadNetwork?: string): string[] {
+  const names = [claimName(vmName, network), collisionClaimName(vmName, network)];
+  if (nadNetwork !== undefined) names.push(swapClaimName(vmName, network, nadNetwork));
+  return [...new Set(names)];
 }
 
 function kubevirtOwnerNames(claim: IPAMClaim | undefined): string[] {
@@ -437,7 +484,7 @@ export function persistentNetworks(
     else if (net.pod) verdict = primaryVerdict(key, nads);
     // A Multus network with `default: true` replaces the cluster default network: it is not a secondary network,
     // and the spec gives persistence to secondary networks and to primary user-defined networks only.
-    if (verdict) result.push({ network: net.name, claim: claimNameFor(key.name, net.name, claims), ...verdict });
+    if (verdict) result.push({ network: net.name, claim: claimNameFor(key.name, net.name, claims, verdict.claimSpec?.network), ...verdict });
   }
   return result;
 }
@@ -536,14 +583,6 @@ function nadVerdict(
   return { claimSpec: { network: config.networkName, interface: iface } };
 }
 
-function parseNadReference(reference: unknown, defaultNamespace: string): ObjectKey | undefined {
-  if (typeof reference !== 'string') return undefined;
-  const parts = reference.split('/');
-  if (parts.length === 1 && parts[0]) return { namespace: defaultNamespace, name: parts[0] };
-  if (parts.length === 2 && parts[0] && parts[1]) return { namespace: parts[0], name: parts[1] };
-  return undefined;
-}
-
 function nadKeyOf(mapKey: string, nad: NetworkAttachmentDefinition): ObjectKey {
   const slash = mapKey.indexOf('/');
   return {
@@ -638,6 +677,8 @@ function hasOurMark(claim: IPAMClaim, owner: Owner): boolean {
 }
 
 interface Usage {
+  vmName: string;
+  networks: Set<string>;
   claimNames: Set<string>;
   interfaces: Set<string>;
 }
@@ -659,8 +700,9 @@ function* networksOf(spec: VmiSpecLike | undefined, includeAbsent: boolean): Gen
  * adopted after a switch from the reference implementation keep the reference's name), and its pod interface.
  */
 function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
-  const usage: Usage = { claimNames: new Set(), interfaces: new Set() };
+  const usage: Usage = { vmName, networks: new Set(), claimNames: new Set(), interfaces: new Set() };
   for (const net of networks) {
+    usage.networks.add(net.name);
     usage.claimNames.add(claimName(vmName, net.name));
     usage.claimNames.add(collisionClaimName(vmName, net.name));
     usage.claimNames.add(referenceClaimName(vmName, net.name));
@@ -678,6 +720,9 @@ function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
 function isUsed(claim: IPAMClaim, usage: Usage): boolean {
   const iface = claim.spec?.interface;
   if (usage.claimNames.has(claim.metadata.name)) return true;
+  // A swap name (SWAP) carries the claim's own NAD network in its hash: recognised from the claim itself.
+  const nadNetwork = claim.spec?.network;
+  if (typeof nadNetwork === 'string' && [...usage.networks].some((net) => swapClaimName(usage.vmName, net, nadNetwork) === claim.metadata.name)) return true;
   return !!iface && iface !== PRIMARY_POD_INTERFACE && usage.interfaces.has(iface);
 }
 

@@ -4,6 +4,7 @@
 export * from './constants.ts';
 export {
   claimNameFor,
+  claimNamesOf,
   decide,
   hasWrites,
   needsLauncherPodRead,
@@ -26,11 +27,13 @@ export {
 export {
   claimName,
   collisionClaimName,
+  isDns1123Label,
   isDns1123Subdomain,
   MAX_SUBDOMAIN_LENGTH,
   podInterfaceName,
   PRIMARY_POD_INTERFACE,
   referenceClaimName,
+  swapClaimName,
 } from './names.ts';
 export {
   isOvnKubernetes,
@@ -42,3 +45,4 @@ export {
 } from './nad-config.ts';
 export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';
 export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
+export { nadKeyOfNetworkName, parseNadReference } from './nad-reference.ts';

@@ -8,6 +8,11 @@ export const PRIMARY_POD_INTERFACE = 'eth0';
 
 const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
+/** A DNS-1123 label (what a namespace name must be): lowercase alphanumerics and '-', at most 63 characters. */
+export function isDns1123Label(name: string): boolean {
+  return name.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name);
+}
+
 /** Kubernetes' rule for object names such as an IPAMClaim's: DNS-1123 subdomain, at most 253 characters. */
 export function isDns1123Subdomain(name: string): boolean {
   return name.length > 0 && name.length <= MAX_SUBDOMAIN_LENGTH && SUBDOMAIN.test(name);
@@ -83,13 +88,25 @@ export function collisionClaimName(vmName: string, networkName: string): string 
   return hashedClaimName(vmName, networkName);
 }
 
-function hashedClaimName(vmName: string, networkName: string): string {
-  // The key is the hash's own input; a VM name holds no '/', so no two (VM, network) pairs share one.
-  return memoised(hashedClaimNames, `${vmName}/${networkName}`, () => computeHashedClaimName(vmName, networkName));
+/**
+ * The name of a network's claim while the VM's earlier claim of that network, made for another NAD network, is still
+ * used by a running pod: a NAD swapped on a running VM (KubeVirt's LiveUpdateNADRef migrates the VM to a pod on the
+ * new NAD). `<vm>.<readable>-<hash>` with the hash over "<vm>/<network>/<NAD network>", so it differs from the other
+ * two names and from the name of any other NAD network. Which name applies is decided by claimNameFor() (decide.ts).
+ */
+export function swapClaimName(vmName: string, networkName: string, nadNetwork: string): string {
+  return hashedClaimName(vmName, networkName, nadNetwork);
 }
 
-function computeHashedClaimName(vmName: string, networkName: string): string {
-  const hash = sha256Hex(`${vmName}/${networkName}`).slice(0, CLAIM_HASH_LENGTH);
+function hashedClaimName(vmName: string, networkName: string, nadNetwork?: string): string {
+  // The key is the hash's own input; a VM name holds no '/', so no two (VM, network) pairs share one, and a network
+  // name holds none either (KubeVirt's validation), so a NAD network adds a third part without ambiguity.
+  const key = nadNetwork === undefined ? `${vmName}/${networkName}` : `${vmName}/${networkName}/${nadNetwork}`;
+  return memoised(hashedClaimNames, key, () => computeHashedClaimName(vmName, networkName, key));
+}
+
+function computeHashedClaimName(vmName: string, networkName: string, key: string): string {
+  const hash = sha256Hex(key).slice(0, CLAIM_HASH_LENGTH);
   const readable = toLabelChars(networkName);
   const room = MAX_SUBDOMAIN_LENGTH - vmName.length - '.'.length - '-'.length - CLAIM_HASH_LENGTH;
   if (readable !== '' && room > 0) {

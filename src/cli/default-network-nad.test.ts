@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseCommandLine, parseNadReference, UsageError } from './parser.ts';
+import { parseCommandLine, defaultNetworkNad, UsageError } from './parser.ts';
 
 describe('--default-network-nad', () => {
   it('NAMESPACE/NAME', () => {
-    assert.deepEqual(parseNadReference('ovn-kubernetes/default'), { namespace: 'ovn-kubernetes', name: 'default' });
-    assert.deepEqual(parseNadReference('openshift-ovn-kubernetes/default'), { namespace: 'openshift-ovn-kubernetes', name: 'default' });
+    assert.deepEqual(defaultNetworkNad('ovn-kubernetes/default'), { namespace: 'ovn-kubernetes', name: 'default' });
+    assert.deepEqual(defaultNetworkNad('openshift-ovn-kubernetes/default'), { namespace: 'openshift-ovn-kubernetes', name: 'default' });
   });
   it('anything else is refused', () => {
-    for (const bad of ['default', 'a/b/c', '/default', 'ns/', 'NS/default', 'ns/Default', '']) assert.equal(parseNadReference(bad), undefined, bad);
+    for (const bad of ['default', 'a/b/c', '/default', 'ns/', 'NS/default', 'ns/Default', '']) assert.equal(defaultNetworkNad(bad), undefined, bad);
   });
   it('default ovn-kubernetes/default; the flag sets it; a bad value is a usage error', async () => {
     const quiet = { print: () => undefined, env: {} };

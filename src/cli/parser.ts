@@ -22,7 +22,7 @@ export type ParsedCommand =
   | { command: 'none' };
 
 export { UsageError };
-export { parseNadReference } from './run-flags.ts';
+export { defaultNetworkNad } from './run-flags.ts';
 
 function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
   return y.options(runFlags(env)).check((a) => {

@@ -7,6 +7,7 @@
 // holds the two to the same answers (run-flags.test.ts).
 
 import type { InferredOptionTypes, Options } from 'yargs';
+import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims/index.ts';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { splitSuites, tlsProfile } from '../webhook/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
@@ -15,10 +16,13 @@ import type { RunOptions } from './run.ts';
 /** A flag's value is wrong: thrown by the checks, reported as a usage error. */
 export class BadValue extends Error {}
 
-/** "namespace/name" of a NAD (--default-network-nad) → its parts; undefined when it is not that. */
-export function parseNadReference(value: string): { namespace: string; name: string } | undefined {
-  const match = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(value);
-  return match ? { namespace: match[1]!, name: match[3]! } : undefined;
+/**
+ * "namespace/name" of a NAD (--default-network-nad) → its parts; undefined when it is not that, or when either part is
+ * not a valid object name (a namespace is a DNS label, a NAD name a DNS subdomain).
+ */
+export function defaultNetworkNad(value: string): { namespace: string; name: string } | undefined {
+  const ref = parseNadReference(value);
+  return ref && isDns1123Label(ref.namespace) && isDns1123Subdomain(ref.name) ? ref : undefined;
 }
 
 export function bad(condition: boolean, message: string): void {
@@ -84,7 +88,7 @@ export function checkRunArgs(a: RunArgs): void {
     'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'webhook-cert-validity', 'webhook-ca-validity', 'allocator',
     'tls-min-version', 'metrics-secure', 'metrics-cert-dir', 'default-network-nad',
   ]);
-  bad(!parseNadReference(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
+  bad(!defaultNetworkNad(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
   bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
   try {
     tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String)));
@@ -143,7 +147,7 @@ export function toRunOptions(a: RunArgs): RunOptions {
     ...(a['webhook-cert-validity'] !== undefined ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
     ...(a['webhook-ca-validity'] !== undefined ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
     allocator: a.allocator,
-    defaultNetworkNad: parseNadReference(a['default-network-nad'])!,
+    defaultNetworkNad: defaultNetworkNad(a['default-network-nad'])!,
     metricsSecure: a['metrics-secure'],
     ...(a['metrics-cert-dir'] !== undefined ? { metricsCertDir: a['metrics-cert-dir'] } : {}),
     tlsMinVersion: a['tls-min-version'],

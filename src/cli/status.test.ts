@@ -78,6 +78,12 @@ describe('persistent-ips status', () => {
     assert.equal(rows[2]!.allocator, false);
   });
 
+  it('an OVN-Kubernetes NAD with the allocator switch is not shown as served by the allocator (it refuses such NADs)', () => {
+    const switched = NADS.map((n) => (n.metadata.name === 'ovn' ? { ...n, metadata: { ...n.metadata, annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } } } : n));
+    const row = buildStatus({ ...input, nads: switched }).find((r) => r.network === 'tenant')!;
+    assert.deepEqual([row.allocator, stateOf(row)], [false, 'Waiting for the IPAM plugin']);
+  });
+
   it('a VM filter, and a claim of another incarnation of the VM', () => {
     const rows = buildStatus({ ...input, claims: [claim('vm-a.data', 'bridge-static', { owner: 'vm-a', ownerUid: 'older', ips: ['192.168.150.2/24'] })] }, { vm: 'vm-a' });
     assert.equal(rows.length, 3);

@@ -4,7 +4,7 @@
 //
 // The joining rules are pure (buildStatus), so they are tested without a cluster.
 
-import { isAllocatorNad } from '../allocator/nad.ts';
+import { allocatorServes } from '../allocator/nad.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
@@ -28,7 +28,7 @@ export interface StatusRow {
   network: string;
   /** `namespace/name` of the NAD, or `(pod network)`. */
   nad: string;
-  /** The NAD's network opts into the built-in allocator. */
+  /** The built-in allocator serves the NAD (it opts in and is not OVN-Kubernetes', which the allocator refuses). */
   allocator: boolean;
   persistent: boolean;
   claim?: string;
@@ -116,7 +116,7 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
         vmStatus: o.status,
         network: net.name,
         nad: ref ?? '(pod network)',
-        allocator: ref !== undefined && isAllocatorNad(nads.get(ref)),
+        allocator: ref !== undefined && allocatorServes(nads.get(ref)),
         persistent: verdict?.claimSpec !== undefined,
         ips: [],
       };

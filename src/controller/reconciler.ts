@@ -9,7 +9,8 @@ import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, VmiSpecLike } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VmiSpecLike } from '../kube/types.ts';
+import { namedClaims } from '../webhook/carry-over.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
 import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
@@ -116,6 +117,24 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
   const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${input.vmi!.metadata.uid!}`;
   const pods = await client.list<unknown>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, limit: 1, signal });
   return { ...input, launcherPodsGone: pods.items.length === 0 };
+}
+
+/**
+ * The claims named by the VMI's launcher pods that are neither finished nor being deleted (decide's SWAP). No VMI:
+ * no pod can name any.
+ */
+async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<Set<string>> {
+  const uid = input.vmi?.metadata.uid;
+  if (!uid) return new Set();
+  const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${uid}`;
+  const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, signal });
+  const named = new Set<string>();
+  for (const pod of pods.items) {
+    const phase = (pod as { status?: { phase?: string } }).status?.phase;
+    if (pod.metadata.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
+    for (const claim of namedClaims(pod)) named.add(claim);
+  }
+  return named;
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
@@ -241,7 +260,8 @@ export function createReconciler(deps: ReconcilerDeps) {
     const { namespace, name } = splitKey(key);
     const log = deps.log.child({ namespace, name, reconcileID: randomUUID() });
     const input = await readLauncherPods(await fillMissingNads(gatherInput(key, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
-    const plan = decide(input);
+    let plan = decide(input);
+    if (plan.needsPodRead) plan = decide({ ...input, namedByRunningPods: await claimsNamedByRunningPods(input, deps.client, ctx.signal) });
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
     const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
     const problems = [...plan.problems, ...running.problems];

@@ -9,13 +9,13 @@
 // (the webhook refuses it; the default network of a running pod does not change).
 
 import type { Logger } from 'pino';
-import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_NETWORKS_ANNOTATION, podInterfaceName } from '../claims/index.ts';
+import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_NETWORKS_ANNOTATION, nadKeyOfNetworkName, podInterfaceName } from '../claims/index.ts';
 import type { DecideInput, Plan, Problem } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
-import { IPAM_CLAIM_REFERENCE, nadKeyOfNetworkName, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
+import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
 
 /** KubeVirt's label on a launcher pod naming the uid of the VMI that created it. */
 export const CREATED_BY_LABEL = 'kubevirt.io/created-by';

@@ -3,6 +3,7 @@
 
 import type { Logger } from 'pino';
 import { VM_LABEL } from '../claims/constants.ts';
+import { parseNadReference } from '../claims/nad-reference.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { type ResourceDescriptor, resources } from '../kube/resources.ts';
 import type {
@@ -68,11 +69,8 @@ export const claimsByOwnerUid = (c: IPAMClaim): string[] => (c.metadata.ownerRef
 export function nadKeysOf(namespace: string | undefined, spec: VmiSpecLike | undefined): string[] {
   const out = new Set<string>();
   for (const net of spec?.networks ?? []) {
-    const ref = net.multus?.networkName;
-    if (!ref) continue;
-    const parts = ref.split('/');
-    if (parts.length === 1 && namespace) out.add(keyOf(namespace, ref));
-    else if (parts.length === 2 && parts[0] && parts[1]) out.add(keyOf(parts[0], parts[1]));
+    const ref = parseNadReference(net.multus?.networkName, namespace);
+    if (ref) out.add(keyOf(ref.namespace, ref.name));
   }
   return [...out];
 }

@@ -82,7 +82,7 @@ export interface MetaPolicy {
   annotations?: readonly string[];
   /**
    * Keep creationTimestamp and generation: only where something reads them (the allocator serves claims oldest
-   * first and reports the generation it saw); elsewhere they are 60 bytes per object that no decision uses.
+   * first and reports the generation of claims and NADs it saw); elsewhere they are 60 bytes per object that no decision uses.
    */
   timestamps?: boolean;
 }
@@ -268,7 +268,8 @@ export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) 
 
 export const trimNetworkAttachmentDefinition: Trim<NetworkAttachmentDefinition> = (input) => {
   const raw = rec(input);
-  const out: NetworkAttachmentDefinition = head(raw, trimMeta(raw?.metadata, { annotations: NAD_ANNOTATIONS }));
+  // The generation: the allocator names it in what it reports about a NAD, once per generation (few NADs, small cost).
+  const out: NetworkAttachmentDefinition = head(raw, trimMeta(raw?.metadata, { annotations: NAD_ANNOTATIONS, timestamps: true }));
   const spec = rec(raw?.spec);
   if (spec) {
     out.spec = {};

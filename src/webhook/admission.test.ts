@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
-import { collisionClaimName, podInterfaceName } from '../claims/index.ts';
+import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type ObjectCache, type PodAdmissionDeps } from './admission.ts';
@@ -399,7 +399,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red belongs to VirtualMachine vm1 \(uid old-vm-uid\)/);
     assert.match(out.response?.status?.message ?? '', /KubeVirt retries/);
-    assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`], 'the API has the last word before a denial (both names the claim may have)');
+    assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`, `${NS}/${swapClaimName('vm1', 'red', 'net-red')}`], 'the API has the last word before a denial (every name the claim may have)');
     assert.equal(events.length, 1);
     assert.equal(events[0]!.target, 'VirtualMachine vm1 vm-uid-2');
     assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['LauncherPodRefused']);
@@ -434,7 +434,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
     assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red does not exist yet/);
-    assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`]);
+    assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`, `${NS}/${swapClaimName('vm1', 'red', 'net-red')}`]);
     assert.match(events[0]!.causes[0]!.message, /\(ClaimNotFound\)/);
   });
 

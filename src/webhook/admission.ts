@@ -32,7 +32,7 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { claimName, claimNameFor, claimStanding, collisionClaimName, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
+import { claimNameFor, claimNamesOf, claimStanding, nadKeyOfNetworkName, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
@@ -41,7 +41,7 @@ import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import { carryOverReferences, namedClaims } from './carry-over.ts';
-import { elementNamespace, IPAM_CLAIM_REFERENCE, nadKeyOfNetworkName, parseNetworkSelection } from './network-selection.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection } from './network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
 
@@ -314,17 +314,18 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     const out = new Map<string, IPAMClaim>();
     for (const verdict of persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads)) {
       if (!verdict.claimSpec) continue;
-      // Both names the network's claim may have (claimNameFor): which one applies depends on the claims themselves.
-      const names = [...new Set([claimName(vmi.metadata.name, verdict.network), collisionClaimName(vmi.metadata.name, verdict.network)])];
+      // Every name the network's claim may have (claimNameFor): which one applies depends on the claims themselves.
+      const nadNetwork = verdict.claimSpec.network;
+      const names = claimNamesOf(vmi.metadata.name, verdict.network, nadNetwork);
       const fromCache = () => new Map(names.flatMap((n) => { const c = deps.claims.get(namespace, n); return c ? [[n, c] as const] : []; }));
       const usable = (view: ReadonlyMap<string, IPAMClaim>) => {
-        const name = claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n));
+        const name = claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n), nadNetwork);
         return claimStanding(view.get(name), name, owners, verdict.claimSpec?.network).usable;
       };
       let view = fromCache();
       // A name with two or more dots can be another VM's claim that the cache has not shown yet: the chosen claim
       // is confirmed by the API before a pod is pointed at it.
-      const confirm = () => mayCollide(claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n)));
+      const confirm = () => mayCollide(claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n), nadNetwork));
       if (!create || (usable(view) && !confirm())) deps.metrics?.claimLookups.inc({ source: 'cache' });
       else {
         while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { elementNamespace, nadKeyOfNetworkName, parseNetworkSelection, serializeNetworkSelection } from './network-selection.ts';
+import { nadKeyOfNetworkName } from '../claims/nad-reference.ts';
+import { elementNamespace, parseNetworkSelection, serializeNetworkSelection } from './network-selection.ts';
 
 describe('parseNetworkSelection', () => {
   const good: { name: string; text: string; format: 'json' | 'list'; elements: unknown[] }[] = [

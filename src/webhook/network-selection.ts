@@ -81,15 +81,6 @@ export function elementNamespace(element: NetworkSelectionElement, podNamespace:
   return typeof element.namespace === 'string' && element.namespace !== '' ? element.namespace : podNamespace;
 }
 
-/** `namespace/name` of a VMI's Multus `networkName` ("name" means the VMI's namespace); undefined if malformed. */
-export function nadKeyOfNetworkName(networkName: unknown, namespace: string): string | undefined {
-  if (typeof networkName !== 'string') return undefined;
-  const parts = networkName.split('/');
-  if (parts.length === 1 && parts[0]) return `${namespace}/${parts[0]}`;
-  if (parts.length === 2 && parts[0] && parts[1]) return `${parts[0]}/${parts[1]}`;
-  return undefined;
-}
-
 /**
  * KubeVirt adds one element per network binding plugin that has a NAD (e.g. passt): no `interface`, and
  * `cni-args.logicNetworkName` naming the VMI network it serves. It is not a VM network of its own: the webhook

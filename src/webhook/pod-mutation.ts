@@ -22,14 +22,13 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { ADDRESSES_ANNOTATION, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
 import { parseAddressesAnnotation } from '../allocator/allocator.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
-import { claimStanding, effectiveVmiSpec, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
+import { claimStanding, effectiveVmiSpec, nadKeyOfNetworkName, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import {
   elementNamespace,
   IPAM_CLAIM_REFERENCE,
   isBindingPluginElement,
-  nadKeyOfNetworkName,
   parseNetworkSelection,
   serializeNetworkSelection,
 } from './network-selection.ts';

@@ -9,6 +9,7 @@ import { e2eCase, inNamespace, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,
+  backgroundDeletionViolations,
   createPersistentNad,
   createRunningVM,
   deletedRv,
@@ -19,7 +20,9 @@ import {
   ownerOf,
   waitForClaimGone,
   waitForClaims,
+  waitForDeletedEvents,
   watchLog,
+  expectedPodInterface,
   EVENTUALLY_MS,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
@@ -58,17 +61,12 @@ export function registerDeletion(env: SuiteEnv): void {
 
       for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
       await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      claimLog.check();
-      const vmiGone = deletedRv(vmiLog, 'vm1');
-      const vmGone = deletedRv(vmLog, 'vm1');
-      assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
-      for (const name of CLAIMS) {
-        const released = finalizerReleaseRv(claimLog, name);
-        assert.ok(released, `${name}: finalizer release recorded`);
-        assert.ok(released > vmiGone, `${name}: finalizer released (rv ${released}) only after the VMI was gone (rv ${vmiGone})`);
-        const deleting = deletionStartRv(claimLog, name)!;
-        assert.ok(deleting > vmGone, `${name}: deleted (rv ${deleting}) by garbage collection, after the VM was gone (rv ${vmGone})`);
-      }
+      // The GETs above saw the deletions first; judge the order only once the watches have delivered them too.
+      await waitForDeletedEvents(vmiLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
+      const gone = { vmi: deletedRv(vmiLog, 'vm1'), vm: deletedRv(vmLog, 'vm1') };
+      assert.deepEqual(CLAIMS.flatMap((name) => backgroundDeletionViolations(claimLog, name, gone)), [], `claims ${CLAIMS.join(', ')}, VMI gone at rv ${gone.vmi}, VM at rv ${gone.vm}`);
       assert.deepEqual(
         env.shared.logsMatching((l) => inNamespace(ns)(l) && l.msg === 'deleted IPAMClaim of a network the VM no longer has', logFrom),
         [],
@@ -115,7 +113,9 @@ export function registerDeletion(env: SuiteEnv): void {
 
       await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
-      claimLog.check();
+      await waitForDeletedEvents(vmiLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
       const vmiGone = deletedRv(vmiLog, 'vm1');
       const vmGone = deletedRv(vmLog, 'vm1');
       assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
@@ -159,7 +159,8 @@ export function registerDeletion(env: SuiteEnv): void {
 
       await waitForClaimGone(env, ns, 'vmi1.red');
       await env.kv.waitForVMIGone(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
-      claimLog.check();
+      await waitForDeletedEvents(vmiLog, ['vmi1'], EVENTUALLY_MS);
+      await waitForDeletedEvents(claimLog, ['vmi1.red'], EVENTUALLY_MS);
       const podless = firstRv(vmiLog, 'vmi1', (e) => e.type === 'DELETED' || (!!e.obj.metadata.deletionTimestamp && Object.keys(e.obj.status?.activePods ?? {}).length === 0));
       const released = finalizerReleaseRv(claimLog, 'vmi1.red');
       assert.ok(podless && released, 'both recorded');
@@ -167,6 +168,50 @@ export function registerDeletion(env: SuiteEnv): void {
       const vmiGone = deletedRv(vmiLog, 'vmi1')!;
       const deleting = deletionStartRv(claimLog, 'vmi1.red')!;
       assert.ok(deleting > vmiGone, `claim deleted (rv ${deleting}) by garbage collection once the VMI was gone (rv ${vmiGone})`);
+    });
+
+    e2eCase(env, 'standalone VMI deleted in the foreground while its launcher pod is starting (activePods still empty): the claim keeps its finalizer while the pod exists (issue 26, 6)', async (c) => {
+      const ns = await c.namespace('standalone-starting');
+      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
+      await env.pauseStandIn(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+      try {
+        const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
+          apiVersion: 'kubevirt.io/v1',
+          kind: 'VirtualMachineInstance',
+          metadata: { name: 'vmi1', namespace: ns, labels: template.metadata?.labels, finalizers: ['e2e.persistent-ips.test/hold'] },
+          spec: template.spec,
+        });
+        await waitForClaims(env, ns, ['vmi1.red']);
+        // the launcher pod virt-controller would be creating: owned by the VMI, KubeVirt's created-by label
+        const pod = await env.api.create<{ metadata: { name: string } }>(paths.pods(ns), {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {
+            generateName: 'virt-launcher-vmi1-',
+            namespace: ns,
+            labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': vmi.metadata.uid },
+            annotations: { 'kubevirt.io/domain': 'vmi1', 'k8s.v1.cni.cncf.io/networks': JSON.stringify([{ name: 'nad-red', namespace: ns, interface: expectedPodInterface('red') }]) },
+            ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vmi1', uid: vmi.metadata.uid, controller: true, blockOwnerDeletion: true }],
+          },
+          // bound to a node: its deletion is graceful (the kubelet would finish it; none runs here), as for a real
+          // launcher pod, which garbage collection's foreground deletion cannot make vanish at once
+          spec: { nodeName: 'e2e-node-without-kubelet', containers: [{ name: 'compute', image: 'example.invalid/virt-launcher' }] },
+        });
+        const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        await env.api.delete(paths.vmis(ns, 'vmi1'), { propagationPolicy: 'Foreground' });
+        await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp && Object.keys(v.status?.activePods ?? {}).length === 0, { timeoutMs: EVENTUALLY_MS });
+        // garbage collection marks the claim; our finalizer must hold while the pod is there (no kubelet ends it)
+        await waitFor('the claim marked for deletion', async () => ((await env.api.claim(ns, 'vmi1.red'))?.metadata.deletionTimestamp ? true : undefined), { timeoutMs: EVENTUALLY_MS });
+        await assertQuiet(claimLog, 'the marked claim while its VMI\'s launcher pod exists', undefined, [(await env.api.claim(ns, 'vmi1.red'))!]);
+        assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held while the launcher pod exists');
+        // the pod goes (what the kubelet would finish): then, and only then, the claim is released
+        await env.cluster.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
+        await waitForClaimGone(env, ns, 'vmi1.red');
+        await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
+      } finally {
+        await env.resumeStandIn();
+      }
     });
   });
 }

@@ -15,6 +15,7 @@ import {
   ownerOf,
   waitForClaimGone,
   waitForClaims,
+  waitForDeletedEvents,
   watchLog,
   EVENTUALLY_MS,
 } from '../fixtures.ts';
@@ -51,6 +52,7 @@ export function registerFeatureGate(env: SuiteEnv): void {
         await env.kv.deleteVM(ns, 'vm1');
         await waitForClaimGone(env, ns, 'vm1.red');
         await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        await waitForDeletedEvents(claimLog, ['vm1.red'], EVENTUALLY_MS); // the GET saw it first (ordering.ts)
         const released = finalizerReleaseRv(claimLog, 'vm1.red');
         const vmiGone = deletedRv(vmiLog, 'vm1');
         assert.ok(released && vmiGone && released > vmiGone, `finalizer released (rv ${released}) after the VMI was gone (rv ${vmiGone})`);

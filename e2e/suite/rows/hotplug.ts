@@ -14,6 +14,7 @@ import {
   ownerOf,
   waitForClaimGone,
   waitForClaims,
+  waitForDeletedEvents,
   watchLog,
   EVENTUALLY_MS,
 } from '../fixtures.ts';
@@ -53,7 +54,7 @@ export function registerHotplug(env: SuiteEnv): void {
 
       await env.kv.hotUnplugInterface(ns, 'vm1', 'blue', { timeoutMs: EVENTUALLY_MS }); // waits: gone from VMI and VM
       await waitForClaimGone(env, ns, 'vm1.blue');
-      claimLog.check();
+      await waitForDeletedEvents(claimLog, ['vm1.blue'], EVENTUALLY_MS); // the GET saw it first (ordering.ts)
 
       const goneFromVmi = firstRv(vmiLog, 'vm1', (e) => !e.obj.spec?.networks?.some((n) => n.name === 'blue'));
       const deleting = deletionStartRv(claimLog, 'vm1.blue');
@@ -65,5 +66,27 @@ export function registerHotplug(env: SuiteEnv): void {
       assert.deepEqual(after.map((x) => x.metadata.name), ['vm1.red']);
       assert.equal(after[0]!.metadata.resourceVersion, before.get('vm1.red')!.metadata.resourceVersion, 'vm1.red not written');
     });
+
+  describe('hot-unplug, five in a row, with the default 10-minute resync (issue 26, point 5)', () => {
+    e2eCase(env, 'every claim the controller deletes is released at once, whatever order the delete\'s answer and its watch event come in: none lingers terminating until a resync', async (c) => {
+      const ns = await c.namespace('unplug-release');
+      const nets = ['n1', 'n2', 'n3', 'n4', 'n5'];
+      await env.withoutSharedController(async () => {
+        // The shared controller's 2 s resync would release a stuck claim by itself: this one resyncs every 600 s.
+        const ctl = await env.startController({ name: 'unplug-release', namespace: ns, resyncPeriodS: 600 });
+        for (const [i, n] of nets.entries()) await createPersistentNad(env, ns, `nad-${n}`, { network: n, subnets: `10.21${i}.0.0/24` });
+        await createRunningVM(env, ns, 'vm1', [{ name: 'keep', nadName: 'nad-n1' }, ...nets.map((n) => ({ name: n, nadName: `nad-${n}` }))]);
+        await waitForClaims(env, ns, ['vm1.keep', ...nets.map((n) => `vm1.${n}`)]);
+        for (const n of nets) {
+          const from = ctl.logs.length;
+          await env.kv.hotUnplugInterface(ns, 'vm1', n, { timeoutMs: EVENTUALLY_MS });
+          // EVENTUALLY_MS (30 s) is far below the resync: only the reconcile that deleted the claim can have released it
+          await waitForClaimGone(env, ns, `vm1.${n}`);
+          await ctl.waitForLog(`the release of vm1.${n} by the reconcile that deleted it`, (l) => l['namespace'] === ns && l['claim'] === `vm1.${n}` && l.msg === 'removed finalizer from the IPAMClaim just deleted', { from });
+        }
+        assert.deepEqual((await env.api.claims(ns)).map((x) => x.metadata.name), ['vm1.keep']);
+      });
+    });
+  });
   });
 }
