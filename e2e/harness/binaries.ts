@@ -89,3 +89,37 @@ export async function ensureBinaries(onLog: (line: string) => void = () => {}, o
   }
   return bins;
 }
+
+/**
+ * Runs a build script of the prepare step (`build.sh`, or `build.sh --check` where `build` is false) and returns the
+ * directory it printed last on stdout. Its progress lines (stderr) go to `onLog`. `--check` exiting 3 means "not
+ * built": an error at once that names `what` and the command that builds it.
+ */
+export async function runBuildScript(script: string, what: string, build: boolean, onLog: (line: string) => void = () => {}): Promise<string> {
+  let stdout = '';
+  const lines: string[] = [];
+  const say = (l: string) => {
+    lines.push(l);
+    onLog(l);
+  };
+  const code = await new Promise<number | string>((resolve, reject) => {
+    const child = spawn('bash', [script, ...(build ? [] : ['--check'])], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    let partial = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      const parts = (partial + d).split('\n');
+      partial = parts.pop() ?? '';
+      for (const l of parts) say(l);
+    });
+    child.on('error', reject);
+    child.on('close', (c, signal) => {
+      if (partial) say(partial);
+      resolve(c ?? signal ?? 'unknown');
+    });
+  });
+  if (!build && code === 3) throw new Error(`${what} is not built: ${NOT_PREPARED_HINT}`);
+  if (code !== 0) throw new Error(`${script} failed (${code}): ${lines.slice(-5).join(' / ') || 'no output'}`);
+  const dir = stdout.trim().split('\n').pop() ?? '';
+  if (!dir) throw new Error(`${script} printed no bin directory`);
+  return dir;
+}

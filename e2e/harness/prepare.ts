@@ -29,6 +29,10 @@ export const PREPARE_STEPS: PrepareStep[] = [
     script: fileURLToPath(new URL('../kubevirt/build.sh', import.meta.url)),
   },
   {
+    what: "OVN-Kubernetes v1.3.0: ovnkube, run as the cluster manager (the IPAM of OVN-K networks) in e2e/kubevirt (from the source tarball's vendor/)",
+    script: fileURLToPath(new URL('../ovn-kubernetes/build.sh', import.meta.url)),
+  },
+  {
     what: 'helm (from its Go module helm.sh/helm/v3; e2e/install installs the chart with it)',
     script: fileURLToPath(new URL('../../scripts/helm/build.sh', import.meta.url)),
     tool: 'helm',

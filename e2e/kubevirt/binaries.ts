@@ -1,11 +1,10 @@
 // KubeVirt's virt-controller and CRDs, built by e2e/kubevirt/build.sh from the KubeVirt source tarball into a cache
 // outside the work tree. Like the control-plane binaries: built in a step of its own (`npm run test:prepare`), never
 // inside a test file, where a missing build is an error at once that names the command.
-import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildForbiddenHere, NOT_PREPARED_HINT } from '../harness/binaries.ts';
+import { buildForbiddenHere, runBuildScript } from '../harness/binaries.ts';
 
 export const KUBEVIRT_BUILD_SCRIPT = fileURLToPath(new URL('./build.sh', import.meta.url));
 
@@ -29,31 +28,7 @@ export async function ensureKubeVirtBinaries(onLog: (line: string) => void = () 
   const override = process.env['PERSISTENT_IPS_KUBEVIRT_BIN'];
   if (override) return kubeVirtBinariesIn(override);
   const build = opts.build ?? !buildForbiddenHere();
-  let stdout = '';
-  const lines: string[] = [];
-  const say = (l: string) => {
-    lines.push(l);
-    onLog(l);
-  };
-  const code = await new Promise<number | string>((resolve, reject) => {
-    const child = spawn('bash', [KUBEVIRT_BUILD_SCRIPT, ...(build ? [] : ['--check'])], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    let partial = '';
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      const parts = (partial + d).split('\n');
-      partial = parts.pop() ?? '';
-      for (const l of parts) say(l);
-    });
-    child.on('error', reject);
-    child.on('close', (c, signal) => {
-      if (partial) say(partial);
-      resolve(c ?? signal ?? 'unknown');
-    });
-  });
-  if (!build && code === 3) throw new Error(`KubeVirt's virt-controller is not built: ${NOT_PREPARED_HINT}`);
-  if (code !== 0) throw new Error(`${KUBEVIRT_BUILD_SCRIPT} failed (${code}): ${lines.slice(-5).join(' / ') || 'no output'}`);
-  const binDir = stdout.trim().split('\n').pop() ?? '';
-  if (!binDir) throw new Error(`${KUBEVIRT_BUILD_SCRIPT} printed no bin directory`);
+  const binDir = await runBuildScript(KUBEVIRT_BUILD_SCRIPT, "KubeVirt's virt-controller", build, onLog);
   const bins = kubeVirtBinariesIn(binDir);
   for (const p of [bins.virtController, bins.crdsYaml]) {
     try {

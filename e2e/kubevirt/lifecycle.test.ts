@@ -1,16 +1,19 @@
 // The lifecycle rows of spec §5 with REAL KubeVirt: virt-controller v1.9.0 (built from source by
-// e2e/kubevirt/build.sh) turns VMs into VMIs and launcher pods, stops, starts, deletes, migrates and hot-plugs; the
-// node stand-in (node-standin.ts, test infrastructure) does only the kubelet's, Multus's, the IPAM plugin's and
+// e2e/kubevirt/build.sh) turns VMs into VMIs and launcher pods, stops, starts, deletes, migrates and hot-plugs; REAL
+// OVN-Kubernetes (its cluster manager, v1.3.0, e2e/ovn-kubernetes) hands out the addresses of the OVN-K networks and
+// fills the claims; the node stand-in (node-standin.ts, test infrastructure) does only the kubelet's, Multus's and
 // virt-handler's part. The controller under test is the built CLI with its launcher-pod webhook registered by URL.
-// Assertions are on the claims and on the annotations of the launcher pods virt-controller itself created.
+// Assertions are on the claims (their addresses as OVN-K wrote them) and on the annotations of the launcher pods
+// virt-controller itself created (OVN-K's k8s.ovn.org/pod-networks among them).
 //
-//   npm run test:prepare          # builds the control plane and virt-controller (cached)
+//   npm run test:prepare          # builds the control plane, virt-controller and ovnkube (cached)
 //   npm run build && node_modules/.bin/node --test --test-concurrency=1 e2e/kubevirt/lifecycle.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../../src/claims/constants.ts';
-import { assertClaim, CLAIM_FINALIZER, deletedRv, expectedPodInterface, finalizerReleaseRv, nadConfig } from '../suite/fixtures.ts';
+import { assertClaim, CLAIM_FINALIZER, deletedRv, expectedPodInterface, finalizerReleaseRv, firstRv, nadConfig } from '../suite/fixtures.ts';
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { EVENTUALLY_MS, waitFor, World } from './world.ts';
 
 const world = new World();
@@ -63,7 +66,7 @@ interface Element {
 
 // -- objects ------------------------------------------------------------------------------------------------------
 
-async function persistentNad(ns: string, name: string, network: string, extra: { role?: string; topology?: string } = {}): Promise<void> {
+async function persistentNad(ns: string, name: string, network: string, extra: { role?: string; topology?: string; subnets?: string } = {}): Promise<void> {
   await world.api.create(paths.nads(ns), {
     apiVersion: 'k8s.cni.cncf.io/v1',
     kind: 'NetworkAttachmentDefinition',
@@ -182,6 +185,68 @@ async function startMigration(ns: string, vmi: Vmi): Promise<Pod> {
   return waitFor('the migration target pod', async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
 }
 
+/** Waits for migration `mig1` to succeed (fails at once when it failed). */
+async function waitMigrated(ns: string): Promise<void> {
+  const done = await waitFor('the migration to succeed', async () => {
+    const m = await world.api.get<Obj & { status?: { phase?: string } }>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`);
+    return m?.status?.phase === 'Succeeded' ? m : m?.status?.phase === 'Failed' ? false : undefined;
+  }, { timeoutMs: EVENTUALLY_MS });
+  assert.ok(done, 'the migration succeeded');
+}
+
+// -- addresses, as OVN-Kubernetes' cluster manager hands them out (world.ts) --------------------------------------
+
+/**
+ * A layer2 network of its own on a /30: two usable addresses (OVN-K's allocator keeps the network and broadcast
+ * addresses out, and a layer2 secondary network reserves no gateway). A third claimant then finds the range full,
+ * which is how a case sees that an address is still held, rather than by waiting for something not to happen. Its
+ * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces).
+ */
+async function tinyNetwork(ns: string, nad: string, network: string, subnet: string): Promise<void> {
+  await persistentNad(ns, nad, network, { subnets: subnet });
+}
+
+const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
+
+/** The claim once OVN-K filled it: status.ips, with the condition IPsAllocated True / SuccessfulAllocation. */
+async function allocatedClaim(ns: string, name: string, timeoutMs = EVENTUALLY_MS): Promise<IPAMClaim & { status: { ips: string[] } }> {
+  const claim = await waitFor(`OVN-K to fill IPAMClaim ${ns}/${name}`, async () => {
+    const c = await world.api.claim(ns, name);
+    return c?.status?.ips?.length && ipsAllocated(c)?.status === 'True' ? c : undefined;
+  }, { timeoutMs, intervalMs: 200 });
+  assert.equal(ipsAllocated(claim)?.reason, 'SuccessfulAllocation', `${name}: IPsAllocated reason`);
+  return claim as IPAMClaim & { status: { ips: string[] } };
+}
+
+/** The claim once OVN-K found the network's range full for its pod: IPsAllocated False / SubnetExhausted, no address. */
+async function exhaustedClaim(ns: string, name: string): Promise<IPAMClaim> {
+  const claim = await waitFor(`OVN-K to find the range full for IPAMClaim ${ns}/${name}`, async () => {
+    const c = await world.api.claim(ns, name);
+    return ipsAllocated(c)?.reason === 'SubnetExhausted' ? c : undefined;
+  }, { timeoutMs: EVENTUALLY_MS, intervalMs: 200 });
+  assert.equal(ipsAllocated(claim)?.status, 'False');
+  assert.deepEqual(claim.status?.ips ?? [], [], `${name} holds no address`);
+  return claim;
+}
+
+/**
+ * Shows that `ips`, one of the two addresses of a /30 network (NAD `nad`), is held: a new VM `other` on it gets the
+ * other address, and a second new VM `third` finds the range full (the only address left would have been `ips`).
+ */
+async function assertStillHeld(ns: string, nad: string, ips: string[], what: string): Promise<void> {
+  await createVM(ns, 'other', { secondary: { t: nad } });
+  const other = await allocatedClaim(ns, 'other.t');
+  assert.notDeepEqual(other.status.ips, ips, `${what}: a new VM gets the other address`);
+  await createVM(ns, 'third', { secondary: { t: nad } });
+  await exhaustedClaim(ns, 'third.t');
+}
+
+/** OVN-K's `k8s.ovn.org/pod-networks` entry of the pod for NAD `ns/nad` (read again from the API). */
+async function podNetwork(ns: string, podName: string, nad: string): Promise<OvnPodNetwork | undefined> {
+  const pod = await world.api.get<Pod>(paths.pods(ns, podName));
+  return ovnPodNetworks(pod?.metadata.annotations)[`${ns}/${nad}`];
+}
+
 async function setGate(on: boolean): Promise<void> {
   await world.api.mergePatch(paths.kubeVirts('kubevirt', 'kubevirt'), { spec: { configuration: { developerConfiguration: { featureGates: on ? ['PersistentIPs'] : [] } } } });
 }
@@ -260,7 +325,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
     const { vmi: first, pod: firstPod } = await waitRunning(ns, 'vm1');
     const before = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
-    // the node stand-in's IPAM plugin recorded the address in the claim when the pod started
+    // OVN-K's cluster manager recorded the address in the claim when it allocated for the pod
     const ips = await waitFor('status.ips of vm1.red', async () => (await world.api.claim(ns, 'vm1.red'))?.status?.ips, { timeoutMs: EVENTUALLY_MS });
 
     await setRunStrategy(ns, 'vm1', 'Halted');
@@ -338,20 +403,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const c = await world.api.claim(ns, 'vm1.red');
       return c?.status?.ips?.length ? c : undefined;
     }, { timeoutMs: EVENTUALLY_MS });
-    const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, {
-      apiVersion: 'kubevirt.io/v1',
-      kind: 'VirtualMachineInstanceMigration',
-      metadata: { name: 'mig1', namespace: ns },
-      spec: { vmiName: 'vm1' },
-    });
-    const target = await waitFor('the migration target pod', async () =>
-      (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid), { timeoutMs: EVENTUALLY_MS });
+    const target = await startMigration(ns, vmi);
     assertReferences(target, { red: 'vm1.red' });
-    const done = await waitFor('the migration to succeed', async () => {
-      const m = await world.api.get<Obj & { status?: { phase?: string } }>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`);
-      return m?.status?.phase === 'Succeeded' ? m : m?.status?.phase === 'Failed' ? false : undefined;
-    }, { timeoutMs: EVENTUALLY_MS });
-    assert.ok(done);
+    await waitMigrated(ns);
     const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
     assert.equal(now.metadata.name, target.metadata.name, 'the VMI now runs in the target pod');
     // KubeVirt keeps the finished source pod (Completed) until the VMI goes, and lists it in activePods
@@ -550,4 +604,177 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     assert.equal((await world.api.claim(ns, swapped.metadata.name))?.metadata.uid, swapped.metadata.uid, 'the new claim stays');
     t.diagnostic(`old claim ${old.metadata.uid} released; VMI ${vmi.metadata.name} runs on ${swapped.metadata.name}`);
   }, 'nad-swap');
+
+  // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see tinyNetwork) -----
+
+  kvCase('addresses (OVN-K): stop/start keeps the address OVN-K gave; while the VM is stopped the address stays held (the /30 is full for a third VM); IPsAllocated and ownerPod as OVN-K writes them', async (ns) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-stop', '10.201.1.0/30');
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
+    const claim = await allocatedClaim(ns, 'vm1.t');
+    const ips = claim.status.ips;
+    assert.equal(ips.length, 1);
+    assert.match(ips[0]!, /^10\.201\.1\.[12]\/30$/, 'an address of the /30');
+    const firstNet = await podNetwork(ns, first.metadata.name, 'nad-t');
+    assert.deepEqual(firstNet?.ip_addresses, ips, "the launcher pod's k8s.ovn.org/pod-networks has the claim's address");
+    assert.equal(claim.status.ownerPod?.name, first.metadata.name, 'ownerPod: the pod OVN-K allocated for');
+
+    await setRunStrategy(ns, 'vm1', 'Halted');
+    await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+    await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+    // no pod names vm1.t now: the stopped VM's address is reserved by its claim alone
+    await assertStillHeld(ns, 'nad-t', ips, 'while the VM is stopped');
+    assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the stopped VM\'s claim keeps its address');
+
+    await setRunStrategy(ns, 'vm1', 'Always');
+    const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+    const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
+    assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
+    assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
+    const after = await world.api.claim(ns, 'vm1.t');
+    assert.deepEqual(after?.status?.ips, ips);
+    // OVN-K does not rewrite a filled claim for a later pod: ownerPod still names the first one
+    assert.equal(after?.status?.ownerPod?.name, first.metadata.name, 'ownerPod is not rewritten for the new pod');
+    assert.equal(ipsAllocated(after)?.status, 'True');
+  }, 'addr-stop-start');
+
+  kvCase('addresses (OVN-K): live migration: the target pod gets the source pod\'s address and MAC; once the source pod is deleted the address is still held (the /30 is full for a third VM)', async (ns) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-migration', '10.201.2.0/30');
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { vmi, pod: source } = await waitRunning(ns, 'vm1');
+    const claim = await allocatedClaim(ns, 'vm1.t');
+    const ips = claim.status.ips;
+    const sourceNet = await podNetwork(ns, source.metadata.name, 'nad-t');
+    assert.deepEqual(sourceNet?.ip_addresses, ips, 'the source pod has the claim\'s address');
+
+    const target = await startMigration(ns, vmi);
+    await waitMigrated(ns);
+    const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
+    assert.equal(now.metadata.name, target.metadata.name, 'the VMI runs in the target pod');
+    const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
+    assert.deepEqual(targetNet?.ip_addresses, ips, 'the target pod gets the same address');
+    assert.equal(targetNet?.mac_address, sourceNet?.mac_address, 'and the same MAC');
+    const migrated = await world.api.claim(ns, 'vm1.t');
+    assert.deepEqual(migrated?.status?.ips, ips);
+    assert.equal(migrated?.status?.ownerPod?.name, source.metadata.name, 'ownerPod stays on the source pod');
+
+    // KubeVirt keeps the completed source pod until the VMI goes; deleting it (a person, or a cleanup of finished
+    // pods) must not free the address the guest now uses through the target pod
+    await world.api.delete(paths.pods(ns, source.metadata.name));
+    await waitGone('the source pod', paths.pods(ns, source.metadata.name));
+    await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
+    assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
+    assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
+  }, 'addr-migration');
+
+  kvCase('addresses (OVN-K): VM deleted: its address returns to the pool, and a VM that found the range full gets that address only then', async (ns, t) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-delete', '10.201.3.0/30');
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    await waitRunning(ns, 'vm1');
+    const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    await createVM(ns, 'other', { secondary: { t: 'nad-t' } });
+    const otherIps = (await allocatedClaim(ns, 'other.t')).status.ips;
+    assert.notDeepEqual(otherIps, ips);
+    const claims = await record<IPAMClaim>(t, paths.claims(ns));
+    await createVM(ns, 'late', { secondary: { t: 'nad-t' } });
+    await exhaustedClaim(ns, 'late.t');
+
+    await world.api.delete(paths.vms(ns, 'vm1'));
+    await waitGone('the claim of the deleted VM', paths.claims(ns, 'vm1.t'));
+    // OVN-K retries a pod it could not allocate for every ~30 s: the waiting VM gets the freed address then
+    const late = await allocatedClaim(ns, 'late.t', 2 * EVENTUALLY_MS);
+    assert.deepEqual(late.status.ips, ips, 'the waiting VM gets the address the deleted VM had');
+    const { pod } = await waitRunning(ns, 'late');
+    assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'its launcher pod has it');
+    assert.deepEqual((await world.api.claim(ns, 'other.t'))?.status?.ips, otherIps, 'the other VM keeps its own');
+    // the order, from the recorded claim events: the address reached another claim only after the deleted VM's
+    // claim was gone
+    claims.check();
+    const released = deletedRv(claims, 'vm1.t');
+    const given = firstRv(claims, 'late.t', (e) => e.obj.status?.ips?.includes(ips[0]!) ?? false);
+    assert.ok(released !== undefined && given !== undefined && given > released, `late.t got ${ips[0]} (rv ${given}) after vm1.t was deleted (rv ${released})`);
+    const early = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.rv < released && e.obj.status?.ips?.includes(ips[0]!));
+    assert.deepEqual(early.map((e) => `${e.obj.metadata.name}@${e.rv}`), [], 'no other claim held the address before');
+  }, 'addr-delete');
+
+  // The edges of issue 26 where OVN-K is the one that would free or hand out again an address a running VM holds.
+
+  kvCase('addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod\'s reference, so the end of that pod does not free the address its VM holds', async (ns, t) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
+    await world.api.create(paths.nads(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'nad-plain', namespace: ns }, spec: { config: nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }) } });
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { pod } = await waitRunning(ns, 'vm1');
+    const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    const from = world.controller.logs.length;
+    await setGate(false);
+    let gateOn = false;
+    t.after(async () => {
+      if (!gateOn) await setGate(true);
+    });
+    await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
+    await hotplug(ns, 'vm1', 'plain', 'nad-plain');
+    const rebuilt = await waitFor('virt-controller to add the hotplugged element to the running pod', async () => {
+      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    assertReferences(rebuilt, { t: 'vm1.t', plain: undefined });
+    assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
+    // the pod ends (the VM stops): OVN-K frees the address of a pod whose element names no claim, and keeps the one
+    // a claim holds, so the reference the webhook carried over is what keeps the address the VM's
+    await setRunStrategy(ns, 'vm1', 'Halted');
+    await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
+    const on = world.controller.logs.length;
+    await setGate(true);
+    gateOn = true;
+    await world.controller.waitForLog('the gate turned on', (l) => l['enabled'] === true && l['gate'] === 'PersistentIPs', { from: on, timeoutMs: EVENTUALLY_MS });
+    assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
+    await assertStillHeld(ns, 'nad-t', ips, 'after the pod ended');
+  }, 'addr-gate-off');
+
+  kvCase('addresses (OVN-K), issue 26: a claim made after its pod runs is filled with the address that pod has; the migration target gets it, and it stays held once the source pod is deleted', async (ns) => {
+    const config = (persistent: boolean) => nadConfig(ns, 'nad-t', { network: 'tiny-late', subnets: '10.201.5.0/30', allowPersistentIPs: persistent });
+    await world.api.create(paths.nads(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'nad-t', namespace: ns }, spec: { config: config(false) } });
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { vmi, pod } = await waitRunning(ns, 'vm1');
+    assertReferences(pod, { t: undefined });
+    const running = await podNetwork(ns, pod.metadata.name, 'nad-t');
+    const ips = running?.ip_addresses ?? [];
+    assert.equal(ips.length, 1, `OVN-K gave the running pod an address: ${JSON.stringify(running)}`);
+    await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: config(true) } });
+    // our controller makes the claim and points the running pod's element at it; OVN-K then records in the claim the
+    // address that pod already has (instead of a new one for the next pod)
+    const claim = await allocatedClaim(ns, 'vm1.t');
+    assert.deepEqual(claim.status.ips, ips, 'the claim is filled with the running pod\'s address');
+    assert.equal(claim.status.ownerPod?.name, pod.metadata.name);
+    const target = await startMigration(ns, vmi);
+    assertReferences(target, { t: 'vm1.t' });
+    await waitMigrated(ns);
+    const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
+    assert.deepEqual(targetNet?.ip_addresses, ips, 'the migration target gets the same address');
+    assert.equal(targetNet?.mac_address, running?.mac_address, 'and the same MAC');
+    await world.api.delete(paths.pods(ns, pod.metadata.name));
+    await waitGone('the source pod', paths.pods(ns, pod.metadata.name));
+    await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
+    assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
+  }, 'addr-late-claim');
+
+  kvCase('addresses (OVN-K), issue 26: kubectl delete vm --cascade=orphan: the running VMI keeps its claim and its address; no new VM gets it', async (ns) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
+    const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { pod } = await waitRunning(ns, 'vm1');
+    const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
+    await waitGone('the VM', paths.vms(ns, 'vm1'));
+    // the garbage collector orphans the claim (drops the VM's ownerReference): from then on the controller sees the
+    // orphan; a claim deleted here would give the running VM's address back to OVN-K's pool
+    await waitFor('the claim to lose the VM\'s ownerReference', async () => {
+      const c = await world.api.claim(ns, 'vm1.t');
+      return c && !c.metadata.ownerReferences?.some((r) => r.uid === vm.metadata.uid) ? c : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    await assertStillHeld(ns, 'nad-t', ips, 'while the orphaned VMI runs');
+    const claim = await world.api.claim(ns, 'vm1.t');
+    assert.ok(claim && !claim.metadata.deletionTimestamp, 'the claim stays');
+    assert.deepEqual(claim.status?.ips, ips);
+    assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
+  }, 'addr-orphan');
 });

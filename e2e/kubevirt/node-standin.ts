@@ -17,8 +17,12 @@
 // - Multus: the `k8s.v1.cni.cncf.io/network-status` annotation of a running pod, one entry per element of its
 //   `k8s.v1.cni.cncf.io/networks` annotation as admitted (the pod interface names come from there), plus the cluster
 //   default network on eth0. virt-controller derives the `multus-status` part of the VMI's status.interfaces from it.
-// - IPAM plugin (OVN-Kubernetes with persistent IPs): for an element with `ipam-claim-reference`, the claim's
-//   status.ips when set, else a new address written to the claim's status (so addresses follow the claim).
+// - IPAM: with `ipam: 'ovn-kubernetes'` (the real-KubeVirt suite, where OVN-Kubernetes' cluster manager runs, see
+//   ../ovn-kubernetes/cluster-manager.ts) the addresses are OVN-K's: the pod starts only once the cluster manager
+//   has written the pod's `k8s.ovn.org/pod-networks` entry of every element whose network it allocates for (layer2,
+//   localnet with subnets), as OVN-K's CNI waits for it, and network-status reports that entry's addresses and MAC;
+//   claims are never written here. With `ipam: 'standin'` it plays the IPAM plugin itself: for an element with
+//   `ipam-claim-reference`, the claim's status.ips when set, else a new address written to the claim's status.
 // - virt-handler: a Scheduled VMI on a node becomes Running with the LiveMigratable condition and the `domain` info
 //   source on the interfaces its current pod carries (a hot-plugged interface reaches the domain only in a new pod,
 //   an unplugged one leaves it at once); a VMI being deleted, or whose current pod is going away, is shut down
@@ -28,6 +32,7 @@
 // Not done: anything a real node does beyond these objects (no containers, no guest, no CNI configuration).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../harness/index.ts';
+import { ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { Api, paths } from '../suite/kube.ts';
 
 export const STANDIN_NODES = ['node-standin-1', 'node-standin-2'] as const;
@@ -133,6 +138,15 @@ export interface NodeStandInOptions {
   /** Log lines (what it did), for the kept work dir. */
   log?: (line: string) => void;
   intervalMs?: number;
+  /**
+   * Who hands out secondary-network addresses: OVN-Kubernetes' cluster manager (read from the pod's
+   * `k8s.ovn.org/pod-networks`), or this stand-in (written to the claims). Default: the stand-in.
+   */
+  ipam?: 'ovn-kubernetes' | 'standin';
+}
+
+interface NadObject {
+  spec?: { config?: string };
 }
 
 /** Runs the node stand-in against `cluster` until stop(). */
@@ -140,6 +154,9 @@ export class NodeStandIn {
   readonly #api: Api;
   readonly #log: (line: string) => void;
   readonly #intervalMs: number;
+  readonly #ipam: 'ovn-kubernetes' | 'standin';
+  /** Pods already logged as waiting for OVN-K's addresses (one line per pod, not one per pass). */
+  readonly #waitingLogged = new Set<string>();
   #running = true;
   #loop: Promise<void> | undefined;
   #lastHeartbeat = 0;
@@ -151,6 +168,7 @@ export class NodeStandIn {
     this.#api = new Api(cluster.http);
     this.#log = opts.log ?? (() => {});
     this.#intervalMs = opts.intervalMs ?? 200;
+    this.#ipam = opts.ipam ?? 'standin';
   }
 
   async start(): Promise<void> {
@@ -238,23 +256,28 @@ export class NodeStandIn {
     const ns = pod.metadata.namespace!;
     const elements = parseElements(pod.metadata.annotations?.[NETWORKS_ANNOTATION]);
     const defaultElement = parseElements(pod.metadata.annotations?.[DEFAULT_NETWORK_ANNOTATION])[0];
+    // OVN-K's CNI answers for an interface only once the cluster manager has written its entry: until every
+    // element it allocates for has one, the pod's sandbox is not up (the pod stays Pending; next pass looks again)
+    const fromOvnk = this.#ipam === 'ovn-kubernetes' ? await this.#ovnkEntries(pod, elements) : new Map<Element, OvnPodNetwork>();
+    if (fromOvnk === undefined) return;
     const podIP = `10.244.${STANDIN_NODES.indexOf(pod.spec.nodeName as (typeof STANDIN_NODES)[number]) + 1}.${this.#nextAddress++ % 250}`;
     const status: Record<string, unknown>[] = [
       {
         name: defaultElement ? `${defaultElement.namespace ?? ns}/${defaultElement.name}` : 'ovn-kubernetes',
         interface: 'eth0',
-        ips: defaultElement ? await this.#ipsFor(ns, defaultElement, podIP) : [podIP],
+        ips: defaultElement && this.#ipam === 'standin' ? await this.#ipsFor(ns, defaultElement, podIP) : [podIP],
         mac: macFor(`${pod.metadata.uid}/eth0`),
         default: true,
         dns: {},
       },
     ];
     for (const e of elements) {
+      const ovnk = fromOvnk.get(e);
       status.push({
         name: `${e.namespace ?? ns}/${e.name}`,
         interface: e.interface,
-        ips: await this.#ipsFor(ns, e),
-        mac: e.mac ?? macFor(`${pod.metadata.uid}/${e.interface}`),
+        ips: ovnk ? (ovnk.ip_addresses ?? []) : this.#ipam === 'standin' ? await this.#ipsFor(ns, e) : [],
+        mac: ovnk?.mac_address ?? e.mac ?? macFor(`${pod.metadata.uid}/${e.interface}`),
         dns: {},
       });
     }
@@ -291,6 +314,51 @@ export class NodeStandIn {
       },
     });
     this.#log(`kubelet: ${ns}/${pod.metadata.name} Running on ${pod.spec.nodeName} (networks: ${elements.map((e) => `${e.name}/${e.interface}${e['ipam-claim-reference'] ? ` claim ${e['ipam-claim-reference']}` : ''}`).join(', ') || 'none'})`);
+  }
+
+  /**
+   * OVN-K's `k8s.ovn.org/pod-networks` entry of each element whose network its cluster manager allocates for, or
+   * undefined while one of them has none yet.
+   */
+  async #ovnkEntries(pod: Pod, elements: Element[]): Promise<Map<Element, OvnPodNetwork> | undefined> {
+    const ns = pod.metadata.namespace!;
+    const entries = ovnPodNetworks(pod.metadata.annotations);
+    const out = new Map<Element, OvnPodNetwork>();
+    const missing: string[] = [];
+    for (const e of elements) {
+      const key = `${e.namespace ?? ns}/${e.name}`;
+      if (!(await this.#ovnkAllocates(key))) continue;
+      const entry = entries[key];
+      if (entry) out.set(e, entry);
+      else missing.push(key);
+    }
+    if (missing.length === 0) {
+      this.#waitingLogged.delete(pod.metadata.uid ?? '');
+      return out;
+    }
+    if (!this.#waitingLogged.has(pod.metadata.uid ?? '')) {
+      this.#waitingLogged.add(pod.metadata.uid ?? '');
+      this.#log(`cni: ${ns}/${pod.metadata.name} waits for OVN-K's k8s.ovn.org/pod-networks entry of ${missing.join(', ')}`);
+    }
+    return undefined;
+  }
+
+  /**
+   * Whether OVN-K's cluster manager (interconnect) hands out this NAD's addresses: an `ovn-k8s-cni-overlay` secondary
+   * network of topology layer2, or localnet with subnets (clustermanager's hasPodAllocation). Other NADs (localnet
+   * without IPAM, primary networks, which need network segmentation, not enabled here) get no entry from it.
+   */
+  async #ovnkAllocates(nadKey: string): Promise<boolean> {
+    const [nadNs, nadName] = nadKey.split('/') as [string, string];
+    const nad = await this.#api.get<NadObject>(paths.nads(nadNs, nadName));
+    let config: { type?: string; topology?: string; subnets?: string; role?: string };
+    try {
+      config = JSON.parse(nad?.spec?.config ?? '') as typeof config;
+    } catch {
+      return false;
+    }
+    if (config.type !== 'ovn-k8s-cni-overlay' || (config.role !== undefined && config.role !== 'secondary')) return false;
+    return config.topology === 'layer2' || (config.topology === 'localnet' && Boolean(config.subnets));
   }
 
   /** The IPAM plugin: the claim's addresses when the element names one (allocated and recorded the first time). */

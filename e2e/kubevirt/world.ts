@@ -1,6 +1,7 @@
 // The world of the real-KubeVirt suite: its own control plane with KubeVirt's real CRDs, the KubeVirt CR, the
-// launcher-pod webhook registered by URL, the node stand-in, the real virt-controller and the controller under test
-// (the built CLI). Everything it starts is tracked by the harness's reaper.
+// launcher-pod webhook registered by URL, the node stand-in, the real virt-controller, OVN-Kubernetes' real cluster
+// manager as the IPAM of OVN-K networks (unless `ovnKubernetes: false`), and the controller under test (the built
+// CLI). Everything it starts is tracked by the harness's reaper.
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,8 @@ import { ControllerProcess } from '../local/controller-process.ts';
 import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 import { Api, paths } from '../suite/kube.ts';
 import { waitFor } from '../kubevirt-standin/client.ts';
+import { ensureOvnkube } from '../ovn-kubernetes/binaries.ts';
+import { startClusterManager, type ClusterManager } from '../ovn-kubernetes/cluster-manager.ts';
 import { ensureKubeVirtBinaries } from './binaries.ts';
 import { crdDirWithRealKubeVirt, installKubeVirtCR, startVirtController, type VirtController } from './kubevirt.ts';
 import { NodeStandIn } from './node-standin.ts';
@@ -21,6 +24,14 @@ export { waitFor };
 /** Deadline for what must happen (virt-controller and our controller on 2 busy cores). */
 export const EVENTUALLY_MS = 60_000;
 
+export interface WorldOptions {
+  /**
+   * Run OVN-Kubernetes' cluster manager, which then hands out the addresses of OVN-K networks (the node stand-in
+   * only reads them). Default true; false leaves the IPAM to the node stand-in.
+   */
+  ovnKubernetes?: boolean;
+}
+
 export class World {
   cp!: ControlPlane;
   api!: Api;
@@ -29,16 +40,24 @@ export class World {
   node!: NodeStandIn;
   readonly virtApi = new VirtApiStandIn();
   controller!: ControllerProcess;
+  /** OVN-K's cluster manager; undefined with `ovnKubernetes: false`. */
+  ovnk: ClusterManager | undefined;
   webhookPort = 0;
   failed = false;
   readonly runId = randomBytes(3).toString('hex');
   #nodeLog: WriteStream | undefined;
+  readonly #withOvnk: boolean;
+
+  constructor(opts: WorldOptions = {}) {
+    this.#withOvnk = opts.ovnKubernetes ?? true;
+  }
 
   async setUp(): Promise<void> {
     const t0 = Date.now();
     const say = (l: string) => console.log(`[kubevirt-e2e] ${l}`);
     // inside a test file this only looks in the cache (build.sh --check): the build is `npm run test:prepare`'s
     const bins = await ensureKubeVirtBinaries();
+    const ovnkube = this.#withOvnk ? await ensureOvnkube() : undefined;
     this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-kubevirt-'));
     this.cp = await startControlPlane({ dir: join(this.dir, 'controlplane'), crdDirs: [crdDirWithRealKubeVirt(bins, this.dir)] });
     this.api = new Api(this.cp.http);
@@ -54,8 +73,14 @@ export class World {
     });
     await this.virtApi.start(this.cp, join(this.dir, 'virt-api-standin'));
     this.#nodeLog = createWriteStream(join(this.dir, 'node-standin.log'), { flags: 'a' });
-    this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`) });
+    this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`), ipam: ovnkube ? 'ovn-kubernetes' : 'standin' });
+    // the stand-in's Node objects exist before the cluster manager starts: it allocates only for pods bound to a Node
+    // it knows, and annotates each Node itself
     await this.node.start();
+    if (ovnkube) {
+      this.ovnk = await startClusterManager(this.cp, ovnkube, join(this.dir, 'ovn-kubernetes'));
+      say(`OVN-Kubernetes cluster manager ready, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    }
     this.controller = await ControllerProcess.start({ name: 'kubevirt-e2e', kubeconfig: this.cp.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort, resyncPeriodS: 10 });
     this.virtController = await startVirtController(this.cp, bins, join(this.dir, 'kubevirt'));
     say(`virt-controller v1.9.0 leads, controller ready, ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
@@ -65,12 +90,13 @@ export class World {
     await this.virtController?.stop().catch(() => undefined);
     await this.controller?.stop().catch(() => undefined);
     await this.node?.stop().catch(() => undefined);
+    await this.ovnk?.stop().catch(() => undefined);
     await this.virtApi.stop().catch(() => undefined);
     await this.cp?.stop();
     await new Promise<void>((r) => (this.#nodeLog ? this.#nodeLog.end(() => r()) : r()));
     if (!this.dir) return;
     if (!this.failed && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(this.dir, { recursive: true, force: true });
-    else console.log(`[kubevirt-e2e] kept ${this.dir} (virt-controller, controller, node stand-in and control-plane logs)`);
+    else console.log(`[kubevirt-e2e] kept ${this.dir} (virt-controller, OVN-K cluster manager, controller, node stand-in and control-plane logs)`);
   }
 
   async namespace(slug: string): Promise<string> {
@@ -91,6 +117,7 @@ export class World {
       `events:\n${events.stdout}`,
       `controller lines about ${ns}:\n${ours.map((l) => JSON.stringify(l)).join('\n')}`,
       `node stand-in last error: ${this.node.lastError ?? 'none'}`,
+      ...(this.ovnk ? [`OVN-K cluster manager lines about ${ns}:\n${this.ovnk.lines().filter((l) => l.includes(ns)).slice(-30).join('\n')}`] : []),
       `logs: ${this.dir}`,
     ].join('\n');
   }
