@@ -360,6 +360,7 @@ async function startWebhook(
     vmis: sources.vmis,
     nads: sources.nads,
     claims: sources.claims,
+    claimEvents: sources.claims.events$,
     ...(options.defaultNetworkNad ? { clusterDefaultNetwork: options.defaultNetworkNad } : {}),
     reportDenials: (target, causes) => void denialEvents.report(target, causes),
     ...apiFetchers(client),

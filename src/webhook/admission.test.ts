@@ -7,6 +7,7 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstanc
 import { createLogger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type ObjectCache, type PodAdmissionDeps } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
+import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from './testing.ts';
 
 const logger = createLogger('silent');
@@ -15,8 +16,14 @@ const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 
 class Cache<T extends { metadata: { name: string; namespace?: string } }> implements ObjectCache<T> {
   readonly items: T[];
+  /** What an informer's events$ delivers: every object added to the cache. */
+  readonly events = new Subject<{ object: T }>();
   constructor(items: T[] = []) {
     this.items = items;
+  }
+  add(item: T): void {
+    this.items.push(item);
+    this.events.next({ object: item });
   }
   get(namespace: string | undefined, name: string): T | undefined {
     return this.items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name);
@@ -126,6 +133,7 @@ function handler(setup: Setup) {
     vmis: new Cache(setup.cached ?? []),
     nads: new Cache(setup.nads ?? [RED, BLUE]),
     claims,
+    claimEvents: claims.events,
     fetchClaim,
     claimWaitMs: setup.claimWaitMs ?? 0,
     reportDenials: (target, causes) => events.push({ target: `${target.kind} ${target.name} ${target.uid}`, causes }),
@@ -417,7 +425,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
 
   it('no claim yet: the cache is watched for it (the controller is creating it), then the pod is admitted without a retry', async () => {
     const { handle, claims, claimCalls, registry } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 2_000 });
-    setTimeout(() => claims.items.push(NEW), 50);
+    setTimeout(() => claims.add(NEW), 50);
     const pod = launcher(['red']);
     const out = await handle(review(pod));
     assert.equal(out.response?.allowed, true);

@@ -81,6 +81,11 @@ export interface ObjectCache<T> {
   list(namespace?: string): T[];
 }
 
+/** The changes of the claims cache, as src/sources' informers deliver them (an Observable's subscribe). */
+export interface ClaimEvents {
+  subscribe(next: (event: { object: IPAMClaim }) => void): { unsubscribe(): void };
+}
+
 /** A GET from the API: resolves undefined when the object does not exist (404), rejects on any other failure. */
 export type Fetch<T> = (namespace: string, name: string, signal: AbortSignal) => Promise<T | undefined>;
 
@@ -95,6 +100,8 @@ export interface PodAdmissionDeps {
   fetchNad?: Fetch<NetworkAttachmentDefinition>;
   /** The claims the controller watches: a pod is only pointed at a claim of its own VMI or VM (see below). */
   claims: ObjectCache<IPAMClaim>;
+  /** Every change of the claims cache (src/sources' events$): what a wait for a claim listens to. */
+  claimEvents: ClaimEvents;
   fetchClaim: Fetch<IPAMClaim>;
   /**
    * At CREATE, how long a claim that is not (yet) this VM's is watched for in the cache before the API is asked and
@@ -206,7 +213,6 @@ function mayCollide(claim: string): boolean {
   return claim.indexOf('.') !== claim.lastIndexOf('.');
 }
 
-const CLAIM_POLL_MS = 20;
 
 const encodePatch = (ops: readonly JsonPatchOp[]): string => Buffer.from(JSON.stringify(ops), 'utf8').toString('base64');
 
@@ -255,6 +261,31 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       deps.metrics?.vmiLookups.inc({ source: 'api_error' });
       throw new TransientLookupError({ kind: 'VirtualMachineInstance', namespace, name }, signal.aborted ? signal.reason : error);
     }
+  };
+
+  /** Settles at the next change of a claim of `keys` in the cache, at `until`, or when `signal` aborts. */
+  const nextChange = (keys: ReadonlySet<string>, until: number, signal: AbortSignal): { settled: Promise<void>; cancel(): void } => {
+    let cancel = (): void => undefined;
+    const settled = new Promise<void>((resolve) => {
+      let subscription: { unsubscribe(): void } | undefined;
+      let done = false;
+      const finish = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        signal.removeEventListener('abort', finish);
+        subscription?.unsubscribe();
+        resolve();
+      };
+      cancel = finish;
+      const timer = setTimeout(finish, Math.max(0, until - Date.now()));
+      signal.addEventListener('abort', finish, { once: true });
+      subscription = deps.claimEvents.subscribe(({ object }) => {
+        if (keys.has(`${object.metadata.namespace}/${object.metadata.name}`)) finish();
+      });
+      if (done) subscription.unsubscribe();
+    });
+    return { settled, cancel };
   };
 
   const namespaceNads = (namespace: string): Map<string, NetworkAttachmentDefinition> =>
@@ -328,8 +359,16 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       const confirm = () => mayCollide(claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n), nadNetwork));
       if (!create || (usable(view) && !confirm())) deps.metrics?.claimLookups.inc({ source: 'cache' });
       else {
+        const keys = new Set(names.map((n) => `${namespace}/${n}`));
         while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {
-          await new Promise((resolve) => setTimeout(resolve, Math.min(CLAIM_POLL_MS, Math.max(1, waitUntil - Date.now()))));
+          // Listening before the cache is read again: a change in between is not lost.
+          const change = nextChange(keys, waitUntil, signal);
+          view = fromCache();
+          if (usable(view)) {
+            change.cancel();
+            break;
+          }
+          await change.settled;
           view = fromCache();
         }
         const fromApi = !usable(view) || confirm();

@@ -12,6 +12,7 @@ import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, P
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler, type ObjectCache } from './admission.ts';
 import { IPAM_CLAIM_REFERENCE, parseNetworkSelection } from './network-selection.ts';
+import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from './testing.ts';
 
 const NS = 'vms';
@@ -133,6 +134,7 @@ describe('carry-over at UPDATE (property)', () => {
           nads: new Cache(NADS.map((n) => nad(n, state.persistent.includes(n)))),
           claims: new Cache(state.claims.map(claim)),
           fetchVmi: async () => VMI,
+          claimEvents: new Subject(),
           fetchClaim: async (_ns, name) => (state.claims.includes(name) ? claim(name) : undefined),
           claimWaitMs: 0,
         });

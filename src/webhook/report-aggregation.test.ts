@@ -3,6 +3,7 @@ import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import { Subject } from '../streams/rx.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler, type AdmissionReview } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
@@ -54,6 +55,7 @@ describe('admission of a pod with many unknown network elements', () => {
       nads: cache([red]),
       // The VM's own claim, so that the pod is admitted (docs/webhook-behaviour.md, which claim a pod may be pointed at).
       claims: cache([{ metadata: { name: 'vm1.red', namespace: NS, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }] }, spec: { network: 'net-red', interface: '' } }]),
+      claimEvents: new Subject(),
       fetchClaim: async () => undefined,
       fetchVmi: async () => vmi,
       metrics: createWebhookMetrics(new Registry()),
