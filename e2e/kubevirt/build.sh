@@ -29,43 +29,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
 
-log() { printf '[kubevirt-build] %s\n' "$*" >&2; }
-die() { printf '[kubevirt-build] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=kubevirt-build
+# shellcheck source=../harness/source-build.sh
+source "$HERE/../harness/source-build.sh"
 
-FORCE=0
-CHECK=0
-PRINT=0
-for arg in "$@"; do
-  case "$arg" in
-    --print-bin-dir) PRINT=1 ;;
-    --check) CHECK=1 ;;
-    --force) FORCE=1 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) die "unknown argument: $arg" ;;
-  esac
-done
+parse_build_args 20 "$@"
 
-# Where the tarball is: the override, else ../shared/kubevirt beside the repository, beside the main checkout when
-# this is a linked git worktree (/work/wt/x -> /work/main/.git -> /work/shared/kubevirt), beside the repository a
-# clone was made from (its origin, when a local path), or /work/shared/kubevirt.
-TARBALL=""
-candidates=()
-if [[ -n ${PERSISTENT_IPS_KUBEVIRT_SOURCE:-} ]]; then
-  if [[ -d $PERSISTENT_IPS_KUBEVIRT_SOURCE ]]; then candidates+=("$PERSISTENT_IPS_KUBEVIRT_SOURCE/$TARBALL_NAME")
-  else candidates+=("$PERSISTENT_IPS_KUBEVIRT_SOURCE"); fi
-else
-  candidates+=("$REPO/../shared/kubevirt/$TARBALL_NAME")
-  common=$(git -C "$REPO" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [[ -n $common ]] && candidates+=("$(dirname "$common")/../shared/kubevirt/$TARBALL_NAME")
-  # A clone of a local repository (CI, scripts/ci-cold.sh): beside the repository it was cloned from.
-  origin=$(git -C "$REPO" remote get-url origin 2>/dev/null || true)
-  [[ $origin == /* ]] && candidates+=("$origin/../shared/kubevirt/$TARBALL_NAME")
-  candidates+=("/work/shared/kubevirt/$TARBALL_NAME")
-fi
-for c in "${candidates[@]}"; do
-  if [[ -f $c ]]; then TARBALL=$(cd "$(dirname "$c")" && pwd)/$(basename "$c"); break; fi
-done
-[[ -n $TARBALL ]] || die "the KubeVirt source tarball $TARBALL_NAME was not found (looked at: ${candidates[*]}); set PERSISTENT_IPS_KUBEVIRT_SOURCE to the file or to the folder holding it"
+find_shared_tarball kubevirt "$TARBALL_NAME" "${PERSISTENT_IPS_KUBEVIRT_SOURCE:-}" PERSISTENT_IPS_KUBEVIRT_SOURCE
 
 TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
 KEY=$( { printf 'tarball=%s\nrecipe=%s\n' "$TARBALL_SHA" "$RECIPE"; cat "$HERE/print-crds/main.go"; } | sha256sum | cut -d' ' -f1)
@@ -85,12 +55,7 @@ if [[ $CHECK == 1 ]]; then
   exit 3
 fi
 
-GO=${GO:-}
-if [[ -z $GO ]]; then
-  GO=$(command -v go || true)
-  [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
-fi
-[[ -n $GO && -x $GO ]] || die "the Go toolchain was not found (looked for 'go' on PATH and /usr/local/go/bin/go); install Go >= 1.26 (KubeVirt $KUBEVIRT_VERSION's go.mod) or set GO=/path/to/go"
+find_go "Go >= 1.26 (KubeVirt $KUBEVIRT_VERSION's go.mod)"
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 GO_VERSION=$("$GO" env GOVERSION) || die "'$GO env GOVERSION' failed"
 [[ $GO_VERSION =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 26)) || die "KubeVirt $KUBEVIRT_VERSION needs Go >= 1.26 (its go.mod); found $GO_VERSION"
@@ -99,32 +64,7 @@ GO_VERSION=$("$GO" env GOVERSION) || die "'$GO env GOVERSION' failed"
 export CGO_ENABLED=0 GOFLAGS=-mod=vendor GOPROXY=off
 mkdir -p "$CACHE_ROOT/kubevirt"
 
-exec 9>"$OUT.lock"
-if ! flock -n 9; then
-  log "another build of $KEY is running; waiting for it"
-  flock 9
-fi
-if [[ $FORCE == 0 ]] && all_built; then
-  log "cached: built by the other process"
-  echo "$BIN"
-  exit 0
-fi
-
-START=$(date +%s)
-elapsed() { echo $(($(date +%s) - START)); }
-with_heartbeat() {
-  local what=$1; shift
-  local t0 pid n=0
-  t0=$(date +%s)
-  "$@" &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    n=$((n + 1))
-    if ((n % 20 == 0)); then log "... still $what ($(($(date +%s) - t0)) s, total $(elapsed) s)"; fi
-  done
-  wait "$pid"
-}
+lock_build all_built
 
 log "KubeVirt $KUBEVIRT_VERSION from $TARBALL (sha256 $TARBALL_SHA), $GO_VERSION ($GO)"
 log "cache: $OUT"

@@ -32,40 +32,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
 
-log() { printf '[ovnkube-build] %s\n' "$*" >&2; }
-die() { printf '[ovnkube-build] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=ovnkube-build
+# shellcheck source=../harness/source-build.sh
+source "$HERE/../harness/source-build.sh"
 
-FORCE=0
-CHECK=0
-PRINT=0
-for arg in "$@"; do
-  case "$arg" in
-    --print-bin-dir) PRINT=1 ;;
-    --check) CHECK=1 ;;
-    --force) FORCE=1 ;;
-    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
-    *) die "unknown argument: $arg" ;;
-  esac
-done
+parse_build_args 25 "$@"
 
-# Where the tarball is: the same places e2e/kubevirt/build.sh looks for KubeVirt's (see there).
-TARBALL=""
-candidates=()
-if [[ -n ${PERSISTENT_IPS_OVNK_SOURCE:-} ]]; then
-  if [[ -d $PERSISTENT_IPS_OVNK_SOURCE ]]; then candidates+=("$PERSISTENT_IPS_OVNK_SOURCE/$TARBALL_NAME")
-  else candidates+=("$PERSISTENT_IPS_OVNK_SOURCE"); fi
-else
-  candidates+=("$REPO/../shared/ovn-kubernetes/$TARBALL_NAME")
-  common=$(git -C "$REPO" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)
-  [[ -n $common ]] && candidates+=("$(dirname "$common")/../shared/ovn-kubernetes/$TARBALL_NAME")
-  origin=$(git -C "$REPO" remote get-url origin 2>/dev/null || true)
-  [[ $origin == /* ]] && candidates+=("$origin/../shared/ovn-kubernetes/$TARBALL_NAME")
-  candidates+=("/work/shared/ovn-kubernetes/$TARBALL_NAME")
-fi
-for c in "${candidates[@]}"; do
-  if [[ -f $c ]]; then TARBALL=$(cd "$(dirname "$c")" && pwd)/$(basename "$c"); break; fi
-done
-[[ -n $TARBALL ]] || die "the OVN-Kubernetes source tarball $TARBALL_NAME was not found (looked at: ${candidates[*]}); set PERSISTENT_IPS_OVNK_SOURCE to the file or to the folder holding it"
+find_shared_tarball ovn-kubernetes "$TARBALL_NAME" "${PERSISTENT_IPS_OVNK_SOURCE:-}" PERSISTENT_IPS_OVNK_SOURCE
 
 TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
 KEY=$(printf 'tarball=%s\nrecipe=%s\n' "$TARBALL_SHA" "$RECIPE" | sha256sum | cut -d' ' -f1)
@@ -85,42 +58,12 @@ if [[ $CHECK == 1 ]]; then
   exit 3
 fi
 
-GO=${GO:-}
-if [[ -z $GO ]]; then
-  GO=$(command -v go || true)
-  [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
-fi
-[[ -n $GO && -x $GO ]] || die "the Go toolchain was not found (looked for 'go' on PATH and /usr/local/go/bin/go); install Go or set GO=/path/to/go"
+find_go "Go"
 # Checked before the toolchain choice: `go env` itself would follow a GOTOOLCHAIN from the environment.
 LOCAL_GO=$(GOTOOLCHAIN=local "$GO" env GOVERSION) || die "'$GO env GOVERSION' failed"
 
 mkdir -p "$CACHE_ROOT/ovn-kubernetes"
-exec 9>"$OUT.lock"
-if ! flock -n 9; then
-  log "another build of $KEY is running; waiting for it"
-  flock 9
-fi
-if [[ $FORCE == 0 ]] && built; then
-  log "cached: built by the other process"
-  echo "$BIN"
-  exit 0
-fi
-
-START=$(date +%s)
-elapsed() { echo $(($(date +%s) - START)); }
-with_heartbeat() {
-  local what=$1; shift
-  local t0 pid n=0
-  t0=$(date +%s)
-  "$@" &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    n=$((n + 1))
-    if ((n % 20 == 0)); then log "... still $what ($(($(date +%s) - t0)) s, total $(elapsed) s)"; fi
-  done
-  wait "$pid"
-}
+lock_build built
 
 log "OVN-Kubernetes $OVNK_VERSION from $TARBALL (sha256 $TARBALL_SHA), local $LOCAL_GO ($GO)"
 log "cache: $OUT"
