@@ -24,8 +24,9 @@ RECIPE=2 # bump when the flags below change, so old caches are not reused
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
 
-log() { printf '[controlplane-build] %s\n' "$*" >&2; }
-die() { printf '[controlplane-build] ERROR: %s\n' "$*" >&2; exit 1; }
+TAG=controlplane-build
+# shellcheck source=../harness/source-build.sh
+source "$HERE/../harness/source-build.sh"
 
 KEY=$(cat "$HERE/go.sum" "$HERE/go.mod" <(printf 'recipe=%s\n' "$RECIPE") | sha256sum | cut -d' ' -f1)
 OUT=$CACHE_ROOT/controlplane/$KEY
@@ -92,34 +93,7 @@ export CGO_ENABLED=0 GOFLAGS=-mod=readonly
 mkdir -p "$CACHE_ROOT/controlplane"
 
 # One build at a time per key (the test runner and `cluster:up` may both ask).
-exec 9>"$OUT.lock"
-if ! flock -n 9; then
-  log "another build of $KEY is running; waiting for it"
-  flock 9
-fi
-if [[ $FORCE == 0 ]] && all_built; then
-  log "cached: all binaries present (built by the other process)"
-  echo "$BIN"
-  exit 0
-fi
-
-START=$(date +%s)
-elapsed() { echo $(($(date +%s) - START)); }
-
-# Runs "$@" in the background, printing a heartbeat every 20 s while it runs.
-with_heartbeat() {
-  local what=$1; shift
-  local t0 pid n=0
-  t0=$(date +%s)
-  "$@" &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
-    n=$((n + 1))
-    if ((n % 20 == 0)); then log "... still $what ($(($(date +%s) - t0)) s, total $(elapsed) s)"; fi
-  done
-  wait "$pid"
-}
+lock_build all_built
 
 log "Kubernetes $K8S_VERSION, etcd $ETCD_VERSION, $GO_VERSION ($GO)"
 log "cache: $OUT"
