@@ -26,7 +26,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { type Clock, realClock, sleep } from '../queue/clock.ts';
+import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import { WorkQueue, type ReconcileResult } from '../queue/index.ts';
 import { serveQueue } from '../queue/serve.ts';
 import type { Sources } from '../sources/kinds.ts';

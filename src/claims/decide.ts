@@ -31,13 +31,8 @@ import { apiVersionOf, resources } from '../kube/resources.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE, referenceClaimName, swapClaimName } from './names.ts';
 import { effectiveVmiSpec } from './effective-spec.ts';
-import { parseNadReference } from './nad-reference.ts';
+import { parseNadReference, type ObjectKey } from './nad-reference.ts';
 import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
-
-export interface ObjectKey {
-  namespace: string;
-  name: string;
-}
 
 export interface DecideInput {
   /** The VM's namespace and name (a VMI has the same name as its VM). */

@@ -16,7 +16,6 @@ export {
   type DecideInput,
   type Finding,
   type NetworkVerdict,
-  type ObjectKey,
   type OwnerKind,
   type Plan,
   type Problem,
@@ -45,4 +44,4 @@ export {
 } from './nad-config.ts';
 export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';
 export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
-export { nadKeyOfNetworkName, parseNadReference } from './nad-reference.ts';
+export { nadKeyOfNetworkName, parseNadReference, type ObjectKey } from './nad-reference.ts';

@@ -2,7 +2,11 @@
 // `multus.networkName` holds, and what `--default-network-nad` takes. The one parser of it; callers that need the
 // parts as a map key use nadKeyOfNetworkName.
 
-import type { ObjectKey } from './decide.ts';
+/** The namespace and name of a Kubernetes object: what a reference names, and what decide() is asked about. */
+export interface ObjectKey {
+  namespace: string;
+  name: string;
+}
 
 /**
  * The NAD a reference names, or undefined when it is neither `name` nor `namespace/name` (empty parts, more than

@@ -9,7 +9,7 @@
 import type { InferredOptionTypes, Options } from 'yargs';
 import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims/index.ts';
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
-import { splitSuites, tlsProfile } from '../webhook/tls-profile.ts';
+import { splitSuites, tlsProfile } from '../telemetry/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
 import type { RunOptions } from './run.ts';
 

@@ -25,7 +25,7 @@ import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreCli
 import { DEFAULT_CERT_POLICY, DEFAULT_SECRET_NAME, generateCa, generateServing, serviceDnsNames } from '../webhook/certs.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
-import { tlsProfile } from '../webhook/tls-profile.ts';
+import { tlsProfile } from '../telemetry/tls-profile.ts';
 import { parseBindAddress } from './addresses.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';

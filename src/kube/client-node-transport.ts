@@ -4,7 +4,8 @@
 
 import { IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import type { ConnectionConfig } from './kubeconfig.ts';
-import { type HttpRequest, type HttpResponse, type Transport, type TransportOptions, buildUrl } from './transport.ts';
+import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './transport.ts';
+import { buildUrl } from './wire.ts';
 
 /** The connection's kubeconfig entries, as @kubernetes/client-node holds them. */
 export function clientNodeKubeConfig(conn: ConnectionConfig): KubeConfig {

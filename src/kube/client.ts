@@ -6,14 +6,15 @@ import { isIPv6 } from 'node:net';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { type Clock, realClock } from '../queue/clock.ts';
+import { type Clock, realClock } from './clock.ts';
 import { type ClassifyContext, KubeApiError, type ObjectRef, errorFromException, errorFromResponse } from './errors.ts';
 import { type ListPage, type PageRequest, listAllPages } from './pager.ts';
 import type { JsonPatchOp } from './patch.ts';
 import { type ResourceDescriptor, resourcePath, resources } from './resources.ts';
 import { TokenBucket } from './token-bucket.ts';
 import { type ConnectionConfig, type KubeConfigData, connectionFor, mergeKubeConfigs, readKubeConfigFile } from './kubeconfig.ts';
-import { type HttpRequest, type HttpResponse, type Transport, connectionTransport } from './transport.ts';
+import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
+import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
 // ---------------------------------------------------------------------------------------------------------------

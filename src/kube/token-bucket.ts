@@ -11,7 +11,7 @@
 // to its cap, and the releases are exactly those of a token bucket that is only looked at on the grid, so no
 // window sees more than burst + qps · its length. With a burst of 1 there is no grouping.
 
-import { type Clock, realClock, sleep } from '../queue/clock.ts';
+import { type Clock, realClock, sleep } from './clock.ts';
 
 export interface TokenBucketOptions {
   /** Sustained requests per second. 0 or less (or Infinity) disables throttling. */

@@ -1,14 +1,9 @@
-// The one place that turns a request into bytes on the wire. Everything above it (the typed client, informers)
-// talks to this interface, so their unit tests substitute a scripted transport; only the transports' own tests
-// (src/kube/http2-transport.test.ts) open sockets, to a local server.
+// The interface of the one place that turns a request into bytes on the wire. Everything above it (the typed client,
+// informers) talks to this interface, so their unit tests substitute a scripted transport; only the transports' own
+// tests (src/kube/http2-transport.test.ts) open sockets, to a local server. The implementations
+// (connection-transport.ts, http2-transport.ts, client-node-transport.ts) import this file; it imports none of them.
 
-import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
-import { httpModule } from './http-module.ts';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { type ConnectionConfig, needsClientNode } from './kubeconfig.ts';
-import { http2Transport } from './http2-transport.ts';
-import { connectionAuth, connectionReset, flatHeaders, queryString, timeoutError, tlsMaterial, utf8Body } from './wire.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -39,10 +34,6 @@ export interface Transport {
   request(req: HttpRequest): Promise<HttpResponse>;
 }
 
-export function buildUrl(server: string, path: string, query?: HttpRequest['query']): string {
-  return server.replace(/\/+$/, '') + path + queryString(query);
-}
-
 export interface TransportOptions {
   /** Deadline for non-streaming requests. Default 30 s. */
   timeoutMs?: number;
@@ -50,131 +41,4 @@ export interface TransportOptions {
   http2?: boolean;
   /** Told which protocol the connection speaks (a fallback to HTTP/1.1 at info). */
   logger?: Pick<Logger, 'info' | 'debug'>;
-}
-
-/**
- * The transport for a kubeconfig connection. Server certificate, client certificate and key are read once (a
- * client certificate rotated on disk needs a restart); a token file is read again once a minute, so projected
- * service-account tokens rotate. An https server gets HTTP/2 (src/kube/http2-transport.ts), falling back to
- * HTTP/1.1 if it does not offer it. Users with exec or auth-provider plugins, and clusters behind a proxy-url, go
- * through @kubernetes/client-node, which is loaded only then.
- */
-export function connectionTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
-  if (needsClientNode(conn)) return pluginTransport(conn, options);
-  const http2 = options.http2 ?? !process.env.DISABLE_HTTP2;
-  if (!http2 || !conn.cluster.server.startsWith('https:')) return nodeHttpTransport(conn, options);
-  return http2Transport({
-    server: conn.cluster.server,
-    tls: tlsMaterial(conn),
-    auth: connectionAuth(conn.user),
-    timeoutMs: options.timeoutMs ?? 30_000,
-    fallback: () => nodeHttpTransport(conn, options),
-    ...(options.logger ? { logger: options.logger } : {}),
-  });
-}
-
-function pluginTransport(conn: ConnectionConfig, options: TransportOptions): Transport {
-  let inner: Promise<Transport> | undefined;
-  return {
-    server: conn.cluster.server,
-    async request(req: HttpRequest): Promise<HttpResponse> {
-      inner ??= import('./client-node-transport.ts').then((m) => m.clientNodeTransport(conn, options));
-      return (await inner).request(req);
-    },
-  };
-}
-
-/**
- * A keep-alive pool for one server with one set of TLS options. node:https names a pool by concatenating every
- * connection option, the CA and client certificate included, three times per request; with a 1-2 KB CA that was
- * about a seventh of all the memory a cold start allocated. Every request of a transport connects the same way, so
- * the first name is the name.
- */
-class OneServerAgent extends HttpsAgent {
-  #name: string | undefined;
-
-  override getName(options?: Parameters<HttpsAgent['getName']>[0]): string {
-    return (this.#name ??= super.getName(options));
-  }
-}
-
-/** node:http(s) over one keep-alive pool: about a third of the CPU per request of WHATWG fetch (bench/transport.ts). */
-export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
-  const { cluster } = conn;
-  const url = new URL(cluster.server);
-  const secure = url.protocol === 'https:';
-  if (!secure && url.protocol !== 'http:') throw new Error(`cluster ${cluster.name}: unsupported server URL ${cluster.server}`);
-  const basePath = url.pathname.replace(/\/+$/, '');
-  const timeoutMs = options.timeoutMs ?? 30_000;
-  const agent = secure ? new OneServerAgent({ keepAlive: true, ...tlsMaterial(conn) }) : new (httpModule().Agent)({ keepAlive: true });
-  const send = secure ? httpsRequest : httpModule().request;
-  const { fixed, authorization } = connectionAuth(conn.user);
-
-  return {
-    server: cluster.server,
-    request(req: HttpRequest): Promise<HttpResponse> {
-      const signal = req.signal;
-      if (signal?.aborted) return Promise.reject(signal.reason);
-      const headers: OutgoingHttpHeaders = { ...fixed, ...req.headers };
-      const bearer = authorization();
-      if (bearer) headers.authorization = bearer;
-      if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
-      return new Promise<HttpResponse>((resolve, reject) => {
-        let settledBody = false;
-        let timer: NodeJS.Timeout | undefined;
-        const r = send({
-          protocol: url.protocol,
-          hostname: url.hostname.replace(/^\[|\]$/g, ''),
-          port: url.port || (secure ? 443 : 80),
-          path: basePath + req.path + queryString(req.query),
-          method: req.method,
-          headers,
-          agent,
-        });
-        const onAbort = (): void => void r.destroy(signal?.reason as Error);
-        const done = (): void => {
-          if (timer) clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-        };
-        if (!req.streaming) timer = setTimeout(() => r.destroy(timeoutError(timeoutMs)), timeoutMs);
-        signal?.addEventListener('abort', onAbort, { once: true });
-        r.on('error', (err) => {
-          done();
-          reject(err);
-        });
-        r.on('response', (res: IncomingMessage) => {
-          const flat = flatHeaders(res.headers);
-          res.on('close', done);
-          let consumed = false;
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: flat,
-            text: () => {
-              if (consumed) return Promise.reject(new Error('response body already consumed'));
-              consumed = true;
-              return new Promise<string>((ok, fail) => {
-                const chunks: Buffer[] = [];
-                res.on('data', (c: Buffer) => chunks.push(c));
-                res.on('end', () => {
-                  settledBody = true;
-                  ok(utf8Body(chunks));
-                });
-                res.on('error', fail);
-                res.on('close', () => {
-                  if (!settledBody) fail(r.destroyed && signal?.aborted ? signal.reason : connectionReset());
-                });
-              });
-            },
-            stream: () => {
-              if (consumed) return null;
-              consumed = true;
-              return res;
-            },
-          });
-        });
-        if (req.body !== undefined) r.end(req.body);
-        else r.end();
-      });
-    },
-  };
 }

@@ -18,6 +18,10 @@ export function queryString(query: HttpRequest['query']): string {
   return qs;
 }
 
+export function buildUrl(server: string, path: string, query?: HttpRequest['query']): string {
+  return server.replace(/\/+$/, '') + path + queryString(query);
+}
+
 /** How often a token file is read again (client-go and @kubernetes/client-node: once a minute). */
 const TOKEN_FILE_TTL_MS = 60_000;
 

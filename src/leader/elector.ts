@@ -12,7 +12,7 @@
 // - After losing the Lease (not by stop()), the elector waits for the old term's work to end, then competes again.
 
 import type { Logger } from '../telemetry/logger.ts';
-import { realClock, type Clock, type TimerHandle } from '../queue/clock.ts';
+import { realClock, type Clock, type TimerHandle } from '../kube/clock.ts';
 import {
   DEFAULT_TIMING,
   JITTER_FACTOR,

@@ -1,4 +1,3 @@
-export { type Clock, type TimerHandle, realClock, sleep } from './clock.ts';
 export {
   type RateLimiter,
   type ExponentialBackoffOptions,

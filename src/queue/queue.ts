@@ -7,7 +7,7 @@
 // resync) wait behind keys added because something changed. A resync of 10,000 VMs enqueues 10,000 keys with
 // nothing to do; a VM created meanwhile must not wait for all of them.
 
-import { type Clock, type TimerHandle, realClock } from './clock.ts';
+import { type Clock, type TimerHandle, realClock } from '../kube/clock.ts';
 import { ExponentialFailureRateLimiter, type RateLimiter } from './rate-limiter.ts';
 
 /**

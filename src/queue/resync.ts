@@ -2,7 +2,7 @@
 // only), and it repairs anything a missed or mis-mapped event left behind.
 
 import { pino, type Logger } from 'pino';
-import { type Clock, type TimerHandle, realClock } from './clock.ts';
+import { type Clock, type TimerHandle, realClock } from '../kube/clock.ts';
 
 export interface ResyncOptions {
   /** Time between passes; the first pass happens one interval after start. */

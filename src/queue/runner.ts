@@ -2,7 +2,7 @@
 // operation controller-runtime would perform, so that retry behaviour is the familiar one.
 
 import { pino, type Logger } from 'pino';
-import { type Clock, realClock } from './clock.ts';
+import { type Clock, realClock } from '../kube/clock.ts';
 import type { WorkQueue } from './queue.ts';
 
 /** What a reconcile asks for when it returns normally. */

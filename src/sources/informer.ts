@@ -8,7 +8,7 @@ import type { Observable } from 'rxjs';
 import { Subject } from '../streams/rx.ts';
 import { deepFreeze } from './intern.ts';
 import { pino, type Logger } from 'pino';
-import { type Clock, type TimerHandle, realClock, sleep } from '../queue/clock.ts';
+import { type Clock, type TimerHandle, realClock, sleep } from '../kube/clock.ts';
 import { errorFromWatchStatus, isGone, isTransient, KubeApiError, type ApiStatus } from '../kube/errors.ts';
 import { type ListPage, type PageRequest, DEFAULT_PAGE_SIZE, listAllPages } from '../kube/pager.ts';
 import type { KubeObject } from '../kube/types.ts';

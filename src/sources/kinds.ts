@@ -16,7 +16,7 @@ import type {
   VirtualMachineInstance,
   VmiSpecLike,
 } from '../kube/types.ts';
-import type { Clock } from '../queue/clock.ts';
+import type { Clock } from '../kube/clock.ts';
 import { Informer, type InformerMetrics, type InformerOptions, type ListWatch } from './informer.ts';
 import { keyOf } from './store.ts';
 import {

@@ -6,7 +6,7 @@ import { createMetrics } from './metrics.ts';
 import { createTelemetryServer, renderChecks, type TelemetryServer } from './server.ts';
 import { request as httpsRequest } from 'node:https';
 import { generateCa, generateServing } from '../webhook/certs.ts';
-import { tlsProfile } from '../webhook/tls-profile.ts';
+import { tlsProfile } from './tls-profile.ts';
 
 const logger = createLogger('silent');
 

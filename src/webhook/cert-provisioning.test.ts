@@ -16,10 +16,10 @@ import {
   secretToState,
   serviceDnsNames,
   splitPem,
-  type CertKeyPair,
   type MutatingWebhookConfiguration,
   type Secret,
 } from './certs.ts';
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 const logger = createLogger('silent');
 const T0 = Date.UTC(2026, 0, 1);

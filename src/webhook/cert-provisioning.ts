@@ -17,7 +17,7 @@ import type { KubeClient } from '../kube/client.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { ResourceDescriptor } from '../kube/resources.ts';
 import type { Logger } from '../telemetry/logger.ts';
-import { realClock, sleep, type Clock } from '../queue/clock.ts';
+import { realClock, sleep, type Clock } from '../kube/clock.ts';
 import {
   applyPlan,
   caBundlePatch,
@@ -27,12 +27,12 @@ import {
   secretToState,
   stateToSecretData,
   webhooksTrust,
-  type CertKeyPair,
   type CertPolicy,
   type CertState,
   type MutatingWebhookConfiguration,
   type Secret,
 } from './certs.ts';
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 /** A source of the serving certificate, whichever the provisioning. */
 export interface CertificateSource {

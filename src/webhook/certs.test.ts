@@ -17,11 +17,11 @@ import {
   splitPem,
   stateToSecretData,
   webhooksTrust,
-  type CertKeyPair,
   type CertPolicy,
   type CertState,
   type MutatingWebhookConfiguration,
 } from './certs.ts';
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 const S = 1000;

@@ -24,12 +24,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { KubeObject } from '../kube/types.ts';
-
-/** A certificate (PEM, possibly a chain) and its private key (PEM, PKCS#8). */
-export interface CertKeyPair {
-  certPem: string;
-  keyPem: string;
-}
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 export interface Secret extends KubeObject {
   type?: string;

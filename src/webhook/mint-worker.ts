@@ -4,7 +4,8 @@
 import 'reflect-metadata'; // tsyringe, under @peculiar/x509, needs the Reflect polyfill loaded before it.
 import * as x509 from '@peculiar/x509';
 import { createPrivateKey, KeyObject, randomBytes, webcrypto } from 'node:crypto';
-import type { CertKeyPair, CertPolicy, MintRequest } from './certs.ts';
+import type { CertPolicy, MintRequest } from './certs.ts';
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 

@@ -5,10 +5,11 @@ import { after, before, describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { createLogger } from '../telemetry/logger.ts';
 import { reviewResponse, type PodAdmissionHandler } from './admission.ts';
-import { generateCa, generateServing, type CertKeyPair } from './certs.ts';
+import { generateCa, generateServing } from './certs.ts';
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { createWebhookServer, MUTATE_POD_PATH, type WebhookServer } from './server.ts';
-import { tlsProfile } from './tls-profile.ts';
+import { tlsProfile } from '../telemetry/tls-profile.ts';
 
 const logger = createLogger('silent');
 const names = { dnsNames: ['persistent-ips-webhook.persistent-ips-system.svc'], ipAddresses: ['127.0.0.1'], servingValidityMs: 3_600_000 };

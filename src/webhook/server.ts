@@ -1,5 +1,5 @@
 // The admission webhook's HTTPS server: POST /mutate-v1-pod, AdmissionReview v1 in and out, TLS 1.2 or newer with
-// AEAD suites only unless configured otherwise (tls-profile.ts).
+// AEAD suites only unless configured otherwise (telemetry/tls-profile.ts).
 //
 // Every replica serves it, leader or not: the handler only reads caches (and the API as a fallback) and returns a
 // patch; it never writes. The certificate is swapped with setSecureContext: new connections get the new one,
@@ -13,9 +13,9 @@ import type { AddressInfo } from 'node:net';
 import { createSecureContext } from 'node:tls';
 import type { Logger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, type PodAdmissionHandler } from './admission.ts';
-import type { CertKeyPair } from './certs.ts';
+import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 import type { WebhookMetrics } from './metrics.ts';
-import { tlsProfile, type TlsProfile } from './tls-profile.ts';
+import { tlsProfile, type TlsProfile } from '../telemetry/tls-profile.ts';
 import { closeGracefully, listenOn } from '../telemetry/server-lifecycle.ts';
 
 export const MUTATE_POD_PATH = '/mutate-v1-pod';

@@ -8,6 +8,12 @@
 
 import type { SecureVersion } from 'node:tls';
 
+/** A certificate (PEM, possibly a chain) and its private key (PEM, PKCS#8): what a TLS server serves. */
+export interface CertKeyPair {
+  certPem: string;
+  keyPem: string;
+}
+
 /** IANA name → OpenSSL name. TLS 1.3 suites have the same name in both. */
 const SUITES: Record<string, { openssl: string; tls13?: true; weak?: string }> = {
   TLS_AES_128_GCM_SHA256: { openssl: 'TLS_AES_128_GCM_SHA256', tls13: true },

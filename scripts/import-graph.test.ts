@@ -1,0 +1,205 @@
+// The shape of src's import graph, checked on every `npm test` (unit phase) and alone by `npm run check:imports`:
+//   - no import cycle anywhere in src (type-only imports count: a cycle of types is still two files that must be
+//     understood together), neither between files nor between the folders of src (src/telemetry and src/webhook
+//     importing each other is a cycle even when no file is in one; test files are left out of the folder graph until
+//     test helpers move to a test tree of their own);
+//   - src/kube is a leaf: its production files import nothing of the project outside src/kube. Its *.test.ts files
+//     may still borrow test helpers from elsewhere until those move to a test tree of their own.
+// Specifiers are read with regular expressions (static `import`/`export ... from`, side-effect imports and `import()`),
+// which is enough for this codebase's style and keeps the check free of dependencies and well under a second.
+import assert from 'node:assert/strict';
+import { existsSync, globSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const SRC = join(ROOT, 'src');
+const LEAF = 'src/kube/';
+
+const STATIC = /^[ \t]*(?:import|export)\s[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/gm;
+const SIDE_EFFECT = /^[ \t]*import\s*['"]([^'"]+)['"]/gm;
+const DYNAMIC = /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+/** Relative import specifiers of a source text, in order of appearance. */
+export function specifiers(text: string): string[] {
+  const found: [number, string][] = [];
+  for (const re of [STATIC, SIDE_EFFECT, DYNAMIC]) for (const m of text.matchAll(re)) found.push([m.index, m[1]!]);
+  return found.sort((a, b) => a[0] - b[0]).map(([, s]) => s);
+}
+
+function resolveSpecifier(fromFile: string, spec: string): string | undefined {
+  if (!spec.startsWith('.')) return undefined;
+  const base = resolve(dirname(fromFile), spec);
+  for (const candidate of [base, `${base}.ts`, join(base, 'index.ts')]) {
+    if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
+  }
+  return undefined;
+}
+
+/** src-relative file → the src-relative files it imports. */
+export function importGraph(): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  const rel = (f: string) => relative(ROOT, f).split('\\').join('/');
+  for (const file of globSync('src/**/*.ts', { cwd: ROOT }).sort()) {
+    const abs = join(ROOT, file);
+    const edges: string[] = [];
+    for (const spec of specifiers(readFileSync(abs, 'utf8'))) {
+      const target = resolveSpecifier(abs, spec);
+      if (target !== undefined && target.startsWith(`${SRC}/`) && !edges.includes(rel(target))) edges.push(rel(target));
+    }
+    graph.set(rel(abs), edges);
+  }
+  return graph;
+}
+
+/** Every cycle's files, one entry per strongly connected component, each as a closed path `a → b → … → a`. */
+export function cycles(graph: Map<string, string[]>): string[][] {
+  return knots(graph).map((component) => loopThrough(graph, new Set(component)));
+}
+
+/** The strongly connected components of more than one file (or of one file importing itself). */
+export function knots(graph: Map<string, string[]>): string[][] {
+  // Tarjan's strongly connected components, then one concrete loop through each component for the message.
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1 || (graph.get(v) ?? []).includes(v)) components.push(component);
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return components.map((component) => component.sort());
+}
+
+/** A shortest closed path inside one strongly connected component, from its first file in sort order. */
+function loopThrough(graph: Map<string, string[]>, members: Set<string>): string[] {
+  const start = [...members].sort()[0]!;
+  const previous = new Map<string, string>();
+  const queue = [start];
+  for (let i = 0; i < queue.length; i++) {
+    const v = queue[i]!;
+    for (const w of graph.get(v) ?? []) {
+      if (!members.has(w)) continue;
+      if (w === start) {
+        const path = [start];
+        for (let u: string | undefined = v; u !== undefined && u !== start; u = previous.get(u)) path.splice(1, 0, u);
+        return [...path, start];
+      }
+      if (!previous.has(w)) {
+        previous.set(w, v);
+        queue.push(w);
+      }
+    }
+  }
+  return [start, start];
+}
+
+/** The folders of src (`src/kube`, ...) and, for each folder it imports, the first production file import doing so. */
+export function folderGraph(graph: Map<string, string[]>): { graph: Map<string, string[]>; via: Map<string, string> } {
+  const folder = (f: string) => f.split('/').slice(0, 2).join('/');
+  const folders = new Map<string, string[]>();
+  const via = new Map<string, string>();
+  for (const [file, edges] of graph) {
+    if (file.endsWith('.test.ts')) continue;
+    const from = folder(file);
+    const out = folders.get(from) ?? [];
+    folders.set(from, out);
+    for (const target of edges) {
+      const to = folder(target);
+      if (to === from || out.includes(to)) continue;
+      out.push(to);
+      via.set(`${from} → ${to}`, `${file} → ${target}`);
+    }
+  }
+  return { graph: folders, via };
+}
+
+/** Imports from production files of src/kube to files of src outside it, as `from → to`. */
+export function leafViolations(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, edges] of graph) {
+    if (!file.startsWith(LEAF) || file.endsWith('.test.ts')) continue;
+    for (const to of edges) if (!to.startsWith(LEAF)) out.push(`${file} → ${to}`);
+  }
+  return out;
+}
+
+describe('import graph of src', () => {
+  const graph = importGraph();
+
+  it('reads the specifiers of every import form', () => {
+    const text = [
+      "import { a } from './a.ts';",
+      "import type {\n  B,\n  C,\n} from '../b.ts';",
+      "export { d } from './d.ts';",
+      "export * from './e.ts';",
+      "import './side.ts';",
+      "const f = await import('./f.ts');",
+      "import { readFileSync } from 'node:fs';",
+      "const s = 'not an import from \"./g.ts\"';",
+    ].join('\n');
+    assert.deepEqual(specifiers(text), ['./a.ts', '../b.ts', './d.ts', './e.ts', './side.ts', './f.ts', 'node:fs']);
+  });
+
+  it('finds a cycle and names its files in order', () => {
+    const g = new Map([
+      ['a', ['b']],
+      ['b', ['c']],
+      ['c', ['a', 'd']],
+      ['d', []],
+      ['e', ['e']],
+    ]);
+    assert.deepEqual(new Set(cycles(g).map((c) => c.join(' → '))), new Set(['a → b → c → a', 'e → e']));
+  });
+
+  it('sees the files of src', () => {
+    assert.ok(graph.size > 50, `only ${graph.size} files found under src`);
+    assert.ok([...graph.keys()].some((f) => f.startsWith(LEAF)), `no file under ${LEAF}`);
+  });
+
+  it('has no import cycle', () => {
+    const found = knots(graph).map((knot) => {
+      const loop = loopThrough(graph, new Set(knot));
+      const others = knot.filter((f) => !loop.includes(f));
+      return `  ${loop.join(' → ')}${others.length > 0 ? `\n    (in the same knot: ${others.join(', ')})` : ''}`;
+    });
+    assert.equal(found.length, 0, `import cycle${found.length > 1 ? 's' : ''} in src (type-only imports count):\n${found.join('\n')}`);
+  });
+
+  it('has no import cycle between the folders of src', () => {
+    const { graph: folders, via } = folderGraph(graph);
+    const found = cycles(folders);
+    const explain = (c: string[]) =>
+      c
+        .slice(1)
+        .map((to, i) => `    ${c[i]} → ${to} (${via.get(`${c[i]} → ${to}`)})`)
+        .join('\n');
+    assert.equal(found.length, 0, `import cycle${found.length > 1 ? 's' : ''} between folders of src:\n${found.map((c) => `  ${c.join(' → ')}\n${explain(c)}`).join('\n')}`);
+  });
+
+  it('keeps src/kube a leaf: its production files import nothing else of src', () => {
+    const found = leafViolations(graph);
+    assert.equal(found.length, 0, `src/kube must import nothing of the project outside src/kube:\n${found.map((v) => `  ${v}`).join('\n')}`);
+  });
+});
