@@ -1,0 +1,49 @@
+// Issue 26, section 6: the controller started before its namespace exists (a kustomize overlay that renamed it, a
+// Helm release into a namespace not created yet). The webhook certificate Secret cannot be stored: the operator gets
+// ONE clear error line naming the namespace and what to do, not several retries a second with a stack trace; the
+// retries back off quietly, and the controller recovers by itself once the namespace is created.
+import assert from 'node:assert/strict';
+import { after, before, describe } from 'node:test';
+import { ControllerProcess } from '../local/controller-process.ts';
+import { CONTROLLER_NAMESPACE, controllerNamespace } from '../local/webhook-config.ts';
+import { freePort } from '../harness/index.ts';
+import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { World } from './world.ts';
+
+const world = new World();
+const T = tally('missing-namespace');
+/** How long the controller runs without its namespace: long enough for several retries at the old rate (4/s). */
+const WITHOUT_NAMESPACE_MS = 12_000;
+
+describe('operability: the controller namespace does not exist yet', { timeout: 4 * 60_000 }, () => {
+  let controller: ControllerProcess | undefined;
+  before(() => world.setUp('missing-namespace', { controllerNamespace: false }), { timeout: 120_000 });
+  after(async () => {
+    await controller?.stop();
+    await world.tearDown();
+  }, { timeout: 60_000 });
+  summaryAtEnd(world, T);
+
+  operabilityCase(world, T, 'one error line naming the namespace and the fix, quiet retries with backoff, recovery once it is created', async (t) => {
+    controller = await ControllerProcess.start({ name: 'no-namespace', kubeconfig: world.cp.kubeconfigPath, logDir: world.dir, webhookPort: await freePort(), waitReady: false });
+    await new Promise((resolve) => setTimeout(resolve, WITHOUT_NAMESPACE_MS));
+    // Lines about the namespace itself (the Secret's name also holds it, on lines about other things).
+    const about = controller.logs.filter((l) => l['namespace'] === CONTROLLER_NAMESPACE || String(l.msg).includes(`namespace ${CONTROLLER_NAMESPACE}`));
+    const loud = about.filter((l) => ['warn', 'error', 'fatal'].includes(String(l['level'])));
+    t.diagnostic(`${about.length} lines name ${CONTROLLER_NAMESPACE} in ${WITHOUT_NAMESPACE_MS / 1000} s; at warn or above: ${loud.map((l) => l.msg).join(' | ')}`);
+    assert.equal(loud.length, 1, `one warn/error line about the missing namespace, got ${loud.length}`);
+    assert.equal(loud[0]!['level'], 'error');
+    assert.match(String(loud[0]!.msg), new RegExp(`namespace ${CONTROLLER_NAMESPACE} does not exist.*create the namespace`));
+    assert.equal(JSON.stringify(loud[0]).includes('"stack"'), false, 'no stack trace');
+    const retries = controller.logs.filter((l) => l.msg === 'the controller namespace still does not exist');
+    assert.ok(retries.length >= 2, `the retries go on, at debug (${retries.length})`);
+    // Backoff: the delays between retries grow (1 s, 2 s, 4 s, ... up to 30 s), so 12 s holds only a handful.
+    assert.ok(retries.length <= 5, `backoff: at most 5 retries in ${WITHOUT_NAMESPACE_MS / 1000} s, got ${retries.length}`);
+    const delays = retries.map((l) => Number(l['retryInMs']));
+    assert.deepEqual(delays, [...delays].sort((a, b) => a - b), `growing delays: ${delays.join(', ')}`);
+
+    const from = controller.logs.length;
+    await world.ensureNamespace(controllerNamespace);
+    await controller.waitForLog('recovery', (l) => l.msg === 'the controller namespace exists now; the webhook certificate is provisioned', { from, timeoutMs: 60_000 });
+  });
+});
