@@ -218,6 +218,32 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.deepEqual(doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]), [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']]);
   });
 
+  e2eCase('a VM running before its NAD opts in: the claim takes the address its pod has (network-status), not a new one', async (_t, used) => {
+    const ns = await world.namespace('running');
+    used.push(ns);
+    const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
+    // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.77 from some IPAM.
+    await world.cluster.http.expect('POST', nads, [201], {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'br-static', namespace: ns },
+      spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: 'e2e-running', type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }) },
+    });
+    await world.createVM(ns, 'vm1', 'br-static');
+    const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+    const networkStatus = [
+      { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
+      { name: `${ns}/br-static`, interface: podInterface('data'), ips: ['10.69.0.77'], mac: '02:00:00:00:00:01' },
+    ];
+    await world.cluster.http.expect('PATCH', `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`, [200], { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } }, 'application/merge-patch+json');
+    assert.equal(await world.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
+    // Now the NAD opts in: persistence and the allocator, a pool whose lowest free address is not the pod's.
+    await world.cluster.http.expect('PATCH', `${nads}/br-static`, [200], { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } }, 'application/merge-patch+json');
+    const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
+    assert.deepEqual(claim.status?.ips, ['10.69.0.77/24'], 'the address the running VM has, with the pool prefix');
+    assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
+  });
+
   e2eCase('stop/start and live migration keep the address: same claim, unwritten, same ips in every new launcher pod', async (t, used) => {
     const ns = await world.namespace('keep');
     used.push(ns);

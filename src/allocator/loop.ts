@@ -25,7 +25,8 @@ import { parseNadConfig } from '../claims/nad-config.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import { WorkQueue, type ReconcileResult } from '../queue/index.ts';
 import { serveQueue } from '../queue/serve.ts';
@@ -40,7 +41,8 @@ import { ALLOCATOR_ANNOTATION, isAllocatorNad, readAllocatorNad, resolveNetwork 
 import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
 import { conditionsWith, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
-import { kubevirtOwner, ownerRequest, type ReadCache } from './requests.ts';
+import { kubevirtOwner, ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
+import { interfacesOfNetwork, runningAddresses, runningVmiOf, type RunningAddresses } from './running-address.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
 /** Index of the allocator's NAD cache: the config `name` of each NAD. */
@@ -76,6 +78,8 @@ export interface IndexedCache<T> extends ReadCache<T> {
 /** Writes a claim's status with the resourceVersion precondition; resolves to the API server's answer. */
 export type StatusWriter = (claim: IPAMClaim, status: NonNullable<IPAMClaim['status']>, resourceVersion: string, signal: AbortSignal) => Promise<IPAMClaim>;
 export type ClaimReader = (namespace: string, name: string, signal: AbortSignal) => Promise<IPAMClaim | undefined>;
+/** Lists the launcher pods created by the VMI of uid `vmiUid` (label selector; the caller checks the owner). */
+export type LauncherPodLister = (namespace: string, vmiUid: string, signal: AbortSignal) => Promise<Pod[]>;
 
 export interface NetworkReconcilerDeps {
   nads: IndexedCache<NetworkAttachmentDefinition>;
@@ -85,6 +89,11 @@ export interface NetworkReconcilerDeps {
   overlay: StatusOverlay;
   writeStatus: StatusWriter;
   readClaim: ClaimReader;
+  /**
+   * Read only for an empty claim of a running VMI, about to be allocated: the claim takes the address the VM has
+   * (running-address.ts). Without it (tests), such claims are allocated as any other.
+   */
+  listLauncherPods?: LauncherPodLister;
   recorder: ScopedEventRecorder;
   log: Logger;
   metrics?: AllocatorMetrics;
@@ -200,6 +209,28 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     return {};
   };
 
+  /**
+   * For an empty claim about to be allocated whose VMI runs: what its running launcher pods have on the claim's
+   * network. Undefined (nothing read) for every other claim, so a steady state reads no pod.
+   */
+  const runningOf = async (claim: IPAMClaim, lookup: OwnerLookup, podsOf: Map<string, Promise<Pod[]>>, signal: AbortSignal): Promise<RunningAddresses | undefined> => {
+    if (!deps.listLauncherPods || (claim.status?.ips?.length ?? 0) > 0 || claim.metadata.deletionTimestamp) return undefined;
+    if (lookup.network === undefined || (lookup.request.kind !== 'none' && lookup.request.kind !== 'addresses')) return undefined;
+    const vmi = runningVmiOf(claim, deps.vms, deps.vmis);
+    const namespace = claim.metadata.namespace ?? '';
+    const iface = vmi ? interfacesOfNetwork(vmi, lookup.network, namespace) : undefined;
+    if (!vmi?.metadata.uid || !iface) return undefined;
+    const uid = vmi.metadata.uid;
+    let pods = podsOf.get(uid);
+    if (!pods) podsOf.set(uid, (pods = deps.listLauncherPods(namespace, uid, signal)));
+    try {
+      return runningAddresses(await pods, uid, iface, namespace);
+    } catch (err) {
+      log.warn({ claim: objectKey(claim), err }, 'cannot read the launcher pods of a running VM; its claim waits, rather than get an address the VM does not have');
+      return { kind: 'unknown', message: `cannot read the launcher pods of VMI ${namespace}/${vmi.metadata.name}` };
+    }
+  };
+
   const reconcileNetwork = async (network: string, signal: AbortSignal): Promise<ReconcileResult> => {
     // Let go of what the cache has caught up with, whatever follows (a network no longer served keeps nothing).
     for (const key of overlay.keysOf(network)) overlay.view(key, deps.claims.getByKey(key));
@@ -236,14 +267,20 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
       const claim = overlay.view(key, deps.claims.getByKey(key));
       if (claim && claim.spec?.network === network) claims.push(claim);
     }
+    const podsOf = new Map<string, Promise<Pod[]>>();
+    let podsUnread = false;
+    const planClaims = [];
+    for (const claim of claims) {
+      const lookup = ownerRequest(claim, deps.vms, deps.vmis);
+      const running = await runningOf(claim, lookup, podsOf, signal);
+      if (running?.kind === 'unknown') podsUnread = true;
+      planClaims.push({ key: objectKey(claim), claim, request: lookup.request, ...(lookup.owner ? { owner: lookup.owner } : {}), ...(running ? { running } : {}) });
+    }
     const plan = planNetwork({
       network,
       pool: state.pool,
       now: now().toISOString().replace(/\.\d{3}Z$/, 'Z'),
-      claims: claims.map((claim) => {
-        const lookup = ownerRequest(claim, deps.vms, deps.vmis);
-        return { key: objectKey(claim), claim, request: lookup.request, ...(lookup.owner ? { owner: lookup.owner } : {}) };
-      }),
+      claims: planClaims,
     });
     if (plan.report.problems.length > 0) log.debug({ network, problems: plan.report.problems }, 'claims hold addresses the pool would not hand out');
 
@@ -265,7 +302,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const raced = outcomes.some((o) => o === 'raced' || o === 'rejected');
     const unknown = outcomes.includes('unknown');
     if (plan.skipped.length > 0) log.debug({ network, skipped: plan.skipped }, 'claims left for later');
-    return { requeue: raced || unknown || unsettled };
+    return { requeue: raced || unknown || unsettled || podsUnread };
   };
 
   return async function reconcile(key: string, ctx: { signal: AbortSignal }): Promise<ReconcileResult> {
@@ -396,6 +433,10 @@ export function createAllocator(options: AllocatorOptions): Allocator {
         { subresource: 'status', signal },
       ),
     readClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
+    listLauncherPods: async (namespace, vmiUid, signal) => {
+      const labelSelector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${vmiUid}`;
+      return (await client.list<Pod>(resources.pods, { namespace, labelSelector, signal })).items;
+    },
   });
 
   /** The consistent read that makes the previous leader's last writes count (see the header). */

@@ -8,6 +8,9 @@
 // - A claim without addresses gets one per family of the pool: the requested ones when its owner asks, else the
 //   lowest free ones. Claims are served oldest first (creationTimestamp, then namespace/name), so a pass repeated
 //   after a crash between choosing and recording makes the same choices.
+// - An empty claim whose VMI runs takes the address its running launcher pod has (network-status, running-address.ts),
+//   never a new one: when that address is outside the pool, excluded or held by another claim, the claim is refused
+//   and reported. Such claims are served before any other, so a dynamic choice never takes the address a VM has.
 // - A claim keeps its addresses forever; a request that differs from them is reported, never applied.
 // - Every claim of the network ends with the condition IPsAllocated: True/SuccessfulAllocation when it holds valid
 //   addresses, False with OVN-Kubernetes' reasons otherwise. A claim whose condition already says so is not written:
@@ -17,6 +20,7 @@ import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
 import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
+import type { RunningAddresses } from './running-address.ts';
 
 export const CONDITION_TYPE = 'IPsAllocated';
 
@@ -26,6 +30,8 @@ export interface PlanClaim {
   claim: IPAMClaim;
   request: OwnerRequest;
   owner?: OwnerTarget;
+  /** For an empty claim of a running VMI: what its running launcher pods have on the network (absent: not looked). */
+  running?: RunningAddresses;
 }
 
 export interface PlanInput {
@@ -82,7 +88,9 @@ export function planNetwork(input: PlanInput): NetworkPlan {
     }
   }
 
-  for (const c of ordered) {
+  // The addresses running VMs have are taken first: a dynamic choice must not take one of them.
+  const takesRunning = (c: PlanClaim) => c.running?.kind === 'addresses' && (c.claim.status?.ips?.length ?? 0) === 0;
+  for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {
       if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
@@ -113,6 +121,30 @@ export function planNetwork(input: PlanInput): NetworkPlan {
         refuse('InvalidRequest', `the requested addresses cannot be read: ${c.request.message}`);
         continue;
       }
+      const running = c.running ?? { kind: 'none' };
+      if (running.kind === 'unknown') {
+        plan.skipped.push({ key: c.key, why: running.message });
+        continue;
+      }
+      if (running.kind === 'invalid') {
+        refuse('InvalidRequest', `${running.message}; no address is handed out until they agree`);
+        continue;
+      }
+      if (running.kind === 'addresses') {
+        const choice = takeRunningAddress(allocator, c.key, running, input.network);
+        if (!choice.ok) {
+          refuse(choice.error, choice.message);
+          continue;
+        }
+        if (c.request.kind === 'addresses') {
+          const asked = c.request.addresses.map(bareAddress).sort().join(', ');
+          if (asked !== running.ips.join(', ')) {
+            tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`);
+          }
+        }
+        want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
+        continue;
+      }
     }
     const requested = c.request.kind === 'addresses' ? c.request.addresses : [];
     const result = allocator.allocate(c.key, { requested });
@@ -128,6 +160,32 @@ export function planNetwork(input: PlanInput): NetworkPlan {
     want(plan, c, result.ips, result.changed, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, text, input.now));
   }
   return plan;
+}
+
+export type RunningChoice = { ok: true; ips: string[]; message: string } | { ok: false; error: AllocationErrorCode; message: string };
+
+/**
+ * The claim `key` takes the addresses its running launcher pods have (one per family; a family of the pool they do not
+ * have is allocated as usual). Refused, with nothing else handed out, when one of them is outside the pool, excluded,
+ * or held by another claim: the VM has that address, a new one would not be its.
+ */
+export function takeRunningAddress(allocator: PoolAllocator, key: string, running: { ips: readonly string[]; pods: readonly string[] }, network: string): RunningChoice {
+  const pods = `running launcher pod${running.pods.length > 1 ? 's' : ''} ${running.pods.join(', ')}`;
+  const result = allocator.allocate(key, { requested: running.ips });
+  if (!result.ok) {
+    const why = result.message.replace(/^requested /, '');
+    return {
+      ok: false,
+      error: result.error,
+      message: `the VM has ${running.ips.join(', ')} on network "${network}" (${pods}), which the claim cannot take: ${why}; no other address is handed out, as the VM would lose the one it has`,
+    };
+  }
+  return { ok: true, ips: result.ips, message: `took ${result.ips.join(', ')}, the address the VM has on network "${network}" (${pods})` };
+}
+
+function bareAddress(ip: string): string {
+  const slash = ip.indexOf('/');
+  return slash < 0 ? ip : ip.slice(0, slash);
 }
 
 /** Adds a write unless the claim already says exactly this. */

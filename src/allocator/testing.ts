@@ -5,7 +5,7 @@
 import { pino } from 'pino';
 import type { EventInput } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { Store, objectKey } from '../sources/store.ts';
 import { ScopedEventRecorder } from './events.ts';
 import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER, claimNetwork, claimOwners, createNetworkReconciler, NADS_BY_NETWORK, nadNetwork, networkKey } from './loop.ts';
@@ -83,6 +83,12 @@ export class FakeWorld {
   }, pino({ level: 'silent' }));
   revision = 100;
   faults: WriteFault[] = [];
+  /** Launcher pods, by the uid of the VMI that created them (the `kubevirt.io/created-by` label). */
+  readonly pods = new Map<string, Pod[]>();
+  /** Every pod list: namespace/vmiUid. */
+  readonly podReads: string[] = [];
+  /** When set, pod lists fail. */
+  podReadFault = false;
 
   constructor() {
     this.nads.addIndex(NADS_BY_NETWORK, nadNetwork);
@@ -139,6 +145,11 @@ export class FakeWorld {
         return structuredClone(next);
       },
       readClaim: async (namespace, name) => structuredClone(this.server.get(`${namespace}/${name}`)),
+      listLauncherPods: async (namespace, vmiUid) => {
+        this.podReads.push(`${namespace}/${vmiUid}`);
+        if (this.podReadFault) throw new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Pod', namespace, name: '' }, verb: 'list' });
+        return structuredClone(this.pods.get(vmiUid) ?? []).filter((p) => p.metadata.namespace === namespace);
+      },
     });
   }
 
@@ -150,4 +161,41 @@ export class FakeWorld {
   held(): Map<string, string[]> {
     return new Map([...this.server].map(([k, c]) => [k, c.status?.ips ?? []]));
   }
+}
+
+/** A running VMI of the VM `vmName` (controlled by it), with the given launcher pods active. */
+export function runningVmi(vmName: string, networks: { name: string; nad: string }[], activePods: string[] = ['uid-pod-1'], namespace = NS): VirtualMachineInstance {
+  return {
+    metadata: {
+      name: vmName,
+      namespace,
+      uid: `uid-vmi-${vmName}`,
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vmName, uid: `uid-vm-${vmName}`, controller: true }],
+    },
+    spec: { networks: networks.map((n) => ({ name: n.name, multus: { networkName: n.nad } })) },
+    status: { phase: 'Running', activePods: Object.fromEntries(activePods.map((p) => [p, 'node-1'])) },
+  };
+}
+
+/** A launcher pod of `vmiUid` whose network-status lists `status` (NAD `namespace/name`, interface, ips). */
+export function launcherPod(
+  name: string,
+  vmiUid: string,
+  status: { name: string; interface: string; ips: string[] }[],
+  o: { phase?: string; deleting?: boolean; ownerUid?: string; namespace?: string } = {},
+): Pod {
+  return {
+    metadata: {
+      name,
+      namespace: o.namespace ?? NS,
+      uid: `uid-${name}`,
+      labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': vmiUid },
+      annotations: {
+        'k8s.v1.cni.cncf.io/network-status': JSON.stringify([{ name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true }, ...status]),
+      },
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'x', uid: o.ownerUid ?? vmiUid, controller: true }],
+      ...(o.deleting ? { deletionTimestamp: '2025-01-01T00:00:00Z' } : {}),
+    },
+    status: { phase: o.phase ?? 'Running' },
+  };
 }

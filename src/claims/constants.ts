@@ -22,4 +22,6 @@ export const MULTUS_DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-netwo
 export const OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION = 'k8s.ovn.org/primary-udn-ipamclaim';
 export const LAUNCHER_LABEL = 'kubevirt.io';
 export const LAUNCHER_LABEL_VALUE = 'virt-launcher';
+/** KubeVirt's label on a launcher pod naming the uid of the VMI that created it. */
+export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
 export const DOMAIN_ANNOTATION = 'kubevirt.io/domain';

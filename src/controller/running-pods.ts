@@ -9,7 +9,7 @@
 // (the webhook refuses it; the default network of a running pod does not change).
 
 import type { Logger } from 'pino';
-import { LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_NETWORKS_ANNOTATION, nadKeyOfNetworkName, podInterfaceName } from '../claims/index.ts';
+import { CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_NETWORKS_ANNOTATION, nadKeyOfNetworkName, podInterfaceName } from '../claims/index.ts';
 import type { DecideInput, Plan, Problem } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
@@ -17,8 +17,7 @@ import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
 
-/** KubeVirt's label on a launcher pod naming the uid of the VMI that created it. */
-export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
+export { CREATED_BY_LABEL };
 
 /** The claims of this plan that exist, are ours, hold no address yet, and belong to a secondary network of a running VMI. */
 export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { network: string; claim: IPAMClaim }[] {

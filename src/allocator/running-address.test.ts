@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { podInterfaceName } from '../claims/names.ts';
+import type { IPAMClaim, Pod } from '../kube/types.ts';
+import { planNetwork, type PlanClaim } from './plan.ts';
+import { parsePool } from './pool.ts';
+import { interfacesOfNetwork, parseNetworkStatus, runningAddresses, type RunningAddresses } from './running-address.ts';
+import { FakeWorld, NS, allocatorNad, claim, launcherPod, runningVmi, vm } from './testing.ts';
+
+const NET = 'blue';
+const VMI_UID = 'uid-vmi-vm1';
+const IFACE = podInterfaceName('data');
+const NETS = [
+  { name: 'other', nad: 'nad-other' },
+  { name: 'data', nad: 'nad-blue' },
+];
+
+describe('network-status parsing', () => {
+  const table: [string, string | undefined, { name: string; interface?: string; ips: string[] }[]][] = [
+    ['absent', undefined, []],
+    ['empty', '', []],
+    ['not JSON', '{', []],
+    ['not an array', '{"name":"a"}', []],
+    ['entries, bad ones dropped', '[1,{"interface":"x"},{"name":"ns/a","interface":"net1","ips":["10.0.0.5",3]},{"name":"ns/b"}]', [
+      { name: 'ns/a', interface: 'net1', ips: ['10.0.0.5'] },
+      { name: 'ns/b', ips: [] },
+    ]],
+  ];
+  for (const [name, text, want] of table) it(name, () => assert.deepEqual(parseNetworkStatus(text), want));
+});
+
+describe('what the running launcher pods have on a network', () => {
+  const iface = interfacesOfNetwork(runningVmi('vm1', NETS), 'data', NS)!;
+  it('interface names: the hashed one and the ordinal of secondary networks', () => {
+    assert.equal(iface.nad, `${NS}/nad-blue`);
+    assert.deepEqual([...iface.names].sort(), [IFACE, 'net2'].sort());
+  });
+  const entry = (ips: string[], o: { iface?: string; nad?: string } = {}) => ({ name: o.nad ?? `${NS}/nad-blue`, interface: o.iface ?? IFACE, ips });
+  const table: [string, Pod[], RunningAddresses][] = [
+    ['no pod', [], { kind: 'none' }],
+    ['hashed interface name', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
+    ['ordinal interface name (older pods)', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { iface: 'net2' })])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
+    ['bare NAD name is the pod namespace; CIDR form is stripped', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5/24', 'fd00::5'], { nad: 'nad-blue' })])], { kind: 'addresses', ips: ['10.0.0.5', 'fd00::5'], pods: ['p1'] }],
+    ['another NAD on that interface', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { nad: `${NS}/nad-red` })])], { kind: 'none' }],
+    ['another interface', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { iface: 'net1' })])], { kind: 'none' }],
+    ['no address listed', [launcherPod('p1', VMI_UID, [entry([])])], { kind: 'none' }],
+    ['finished pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { phase: 'Succeeded' })], { kind: 'none' }],
+    ['failed pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { phase: 'Failed' })], { kind: 'none' }],
+    ['terminating pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { deleting: true })], { kind: 'none' }],
+    ['pod of another VMI (a copy)', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { ownerUid: 'uid-other' })], { kind: 'none' }],
+    ['migration: both pods agree', [launcherPod('p2', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1', 'p2'] }],
+    ['migration target not wired yet', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p2', VMI_UID, [])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
+  ];
+  for (const [name, pods, want] of table) it(name, () => assert.deepEqual(runningAddresses(pods, VMI_UID, iface, NS), want));
+  it('pods that disagree', () => {
+    const got = runningAddresses([launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p2', VMI_UID, [entry(['10.0.0.6'])])], VMI_UID, iface, NS);
+    assert.equal(got.kind, 'invalid');
+    assert.match((got as { message: string }).message, /p1 has 10\.0\.0\.5, p2 has 10\.0\.0\.6/);
+  });
+});
+
+describe('the choice: an empty claim of a running VM takes the address the VM has', () => {
+  const pool = (subnets: string, exclude?: string) => {
+    const r = parsePool({ subnets, ...(exclude ? { excludeSubnets: exclude } : {}) });
+    assert.ok(r.ok);
+    return r.pool;
+  };
+  const owner = (name: string) => ({ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', namespace: NS, name, uid: `uid-vm-${name}` });
+  const pc = (c: IPAMClaim, running?: RunningAddresses, request: PlanClaim['request'] = { kind: 'none' }): PlanClaim => ({
+    key: `${NS}/${c.metadata.name}`,
+    claim: c,
+    request,
+    owner: owner(c.metadata.name.split('.')[0]!),
+    ...(running ? { running } : {}),
+  });
+  const at = (ips: string[], pods = ['virt-launcher-vm1-x']): RunningAddresses => ({ kind: 'addresses', ips, pods });
+  const vm1 = claim('vm1', 'data', NET, { created: '2025-01-01T00:00:02Z' });
+  const vm0 = claim('vm0', 'data', NET, { created: '2025-01-01T00:00:01Z' });
+  const held = claim('vm9', 'data', NET, { ips: ['10.0.0.5/24'] });
+
+  type Row = { name: string; subnets?: string; exclude?: string; claims: PlanClaim[]; ips: Record<string, string[]>; events?: string[]; skipped?: string[] };
+  const table: Row[] = [
+    { name: 'inside the pool: that address, with the pool prefix', claims: [pc(vm1, at(['10.0.0.5']))], ips: { 'vm1.data': ['10.0.0.5/24'] } },
+    { name: 'no running address: the lowest free one, as before', claims: [pc(vm1, { kind: 'none' })], ips: { 'vm1.data': ['10.0.0.1/24'] } },
+    {
+      name: 'served before an older claim that takes any address',
+      claims: [pc(vm0), pc(vm1, at(['10.0.0.1']))],
+      ips: { 'vm0.data': ['10.0.0.2/24'], 'vm1.data': ['10.0.0.1/24'] },
+    },
+    {
+      name: 'dual-stack pool, the pod has IPv4 only: IPv4 kept, IPv6 allocated',
+      subnets: '10.0.0.0/24,fd00::/64',
+      claims: [pc(vm1, at(['10.0.0.7']))],
+      ips: { 'vm1.data': ['10.0.0.7/24', 'fd00::1/64'] },
+    },
+    { name: 'held by another claim: refused, reported', claims: [pc(held), pc(vm1, at(['10.0.0.5']))], ips: { 'vm9.data': ['10.0.0.5/24'], 'vm1.data': [] }, events: ['AddressInUse'] },
+    { name: 'outside the pool: refused, reported', claims: [pc(vm1, at(['192.168.1.5']))], ips: { 'vm1.data': [] }, events: ['AddressOutsidePool'] },
+    { name: 'excluded (the router): refused, reported', exclude: '10.0.0.1', claims: [pc(vm1, at(['10.0.0.1']))], ips: { 'vm1.data': [] }, events: ['AddressExcluded'] },
+    { name: 'pods disagree: refused, reported', claims: [pc(vm1, { kind: 'invalid', message: 'they disagree' })], ips: { 'vm1.data': [] }, events: ['InvalidRequest'] },
+    { name: 'pods unread: left for later', claims: [pc(vm1, { kind: 'unknown', message: 'cannot read' })], ips: {}, skipped: [`${NS}/vm1.data`] },
+    {
+      name: 'a static request that differs: the running address wins, with a warning',
+      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.9'], source: 'x' })],
+      ips: { 'vm1.data': ['10.0.0.5/24'] },
+      events: ['StaticAddressNotApplied'],
+    },
+    {
+      name: 'a static request that matches: no warning',
+      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.5/24'], source: 'x' })],
+      ips: { 'vm1.data': ['10.0.0.5/24'] },
+    },
+  ];
+  for (const row of table) {
+    it(row.name, () => {
+      const plan = planNetwork({ network: NET, pool: pool(row.subnets ?? '10.0.0.0/24', row.exclude), claims: row.claims, now: '2025-06-01T00:00:00Z' });
+      const got = Object.fromEntries(plan.writes.map((w) => [w.claim.metadata.name, w.ips]));
+      assert.deepEqual(got, row.ips);
+      assert.deepEqual(plan.events.map((e) => e.reason), row.events ?? []);
+      assert.deepEqual(plan.skipped.map((s) => s.key), row.skipped ?? []);
+      for (const w of plan.writes) {
+        if (w.claim.metadata.name !== 'vm1.data') continue;
+        assert.equal(w.condition.status, w.ips.length > 0 ? 'True' : 'False');
+        if (row.claims.some((c) => c.running?.kind === 'addresses') && w.ips.length > 0) assert.match(w.condition.message!, /the address the VM has/);
+        if (w.ips.length === 0 && row.events?.[0] !== 'InvalidRequest') assert.match(w.condition.message!, /no other address is handed out/);
+      }
+    });
+  }
+});
+
+describe('allocator pass: the pod read at the edge', () => {
+  const setUp = () => {
+    const w = new FakeWorld();
+    w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24'));
+    w.vms.upsert(vm('vm1', NETS));
+    const c = claim('vm1', 'data', NET);
+    c.spec.interface = IFACE;
+    return { w, c };
+  };
+  const status = [{ name: `${NS}/nad-blue`, interface: IFACE, ips: ['10.0.0.42'] }];
+
+  it('the claim of a running VM takes the address in its pod network-status; a steady state reads no pod', async () => {
+    const { w, c } = setUp();
+    w.vmis.upsert(runningVmi('vm1', NETS));
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status)]);
+    w.addClaim(c);
+    assert.deepEqual(await w.pass(NET), { requeue: false });
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.42/24']);
+    assert.deepEqual(w.podReads, [`${NS}/${VMI_UID}`]);
+    w.deliver();
+    await w.pass(NET);
+    assert.equal(w.podReads.length, 1, 'a claim holding addresses reads no pod');
+  });
+
+  it('a VM that is not running: no pod read, the lowest free address', async () => {
+    const { w, c } = setUp();
+    w.addClaim(c);
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.1/24']);
+    assert.deepEqual(w.podReads, []);
+  });
+
+  it('pods that cannot be read: no address, a retry', async () => {
+    const { w, c } = setUp();
+    w.vmis.upsert(runningVmi('vm1', NETS));
+    w.podReadFault = true;
+    w.addClaim(c);
+    assert.deepEqual(await w.pass(NET), { requeue: true });
+    assert.deepEqual(w.writes, []);
+    w.podReadFault = false;
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status)]);
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.42/24']);
+  });
+
+  it('the address is held by another claim: nothing handed out, a Warning Event on the VM', async () => {
+    const { w, c } = setUp();
+    w.vms.upsert(vm('vm9', NETS));
+    w.addClaim(claim('vm9', 'data', NET, { ips: ['10.0.0.42/24'] }));
+    w.vmis.upsert(runningVmi('vm1', NETS));
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status)]);
+    w.addClaim(c);
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), []);
+    const cond = w.server.get(`${NS}/vm1.data`)!.status!.conditions![0]!;
+    assert.equal(cond.reason, 'IPAddressConflict');
+    const ev = w.events.find((e) => e.involvedObject.name === 'vm1');
+    assert.equal(ev?.reason, 'AddressInUse');
+    assert.match(ev!.message, /the VM has 10\.0\.0\.42 .*virt-launcher-vm1-abc.*held by vms\/vm9\.data/);
+  });
+});

@@ -1,0 +1,137 @@
+// A claim made after its VM's launcher pod started (the gate turned on while VMs run, a NAD made persistent or
+// switched to the allocator, the controller installed on a live cluster) is empty while the VM already has an address
+// on the network. For the allocator's networks the claim must take THAT address, not a new one from the pool: the
+// leader points the running pod's element at the claim (src/controller/running-pods.ts), so the next launcher pod (a
+// migration target) is given the claim's addresses, and they must be the ones the guest has (issue 26, point 3).
+//
+// The address the pod has is read from its `k8s.v1.cni.cncf.io/network-status` annotation (written by Multus). This
+// file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
+// The pod list is read at the edge (loop.ts), only when an empty claim of a running VMI is about to be allocated.
+
+import { nadKeyOfNetworkName, podInterfaceName } from '../claims/index.ts';
+import type { IPAMClaim, OwnerReference, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { ReadCache } from './requests.ts';
+import { kubevirtOwner } from './requests.ts';
+
+export const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
+
+/** What the running launcher pods of a claim's VMI say about the claim's network. */
+export type RunningAddresses =
+  /** No running pod lists an address for the network: the claim is allocated as any other. */
+  | { kind: 'none' }
+  /** Every running pod that lists the network has these addresses (bare, one per family at most). */
+  | { kind: 'addresses'; ips: string[]; pods: string[] }
+  /** The pods cannot be read now, or disagree: allocate nothing for the claim yet; `message` says why. */
+  | { kind: 'unknown'; message: string }
+  | { kind: 'invalid'; message: string };
+
+export interface NetworkStatusEntry {
+  name: string;
+  interface?: string;
+  ips: string[];
+}
+
+/** The entries of a network-status annotation; [] when absent or unreadable (entries that are not objects are dropped). */
+export function parseNetworkStatus(text: string | undefined): NetworkStatusEntry[] {
+  if (text === undefined || text.trim() === '') return [];
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(doc)) return [];
+  const out: NetworkStatusEntry[] = [];
+  for (const raw of doc) {
+    if (!raw || typeof raw !== 'object') continue;
+    const e = raw as Record<string, unknown>;
+    if (typeof e['name'] !== 'string') continue;
+    const ips = Array.isArray(e['ips']) ? e['ips'].filter((ip): ip is string => typeof ip === 'string' && ip !== '') : [];
+    out.push({ name: e['name'], ...(typeof e['interface'] === 'string' ? { interface: e['interface'] } : {}), ips });
+  }
+  return out;
+}
+
+/** A launcher pod of the VMI `vmiUid` that is alive: controller owner uid, not terminating, not finished. */
+export function isRunningLauncherPod(pod: Pod, vmiUid: string): boolean {
+  const owned = pod.metadata.ownerReferences?.some((r) => r.controller === true && r.kind === 'VirtualMachineInstance' && r.uid === vmiUid);
+  const phase = pod.status?.phase;
+  return owned === true && !pod.metadata.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
+}
+
+/** The NAD (`namespace/name`) and the pod interface names (hashed, or the ordinal `net<N>`) of a secondary network. */
+export interface NetworkInterfaces {
+  nad: string;
+  names: ReadonlySet<string>;
+}
+
+export function interfacesOfNetwork(vmi: VirtualMachineInstance, network: string, namespace: string): NetworkInterfaces | undefined {
+  let ordinal = 0;
+  for (const net of vmi.spec?.networks ?? []) {
+    if (!net?.multus || net.multus.default) continue;
+    ordinal++;
+    if (net.name !== network) continue;
+    const nad = nadKeyOfNetworkName(net.multus.networkName, namespace);
+    return nad === undefined ? undefined : { nad, names: new Set([podInterfaceName(network), `net${ordinal}`]) };
+  }
+  return undefined;
+}
+
+/**
+ * The running VMI whose launcher pods hold the claim's current address, if the claim's owner has one: the VMI of the
+ * owning VM (controlled by it) or the owning VMI itself, not terminating, with at least one active pod.
+ */
+export function runningVmiOf(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, vmis: ReadCache<VirtualMachineInstance>): VirtualMachineInstance | undefined {
+  const ref = kubevirtOwner(claim);
+  if (!ref) return undefined;
+  const namespace = claim.metadata.namespace ?? '';
+  const vmi = vmis.get(namespace, ref.name);
+  if (!vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return undefined;
+  if (ref.kind === 'VirtualMachine') {
+    const vm = vms.get(namespace, ref.name);
+    const controller: OwnerReference | undefined = vmi.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === 'VirtualMachine');
+    if (!vm || vm.metadata.uid !== ref.uid || controller?.uid !== ref.uid) return undefined;
+  } else if (vmi.metadata.uid !== ref.uid) {
+    return undefined;
+  }
+  if (Object.keys(vmi.status?.activePods ?? {}).length === 0) return undefined;
+  return vmi;
+}
+
+/** Strips a prefix length: network-status lists bare addresses, but nothing forbids CIDR form. */
+function bare(ip: string): string {
+  const slash = ip.indexOf('/');
+  return slash < 0 ? ip : ip.slice(0, slash);
+}
+
+/**
+ * What the running launcher pods of `vmiUid` say about one network: the addresses listed for its interface (matched by
+ * interface name and NAD, as the webhook matches elements). Pods that do not list the network say nothing (a pod
+ * still being wired); pods that list different addresses make the answer `invalid` (a migration whose two pods
+ * disagree cannot be settled by choosing one).
+ */
+export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterfaces, namespace: string): RunningAddresses {
+  const seen: { pod: string; ips: string[] }[] = [];
+  for (const pod of pods) {
+    if (!isRunningLauncherPod(pod, vmiUid)) continue;
+    const entries = parseNetworkStatus(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]);
+    const entry = entries.find((e) => e.interface !== undefined && iface.names.has(e.interface) && qualified(e.name, namespace) === iface.nad && e.ips.length > 0);
+    if (!entry) continue;
+    seen.push({ pod: pod.metadata.name, ips: [...new Set(entry.ips.map(bare))].sort() });
+  }
+  if (seen.length === 0) return { kind: 'none' };
+  const first = seen[0]!;
+  const other = seen.find((s) => s.ips.join(',') !== first.ips.join(','));
+  if (other) {
+    return {
+      kind: 'invalid',
+      message: `the running launcher pods disagree on the address of ${iface.nad}: ${first.pod} has ${first.ips.join(', ')}, ${other.pod} has ${other.ips.join(', ')}`,
+    };
+  }
+  return { kind: 'addresses', ips: first.ips, pods: seen.map((s) => s.pod).sort() };
+}
+
+/** Multus names the NAD `namespace/name`; a bare name is the pod's namespace. */
+function qualified(name: string, namespace: string): string {
+  return name.includes('/') ? name : `${namespace}/${name}`;
+}
