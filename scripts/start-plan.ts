@@ -6,7 +6,8 @@
 import { parseArgs } from 'node:util';
 
 export const START_USAGE = `Usage:
-  npm start [-- --dir DIR]                 local control plane, KubeVirt stand-in, examples and the controller
+  npm start [-- --dir DIR]                 local control plane, KubeVirt's virt-controller, OVN-Kubernetes' cluster
+                                           manager as the IPAM, examples and the controller
   npm start -- --kubeconfig PATH [--context NAME] [--namespace NS] [--all-namespaces] [--webhook] [-- RUN-FLAGS]
                                            the controller against the cluster you name, and only that
 
@@ -100,7 +101,9 @@ export interface LocalDemo {
   cli: string;
   /** Where the controller serves /metrics (plain HTTP on 127.0.0.1). */
   metricsUrl: string;
+  /** The world's directory (e2e/kubevirt/world.ts layout) and the controller's log file name in it. */
   logDir: string;
+  controllerLog: string;
   /** The demo VM and its claim (manifests/examples). */
   namespace: string;
   vm: string;
@@ -121,10 +124,11 @@ export function localNextSteps(d: LocalDemo): string[] {
     `  status:       ${shellWord(d.node)} ${shellWord(d.cli)} status -n ${ns} --kubeconfig ${shellWord(d.kubeconfig)}`,
     `  the webhook:  ${kubectl} get pods -n ${ns} -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`,
     `  metrics:      ${d.metricsUrl}   (curl -s ${d.metricsUrl} | grep '^persistent_ips_')`,
-    `  logs:         ${d.logDir} (persistent-ips.log, kubevirt-standin.log, kube-apiserver.log, …)`,
+    `  logs:         ${d.logDir} (${d.controllerLog}, kubevirt/virt-controller.log, ovn-kubernetes/ovnkube.log, node-standin.log, controlplane/logs/)`,
     'Try:',
-    `  ${kubectl} patch vm -n ${ns} ${shellWord(d.vm)} --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop the VM: the claim stays`,
-    `  ${kubectl} delete vm -n ${ns} ${shellWord(d.vm)}   # delete it: the claim goes`,
-    'To stop: Ctrl-C here; it stops the controller, the KubeVirt stand-in and the control plane.',
+    `  ${kubectl} patch vm -n ${ns} ${shellWord(d.vm)} --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop the VM: the claim and its address stay`,
+    `  ${kubectl} patch vm -n ${ns} ${shellWord(d.vm)} --type merge -p '{"spec":{"runStrategy":"Always"}}'   # start it again: the new launcher pod gets the same address`,
+    `  ${kubectl} delete vm -n ${ns} ${shellWord(d.vm)}   # delete it: the claim goes, and OVN-K frees the address`,
+    'To stop: Ctrl-C here; it stops the controller, virt-controller, the OVN-K cluster manager, the stand-ins and the control plane.',
   ];
 }

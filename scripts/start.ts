@@ -1,16 +1,16 @@
 // `npm start`: the main job. By default it brings up everything needed to watch the controller work on this machine:
-// a real local control plane (etcd, kube-apiserver, kube-controller-manager), the KubeVirt stand-in (test
-// infrastructure: KubeVirt itself cannot run without nodes), the examples from manifests/examples, and the
-// controller. Only with `--kubeconfig PATH` does it run the controller against a cluster, confined to one namespace
+// the world of the real-KubeVirt e2e (e2e/kubevirt/world.ts): a real local control plane (etcd, kube-apiserver,
+// kube-controller-manager), KubeVirt's real virt-controller, OVN-Kubernetes' real cluster manager handing out the
+// addresses, the node and virt-api stand-ins (test infrastructure: no node runs here), the controller; then the
+// examples from manifests/examples, whose VM's claim gets its address from OVN-K. Only with `--kubeconfig PATH` does it run the controller against a cluster, confined to one namespace
 // unless told otherwise (start-plan.ts). Ctrl-C stops everything.
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { pino } from 'pino';
-import { freePort, kubectlPath, startControlPlane } from '../e2e/harness/index.ts';
-import { controllerNamespace, localWebhookConfiguration, localWebhookFlags } from '../e2e/local/webhook-config.ts';
-import { startKubeVirtStandIn } from '../e2e/kubevirt-standin/index.ts';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { basename, join, resolve } from 'node:path';
+import { kubectlPath } from '../e2e/harness/index.ts';
+import { KUBEVIRT_VERSION } from '../e2e/kubevirt/kubevirt.ts';
+import { World } from '../e2e/kubevirt/world.ts';
+import { CLI, NODE } from '../e2e/local/controller-process.ts';
 import { localNextSteps, planStart, START_USAGE, StartUsageError, type StartPlan } from './start-plan.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -23,14 +23,8 @@ const childEnv = (): NodeJS.ProcessEnv => {
   return env;
 };
 
-function runController(extra: string[], logFile?: string): ChildProcess {
-  const child = spawn(process.execPath, [cli, 'run', ...extra], { env: childEnv(), stdio: logFile ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
-  if (logFile) {
-    const out = createWriteStream(logFile, { flags: 'a' });
-    child.stdout?.pipe(out);
-    child.stderr?.pipe(out);
-  }
-  return child;
+function runController(extra: string[]): ChildProcess {
+  return spawn(process.execPath, [cli, 'run', ...extra], { env: childEnv(), stdio: 'inherit' });
 }
 
 async function againstNamedCluster(plan: Extract<StartPlan, { mode: 'cluster' }>): Promise<void> {
@@ -54,18 +48,21 @@ async function againstNamedCluster(plan: Extract<StartPlan, { mode: 'cluster' }>
 
 async function local(dirFlag: string | undefined): Promise<void> {
   const dir = resolve(dirFlag ?? join(root, '.cluster', 'local'));
-  mkdirSync(dir, { recursive: true });
-  say('persistent-ips: starting a local control plane (the first run builds it from Go modules, which takes several minutes).');
+  say('persistent-ips: starting a local control plane with KubeVirt\'s virt-controller and OVN-Kubernetes\' cluster manager');
+  say('  (the first run builds them from source, with progress below: several minutes; later runs start in seconds).');
   if (process.env.KUBECONFIG) say(`  (KUBECONFIG is set and ignored: to run against that cluster, npm start -- --kubeconfig PATH)`);
+  // every process of the world gets its kubeconfig as a flag; none may fall back to the environment's
+  delete process.env.KUBECONFIG;
   const t0 = Date.now();
-  const cp = await startControlPlane({ dir, onLog: (line) => say(`  ${line}`), handleSignals: false });
-  const cleanups: (() => Promise<void>)[] = [() => cp.stop()];
+  // The world of the real-KubeVirt e2e (e2e/kubevirt/world.ts), in a directory of its own: control plane, real
+  // virt-controller, OVN-K's cluster manager as the IPAM, the node and virt-api stand-ins, and the controller.
+  const world = new World({ dir, onLog: (line) => say(`  ${line}`), handleSignals: false, controllerName: 'start', resyncPeriodS: undefined });
   let stopping = false;
   const stopAll = async (code: number) => {
     if (stopping) return;
     stopping = true;
     say('\nstopping…');
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((err) => say(`  cleanup failed: ${err}`));
+    await world.tearDown().catch((err) => say(`  stopping failed: ${err}`));
     say('stopped.');
     process.exit(code);
   };
@@ -73,69 +70,45 @@ async function local(dirFlag: string | undefined): Promise<void> {
   process.on('SIGTERM', () => void stopAll(0));
 
   try {
-    say(`control plane ready: Kubernetes ${cp.version} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-    const examples = join(root, 'manifests', 'examples');
-    const apply = async (argv: string[]) => {
-      const r = await cp.kubectl(argv);
-      if (r.code !== 0) throw new Error(`kubectl ${argv.join(' ')} failed: ${r.stderr}`);
-    };
-    await apply(['apply', '-f', join(examples, 'namespace.yaml'), '-f', join(examples, 'nad-persistent.yaml')]);
-    await apply(['create', 'namespace', 'kubevirt']);
-    await apply(['apply', '-f', join(examples, 'kubevirt-featuregate.yaml')]);
-    // The launcher-pod webhook, called by the API server by URL (no Service here), with the manifest's rules.
-    const webhookPort = await freePort();
-    const webhookConfig = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [controllerNamespace, { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(webhookPort) }] });
-    const applied = await cp.kubectl(['apply', '-f', '-'], { input: webhookConfig });
-    if (applied.code !== 0) throw new Error(`installing the webhook configuration failed: ${applied.stderr}`);
-
-    const standInLog = pino({ level: 'info' }, pino.destination({ dest: join(dir, 'logs', 'kubevirt-standin.log'), sync: false }));
-    const standIn = await startKubeVirtStandIn({ kubeconfigPath: cp.kubeconfigPath, log: standInLog });
-    cleanups.push(() => standIn.stop());
-
-    const controllerLog = join(dir, 'logs', 'persistent-ips.log');
-    // A port chosen here rather than by the controller (:0), so that its URL can be printed.
-    const metricsPort = await freePort();
-    const controller = runController(
-      ['--kubeconfig', cp.kubeconfigPath, '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--metrics-secure=false', '--health-probe-bind-address', '127.0.0.1:0', ...localWebhookFlags(webhookPort)],
-      controllerLog,
-    );
-    cleanups.push(
-      () =>
-        new Promise<void>((done) => {
-          if (controller.exitCode !== null) return done();
-          controller.once('exit', () => done());
-          controller.kill('SIGTERM');
-        }),
-    );
-    controller.on('exit', (code) => {
-      if (!stopping) {
-        say(`the controller exited (code ${code}); see ${controllerLog}`);
-        void stopAll(1);
-      }
+    await world.setUp();
+    say(`ready in ${((Date.now() - t0) / 1000).toFixed(1)} s: Kubernetes ${world.cp.version}, virt-controller ${KUBEVIRT_VERSION}, OVN-Kubernetes' cluster manager, the controller`);
+    void world.controller.exited.then(({ code, signal }) => {
+      if (stopping) return;
+      say(`the controller exited (code ${code}, signal ${signal}); see ${world.controller.logFile}`);
+      void stopAll(1);
     });
-
-    // Launcher pods are admitted only once the webhook has its certificate (failurePolicy Fail): wait for /readyz.
-    await waitForLine(controllerLog, /serving the launcher-pod webhook/, 30_000);
-    await apply(['apply', '-f', join(examples, 'vm.yaml')]);
-    const ready = Date.now();
-    let claims = '';
-    while (Date.now() - ready < 60_000) {
-      const r = await cp.kubectl(['get', 'ipamclaims', '-n', 'vm-demo', '-o', 'name']);
-      claims = r.stdout.trim();
-      if (claims !== '') break;
+    const examples = join(root, 'manifests', 'examples');
+    const applied = await world.cp.kubectl(['apply', '-f', join(examples, 'namespace.yaml'), '-f', join(examples, 'nad-persistent.yaml'), '-f', join(examples, 'vm.yaml')]);
+    if (applied.code !== 0) throw new Error(`kubectl apply of the examples failed: ${applied.stderr}`);
+    const created = Date.now();
+    // The claim is the controller's; its status.ips is OVN-K's, written once the launcher pod has its address.
+    let ips: string[] = [];
+    while (Date.now() - created < 90_000 && ips.length === 0) {
+      const r = await world.cp.kubectl(['get', 'ipamclaim', '-n', 'vm-demo', 'vm-a.tenantblue', '-o', 'jsonpath={.status.ips}'], { check: false });
+      ips = r.code === 0 && r.stdout.trim() !== '' ? (JSON.parse(r.stdout) as string[]) : [];
+      if (ips.length === 0) await new Promise((r2) => setTimeout(r2, 250));
+    }
+    if (ips.length === 0) throw new Error(`the claim vm-a.tenantblue got no address within 90 s; see the logs in ${dir}`);
+    const given = Date.now();
+    // the VMI runs once the node stand-in saw OVN-K's address on the launcher pod (and virt-controller moved it on)
+    while (Date.now() - given < 30_000) {
+      const r = await world.cp.kubectl(['get', 'vmi', '-n', 'vm-demo', 'vm-a', '-o', 'jsonpath={.status.phase}'], { check: false });
+      if (r.stdout.trim() === 'Running') break;
       await new Promise((r2) => setTimeout(r2, 250));
     }
-    if (claims === '') throw new Error(`no IPAMClaim appeared within 60 s; see ${controllerLog}`);
-    const shown = await cp.kubectl(['get', 'vm,vmi,ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
-    say(`\nThe example VM's claim exists ${((Date.now() - ready) / 1000).toFixed(1)} s after the VM was created:\n`);
+    const shown = await world.cp.kubectl(['get', 'vm,vmi,ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
+    say(`\nThe example VM's claim holds ${ips.join(', ')}, given by OVN-Kubernetes ${((given - created) / 1000).toFixed(1)} s after the VM was created:\n`);
     say(shown.stdout);
+    const status = spawnSync(NODE, [CLI, 'status', '-n', 'vm-demo', '--kubeconfig', world.cp.kubeconfigPath], { env: childEnv(), encoding: 'utf8' });
+    say(`persistent-ips status -n vm-demo:\n${status.stdout}${status.stderr}`);
     for (const line of localNextSteps({
-      kubectl: kubectlPath(cp.binDir),
-      kubeconfig: cp.kubeconfigPath,
-      node: process.execPath,
-      cli,
-      metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-      logDir: join(dir, 'logs'),
+      kubectl: kubectlPath(world.cp.binDir),
+      kubeconfig: world.cp.kubeconfigPath,
+      node: NODE,
+      cli: CLI,
+      metricsUrl: `http://127.0.0.1:${world.controller.metricsPort}/metrics`,
+      logDir: dir,
+      controllerLog: basename(world.controller.logFile),
       namespace: 'vm-demo',
       vm: 'vm-a',
       claim: 'vm-a.tenantblue',
@@ -145,17 +118,6 @@ async function local(dirFlag: string | undefined): Promise<void> {
     say(`persistent-ips: ${err instanceof Error ? err.message : String(err)}`);
     await stopAll(1);
   }
-}
-
-async function waitForLine(file: string, pattern: RegExp, timeoutMs: number): Promise<void> {
-  const { readFile } = await import('node:fs/promises');
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const text = await readFile(file, 'utf8').catch(() => '');
-    if (pattern.test(text)) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`the controller did not log ${pattern} within ${timeoutMs / 1000} s; see ${file}`);
 }
 
 let plan: StartPlan;

@@ -1,9 +1,10 @@
 // The world of the real-KubeVirt suite: its own control plane with KubeVirt's real CRDs, the KubeVirt CR, the
 // launcher-pod webhook registered by URL, the node stand-in, the real virt-controller, OVN-Kubernetes' real cluster
 // manager as the IPAM of OVN-K networks (unless `ovnKubernetes: false`), and the controller under test (the built
-// CLI). Everything it starts is tracked by the harness's reaper.
+// CLI). Everything it starts is tracked by the harness's reaper. `npm start` (scripts/start.ts) runs this same world
+// in a directory of its own, with the demo VM.
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
@@ -30,6 +31,18 @@ export interface WorldOptions {
    * only reads them). Default true; false leaves the IPAM to the node stand-in.
    */
   ovnKubernetes?: boolean;
+  /**
+   * The work directory (control plane, logs, certificates); created when missing and never removed. Default: a new
+   * temporary directory, removed by tearDown unless a case failed or PERSISTENT_IPS_E2E_KEEP is set.
+   */
+  dir?: string;
+  /** Progress lines, the binaries' build progress included (a first `npm start` builds them). Default: console. */
+  onLog?: (line: string) => void;
+  /** Stop the control plane on SIGINT/SIGTERM of this process (startControlPlane's handleSignals). Default true. */
+  handleSignals?: boolean;
+  /** The controller's name (its log is `<dir>/controller-<name>.log`) and --resync-period (default 10 s here). */
+  controllerName?: string;
+  resyncPeriodS?: number | undefined;
 }
 
 export class World {
@@ -47,19 +60,27 @@ export class World {
   readonly runId = randomBytes(3).toString('hex');
   #nodeLog: WriteStream | undefined;
   readonly #withOvnk: boolean;
+  readonly #opts: WorldOptions;
 
   constructor(opts: WorldOptions = {}) {
     this.#withOvnk = opts.ovnKubernetes ?? true;
+    this.#opts = opts;
   }
 
   async setUp(): Promise<void> {
     const t0 = Date.now();
-    const say = (l: string) => console.log(`[kubevirt-e2e] ${l}`);
+    const say = this.#opts.onLog ?? ((l: string) => console.log(`[kubevirt-e2e] ${l}`));
     // inside a test file this only looks in the cache (build.sh --check): the build is `npm run test:prepare`'s
-    const bins = await ensureKubeVirtBinaries();
-    const ovnkube = this.#withOvnk ? await ensureOvnkube() : undefined;
-    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-kubevirt-'));
-    this.cp = await startControlPlane({ dir: join(this.dir, 'controlplane'), crdDirs: [crdDirWithRealKubeVirt(bins, this.dir)] });
+    const bins = await ensureKubeVirtBinaries(say);
+    const ovnkube = this.#withOvnk ? await ensureOvnkube(say) : undefined;
+    if (this.#opts.dir) mkdirSync(this.#opts.dir, { recursive: true });
+    this.dir = this.#opts.dir ?? mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-kubevirt-'));
+    this.cp = await startControlPlane({
+      dir: join(this.dir, 'controlplane'),
+      crdDirs: [crdDirWithRealKubeVirt(bins, this.dir)],
+      ...(this.#opts.onLog ? { onLog: this.#opts.onLog } : {}),
+      ...(this.#opts.handleSignals !== undefined ? { handleSignals: this.#opts.handleSignals } : {}),
+    });
     this.api = new Api(this.cp.http);
     say(`Kubernetes ${this.cp.version} with KubeVirt's CRDs in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
     await installKubeVirtCR(this.cp, { featureGates: [FEATURE_GATE] });
@@ -81,7 +102,14 @@ export class World {
       this.ovnk = await startClusterManager(this.cp, ovnkube, join(this.dir, 'ovn-kubernetes'));
       say(`OVN-Kubernetes cluster manager ready, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     }
-    this.controller = await ControllerProcess.start({ name: 'kubevirt-e2e', kubeconfig: this.cp.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort, resyncPeriodS: 10 });
+    const resyncPeriodS = 'resyncPeriodS' in this.#opts ? this.#opts.resyncPeriodS : 10;
+    this.controller = await ControllerProcess.start({
+      name: this.#opts.controllerName ?? 'kubevirt-e2e',
+      kubeconfig: this.cp.kubeconfigPath,
+      logDir: this.dir,
+      webhookPort: this.webhookPort,
+      ...(resyncPeriodS !== undefined ? { resyncPeriodS } : {}),
+    });
     this.virtController = await startVirtController(this.cp, bins, join(this.dir, 'kubevirt'));
     say(`virt-controller v1.9.0 leads, controller ready, ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
   }
@@ -94,7 +122,7 @@ export class World {
     await this.virtApi.stop().catch(() => undefined);
     await this.cp?.stop();
     await new Promise<void>((r) => (this.#nodeLog ? this.#nodeLog.end(() => r()) : r()));
-    if (!this.dir) return;
+    if (!this.dir || this.#opts.dir) return;
     if (!this.failed && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(this.dir, { recursive: true, force: true });
     else console.log(`[kubevirt-e2e] kept ${this.dir} (virt-controller, OVN-K cluster manager, controller, node stand-in and control-plane logs)`);
   }
