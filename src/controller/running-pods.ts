@@ -29,8 +29,18 @@ export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { netwo
   return plan.wanted.flatMap((w) => {
     const claim = byName.get(w.claim);
     if (w.status !== 'created' || !claim || !secondary.has(w.network) || (claim.status?.ips?.length ?? 0) > 0) return [];
+    // A claim that existed when the VMI was made was there before its pods, which the webhook pointed at it at
+    // CREATE: an ordinary start reads no pod (a read filters every pod of the namespace on the API server).
+    if (!madeAfter(claim, vmi)) return [];
     return [{ network: w.network, claim }];
   });
+}
+
+/** Whether the claim was created in a later second than the VMI (either time unknown: assume so). */
+function madeAfter(claim: IPAMClaim, vmi: VirtualMachineInstance): boolean {
+  const made = Date.parse(claim.metadata.creationTimestamp ?? '');
+  const started = Date.parse(vmi.metadata.creationTimestamp ?? '');
+  return Number.isNaN(made) || Number.isNaN(started) || made > started;
 }
 
 /**

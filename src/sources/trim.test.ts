@@ -71,6 +71,7 @@ describe('trim', () => {
         namespace: 'ns1',
         uid: 'vmi-uid',
         resourceVersion: '100',
+        creationTimestamp: '2026-01-01T00:00:00Z',
         finalizers: ['kubevirt.io/virtualMachineControllerFinalize', 'foregroundDeleteVirtualMachine'],
         ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm1', uid: 'vm-uid', controller: true, blockOwnerDeletion: true }],
       },

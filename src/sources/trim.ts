@@ -85,6 +85,8 @@ export interface MetaPolicy {
    * first and reports the generation of claims and NADs it saw); elsewhere they are 60 bytes per object that no decision uses.
    */
   timestamps?: boolean;
+  /** Keep creationTimestamp alone. */
+  created?: boolean;
 }
 
 const keepFn = (policy: boolean | readonly string[] | undefined): ((k: string) => boolean) =>
@@ -98,10 +100,8 @@ export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
   put(out, 'namespace', intern(str(m.namespace)));
   put(out, 'uid', str(m.uid));
   put(out, 'resourceVersion', str(m.resourceVersion));
-  if (policy.timestamps) {
-    put(out, 'generation', num(m.generation));
-    put(out, 'creationTimestamp', str(m.creationTimestamp));
-  }
+  if (policy.timestamps) put(out, 'generation', num(m.generation));
+  if (policy.timestamps || policy.created) put(out, 'creationTimestamp', str(m.creationTimestamp));
   put(out, 'deletionTimestamp', str(m.deletionTimestamp));
   const finalizers = stringList(m.finalizers, intern);
   if (finalizers) out.finalizers = share(finalizers);
@@ -254,7 +254,8 @@ export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
 
 export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) => {
   const raw = rec(input);
-  const metadata = trimMeta(raw?.metadata, { annotations: [ADDRESSES_ANNOTATION] });
+  // creationTimestamp: a claim made after its VMI is the one case where the VMI's running pod is read (running-pods.ts).
+  const metadata = trimMeta(raw?.metadata, { annotations: [ADDRESSES_ANNOTATION], created: true });
   const status = rec(raw?.status);
   let vmiStatus: VirtualMachineInstance['status'];
   if (status) {
