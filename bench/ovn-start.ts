@@ -1,0 +1,151 @@
+// `npm run bench:ovn-start -- [--vms 1000] [--rate 20] [--out FILE]`: VM start → address in the claim, with the
+// real pair of the e2e (e2e/kubevirt/world.ts, the same World npm start runs): KubeVirt's virt-controller v1.9.0
+// makes each VMI and launcher pod, the controller under test (the built CLI) makes the claim and its webhook the
+// pod's claim reference, OVN-Kubernetes' cluster manager v1.3.0 allocates the address and writes it to the claim's
+// status.ips; the node stand-in binds and runs the pods. N VMs (runStrategy Always, one persistent OVN-K layer2
+// network each, one /16 for all) are created at a fixed rate; per VM: VM POST sent → first watch event of its claim
+// with status.ips, p50/p95/p99/max. The binaries are built (with progress) when missing, like npm start.
+import { writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { World } from '../e2e/kubevirt/world.ts';
+import { nadConfig } from '../e2e/suite/fixtures.ts';
+import { paths } from '../e2e/suite/kube.ts';
+import { percentile, round } from './lib/stats.ts';
+
+const { values } = parseArgs({
+  options: {
+    vms: { type: 'string', default: '1000' },
+    rate: { type: 'string', default: '20' },
+    out: { type: 'string' },
+    'timeout-s': { type: 'string', default: '900' },
+  },
+});
+const N = Number(values.vms);
+const RATE = Number(values.rate);
+const say = (l: string) => process.stdout.write(`[bench-ovn-start] ${l}\n`);
+
+const world = new World({ onLog: (l) => say(l), resyncPeriodS: undefined, controllerName: 'bench-ovn-start' });
+let exitCode = 0;
+try {
+  await world.setUp();
+  const ns = await world.namespace('bench');
+  await world.api.create(paths.nads(ns), {
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name: 'tenant', namespace: ns },
+    spec: { config: nadConfig(ns, 'tenant', { network: `bench-${world.runId}`, subnets: '10.128.0.0/16' }) },
+  });
+  // claim name → when its status.ips was first seen (watch receipt time)
+  const addressed = new Map<string, { at: number; ips: string[] }>();
+  // claim name → when it was first seen at all (the controller's part ends there; OVN-K's begins with the pod)
+  const created = new Map<string, number>();
+  const kc = new KubeConfig();
+  kc.loadFromFile(world.cp.kubeconfigPath);
+  const ctrl = await new Watch(kc).watch(
+    paths.claims(ns),
+    {},
+    (_type: string, obj: { metadata: { name: string }; status?: { ips?: string[] } }) => {
+      const ips = obj.status?.ips ?? [];
+      if (!created.has(obj.metadata.name)) created.set(obj.metadata.name, performance.now());
+      if (ips.length > 0 && !addressed.has(obj.metadata.name)) addressed.set(obj.metadata.name, { at: performance.now(), ips });
+    },
+    (err: unknown) => {
+      if (err) say(`claim watch ended: ${String(err)}`);
+    },
+  );
+  const sentAt = new Map<string, number>();
+  const failures: string[] = [];
+  const inflight: Promise<unknown>[] = [];
+  const load0 = loadavg();
+  const t0 = performance.now();
+  for (let i = 0; i < N; i++) {
+    const due = t0 + (i * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    const name = `vm-${String(i).padStart(5, '0')}`;
+    sentAt.set(`${name}.tenant`, performance.now());
+    inflight.push(
+      world.api
+        .create(paths.vms(ns), {
+          apiVersion: 'kubevirt.io/v1',
+          kind: 'VirtualMachine',
+          metadata: { name, namespace: ns },
+          spec: {
+            runStrategy: 'Always',
+            template: {
+              spec: {
+                domain: { devices: { interfaces: [{ name: 'tenant', bridge: {} }] }, resources: { requests: { memory: '128Mi' } } },
+                networks: [{ name: 'tenant', multus: { networkName: 'tenant' } }],
+                terminationGracePeriodSeconds: 0,
+              },
+            },
+          },
+        })
+        .catch((e: unknown) => failures.push(String(e))),
+    );
+  }
+  await Promise.all(inflight);
+  const genS = (performance.now() - t0) / 1000;
+  if (failures.length > 0) throw new Error(`${failures.length} VM creations failed, e.g. ${failures[0]}`);
+  say(`${N} VMs created in ${genS.toFixed(1)} s (target ${RATE}/s); waiting for their addresses`);
+  const deadline = Date.now() + Number(values['timeout-s']) * 1000;
+  let last = -1;
+  while (addressed.size < N && Date.now() < deadline) {
+    if (addressed.size !== last) say(`  ${addressed.size}/${N} claims have an address (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+    last = addressed.size;
+    await sleep(5000);
+  }
+  ctrl.abort();
+  const lat = [...sentAt].flatMap(([claim, sent]) => {
+    const a = addressed.get(claim);
+    return a ? [a.at - sent] : [];
+  });
+  const toClaim = [...sentAt].flatMap(([claim, sent]) => {
+    const c = created.get(claim);
+    return c ? [c - sent] : [];
+  });
+  const claimToAddress = [...created].flatMap(([claim, c]) => {
+    const a = addressed.get(claim);
+    return a ? [a.at - c] : [];
+  });
+  const q = (xs: number[]) => ({ p50: round(percentile(xs, 50), 0), p95: round(percentile(xs, 95), 0), p99: round(percentile(xs, 99), 0), max: round(Math.max(...xs), 0) });
+  const unique = new Set([...addressed.values()].map((a) => a.ips.join(','))).size;
+  const result = {
+    vms: N,
+    ratePerS: RATE,
+    generatorSeconds: round(genS, 1),
+    addressed: lat.length,
+    distinctAddresses: unique,
+    totalSeconds: round((Math.max(...[...addressed.values()].map((a) => a.at)) - t0) / 1000, 1),
+    /** VM POST sent → claim with status.ips seen: the figure. */
+    latencyMs: q(lat),
+    /** Its two parts: VM POST → claim created (the controller), claim created → status.ips (virt-controller's pod, the webhook, the node stand-in's binding, OVN-K). */
+    vmToClaimMs: q(toClaim),
+    claimToAddressMs: q(claimToAddress),
+    loadavgBefore: load0.map((x) => round(x, 1)),
+    loadavgAfter: loadavg().map((x) => round(x, 1)),
+    cpus: (await import('node:os')).cpus().length,
+  };
+  say(JSON.stringify(result));
+  if (values.out) writeFileSync(values.out, `${JSON.stringify(result, null, 2)}\n`);
+  if (lat.length < N) {
+    exitCode = 1;
+    world.failed = true;
+    say(`only ${lat.length} of ${N} claims got an address before the time-out`);
+  }
+  if (unique !== lat.length) {
+    exitCode = 1;
+    world.failed = true;
+    say(`${lat.length} claims but ${unique} distinct addresses`);
+  }
+} catch (err) {
+  exitCode = 1;
+  world.failed = true;
+  say(`failed: ${err instanceof Error ? err.message : String(err)}`);
+} finally {
+  await world.tearDown();
+}
+process.exit(exitCode);
