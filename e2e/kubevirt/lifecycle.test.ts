@@ -247,6 +247,23 @@ async function podNetwork(ns: string, podName: string, nad: string): Promise<Ovn
   return ovnPodNetworks(pod?.metadata.annotations)[`${ns}/${nad}`];
 }
 
+/**
+ * Turns the gate off (the controller has seen it), hotplugs network `plain` (NAD `nad-plain`) into VM `vm1`, and
+ * returns its running launcher pod once virt-controller has rewritten its annotation with the new element
+ * (GenerateFromActivePod), without our references: what the webhook's UPDATE must survive. The caller turns the
+ * gate back on.
+ */
+async function hotplugWithGateOff(ns: string, pod: Pod): Promise<Pod> {
+  const from = world.controller.logs.length;
+  await setGate(false);
+  await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
+  await hotplug(ns, 'vm1', 'plain', 'nad-plain');
+  return waitFor('virt-controller to add the hotplugged element to the running pod', async () => {
+    const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+    return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+  }, { timeoutMs: EVENTUALLY_MS });
+}
+
 async function setGate(on: boolean): Promise<void> {
   await world.api.mergePatch(paths.kubeVirts('kubevirt', 'kubevirt'), { spec: { configuration: { developerConfiguration: { featureGates: on ? ['PersistentIPs'] : [] } } } });
 }
@@ -497,16 +514,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     await waitClaims(ns, ['vm1.red']);
     const { pod } = await waitRunning(ns, 'vm1');
     assertReferences(pod, { red: 'vm1.red' });
-    const from = world.controller.logs.length;
-    await setGate(false);
     t.after(() => setGate(true));
-    await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
-    await hotplug(ns, 'vm1', 'plain', 'nad-plain');
-    // virt-controller rewrites the RUNNING pod's annotation to add the new element (GenerateFromActivePod)
-    const rebuilt = await waitFor('virt-controller to add the hotplugged element to the running pod', async () => {
-      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
-    }, { timeoutMs: EVENTUALLY_MS });
+    const rebuilt = await hotplugWithGateOff(ns, pod);
     t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
     assertReferences(rebuilt, { red: 'vm1.red', plain: undefined });
   }, 'gate-off-hotplug');
@@ -705,18 +714,11 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
     const { pod } = await waitRunning(ns, 'vm1');
     const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
-    const from = world.controller.logs.length;
-    await setGate(false);
     let gateOn = false;
     t.after(async () => {
       if (!gateOn) await setGate(true);
     });
-    await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
-    await hotplug(ns, 'vm1', 'plain', 'nad-plain');
-    const rebuilt = await waitFor('virt-controller to add the hotplugged element to the running pod', async () => {
-      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
-    }, { timeoutMs: EVENTUALLY_MS });
+    const rebuilt = await hotplugWithGateOff(ns, pod);
     assertReferences(rebuilt, { t: 'vm1.t', plain: undefined });
     assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
     // the pod ends (the VM stops): OVN-K frees the address of a pod whose element names no claim, and keeps the one
