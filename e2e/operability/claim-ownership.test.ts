@@ -22,6 +22,8 @@ import { buildVM, type KubeVirtStandIn, type VMNetworkRequest } from '../kubevir
 import { ControllerProcess, sumOf, type ControllerOptions } from '../local/controller-process.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, webhookPort, World } from './world.ts';
+import { startLagProxy } from './lag-proxy.ts';
+import { join } from 'node:path';
 
 const world = new World();
 const T = tally('claim-ownership');
@@ -264,6 +266,43 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     assert.notEqual(a, b);
     t.diagnostic(`sim → ${a}; sim.b → ${b}`);
   });
+
+  // Issue 26, follow-up (a): a name with two or more dots can be another VM's claim that the cache does not show yet.
+  // Staged with a watch that lags (lag-proxy.ts): VM `dot` runs on `dot.b.c`; that claim is then replaced, behind the
+  // cache's back, by one of VM `dot.b` (network `c`, the same name). A migration target pod of `dot`, created before
+  // the cache has caught up, must not be pointed at `dot.b.c`: the webhook confirms such a name with the API.
+  operabilityCase(world, T, 'dotted name behind a lagging cache: a pod is never pointed at the other VM\'s claim of that name (the API confirms it)', async (t) => {
+    const LAG_MS = 2_000; // below the webhook's 3 s budget, so its API read still answers in time
+    const proxy = await startLagProxy(world.cp.server, LAG_MS);
+    try {
+      await standIn.createVM(buildVM({ namespace: ns, name: 'dot', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
+      assert.equal(await referenceOfRunning('dot'), 'dot.b.c');
+      await standIn.createVM(buildVM({ namespace: ns, name: 'dot.b', networks: [{ name: 'c', nadName: 'nad-red' }], running: false }));
+      const otherUid = await vmUid('dot.b');
+      // Only now the lagging controller: its caches hold the running VM, its VMI and `dot.b.c` as they are.
+      const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-dotted-lagging'), world.cp.caFile, world.cp.token);
+      await restartController('dotted-lagging', { kubeconfig });
+      // What garbage collection and another VM's claim would do, faster than the cache can follow.
+      await world.mergePatch(paths.claims(ns, 'dot.b.c'), { metadata: { finalizers: null } });
+      await world.delete(paths.claims(ns, 'dot.b.c'));
+      await world.create(paths.claims(ns), {
+        apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+        kind: 'IPAMClaim',
+        metadata: { name: 'dot.b.c', namespace: ns, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'dot.b', uid: otherUid, controller: true, blockOwnerDeletion: true }] },
+        spec: { network: 'red', interface: '' },
+      });
+      const { targetPod } = await standIn.migrate(ns, 'dot', { timeoutMs: 60_000 });
+      const target = (await standIn.listLauncherPods(ns, 'dot')).find((p) => p.metadata?.name === targetPod);
+      assert.ok(target, `the migration target pod ${targetPod}`);
+      const refs = Object.values(claimReferences(target)).filter((r): r is string => r !== undefined);
+      t.diagnostic(`target pod ${targetPod} names ${refs.join(', ')}`);
+      assert.ok(!refs.includes('dot.b.c'), 'never the other VM\'s dot.b.c');
+      assert.deepEqual(refs, [collisionClaimName('dot', 'b.c')], 'its own claim under the collision name');
+    } finally {
+      await restartController('main-3');
+      await proxy.close();
+    }
+  }, { timeoutMs: 240_000 });
 });
 
 summaryAtEnd(world, T);
