@@ -1,6 +1,5 @@
-// Which claims make the leader read a running VMI's launcher pods (running-pods.ts): only a claim made after its VMI
-// that holds no address yet. An ordinary start, where the claim existed before the VMI and its pods, reads nothing:
-// at 1,000 VM starts a read per VM was 1,000 label-selected pod lists, each filtering the namespace's every pod.
+// Which claims make the leader read a running VMI's launcher pods (running-pods.ts): only a claim that holds no
+// address yet and was not made in an earlier second than its VMI. A restart of a VM whose claim exists reads nothing.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -30,8 +29,8 @@ const empties = (vmiCreated: string, c: IPAMClaim, gateEnabled = true) => {
 describe('emptyClaimsOfRunningVmi', () => {
   const rows: [string, string, IPAMClaim, string[]][] = [
     ['a claim made after its VMI, empty: read the pods', '2026-01-01T00:00:00Z', claim('2026-01-01T00:05:00Z'), ['vm1.blue']],
-    ['made in the same second as the VMI (an ordinary start): nothing read', '2026-01-01T00:00:00Z', claim('2026-01-01T00:00:00Z'), []],
-    ['made before the VMI: nothing read', '2026-01-01T00:00:05Z', claim('2026-01-01T00:00:00Z'), []],
+    ['made in the same second as the VMI (one-second resolution: maybe after it): read the pods', '2026-01-01T00:00:00Z', claim('2026-01-01T00:00:00Z'), ['vm1.blue']],
+    ['made before the VMI (a restart of a VM whose claim exists): nothing read', '2026-01-01T00:00:05Z', claim('2026-01-01T00:00:00Z'), []],
     ['made after, but holding an address: nothing read', '2026-01-01T00:00:00Z', claim('2026-01-01T00:05:00Z', ['10.0.0.5/24']), []],
   ];
   for (const [name, vmiCreated, c, expected] of rows) it(name, () => assert.deepEqual(empties(vmiCreated, c), expected));

@@ -29,18 +29,20 @@ export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { netwo
   return plan.wanted.flatMap((w) => {
     const claim = byName.get(w.claim);
     if (w.status !== 'created' || !claim || !secondary.has(w.network) || (claim.status?.ips?.length ?? 0) > 0) return [];
-    // A claim that existed when the VMI was made was there before its pods, which the webhook pointed at it at
-    // CREATE: an ordinary start reads no pod (a read filters every pod of the namespace on the API server).
+    // A claim that existed before the VMI was there before its pods, which the webhook pointed at it at CREATE.
     if (!madeAfter(claim, vmi)) return [];
     return [{ network: w.network, claim }];
   });
 }
 
-/** Whether the claim was created in a later second than the VMI (either time unknown: assume so). */
+/**
+ * Whether the claim may have been created after the VMI: not in an earlier second (creation times have one-second
+ * resolution, so the same second counts; either time unknown: assume so).
+ */
 function madeAfter(claim: IPAMClaim, vmi: VirtualMachineInstance): boolean {
   const made = Date.parse(claim.metadata.creationTimestamp ?? '');
   const started = Date.parse(vmi.metadata.creationTimestamp ?? '');
-  return Number.isNaN(made) || Number.isNaN(started) || made > started;
+  return Number.isNaN(made) || Number.isNaN(started) || made >= started;
 }
 
 /**
@@ -67,7 +69,9 @@ export async function pointRunningPods(
   let retry = false;
   if (!checked.has(memo)) {
     const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${vmi.metadata.uid}`;
-    const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, signal });
+    // From the API server's watch cache (resourceVersion 0), not etcd: this read follows most VM starts (a claim and its
+    // VMI are usually made in the same second). A stale answer costs nothing: the patch tests the annotation it read.
+    const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, resourceVersion: '0', signal });
     let complete = true;
     let pointed = false;
     for (const pod of pods.items) {
