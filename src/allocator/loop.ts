@@ -26,7 +26,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE } from '../claims/index.ts';
+import { interfacesOfNetwork, launcherPodSelector } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import { WorkQueue, type ReconcileResult } from '../queue/index.ts';
 import { serveQueue } from '../queue/serve.ts';
@@ -42,7 +42,7 @@ import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
 import { conditionsWith, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { kubevirtOwner, ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
-import { interfacesOfNetwork, runningAddresses, runningVmiOf, type RunningAddresses } from './running-address.ts';
+import { runningAddresses, runningVmiOf, type RunningAddresses } from './running-address.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
 /** Index of the allocator's NAD cache: the config `name` of each NAD. */
@@ -434,8 +434,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       ),
     readClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
     listLauncherPods: async (namespace, vmiUid, signal) => {
-      const labelSelector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${vmiUid}`;
-      return (await client.list<Pod>(resources.pods, { namespace, labelSelector, signal })).items;
+      return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
     },
   });
 

@@ -4,7 +4,8 @@ import { podInterfaceName } from '../claims/names.ts';
 import type { IPAMClaim, Pod } from '../kube/types.ts';
 import { planNetwork, type PlanClaim } from './plan.ts';
 import { parsePool } from './pool.ts';
-import { interfacesOfNetwork, parseNetworkStatus, runningAddresses, type RunningAddresses } from './running-address.ts';
+import { interfacesOfNetwork } from '../claims/index.ts';
+import { parseNetworkStatus, runningAddresses, type RunningAddresses } from './running-address.ts';
 import { FakeWorld, NS, allocatorNad, claim, launcherPod, runningVmi, vm } from './testing.ts';
 
 const NET = 'blue';

@@ -8,7 +8,7 @@
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
 // The pod list is read at the edge (loop.ts), only when an empty claim of a running VMI is about to be allocated.
 
-import { nadKeyOfNetworkName, podInterfaceName } from '../claims/index.ts';
+import { interfacesOfNetwork, isRunningLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
 import type { IPAMClaim, OwnerReference, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { ReadCache } from './requests.ts';
 import { kubevirtOwner } from './requests.ts';
@@ -50,31 +50,6 @@ export function parseNetworkStatus(text: string | undefined): NetworkStatusEntry
     out.push({ name: e['name'], ...(typeof e['interface'] === 'string' ? { interface: e['interface'] } : {}), ips });
   }
   return out;
-}
-
-/** A launcher pod of the VMI `vmiUid` that is alive: controller owner uid, not terminating, not finished. */
-export function isRunningLauncherPod(pod: Pod, vmiUid: string): boolean {
-  const owned = pod.metadata.ownerReferences?.some((r) => r.controller === true && r.kind === 'VirtualMachineInstance' && r.uid === vmiUid);
-  const phase = pod.status?.phase;
-  return owned === true && !pod.metadata.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
-}
-
-/** The NAD (`namespace/name`) and the pod interface names (hashed, or the ordinal `net<N>`) of a secondary network. */
-export interface NetworkInterfaces {
-  nad: string;
-  names: ReadonlySet<string>;
-}
-
-export function interfacesOfNetwork(vmi: VirtualMachineInstance, network: string, namespace: string): NetworkInterfaces | undefined {
-  let ordinal = 0;
-  for (const net of vmi.spec?.networks ?? []) {
-    if (!net?.multus || net.multus.default) continue;
-    ordinal++;
-    if (net.name !== network) continue;
-    const nad = nadKeyOfNetworkName(net.multus.networkName, namespace);
-    return nad === undefined ? undefined : { nad, names: new Set([podInterfaceName(network), `net${ordinal}`]) };
-  }
-  return undefined;
 }
 
 /**

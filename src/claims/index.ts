@@ -45,3 +45,4 @@ export {
 export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';
 export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
 export { nadKeyOfNetworkName, parseNadReference, type ObjectKey } from './nad-reference.ts';
+export { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, type NetworkInterfaces } from './launcher-pods.ts';

@@ -4,7 +4,7 @@
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, isRunningLauncherPod, launcherPodSelector, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
@@ -19,7 +19,7 @@ import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
 import type { WriteOverlay } from './write-overlay.ts';
-import { CREATED_BY_LABEL, pointRunningPods } from './running-pods.ts';
+import { pointRunningPods } from './running-pods.ts';
 
 /** Index of claims by the VM/VMI names in their owner references (see keys.ts), added by the controller. */
 export const CLAIMS_BY_OWNER_NAME = 'claimsByOwnerName';
@@ -114,8 +114,7 @@ async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logg
 /** The fresh read needsLauncherPodRead asks for: does the VMI have any launcher pod left, in any phase. */
 async function readLauncherPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
   if (!needsLauncherPodRead(input)) return input;
-  const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${input.vmi!.metadata.uid!}`;
-  const pods = await client.list<unknown>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, limit: 1, signal });
+  const pods = await client.list<unknown>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(input.vmi!.metadata.uid!), limit: 1, signal });
   return { ...input, launcherPodsGone: pods.items.length === 0 };
 }
 
@@ -126,15 +125,8 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
 async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<Set<string>> {
   const uid = input.vmi?.metadata.uid;
   if (!uid) return new Set();
-  const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${uid}`;
-  const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, signal });
-  const named = new Set<string>();
-  for (const pod of pods.items) {
-    const phase = (pod as { status?: { phase?: string } }).status?.phase;
-    if (pod.metadata.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
-    for (const claim of namedClaims(pod)) named.add(claim);
-  }
-  return named;
+  const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(uid), signal });
+  return new Set(pods.items.filter((pod) => isRunningLauncherPod(pod, uid)).flatMap(namedClaims));
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */

@@ -9,7 +9,7 @@
 // (the webhook refuses it; the default network of a running pod does not change).
 
 import type { Logger } from 'pino';
-import { CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_NETWORKS_ANNOTATION, nadKeyOfNetworkName, podInterfaceName } from '../claims/index.ts';
+import { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, MULTUS_NETWORKS_ANNOTATION } from '../claims/index.ts';
 import type { DecideInput, Plan, Problem } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
@@ -17,7 +17,6 @@ import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
 
-export { CREATED_BY_LABEL };
 
 /** The claims of this plan that exist, are ours, hold no address yet, and belong to a secondary network of a running VMI. */
 export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { network: string; claim: IPAMClaim }[] {
@@ -68,18 +67,15 @@ export async function pointRunningPods(
   const problems: Problem[] = [];
   let retry = false;
   if (!checked.has(memo)) {
-    const selector = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${vmi.metadata.uid}`;
     // From the API server's watch cache (resourceVersion 0), not etcd: this read follows most VM starts (a claim and its
     // VMI are usually made in the same second). A stale answer costs nothing: the patch tests the annotation it read.
-    const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: selector, resourceVersion: '0', signal });
+    const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(vmi.metadata.uid!), resourceVersion: '0', signal });
     let complete = true;
     let pointed = false;
     for (const pod of pods.items) {
       // Only the VMI's own pods, by controller owner uid: the same rule as the webhook's.
-      const owned = pod.metadata.ownerReferences?.some((r) => r.controller === true && r.kind === 'VirtualMachineInstance' && r.uid === vmi.metadata.uid);
-      const phase = (pod as { status?: { phase?: string } }).status?.phase;
-      if (!owned || pod.metadata.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
-      const outcome = await pointPod(pod, interfaceNamesOf(vmi, input.key.namespace), empty, input.key.namespace, client, log, signal);
+      if (!isRunningLauncherPod(pod, vmi.metadata.uid!)) continue;
+      const outcome = await pointPod(pod, vmi, empty, input.key.namespace, client, log, signal);
       if (outcome === 'failed') complete = false;
       if (outcome === 'pointed') pointed = true;
     }
@@ -102,27 +98,10 @@ export async function pointRunningPods(
   return { problems, retry };
 }
 
-/**
- * By secondary network: KubeVirt's pod interface names for its element (the hashed name, or the ordinal `net<N>` of
- * older pods) and the NAD (`namespace/name`) it must name; the webhook matches elements the same way.
- */
-function interfaceNamesOf(vmi: VirtualMachineInstance, namespace: string): Map<string, ReadonlySet<string> & { nad: string }> {
-  const out = new Map<string, ReadonlySet<string> & { nad: string }>();
-  let ordinal = 0;
-  for (const net of vmi.spec?.networks ?? []) {
-    if (!net?.multus || net.multus.default) continue;
-    ordinal++;
-    const nad = nadKeyOfNetworkName(net.multus.networkName, namespace);
-    if (nad === undefined || typeof net.name !== 'string') continue;
-    out.set(net.name, Object.assign(new Set([podInterfaceName(net.name), `net${ordinal}`]), { nad }));
-  }
-  return out;
-}
-
 /** Whether the pod had to be pointed at the claims, already named them, or could not be patched. */
 async function pointPod(
   pod: Pod,
-  interfaceNames: ReadonlyMap<string, ReadonlySet<string> & { nad: string }>,
+  vmi: VirtualMachineInstance,
   empty: { network: string; claim: IPAMClaim }[],
   namespace: string,
   client: KubeClient,
@@ -135,8 +114,9 @@ async function pointPod(
   const elements: NetworkSelectionElement[] = selection.elements.map((e) => ({ ...e }));
   const added: string[] = [];
   for (const { network, claim } of empty) {
-    const names = interfaceNames.get(network);
-    const element = elements.find((e) => typeof e.interface === 'string' && e.interface !== '' && names?.has(e.interface) && `${e.namespace || namespace}/${e.name}` === names.nad);
+    // The element the webhook would match: KubeVirt's pod interface name (hashed or ordinal) on the network's NAD.
+    const ifaces = interfacesOfNetwork(vmi, network, namespace);
+    const element = elements.find((e) => typeof e.interface === 'string' && ifaces?.names.has(e.interface) && `${e.namespace || namespace}/${e.name}` === ifaces.nad);
     if (!element || (typeof element[IPAM_CLAIM_REFERENCE] === 'string' && element[IPAM_CLAIM_REFERENCE] !== '')) continue;
     element[IPAM_CLAIM_REFERENCE] = claim.metadata.name;
     added.push(claim.metadata.name);
