@@ -3,8 +3,7 @@
 // would make: the VM template, the VM as controller owner, same name), and IPAMClaims shaped exactly like the
 // controller's (for the limit client).
 import { CLAIM_FINALIZER, claimName, podInterfaceName, VM_LABEL } from '../../src/claims/index.ts';
-import { buildVM } from '../../e2e/kubevirt-standin/manifests.ts';
-import { renderVmiFromVm, type Vm, type Vmi } from '../../e2e/kubevirt-standin/render.ts';
+import { buildVM, renderVmiFromVm, type Vm, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
 import type { BenchKube } from './kube.ts';
 

@@ -3,7 +3,7 @@
 // webhook's own histogram, client-side latency per request, and what the webhook read from the API server meanwhile
 // (its lookup counters), which in this steady state must be nothing.
 import { Agent, request } from 'node:https';
-import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt-standin/render.ts';
+import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from './controller.ts';
 import type { BenchKube } from './kube.ts';
 import { paths } from './objects.ts';
@@ -43,7 +43,7 @@ export async function webhookBurst(kube: BenchKube, controller: ControllerProces
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);
   const bodies = vmis.map((vmi, i) => {
-    const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, 'burst'), node: 'node-1' });
+    const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, 'burst') });
     return JSON.stringify({
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',

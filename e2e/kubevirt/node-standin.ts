@@ -227,6 +227,8 @@ export class NodeStandIn {
       return ref ? vmis.find((v) => v.metadata.uid === ref.uid) : undefined;
     };
     for (const pod of pods) {
+      // a kubelet runs only its own node's pods: a pod bound elsewhere (a case's node without a kubelet) is left alone
+      if (pod.spec.nodeName && !(STANDIN_NODES as readonly string[]).includes(pod.spec.nodeName)) continue;
       const vmi = vmiOf(pod);
       if (pod.metadata.deletionTimestamp) await this.#podGoing(pod, vmi);
       else if (!pod.spec.nodeName) await this.#schedule(pod, vmi);

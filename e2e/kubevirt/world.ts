@@ -12,13 +12,13 @@ import { freePort, startControlPlane, type ControlPlane } from '../harness/index
 import { ControllerProcess } from '../local/controller-process.ts';
 import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 import { Api, paths } from '../suite/kube.ts';
-import { waitFor } from '../kubevirt-standin/client.ts';
 import { ensureOvnkube } from '../ovn-kubernetes/binaries.ts';
 import { startClusterManager, type ClusterManager } from '../ovn-kubernetes/cluster-manager.ts';
 import { ensureKubeVirtBinaries } from './binaries.ts';
 import { crdDirWithRealKubeVirt, installKubeVirtCR, startVirtController, type VirtController } from './kubevirt.ts';
 import { NodeStandIn } from './node-standin.ts';
 import { VirtApiStandIn } from './virt-api-standin.ts';
+import { waitFor } from './virtctl.ts';
 
 export { waitFor };
 
@@ -43,6 +43,18 @@ export interface WorldOptions {
   /** The controller's name (its log is `<dir>/controller-<name>.log`) and --resync-period (default 10 s here). */
   controllerName?: string;
   resyncPeriodS?: number | undefined;
+  /**
+   * Start the controller under test (default true). False: the caller runs its own controllers (ControllerProcess)
+   * on `webhookPort`, where the launcher-pod webhook is registered; `controller` is then unset.
+   */
+  controller?: boolean;
+  /**
+   * Register the launcher-pod webhook by URL on `webhookPort`, with the controller namespace it exempts (default
+   * true). False: the caller installs what it tests (the shipped manifests, its own webhook configuration).
+   */
+  webhook?: boolean;
+  /** Start virt-controller in setUp (default true); false: KubeVirt stays silent until startVirtController. */
+  virtController?: boolean;
 }
 
 export class World {
@@ -61,6 +73,8 @@ export class World {
   #nodeLog: WriteStream | undefined;
   readonly #withOvnk: boolean;
   readonly #opts: WorldOptions;
+  #bins: Awaited<ReturnType<typeof ensureKubeVirtBinaries>> | undefined;
+  #virtControllerStarts = 0;
 
   constructor(opts: WorldOptions = {}) {
     this.#withOvnk = opts.ovnKubernetes ?? true;
@@ -72,6 +86,7 @@ export class World {
     const say = this.#opts.onLog ?? ((l: string) => console.log(`[kubevirt-e2e] ${l}`));
     // inside a test file this only looks in the cache (build.sh --check): the build is `npm run test:prepare`'s
     const bins = await ensureKubeVirtBinaries(say);
+    this.#bins = bins;
     const ovnkube = this.#withOvnk ? await ensureOvnkube(say) : undefined;
     if (this.#opts.dir) mkdirSync(this.#opts.dir, { recursive: true });
     this.dir = this.#opts.dir ?? mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-kubevirt-'));
@@ -85,13 +100,15 @@ export class World {
     say(`Kubernetes ${this.cp.version} with KubeVirt's CRDs in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
     await installKubeVirtCR(this.cp, { featureGates: [FEATURE_GATE] });
     this.webhookPort = await freePort();
-    await this.cp.kubectl(['apply', '-f', '-'], {
-      input: JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'List',
-        items: [controllerNamespace, { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) }],
-      }),
-    });
+    if (this.#opts.webhook !== false) {
+      await this.cp.kubectl(['apply', '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'List',
+          items: [controllerNamespace, { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) }],
+        }),
+      });
+    }
     await this.virtApi.start(this.cp, join(this.dir, 'virt-api-standin'));
     this.#nodeLog = createWriteStream(join(this.dir, 'node-standin.log'), { flags: 'a' });
     this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`), ipam: ovnkube ? 'ovn-kubernetes' : 'standin' });
@@ -103,15 +120,32 @@ export class World {
       say(`OVN-Kubernetes cluster manager ready, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     }
     const resyncPeriodS = 'resyncPeriodS' in this.#opts ? this.#opts.resyncPeriodS : 10;
-    this.controller = await ControllerProcess.start({
-      name: this.#opts.controllerName ?? 'kubevirt-e2e',
-      kubeconfig: this.cp.kubeconfigPath,
-      logDir: this.dir,
-      webhookPort: this.webhookPort,
-      ...(resyncPeriodS !== undefined ? { resyncPeriodS } : {}),
-    });
-    this.virtController = await startVirtController(this.cp, bins, join(this.dir, 'kubevirt'));
-    say(`virt-controller v1.9.0 leads, controller ready, ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
+    if (this.#opts.controller !== false) {
+      this.controller = await ControllerProcess.start({
+        name: this.#opts.controllerName ?? 'kubevirt-e2e',
+        kubeconfig: this.cp.kubeconfigPath,
+        logDir: this.dir,
+        webhookPort: this.webhookPort,
+        ...(resyncPeriodS !== undefined ? { resyncPeriodS } : {}),
+      });
+    }
+    if (this.#opts.virtController !== false) await this.startVirtController();
+    say(`${this.#opts.virtController !== false ? 'virt-controller v1.9.0 leads, ' : ''}controller ready, ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
+  }
+
+  /**
+   * Stops virt-controller (its process): KubeVirt is silent, VMs, VMIs and pods stay as they are (the node stand-in
+   * still plays the node) until startVirtController, e.g. for a case that stages a state virt-controller would fix.
+   */
+  async stopVirtController(): Promise<void> {
+    await this.virtController?.stop();
+  }
+
+  /** Starts virt-controller (again) and waits until it leads; each start logs to a directory of its own. */
+  async startVirtController(): Promise<void> {
+    if (!this.#bins) throw new Error('World.startVirtController before setUp');
+    const n = this.#virtControllerStarts++;
+    this.virtController = await startVirtController(this.cp, this.#bins, join(this.dir, n === 0 ? 'kubevirt' : `kubevirt-start-${n + 1}`));
   }
 
   async tearDown(): Promise<void> {
@@ -139,7 +173,7 @@ export class World {
       .kubectl(['get', 'virtualmachines,virtualmachineinstances,virtualmachineinstancemigrations,ipamclaims,pods', '-n', ns, '-o', 'yaml'], { check: false })
       .catch((e: unknown) => ({ stdout: '', stderr: String(e) }));
     const events = await this.cp.kubectl(['get', 'events', '-n', ns], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
-    const ours = this.controller.logsMatching((l) => l['namespace'] === ns).slice(-30);
+    const ours = this.controller?.logsMatching((l) => l['namespace'] === ns).slice(-30) ?? [];
     return [
       `objects in ${ns}:\n${get.stdout}${get.stderr}`,
       `events:\n${events.stdout}`,

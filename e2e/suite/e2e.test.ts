@@ -1,10 +1,10 @@
 // The end-to-end suite of persistent-ips: every lifecycle rule of spec §5 (e2e/suite/README.md maps each row to
-// its test) against a real kube-apiserver with the real garbage collector, the KubeVirt stand-in doing
-// virt-controller's part, and the controller as a separate process (dist/cli/main.js).
+// its test) against a real kube-apiserver with the real garbage collector, KubeVirt's real virt-controller (the
+// world of e2e/kubevirt, with its node and virt-api stand-ins), and the controller as a separate process
+// (dist/cli/main.js).
 //
-// ONE control plane for the whole suite (this file's `before`); one namespace per case. Run after `npm run build`:
+// ONE world for the whole suite (this file's `before`); one namespace per case. Run after `npm run build`:
 //   node_modules/.bin/node --test --test-reporter=spec --test-concurrency=1 "e2e/suite/**/*.test.ts"
-// PERSISTENT_IPS_EXISTING_KUBECONFIG=PATH runs it against an existing cluster instead (without real KubeVirt).
 import { after, before, describe } from 'node:test';
 import { SuiteEnv } from './env.ts';
 import { registerCreateVm } from './rows/create-vm.ts';

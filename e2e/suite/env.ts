@@ -1,32 +1,28 @@
-// The suite's world: ONE control plane (or the cluster of PERSISTENT_IPS_EXISTING_KUBECONFIG), the KubeVirt
-// stand-in (test infrastructure doing virt-controller's job, in this process, watching every namespace), the
-// KubeVirt CR that carries the PersistentIPs gate, and the controller under test as separate processes: one shared
-// controller for most cases, dedicated ones (after stopping the shared one) where a case needs its own flags or
-// kills it.
+// The suite's world: the real-KubeVirt world of e2e/kubevirt (world.ts: its own control plane with KubeVirt's real
+// CRDs and the KubeVirt CR that carries the PersistentIPs gate, the real virt-controller v1.9.0, the node and virt-api
+// stand-ins, test infrastructure) and the controller under test as separate processes: one shared controller for
+// most cases, dedicated ones (after stopping the shared one) where a case needs its own flags or kills it. The IPAM
+// plugin is the node stand-in (`ovnKubernetes: false`): the cases write the claims' addresses themselves where they
+// need them, and several stage NADs OVN-Kubernetes would refuse (invalid, layer3, edited configs).
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { it, type TestContext } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { pino } from 'pino';
-import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import type { KubeVirtCR } from '../../src/kube/types.ts';
-import { freePort, startOrConnect, type Cluster } from '../harness/index.ts';
-import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
-import { KubeVirtStandInClient, startKubeVirtStandIn, waitFor, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
+import { FEATURE_GATE } from '../../src/claims/constants.ts';
+import type { Cluster } from '../harness/index.ts';
+import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
+import { VirtCtl } from '../kubevirt/virtctl.ts';
+import { World } from '../kubevirt/world.ts';
 import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
 import { Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
+
+export { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE };
 
 /**
  * The shared controller's --resync-period (seconds). Short on purpose: cases that must hold "after several
  * resyncs" see them within seconds, and the steady-state case's window contains several full passes.
  */
 export const SHARED_RESYNC_PERIOD_S = 2;
-
-/** Where the KubeVirt CR lives (KubeVirt's convention; the controller watches KubeVirt CRs in every namespace). */
-export const KUBEVIRT_NAMESPACE = 'kubevirt';
-export const KUBEVIRT_CR_NAME = 'kubevirt';
 
 /** Whether a log line is about namespace `ns` (the reconciler's lines carry `namespace`). */
 export const inNamespace = (ns: string) => (l: LogLine): boolean => l['namespace'] === ns;
@@ -38,11 +34,12 @@ export interface Tally {
 }
 
 export class SuiteEnv {
+  readonly world = new World({ ovnKubernetes: false, controller: false, onLog: (l) => console.log(`[e2e] ${l}`) });
   cluster!: Cluster;
   kc!: KubeConfig;
   api!: Api;
-  /** virtctl-like operations and waits (work whether or not the stand-in is running). */
-  kv!: KubeVirtStandInClient;
+  /** virtctl-like operations and waits on real KubeVirt. */
+  kv!: VirtCtl;
   dir!: string;
   /** Where every controller of the suite serves the launcher-pod webhook (the MutatingWebhookConfiguration's URL). */
   webhookPort = 0;
@@ -50,60 +47,38 @@ export class SuiteEnv {
   readonly tally: Tally = { ran: 0, passed: 0, failed: 0 };
   readonly namespaces: string[] = [];
   startedAt = 0;
-  #standIn: KubeVirtStandIn | undefined;
   #shared: ControllerProcess | undefined;
   readonly #dedicated = new Set<ControllerProcess>();
-  #originalGates: string[] | null | undefined;
-  #createdKubeVirtCR = false;
 
   async setUp(): Promise<void> {
     this.startedAt = Date.now();
-    this.dir = mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-suite-'));
-    const t0 = Date.now();
-    this.cluster = await startOrConnect({ dir: join(this.dir, 'controlplane') });
-    console.log(`[e2e] Kubernetes ${this.cluster.version} at ${this.cluster.server} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
+    await this.world.setUp();
+    this.cluster = this.world.cp;
+    this.dir = this.world.dir;
+    this.webhookPort = this.world.webhookPort;
     this.kc = kubeConfigFrom(this.cluster.kubeconfigPath);
-    this.api = new Api(this.cluster.http);
-    this.kv = KubeVirtStandInClient.fromKubeconfig(this.cluster.kubeconfigPath);
-    await this.#ensureKubeVirtCR();
-    await this.#installWebhookConfiguration();
-    await this.resumeStandIn();
+    this.api = this.world.api;
+    this.kv = new VirtCtl(this.api);
     this.#shared = await this.#startShared();
   }
 
   async tearDown(): Promise<void> {
     for (const c of this.#dedicated) await c.stop().catch(() => undefined);
-    if (this.cluster && !this.cluster.owned) await this.#cleanUpExistingCluster();
     await this.#shared?.stop().catch(() => undefined);
-    await this.pauseStandIn().catch(() => undefined);
-    if (this.cluster && !this.cluster.owned) {
-      await this.#restoreKubeVirtCR().catch(() => undefined);
-      // with failurePolicy Fail and no controller left to answer, it would block every launcher pod of that cluster
-      await this.cluster.kubectl(['delete', 'mutatingwebhookconfiguration', localWebhookConfiguration(0).metadata.name, '--ignore-not-found']).catch(() => undefined);
-    }
-    await this.cluster?.stop();
-    if (this.tally.failed === 0 && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(this.dir, { recursive: true, force: true });
-    else console.log(`[e2e] kept ${this.dir} (controller, stand-in and control plane logs)`);
+    this.world.failed ||= this.tally.failed > 0;
+    await this.world.tearDown();
   }
 
-  // -- the KubeVirt stand-in --------------------------------------------------------------------------------------
+  // -- KubeVirt -----------------------------------------------------------------------------------------------------
 
-  /** Stops the stand-in: VMs, VMIs and pods stay as they are (as if virt-controller were down) until resumed. */
-  async pauseStandIn(): Promise<void> {
-    const s = this.#standIn;
-    this.#standIn = undefined;
-    await s?.stop();
+  /** Stops virt-controller: VMs, VMIs and pods stay as they are (the node still runs) until startVirtController. */
+  stopVirtController(): Promise<void> {
+    return this.world.stopVirtController();
   }
 
-  async resumeStandIn(): Promise<void> {
-    this.#standIn ??= await startKubeVirtStandIn({
-      kubeconfigPath: this.cluster.kubeconfigPath,
-      // its log goes to the work dir (kept when a case fails), not into the test report
-      log: pino(
-        { level: process.env['KUBEVIRT_STANDIN_LOG_LEVEL'] ?? 'info', base: { component: 'kubevirt-standin' } },
-        pino.destination({ dest: join(this.dir, 'kubevirt-standin.log'), append: true, sync: true }),
-      ),
-    });
+  /** Starts virt-controller again (waits until it leads). */
+  startVirtController(): Promise<void> {
+    return this.world.startVirtController();
   }
 
   // -- controllers ------------------------------------------------------------------------------------------------
@@ -121,26 +96,6 @@ export class SuiteEnv {
       webhookPort: this.webhookPort,
       resyncPeriodS: SHARED_RESYNC_PERIOD_S,
     });
-  }
-
-  /**
-   * The launcher-pod webhook as `npm start` installs it locally: the shipped MutatingWebhookConfiguration, called by
-   * URL on 127.0.0.1 (no Service here), and the controller namespace exempt from it. The controller fills in the
-   * caBundle from the CA it keeps in a Secret there, so every controller process of the suite serves a certificate
-   * the API server trusts. failurePolicy is Fail, as shipped: while no controller runs, launcher pods wait (the
-   * stand-in retries, as virt-controller does).
-   */
-  async #installWebhookConfiguration(): Promise<void> {
-    this.webhookPort = await freePort();
-    const list = {
-      apiVersion: 'v1',
-      kind: 'List',
-      items: [
-        controllerNamespace,
-        { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) },
-      ],
-    };
-    await this.cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify(list) });
   }
 
   /** SIGTERM the shared controller and start a new one (waits for /readyz). */
@@ -185,33 +140,6 @@ export class SuiteEnv {
   }
 
   // -- the feature gate in the KubeVirt CR ---------------------------------------------------------------------------
-
-  async #ensureKubeVirtCR(): Promise<void> {
-    if (!(await this.api.get(paths.namespaces(KUBEVIRT_NAMESPACE)))) {
-      await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: KUBEVIRT_NAMESPACE } });
-    }
-    const cr = await this.api.get<KubeVirtCR>(paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME));
-    if (!cr) {
-      this.#createdKubeVirtCR = true;
-      await this.api.create(paths.kubeVirts(KUBEVIRT_NAMESPACE), {
-        apiVersion: 'kubevirt.io/v1',
-        kind: 'KubeVirt',
-        metadata: { name: KUBEVIRT_CR_NAME, namespace: KUBEVIRT_NAMESPACE },
-        spec: { configuration: { developerConfiguration: { featureGates: [FEATURE_GATE] } } },
-      });
-      return;
-    }
-    this.#originalGates = cr.spec?.configuration?.developerConfiguration?.featureGates ?? null;
-    await this.setGateInCR(true);
-  }
-
-  async #restoreKubeVirtCR(): Promise<void> {
-    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
-    if (this.#createdKubeVirtCR) await this.api.delete(path);
-    else if (this.#originalGates !== undefined) {
-      await this.api.mergePatch(path, { spec: { configuration: { developerConfiguration: { featureGates: this.#originalGates } } } });
-    }
-  }
 
   /** Adds or removes PersistentIPs in the KubeVirt CR's developerConfiguration.featureGates (other gates kept). */
   async setGateInCR(on: boolean): Promise<void> {
@@ -259,19 +187,6 @@ export class SuiteEnv {
     return parts.join('\n');
   }
 
-  async #cleanUpExistingCluster(): Promise<void> {
-    // On a cluster that outlives the suite: delete the namespaces while the stand-in and the controller still run
-    // (they hold finalizers on VMs and claims), and wait a bounded time.
-    for (const ns of this.namespaces) await this.api.delete(paths.namespaces(ns)).catch(() => undefined);
-    await waitFor(
-      'test namespaces to be deleted',
-      async () => {
-        for (const ns of this.namespaces) if (await this.api.get(paths.namespaces(ns))) return false;
-        return true;
-      },
-      { timeoutMs: 120_000, intervalMs: 500 },
-    ).catch((e: unknown) => console.log(`[e2e] ${String(e)}`));
-  }
 }
 
 /** What a case gets: the suite's world, its test context, and fresh namespaces (remembered for diagnostics). */

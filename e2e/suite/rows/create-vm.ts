@@ -1,7 +1,7 @@
 // Spec §5 row "create VM (running)".
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { parseNetworksAnnotation } from '../../kubevirt-standin/index.ts';
+import { parseNetworksAnnotation } from '../../kubevirt/launcher-fixture.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import { assertClaim, createPersistentNad, createNad, createVM, expectedPodInterface, nadConfig, ownerOf, waitForClaims, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
 import { namespaceEvents, paths, type IPAMClaim } from '../kube.ts';

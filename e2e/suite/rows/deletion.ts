@@ -1,10 +1,11 @@
 // Spec §5 rows "VM deleted (background)", "VM deleted (foreground)", "standalone VMI".
 //
-// To see what the controller does WHILE a VMI still exists, these cases pause the KubeVirt stand-in (as if
-// virt-controller were slow): the VMI then lingers for as long as the case needs, and the case resumes it.
+// To see what the controller does WHILE a VMI still exists, these cases stop virt-controller (as if it were slow or
+// down): the VMI then lingers for as long as the case needs, and the case starts virt-controller again.
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { buildVM, waitFor, type Vm, type Vmi } from '../../kubevirt-standin/index.ts';
+import { buildVM, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
+import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, inNamespace, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
@@ -45,7 +46,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const vmLog = await watchLog<Vm>(c, paths.vms(ns));
       const logFrom = env.shared.logs.length;
 
-      await env.pauseStandIn();
+      await env.stopVirtController();
       try {
         await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=background', '--wait=false']);
         await env.kv.waitForVM(ns, 'vm1', (vm) => !!vm.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS, what: 'VM vm1 terminating' });
@@ -56,7 +57,7 @@ export function registerDeletion(env: SuiteEnv): void {
         for (const claim of held) assert.ok(hasOurFinalizer(claim) && !claim.metadata.deletionTimestamp, `${claim.metadata.name} held`);
         assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
       } finally {
-        await env.resumeStandIn();
+        await env.startVirtController();
       }
 
       for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
@@ -89,7 +90,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
       const vmLog = await watchLog<Vm>(c, paths.vms(ns));
 
-      await env.pauseStandIn();
+      await env.stopVirtController();
       try {
         await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=foreground', '--wait=false']);
         // garbage collection marks the blocking dependents (the claims) for deletion; our finalizer holds them
@@ -108,7 +109,7 @@ export function registerDeletion(env: SuiteEnv): void {
         assert.ok(vm.metadata.finalizers?.includes('foregroundDeletion'), 'the VM waits for its dependents (foregroundDeletion)');
         assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
       } finally {
-        await env.resumeStandIn();
+        await env.startVirtController();
       }
 
       await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
@@ -146,7 +147,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
 
-      await env.pauseStandIn();
+      await env.stopVirtController();
       try {
         await env.api.delete(paths.vmis(ns, 'vmi1'));
         const terminating = await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS });
@@ -154,7 +155,7 @@ export function registerDeletion(env: SuiteEnv): void {
         await assertQuiet(claimLog, 'the claim while its VMI is terminating with an active pod');
         assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held');
       } finally {
-        await env.resumeStandIn();
+        await env.startVirtController();
       }
 
       await waitForClaimGone(env, ns, 'vmi1.red');
@@ -174,7 +175,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const ns = await c.namespace('standalone-starting');
       await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
       const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
-      await env.pauseStandIn(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+      await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
       try {
         const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
           apiVersion: 'kubevirt.io/v1',
@@ -210,7 +211,7 @@ export function registerDeletion(env: SuiteEnv): void {
         await waitForClaimGone(env, ns, 'vmi1.red');
         await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
       } finally {
-        await env.resumeStandIn();
+        await env.startVirtController();
       }
     });
   });

@@ -22,7 +22,8 @@ import {
   VM_LABEL,
 } from '../fixtures.ts';
 import { eventsFor, paths, type IPAMClaim, type KubeObject } from '../kube.ts';
-import { parseNetworksAnnotation, waitFor } from '../../kubevirt-standin/index.ts';
+import { parseNetworksAnnotation } from '../../kubevirt/launcher-fixture.ts';
+import { waitFor } from '../../kubevirt/virtctl.ts';
 import type { V1Pod } from '@kubernetes/client-node';
 
 const networkElementsOf = (pod: V1Pod) => parseNetworksAnnotation(pod.metadata?.annotations?.['k8s.v1.cni.cncf.io/networks']) ?? [];

@@ -2,7 +2,7 @@
 // developerConfiguration.featureGates, read live, and --feature-gates, which wins when it names the gate.
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import type { Vm, Vmi } from '../../kubevirt-standin/index.ts';
+import type { Vm, Vmi } from '../../kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from '../../local/controller-process.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import {

@@ -8,8 +8,8 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
 import { request as httpsRequest } from 'node:https';
 import { localWebhookConfiguration } from '../../local/webhook-config.ts';
-import { FAKE_NODES, waitFor, type Vm, type Vmi } from '../../kubevirt-standin/index.ts';
-import { renderLauncherPod } from '../../kubevirt-standin/render.ts';
+import { renderLauncherPod, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
+import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
@@ -144,7 +144,7 @@ export function registerRestart(env: SuiteEnv): void {
           // at a random moment, and the window this case is about lasts tens of milliseconds. `--qps 1 --burst 1` (a
           // heavily throttled client, as on a busy API server) stretches the start-up to seconds, so that the first
           // answer comes while the controller is still listing, every time.
-          const launcher = renderLauncherPod(vmi, { name: 'virt-launcher-vm1-next', node: FAKE_NODES[1] });
+          const launcher = renderLauncherPod(vmi, { name: 'virt-launcher-vm1-next' });
           const caBundle = await webhookCaBundle(env);
           const second = await env.spawnController({ name: 'webhook-startup-2', namespace: ns, extraArgs: ['--qps', '1', '--burst', '1'] });
           const deadline = Date.now() + ADMISSION_DEADLINE_MS;

@@ -16,7 +16,7 @@ import {
   QUIET_WINDOW_MS,
 } from '../fixtures.ts';
 import { apiserverClaimWrites, paths, type Sample } from '../kube.ts';
-import { waitFor } from '../../kubevirt-standin/index.ts';
+import { waitFor } from '../../kubevirt/virtctl.ts';
 
 const VMS = 4;
 /** How long convergence may take before the measurement starts. */
@@ -67,7 +67,8 @@ export function registerSteadyState(env: SuiteEnv): void {
         // 1. VMI status updates (virt-handler's bread and butter), three rounds
         const vmiStatusUpdate = async (round: number) => {
           for (const n of names) {
-            await env.api.mergePatch(`${paths.vmis(ns, n)}/status`, { status: { guestOSInfo: { id: 'fedora', versionId: `${40 + round}` } } });
+            // KubeVirt's VMI CRD has no status subresource: virt-handler writes status through the object itself
+            await env.api.mergePatch(paths.vmis(ns, n), { status: { guestOSInfo: { id: 'fedora', versionId: `${40 + round}` } } });
           }
         };
         for (let round = 0; round < 3; round++) await vmiStatusUpdate(round);

@@ -1,0 +1,267 @@
+// What a test does to VMs on real KubeVirt, and its waits: the API-level equivalents of `virtctl start/stop/migrate`,
+// of deleting a VM, and of editing a VM for NIC hotplug and unplug. Every operation writes only what a user or
+// virtctl writes (the VM spec, a VirtualMachineInstanceMigration); virt-controller (kubevirt.ts) and the node
+// stand-in (node-standin.ts) do the rest, and the `wait` option (on by default) waits for that.
+import type { V1Pod } from '@kubernetes/client-node';
+import { poll } from '../harness/index.ts';
+import { Api, paths } from '../suite/kube.ts';
+import { isControlledBy, isMigrationInProgress, LAUNCHER_SELECTOR, MIGRATION_JOB_LABEL, type Vm, type Vmi } from './launcher-fixture.ts';
+
+export interface WaitOptions {
+  /** Give up after this long (default 30 s). */
+  timeoutMs?: number;
+  /** Time between two looks (default 100 ms). */
+  intervalMs?: number;
+}
+
+export interface OpOptions extends WaitOptions {
+  /** Wait until KubeVirt has carried the operation out (default true). */
+  wait?: boolean;
+}
+
+export interface MigrationResult {
+  /** The VirtualMachineInstanceMigration's name and uid (the target pod's `kubevirt.io/migrationJobUID`). */
+  migration: string;
+  migrationUid: string;
+  sourcePod: string | undefined;
+  targetPod: string | undefined;
+  vmi: Vmi;
+}
+
+export interface HotplugRequest {
+  /** The logical network (and interface) name in the VM spec. */
+  networkName: string;
+  /** The NAD, `name` or `namespace/name` (KubeVirt's `multus.networkName`). */
+  nadName: string;
+  macAddress?: string;
+}
+
+/** Calls `probe` until it returns something other than undefined/false, and returns it (the harness's poll). */
+export function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, opts: WaitOptions = {}): Promise<T> {
+  return poll(what, opts.timeoutMs ?? 30_000, async () => {
+    const v = await probe();
+    return v === false ? undefined : v;
+  }, { intervalMs: opts.intervalMs ?? 100 });
+}
+
+const migrationsPath = (ns: string, name?: string) => `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(ns)}/virtualmachineinstancemigrations${name ? `/${encodeURIComponent(name)}` : ''}`;
+
+interface Migration {
+  metadata: { name: string; uid?: string };
+  status?: { phase?: string };
+}
+
+type VmiCondition = { type: string; status: string };
+
+export class VirtCtl {
+  readonly api: Api;
+
+  constructor(api: Api) {
+    this.api = api;
+  }
+
+  // -- reads ------------------------------------------------------------------------------------------------------
+
+  getVM(ns: string, name: string): Promise<Vm | undefined> {
+    return this.api.get<Vm>(paths.vms(ns, name));
+  }
+
+  getVMI(ns: string, name: string): Promise<Vmi | undefined> {
+    return this.api.get<Vmi>(paths.vmis(ns, name));
+  }
+
+  /** The launcher pods of the VMI `vmiName` (controlled by its current UID): terminating and completed ones too. */
+  async listLauncherPods(ns: string, vmiName: string): Promise<V1Pod[]> {
+    const vmi = await this.getVMI(ns, vmiName);
+    if (!vmi) return [];
+    return (await this.api.list<V1Pod>(`${paths.pods(ns)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`)).items.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
+  }
+
+  /** The launcher pod the VMI runs in: the running one on the VMI's node (the target once a migration completed). */
+  async currentLauncherPod(ns: string, vmiName: string): Promise<V1Pod | undefined> {
+    const vmi = await this.getVMI(ns, vmiName);
+    if (!vmi?.status?.nodeName) return undefined;
+    return currentPod(vmi, await this.listLauncherPods(ns, vmiName));
+  }
+
+  // -- writes -----------------------------------------------------------------------------------------------------
+
+  createVM(vm: Vm): Promise<Vm> {
+    return this.api.create<Vm>(paths.vms(vm.metadata.namespace!), vm);
+  }
+
+  /** Deletes a VM with the given propagation policy (`kubectl delete --cascade=foreground|background|orphan`). */
+  deleteVM(ns: string, name: string, opts: { propagationPolicy?: 'Foreground' | 'Background' | 'Orphan' } = {}): Promise<boolean> {
+    return this.api.delete(paths.vms(ns, name), opts);
+  }
+
+  /** `virtctl start` (runStrategy Always). Waits (by default) for a running VMI; returns it. */
+  async startVM(ns: string, name: string, opts: OpOptions = {}): Promise<Vmi | undefined> {
+    await this.api.mergePatch(paths.vms(ns, name), { spec: { runStrategy: 'Always' } });
+    if (opts.wait === false) return undefined;
+    return (await this.waitForVMIRunning(ns, name, opts)).vmi;
+  }
+
+  /** `virtctl stop` (runStrategy Halted). Waits (by default) until the VMI is gone. */
+  async stopVM(ns: string, name: string, opts: OpOptions = {}): Promise<void> {
+    await this.api.mergePatch(paths.vms(ns, name), { spec: { runStrategy: 'Halted' } });
+    if (opts.wait === false) return;
+    await this.waitForVMIGone(ns, name, opts);
+  }
+
+  /**
+   * `virtctl migrate`: a VirtualMachineInstanceMigration for the VMI. virt-controller creates the target pod, the
+   * node stand-in plays both virt-handlers; KubeVirt keeps the (completed) source pod until the VMI goes. Waits (by
+   * default) for the migration to succeed; throws when it failed.
+   */
+  async migrate(ns: string, name: string, opts: OpOptions = {}): Promise<MigrationResult> {
+    const source = await this.currentLauncherPod(ns, name);
+    const m = await this.api.create<Migration>(migrationsPath(ns), {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachineInstanceMigration',
+      metadata: { generateName: `${name}-migration-`, namespace: ns },
+      spec: { vmiName: name },
+    });
+    const result = (vmi: Vmi, target: V1Pod | undefined): MigrationResult => ({ migration: m.metadata.name, migrationUid: m.metadata.uid!, sourcePod: source?.metadata?.name, targetPod: target?.metadata?.name, vmi });
+    if (opts.wait === false) return result((await this.getVMI(ns, name))!, undefined);
+    const done = await waitFor(`migration ${ns}/${m.metadata.name} of VMI ${name} to end`, async () => {
+      const phase = (await this.api.get<Migration>(migrationsPath(ns, m.metadata.name)))?.status?.phase;
+      return phase === 'Succeeded' || phase === 'Failed' ? phase : undefined;
+    }, opts);
+    if (done === 'Failed') throw new Error(`migration ${ns}/${m.metadata.name} of VMI ${name} failed`);
+    const pods = await this.listLauncherPods(ns, name);
+    return result((await this.getVMI(ns, name))!, pods.find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === m.metadata.uid));
+  }
+
+  /**
+   * NIC hotplug as a user does it: a Multus network and a bridge interface added to the VM template. virt-controller
+   * copies them to the running VMI (LiveUpdate); without Multus's dynamic-networks controller the interface reaches
+   * the domain through a migration (KubeVirt's 15 s grace period, then the workload updater). Waits (by default)
+   * until the domain has it; returns the VMI (undefined for a stopped VM).
+   */
+  async hotplugInterface(ns: string, vmName: string, req: HotplugRequest, opts: OpOptions = {}): Promise<Vmi | undefined> {
+    await this.#settled(ns, vmName, opts);
+    const vm = await this.getVM(ns, vmName);
+    if (!vm) throw new Error(`VM ${ns}/${vmName} not found`);
+    const spec = vm.spec?.template?.spec;
+    const ifaces = spec?.domain?.devices?.interfaces ?? [];
+    const nets = spec?.networks ?? [];
+    if (!ifaces.some((i) => i.name === req.networkName)) {
+      await this.api.jsonPatch(paths.vms(ns, vmName), [
+        { op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion },
+        { op: 'replace', path: '/spec/template/spec/networks', value: [...nets, { name: req.networkName, multus: { networkName: req.nadName } }] },
+        { op: 'replace', path: '/spec/template/spec/domain/devices/interfaces', value: [...ifaces, { name: req.networkName, bridge: {}, ...(req.macAddress ? { macAddress: req.macAddress } : {}) }] },
+      ]);
+    }
+    if (opts.wait === false) return undefined;
+    const vmi = await this.getVMI(ns, vmName);
+    if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
+    return this.waitForVMI(ns, vmName, (v) => !!v.status?.interfaces?.some((s) => s.name === req.networkName && (s.infoSource ?? '').includes('domain')), {
+      ...opts,
+      timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000),
+      what: `interface ${req.networkName} to be plugged into the domain of VMI ${ns}/${vmName}`,
+    });
+  }
+
+  /**
+   * NIC hot-unplug as a user does it: `state: absent` on the VM's interface. virt-controller copies it to the VMI,
+   * drops the element from the running pod, migrates the VMI to a pod without it, then removes the interface and its
+   * network from the VMI spec. Several interfaces at once take one VM edit (and one migration). Waits (by default)
+   * for that last step; returns the VMI (undefined for a stopped VM).
+   */
+  async hotUnplugInterface(ns: string, vmName: string, networkName: string | string[], opts: OpOptions = {}): Promise<Vmi | undefined> {
+    const names = typeof networkName === 'string' ? [networkName] : networkName;
+    await this.#settled(ns, vmName, opts);
+    const vm = await this.getVM(ns, vmName);
+    if (!vm) throw new Error(`VM ${ns}/${vmName} not found`);
+    const ifaces = vm.spec?.template?.spec?.domain?.devices?.interfaces ?? [];
+    const ops = ifaces.flatMap((iface, idx) =>
+      names.includes(iface.name) && iface.state !== 'absent' ? [{ op: 'add' as const, path: `/spec/template/spec/domain/devices/interfaces/${idx}/state`, value: 'absent' }] : [],
+    );
+    if (ops.length > 0) await this.api.jsonPatch(paths.vms(ns, vmName), [{ op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion }, ...ops]);
+    if (opts.wait === false) return undefined;
+    const vmi = await this.getVMI(ns, vmName);
+    if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
+    return this.waitForVMI(ns, vmName, (v) => !v.spec?.networks?.some((n) => names.includes(n.name)), {
+      ...opts,
+      timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000),
+      what: `interfaces ${names.join(', ')} to leave the spec of VMI ${ns}/${vmName}`,
+    });
+  }
+
+  /**
+   * Waits until a running VMI has no migration in progress and no MigrationRequired condition: a NIC change issued
+   * while an earlier one's migration is still pending was seen to wait for a migration KubeVirt never started.
+   */
+  async #settled(ns: string, vmName: string, opts: WaitOptions): Promise<void> {
+    if (!(await this.getVMI(ns, vmName))) return;
+    await waitFor(`VMI ${ns}/${vmName} to settle (no migration in progress or required)`, async () => {
+      const v = await this.getVMI(ns, vmName);
+      if (!v) return true;
+      const required = (v.status?.conditions as VmiCondition[] | undefined)?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
+      return !isMigrationInProgress(v.status?.migrationState) && !required;
+    }, { ...opts, timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000) });
+  }
+
+  // -- waits ------------------------------------------------------------------------------------------------------
+
+  waitForVM(ns: string, name: string, pred: (vm: Vm) => boolean = () => true, opts: WaitOptions & { what?: string } = {}): Promise<Vm> {
+    return waitFor(opts.what ?? `VM ${ns}/${name}`, async () => {
+      const vm = await this.getVM(ns, name);
+      return vm && pred(vm) ? vm : undefined;
+    }, opts);
+  }
+
+  async waitForVMGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
+    await waitFor(`VM ${ns}/${name} to be gone`, async () => (await this.getVM(ns, name)) === undefined, opts);
+  }
+
+  waitForVMI(ns: string, name: string, pred: (vmi: Vmi) => boolean = () => true, opts: WaitOptions & { what?: string } = {}): Promise<Vmi> {
+    return waitFor(opts.what ?? `VMI ${ns}/${name}`, async () => {
+      const vmi = await this.getVMI(ns, name);
+      return vmi && pred(vmi) ? vmi : undefined;
+    }, opts);
+  }
+
+  async waitForVMIGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
+    await waitFor(`VMI ${ns}/${name} to be gone`, async () => (await this.getVMI(ns, name)) === undefined, opts);
+  }
+
+  /**
+   * A VMI in phase Running, not terminating, not migrating, with the launcher pod it runs in (listed in its
+   * activePods).
+   */
+  waitForVMIRunning(ns: string, name: string, opts: WaitOptions = {}): Promise<{ vmi: Vmi; pod: V1Pod }> {
+    return waitFor(`VMI ${ns}/${name} to be running`, async () => {
+      const vmi = await this.getVMI(ns, name);
+      if (!vmi || vmi.metadata.deletionTimestamp || vmi.status?.phase !== 'Running' || isMigrationInProgress(vmi.status.migrationState)) return undefined;
+      const pod = currentPod(vmi, await this.listLauncherPods(ns, name));
+      return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined ? { vmi, pod } : undefined;
+    }, opts);
+  }
+
+  /** The VMI's launcher pods once `pred` holds for them (e.g. `(pods) => pods.length === 1`). */
+  waitForLauncherPods(ns: string, vmiName: string, pred: (pods: V1Pod[]) => boolean, opts: WaitOptions & { what?: string } = {}): Promise<V1Pod[]> {
+    return waitFor(opts.what ?? `launcher pods of VMI ${ns}/${vmiName}`, async () => {
+      const pods = await this.listLauncherPods(ns, vmiName);
+      return pred(pods) ? pods : undefined;
+    }, opts);
+  }
+
+  async waitForPodGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
+    await waitFor(`pod ${ns}/${name} to be gone`, async () => (await this.api.get(paths.pods(ns, name))) === undefined, opts);
+  }
+
+  /** Waits for the pod to have finished (phase Succeeded or Failed): the source pod of a completed migration. */
+  async waitForPodCompleted(ns: string, name: string, opts: WaitOptions = {}): Promise<V1Pod> {
+    return waitFor(`pod ${ns}/${name} to complete`, async () => {
+      const p = await this.api.get<V1Pod>(paths.pods(ns, name));
+      return p?.status?.phase === 'Succeeded' || p?.status?.phase === 'Failed' ? p : undefined;
+    }, opts);
+  }
+}
+
+/** The running, live launcher pod on the VMI's node. */
+function currentPod(vmi: Vmi, pods: V1Pod[]): V1Pod | undefined {
+  return pods.find((p) => p.spec?.nodeName === vmi.status?.nodeName && p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp);
+}
