@@ -66,6 +66,7 @@ interface Element {
   interface?: string;
   'ipam-claim-reference'?: string;
   mac?: string;
+  ips?: string[];
 }
 
 interface IfaceStatus {
@@ -140,9 +141,10 @@ export interface NodeStandInOptions {
   intervalMs?: number;
   /**
    * Who hands out secondary-network addresses: OVN-Kubernetes' cluster manager (read from the pod's
-   * `k8s.ovn.org/pod-networks`), or this stand-in (written to the claims). Default: the stand-in.
+   * `k8s.ovn.org/pod-networks`), this stand-in (written to the claims), or the pod's element itself (`element`: the
+   * addresses its `ips` asks for, as static IPAM gives them; the built-in allocator's networks). Default: the stand-in.
    */
-  ipam?: 'ovn-kubernetes' | 'standin';
+  ipam?: 'ovn-kubernetes' | 'standin' | 'element';
 }
 
 interface NadObject {
@@ -154,7 +156,7 @@ export class NodeStandIn {
   readonly #api: Api;
   readonly #log: (line: string) => void;
   readonly #intervalMs: number;
-  readonly #ipam: 'ovn-kubernetes' | 'standin';
+  readonly #ipam: 'ovn-kubernetes' | 'standin' | 'element';
   /** Pods already logged as waiting for OVN-K's addresses (one line per pod, not one per pass). */
   readonly #waitingLogged = new Set<string>();
   #running = true;
@@ -278,7 +280,7 @@ export class NodeStandIn {
       status.push({
         name: `${e.namespace ?? ns}/${e.name}`,
         interface: e.interface,
-        ips: ovnk ? (ovnk.ip_addresses ?? []) : this.#ipam === 'standin' ? await this.#ipsFor(ns, e) : [],
+        ips: ovnk ? (ovnk.ip_addresses ?? []) : this.#ipam === 'standin' ? await this.#ipsFor(ns, e) : (e.ips ?? []),
         mac: ovnk?.mac_address ?? e.mac ?? macFor(`${pod.metadata.uid}/${e.interface}`),
         dns: {},
       });

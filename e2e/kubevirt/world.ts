@@ -55,6 +55,12 @@ export interface WorldOptions {
   webhook?: boolean;
   /** Start virt-controller in setUp (default true); false: KubeVirt stays silent until startVirtController. */
   virtController?: boolean;
+  /**
+   * Without OVN-K, who gives pods their secondary addresses: the node stand-in as the IPAM plugin, writing the claims
+   * (`standin`, default), or the CNI taking what the pod's element asks for (`element`: static IPAM, the built-in
+   * allocator's networks, where the controller under test fills the claims).
+   */
+  nodeIpam?: 'standin' | 'element';
 }
 
 export class World {
@@ -111,7 +117,7 @@ export class World {
     }
     await this.virtApi.start(this.cp, join(this.dir, 'virt-api-standin'));
     this.#nodeLog = createWriteStream(join(this.dir, 'node-standin.log'), { flags: 'a' });
-    this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`), ipam: ovnkube ? 'ovn-kubernetes' : 'standin' });
+    this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`), ipam: ovnkube ? 'ovn-kubernetes' : (this.#opts.nodeIpam ?? 'standin') });
     // the stand-in's Node objects exist before the cluster manager starts: it allocates only for pods bound to a Node
     // it knows, and annotates each Node itself
     await this.node.start();

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
-import { buildVM } from '../kubevirt-standin/index.ts';
+import { buildVM } from '../kubevirt/launcher-fixture.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { ControllerProcess } from '../local/controller-process.ts';
 import { paths, webhookPort, World } from './world.ts';

@@ -22,7 +22,7 @@ import {
   type PodCreation,
   type Secret,
 } from './world.ts';
-import type { Vmi } from '../kubevirt-standin/index.ts';
+import type { Vmi } from '../kubevirt/launcher-fixture.ts';
 
 const world = new World();
 const T = tally('cert-rotation');

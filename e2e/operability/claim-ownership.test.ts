@@ -1,7 +1,7 @@
 // Issue 11: a launcher pod is never pointed at a claim that is not its VM's (docs/webhook-behaviour.md, "Which
 // claim a pod may be pointed at"). Through the real webhook registration (the API server calls the controller built
-// from this repository over TLS), with the KubeVirt stand-in creating launcher pods and retrying refused ones as
-// virt-controller does.
+// from this repository over TLS), with KubeVirt's real virt-controller creating launcher pods and retrying refused
+// ones.
 //
 // - A VM deleted and created again under the same name while its old claim (with its finalizer) is still there,
 //   terminating: the new VM's launcher pod is refused, never admitted with the old claim, and admitted once the new
@@ -18,7 +18,8 @@ import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { collisionClaimName } from '../../src/claims/names.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
-import { buildVM, type KubeVirtStandIn, type VMNetworkRequest } from '../kubevirt-standin/index.ts';
+import { buildVM, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
+import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { ControllerProcess, sumOf, type ControllerOptions } from '../local/controller-process.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, webhookPort, World } from './world.ts';
@@ -29,12 +30,12 @@ const world = new World();
 const T = tally('claim-ownership');
 const NETWORKS: VMNetworkRequest[] = [{ name: 'red', nadName: 'nad-red' }];
 const HOLD = 'e2e.persistent-ips.test/hold';
-/** How long the refused state is watched for: KubeVirt (the stand-in) retries within 50 ms to 5 s. */
+/** How long the refused state is watched for: virt-controller retries a refused pod within milliseconds to seconds. */
 const REFUSED_WINDOW_MS = 6_000;
 
 let port = 0;
 let controller: ControllerProcess | undefined;
-let standIn: KubeVirtStandIn;
+let standIn: VirtCtl;
 let ns = '';
 
 const controllerOptions = (name: string, extra: Partial<ControllerOptions> = {}): ControllerOptions => ({
@@ -89,14 +90,13 @@ async function recreateWhileOldClaimTerminates(name: string, hold: boolean): Pro
   });
   assert.ok(oldClaim.metadata.ownerReferences?.some((r) => r.uid === oldVm), 'the terminating claim is the old VM\'s');
 
-  const from = world.standInWarnings.length;
   await standIn.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
   const newVmUid = await vmUid(name);
   assert.notEqual(newVmUid, oldVm);
   const vmi = await standIn.waitForVMI(ns, name, (v) => v.metadata?.ownerReferences?.some((r) => r.uid === newVmUid) ?? false, { timeoutMs: 30_000 });
   const newVmiUid = vmi.metadata.uid!;
   const refused = await poll(`a refused launcher pod of the new ${name}`, 30_000, async () =>
-    world.rejectedLauncherPods(from).find((w) => w.err?.includes(claimName)),
+    (await world.rejectedLauncherPods(ns)).find((w) => w.vmi === name && w.message.includes(claimName)),
   );
   const deadline = Date.now() + REFUSED_WINDOW_MS;
   while (Date.now() < deadline) {
@@ -110,7 +110,7 @@ async function recreateWhileOldClaimTerminates(name: string, hold: boolean): Pro
     assert.equal(still?.metadata.uid, oldClaim.metadata.uid, 'the old claim is still there (the case is what it says)');
     await new Promise((r) => setTimeout(r, 100));
   }
-  return { oldClaim, newVmUid, newVmiUid, refusal: refused.err ?? '' };
+  return { oldClaim, newVmUid, newVmiUid, refusal: refused.message };
 }
 
 /** After the old claim went: the new claim is the new VM's, and the new VMI's pod is admitted pointing at it. */
@@ -129,14 +129,14 @@ async function admittedWithNewClaim(name: string, oldClaim: IPAMClaim, newVmUid:
 
 describe('operability: a launcher pod is only ever pointed at a claim of its own VM', { timeout: 15 * 60_000 }, () => {
   before(async () => {
-    await world.setUp('claim-ownership');
+    await world.setUp('claim-ownership', { virtController: true });
     port = await webhookPort();
     await world.installWebhookConfiguration(port);
     controller = await ControllerProcess.start(controllerOptions('main'));
     await world.waitForCaBundle();
     ns = await world.namespace('own');
     await world.createNad(ns, 'nad-red', { network: 'red' });
-    standIn = await world.startStandIn(ns);
+    standIn = world.kv;
   }, { timeout: 180_000 });
 
   after(async () => {

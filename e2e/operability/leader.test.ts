@@ -14,8 +14,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { poll } from '../harness/index.ts';
-import { buildVM, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
-import { launcherPodName, renderLauncherPod } from '../kubevirt-standin/render.ts';
+import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
+import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
 import { ControllerProcess, sumOf } from '../local/controller-process.ts';
 import {
@@ -44,7 +44,7 @@ let portA = 0;
 let portB = 0;
 let ns = '';
 let directNs = '';
-let standIn: KubeVirtStandIn;
+let standIn: VirtCtl;
 const controllers: ControllerProcess[] = [];
 
 const start = async (name: string, port: number): Promise<ControllerProcess> => {
@@ -60,7 +60,7 @@ const red = (vm: string) => expectedReferences({ red: `${vm}.red` });
 
 describe('operability: leader election between two controller processes', { timeout: 10 * 60_000 }, () => {
   before(async () => {
-    await world.setUp('leader');
+    await world.setUp('leader', { virtController: true });
     portA = await webhookPort();
     do portB = await webhookPort();
     while (portB === portA);
@@ -69,7 +69,7 @@ describe('operability: leader election between two controller processes', { time
     directNs = await world.namespace('le-direct');
     await world.createNad(ns, 'nad-red', { network: 'red' });
     await world.createNad(directNs, 'nad-red', { network: 'red' });
-    standIn = await world.startStandIn(ns);
+    standIn = world.kv;
   }, { timeout: 120_000 });
 
   after(async () => {
@@ -107,7 +107,7 @@ describe('operability: leader election between two controller processes', { time
     const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
     const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
     const probeVmi = await world.createVmi(directNs, 'probe', [{ name: 'red', nadName: 'nad-red' }]);
-    const probePod = renderLauncherPod(probeVmi, { name: launcherPodName('probe', probeVmi.metadata.uid!, 'direct'), node: 'standin-node-1' });
+    const probePod = renderLauncherPod(probeVmi, { name: launcherPodName('probe', probeVmi.metadata.uid!, 'direct') });
     let loading = true;
     let killedAt = 0;
     const directPods: (PodCreation & { at: number })[] = [];
@@ -185,10 +185,10 @@ describe('operability: leader election between two controller processes', { time
     // While no replica leads, nobody creates the claims of VMs made meanwhile: their launcher pods are refused as
     // "not yet" (ClaimNotFound, docs/webhook-behaviour.md) and admitted on the stand-in's retry once B made them
     // (just asserted). Any other refusal is a failure.
-    const refused = world.rejectedLauncherPods();
-    const notYet = refused.filter((w) => /IPAMClaim \S+\.red does not exist yet/.test(w.err ?? ''));
-    assert.deepEqual(refused.filter((w) => !notYet.includes(w)), [], 'the API server refused no launcher pod of the stand-in for any other reason');
-    t.diagnostic(`stand-in launcher pods refused while the claim was not made yet (failover window): ${notYet.length}, for ${new Set(notYet.map((w) => w.key)).size} VMs`);
+    const refused = await world.rejectedLauncherPods();
+    const notYet = refused.filter((w) => /IPAMClaim \S+\.red does not exist yet/.test(w.message));
+    assert.deepEqual(refused.filter((w) => !notYet.includes(w)), [], 'the API server refused no launcher pod of virt-controller for any other reason');
+    t.diagnostic(`virt-controller's launcher pods refused while the claim was not made yet (failover window): for ${new Set(notYet.map((w) => w.vmi)).size} VMIs`);
     const failedDirect = directPods.filter((p) => !p.ok);
     assert.deepEqual(failedDirect, [], 'no launcher pod made directly was refused');
     for (const p of directPods) if (p.ok) assert.deepEqual(claimReferences(p.pod), red('probe'));

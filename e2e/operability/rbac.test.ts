@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { kubeconfigYaml, poll, runKubectl } from '../harness/index.ts';
-import { buildVM, type KubeVirtStandIn } from '../kubevirt-standin/index.ts';
+import { buildVM } from '../kubevirt/launcher-fixture.ts';
+import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { ControllerProcess, isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
@@ -34,12 +35,12 @@ const SA = `system:serviceaccount:${CONTROLLER_NAMESPACE}:${SA_NAME}`;
 
 let saKubeconfig = '';
 let port = 0;
-let standIn: KubeVirtStandIn;
+let standIn: VirtCtl;
 let ns = '';
 
 describe('operability: least privilege (manifests/rbac, a TokenRequest token, docs/rbac.md)', { timeout: 10 * 60_000 }, () => {
   before(async () => {
-    await world.setUp('rbac');
+    await world.setUp('rbac', { virtController: true });
     const applied = await world.cp.kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'rbac')]);
     console.log(`[operability:rbac] kubectl apply -k manifests/rbac:\n${applied.stdout.trim()}`);
     // TokenRequest API: a bound, expiring token of the ServiceAccount (what a projected volume gives a pod).
@@ -51,7 +52,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     await world.installWebhookConfiguration(port);
     ns = await world.namespace('rbac');
     await world.createNad(ns, 'nad-red', { network: 'red' });
-    standIn = await world.startStandIn(ns);
+    standIn = world.kv;
   }, { timeout: 120_000 });
 
   after(() => world.tearDown(), { timeout: 120_000 });
@@ -108,7 +109,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const complaints = c.logs.filter((l) => isWarnOrWorse(l) && /\bforbidden\b|\b40[13]\b|unauthori[sz]ed/i.test(JSON.stringify(l)));
       assert.deepEqual(complaints, [], 'no log line about a refused request');
       assert.equal(sumOf(m, 'persistent_ips_webhook_admissions_total', { result: 'denied' }), 0);
-      assert.deepEqual(world.rejectedLauncherPods(), []);
+      assert.deepEqual(await world.rejectedLauncherPods(ns), [], 'virt-controller had no launcher pod refused');
     } finally {
       await c.stop();
     }

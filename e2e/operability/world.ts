@@ -1,32 +1,19 @@
-// What every operability file needs around the controller: its own real control plane (one per file), plain REST
-// access through the harness's client (independent of the controller's), the KubeVirt CR with the PersistentIPs
-// gate, persistent and ordinary NADs, the URL-based webhook configuration, the KubeVirt stand-in (test
-// infrastructure: what virt-controller does with VMs, VMIs and launcher pods) with its warnings captured, and
-// launcher pods made directly through the API (the same pod the stand-in makes) where a test needs to see each
-// admission itself.
+// What every operability file needs around the controller: its own world (one per file; the world of e2e/kubevirt:
+// a real control plane with KubeVirt's real CRDs, the KubeVirt CR with the PersistentIPs gate, the node and virt-api
+// stand-ins, and KubeVirt's real virt-controller where the file drives VMs), plain REST access through the harness's
+// client (independent of the controller's), persistent and ordinary NADs, the URL-based webhook configuration, and
+// launcher pods made directly through the API (rendered as virt-controller renders them: ../kubevirt/launcher-fixture.ts)
+// where a test needs to see each admission itself, with virt-controller stopped meanwhile (withKubeVirtSilent).
 import { randomBytes, X509Certificate } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { connect } from 'node:tls';
 import { KubeConfig, Watch, type V1Pod } from '@kubernetes/client-node';
-import { pino } from 'pino';
 import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
-import { freePort, poll, startControlPlane, type ControlPlane, type KubeResponse } from '../harness/index.ts';
-import {
-  buildVM,
-  parseNetworksAnnotation,
-  podInterfaceName,
-  startKubeVirtStandIn,
-  type KubeVirtStandIn,
-  type VMNetworkRequest,
-  type Vm,
-  type Vmi,
-} from '../kubevirt-standin/index.ts';
-import { launcherPodName, renderLauncherPod, renderVmiFromVm } from '../kubevirt-standin/render.ts';
+import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
+import { buildVM, launcherPodName, parseNetworksAnnotation, podInterfaceName, renderLauncherPod, renderVmiFromVm, type VMNetworkRequest, type Vm, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import { VirtCtl } from '../kubevirt/virtctl.ts';
+import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -71,52 +58,80 @@ export interface Lease {
 /** A pod creation through the API server (admission included): the pod as stored, or why it was refused. */
 export type PodCreation = { ok: true; pod: V1Pod; ms: number } | { ok: false; status: number; message: string; ms: number };
 
-/** One warning or error the stand-in logged (e.g. a launcher pod creation the API server refused). */
-export interface StandInWarning {
-  level: string;
-  msg: string;
-  err?: string;
-  key?: string;
+/** A launcher pod virt-controller could not create: its FailedCreate Event on the VMI (e.g. the webhook refused it). */
+export interface RefusedLauncherPod {
+  namespace: string;
+  vmi: string;
+  message: string;
 }
 
 export class World {
   cp!: ControlPlane;
   dir!: string;
+  /** virtctl-like operations on VMs (real virt-controller; only in files set up with `virtController: true`). */
+  kv!: VirtCtl;
   readonly runId = randomBytes(3).toString('hex');
-  readonly standInWarnings: StandInWarning[] = [];
-  readonly #standIns: KubeVirtStandIn[] = [];
-  #failed = false;
+  #kubevirt: KubeVirtWorld | undefined;
+  /** VMIs made directly while KubeVirt is silent: deleted before virt-controller starts again. */
+  readonly #directVmis: { namespace: string; name: string }[] = [];
+  #silent = false;
 
   /**
-   * Starts this file's control plane, the controller namespace (labelled as in manifests/default, so the webhook
-   * skips it; unless `controllerNamespace: false`) and the KubeVirt CR (gate on).
+   * Starts this file's world: control plane, KubeVirt's CRDs and CR (gate on), the node and virt-api stand-ins,
+   * virt-controller when `virtController` (default false: files that drive no VM leave KubeVirt silent), and the
+   * controller namespace (labelled as in manifests/default, so the webhook skips it; unless `controllerNamespace:
+   * false`). The webhook configuration is the file's to install.
    */
-  async setUp(label: string, opts: { controllerNamespace?: boolean } = {}): Promise<void> {
-    this.dir = mkdtempSync(join(tmpdir(), `persistent-ips-operability-${label}-`));
-    const t0 = Date.now();
-    this.cp = await startControlPlane({ dir: join(this.dir, 'controlplane') });
-    console.log(`[operability:${label}] Kubernetes ${this.cp.version} at ${this.cp.server} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
-    if (opts.controllerNamespace !== false) await this.ensureNamespace(controllerNamespace);
-    await this.ensureNamespace({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: KUBEVIRT_NAMESPACE } });
-    await this.create(paths.kubeVirts(KUBEVIRT_NAMESPACE), {
-      apiVersion: 'kubevirt.io/v1',
-      kind: 'KubeVirt',
-      metadata: { name: KUBEVIRT_CR, namespace: KUBEVIRT_NAMESPACE },
-      spec: { configuration: { developerConfiguration: { featureGates: [FEATURE_GATE] } } },
+  async setUp(label: string, opts: { controllerNamespace?: boolean; virtController?: boolean } = {}): Promise<void> {
+    this.#kubevirt = new KubeVirtWorld({
+      ovnKubernetes: false,
+      controller: false,
+      webhook: false,
+      virtController: opts.virtController ?? false,
+      onLog: (l) => console.log(`[operability:${label}] ${l}`),
     });
+    await this.#kubevirt.setUp();
+    this.cp = this.#kubevirt.cp;
+    this.dir = this.#kubevirt.dir;
+    this.kv = new VirtCtl(this.#kubevirt.api);
+    this.#silent = opts.virtController !== true;
+    if (opts.controllerNamespace !== false) await this.ensureNamespace(controllerNamespace);
   }
 
-  /** Marks the file as failed: its work directory (controller and control plane logs) is kept. */
+  /** Marks the file as failed: its work directory (controller, virt-controller and control plane logs) is kept. */
   noteFailure(): void {
-    this.#failed = true;
+    if (this.#kubevirt) this.#kubevirt.failed = true;
   }
 
   async tearDown(): Promise<void> {
-    for (const s of this.#standIns.splice(0)) await s.stop().catch(() => undefined);
-    await this.cp?.stop();
-    if (!this.dir) return;
-    if (this.#failed) console.log(`[operability] kept ${this.dir} (controller logs, control plane logs) for the failed cases`);
-    else rmSync(this.dir, { recursive: true, force: true });
+    await this.#kubevirt?.tearDown();
+  }
+
+  /**
+   * Runs `fn` with virt-controller stopped, for cases that create VMIs and launcher pods directly (createVmi,
+   * createLauncherPod) and must see only their own admissions; then deletes those VMIs and starts virt-controller
+   * again (which finishes their deletion: it never makes a pod for a terminating VMI).
+   */
+  async withKubeVirtSilent<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#silent) return fn();
+    await this.#kubevirt!.stopVirtController();
+    this.#silent = true;
+    try {
+      return await fn();
+    } finally {
+      for (const v of this.#directVmis.splice(0)) await this.delete(paths.vmis(v.namespace, v.name)).catch(() => undefined);
+      await this.#kubevirt!.startVirtController();
+      this.#silent = false;
+    }
+  }
+
+  /** Launcher pods virt-controller could not create (its FailedCreate Events), in `namespace` or everywhere. */
+  async rejectedLauncherPods(namespace?: string): Promise<RefusedLauncherPod[]> {
+    const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : '/api/v1/events';
+    const events = await this.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(`${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`);
+    return events
+      .filter((e) => e.involvedObject.kind === 'VirtualMachineInstance')
+      .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
   }
 
   // -- REST -------------------------------------------------------------------------------------------------------
@@ -211,58 +226,29 @@ export class World {
     });
   }
 
-  // -- the KubeVirt stand-in --------------------------------------------------------------------------------------
-
-  /**
-   * Starts a stand-in for `namespace` (or every namespace). Its warnings (e.g. "reconcile failed" because the API
-   * server refused a launcher pod) are kept in `standInWarnings`.
-   */
-  async startStandIn(namespace?: string): Promise<KubeVirtStandIn> {
-    const sink = new Writable({
-      write: (chunk: Buffer, _enc, done) => {
-        for (const line of chunk.toString('utf8').split('\n')) {
-          if (!line.trim()) continue;
-          try {
-            const l = JSON.parse(line) as { level?: number; msg?: string; err?: unknown; key?: string };
-            if ((l.level ?? 0) >= 40) this.standInWarnings.push({ level: String(l.level), msg: l.msg ?? '', ...(l.err ? { err: String(l.err) } : {}), ...(l.key ? { key: l.key } : {}) });
-          } catch {
-            /* not JSON */
-          }
-        }
-        done();
-      },
-    });
-    const standIn = await startKubeVirtStandIn({
-      kubeconfigPath: this.cp.kubeconfigPath,
-      ...(namespace ? { namespace } : {}),
-      log: pino({ level: 'warn', base: { component: 'kubevirt-standin' } }, sink),
-    });
-    this.#standIns.push(standIn);
-    return standIn;
-  }
-
-  /** Stand-in warnings that are refused launcher-pod creations. */
-  rejectedLauncherPods(from = 0): StandInWarning[] {
-    return this.standInWarnings.slice(from).filter((w) => /creating launcher pod/.test(w.err ?? ''));
-  }
-
   // -- VMIs and launcher pods made directly -----------------------------------------------------------------------
 
-  /** Creates a standalone VMI (no VM, no stand-in) with these secondary networks; returns it as stored. */
+  /**
+   * Creates a standalone VMI (no VM) with these secondary networks; returns it as stored. Where virt-controller runs,
+   * it makes a launcher pod of its own for the VMI too: a case that must see only its own admissions makes the VMI
+   * inside withKubeVirtSilent.
+   */
   async createVmi(namespace: string, name: string, networks: VMNetworkRequest[]): Promise<Vmi> {
-    // A standalone VMI: no owner, and none of the finalizers the stand-in would remove (there is no stand-in here).
+    // A standalone VMI: no owner, and none of the VM controller's finalizers (virt-api's comes from its stand-in)
     const vmi = renderVmiFromVm(buildVM({ namespace, name, networks }) as Vm) as Vmi & { metadata: { ownerReferences?: unknown; finalizers?: unknown } };
     delete vmi.metadata.ownerReferences;
     delete vmi.metadata.finalizers;
-    return this.create<Vmi>(paths.vmis(namespace), vmi);
+    const created = await this.create<Vmi>(paths.vmis(namespace), vmi);
+    if (this.#silent) this.#directVmis.push({ namespace, name });
+    return created;
   }
 
   /**
-   * Creates a launcher pod for `vmi` through the API server (so through admission and the webhook), exactly as the
-   * stand-in renders it. Never throws for a refusal: returns it.
+   * Creates a launcher pod for `vmi` through the API server (so through admission and the webhook), as virt-controller
+   * renders it (the launcher fixture). Never throws for a refusal: returns it.
    */
   async createLauncherPod(vmi: Vmi, purpose: string): Promise<PodCreation> {
-    const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, purpose), node: 'standin-node-1' });
+    const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, purpose) });
     return this.createPod(vmi.metadata.namespace!, pod);
   }
 
