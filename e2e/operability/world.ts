@@ -12,6 +12,7 @@ import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/const
 import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
 import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
 import { buildVM, launcherPodName, parseNetworksAnnotation, podInterfaceName, renderLauncherPod, renderVmiFromVm, type VMNetworkRequest, type Vm, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
@@ -20,8 +21,6 @@ export { CONTROLLER_NAMESPACE };
 export const WEBHOOK_CONFIGURATION = 'persistent-ips-launcher-pods';
 export const WEBHOOK_SECRET = 'persistent-ips-webhook-cert';
 export const LEASE_NAME = 'persistent-ips-leader';
-export const KUBEVIRT_NAMESPACE = 'kubevirt';
-export const KUBEVIRT_CR = 'kubevirt';
 
 const ns = (namespace: string) => `/namespaces/${encodeURIComponent(namespace)}`;
 const tail = (name?: string) => (name === undefined ? '' : `/${encodeURIComponent(name)}`);
@@ -193,7 +192,7 @@ export class World {
 
   /** Adds or removes PersistentIPs in the KubeVirt CR (other gates kept), guarded by resourceVersion. */
   async setGateInCR(on: boolean): Promise<void> {
-    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR);
+    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
     const cr = await this.get<KubeVirtCR>(path);
     if (!cr) throw new Error('the KubeVirt CR is missing');
     const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
