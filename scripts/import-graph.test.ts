@@ -5,36 +5,16 @@
 //     test helpers move to a test tree of their own);
 //   - src/kube is a leaf: its production files import nothing of the project outside src/kube. Its *.test.ts files
 //     may still borrow test helpers from elsewhere until those move to a test tree of their own.
-// Specifiers are read with regular expressions (static `import`/`export ... from`, side-effect imports and `import()`),
-// which is enough for this codebase's style and keeps the check free of dependencies and well under a second.
+// Specifiers are read by scripts/imports.ts (regular expressions: free of dependencies, well under a second).
 import assert from 'node:assert/strict';
-import { existsSync, globSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { globSync, readFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
+import { resolveSpecifier, specifiers } from './imports.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const SRC = join(ROOT, 'src');
 const LEAF = 'src/kube/';
-
-const STATIC = /^[ \t]*(?:import|export)\s[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/gm;
-const SIDE_EFFECT = /^[ \t]*import\s*['"]([^'"]+)['"]/gm;
-const DYNAMIC = /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g;
-
-/** Relative import specifiers of a source text, in order of appearance. */
-export function specifiers(text: string): string[] {
-  const found: [number, string][] = [];
-  for (const re of [STATIC, SIDE_EFFECT, DYNAMIC]) for (const m of text.matchAll(re)) found.push([m.index, m[1]!]);
-  return found.sort((a, b) => a[0] - b[0]).map(([, s]) => s);
-}
-
-function resolveSpecifier(fromFile: string, spec: string): string | undefined {
-  if (!spec.startsWith('.')) return undefined;
-  const base = resolve(dirname(fromFile), spec);
-  for (const candidate of [base, `${base}.ts`, join(base, 'index.ts')]) {
-    if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
-  }
-  return undefined;
-}
 
 /** src-relative file → the src-relative files it imports. */
 export function importGraph(): Map<string, string[]> {
