@@ -27,7 +27,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { BenchKube, sleep } from './lib/kube.ts';
+import { KubeHttp, sleep } from '../e2e/harness/kubehttp.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
@@ -157,7 +157,7 @@ async function main(): Promise<void> {
         cpPids.push(pid);
       },
     });
-    const kube = new BenchKube({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile) }, { maxSockets: 32 });
+    const kube = new KubeHttp({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile), maxSockets: 32, timeoutMs: 120_000 });
     await createKubeVirtCR(kube);
     const shipped = await shippedClientSettings();
     const settings = { concurrency: shipped.concurrency, qps: shipped.qps, burst: shipped.burst, resyncSeconds: 600 };
