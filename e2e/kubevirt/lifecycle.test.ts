@@ -857,8 +857,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
     assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
     assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
-    // the restarted controller has listed everything and worked off its queue (the new VMI and pod enqueued vm1)
-    await waitFor('the restarted controller to work off its queue', async () => ((await world.controller.metric('workqueue_depth')) === 0 && (await world.controller.metric('controller_runtime_reconcile_total')) > 0 ? true : undefined), { timeoutMs: EVENTUALLY_MS });
+    // the restarted controller has listed everything and worked off its queue (the new VMI and pod enqueued vm1): nothing
+    // queued, nothing in progress, and it has reconciled
+    const idle = async () => (await world.controller.metric('workqueue_depth')) === 0 && (await world.controller.metric('controller_runtime_active_workers')) === 0;
+    await waitFor('the restarted controller to work off its queue', async () => ((await idle()) && (await world.controller.metric('controller_runtime_reconcile_total')) > 0 ? true : undefined), { timeoutMs: EVENTUALLY_MS });
     const after = (await world.api.claim(ns, 'vm1.t'))!;
     assert.equal(after.metadata.resourceVersion, settled.metadata.resourceVersion, 'the claim was not written: not by the stop, the restart, nor the new pod');
     assert.deepEqual(after.status?.ips, ips);
