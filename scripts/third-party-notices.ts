@@ -7,6 +7,8 @@ import { builtinModules } from 'node:module';
 import { join, sep } from 'node:path';
 
 export const NOTICES_FILE = 'THIRD-PARTY-NOTICES.txt';
+/** The bundle's bill of materials, CycloneDX JSON (scripts/bundle.ts); the name is one SBOM scanners look for. */
+export const SBOM_FILE = 'persistent-ips.cdx.json';
 
 /**
  * Licence, copying and notice files, as packages name them (LICENSE, LICENCE.md, license-MIT, UNLICENSE, COPYING,
@@ -93,6 +95,42 @@ export function noticesText(packages: readonly BundledPackage[]): string {
     return `${rule}\n${head}\n${p.files.map((f) => `\n--- ${f.name}\n\n${f.text.trimEnd()}\n`).join('')}`;
   });
   return `persistent-ips bundles the following packages into dist/cli/. Their licences follow.\n\n${sections.join('\n')}`;
+}
+
+/** A section's heading in the notices: `name@version (licence)`. */
+const NOTICE_HEADING = /^(\S+@\d\S*) \(.*\)$/gm;
+
+/** The packages (name@version) a notices text has a section for. */
+export function noticesPackageIds(text: string): Set<string> {
+  return new Set([...text.matchAll(NOTICE_HEADING)].map((m) => m[1]!));
+}
+
+interface CdxComponent {
+  group?: string;
+  name?: string;
+  version?: string;
+  scope?: string;
+  components?: CdxComponent[];
+}
+
+/**
+ * The packages (name@version) a CycloneDX BOM lists as parts of its subject: every component, nested ones too,
+ * except those of scope `excluded` (the esbuild plugin's mark for a package whose modules tree-shaking removed whole)
+ * and the subject itself (metadata.component). An npm scope is the component's group.
+ */
+export function sbomPackageIds(bom: { components?: CdxComponent[] }): Set<string> {
+  const ids = new Set<string>();
+  const visit = (list: CdxComponent[] | undefined): void => {
+    for (const c of list ?? []) {
+      if (c.scope !== 'excluded') {
+        if (typeof c.name !== 'string' || typeof c.version !== 'string') throw new Error(`SBOM: a component without name or version: ${JSON.stringify(c).slice(0, 200)}`);
+        ids.add(`${c.group ? `${c.group}/` : ''}${c.name}@${c.version}`);
+      }
+      visit(c.components);
+    }
+  };
+  visit(bom.components);
+  return ids;
 }
 
 /**
