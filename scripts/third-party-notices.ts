@@ -97,8 +97,8 @@ export function noticesText(packages: readonly BundledPackage[]): string {
   return `persistent-ips bundles the following packages into dist/cli/. Their licences follow.\n\n${sections.join('\n')}`;
 }
 
-/** A section's heading in the notices: `name@version (licence)`. */
-const NOTICE_HEADING = /^(\S+@\d\S*) \(.*\)$/gm;
+/** A section's heading in the notices: `name@version (licence)` on the line after the rule. */
+const NOTICE_HEADING = /^={100}\n(\S+@\d\S*) \(.*\)$/gm;
 
 /** The packages (name@version) a notices text has a section for. */
 export function noticesPackageIds(text: string): Set<string> {
@@ -106,25 +106,24 @@ export function noticesPackageIds(text: string): Set<string> {
 }
 
 interface CdxComponent {
-  group?: string;
-  name?: string;
-  version?: string;
+  purl?: string;
   scope?: string;
   components?: CdxComponent[];
 }
 
 /**
- * The packages (name@version) a CycloneDX BOM lists as parts of its subject: every component, nested ones too,
- * except those of scope `excluded` (the esbuild plugin's mark for a package whose modules tree-shaking removed whole)
- * and the subject itself (metadata.component). An npm scope is the component's group.
+ * The packages of one package-URL type a CycloneDX BOM lists, nested components too, as the purl's decoded
+ * `namespace/name@version` (npm: `@scope/name@1.2.3`; deb: `debian/libc6@2.36-9+deb12u14`; generic: `node@24.1.0`),
+ * except components of scope `excluded` (the esbuild plugin's mark for a package whose modules tree-shaking removed
+ * whole). The BOM's subject (metadata.component) is not one of its components.
  */
-export function sbomPackageIds(bom: { components?: CdxComponent[] }): Set<string> {
+export function sbomPackageIds(bom: { components?: CdxComponent[] }, type = 'npm'): Set<string> {
+  const prefix = `pkg:${type}/`;
   const ids = new Set<string>();
   const visit = (list: CdxComponent[] | undefined): void => {
     for (const c of list ?? []) {
-      if (c.scope !== 'excluded') {
-        if (typeof c.name !== 'string' || typeof c.version !== 'string') throw new Error(`SBOM: a component without name or version: ${JSON.stringify(c).slice(0, 200)}`);
-        ids.add(`${c.group ? `${c.group}/` : ''}${c.name}@${c.version}`);
+      if (c.scope !== 'excluded' && c.purl?.startsWith(prefix)) {
+        ids.add(c.purl.slice(prefix.length).replace(/[?#].*$/, '').split('/').map(decodeURIComponent).join('/'));
       }
       visit(c.components);
     }
