@@ -130,7 +130,9 @@ if [ $image = 1 ]; then
   scripts/image/build.sh --out "$archive" --version "$version" --revision "$revision"
   scripts/image/inspect.sh "$archive" >"$out/image-contents.txt" || { cat "$out/image-contents.txt" >&2; die "the image failed its checks"; }
   log "image: $(head -n1 "$out/image-contents.txt")"
-  for platform in $(scripts/image/unpack.sh --platforms "$archive"); do
+  platforms="$(scripts/image/unpack.sh --platforms "$archive" | tr '\n' ' ')"
+  [ "$platforms" = "linux/amd64 linux/arm64 " ] || die "the image index holds ${platforms:-no image}, not linux/amd64 and linux/arm64"
+  for platform in $platforms; do
     arch="${platform#*/}"
     sbom="$out/persistent-ips-$version.image-$arch.cdx.json"
     # No network: no update check; the archive is read where it is.
