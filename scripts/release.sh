@@ -16,7 +16,8 @@
 #                                         the bundled npm packages
 #   persistent-ips-chart-<version>.tgz    the Helm chart, when a helm binary is at hand (HELM=, or the cached build)
 #   image-contents.txt, SHA256SUMS
-# kubectl: the harness's version-matched build (e2e/controlplane/build.sh), else the one on PATH.
+# kubectl: the harness's version-matched build (e2e/controlplane/build.sh), else the one on PATH. syft: SYFT=, else the
+# cached build of scripts/syft/build.sh (built on first use, minutes).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="${2:?}"; shift 2 ;;
     --no-image) image=0; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
