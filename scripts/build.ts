@@ -17,13 +17,13 @@
 // YAMLException2). It wraps each function expression in a call that sets its name, also the closures a request
 // creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). Every dependency is
 // bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
-// DIR/THIRD-PARTY-NOTICES.txt (scripts/third-party-notices.ts).
+// DIR/THIRD-PARTY-NOTICES.txt and their bill of materials to DIR/persistent-ips.cdx.json (scripts/bundle.ts).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
-import { build } from 'esbuild';
-import { bundledPackages, NOTICES_FILE, noticesText, unexpectedRequires } from './third-party-notices.ts';
+import { bundle } from './bundle.ts';
+import { NOTICES_FILE, SBOM_FILE } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -76,44 +76,13 @@ const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 try {
   execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', stage, '--noEmitOnError'], { cwd: ROOT, stdio: 'inherit' });
   mkdirSync(partial, { recursive: true });
-  const result = await build({
-    entryPoints: { main: join(stage, 'cli', 'main.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
-    outdir: join(partial, 'cli'),
-    // Paths in the output (module comments, hence chunk hashes) relative to the scratch folder, whose name changes
-    // with every build: the same commit gives the same bytes.
-    absWorkingDir: stage,
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node24',
-    keepNames: true,
-    // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` in a checkout.
-    sourcemap: 'linked',
-    sourcesContent: false,
-    // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-    metafile: true,
-    logLevel: 'warning',
-  });
-  // tsconfig.build.json leaves tests and test helpers out; a shipped module that imports one would pull it back in.
-  const testCode = Object.keys(result.metafile.inputs).filter((input) => /\.test\.|\/testing\.js$|\/fixtures\.js$|\/fake-[^/]*\.js$/.test(input));
-  if (testCode.length > 0) throw new Error(`build: test code in the bundle: ${testCode.join(', ')}`);
-  // What runs is this folder alone (the image has no node_modules): the bundled packages' licences travel with their
-  // code, and nothing may be left to load from a node_modules, which only a checkout or the npm package would have.
-  const contributing = new Set<string>();
-  for (const output of Object.values(result.metafile.outputs)) {
-    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) if (bytesInOutput > 0) contributing.add(resolve(stage, input));
-  }
-  const packages = bundledPackages(contributing, stage);
-  writeFileSync(join(partial, NOTICES_FILE), noticesText(packages));
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-  const missing = Object.keys(manifest.dependencies ?? {}).filter((name) => !packages.some((p) => p.name === name));
-  if (missing.length > 0) throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
-  for (const file of readdirSync(join(partial, 'cli')).filter((f) => f.endsWith('.js'))) {
-    const outside = unexpectedRequires(readFileSync(join(partial, 'cli', file), 'utf8'));
-    if (outside.length > 0) throw new Error(`build: dist/cli/${file} requires modules that are not bundled: ${outside.join(', ')}`);
-  }
+  await bundle({
+    entryPoints: { main: join(stage, 'cli', 'main.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
+    ownDir: stage,
+    outdir: join(partial, 'cli'),
+    required: Object.keys(manifest.dependencies ?? {}),
+  });
   // The old output leaves only once the new one is complete, and is never half-replaced.
   if (existsSync(out)) renameSync(out, old);
   renameSync(partial, out);
@@ -122,4 +91,4 @@ try {
 }
 const main = join(out, 'cli', 'main.js');
 if (!existsSync(main)) throw new Error(`${main} was not written`);
-say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks; ${NOTICES_FILE}`);
+say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks; ${NOTICES_FILE}, ${SBOM_FILE}`);
