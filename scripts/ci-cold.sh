@@ -50,10 +50,7 @@ if [[ $bare == 1 ]]; then
     npm ci --no-audit --no-fund && echo "ci: npm ci took $(( $(date +%s) - t )) s" && npm test' 2>&1 | tee "$LOG"
   rc=${PIPESTATUS[0]}
   if [[ $rc == 0 ]]; then
-    t=$(date +%s)
-    { timeout --kill-after=30 900 npm run release -- --out release/ci \
-      && timeout --kill-after=30 600 scripts/image/smoke.sh release/ci/persistent-ips-*.oci.tar release/ci/install.yaml \
-      && echo "ci: release + image smoke took $(( $(date +%s) - t )) s" && ls -l release/ci; } 2>&1 | tee -a "$LOG"
+    scripts/ci-release.sh 2>&1 | tee -a "$LOG"
     rc=${PIPESTATUS[0]}
   fi
 else
