@@ -1,6 +1,6 @@
 // A minimal HTTPS client for the harness's own calls to the apiserver (bearer token + the apiserver's CA). The
-// project's code uses @kubernetes/client-node; the harness stays independent of it so that it can check that
-// library's behaviour instead of relying on it.
+// controller talks to the API server through its own client (src/kube); the harness stays independent of it so that
+// the tests check that client's behaviour instead of relying on it.
 import { request } from 'node:https';
 
 export interface KubeResponse {
