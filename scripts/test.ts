@@ -1,11 +1,11 @@
 // `npm test`: every phase of the test run in order, each timed, with progress a person can follow and a time limit
 // on each end-to-end file, so that no run can hang until CI's own limit.
 //
-//   node scripts/test.ts                      all phases: runtime typecheck unit build binaries e2e
+//   node scripts/test.ts                      all phases: runtime typecheck lint unit build binaries e2e
 //   node scripts/test.ts binaries e2e [FILTER...]  (npm run test:e2e -- e2e/suite)
 //
 // Phases:
-//   typecheck, unit, build  the package.json scripts of the same names (test:unit for unit)
+//   typecheck, lint, unit, build  the package.json scripts of the same names (test:unit for unit)
 //   binaries                e2e/harness/prepare.ts: builds or finds the control-plane binaries, outside any test
 //   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, with
 //                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
@@ -19,7 +19,7 @@ import { join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const PHASES = ['runtime', 'typecheck', 'unit', 'build', 'binaries', 'e2e'] as const;
+const PHASES = ['runtime', 'typecheck', 'lint', 'unit', 'build', 'binaries', 'e2e'] as const;
 type Phase = (typeof PHASES)[number];
 
 const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
@@ -161,6 +161,7 @@ const ok =
     return major >= 24;
   })) &&
   (await phase('typecheck', async () => (await npmRun('typecheck')).ok)) &&
+  (await phase('lint', async () => (await npmRun('lint')).ok)) &&
   (await phase('unit', async () => (await npmRun('test:unit')).ok)) &&
   (await phase('build', async () => (await npmRun('build')).ok)) &&
   (await phase('binaries', async () => (await run('binaries', process.execPath, [join(ROOT, 'e2e/harness/prepare.ts')])).ok)) &&
