@@ -5,18 +5,18 @@
 // 1. tsc compiles src/ (tsconfig.build.json: the shipped sources, no tests) into a scratch folder under build/, and
 //    stops on a type error.
 // 2. esbuild bundles that output into DIR/cli/: main.js (the CLI, the image's ENTRYPOINT, the package's bin), the
-//    modules it imports only on demand as chunks of their own (yargs' parser, @kubernetes/client-node for exec and
-//    auth-provider kubeconfigs), and mint-worker.js (the certificate minting child, which webhook/certs.ts finds
-//    next to itself, so every output stays in this one folder).
+//    modules it imports only on demand as chunks of their own (@kubernetes/client-node for exec and auth-provider
+//    kubeconfigs), and the entries of the two short-lived child processes, parse-worker.js (the command-line parser,
+//    which cli/main.ts finds next to itself) and mint-worker.js (the certificate minting child, which webhook/certs.ts
+//    finds next to itself), so every output stays in this one folder.
 //
-// Why a bundle: resolving, reading, compiling and linking the controller's ~150 ES modules one by one cost Node about
-// 80 ms of CPU at every start (about a quarter of all it spends up to ready) and 6 MiB of resident memory; one file each for the
-// two processes does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target,
-// same class semantics). Names are kept: the `type` of an error in the logs is its constructor's name, and without `keepNames`
-// esbuild renames a class whose name collides with another module's (js-yaml's YAMLException would read
-// YAMLException2). It wraps each function expression in a call that sets its name, also the closures a request
-// creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). Every dependency is
-// bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
+// Why a bundle: resolving, reading, compiling and linking the controller's ES modules one by one costs Node a
+// noticeable share of its start-up CPU and resident memory; one file for each process does not. Everything tsc
+// emits is bundled as is (same target, same class semantics). Names are kept: the `type` of an error in the logs is
+// its constructor's name, and without `keepNames` esbuild renames a class whose name collides with another module's
+// (js-yaml's YAMLException would read YAMLException2). It wraps each function expression in a call that sets its
+// name, also the closures a request creates; paired runs (bench/paired.ts) showed no measurable cost. Every
+// dependency is bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
 // DIR/THIRD-PARTY-NOTICES.txt and their bill of materials to DIR/persistent-ips.cdx.json (scripts/bundle.ts).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
@@ -78,7 +78,7 @@ try {
   mkdirSync(partial, { recursive: true });
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
   await bundle({
-    entryPoints: { main: join(stage, 'cli', 'main.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
+    entryPoints: { main: join(stage, 'cli', 'main.js'), 'parse-worker': join(stage, 'cli', 'parse-worker.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
     ownDir: stage,
     outdir: join(partial, 'cli'),
     required: Object.keys(manifest.dependencies ?? {}),

@@ -55,7 +55,7 @@ describe('the bundle\'s SBOM and third-party notices', () => {
     try {
       const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
       await bundle({
-        entryPoints: { main: join(ROOT, 'src/cli/main.ts'), 'mint-worker': join(ROOT, 'src/webhook/mint-worker.ts') },
+        entryPoints: { main: join(ROOT, 'src/cli/main.ts'), 'parse-worker': join(ROOT, 'src/cli/parse-worker.ts'), 'mint-worker': join(ROOT, 'src/webhook/mint-worker.ts') },
         ownDir: join(ROOT, 'src'),
         outdir: join(out, 'cli'),
         required: Object.keys(manifest.dependencies),

@@ -59,5 +59,5 @@ else
 fi
 set -e
 echo "ci-cold: $mode run ended with $rc after $(( $(date +%s) - start )) s; caches kept in $HOME (rerun: $0 $WORK)" | tee -a "$LOG"
-grep -E '^(ci: |=== test: |binaries|typecheck|unit|build|e2e|runtime|  e2e/|  \[[0-9]+ s\] \[controlplane-build\] .*(built in|done in|modules ready))' "$LOG" || true
+grep -E '^(ci: |=== test: |binaries|typecheck|lint|unit|build|e2e|runtime|  e2e/|  \[[0-9]+ s\] \[controlplane-build\] .*(built in|done in|modules ready))' "$LOG" || true
 exit "$rc"

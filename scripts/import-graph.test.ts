@@ -25,7 +25,7 @@ export function importGraph(): Map<string, string[]> {
     const edges: string[] = [];
     for (const spec of specifiers(readFileSync(abs, 'utf8'))) {
       const target = resolveSpecifier(abs, spec);
-      if (target !== undefined && target.startsWith(`${SRC}/`) && !edges.includes(rel(target))) edges.push(rel(target));
+      if (target?.startsWith(`${SRC}/`) && !edges.includes(rel(target))) edges.push(rel(target));
     }
     graph.set(rel(abs), edges);
   }

@@ -1,11 +1,11 @@
 // `npm test`: every phase of the test run in order, each timed, with progress a person can follow and a time limit
 // on each end-to-end file, so that no run can hang until CI's own limit.
 //
-//   node scripts/test.ts                      all phases: runtime typecheck unit build binaries e2e
+//   node scripts/test.ts                      all phases: runtime typecheck lint unit build binaries e2e
 //   node scripts/test.ts binaries e2e [FILTER...]  (npm run test:e2e -- e2e/suite)
 //
 // Phases:
-//   typecheck, unit, build  the package.json scripts of the same names (test:unit for unit)
+//   typecheck, lint, unit, build  the package.json scripts of the same names (test:unit for unit)
 //   binaries                e2e/harness/prepare.ts: builds or finds the binaries the e2e files run (control plane,
 //                           KubeVirt, OVN-K, helm, promtool), outside any test. It starts with typecheck and runs beside
 //                           typecheck, unit and build: a cold build is mostly waiting on one core (downloads, links).
@@ -25,7 +25,7 @@ import { createInterface } from 'node:readline';
 import { PREPARE_MODULE, Prepared, stepsNeededBy } from './e2e-schedule.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const PHASES = ['runtime', 'typecheck', 'unit', 'build', 'binaries', 'e2e'] as const;
+const PHASES = ['runtime', 'typecheck', 'lint', 'unit', 'build', 'binaries', 'e2e'] as const;
 type Phase = (typeof PHASES)[number];
 
 const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
@@ -256,6 +256,7 @@ if (ok && wanted.includes('binaries')) {
   });
 }
 ok = ok && (await phase('typecheck', async () => (await npmRun('typecheck')).ok));
+ok = ok && (await phase('lint', async () => (await npmRun('lint')).ok));
 ok = ok && (await phase('unit', async () => (await npmRun('test:unit')).ok));
 ok = ok && (await phase('build', async () => (await npmRun('build')).ok));
 if (!ok && building?.pid) {

@@ -102,7 +102,7 @@ export function claimBodies(namespace: string, vm: { name: string; uid: string }
 }
 
 /** A status change of the kind virt-handler makes all the time: phase, the launcher pod, the interfaces. */
-export function vmiStatusPatch(vmi: { metadata: { name: string; uid?: string } }, round: number): unknown {
+export function vmiStatusPatch(_vmi: { metadata: { name: string; uid?: string } }, round: number): unknown {
   return {
     status: {
       phase: 'Running',

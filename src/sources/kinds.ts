@@ -179,7 +179,9 @@ export function createSources(client: KubeClient, options: SourcesOptions = {}):
     claims,
     kubeVirts,
     all,
-    start: () => all.forEach((i) => i.start()),
+    start: () => {
+      for (const i of all) i.start();
+    },
     synced: async () => {
       await Promise.all(all.map((i) => i.synced));
     },
