@@ -4,13 +4,12 @@
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, isRunningLauncherPod, launcherPodSelector, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, isRunningLauncherPod, launcherPodSelector, namedClaims, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VmiSpecLike } from '../kube/types.ts';
-import { namedClaims } from '../webhook/carry-over.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
 import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';

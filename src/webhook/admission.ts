@@ -40,8 +40,8 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstanc
 import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
-import { carryOverReferences, namedClaims } from './carry-over.ts';
-import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection } from './network-selection.ts';
+import { carryOverReferences } from './carry-over.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, namedClaims, parseNetworkSelection } from '../claims/network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
 

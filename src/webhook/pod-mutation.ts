@@ -31,7 +31,7 @@ import {
   isBindingPluginElement,
   parseNetworkSelection,
   serializeNetworkSelection,
-} from './network-selection.ts';
+} from '../claims/network-selection.ts';
 
 /** The cluster default network NAD that OVN-Kubernetes' primary-UDN support expects in the default-network element. */
 export const DEFAULT_CLUSTER_NETWORK = { namespace: 'ovn-kubernetes', name: 'default' } as const;
