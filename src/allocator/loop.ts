@@ -21,7 +21,6 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
-import { parseNadConfig } from '../claims/nad-config.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
@@ -31,7 +30,8 @@ import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import { WorkQueue, type ReconcileResult } from '../queue/index.ts';
 import { serveQueue } from '../queue/serve.ts';
 import type { Sources } from '../sources/kinds.ts';
-import { keyOf, objectKey } from '../sources/store.ts';
+import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes } from '../sources/indexes.ts';
+import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -41,30 +41,15 @@ import { ALLOCATOR_ANNOTATION, isAllocatorNad, readAllocatorNad, resolveNetwork 
 import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
 import { conditionsWith, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
-import { kubevirtOwner, ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
+import { ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
 import { runningAddresses, runningVmiOf, type RunningAddresses } from './running-address.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
-/** Index of the allocator's NAD cache: the config `name` of each NAD. */
-export const NADS_BY_NETWORK = 'allocator.nadsByNetwork';
-/** Indexes the allocator adds to the shared claims cache. */
-export const CLAIMS_BY_NETWORK = 'allocator.claimsByNetwork';
-export const CLAIMS_BY_OWNER = 'allocator.claimsByOwner';
 
 const NETWORK_PREFIX = 'network:';
 const NAD_PREFIX = 'nad:';
 /** Status writes of one pass in flight at once. */
 const WRITE_CONCURRENCY = 16;
-
-export const nadNetwork = (nad: NetworkAttachmentDefinition): string[] => {
-  const name = parseNadConfig(nad).networkName;
-  return name === undefined ? [] : [name];
-};
-export const claimNetwork = (claim: IPAMClaim): string[] => (claim.spec?.network ? [claim.spec.network] : []);
-export const claimOwners = (claim: IPAMClaim): string[] => {
-  const ref = kubevirtOwner(claim);
-  return ref ? [keyOf(claim.metadata.namespace, ref.name)] : [];
-};
 
 // ---------------------------------------------------------------------------------------------------------------
 // One pass over one network.
@@ -369,9 +354,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   const log = options.log.child({ component: 'allocator' });
   const clock = options.clock ?? realClock;
   const scope = options.namespace ? { namespace: options.namespace } : {};
-  nads.addIndex(NADS_BY_NETWORK, nadNetwork);
-  claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
-  claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
+  registerIndexes({ nads, claims }, 'allocator');
 
   const queue = new WorkQueue({ name: ALLOCATOR_QUEUE, ...(metrics ? { metrics: workQueueMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
   const overlay = new StatusOverlay();
@@ -410,7 +393,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       if (mentions(e.object) || mentions(e.old)) queue.add(nadKey(objectKey(e.object)));
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
-      for (const claim of claims.byIndex(CLAIMS_BY_OWNER, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
+      for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
     }),
   ];
 

@@ -8,7 +8,8 @@ import { KubeApiError } from '../kube/errors.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { Store, objectKey } from '../sources/store.ts';
 import { ScopedEventRecorder } from './events.ts';
-import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER, claimNetwork, claimOwners, createNetworkReconciler, NADS_BY_NETWORK, nadNetwork, networkKey } from './loop.ts';
+import { registerIndexes } from '../sources/indexes.ts';
+import { createNetworkReconciler, networkKey } from './loop.ts';
 import { StatusOverlay } from './overlay.ts';
 
 export const NS = 'vms';
@@ -91,9 +92,7 @@ export class FakeWorld {
   podReadFault = false;
 
   constructor() {
-    this.nads.addIndex(NADS_BY_NETWORK, nadNetwork);
-    this.claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
-    this.claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
+    registerIndexes({ nads: this.nads, claims: this.claims }, 'allocator');
   }
 
   /** Creates a claim on the server and in the cache (as if its ADDED event was delivered). */

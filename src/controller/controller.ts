@@ -14,8 +14,8 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
-import { claimsByOwnerName, keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
-import { CLAIMS_BY_OWNER_NAME, createReconciler, type ReconcileTally } from './reconciler.ts';
+import { keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
+import { createReconciler, type ReconcileTally } from './reconciler.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
@@ -50,7 +50,6 @@ const priorityOf = (e: { fromList?: true }): { priority?: 'low' } => (e.fromList
 /** Create before the sources start, so that their initial adds are mapped to keys. */
 export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
-  sources.claims.addIndex(CLAIMS_BY_OWNER_NAME, claimsByOwnerName);
   const queue = new WorkQueue({ name: CONTROLLER_NAME, ...(metrics ? { metrics: workQueueMetrics(metrics, CONTROLLER_NAME) } : {}) });
   const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'events' }), metrics);

@@ -27,12 +27,6 @@ export function keysOfClaim(claim: IPAMClaim): string[] {
   return [...out];
 }
 
-/** Index of claims by the VM/VMI names in their owner references: value `namespace/ownerName`. */
-export function claimsByOwnerName(claim: IPAMClaim): string[] {
-  const ns = claim.metadata.namespace;
-  return (claim.metadata.ownerReferences ?? []).filter((r) => ownerKinds.has(r.kind)).map((r) => keyOf(ns, r.name));
-}
-
 /** A primary user-defined network is used by every `pod: {}` network in its namespace, so it concerns all keys there. */
 export function isPrimaryNad(nad: NetworkAttachmentDefinition | undefined): boolean {
   return nad !== undefined && parseNadConfig(nad).role === 'primary';

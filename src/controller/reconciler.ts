@@ -12,16 +12,13 @@ import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VmiSpecLike } from '../kube/types.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
-import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
+import { CLAIMS_BY_OWNER_NAME, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
 import type { WriteOverlay } from './write-overlay.ts';
 import { pointRunningPods } from './running-pods.ts';
-
-/** Index of claims by the VM/VMI names in their owner references (see keys.ts), added by the controller. */
-export const CLAIMS_BY_OWNER_NAME = 'claimsByOwnerName';
 
 export interface ReconcilerDeps {
   sources: Pick<Sources, 'vms' | 'vmis' | 'nads' | 'claims'>;
