@@ -35,7 +35,7 @@ import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { type Cause, ScopedEventRecorder } from './events.ts';
+import { type Cause, EventRecorder } from '../controller/events.ts';
 import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
 import { ALLOCATOR_ANNOTATION, isAllocatorNad, readAllocatorNad, resolveNetwork } from './nad.ts';
 import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
@@ -79,7 +79,7 @@ export interface NetworkReconcilerDeps {
    * (running-address.ts). Without it (tests), such claims are allocated as any other.
    */
   listLauncherPods?: LauncherPodLister;
-  recorder: ScopedEventRecorder;
+  recorder: EventRecorder;
   log: Logger;
   metrics?: AllocatorMetrics;
   now?: () => Date;
@@ -358,7 +358,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
 
   const queue = new WorkQueue({ name: ALLOCATOR_QUEUE, ...(metrics ? { metrics: workQueueMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
   const overlay = new StatusOverlay();
-  const recorder = new ScopedEventRecorder((event) => client.createEvent(event), log);
+  const recorder = new EventRecorder((event) => client.createEvent(event), log, undefined, { component: 'persistent-ips-allocator' });
   const allocatorMetrics = metrics ? createAllocatorMetrics(metrics.registry as Registry) : undefined;
 
   const managed = (network: string): boolean =>

@@ -7,7 +7,7 @@ import type { EventInput } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { Store, objectKey } from '../sources/store.ts';
-import { ScopedEventRecorder } from './events.ts';
+import { EventRecorder } from '../controller/events.ts';
 import { registerIndexes } from '../sources/indexes.ts';
 import { createNetworkReconciler, networkKey } from './loop.ts';
 import { StatusOverlay } from './overlay.ts';
@@ -79,7 +79,7 @@ export class FakeWorld {
   readonly events: EventInput[] = [];
   readonly writes: { key: string; status: IPAMClaim['status'] }[] = [];
   overlay = new StatusOverlay();
-  readonly recorder = new ScopedEventRecorder(async (e) => {
+  readonly recorder = new EventRecorder(async (e) => {
     this.events.push(e);
   }, pino({ level: 'silent' }));
   revision = 100;

@@ -52,7 +52,7 @@ export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
   const queue = new WorkQueue({ name: CONTROLLER_NAME, ...(metrics ? { metrics: workQueueMetrics(metrics, CONTROLLER_NAME) } : {}) });
   const overlay = new WriteOverlay();
-  const recorder = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'events' }), metrics);
+  const recorder = new EventRecorder((event) => client.createEvent(event), log.child({ component: 'events' }), metrics);
 
   let gate = resolveGate(options.gateOverride, sources.kubeVirts.list());
   metrics?.featureGate.set({ name: FEATURE_GATE }, gate.enabled ? 1 : 0);
