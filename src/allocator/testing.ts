@@ -9,6 +9,7 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, Virtu
 import { Store, objectKey } from '../sources/store.ts';
 import { EventRecorder } from '../controller/events.ts';
 import { registerIndexes } from '../sources/indexes.ts';
+import { reconcileOf } from '../controller/loop.ts';
 import { createNetworkReconciler, networkKey } from './loop.ts';
 import { StatusOverlay } from './overlay.ts';
 
@@ -119,7 +120,7 @@ export class FakeWorld {
   }
 
   reconciler(now = () => new Date('2025-06-01T12:00:00Z')) {
-    return createNetworkReconciler({
+    return reconcileOf(createNetworkReconciler({
       nads: this.nads,
       claims: this.claims,
       vms: this.vms,
@@ -149,11 +150,11 @@ export class FakeWorld {
         if (this.podReadFault) throw new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Pod', namespace, name: '' }, verb: 'list' });
         return structuredClone(this.pods.get(vmiUid) ?? []).filter((p) => p.metadata.namespace === namespace);
       },
-    });
+    }));
   }
 
   async pass(network: string, reconcile = this.reconciler()) {
-    return reconcile(networkKey(network), { signal: new AbortController().signal });
+    return reconcile(networkKey(network), { signal: new AbortController().signal, retries: 0 });
   }
 
   /** Every address held on the server, by claim key. */

@@ -5,16 +5,15 @@ import type { Logger } from 'pino';
 import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { WorkQueue } from '../queue/index.ts';
-import { serveQueue } from '../queue/serve.ts';
+import type { WorkQueue } from '../queue/index.ts';
 import { type Sources, VMIS_BY_NAD, VMS_BY_NAD } from '../sources/index.ts';
 import { objectKey } from '../sources/store.ts';
-import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
 import { keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
+import { createLoop } from './loop.ts';
 import { createReconciler, type ReconcileTally } from './reconciler.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
@@ -50,7 +49,6 @@ const priorityOf = (e: { fromList?: true }): { priority?: 'low' } => (e.fromList
 /** Create before the sources start, so that their initial adds are mapped to keys. */
 export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
-  const queue = new WorkQueue({ name: CONTROLLER_NAME, ...(metrics ? { metrics: workQueueMetrics(metrics, CONTROLLER_NAME) } : {}) });
   const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event), log.child({ component: 'events' }), metrics);
 
@@ -67,6 +65,16 @@ export function createController(options: ControllerOptions): Controller {
     referencing: (nadKey) => [...sources.vms.indexKeys(VMS_BY_NAD, nadKey), ...sources.vmis.indexKeys(VMIS_BY_NAD, nadKey)],
     inNamespace: (ns) => [...sources.vms.keys(ns), ...sources.vmis.keys(ns)],
   };
+
+  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
+  const loop = createLoop({
+    name: CONTROLLER_NAME,
+    reconciler: createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally, ...(metrics ? { metrics } : {}) }),
+    keys: allKeys,
+    log,
+    ...(metrics ? { metrics } : {}),
+  });
+  const { queue } = loop;
 
   const subscriptions: Subscription[] = [
     merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
@@ -99,12 +107,10 @@ export function createController(options: ControllerOptions): Controller {
     }),
   ];
 
-  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
-  const reconcileOnce = createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally, ...(metrics ? { metrics } : {}) });
   const reconcile = async (key: string, ctx: ReconcileContext): Promise<ReconcileResult> => {
     tally.reconciles++;
     try {
-      return await reconcileOnce(key, ctx);
+      return await loop.reconcile(key, ctx);
     } catch (err) {
       tally.errors++;
       throw err;
@@ -140,19 +146,7 @@ export function createController(options: ControllerOptions): Controller {
       summaries.unref();
       // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
       try {
-        await serveQueue(
-          queue,
-          {
-            concurrency: options.concurrency,
-            reconcile,
-            keys: allKeys,
-            resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
-            drainTimeoutMs,
-            logger: log,
-            ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}),
-          },
-          signal,
-        );
+        await loop.serve({ concurrency: options.concurrency, resyncIntervalMs: options.resyncIntervalMs ?? 600_000, drainTimeoutMs }, signal, reconcile);
       } finally {
         clearInterval(summaries);
         summarize();

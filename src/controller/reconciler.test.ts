@@ -14,6 +14,7 @@ import { registerIndexes } from '../sources/indexes.ts';
 import { objectKey, Store } from '../sources/store.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { EventRecorder } from './events.ts';
+import { reconcileOf } from './loop.ts';
 import { createReconciler } from './reconciler.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
@@ -65,7 +66,7 @@ describe('reconciler: a claim it deletes is released at once, in either order of
         list: async () => ({ items: [] }),
       } as unknown as KubeClient;
       const recorder = new EventRecorder(async () => undefined, log);
-      const reconcile = createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log });
+      const reconcile = reconcileOf(createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log }));
       const result = await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
       if (order === 'answer first') echoTaken = deliverWatchEvent();
 
