@@ -7,8 +7,8 @@
 // Why no address is ever handed out twice (docs/allocator.md, "Guarantees"):
 // - One network is one queue key, and the queue never hands a key to two workers at once: passes over a network
 //   are serialized, and within a pass the plan chooses every address from one rebuilt state.
-// - Every pass rebuilds the pool from the claims, read through the StatusOverlay, so a status we wrote a moment ago
-//   counts even while the cache has not received it (overlay.ts).
+// - Every pass rebuilds the pool from the claims, read through the WriteOverlay, so a status we wrote a moment ago
+//   counts even while the cache has not received it (controller/write-overlay.ts).
 // - A status write carries the claim's resourceVersion (a merge patch of the status subresource with
 //   metadata.resourceVersion is conditional): the write is the commit point. A controller killed between choosing
 //   and writing has committed nothing; the next leader rebuilds from the claims and, serving claims oldest first
@@ -39,7 +39,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { type Cause, EventRecorder } from '../controller/events.ts';
 import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
 import { ALLOCATOR_ANNOTATION, isAllocatorNad, type NetworkState, readAllocatorNad, resolveNetwork } from './nad.ts';
-import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
+import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overlay.ts';
 import { conditionsWith, type NetworkPlan, type PlanClaim, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
@@ -72,7 +72,7 @@ export interface NetworkReconcilerDeps {
   claims: IndexedCache<IPAMClaim>;
   vms: ReadCache<VirtualMachine>;
   vmis: ReadCache<VirtualMachineInstance>;
-  overlay: StatusOverlay;
+  overlay: WriteOverlay;
   writeStatus: StatusWriter;
   readClaim: ClaimReader;
   /**
@@ -108,8 +108,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
   const write = async (network: string, claim: IPAMClaim, status: NonNullable<IPAMClaim['status']>, resourceVersion: string, signal: AbortSignal): Promise<WriteOutcome> => {
     const key = objectKey(claim);
     try {
-      const updated = trimIPAMClaim(await deps.writeStatus(claim, status, resourceVersion, signal));
-      overlay.recordWrite(key, network, resourceVersion, updated);
+      overlay.record(key, resourceVersion, await deps.writeStatus(claim, status, resourceVersion, signal), network);
       return 'written';
     } catch (err) {
       if (isNotFound(err)) return 'gone';
@@ -377,7 +376,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   const scope = options.namespace ? { namespace: options.namespace } : {};
   registerIndexes({ nads, claims }, 'allocator');
 
-  const overlay = new StatusOverlay();
+  const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event), log, undefined, { component: 'persistent-ips-allocator' });
   const allocatorMetrics = metrics ? createAllocatorMetrics(metrics.registry as Registry) : undefined;
 

@@ -11,7 +11,7 @@ import { EventRecorder } from '../controller/events.ts';
 import { registerIndexes } from '../sources/indexes.ts';
 import { reconcileOf } from '../controller/loop.ts';
 import { createNetworkReconciler, networkKey } from './loop.ts';
-import { StatusOverlay } from './overlay.ts';
+import { WriteOverlay } from '../controller/write-overlay.ts';
 
 export const NS = 'vms';
 
@@ -79,7 +79,7 @@ export class FakeWorld {
   readonly server = new Map<string, IPAMClaim>();
   readonly events: EventInput[] = [];
   readonly writes: { key: string; status: IPAMClaim['status'] }[] = [];
-  overlay = new StatusOverlay();
+  overlay = new WriteOverlay();
   readonly recorder = new EventRecorder(async (e) => {
     this.events.push(e);
   }, pino({ level: 'silent' }));
