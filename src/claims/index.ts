@@ -46,13 +46,4 @@ export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, ty
 export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
 export { nadKeyOfNetworkName, parseNadReference, type ObjectKey } from './nad-reference.ts';
 export { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, type NetworkInterfaces } from './launcher-pods.ts';
-export {
-  elementNamespace,
-  IPAM_CLAIM_REFERENCE,
-  isBindingPluginElement,
-  namedClaims,
-  parseNetworkSelection,
-  referenceOf,
-  serializeNetworkSelection,
-  type NetworkSelection,
-} from './network-selection.ts';
+export * from './network-selection.ts';

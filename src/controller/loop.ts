@@ -9,7 +9,7 @@
 
 import type { Logger } from 'pino';
 import { type ReconcileContext, type ReconcileResult, WorkQueue } from '../queue/index.ts';
-import { serveQueue } from '../queue/serve.ts';
+import { serveQueue, type ServeOptions } from '../queue/serve.ts';
 import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
@@ -45,23 +45,21 @@ export interface LoopOptions<Input, Plan> {
   metrics?: Metrics;
 }
 
-export interface ServeOptions {
-  concurrency: number;
-  resyncIntervalMs: number;
-  /** How long in-flight reconciles may take to finish once the signal aborts. */
-  drainTimeoutMs: number;
-}
-
 export interface Loop {
   readonly queue: WorkQueue;
   /** One reconcile of a key, as a worker runs it (tests and callers that wrap it). */
-  reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult>;
-  /** Runs the workers and the resync until `signal` aborts, then drains (call only as the leader). */
-  serve(options: ServeOptions, signal: AbortSignal, reconcile?: (key: string, ctx: ReconcileContext) => Promise<ReconcileResult>): Promise<void>;
+  reconcile: Reconciler;
+  /**
+   * Runs the workers and the resync until `signal` aborts, then lets in-flight reconciles finish within
+   * `drainTimeoutMs` (call only as the leader). `reconcile` may wrap this loop's own (to count).
+   */
+  serve(options: Pick<ServeOptions, 'concurrency' | 'resyncIntervalMs' | 'drainTimeoutMs'>, signal: AbortSignal, reconcile?: Reconciler): Promise<void>;
 }
 
+type Reconciler = (key: string, ctx: ReconcileContext) => Promise<ReconcileResult>;
+
 /** One reconcile of a queue key: gather, decide, apply. */
-export function reconcileOf<Input, Plan>(reconciler: LoopReconciler<Input, Plan>): (key: string, ctx: ReconcileContext) => Promise<ReconcileResult> {
+export function reconcileOf<Input, Plan>(reconciler: LoopReconciler<Input, Plan>): Reconciler {
   return async (key, ctx) => {
     const request = requestOf(key);
     const input = await reconciler.gather(request, ctx);
@@ -78,18 +76,6 @@ export function createLoop<Input, Plan>(options: LoopOptions<Input, Plan>): Loop
     queue,
     reconcile,
     serve: (serve, signal, wrapped = reconcile) =>
-      serveQueue(
-        queue,
-        {
-          concurrency: serve.concurrency,
-          reconcile: wrapped,
-          keys: options.keys,
-          resyncIntervalMs: serve.resyncIntervalMs,
-          drainTimeoutMs: serve.drainTimeoutMs,
-          logger: log,
-          ...(metrics ? { metrics: reconcileMetrics(metrics, name) } : {}),
-        },
-        signal,
-      ),
+      serveQueue(queue, { ...serve, reconcile: wrapped, keys: options.keys, logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, name) } : {}) }, signal),
   };
 }

@@ -25,22 +25,4 @@ export {
   type SourcesOptions,
   type CommonInformerOptions,
 } from './kinds.ts';
-export {
-  CLAIMS_BY_NETWORK,
-  CLAIMS_BY_OWNER_NAME,
-  CLAIMS_BY_OWNER_UID,
-  CLAIMS_BY_VM,
-  NADS_BY_NETWORK,
-  VMIS_BY_NAD,
-  VMS_BY_NAD,
-  claimNetwork,
-  claimsByOwnerName,
-  claimsByOwnerUid,
-  claimsByVm,
-  nadKeysOf,
-  nadNetwork,
-  registerIndexes,
-  vmisByNad,
-  vmsByNad,
-  type IndexedCaches,
-} from './indexes.ts';
+export * from './indexes.ts';
