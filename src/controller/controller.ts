@@ -12,7 +12,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
-import { keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
+import { keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
 import { createLoop } from './loop.ts';
 import { createReconciler, type ReconcileTally } from './reconciler.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
@@ -79,7 +79,7 @@ export function createController(options: ControllerOptions): Controller {
   const subscriptions: Subscription[] = [
     merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
       if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
-      queue.add(keyOfObject(e.object), priorityOf(e));
+      queue.add(objectKey(e.object), priorityOf(e));
     }),
     sources.claims.events$.subscribe((e) => {
       if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
