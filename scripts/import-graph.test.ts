@@ -201,6 +201,15 @@ describe('import graph of src', () => {
     assert.equal(found.length, 0, `src/kube must import nothing of the project outside src/kube:\n${found.map((v) => `  ${v}`).join('\n')}`);
   });
 
+  it('names a loop\'s production import of the webhook, and no test file\'s', () => {
+    const g = new Map([
+      ['src/controller/a.ts', ['src/webhook/b.ts', 'src/claims/c.ts']],
+      ['src/controller/a.test.ts', ['src/webhook/b.ts']],
+      ['src/webhook/b.ts', ['src/allocator/d.ts']],
+    ]);
+    assert.deepEqual(sidewaysImports(g), ['src/controller/a.ts → src/webhook/b.ts']);
+  });
+
   it('keeps the loops from importing the webhook: what they share lives in src/claims', () => {
     const found = sidewaysImports(graph);
     assert.equal(found.length, 0, `a loop imports the webhook; move what both need to src/claims:\n${found.map((v) => `  ${v}`).join('\n')}`);
