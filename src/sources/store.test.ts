@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IPAMClaim } from '../kube/types.ts';
 import { reconnectDelay } from './backoff.ts';
-import { claimsByOwnerUid, claimsByVm, nadKeysOf, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM } from './kinds.ts';
+import { claimsByOwnerUid, claimsByVm, nadKeysOf, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM } from './indexes.ts';
 import { type ChangeEvent, Store, deepEqual, objectKey } from './store.ts';
 
 function claim(name: string, o: { ns?: string; vm?: string; owner?: string; uid?: string; rv?: string; ips?: string[] } = {}): IPAMClaim {

@@ -3,7 +3,8 @@
 // Parsing never throws: whatever a pod carries, the caller gets either the elements or the reason it could not read
 // them, and decides what to do (the webhook leaves such a pod alone and reports it).
 
-import type { NetworkSelectionElement } from '../kube/types.ts';
+import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
+import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from './constants.ts';
 
 export const IPAM_CLAIM_REFERENCE = 'ipam-claim-reference';
 
@@ -94,4 +95,27 @@ export function isBindingPluginElement(element: NetworkSelectionElement): boolea
     args !== null &&
     typeof (args as Record<string, unknown>)['logicNetworkName'] === 'string'
   );
+}
+
+/** The claim an element names, if any. */
+export function referenceOf(element: NetworkSelectionElement | undefined): string | undefined {
+  const ref = element?.[IPAM_CLAIM_REFERENCE];
+  return typeof ref === 'string' && ref !== '' ? ref : undefined;
+}
+
+/** Every IPAMClaim a pod's annotations name, where the IPAM plugin would read it. */
+export function namedClaims(pod: Pod): string[] {
+  const annotations = pod.metadata?.annotations ?? {};
+  const names: string[] = [];
+  for (const annotation of [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION]) {
+    const selection = parseNetworkSelection(annotations[annotation] ?? '');
+    if (!selection.ok) continue;
+    for (const element of selection.elements) {
+      const ref = referenceOf(element);
+      if (ref !== undefined) names.push(ref);
+    }
+  }
+  const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+  if (typeof legacy === 'string' && legacy !== '') names.push(legacy);
+  return names;
 }
