@@ -1,17 +1,20 @@
-# The persistent-ips controller image: FROM scratch plus one prepared root filesystem, so that a build needs no
-# base image and no RUN step (hence no container runtime). scripts/image/build.sh assembles the context (Node 24 from
-# the `node` npm package, glibc/libstdc++ from Debian packages, dist/: one bundle, no node_modules) and builds this
-# file with buildah; with a registry and Docker at hand, the same recipe:
+# The persistent-ips controller image: FROM scratch plus one prepared root filesystem per architecture, so that a
+# build needs no base image and no RUN step (hence no container runtime, and no emulation for another architecture).
+# scripts/image/build.sh assembles the context (rootfs-amd64/, rootfs-arm64/: Node 24 from the npm package
+# node-linux-<arch>, glibc/libstdc++ from Debian's packages for that architecture, dist/: one bundle, no node_modules)
+# and builds this file with buildah once per platform; with a registry and Docker at hand, the same recipe:
 #   scripts/image/build.sh --context-only build/image-context
-#   docker build -f Dockerfile -t ghcr.io/persistent-ips/persistent-ips:dev \
+#   docker buildx build --platform linux/amd64,linux/arm64 -f Dockerfile -t ghcr.io/persistent-ips/persistent-ips:dev \
 #     --build-arg VERSION=dev --build-arg REVISION="$(git rev-parse HEAD)" build/image-context
 FROM scratch
+# Set by the builder from --platform (buildah, docker buildx).
+ARG TARGETARCH
 ARG VERSION=dev
 ARG REVISION=unknown
 ARG CREATED=1970-01-01T00:00:00Z
 # Files are owned by root and read-only to the process; it writes only to /tmp (an emptyDir in the Deployment,
 # whose root filesystem is read-only).
-COPY rootfs/ /
+COPY rootfs-${TARGETARCH}/ /
 LABEL org.opencontainers.image.title="persistent-ips" \
       org.opencontainers.image.description="Stable IP addresses for KubeVirt VMs on secondary networks, through IPAMClaims" \
       org.opencontainers.image.version="${VERSION}" \

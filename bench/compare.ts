@@ -1,7 +1,7 @@
 // Compares two `npm run bench` results (results.json): is the second run's convergence/limit ratio within a
 // tolerance (default 15 %) of the first's, and how did the other figures move?
 //
-//   node bench/compare.ts A/results.json B/results.json [--tolerance 0.15] [--out docs/benchmarks/comparison.md]
+//   node bench/compare.ts A/results.json B/results.json [--tolerance 0.15] [--out FILE.md]
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, relative } from 'node:path';
 import { parseArgs } from 'node:util';

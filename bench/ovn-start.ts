@@ -9,7 +9,6 @@ import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { World } from '../e2e/kubevirt/world.ts';
 import { nadConfig } from '../e2e/suite/fixtures.ts';
 import { paths } from '../e2e/suite/kube.ts';
@@ -42,20 +41,13 @@ try {
   const addressed = new Map<string, { at: number; ips: string[] }>();
   // claim name → when it was first seen at all (the controller's part ends there; OVN-K's begins with the pod)
   const created = new Map<string, number>();
-  const kc = new KubeConfig();
-  kc.loadFromFile(world.cp.kubeconfigPath);
-  const ctrl = await new Watch(kc).watch(
-    paths.claims(ns),
-    {},
-    (_type: string, obj: { metadata: { name: string }; status?: { ips?: string[] } }) => {
-      const ips = obj.status?.ips ?? [];
-      if (!created.has(obj.metadata.name)) created.set(obj.metadata.name, performance.now());
-      if (ips.length > 0 && !addressed.has(obj.metadata.name)) addressed.set(obj.metadata.name, { at: performance.now(), ips });
-    },
-    (err: unknown) => {
-      if (err) say(`claim watch ended: ${String(err)}`);
-    },
-  );
+  const ctrl = await world.api.http.watch(`${paths.claims(ns)}?watch=true`, (event, at) => {
+    const obj = event.object as { metadata: { name: string }; status?: { ips?: string[] } };
+    const ips = obj.status?.ips ?? [];
+    if (!created.has(obj.metadata.name)) created.set(obj.metadata.name, at);
+    if (ips.length > 0 && !addressed.has(obj.metadata.name)) addressed.set(obj.metadata.name, { at, ips });
+  });
+  void ctrl.done.then(() => say('claim watch ended'));
   const sentAt = new Map<string, number>();
   const failures: string[] = [];
   const inflight: Promise<unknown>[] = [];
@@ -98,7 +90,7 @@ try {
     last = addressed.size;
     await sleep(5000);
   }
-  ctrl.abort();
+  ctrl.stop();
   const lat = [...sentAt].flatMap(([claim, sent]) => {
     const a = addressed.get(claim);
     return a ? [a.at - sent] : [];

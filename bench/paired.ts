@@ -16,7 +16,8 @@
 // --keep-logs keeps the temp dir (each controller's log, e.g. with flags=--trace-gc) and prints where it is.
 //
 // --vms 0 measures start-up alone: no VMs, the controller's CPU seconds and RSS once /readyz answers 200 plus one
-// second (caches synced, leader elected, webhook serving), then it is stopped (--settle-seconds does not apply).
+// second (caches synced, leader elected, webhook serving), and with --settle-seconds S its RSS once idle S seconds
+// more; then it is stopped.
 //
 // Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
 import { execFileSync } from 'node:child_process';
@@ -27,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { BenchKube, sleep } from './lib/kube.ts';
+import { KubeHttp, sleep } from '../e2e/harness/kubehttp.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
@@ -157,7 +158,7 @@ async function main(): Promise<void> {
         cpPids.push(pid);
       },
     });
-    const kube = new BenchKube({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile) }, { maxSockets: 32 });
+    const kube = new KubeHttp({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile), maxSockets: 32, timeoutMs: 120_000 });
     await createKubeVirtCR(kube);
     const shipped = await shippedClientSettings();
     const settings = { concurrency: shipped.concurrency, qps: shipped.qps, burst: shipped.burst, resyncSeconds: 600 };
@@ -166,7 +167,7 @@ async function main(): Promise<void> {
       for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
         const ns = `paired-${r}-${arm.name}`;
         if (vms === 0) {
-          samples.push(await startUp(base, { ...settings, namespace: ns }, arm, r));
+          samples.push(await startUp(base, { ...settings, namespace: ns }, arm, r, settleMs));
           continue;
         }
         await createVms(base, ns, 'vm', vms);
@@ -235,7 +236,7 @@ function threadCpu(pid: number, digits: number): Record<string, number> {
 }
 
 /** One start with no VMs: the controller's CPU and RSS at /readyz + 1 s. */
-async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number): Promise<Sample> {
+async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number, settleMs: number): Promise<Sample> {
   const controller = await ControllerProcess.start(`${arm.name}-${r}`, {
     kubeconfig: base.cp.kubeconfigPath,
     dir: base.dir,
@@ -251,8 +252,10 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     const mem = procMemory(controller.pid);
     const threads = threadCpu(controller.pid, 3);
     const sys = procCpuTimes(controller.pid)?.system;
-    const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: null, threads, systemSeconds: sys === undefined ? null : round(sys, 3) };
-    base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
+    if (settleMs > 0) await sleep(settleMs);
+    const settled = settleMs > 0 ? procMemory(controller.pid) : undefined;
+    const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: settled ? round(settled.rssKb / 1024, 1) : null, threads, systemSeconds: sys === undefined ? null : round(sys, 3) };
+    base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
     return s;
   } finally {
     await controller.stop();

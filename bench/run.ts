@@ -33,7 +33,7 @@ import { runScales } from './scales.ts';
 import { EXPERIMENTS, patchedDist } from './experiments/patched-dist.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { BenchKube } from './lib/kube.ts';
+import { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { createKubeVirtCR } from './lib/objects.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { fmtMs, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
@@ -589,7 +589,7 @@ async function main(): Promise<void> {
   log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
 
   let cp: ControlPlane | undefined;
-  let kube: BenchKube | undefined;
+  let kube: KubeHttp | undefined;
   let success = false;
   // One cleanup at a time: a signal's and the main flow's finally share it.
   let cleaning: Promise<void> | undefined;
@@ -623,7 +623,7 @@ async function main(): Promise<void> {
   process.on('exit', killAllSync);
 
   const startedPids: number[] = [];
-  const startCp = async (name: string): Promise<{ cp: ControlPlane; kube: BenchKube; ctx: BenchContext }> => {
+  const startCp = async (name: string): Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }> => {
     const c = await startControlPlane({
       dir: join(tmp, name),
       handleSignals: false,
@@ -634,7 +634,7 @@ async function main(): Promise<void> {
         startedPids.push(pid);
       },
     });
-    const k = new BenchKube({ server: c.server, token: c.token, ca: readFileSync(c.caFile) }, { maxSockets: Math.max(32, o.setupConcurrency) });
+    const k = new KubeHttp({ server: c.server, token: c.token, ca: readFileSync(c.caFile), maxSockets: Math.max(32, o.setupConcurrency), timeoutMs: 120_000 });
     await createKubeVirtCR(k);
     return { cp: c, kube: k, ctx: { kube: k, cp: c, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, ...(controllerEntry ? { controllerEntry } : {}), log } };
   };

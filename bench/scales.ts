@@ -3,7 +3,7 @@
 import type { ControlPlane } from '../e2e/harness/index.ts';
 import { ControllerProcess } from './lib/controller.ts';
 import { quantityMiB, shippedController } from './lib/deployment.ts';
-import { sleep, type BenchKube } from './lib/kube.ts';
+import { sleep, type KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { fmtMs, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
 import { ClaimWatch } from './lib/claim-watch.ts';
 import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
@@ -151,8 +151,8 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
 
 export async function runScales(
   o: ScaleOptions,
-  startCp: (name: string) => Promise<{ cp: ControlPlane; kube: BenchKube; ctx: BenchContext }>,
-  setCurrent: (c: { cp: ControlPlane; kube: BenchKube }) => void,
+  startCp: (name: string) => Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }>,
+  setCurrent: (c: { cp: ControlPlane; kube: KubeHttp }) => void,
   stopCurrent: () => Promise<void>,
   running: ControllerProcess[],
   log: (line: string) => void,

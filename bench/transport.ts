@@ -221,7 +221,7 @@ async function main(): Promise<void> {
     : undefined;
   const out = resolve(repo, values.out ?? 'docs/benchmarks/transport');
   const { startControlPlane } = await import('../e2e/harness/index.ts');
-  const { BenchKube } = await import('./lib/kube.ts');
+  const { KubeHttp } = await import('../e2e/harness/kubehttp.ts');
   const { killAllSync, stopAll, spawnTracked } = await import('./lib/processes.ts');
   const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-transport-'));
   const cp = await startControlPlane({ dir: join(tmp, 'cp'), onLog: (l) => process.stderr.write(`[control plane] ${l}\n`) });
@@ -229,7 +229,7 @@ async function main(): Promise<void> {
   const loadStart = loadavg().map((x) => Math.round(x * 100) / 100);
   const results: ChildResult[] = [];
   try {
-    const kube = new BenchKube({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile) });
+    const kube = new KubeHttp({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile), maxSockets: 32, timeoutMs: 120_000 });
     for (let r = 0; r < rounds; r++) {
       // Interleaved, so that a change of the machine's load hits every stack alike.
       for (const stack of stacks) {

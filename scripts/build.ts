@@ -5,25 +5,25 @@
 // 1. tsc compiles src/ (tsconfig.build.json: the shipped sources, no tests) into a scratch folder under build/, and
 //    stops on a type error.
 // 2. esbuild bundles that output into DIR/cli/: main.js (the CLI, the image's ENTRYPOINT, the package's bin), the
-//    modules it imports only on demand as chunks of their own (yargs' parser, @kubernetes/client-node for exec and
-//    auth-provider kubeconfigs), and mint-worker.js (the certificate minting child, which webhook/certs.ts finds
-//    next to itself, so every output stays in this one folder).
+//    modules it imports only on demand as chunks of their own (@kubernetes/client-node for exec and auth-provider
+//    kubeconfigs), and the entries of the two short-lived child processes, parse-worker.js (the command-line parser,
+//    which cli/main.ts finds next to itself) and mint-worker.js (the certificate minting child, which webhook/certs.ts
+//    finds next to itself), so every output stays in this one folder.
 //
-// Why a bundle: resolving, reading, compiling and linking the controller's ~150 ES modules one by one cost Node about
-// 80 ms of CPU at every start (about a quarter of all it spends up to ready) and 6 MiB of resident memory; one file each for the
-// two processes does not (docs/benchmarks/README.md, round 8). Everything tsc emits is bundled as is (same target,
-// same class semantics). Names are kept: the `type` of an error in the logs is its constructor's name, and without `keepNames`
-// esbuild renames a class whose name collides with another module's (js-yaml's YAMLException would read
-// YAMLException2). It wraps each function expression in a call that sets its name, also the closures a request
-// creates; paired at 3,000 VMs that cost nothing measurable (round8-paired/keep-names-3k.md). Every dependency is
-// bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
-// DIR/THIRD-PARTY-NOTICES.txt (scripts/third-party-notices.ts).
+// Why a bundle: resolving, reading, compiling and linking the controller's ES modules one by one costs Node a
+// noticeable share of its start-up CPU and resident memory; one file for each process does not. Everything tsc
+// emits is bundled as is (same target, same class semantics). Names are kept: the `type` of an error in the logs is
+// its constructor's name, and without `keepNames` esbuild renames a class whose name collides with another module's
+// (js-yaml's YAMLException would read YAMLException2). It wraps each function expression in a call that sets its
+// name, also the closures a request creates; paired runs (bench/paired.ts) showed no measurable cost. Every
+// dependency is bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
+// DIR/THIRD-PARTY-NOTICES.txt and their bill of materials to DIR/persistent-ips.cdx.json (scripts/bundle.ts).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
-import { build } from 'esbuild';
-import { bundledPackages, NOTICES_FILE, noticesText, unexpectedRequires } from './third-party-notices.ts';
+import { bundle } from './bundle.ts';
+import { NOTICES_FILE, SBOM_FILE } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 
@@ -76,44 +76,13 @@ const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 try {
   execFileSync(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', stage, '--noEmitOnError'], { cwd: ROOT, stdio: 'inherit' });
   mkdirSync(partial, { recursive: true });
-  const result = await build({
-    entryPoints: { main: join(stage, 'cli', 'main.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
-    outdir: join(partial, 'cli'),
-    // Paths in the output (module comments, hence chunk hashes) relative to the scratch folder, whose name changes
-    // with every build: the same commit gives the same bytes.
-    absWorkingDir: stage,
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node24',
-    keepNames: true,
-    // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` in a checkout.
-    sourcemap: 'linked',
-    sourcesContent: false,
-    // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-    metafile: true,
-    logLevel: 'warning',
-  });
-  // tsconfig.build.json leaves tests and test helpers out; a shipped module that imports one would pull it back in.
-  const testCode = Object.keys(result.metafile.inputs).filter((input) => /\.test\.|\/testing\.js$|\/fixtures\.js$|\/fake-[^/]*\.js$/.test(input));
-  if (testCode.length > 0) throw new Error(`build: test code in the bundle: ${testCode.join(', ')}`);
-  // What runs is this folder alone (the image has no node_modules): the bundled packages' licences travel with their
-  // code, and nothing may be left to load from a node_modules, which only a checkout or the npm package would have.
-  const contributing = new Set<string>();
-  for (const output of Object.values(result.metafile.outputs)) {
-    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) if (bytesInOutput > 0) contributing.add(resolve(stage, input));
-  }
-  const packages = bundledPackages(contributing, stage);
-  writeFileSync(join(partial, NOTICES_FILE), noticesText(packages));
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-  const missing = Object.keys(manifest.dependencies ?? {}).filter((name) => !packages.some((p) => p.name === name));
-  if (missing.length > 0) throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
-  for (const file of readdirSync(join(partial, 'cli')).filter((f) => f.endsWith('.js'))) {
-    const outside = unexpectedRequires(readFileSync(join(partial, 'cli', file), 'utf8'));
-    if (outside.length > 0) throw new Error(`build: dist/cli/${file} requires modules that are not bundled: ${outside.join(', ')}`);
-  }
+  await bundle({
+    entryPoints: { main: join(stage, 'cli', 'main.js'), 'parse-worker': join(stage, 'cli', 'parse-worker.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
+    ownDir: stage,
+    outdir: join(partial, 'cli'),
+    required: Object.keys(manifest.dependencies ?? {}),
+  });
   // The old output leaves only once the new one is complete, and is never half-replaced.
   if (existsSync(out)) renameSync(out, old);
   renameSync(partial, out);
@@ -122,4 +91,4 @@ try {
 }
 const main = join(out, 'cli', 'main.js');
 if (!existsSync(main)) throw new Error(`${main} was not written`);
-say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks; ${NOTICES_FILE}`);
+say(`${relative(ROOT, main) || main} (${(statSync(main).size / 1024).toFixed(0)} KiB) and its chunks; ${NOTICES_FILE}, ${SBOM_FILE}`);

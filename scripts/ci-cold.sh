@@ -5,8 +5,14 @@
 #
 #   scripts/ci-cold.sh            cold: new work directory, empty caches
 #   scripts/ci-cold.sh DIR        run again in DIR (a previous run's): a new clone, the caches DIR/home kept (warm)
+#   scripts/ci-cold.sh --bare [DIR]   the README's own words instead of .ci/run: `npm ci && npm test` on a PATH
+#                                 without buildah, promtool, helm or kubectl (links to every other command: the
+#                                 tests must build them or do without), then `npm run release` and the image smoke
+#                                 test with the machine's PATH, as .ci/run runs them
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+bare=0
+if [[ ${1:-} == --bare ]]; then bare=1; shift; fi
 WORK=${1:-$(mktemp -d /tmp/pips-ci-cold.XXXXXX)}
 mode=warm
 [[ -d $WORK/home ]] || mode=cold
@@ -26,9 +32,32 @@ LOG=$WORK/ci-$mode-$(date +%Y%m%dT%H%M%S).log
 echo "ci-cold: $mode run of $(git rev-parse --short HEAD) in $WORK/clone (HOME=$HOME); log $LOG"
 start=$(date +%s)
 set +e
-./.ci/run 2>&1 | tee "$LOG"
-rc=${PIPESTATUS[0]}
+if [[ $bare == 1 ]]; then
+  # A PATH of links to every command of this one but the hidden tools: `command -v` and exec find none of them.
+  bin=$WORK/bare-bin
+  rm -rf "$bin" && mkdir -p "$bin"
+  IFS=: read -ra dirs <<<"$PATH"
+  for d in "${dirs[@]}"; do
+    for f in "$d"/*; do
+      n=${f##*/}
+      case $n in buildah | promtool | helm | kubectl) continue ;; esac
+      [[ -x $f && ! -e $bin/$n ]] && ln -s "$f" "$bin/$n"
+    done
+  done
+  PATH=$bin bash -c '
+    echo "ci-cold: bare: $(for t in buildah promtool helm kubectl; do command -v $t >/dev/null && echo "$t ON PATH" || echo "no $t"; done | paste -sd, -)"
+    t=$(date +%s)
+    npm ci --no-audit --no-fund && echo "ci: npm ci took $(( $(date +%s) - t )) s" && npm test' 2>&1 | tee "$LOG"
+  rc=${PIPESTATUS[0]}
+  if [[ $rc == 0 ]]; then
+    scripts/ci-release.sh 2>&1 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+  fi
+else
+  ./.ci/run 2>&1 | tee "$LOG"
+  rc=${PIPESTATUS[0]}
+fi
 set -e
 echo "ci-cold: $mode run ended with $rc after $(( $(date +%s) - start )) s; caches kept in $HOME (rerun: $0 $WORK)" | tee -a "$LOG"
-grep -E '^(ci: |=== test: |binaries|typecheck|unit|build|e2e|runtime|  e2e/|  \[[0-9]+ s\] \[controlplane-build\] .*(built in|done in|modules ready))' "$LOG" || true
+grep -E '^(ci: |=== test: |binaries|typecheck|lint|unit|build|e2e|runtime|  e2e/|  \[[0-9]+ s\] \[controlplane-build\] .*(built in|done in|modules ready))' "$LOG" || true
 exit "$rc"

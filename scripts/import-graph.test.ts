@@ -4,37 +4,19 @@
 //     importing each other is a cycle even when no file is in one; test files are left out of the folder graph until
 //     test helpers move to a test tree of their own);
 //   - src/kube is a leaf: its production files import nothing of the project outside src/kube. Its *.test.ts files
-//     may still borrow test helpers from elsewhere until those move to a test tree of their own.
-// Specifiers are read with regular expressions (static `import`/`export ... from`, side-effect imports and `import()`),
-// which is enough for this codebase's style and keeps the check free of dependencies and well under a second.
+//     may still borrow test helpers from elsewhere until those move to a test tree of their own;
+//   - the two loops (src/controller, src/allocator) do not import src/webhook: what they share with it (the pod
+//     annotations' parsing, claim names) lives in a lower room, src/claims.
+// Specifiers are read by scripts/imports.ts (regular expressions: free of dependencies, well under a second).
 import assert from 'node:assert/strict';
-import { existsSync, globSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { globSync, readFileSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
+import { resolveSpecifier, specifiers } from './imports.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const SRC = join(ROOT, 'src');
 const LEAF = 'src/kube/';
-
-const STATIC = /^[ \t]*(?:import|export)\s[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/gm;
-const SIDE_EFFECT = /^[ \t]*import\s*['"]([^'"]+)['"]/gm;
-const DYNAMIC = /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g;
-
-/** Relative import specifiers of a source text, in order of appearance. */
-export function specifiers(text: string): string[] {
-  const found: [number, string][] = [];
-  for (const re of [STATIC, SIDE_EFFECT, DYNAMIC]) for (const m of text.matchAll(re)) found.push([m.index, m[1]!]);
-  return found.sort((a, b) => a[0] - b[0]).map(([, s]) => s);
-}
-
-function resolveSpecifier(fromFile: string, spec: string): string | undefined {
-  if (!spec.startsWith('.')) return undefined;
-  const base = resolve(dirname(fromFile), spec);
-  for (const candidate of [base, `${base}.ts`, join(base, 'index.ts')]) {
-    if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
-  }
-  return undefined;
-}
 
 /** src-relative file → the src-relative files it imports. */
 export function importGraph(): Map<string, string[]> {
@@ -45,7 +27,7 @@ export function importGraph(): Map<string, string[]> {
     const edges: string[] = [];
     for (const spec of specifiers(readFileSync(abs, 'utf8'))) {
       const target = resolveSpecifier(abs, spec);
-      if (target !== undefined && target.startsWith(`${SRC}/`) && !edges.includes(rel(target))) edges.push(rel(target));
+      if (target?.startsWith(`${SRC}/`) && !edges.includes(rel(target))) edges.push(rel(target));
     }
     graph.set(rel(abs), edges);
   }
@@ -135,6 +117,22 @@ export function folderGraph(graph: Map<string, string[]>): { graph: Map<string, 
   return { graph: folders, via };
 }
 
+/** Production-file imports that go sideways between rooms: `from` folder → the folder it must not import. */
+const SIDEWAYS: readonly [string, string][] = [
+  ['src/controller/', 'src/webhook/'],
+  ['src/allocator/', 'src/webhook/'],
+];
+
+/** Imports from production files across a SIDEWAYS pair, as `from → to`. */
+export function sidewaysImports(graph: Map<string, string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, edges] of graph) {
+    if (file.endsWith('.test.ts')) continue;
+    for (const [from, to] of SIDEWAYS) if (file.startsWith(from)) for (const target of edges) if (target.startsWith(to)) out.push(`${file} → ${target}`);
+  }
+  return out;
+}
+
 /** Imports from production files of src/kube to files of src outside it, as `from → to`. */
 export function leafViolations(graph: Map<string, string[]>): string[] {
   const out: string[] = [];
@@ -201,5 +199,19 @@ describe('import graph of src', () => {
   it('keeps src/kube a leaf: its production files import nothing else of src', () => {
     const found = leafViolations(graph);
     assert.equal(found.length, 0, `src/kube must import nothing of the project outside src/kube:\n${found.map((v) => `  ${v}`).join('\n')}`);
+  });
+
+  it('names a loop\'s production import of the webhook, and no test file\'s', () => {
+    const g = new Map([
+      ['src/controller/a.ts', ['src/webhook/b.ts', 'src/claims/c.ts']],
+      ['src/controller/a.test.ts', ['src/webhook/b.ts']],
+      ['src/webhook/b.ts', ['src/allocator/d.ts']],
+    ]);
+    assert.deepEqual(sidewaysImports(g), ['src/controller/a.ts → src/webhook/b.ts']);
+  });
+
+  it('keeps the loops from importing the webhook: what they share lives in src/claims', () => {
+    const found = sidewaysImports(graph);
+    assert.equal(found.length, 0, `a loop imports the webhook; move what both need to src/claims:\n${found.map((v) => `  ${v}`).join('\n')}`);
   });
 });

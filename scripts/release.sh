@@ -3,13 +3,21 @@
 #
 # Builds the release of the version in package.json, offline, into one folder (default release/<version>/):
 #   persistent-ips-<version>.tgz          the npm package (npm pack; checked to hold no test code)
+#   persistent-ips-<version>.npm.cdx.json the npm package's SBOM, CycloneDX JSON: the packages bundled into dist/ (the
+#                                         esbuild plugin @cyclonedx/cyclonedx-esbuild, scripts/bundle.ts; the same list
+#                                         as dist/THIRD-PARTY-NOTICES.txt; the package carries it as dist/persistent-ips.cdx.json)
 #   install.yaml                          manifests/default rendered with kubectl kustomize, image pinned to v<version>
 #   ipamclaim-crd.yaml                    the optional IPAMClaim CRD (manifests/ipamclaim-crd), for clusters without it
 #   persistent-ips-<version>.oci.tar      the container image ghcr.io/persistent-ips/persistent-ips:v<version>, an OCI
-#                                         archive built by scripts/image/build.sh (buildah, no daemon, no base image)
+#                                         archive of one image index for linux/amd64 and linux/arm64, built by
+#                                         scripts/image/build.sh (buildah, no daemon, no base image)
+#   persistent-ips-<version>.image-<arch>.cdx.json   each platform's image SBOM, CycloneDX JSON, by syft (built once
+#                                         from its Go module by scripts/syft/build.sh): the Debian packages, Node, and
+#                                         the bundled npm packages
 #   persistent-ips-chart-<version>.tgz    the Helm chart, when a helm binary is at hand (HELM=, or the cached build)
 #   image-contents.txt, SHA256SUMS
-# kubectl: the harness's version-matched build (e2e/controlplane/build.sh), else the one on PATH.
+# kubectl: the harness's version-matched build (e2e/controlplane/build.sh), else the one on PATH. syft: SYFT=, else the
+# cached build of scripts/syft/build.sh (built on first use, minutes).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="${2:?}"; shift 2 ;;
     --no-image) image=0; shift ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
 done
@@ -61,6 +69,8 @@ if grep -E '\.test\.|/testing\.js|/fixtures\.js|/fake-[^/]*\.js|^package/e2e/|^p
 fi
 # The bundle carries its dependencies' code, so it carries their licences too.
 grep -qx 'package/dist/THIRD-PARTY-NOTICES.txt' "$out/.contents" || die "the npm package lacks dist/THIRD-PARTY-NOTICES.txt"
+grep -qx 'package/dist/persistent-ips.cdx.json' "$out/.contents" || die "the npm package lacks dist/persistent-ips.cdx.json"
+cp dist/persistent-ips.cdx.json "$out/persistent-ips-$version.npm.cdx.json"
 log "npm package: $tarball ($(du -h "$out/$tarball" | cut -f1), $(wc -l <"$out/.contents") files)"
 rm -f "$out/.contents"
 
@@ -115,10 +125,27 @@ fi
 
 # --- container image --------------------------------------------------------------------------------------------
 if [ $image = 1 ]; then
+  # Built first (once per machine; minutes): a release with an image has its SBOMs.
+  syft="${SYFT:-$(scripts/syft/build.sh | tail -n1)}"
   archive="$out/persistent-ips-$version.oci.tar"
   scripts/image/build.sh --out "$archive" --version "$version" --revision "$revision"
-  scripts/image/inspect.sh "$archive" >"$out/image-contents.txt"
+  scripts/image/inspect.sh "$archive" >"$out/image-contents.txt" || { cat "$out/image-contents.txt" >&2; die "the image failed its checks"; }
   log "image: $(head -n1 "$out/image-contents.txt")"
+  platforms="$(scripts/image/unpack.sh --platforms "$archive" | tr '\n' ' ')"
+  [ "$platforms" = "linux/amd64 linux/arm64 " ] || die "the image index holds ${platforms:-no image}, not linux/amd64 and linux/arm64"
+  for platform in $platforms; do
+    arch="${platform#*/}"
+    sbom="$out/persistent-ips-$version.image-$arch.cdx.json"
+    # No network: no update check; the archive is read where it is.
+    SYFT_CHECK_FOR_APP_UPDATE=false "$syft" scan --quiet --platform "$platform" --select-catalogers +sbom-cataloger \
+      --source-name "$image_ref" --source-version "v$version" -o "cyclonedx-json=$sbom" "oci-archive:$archive"
+    # Checked against the image's own lists of its Debian packages and bundled packages.
+    unpacked="$(mktemp -d)"
+    scripts/image/unpack.sh "$archive" "$unpacked" "$arch"
+    "$node_bin" scripts/image/sbom-check.ts "$sbom" "$unpacked/rootfs/usr/share/doc/debian-packages" \
+      "$unpacked/rootfs/app/dist/THIRD-PARTY-NOTICES.txt" >&2 || die "the $platform image's SBOM misses what the image holds (above)"
+    rm -rf "$unpacked"
+  done
 fi
 
 (cd "$out" && sha256sum -- * | grep -v ' SHA256SUMS$' >SHA256SUMS)

@@ -1,25 +1,31 @@
 // `npm test`: every phase of the test run in order, each timed, with progress a person can follow and a time limit
 // on each end-to-end file, so that no run can hang until CI's own limit.
 //
-//   node scripts/test.ts                      all phases: runtime typecheck unit build binaries e2e
+//   node scripts/test.ts                      all phases: runtime typecheck lint unit build binaries e2e
 //   node scripts/test.ts binaries e2e [FILTER...]  (npm run test:e2e -- e2e/suite)
 //
 // Phases:
-//   typecheck, unit, build  the package.json scripts of the same names (test:unit for unit)
-//   binaries                e2e/harness/prepare.ts: builds or finds the control-plane binaries, outside any test
-//   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, with
+//   typecheck, lint, unit, build  the package.json scripts of the same names (test:unit for unit)
+//   binaries                e2e/harness/prepare.ts: builds or finds the binaries the e2e files run (control plane,
+//                           KubeVirt, OVN-K, helm, promtool), outside any test. It starts with typecheck and runs beside
+//                           typecheck, unit and build: a cold build is mostly waiting on one core (downloads, links).
+//   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, started
+//                           once the prepare steps it needs are ready (e2e/harness/prepare.ts `usedBy`, read through
+//                           the file's imports), so that the first files run while the last binaries build (at a lower
+//                           CPU priority, so that the running files keep the time their deadlines assume); with
 //                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
 //                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
 //                           files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run
 //                           side by side, each output printed whole when it ends. Processes a file started are killed by the
 //                           harness's reaper when the file's process ends, however it ends.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { globSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { PREPARE_MODULE, Prepared, stepsNeededBy } from './e2e-schedule.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
-const PHASES = ['runtime', 'typecheck', 'unit', 'build', 'binaries', 'e2e'] as const;
+const PHASES = ['runtime', 'typecheck', 'lint', 'unit', 'build', 'binaries', 'e2e'] as const;
 type Phase = (typeof PHASES)[number];
 
 const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
@@ -68,12 +74,18 @@ interface Outcome {
  * Runs a command in its own process group with its output passed through, a line when it has been quiet for 30 s,
  * and (when `limitS` is set) a watchdog that stops the whole group.
  */
-function run(label: string, command: string, argv: string[], opts: { limitS?: number; env?: NodeJS.ProcessEnv; buffered?: boolean } = {}): Promise<Outcome> {
+function run(
+  label: string,
+  command: string,
+  argv: string[],
+  opts: { limitS?: number; env?: NodeJS.ProcessEnv; buffered?: boolean; onLine?: (line: string) => void; onSpawn?: (child: ChildProcess) => void } = {},
+): Promise<Outcome> {
   const t0 = Date.now();
   const elapsed = () => (Date.now() - t0) / 1000;
   return new Promise((done) => {
     const child = spawn(command, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, ...opts.env } });
     running.add(child);
+    opts.onSpawn?.(child);
     let output = '';
     let last = Date.now();
     let timedOut = false;
@@ -81,6 +93,7 @@ function run(label: string, command: string, argv: string[], opts: { limitS?: nu
     const pass = (stream: NodeJS.WritableStream) => (line: string) => {
       last = Date.now();
       output += `${line}\n`;
+      opts.onLine?.(line);
       if (!opts.buffered) stream.write(`${line}\n`);
     };
     createInterface({ input: child.stdout! }).on('line', pass(process.stdout));
@@ -152,60 +165,110 @@ async function phase(name: Phase, body: () => Promise<boolean>): Promise<boolean
   return ok;
 }
 
-const started = Date.now();
-const ok =
-  (await phase('runtime', async () => {
-    say(`runtime: node ${process.version} (${process.execPath})`);
-    const major = Number(process.versions.node.split('.')[0]);
-    if (major < 24) say(`runtime: Node 24 or newer is needed; run through npm so the node@24 devDependency is used`);
-    return major >= 24;
-  })) &&
-  (await phase('typecheck', async () => (await npmRun('typecheck')).ok)) &&
-  (await phase('unit', async () => (await npmRun('test:unit')).ok)) &&
-  (await phase('build', async () => (await npmRun('build')).ok)) &&
-  (await phase('binaries', async () => (await run('binaries', process.execPath, [join(ROOT, 'e2e/harness/prepare.ts')])).ok)) &&
-  (await phase('e2e', async () => {
-    const files = e2eFiles();
-    if (files.length === 0) {
-      say(`test: no e2e file matches ${filters.join(' ')}`);
-      return false;
-    }
-    const t0 = Date.now();
-    let allOk = true;
-    const lines: string[] = [];
-    const queue = [...files];
-    let launched = 0;
-    // Most of an e2e file's time is waiting (grace periods, watches, quiet windows), not CPU: files run side by side.
-    const lane = async () => {
-      for (let file = queue.shift(); file !== undefined && !interrupted; file = queue.shift()) {
-        const spent = (Date.now() - t0) / 1000;
-        if (spent >= TOTAL_LIMIT_S) {
-          const skipped = [file, ...queue.splice(0)];
-          say(`test: the e2e run reached its limit of ${TOTAL_LIMIT_S} s; not run: ${skipped.join(', ')}`);
-          lines.push(...skipped.map((f) => `  ${f}: not run (time limit)`));
+/** Lets the running e2e files have the CPU first: the builds still running then use what the files leave idle. */
+function lowerPriority(child: ChildProcess | undefined): void {
+  if (child?.pid === undefined || child.exitCode !== null) return;
+  execFile('renice', ['-n', '10', '-g', String(child.pid)], (err) => {
+    if (err) say(`test: could not lower the builds' CPU priority (${err.message.split('\n')[0]}); they run as they are`);
+  });
+}
+
+async function e2ePhase(prepared: Prepared | undefined): Promise<boolean> {
+  const files = e2eFiles();
+  if (files.length === 0) {
+    say(`test: no e2e file matches ${filters.join(' ')}`);
+    return false;
+  }
+  const needs = new Map(files.map((f) => [f, prepared ? stepsNeededBy(join(ROOT, f)) : []]));
+  const t0 = Date.now();
+  let allOk = true;
+  const lines: string[] = [];
+  const queue = [...files];
+  let launched = 0;
+  /** The next file whose steps are all ready; undefined when none is yet (or the queue is empty). */
+  const next = (): string | undefined => {
+    const i = queue.findIndex((f) => needs.get(f)!.every((id) => prepared === undefined || prepared.ready.has(id)));
+    return i < 0 ? undefined : queue.splice(i, 1)[0];
+  };
+  // Most of an e2e file's time is waiting (grace periods, watches, quiet windows), not CPU: files run side by side.
+  const lane = async () => {
+    while (queue.length > 0 && !interrupted) {
+      const file = next();
+      if (file === undefined) {
+        if (prepared === undefined || prepared.failed !== undefined || prepared.finished) {
+          // What is left waits for a step that failed (or never reported): it cannot run.
+          const blocked = queue.splice(0);
+          const why = prepared?.failed !== undefined ? `the prepare step ${prepared.failed} failed` : 'its binaries were not prepared';
+          say(`test: not run, ${why}: ${blocked.join(', ')}`);
+          lines.push(...blocked.map((f) => `  ${f}: not run (${why}; it needs ${needs.get(f)!.join(', ')})`));
           allOk = false;
           return;
         }
-        launched++;
-        say(`\n--- e2e ${launched}/${files.length} started: ${file}`);
-        const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
-        const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
-          limitS,
-          env: { PERSISTENT_IPS_NO_BUILD: '1' },
-          buffered: JOBS > 1,
-        });
-        const t = totals(res.output);
-        const verdict = res.timedOut ? `STOPPED after ${limitS} s (limit)` : res.ok ? 'passed' : 'FAILED';
-        const line = `${file}: ${verdict}, ${t.pass}/${t.tests} tests passed, ${fmt(res.seconds)}`;
-        say(`--- ${line}`);
-        lines.push(`  ${line}`);
-        if (!res.ok) allOk = false;
+        await prepared.changed;
+        continue;
       }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(JOBS, files.length)) }, lane));
-    fileLines.push(...lines);
-    return allOk;
-  }));
+      const spent = (Date.now() - t0) / 1000;
+      if (spent >= TOTAL_LIMIT_S) {
+        const skipped = [file, ...queue.splice(0)];
+        say(`test: the e2e run reached its limit of ${TOTAL_LIMIT_S} s; not run: ${skipped.join(', ')}`);
+        lines.push(...skipped.map((f) => `  ${f}: not run (time limit)`));
+        allOk = false;
+        return;
+      }
+      launched++;
+      say(`\n--- e2e ${launched}/${files.length} started: ${file}`);
+      const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
+      const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
+        limitS,
+        env: { PERSISTENT_IPS_NO_BUILD: '1' },
+        buffered: JOBS > 1,
+      });
+      const t = totals(res.output);
+      const verdict = res.timedOut ? `STOPPED after ${limitS} s (limit)` : res.ok ? 'passed' : 'FAILED';
+      const line = `${file}: ${verdict}, ${t.pass}/${t.tests} tests passed, ${fmt(res.seconds)}`;
+      say(`--- ${line}`);
+      lines.push(`  ${line}`);
+      if (!res.ok) allOk = false;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(JOBS, files.length)) }, lane));
+  fileLines.push(...lines);
+  return allOk;
+}
+
+const started = Date.now();
+let ok = await phase('runtime', async () => {
+  say(`runtime: node ${process.version} (${process.execPath})`);
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < 24) say(`runtime: Node 24 or newer is needed; run through npm so the node@24 devDependency is used`);
+  return major >= 24;
+});
+let prepared: Prepared | undefined;
+let building: ChildProcess | undefined;
+let binaries: Promise<boolean> = Promise.resolve(true);
+if (ok && wanted.includes('binaries')) {
+  const p = new Prepared();
+  prepared = p;
+  binaries = phase('binaries', async () => {
+    const res = await run('binaries', process.execPath, [PREPARE_MODULE], { onLine: (l) => p.line(l), onSpawn: (c) => (building = c) });
+    p.finish();
+    return res.ok;
+  });
+}
+ok = ok && (await phase('typecheck', async () => (await npmRun('typecheck')).ok));
+ok = ok && (await phase('lint', async () => (await npmRun('lint')).ok));
+ok = ok && (await phase('unit', async () => (await npmRun('test:unit')).ok));
+ok = ok && (await phase('build', async () => (await npmRun('build')).ok));
+if (!ok && building?.pid) {
+  // Nothing will use the binaries of this run; a later run finds what was built in the cache.
+  say('test: stopping the binaries build');
+  killGroup(building.pid, 'SIGTERM');
+}
+if (ok && wanted.includes('e2e') && !interrupted) {
+  lowerPriority(building);
+  ok = await phase('e2e', () => e2ePhase(prepared));
+}
+ok = (await binaries) && ok;
 
 say(`\n=== test: summary (${fmt((Date.now() - started) / 1000)} in all)`);
 for (const l of [...summary, ...fileLines]) say(l);

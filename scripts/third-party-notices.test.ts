@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { authorLine, bundledPackages, declaredLicence, noticesText, packageDirOf, readPackage, unexpectedRequires } from './third-party-notices.ts';
+import { authorLine, bundledPackages, declaredLicence, noticesPackageIds, noticesText, packageDirOf, readPackage, sbomPackageIds, unexpectedRequires } from './third-party-notices.ts';
 
 describe('third-party notices', () => {
   it('finds the package folder of a bundled file, scoped, nested, or none for the project', () => {
@@ -40,6 +40,30 @@ describe('third-party notices', () => {
     ].join('\n');
     assert.deepEqual(unexpectedRequires(code), ['@scope/thing', 'left-pad']);
     assert.deepEqual(unexpectedRequires('__require("node:crypto"); __require("supports-color")'), []);
+  });
+
+  it('reads the packages of one purl type from a CycloneDX BOM, nested ones too, without excluded ones', () => {
+    const bom = {
+      components: [
+        { purl: 'pkg:npm/%40kubernetes/client-node@2.0.1?vcs_url=git%2Bhttps%3A%2F%2Fexample.org', scope: 'required' },
+        { purl: 'pkg:npm/ws@8.18.0', components: [{ purl: 'pkg:npm/inner@1.0.0' }] },
+        { purl: 'pkg:npm/shaken@9.9.9', scope: 'excluded' },
+        { purl: 'pkg:deb/debian/libc6@2.36-9%2Bdeb12u14?arch=arm64&distro=debian-12' },
+        { purl: 'pkg:generic/node@24.21.0' },
+        { name: 'a file, no purl' },
+      ],
+    };
+    assert.deepEqual([...sbomPackageIds(bom)].sort(), ['@kubernetes/client-node@2.0.1', 'inner@1.0.0', 'ws@8.18.0']);
+    assert.deepEqual([...sbomPackageIds(bom, 'deb')], ['debian/libc6@2.36-9+deb12u14']);
+    assert.deepEqual([...sbomPackageIds(bom, 'generic')], ['node@24.21.0']);
+  });
+
+  it('reads the packages a notices text has a section for', () => {
+    const text = noticesText([
+      { name: '@a/alpha', version: '2.1.0', declared: 'Apache-2.0', files: [{ name: 'LICENSE', text: 'x@1.0.0 (MIT)' }] },
+      { name: 'bare', version: '0.1.0-rc.1', declared: 'ISC', files: [] },
+    ]);
+    assert.deepEqual([...noticesPackageIds(text)], ['@a/alpha@2.1.0', 'bare@0.1.0-rc.1']);
   });
 
   it('reads one package per folder, with its licence files, and writes them sorted', () => {

@@ -7,6 +7,8 @@ import { builtinModules } from 'node:module';
 import { join, sep } from 'node:path';
 
 export const NOTICES_FILE = 'THIRD-PARTY-NOTICES.txt';
+/** The bundle's bill of materials, CycloneDX JSON (scripts/bundle.ts); the name is one SBOM scanners look for. */
+export const SBOM_FILE = 'persistent-ips.cdx.json';
 
 /**
  * Licence, copying and notice files, as packages name them (LICENSE, LICENCE.md, license-MIT, UNLICENSE, COPYING,
@@ -93,6 +95,41 @@ export function noticesText(packages: readonly BundledPackage[]): string {
     return `${rule}\n${head}\n${p.files.map((f) => `\n--- ${f.name}\n\n${f.text.trimEnd()}\n`).join('')}`;
   });
   return `persistent-ips bundles the following packages into dist/cli/. Their licences follow.\n\n${sections.join('\n')}`;
+}
+
+/** A section's heading in the notices: `name@version (licence)` on the line after the rule. */
+const NOTICE_HEADING = /^={100}\n(\S+@\d\S*) \(.*\)$/gm;
+
+/** The packages (name@version) a notices text has a section for. */
+export function noticesPackageIds(text: string): Set<string> {
+  return new Set([...text.matchAll(NOTICE_HEADING)].map((m) => m[1]!));
+}
+
+interface CdxComponent {
+  purl?: string;
+  scope?: string;
+  components?: CdxComponent[];
+}
+
+/**
+ * The packages of one package-URL type a CycloneDX BOM lists, nested components too, as the purl's decoded
+ * `namespace/name@version` (npm: `@scope/name@1.2.3`; deb: `debian/libc6@2.36-9+deb12u14`; generic: `node@24.1.0`),
+ * except components of scope `excluded` (the esbuild plugin's mark for a package whose modules tree-shaking removed
+ * whole). The BOM's subject (metadata.component) is not one of its components.
+ */
+export function sbomPackageIds(bom: { components?: CdxComponent[] }, type = 'npm'): Set<string> {
+  const prefix = `pkg:${type}/`;
+  const ids = new Set<string>();
+  const visit = (list: CdxComponent[] | undefined): void => {
+    for (const c of list ?? []) {
+      if (c.scope !== 'excluded' && c.purl?.startsWith(prefix)) {
+        ids.add(c.purl.slice(prefix.length).replace(/[?#].*$/, '').split('/').map(decodeURIComponent).join('/'));
+      }
+      visit(c.components);
+    }
+  };
+  visit(bom.components);
+  return ids;
 }
 
 /**

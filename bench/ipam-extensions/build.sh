@@ -5,7 +5,8 @@
 # served by the Go module proxy; the tagged tree vendors its dependencies, so the build needs no network).
 #
 #   bench/ipam-extensions/build.sh [OUT]        OUT: default ~/.cache/persistent-ips/ipam-extensions/<tag>/manager
-#   IE_REPO=<git dir or URL>  IE_TAG=v0.6.0     where the source comes from (default: the local mirror, else GitHub)
+#   IE_REPO=<git dir or URL>  IE_TAG=v0.6.0     where the source comes from: a local (bare) clone or a URL
+#                                                (default: https://github.com/kubevirt/ipam-extensions.git)
 #
 # Prints the binary's path on its last line; a binary already at OUT is reused.
 set -euo pipefail
@@ -15,10 +16,7 @@ if [[ -x "$out" ]]; then
   echo "$out"
   exit 0
 fi
-repo="${IE_REPO:-}"
-if [[ -z "$repo" ]]; then
-  if [[ -d /work/.mirror/kubevirt+ipam-extensions/repo ]]; then repo=/work/.mirror/kubevirt+ipam-extensions/repo; else repo=https://github.com/kubevirt/ipam-extensions.git; fi
-fi
+repo="${IE_REPO:-https://github.com/kubevirt/ipam-extensions.git}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 if [[ -d "$repo" ]]; then

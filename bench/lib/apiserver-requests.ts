@@ -1,6 +1,6 @@
 // Write amplification, counted by the API server itself: `apiserver_request_total` from its /metrics, scraped
 // before and after a scenario and diffed per {verb, group, resource, subresource, code}.
-import type { BenchKube } from './kube.ts';
+import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { parseMetrics } from './prom.ts';
 
 export interface RequestRow {
@@ -16,7 +16,7 @@ export type RequestCounts = Map<string, RequestRow>;
 
 export const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'DELETECOLLECTION', 'APPLY']);
 
-export async function scrapeRequests(kube: BenchKube): Promise<RequestCounts> {
+export async function scrapeRequests(kube: KubeHttp): Promise<RequestCounts> {
   const res = await kube.request('GET', '/metrics');
   if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
   const out: RequestCounts = new Map();
@@ -79,7 +79,7 @@ export function summarizeRequests(rows: RequestRow[]): WriteSummary {
 }
 
 /** A window: snapshot now; `end()` snapshots again and summarizes the difference. */
-export async function requestWindow(kube: BenchKube): Promise<{ end(): Promise<WriteSummary> }> {
+export async function requestWindow(kube: KubeHttp): Promise<{ end(): Promise<WriteSummary> }> {
   const before = await scrapeRequests(kube);
   return {
     end: async () => summarizeRequests(diffRequests(await scrapeRequests(kube), before)),

@@ -1,6 +1,6 @@
 // Watches the IPAMClaims of one namespace and records when each was first seen (the watch event's receipt time,
 // performance.now()). A watch, not a polling loop: the measurement costs the API server one long request.
-import type { BenchKube, WatchHandle } from './kube.ts';
+import type { KubeHttp, WatchHandle } from '../../e2e/harness/kubehttp.ts';
 
 const CLAIMS = '/apis/k8s.cni.cncf.io/v1alpha1';
 
@@ -12,14 +12,14 @@ export class ClaimWatch {
   readonly namespace: string;
   /** Claim name → first time it was seen. */
   readonly added = new Map<string, number>();
-  readonly #kube: BenchKube;
+  readonly #kube: KubeHttp;
   #rv = '';
   #handle: WatchHandle | undefined;
   #stopped = false;
   #waiters: { count: number; resolve: (t: number) => void; timer: NodeJS.Timeout; reject: (e: Error) => void }[] = [];
   #lastEventAt = 0;
 
-  constructor(kube: BenchKube, namespace: string) {
+  constructor(kube: KubeHttp, namespace: string) {
     this.#kube = kube;
     this.namespace = namespace;
   }

@@ -8,8 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateCa, generateServing } from '../../src/webhook/certs.ts';
 import { ClaimWatch } from './claim-watch.ts';
-import type { BenchKube } from './kube.ts';
-import { sleep } from './kube.ts';
+import { sleep, type KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
 import { spawnTracked, stopTracked } from './processes.ts';
 import { round } from './stats.ts';
@@ -25,7 +24,7 @@ export interface IeResult {
   exited: boolean;
 }
 
-export async function ieColdStart(opts: { binary: string; kube: BenchKube; kubeconfig: string; dir: string; namespace: string; vms: number; probePort: number; log: (l: string) => void }): Promise<IeResult> {
+export async function ieColdStart(opts: { binary: string; kube: KubeHttp; kubeconfig: string; dir: string; namespace: string; vms: number; probePort: number; log: (l: string) => void }): Promise<IeResult> {
   const certDir = join(opts.dir, `ie-certs-${opts.vms}`);
   mkdirSync(certDir, { recursive: true });
   const now = Date.now();

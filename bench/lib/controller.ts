@@ -8,7 +8,7 @@ import type { ManagedProcess } from '../../e2e/harness/process.ts';
 import { spawnTracked, stopTracked } from './processes.ts';
 import { bucketDelta, buckets, parseMetrics, sum, type Sample } from './prom.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
-import { sleep } from './kube.ts';
+import { sleep } from '../../e2e/harness/kubehttp.ts';
 import { localArgs, shippedController } from './deployment.ts';
 
 export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));

@@ -5,7 +5,7 @@
 import { CLAIM_FINALIZER, claimName, podInterfaceName, VM_LABEL } from '../../src/claims/index.ts';
 import { buildVM, renderVmiFromVm, type Vm, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
-import type { BenchKube } from './kube.ts';
+import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 
 export const NETWORKS = ['net-a', 'net-b'] as const;
 
@@ -42,7 +42,7 @@ export function nadBody(namespace: string, name: string, index: number): unknown
 }
 
 /** A namespace with the two persistent NADs. */
-export async function createNamespace(kube: BenchKube, namespace: string, withNads = true): Promise<void> {
+export async function createNamespace(kube: KubeHttp, namespace: string, withNads = true): Promise<void> {
   await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
   if (!withNads) return;
   for (const [i, nad] of NETWORKS.entries()) await kube.json('POST', paths.nads(namespace), [201, 409], nadBody(namespace, nad, i));
@@ -52,7 +52,7 @@ export async function createNamespace(kube: BenchKube, namespace: string, withNa
  * kubevirt/kubevirt with the PersistentIPs gate (the controller reads it, as in a cluster), and the controller's own
  * namespace for its Lease and webhook Secret.
  */
-export async function createKubeVirtCR(kube: BenchKube, controllerNamespace = 'persistent-ips-system'): Promise<void> {
+export async function createKubeVirtCR(kube: KubeHttp, controllerNamespace = 'persistent-ips-system'): Promise<void> {
   await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controllerNamespace } });
   await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kubevirt' } });
   await kube.json('POST', paths.kubevirts('kubevirt'), [201, 409], {
@@ -69,16 +69,16 @@ export function vmBody(namespace: string, name: string): Vm {
   return buildVM({ namespace, name, networks: NETWORKS.map((n) => ({ name: n, nadName: n })) });
 }
 
-export async function createVm(kube: BenchKube, namespace: string, name: string): Promise<Vm> {
+export async function createVm(kube: KubeHttp, namespace: string, name: string): Promise<Vm> {
   return kube.json<Vm>('POST', paths.vms(namespace), [201], vmBody(namespace, name));
 }
 
-export async function createVmi(kube: BenchKube, vm: Vm): Promise<Vmi> {
+export async function createVmi(kube: KubeHttp, vm: Vm): Promise<Vmi> {
   return kube.json<Vmi>('POST', paths.vmis(vm.metadata.namespace!), [201], renderVmiFromVm(vm));
 }
 
 /** A VM and its VMI. */
-export async function createVmWithVmi(kube: BenchKube, namespace: string, name: string): Promise<{ vm: Vm; vmi: Vmi }> {
+export async function createVmWithVmi(kube: KubeHttp, namespace: string, name: string): Promise<{ vm: Vm; vmi: Vmi }> {
   const vm = await createVm(kube, namespace, name);
   const vmi = await createVmi(kube, vm);
   return { vm, vmi };
@@ -101,7 +101,7 @@ export function claimBodies(namespace: string, vm: { name: string; uid: string }
 }
 
 /** A status change of the kind virt-handler makes all the time: phase, the launcher pod, the interfaces. */
-export function vmiStatusPatch(vmi: { metadata: { name: string; uid?: string } }, round: number): unknown {
+export function vmiStatusPatch(_vmi: { metadata: { name: string; uid?: string } }, round: number): unknown {
   return {
     status: {
       phase: 'Running',

@@ -8,7 +8,8 @@ import { claimName } from '../../src/claims/index.ts';
 import { requestWindow, type WriteSummary } from './apiserver-requests.ts';
 import { ClaimWatch } from './claim-watch.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary, type RuntimeStats } from './controller.ts';
-import { runPool, sleep, type BenchKube } from './kube.ts';
+import { sleep, type KubeHttp } from '../../e2e/harness/kubehttp.ts';
+import { runPool } from './pool.ts';
 import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, paths, vmiStatusPatch, vmName } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
@@ -18,7 +19,7 @@ import { cumulative, histogram, mean, percentile, round } from './stats.ts';
 const LIMIT_WRITER = fileURLToPath(new URL('./limit-writer.ts', import.meta.url));
 
 export interface BenchContext {
-  kube: BenchKube;
+  kube: KubeHttp;
   cp: ControlPlane;
   /** Scratch directory: logs, job files. */
   dir: string;

@@ -129,7 +129,7 @@ export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?
       if (lastLine !== undefined && (lastLine + ' ' + w).length <= Math.max(10, Math.floor(slot / 7))) lines[lines.length - 1] = `${lastLine} ${w}`;
       else lines.push(w);
     }
-    lines.slice(0, 3).forEach((l, j) => out.push(`<text x="${cx.toFixed(1)}" y="${f.top + ph + 16 + j * 14}" text-anchor="middle">${esc(l)}</text>`));
+    for (const [j, l] of lines.slice(0, 3).entries()) out.push(`<text x="${cx.toFixed(1)}" y="${f.top + ph + 16 + j * 14}" text-anchor="middle">${esc(l)}</text>`);
   });
   out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${f.top + ph}" y2="${f.top + ph}" stroke="#333"/>`);
   out.push(`<line x1="${f.left}" x2="${f.left}" y1="${f.top}" y2="${f.top + ph}" stroke="#333"/>`);

@@ -5,7 +5,7 @@
 import { Agent, request } from 'node:https';
 import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from './controller.ts';
-import type { BenchKube } from './kube.ts';
+import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { paths } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile, type Sample } from './prom.ts';
 import { percentile, round } from './stats.ts';
@@ -38,7 +38,7 @@ function delta(after: Record<string, number>, before: Record<string, number>): R
   return out;
 }
 
-export async function webhookBurst(kube: BenchKube, controller: ControllerProcess, namespace: string, pods: number, loadavg: () => number): Promise<WebhookBurstResult> {
+export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number, loadavg: () => number): Promise<WebhookBurstResult> {
   const list = await kube.json<{ items: Vmi[] }>('GET', `${paths.vmis(namespace)}?limit=${pods}`, [200]);
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);

@@ -12,8 +12,15 @@ import { promisify } from 'node:util';
 import { REPO_ROOT } from './paths.ts';
 
 export interface PrepareStep {
+  /** Its name in the progress lines (`prepare: [id] ready ...`), which `npm test` reads to start the e2e files waiting for it. */
+  id: string;
   /** What a person reads: what is being built. */
   what: string;
+  /**
+   * Which e2e files need it: those whose own text or the text of a file they import (directly or not) matches. Absent:
+   * every e2e file. `npm test` starts an e2e file as soon as the steps it needs are ready.
+   */
+  usedBy?: RegExp;
   script: string;
   /** The one binary the step builds, for the tools a test runs by name (preparedTool); with `--check`, the script prints its path when built and exits 3 when not. */
   tool?: 'helm' | 'promtool';
@@ -21,23 +28,32 @@ export interface PrepareStep {
 
 export const PREPARE_STEPS: PrepareStep[] = [
   {
+    id: 'controlplane',
     what: 'control plane: etcd, kube-apiserver, kube-controller-manager, kubectl (from their Go modules)',
     script: fileURLToPath(new URL('../controlplane/build.sh', import.meta.url)),
   },
   {
+    id: 'kubevirt',
+    usedBy: /\bensureKubeVirtBinaries\(/,
     what: "KubeVirt v1.9.0: virt-controller and the CRDs virt-operator installs (from the source tarball's vendor/)",
     script: fileURLToPath(new URL('../kubevirt/build.sh', import.meta.url)),
   },
   {
+    id: 'ovnkube',
+    usedBy: /\bensureOvnkube\(/,
     what: "OVN-Kubernetes v1.3.0: ovnkube, run as the cluster manager (the IPAM of OVN-K networks) in e2e/kubevirt (from the source tarball's vendor/)",
     script: fileURLToPath(new URL('../ovn-kubernetes/build.sh', import.meta.url)),
   },
   {
+    id: 'helm',
+    usedBy: /\bpreparedTool\('helm'\)/,
     what: 'helm (from its Go module helm.sh/helm/v3; e2e/install installs the chart with it)',
     script: fileURLToPath(new URL('../../scripts/helm/build.sh', import.meta.url)),
     tool: 'helm',
   },
   {
+    id: 'promtool',
+    usedBy: /\bpreparedTool\('promtool'\)/,
     what: 'promtool (from its Go module github.com/prometheus/prometheus; e2e/operability checks the alert rules with it)',
     script: fileURLToPath(new URL('../promtool/build.sh', import.meta.url)),
     tool: 'promtool',
@@ -93,7 +109,7 @@ function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: 
       clearInterval(heartbeat);
       const seconds = (Date.now() - t0) / 1000;
       const ok = code === 0;
-      say(ok ? `prepare: ready in ${seconds.toFixed(1)} s: ${output.trim().split('\n').pop()}` : `prepare: FAILED (${code ?? signal}) after ${seconds.toFixed(1)} s: ${step.script}`);
+      say(ok ? `prepare: [${step.id}] ready in ${seconds.toFixed(1)} s: ${output.trim().split('\n').pop()}` : `prepare: [${step.id}] FAILED (${code ?? signal}) after ${seconds.toFixed(1)} s: ${step.script}`);
       resolve({ ok, seconds, output });
     });
   });

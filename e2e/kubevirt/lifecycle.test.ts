@@ -10,10 +10,11 @@
 //   npm run build && node_modules/.bin/node --test --test-concurrency=1 e2e/kubevirt/lifecycle.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
-import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../../src/claims/constants.ts';
+import { ADDRESSES_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../../src/claims/constants.ts';
 import { assertClaim, CLAIM_FINALIZER, deletedRv, expectedPodInterface, finalizerReleaseRv, firstRv, nadConfig } from '../suite/fixtures.ts';
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
-import { ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
+import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
+import { runCli } from '../local/controller-process.ts';
 import { EVENTUALLY_MS, waitFor, World } from './world.ts';
 
 const world = new World();
@@ -44,6 +45,7 @@ interface Iface {
   bridge?: object;
   masquerade?: object;
   binding?: { name: string };
+  macAddress?: string;
   state?: string;
 }
 interface Vmi extends Obj {
@@ -61,6 +63,8 @@ interface Element {
   name: string;
   namespace?: string;
   interface?: string;
+  ips?: string[];
+  mac?: string;
   'ipam-claim-reference'?: string;
 }
 
@@ -83,6 +87,8 @@ interface VmOptions {
   /** No networks and no interfaces at all (KubeVirt's default network applies). */
   bare?: boolean;
   running?: boolean;
+  /** Annotations of the VM template (virt-controller copies them to the VMI). */
+  annotations?: Record<string, string>;
 }
 
 function vmSpec(o: VmOptions): Vmi['spec'] & Record<string, unknown> {
@@ -101,7 +107,7 @@ async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
     apiVersion: 'kubevirt.io/v1',
     kind: 'VirtualMachine',
     metadata: { name, namespace: ns },
-    spec: { runStrategy: o.running === false ? 'Halted' : 'Always', template: { metadata: { labels: { app: name } }, spec: vmSpec(o) } },
+    spec: { runStrategy: o.running === false ? 'Halted' : 'Always', template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec: vmSpec(o) } },
   });
 }
 
@@ -247,6 +253,23 @@ async function podNetwork(ns: string, podName: string, nad: string): Promise<Ovn
   return ovnPodNetworks(pod?.metadata.annotations)[`${ns}/${nad}`];
 }
 
+/** `persistent-ips status -n ns` (the table) and `-o json` (its rows), as a person would run them. */
+async function statusOf(ns: string): Promise<{ table: string; rows: { vm: string; network: string; claim?: string; ips: string[]; condition?: { status: string; reason?: string }; ownerPod?: string }[] }> {
+  const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
+  assert.equal(table.code, 0, table.stderr);
+  const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json']);
+  assert.equal(json.code, 0, json.stderr);
+  return { table: table.stdout, rows: (JSON.parse(json.stdout) as { items: Awaited<ReturnType<typeof statusOf>>['rows'] }).items };
+}
+
+/** OVN-K's entry of the pod's primary network (NAD `ns/nad`), once the cluster manager has written it. */
+async function primaryPodNetwork(ns: string, podName: string, nad: string): Promise<OvnPodNetwork> {
+  return waitFor(`OVN-K's primary-network entry of pod ${ns}/${podName}`, async () => {
+    const net = await podNetwork(ns, podName, nad);
+    return net?.ip_addresses?.length ? net : undefined;
+  }, { timeoutMs: EVENTUALLY_MS, intervalMs: 200 });
+}
+
 /**
  * Turns the gate off (the controller has seen it), hotplugs network `plain` (NAD `nad-plain`) into VM `vm1`, and
  * returns its running launcher pod once virt-controller has rewritten its annotation with the new element
@@ -280,9 +303,10 @@ async function hotplug(ns: string, vmName: string, name: string, nad: string): P
 const owner = (o: Obj, kind: 'VirtualMachine' | 'VirtualMachineInstance') => ({ kind, name: o.metadata.name, uid: o.metadata.uid! });
 
 /** A case: fresh namespace, the namespace's state attached on failure. */
-function kvCase(name: string, fn: (ns: string, t: TestContext) => Promise<void>, slug: string, opts: { todo?: string } = {}): void {
-  it(name, { timeout: CASE_TIMEOUT_MS, ...opts }, async (t) => {
-    const ns = await world.namespace(slug);
+function kvCase(name: string, fn: (ns: string, t: TestContext) => Promise<void>, slug: string, opts: { todo?: string; namespaceLabels?: Record<string, string> } = {}): void {
+  const { namespaceLabels, ...testOpts } = opts;
+  it(name, { timeout: CASE_TIMEOUT_MS, ...testOpts }, async (t) => {
+    const ns = await world.namespace(slug, namespaceLabels);
     const t0 = Date.now();
     try {
       await fn(ns, t);
@@ -616,7 +640,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
 
   // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see tinyNetwork) -----
 
-  kvCase('addresses (OVN-K): stop/start keeps the address OVN-K gave; while the VM is stopped the address stays held (the /30 is full for a third VM); IPsAllocated and ownerPod as OVN-K writes them', async (ns) => {
+  kvCase('addresses (OVN-K): stop/start keeps the address OVN-K gave; while the VM is stopped the address stays held (the /30 is full for a third VM); IPsAllocated and ownerPod as OVN-K writes them, shown by `persistent-ips status`', async (ns, t) => {
     await tinyNetwork(ns, 'nad-t', 'tiny-stop', '10.201.1.0/30');
     await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
     const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
@@ -634,6 +658,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     // no pod names vm1.t now: the stopped VM's address is reserved by its claim alone
     await assertStillHeld(ns, 'nad-t', ips, 'while the VM is stopped');
     assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the stopped VM\'s claim keeps its address');
+    // what `persistent-ips status` shows of it: OVN-K's address, condition and ownerPod, and the VM the range is full for
+    const shown = await statusOf(ns);
+    t.diagnostic(`persistent-ips status -n ${ns}:\n${shown.table}`);
+    const [ip] = ips as [string];
+    assert.match(shown.table, new RegExp(`^vm1\\s+Stopped\\s+t\\s+nad-t\\s+vm1\\.t\\s+${ip.replaceAll('.', '\\.')}\\s+Allocated\\s+VirtualMachine vm1$`, 'm'));
+    assert.match(shown.table, /^third\s+\S+\s+t\s+nad-t\s+third\.t\s+-\s+NotAllocated: SubnetExhausted \[\d+\]\s+VirtualMachine third$/m);
+    const row = shown.rows.find((r) => r.claim === 'vm1.t');
+    assert.deepEqual([row?.ips, row?.condition?.status, row?.condition?.reason, row?.ownerPod], [ips, 'True', 'SuccessfulAllocation', first.metadata.name], '`status -o json`: address, IPsAllocated and ownerPod as OVN-K wrote them');
+    assert.equal(shown.rows.find((r) => r.claim === 'third.t')?.condition?.reason, 'SubnetExhausted');
 
     await setRunStrategy(ns, 'vm1', 'Always');
     const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
@@ -779,4 +812,123 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     assert.deepEqual(claim.status?.ips, ips);
     assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
   }, 'addr-orphan');
+
+  // The controller under test restarts: what it left behind (claims, references) must carry the VM through, and a
+  // restart in a steady state writes nothing.
+
+  kvCase('addresses (OVN-K): our controller restarts while the VM is stopped and started again: the new launcher pod waits for the webhook (failurePolicy Fail), then gets the same address; the claim is not written across the restart; no other VM gets the address', async (ns, t) => {
+    await tinyNetwork(ns, 'nad-t', 'tiny-restart', '10.201.7.0/30');
+    await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+    const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
+    const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    const firstNet = await podNetwork(ns, first.metadata.name, 'nad-t');
+    assert.deepEqual(firstNet?.ip_addresses, ips);
+    const claims = await record<IPAMClaim>(t, paths.claims(ns));
+    const settled = (await world.api.claim(ns, 'vm1.t'))!;
+
+    let down = false;
+    t.after(async () => {
+      if (down) world.controller = await world.startController('kubevirt-e2e-restarted');
+    });
+    down = true;
+    const stopped = await world.controller.stop();
+    t.diagnostic(`controller stopped: ${JSON.stringify(stopped)}`);
+    await setRunStrategy(ns, 'vm1', 'Halted');
+    await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+    await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+    await setRunStrategy(ns, 'vm1', 'Always');
+    // virt-controller makes the new VMI, but the API server refuses its launcher pod: the webhook does not answer
+    // and its failurePolicy is Fail, so no pod can start without the reference that keeps its address
+    const vmi = await waitFor('the new VMI', async () => {
+      const v = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
+      return v && v.metadata.uid !== firstVmi.metadata.uid ? v : undefined;
+    }, { timeoutMs: EVENTUALLY_MS });
+    const refusal = await waitFor('virt-controller to report its launcher pod refused by the unreachable webhook', async () => {
+      const list = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
+      return list.find((e) => e.involvedObject?.uid === vmi.metadata.uid && e.reason === 'FailedCreate' && /webhook/i.test(e.message ?? ''));
+    }, { timeoutMs: EVENTUALLY_MS });
+    t.diagnostic(`while the controller was down: ${refusal.message}`);
+    assert.deepEqual(await launcherPods(ns, vmi), [], 'no launcher pod while the webhook is down');
+
+    world.controller = await world.startController('kubevirt-e2e-restarted');
+    down = false;
+    const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid === vmi.metadata.uid);
+    assertReferences(pod, { t: 'vm1.t' });
+    const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
+    assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
+    assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
+    // the restarted controller has listed everything and worked off its queue (the new VMI and pod enqueued vm1): nothing
+    // queued, nothing in progress, and it has reconciled
+    const idle = async () => (await world.controller.metric('workqueue_depth')) === 0 && (await world.controller.metric('controller_runtime_active_workers')) === 0;
+    await waitFor('the restarted controller to work off its queue', async () => ((await idle()) && (await world.controller.metric('controller_runtime_reconcile_total')) > 0 ? true : undefined), { timeoutMs: EVENTUALLY_MS });
+    const after = (await world.api.claim(ns, 'vm1.t'))!;
+    assert.equal(after.metadata.resourceVersion, settled.metadata.resourceVersion, 'the claim was not written: not by the stop, the restart, nor the new pod');
+    assert.deepEqual(after.status?.ips, ips);
+    await assertStillHeld(ns, 'nad-t', ips, 'after the restart');
+    claims.check();
+    assert.deepEqual(claims.of('vm1.t').map((e) => `${e.type}@${e.rv}`), [], 'no event on the claim from before the stop to now');
+    const elsewhere = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.obj.status?.ips?.includes(ips[0]!));
+    assert.deepEqual(elsewhere.map((e) => `${e.obj.metadata.name}@${e.rv}`), [], 'no other claim ever held the address');
+  }, 'addr-restart');
+
+  // Primary user-defined networks: the cluster manager allocates for them with network segmentation on and the
+  // namespace labelled k8s.ovn.org/primary-user-defined-network (../ovn-kubernetes/cluster-manager.ts). OVN-K v1.3
+  // takes the claim from the default-network element's ipam-claim-reference, else from the legacy annotation
+  // k8s.ovn.org/primary-udn-ipamclaim (pkg/util/multi_network.go, GetPodNADToNetworkMappingWithActiveNetwork).
+  const udnNamespace = { namespaceLabels: { [OVN_PRIMARY_UDN_NAMESPACE_LABEL]: '' } };
+
+  kvCase('addresses (OVN-K): primary user-defined network (layer2, role primary), claim named by the legacy annotation k8s.ovn.org/primary-udn-ipamclaim: OVN-K gives the launcher pod its primary address through the claim; stop/start keeps it', async (ns) => {
+    await persistentNad(ns, 'primary', 'udn-legacy', { role: 'primary', subnets: '10.202.1.0/24' });
+    await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
+    const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
+    assertPrimaryReference(first, 'vm1.default');
+    const claim = await allocatedClaim(ns, 'vm1.default');
+    const ips = claim.status.ips;
+    assert.equal(ips.length, 1);
+    assert.match(ips[0]!, /^10\.202\.1\.\d+\/24$/, 'an address of the primary network');
+    const firstNet = await primaryPodNetwork(ns, first.metadata.name, 'primary');
+    assert.equal(firstNet.role, 'primary');
+    assert.deepEqual(firstNet.ip_addresses, ips, "the launcher pod's primary-network entry has the claim's address");
+    assert.equal(claim.status.ownerPod?.name, first.metadata.name);
+
+    await setRunStrategy(ns, 'vm1', 'Halted');
+    await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+    await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+    assert.deepEqual((await world.api.claim(ns, 'vm1.default'))?.status?.ips, ips, "the stopped VM's claim keeps its address");
+    await setRunStrategy(ns, 'vm1', 'Always');
+    const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+    assertPrimaryReference(pod, 'vm1.default');
+    const net = await primaryPodNetwork(ns, pod.metadata.name, 'primary');
+    assert.deepEqual(net.ip_addresses, ips, 'the new launcher pod gets the same primary address');
+    assert.equal(net.mac_address, firstNet.mac_address, 'and the same MAC');
+    assert.equal((await world.api.claim(ns, 'vm1.default'))?.status?.ownerPod?.name, first.metadata.name, 'ownerPod is not rewritten');
+  }, 'addr-udn-legacy', udnNamespace);
+
+  kvCase('addresses (OVN-K): primary user-defined network, address and MAC asked for: the default-network element names the claim with the requests; OVN-K gives exactly those, records them in the claim, and the VM keeps them across stop/start', async (ns) => {
+    await persistentNad(ns, 'primary', 'udn-element', { role: 'primary', subnets: '10.202.2.0/24' });
+    const mac = '02:5e:00:0a:ca:fe';
+    const asked = ['10.202.2.77/24'];
+    await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' }, macAddress: mac }, annotations: { [ADDRESSES_ANNOTATION]: JSON.stringify({ default: ['10.202.2.77'] }) } });
+    const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
+    const expectedElement = { name: 'default', namespace: 'ovn-kubernetes', ips: asked, mac, 'ipam-claim-reference': 'vm1.default' };
+    assert.deepEqual(elements(first, MULTUS_DEFAULT_NETWORK_ANNOTATION), [expectedElement], `launcher pod ${first.metadata.name}: the default-network element`);
+    assert.equal(first.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], 'vm1.default', 'and the legacy annotation, for older OVN-K releases');
+    const claim = await allocatedClaim(ns, 'vm1.default');
+    assert.deepEqual(claim.status.ips, asked, 'OVN-K gave the address the element asks for, and recorded it in the claim');
+    assert.equal(claim.status.ownerPod?.name, first.metadata.name);
+    const firstNet = await primaryPodNetwork(ns, first.metadata.name, 'primary');
+    assert.deepEqual(firstNet.ip_addresses, asked);
+    assert.equal(firstNet.mac_address, mac, 'and the MAC the element asks for');
+
+    await setRunStrategy(ns, 'vm1', 'Halted');
+    await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+    await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+    await setRunStrategy(ns, 'vm1', 'Always');
+    const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+    assert.deepEqual(elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [expectedElement]);
+    const net = await primaryPodNetwork(ns, pod.metadata.name, 'primary');
+    assert.deepEqual(net.ip_addresses, asked, 'the new launcher pod gets the same primary address');
+    assert.equal(net.mac_address, mac);
+    assert.deepEqual((await world.api.claim(ns, 'vm1.default'))?.status?.ips, asked);
+  }, 'addr-udn-element', udnNamespace);
 });

@@ -20,7 +20,9 @@
 // - IPAM: with `ipam: 'ovn-kubernetes'` (the real-KubeVirt suite, where OVN-Kubernetes' cluster manager runs, see
 //   ../ovn-kubernetes/cluster-manager.ts) the addresses are OVN-K's: the pod starts only once the cluster manager
 //   has written the pod's `k8s.ovn.org/pod-networks` entry of every element whose network it allocates for (layer2,
-//   localnet with subnets), as OVN-K's CNI waits for it, and network-status reports that entry's addresses and MAC;
+//   localnet with subnets) and of the namespace's primary user-defined network (layer2, in a namespace labelled
+//   `k8s.ovn.org/primary-user-defined-network`), as OVN-K's CNI waits for them, and network-status reports the
+//   elements' addresses and MACs;
 //   claims are never written here. With `ipam: 'standin'` it plays the IPAM plugin itself: for an element with
 //   `ipam-claim-reference`, the claim's status.ips when set, else a new address written to the claim's status.
 // - virt-handler: a Scheduled VMI on a node becomes Running with the LiveMigratable condition and the `domain` info
@@ -32,7 +34,7 @@
 // Not done: anything a real node does beyond these objects (no containers, no guest, no CNI configuration).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../harness/index.ts';
-import { ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
+import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { Api, paths } from '../suite/kube.ts';
 
 export const STANDIN_NODES = ['node-standin-1', 'node-standin-2'] as const;
@@ -148,6 +150,7 @@ export interface NodeStandInOptions {
 }
 
 interface NadObject {
+  metadata?: { name?: string };
   spec?: { config?: string };
 }
 
@@ -336,6 +339,8 @@ export class NodeStandIn {
       if (entry) out.set(e, entry);
       else missing.push(key);
     }
+    const primary = await this.#ovnkPrimaryNad(ns);
+    if (primary && !entries[primary]) missing.push(primary);
     if (missing.length === 0) {
       this.#waitingLogged.delete(pod.metadata.uid ?? '');
       return out;
@@ -350,7 +355,7 @@ export class NodeStandIn {
   /**
    * Whether OVN-K's cluster manager (interconnect) hands out this NAD's addresses: an `ovn-k8s-cni-overlay` secondary
    * network of topology layer2, or localnet with subnets (clustermanager's hasPodAllocation). Other NADs (localnet
-   * without IPAM, primary networks, which need network segmentation, not enabled here) get no entry from it.
+   * without IPAM; a primary network is never an element, see #ovnkPrimaryNad) get no entry from it.
    */
   async #ovnkAllocates(nadKey: string): Promise<boolean> {
     const [nadNs, nadName] = nadKey.split('/') as [string, string];
@@ -363,6 +368,26 @@ export class NodeStandIn {
     }
     if (config.type !== 'ovn-k8s-cni-overlay' || (config.role !== undefined && config.role !== 'secondary')) return false;
     return config.topology === 'layer2' || (config.topology === 'localnet' && Boolean(config.subnets));
+  }
+
+  /**
+   * The key of the namespace's primary user-defined network when OVN-K's cluster manager allocates for its pods
+   * (network segmentation on, see cluster-manager.ts): the namespace carries the primary-UDN label and has an OVN-K
+   * layer2 NAD of role primary. Without the label OVN-K puts the namespace's pods on the default network.
+   */
+  async #ovnkPrimaryNad(ns: string): Promise<string | undefined> {
+    const namespace = await this.#api.get<{ metadata: { labels?: Record<string, string> } }>(paths.namespaces(ns));
+    if (namespace?.metadata.labels?.[OVN_PRIMARY_UDN_NAMESPACE_LABEL] === undefined) return undefined;
+    for (const nad of (await this.#api.list<NadObject>(paths.nads(ns))).items) {
+      let config: { type?: string; topology?: string; role?: string };
+      try {
+        config = JSON.parse(nad.spec?.config ?? '') as typeof config;
+      } catch {
+        continue;
+      }
+      if (config.type === 'ovn-k8s-cni-overlay' && config.topology === 'layer2' && config.role === 'primary') return `${ns}/${nad.metadata?.name}`;
+    }
+    return undefined;
   }
 
   /** The IPAM plugin: the claim's addresses when the element names one (allocated and recorded the first time). */

@@ -4,7 +4,7 @@
 // stand-in (node-standin.ts) do the rest, and the `wait` option (on by default) waits for that.
 import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
-import { Api, paths } from '../suite/kube.ts';
+import { type Api, paths } from '../suite/kube.ts';
 import { isControlledBy, isMigrationInProgress, LAUNCHER_SELECTOR, MIGRATION_JOB_LABEL, type Vm, type Vmi } from './launcher-fixture.ts';
 
 export interface WaitOptions {

@@ -125,16 +125,7 @@ export class World {
       this.ovnk = await startClusterManager(this.cp, ovnkube, join(this.dir, 'ovn-kubernetes'));
       say(`OVN-Kubernetes cluster manager ready, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     }
-    const resyncPeriodS = 'resyncPeriodS' in this.#opts ? this.#opts.resyncPeriodS : 10;
-    if (this.#opts.controller !== false) {
-      this.controller = await ControllerProcess.start({
-        name: this.#opts.controllerName ?? 'kubevirt-e2e',
-        kubeconfig: this.cp.kubeconfigPath,
-        logDir: this.dir,
-        webhookPort: this.webhookPort,
-        ...(resyncPeriodS !== undefined ? { resyncPeriodS } : {}),
-      });
-    }
+    if (this.#opts.controller !== false) this.controller = await this.startController();
     if (this.#opts.virtController !== false) await this.startVirtController();
     say(`${this.#opts.virtController !== false ? 'virt-controller v1.9.0 leads, ' : ''}controller ready, ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
   }
@@ -167,9 +158,25 @@ export class World {
     else console.log(`[kubevirt-e2e] kept ${this.dir} (virt-controller, OVN-K cluster manager, controller, node stand-in and control-plane logs)`);
   }
 
-  async namespace(slug: string): Promise<string> {
+  /**
+   * Starts the controller under test with this world's options, on the webhook port the MutatingWebhookConfiguration
+   * names; `name` (default the world's controller name) names its log file. A case that stopped `controller` starts
+   * it again with this and assigns the result to `controller`.
+   */
+  async startController(name = this.#opts.controllerName ?? 'kubevirt-e2e'): Promise<ControllerProcess> {
+    const resyncPeriodS = 'resyncPeriodS' in this.#opts ? this.#opts.resyncPeriodS : 10;
+    return ControllerProcess.start({
+      name,
+      kubeconfig: this.cp.kubeconfigPath,
+      logDir: this.dir,
+      webhookPort: this.webhookPort,
+      ...(resyncPeriodS !== undefined ? { resyncPeriodS } : {}),
+    });
+  }
+
+  async namespace(slug: string, labels?: Record<string, string>): Promise<string> {
     const name = `kv-${slug}-${this.runId}`;
-    await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(labels ? { labels } : {}) } });
     return name;
   }
 

@@ -1,9 +1,10 @@
 // OVN-Kubernetes' cluster manager, alone, as the IPAM of OVN-K networks in the end-to-end suites: `ovnkube
 // --init-cluster-manager` (built unmodified from the v1.3.0 source by build.sh) against the harness's control plane,
-// with interconnect, multi-network and persistent IPs on. In interconnect mode the cluster manager is the component
-// that hands out the addresses of layer2 (and localnet-with-subnets) secondary networks: it writes the pod's
-// `k8s.ovn.org/pod-networks` entry and, for an element naming an IPAMClaim, the claim's status (ips, ownerPod,
-// condition IPsAllocated). Nothing else of OVN-K runs: no OVS, no OVN databases, no ovnkube-node or -controller.
+// with interconnect, multi-network, persistent IPs and network segmentation on. In interconnect mode the cluster
+// manager is the component that hands out the addresses of layer2 (and localnet-with-subnets) networks, secondary
+// and primary user-defined ones: it writes the pod's `k8s.ovn.org/pod-networks` entry and, for an element (or a
+// primary network's reference) naming an IPAMClaim, the claim's status (ips, ownerPod, condition IPsAllocated).
+// Nothing else of OVN-K runs: no OVS, no OVN databases, no ovnkube-node or -controller.
 //
 // What it needs here (measured, see ../shared/ovn-kubernetes/README.md):
 // - the namespace `ovn-kubernetes` (its leader-election Lease lives there);
@@ -11,7 +12,12 @@
 // - at start-up it looks for `ovs-vsctl ovs-ofctl ovs-appctl ovn-nbctl ovn-sbctl ovsdb-client ovsdb-tool ip sysctl`
 //   on its PATH without ever running them as cluster manager: scripts that exit 1 stand for them, in a directory put
 //   first on ITS PATH only, so that nothing else of the test run can pick them up;
-// - NADs whose config carries `"netAttachDefName": "<ns>/<name>"` (it rejects one without).
+// - NADs whose config carries `"netAttachDefName": "<ns>/<name>"` (it rejects one without);
+// - for primary user-defined networks (network segmentation): the UserDefinedNetwork and ClusterUserDefinedNetwork
+//   CRDs, which its informers list before it starts (stand-ins below: no such object is ever made here, the NADs
+//   are), and the namespace label `k8s.ovn.org/primary-user-defined-network` on a namespace whose primary network it
+//   is to allocate for (networkmanager/nad_controller.go, GetActiveNetworkForNamespace: without the label the
+//   namespace's pods are on the default network, whose addresses are not the cluster manager's in interconnect).
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { poll, type Cluster } from '../harness/index.ts';
@@ -20,6 +26,28 @@ import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from '../harn
 export const OVNK_NAMESPACE = 'ovn-kubernetes';
 /** The pod annotation the cluster manager writes: NAD key (`ns/name`) → the interface's addresses and MAC. */
 export const OVN_POD_NETWORKS_ANNOTATION = 'k8s.ovn.org/pod-networks';
+/** The namespace label that makes a namespace's primary NAD its pods' network (types.RequiredUDNNamespaceLabel). */
+export const OVN_PRIMARY_UDN_NAMESPACE_LABEL = 'k8s.ovn.org/primary-user-defined-network';
+
+/**
+ * Stand-ins for OVN-K's UserDefinedNetwork CRDs (group, names, scope and status subresource as its kubebuilder
+ * markers in pkg/crd/userdefinednetwork/v1 say; no schema): with network segmentation on, the cluster manager's
+ * informers list both kinds and it does not start until they can. The suites make NADs directly, never these.
+ */
+const UDN_CRDS = [
+  { kind: 'UserDefinedNetwork', plural: 'userdefinednetworks', scope: 'Namespaced', shortNames: ['udn'] },
+  { kind: 'ClusterUserDefinedNetwork', plural: 'clusteruserdefinednetworks', scope: 'Cluster', shortNames: ['cudn'] },
+].map(({ kind, plural, scope, shortNames }) => ({
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: `${plural}.k8s.ovn.org` },
+  spec: {
+    group: 'k8s.ovn.org',
+    names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames },
+    scope,
+    versions: [{ name: 'v1', served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+  },
+}));
 /** The commands ovnkube's start-up looks up on PATH (config.go); the cluster manager never runs them. */
 export const OVNK_STUBBED_COMMANDS = ['ovs-vsctl', 'ovs-ofctl', 'ovs-appctl', 'ovn-nbctl', 'ovn-sbctl', 'ovsdb-client', 'ovsdb-tool', 'ip', 'sysctl'] as const;
 /**
@@ -66,7 +94,8 @@ export interface ClusterManagerOptions {
 /** Creates the namespace it needs (when missing), starts the cluster manager and waits for its ready line. */
 export async function startClusterManager(cluster: Cluster, ovnkube: string, dir: string, opts: ClusterManagerOptions = {}): Promise<ClusterManager> {
   mkdirSync(dir, { recursive: true });
-  await cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: OVNK_NAMESPACE } }) });
+  await cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: OVNK_NAMESPACE } }, ...UDN_CRDS] }) });
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...UDN_CRDS.map((c) => `crd/${c.metadata.name}`)]);
   const stubs = join(dir, 'stub-bin');
   mkdirSync(stubs, { recursive: true });
   for (const cmd of OVNK_STUBBED_COMMANDS) {
@@ -84,6 +113,10 @@ export async function startClusterManager(cluster: Cluster, ovnkube: string, dir
     '--enable-interconnect',
     '--enable-multi-network',
     '--enable-persistent-ips',
+    // primary user-defined networks (role primary) are allocated only with network segmentation; preconfigured UDN
+    // addresses make it honour the IP and MAC requests of a primary network's default-network element
+    '--enable-network-segmentation',
+    '--enable-preconfigured-udn-addresses',
     '--cluster-subnets',
     '10.244.0.0/16/24',
     '--k8s-service-cidr',

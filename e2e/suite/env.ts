@@ -14,7 +14,7 @@ import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World } from '../kubevirt/world.ts';
 import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
-import { Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
+import { type Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
 
 export { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE };
 

@@ -276,7 +276,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     w.nads.upsert(nad('typo', 'x', { 'persistent-ips.kubevirt.io/allocator': 'yes' }));
     w.nads.upsert({ metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: { config: '{"type": "bridge"}' } });
     const reconcile = w.reconciler();
-    for (const key of ['nad:vms/typo', 'nad:vms/nameless', 'nad:vms/gone']) await reconcile(key, { signal: new AbortController().signal });
+    for (const key of ['vms/typo', 'vms/nameless', 'vms/gone']) await reconcile(key, { signal: new AbortController().signal, retries: 0 });
     assert.deepEqual([...new Set(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`))], ['typo InvalidAllocatorPool', 'nameless InvalidAllocatorPool']);
     assert.match(w.events[0]!.message, /must be "true" or "false", got "yes"/);
     assert.ok(w.events.some((e) => /no network "name"/.test(e.message)));
@@ -339,7 +339,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     const w = new FakeWorld();
     w.nads.upsert({ metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: { config: '{"type": "ovn-k8s-cni-overlay"}' } });
     const reconcile = w.reconciler();
-    for (let i = 0; i < 2; i++) await reconcile('nad:vms/nameless', { signal: new AbortController().signal });
+    for (let i = 0; i < 2; i++) await reconcile('vms/nameless', { signal: new AbortController().signal, retries: 0 });
     assert.deepEqual(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`), ['nameless AllocatorRefused']);
   });
 

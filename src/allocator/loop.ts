@@ -1,12 +1,14 @@
-// The allocator loop: its own work queue keyed by network, fed by claim, NAD, VM and VMI events, run only by the
-// leader. One pass (reconcileNetwork) = resolve the network's pool from its NADs, gather every claim of the network
-// (cache + our own writes the cache has not shown yet), plan (plan.ts, pure), write the statuses, tell people.
+// The allocator loop, built like the claims loop (controller/loop.ts): its own work queue, fed by claim, NAD, VM and
+// VMI events, run only by the leader. A request with the empty namespace is a network (cluster-wide): gather
+// resolves its pool from its NADs and every claim of the network (cache + our own writes the cache has not shown
+// yet), decide plans (plan.ts, pure), apply writes the statuses and tells people. Any other request is a NAD whose
+// own switch is wrong, reported on it.
 //
 // Why no address is ever handed out twice (docs/allocator.md, "Guarantees"):
 // - One network is one queue key, and the queue never hands a key to two workers at once: passes over a network
 //   are serialized, and within a pass the plan chooses every address from one rebuilt state.
-// - Every pass rebuilds the pool from the claims, read through the StatusOverlay, so a status we wrote a moment ago
-//   counts even while the cache has not received it (overlay.ts).
+// - Every pass rebuilds the pool from the claims, read through the WriteOverlay, so a status we wrote a moment ago
+//   counts even while the cache has not received it (controller/write-overlay.ts).
 // - A status write carries the claim's resourceVersion (a merge patch of the status subresource with
 //   metadata.resourceVersion is conditional): the write is the commit point. A controller killed between choosing
 //   and writing has committed nothing; the next leader rebuilds from the claims and, serving claims oldest first
@@ -21,50 +23,34 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
-import { parseNadConfig } from '../claims/nad-config.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
-import { apiVersionOf, resources } from '../kube/resources.ts';
+import { apiVersionOf, type ResourceDescriptor, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { interfacesOfNetwork, launcherPodSelector } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
-import { WorkQueue, type ReconcileResult } from '../queue/index.ts';
-import { serveQueue } from '../queue/serve.ts';
+import type { ReconcileResult, WorkQueue } from '../queue/index.ts';
+import { createLoop, type LoopReconciler, requestKey, requestOf } from '../controller/loop.ts';
 import type { Sources } from '../sources/kinds.ts';
-import { keyOf, objectKey } from '../sources/store.ts';
+import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes } from '../sources/indexes.ts';
+import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
-import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
-import { type Cause, ScopedEventRecorder } from './events.ts';
+import { type Cause, EventRecorder } from '../controller/events.ts';
 import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
-import { ALLOCATOR_ANNOTATION, isAllocatorNad, readAllocatorNad, resolveNetwork } from './nad.ts';
-import { StatusOverlay, resourceVersionAtLeast } from './overlay.ts';
-import { conditionsWith, planNetwork, type StatusWrite } from './plan.ts';
+import { ALLOCATOR_ANNOTATION, isAllocatorNad, type NetworkState, readAllocatorNad, resolveNetwork } from './nad.ts';
+import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overlay.ts';
+import { conditionsWith, type NetworkPlan, type PlanClaim, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
-import { kubevirtOwner, ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
+import { ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
 import { runningAddresses, runningVmiOf, type RunningAddresses } from './running-address.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
-/** Index of the allocator's NAD cache: the config `name` of each NAD. */
-export const NADS_BY_NETWORK = 'allocator.nadsByNetwork';
-/** Indexes the allocator adds to the shared claims cache. */
-export const CLAIMS_BY_NETWORK = 'allocator.claimsByNetwork';
-export const CLAIMS_BY_OWNER = 'allocator.claimsByOwner';
 
 const NETWORK_PREFIX = 'network:';
 const NAD_PREFIX = 'nad:';
 /** Status writes of one pass in flight at once. */
 const WRITE_CONCURRENCY = 16;
-
-export const nadNetwork = (nad: NetworkAttachmentDefinition): string[] => {
-  const name = parseNadConfig(nad).networkName;
-  return name === undefined ? [] : [name];
-};
-export const claimNetwork = (claim: IPAMClaim): string[] => (claim.spec?.network ? [claim.spec.network] : []);
-export const claimOwners = (claim: IPAMClaim): string[] => {
-  const ref = kubevirtOwner(claim);
-  return ref ? [keyOf(claim.metadata.namespace, ref.name)] : [];
-};
 
 // ---------------------------------------------------------------------------------------------------------------
 // One pass over one network.
@@ -86,7 +72,7 @@ export interface NetworkReconcilerDeps {
   claims: IndexedCache<IPAMClaim>;
   vms: ReadCache<VirtualMachine>;
   vmis: ReadCache<VirtualMachineInstance>;
-  overlay: StatusOverlay;
+  overlay: WriteOverlay;
   writeStatus: StatusWriter;
   readClaim: ClaimReader;
   /**
@@ -94,7 +80,7 @@ export interface NetworkReconcilerDeps {
    * (running-address.ts). Without it (tests), such claims are allocated as any other.
    */
   listLauncherPods?: LauncherPodLister;
-  recorder: ScopedEventRecorder;
+  recorder: EventRecorder;
   log: Logger;
   metrics?: AllocatorMetrics;
   now?: () => Date;
@@ -122,8 +108,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
   const write = async (network: string, claim: IPAMClaim, status: NonNullable<IPAMClaim['status']>, resourceVersion: string, signal: AbortSignal): Promise<WriteOutcome> => {
     const key = objectKey(claim);
     try {
-      const updated = trimIPAMClaim(await deps.writeStatus(claim, status, resourceVersion, signal));
-      overlay.recordWrite(key, network, resourceVersion, updated);
+      overlay.record(key, resourceVersion, await deps.writeStatus(claim, status, resourceVersion, signal), network);
       return 'written';
     } catch (err) {
       if (isNotFound(err)) return 'gone';
@@ -148,7 +133,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     for (const p of overlay.pendingOf(network)) {
       overlay.view(p.key, deps.claims.getByKey(p.key)); // drops it if the cache already settled it
       if (!overlay.pendingOf(network).some((q) => q.key === p.key)) continue;
-      const [namespace, name] = splitKey(p.key);
+      const { namespace, name } = requestOf(p.key);
       const attempted = overlay.view(p.key, undefined)!;
       const outcome = await write(network, attempted, p.status, p.resourceVersion, signal);
       if (outcome === 'written') continue;
@@ -172,41 +157,15 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     return unsettled;
   };
 
-  const reportNads = async (
-    scope: string,
-    nads: readonly NetworkAttachmentDefinition[],
-    problemsByKey: Map<string, string[]>,
-    warningsByKey: Map<string, string[]>,
-    refusalsByKey: Map<string, string> = new Map(),
-  ) => {
-    const causes: Cause[] = [];
-    for (const nad of nads) {
-      const key = objectKey(nad);
-      const refusal = refusalsByKey.get(key);
-      // The message names the NAD's generation: reported once per generation, not at every pass or resync.
-      if (refusal !== undefined) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'AllocatorRefused', message: refusal });
-      for (const message of problemsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'InvalidAllocatorPool', message });
-      for (const message of warningsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Normal', reason: 'AllocatorPoolWarning', message });
-    }
-    await deps.recorder.report(scope, causes);
-  };
-
   /**
    * What is wrong with a NAD that no network pass reports: a malformed switch, or a NAD that opts in but whose
    * network cannot be named (an OVN-Kubernetes one included). Reported on the NAD itself.
    */
-  const reconcileNad = async (nadKey: string): Promise<ReconcileResult> => {
-    const nad = deps.nads.getByKey(nadKey);
+  const decideNad = (nadKey: string, nad: NetworkAttachmentDefinition | undefined): AllocatorPlan => {
     const read = nad ? readAllocatorNad(nad) : undefined;
     const own = nad && read && (read.problems.length > 0 || read.refused !== undefined) && (!read.enabled || read.network === undefined) ? [nad] : [];
-    await reportNads(
-      `${NAD_PREFIX}${nadKey}`,
-      own,
-      new Map(read && nad ? [[nadKey, read.problems]] : []),
-      new Map(),
-      new Map(read?.refused !== undefined ? [[nadKey, read.refused]] : []),
-    );
-    return {};
+    const causes = nadCauses(own, new Map(read && nad ? [[nadKey, read.problems]] : []), new Map(), new Map(read?.refused !== undefined ? [[nadKey, read.refused]] : []));
+    return { reports: [{ scope: `${NAD_PREFIX}${nadKey}`, causes }] };
   };
 
   /**
@@ -231,60 +190,58 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     }
   };
 
-  const reconcileNetwork = async (network: string, signal: AbortSignal): Promise<ReconcileResult> => {
+  /**
+   * A network's state, its claims through the overlay, and what the running pods of empty claims have. Writes of
+   * earlier passes whose outcome is unknown are settled first, so the claims read are the ones the plan may trust.
+   */
+  const gatherNetwork = async (network: string, signal: AbortSignal): Promise<NetworkInput> => {
     // Let go of what the cache has caught up with, whatever follows (a network no longer served keeps nothing).
     for (const key of overlay.keysOf(network)) overlay.view(key, deps.claims.getByKey(key));
     const nads = deps.nads.byIndex(NADS_BY_NETWORK, network);
     const state = resolveNetwork(network, nads);
-    const scope = `${NETWORK_PREFIX}${network}`;
-    if (state.kind === 'unmanaged') {
-      await reportNads(scope, [], new Map(), new Map());
-      await deps.recorder.report(`claims:${network}`, []);
-      deps.metrics?.forget(network);
-      return {};
-    }
-    if (state.kind === 'refused') {
-      // OVN-Kubernetes writes these claims' statuses: no write of ours, not even a condition, and nothing to tell
-      // the VMs (what was said about their claims is cleared). The NADs that set the switch are told why.
-      await reportNads(scope, nads, new Map(), new Map(), state.refusals);
-      await deps.recorder.report(`claims:${network}`, []);
-      deps.metrics?.forget(network);
-      return {};
-    }
-    if (state.kind === 'invalid') {
-      await reportNads(scope, nads, state.problems, new Map());
-      log.warn({ network, problems: Object.fromEntries(state.problems) }, 'network pool is not usable; no new addresses until it is fixed');
-      deps.metrics?.forget(network);
-      return {};
-    }
-    await reportNads(scope, nads, new Map(), state.warnings);
-
-    const unsettled = await settlePending(network, signal);
-
+    const input: NetworkInput = { kind: 'network', network, nads, state, claims: [], unsettled: false, podsUnread: false, now: now().toISOString().replace(/\.\d{3}Z$/, 'Z') };
+    if (state.kind !== 'ready') return input;
+    input.unsettled = await settlePending(network, signal);
     const keys = new Set([...deps.claims.indexKeys(CLAIMS_BY_NETWORK, network), ...overlay.keysOf(network)]);
-    const claims: IPAMClaim[] = [];
+    const podsOf = new Map<string, Promise<Pod[]>>();
     for (const key of keys) {
       const claim = overlay.view(key, deps.claims.getByKey(key));
-      if (claim && claim.spec?.network === network) claims.push(claim);
-    }
-    const podsOf = new Map<string, Promise<Pod[]>>();
-    let podsUnread = false;
-    const planClaims = [];
-    for (const claim of claims) {
+      if (!claim || claim.spec?.network !== network) continue;
       const lookup = ownerRequest(claim, deps.vms, deps.vmis);
       const running = await runningOf(claim, lookup, podsOf, signal);
-      if (running?.kind === 'unknown') podsUnread = true;
-      planClaims.push({ key: objectKey(claim), claim, request: lookup.request, ...(lookup.owner ? { owner: lookup.owner } : {}), ...(running ? { running } : {}) });
+      if (running?.kind === 'unknown') input.podsUnread = true;
+      input.claims.push({ key: objectKey(claim), claim, request: lookup.request, ...(lookup.owner ? { owner: lookup.owner } : {}), ...(running ? { running } : {}) });
     }
-    const plan = planNetwork({
-      network,
-      pool: state.pool,
-      now: now().toISOString().replace(/\.\d{3}Z$/, 'Z'),
-      claims: planClaims,
-    });
-    if (plan.report.problems.length > 0) log.debug({ network, problems: plan.report.problems }, 'claims hold addresses the pool would not hand out');
+    return input;
+  };
 
-    const outcomes = await mapLimit(plan.writes, WRITE_CONCURRENCY, async (w: StatusWrite): Promise<WriteOutcome> => {
+  /** Pure: the Events of every scope of the pass and, for a network that can be served, its plan. */
+  const decideNetwork = (input: NetworkInput): AllocatorPlan => {
+    const { network, nads, state } = input;
+    const scope = `${NETWORK_PREFIX}${network}`;
+    const claimsScope = `claims:${network}`;
+    // OVN-Kubernetes writes a refused network's statuses: no write of ours, not even a condition, and nothing to
+    // tell the VMs (what was said about their claims is cleared). The NADs that set the switch are told why.
+    if (state.kind === 'unmanaged') return { reports: [{ scope, causes: [] }, { scope: claimsScope, causes: [] }], forget: true };
+    if (state.kind === 'refused') return { reports: [{ scope, causes: nadCauses(nads, new Map(), new Map(), state.refusals) }, { scope: claimsScope, causes: [] }], forget: true };
+    if (state.kind === 'invalid') return { reports: [{ scope, causes: nadCauses(nads, state.problems, new Map()) }], forget: true, problems: state.problems };
+    const plan = planNetwork({ network, pool: state.pool, now: input.now, claims: input.claims });
+    return {
+      reports: [{ scope, causes: nadCauses(nads, new Map(), state.warnings) }],
+      network: plan,
+      claimEvents: { scope: claimsScope, causes: plan.events.map((e) => ({ target: e.target, type: e.type, reason: e.reason, message: e.message })) },
+    };
+  };
+
+  const applyNetwork = async (input: NetworkInput, plan: AllocatorPlan, signal: AbortSignal): Promise<ReconcileResult> => {
+    const { network } = input;
+    for (const r of plan.reports) await deps.recorder.report(r.scope, r.causes);
+    if (plan.problems) log.warn({ network, problems: Object.fromEntries(plan.problems) }, 'network pool is not usable; no new addresses until it is fixed');
+    if (plan.forget) deps.metrics?.forget(network);
+    const planned = plan.network;
+    if (!planned) return {};
+    if (planned.report.problems.length > 0) log.debug({ network, problems: planned.report.problems }, 'claims hold addresses the pool would not hand out');
+    const outcomes = await mapLimit(planned.writes, WRITE_CONCURRENCY, async (w: StatusWrite): Promise<WriteOutcome> => {
       const status: NonNullable<IPAMClaim['status']> = { ips: w.ips, conditions: conditionsWith(w.claim, w.condition) };
       const outcome = await write(network, w.claim, status, w.claim.metadata.resourceVersion ?? '', signal);
       if (outcome === 'written') {
@@ -294,30 +251,78 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
       }
       return outcome;
     });
-    await deps.recorder.report(
-      `claims:${network}`,
-      plan.events.map((e) => ({ target: e.target, type: e.type, reason: e.reason, message: e.message })),
-    );
-    deps.metrics?.observe(network, plan.allocator.stats());
+    if (plan.claimEvents) await deps.recorder.report(plan.claimEvents.scope, plan.claimEvents.causes);
+    deps.metrics?.observe(network, planned.allocator.stats());
     const raced = outcomes.some((o) => o === 'raced' || o === 'rejected');
     const unknown = outcomes.includes('unknown');
-    if (plan.skipped.length > 0) log.debug({ network, skipped: plan.skipped }, 'claims left for later');
-    return { requeue: raced || unknown || unsettled || podsUnread };
+    if (planned.skipped.length > 0) log.debug({ network, skipped: planned.skipped }, 'claims left for later');
+    return { requeue: raced || unknown || input.unsettled || input.podsUnread };
   };
 
-  return async function reconcile(key: string, ctx: { signal: AbortSignal }): Promise<ReconcileResult> {
-    if (key.startsWith(NAD_PREFIX)) return reconcileNad(key.slice(NAD_PREFIX.length));
-    return reconcileNetwork(key.slice(NETWORK_PREFIX.length), ctx.signal);
+  // A request with the empty namespace is a network (cluster-wide); any other, a NAD of that namespace.
+  const reconciler: LoopReconciler<AllocatorInput, AllocatorPlan> = {
+    gather: async ({ namespace, name }, ctx) => {
+      if (namespace === '') return gatherNetwork(name, ctx.signal);
+      const key = requestKey(namespace, name);
+      return { kind: 'nad', key, nad: deps.nads.getByKey(key) };
+    },
+    decide: (input) => (input.kind === 'nad' ? decideNad(input.key, input.nad) : decideNetwork(input)),
+    apply: async (_request, input, plan, ctx) => {
+      if (input.kind === 'network') return applyNetwork(input, plan, ctx.signal);
+      for (const r of plan.reports) await deps.recorder.report(r.scope, r.causes);
+      return {};
+    },
   };
+  return reconciler;
 }
 
-export const networkKey = (network: string): string => `${NETWORK_PREFIX}${network}`;
-export const nadKey = (key: string): string => `${NAD_PREFIX}${key}`;
-
-function splitKey(key: string): [string, string] {
-  const slash = key.indexOf('/');
-  return [key.slice(0, slash), key.slice(slash + 1)];
+interface NetworkInput {
+  kind: 'network';
+  network: string;
+  nads: NetworkAttachmentDefinition[];
+  state: NetworkState;
+  claims: PlanClaim[];
+  /** Writes of earlier passes still of unknown outcome. */
+  unsettled: boolean;
+  /** Launcher pods that could not be read: their claims wait. */
+  podsUnread: boolean;
+  now: string;
 }
+
+type AllocatorInput = NetworkInput | { kind: 'nad'; key: string; nad: NetworkAttachmentDefinition | undefined };
+
+interface AllocatorPlan {
+  /** Every current cause of each scope, reported before any write. */
+  reports: { scope: string; causes: Cause[] }[];
+  /** The network is not served: its metrics go. */
+  forget?: true;
+  /** The network's pool is not usable (logged). */
+  problems?: Map<string, string[]>;
+  network?: NetworkPlan;
+  /** The claims' Events, reported after the writes. */
+  claimEvents?: { scope: string; causes: Cause[] };
+}
+
+function nadCauses(
+  nads: readonly NetworkAttachmentDefinition[],
+  problemsByKey: Map<string, string[]>,
+  warningsByKey: Map<string, string[]>,
+  refusalsByKey: Map<string, string> = new Map(),
+): Cause[] {
+  const causes: Cause[] = [];
+  for (const nad of nads) {
+    const key = objectKey(nad);
+    const refusal = refusalsByKey.get(key);
+    // The message names the NAD's generation: reported once per generation, not at every pass or resync.
+    if (refusal !== undefined) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'AllocatorRefused', message: refusal });
+    for (const message of problemsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'InvalidAllocatorPool', message });
+    for (const message of warningsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Normal', reason: 'AllocatorPoolWarning', message });
+  }
+  return causes;
+}
+
+/** The queue key of a network: the empty namespace (a network is cluster-wide). A NAD's key is its own. */
+export const networkKey = (network: string): string => requestKey('', network);
 
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
@@ -369,14 +374,43 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   const log = options.log.child({ component: 'allocator' });
   const clock = options.clock ?? realClock;
   const scope = options.namespace ? { namespace: options.namespace } : {};
-  nads.addIndex(NADS_BY_NETWORK, nadNetwork);
-  claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
-  claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
+  registerIndexes({ nads, claims }, 'allocator');
 
-  const queue = new WorkQueue({ name: ALLOCATOR_QUEUE, ...(metrics ? { metrics: workQueueMetrics(metrics, ALLOCATOR_QUEUE) } : {}) });
-  const overlay = new StatusOverlay();
-  const recorder = new ScopedEventRecorder((event) => client.createEvent(event), log);
+  const overlay = new WriteOverlay();
+  const recorder = new EventRecorder((event) => client.createEvent(event), log, undefined, { component: 'persistent-ips-allocator' });
   const allocatorMetrics = metrics ? createAllocatorMetrics(metrics.registry as Registry) : undefined;
+
+  const loop = createLoop({
+    name: ALLOCATOR_QUEUE,
+    keys: () => allKeys(),
+    log,
+    ...(metrics ? { metrics } : {}),
+    reconciler: createNetworkReconciler({
+    nads,
+    claims,
+    vms,
+    vmis,
+    overlay,
+    recorder,
+    log,
+    ...(allocatorMetrics ? { metrics: allocatorMetrics } : {}),
+    writeStatus: (claim, status, resourceVersion, signal) =>
+      client.mergePatch<IPAMClaim>(
+        resources.ipamClaims,
+        claim.metadata.namespace,
+        claim.metadata.name,
+        // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
+        { metadata: { resourceVersion }, status },
+        { subresource: 'status', signal },
+      ),
+    readClaim: (namespace, name, signal) => getOrUndefined<IPAMClaim>(client, resources.ipamClaims, namespace, name, signal),
+    listLauncherPods: async (namespace, vmiUid, signal) => {
+      return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
+    },
+    }),
+  });
+  const { queue } = loop;
+
 
   const managed = (network: string): boolean =>
     nads.byIndex(NADS_BY_NETWORK, network).some(isAllocatorNad) || overlay.keysOf(network).length > 0;
@@ -386,7 +420,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   const allKeys = (): string[] => {
     const out = new Set<string>();
     for (const nad of nads.list()) {
-      if (nad.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined) out.add(nadKey(objectKey(nad)));
+      if (nad.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined) out.add(objectKey(nad));
       if (!isAllocatorNad(nad)) continue;
       const network = nadNetwork(nad)[0];
       if (network !== undefined) out.add(networkKey(network));
@@ -407,36 +441,12 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       const wasOn = isAllocatorNad(e.object) || (e.old !== undefined && isAllocatorNad(e.old));
       for (const network of networks) if (wasOn || managed(network)) queue.add(networkKey(network));
       const mentions = (n: NetworkAttachmentDefinition | undefined) => n?.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined;
-      if (mentions(e.object) || mentions(e.old)) queue.add(nadKey(objectKey(e.object)));
+      if (mentions(e.object) || mentions(e.old)) queue.add(objectKey(e.object));
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
-      for (const claim of claims.byIndex(CLAIMS_BY_OWNER, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
+      for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
     }),
   ];
-
-  const reconcile = createNetworkReconciler({
-    nads,
-    claims,
-    vms,
-    vmis,
-    overlay,
-    recorder,
-    log,
-    ...(allocatorMetrics ? { metrics: allocatorMetrics } : {}),
-    writeStatus: (claim, status, resourceVersion, signal) =>
-      client.mergePatch<IPAMClaim>(
-        resources.ipamClaims,
-        claim.metadata.namespace,
-        claim.metadata.name,
-        // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
-        { metadata: { resourceVersion }, status },
-        { subresource: 'status', signal },
-      ),
-    readClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
-    listLauncherPods: async (namespace, vmiUid, signal) => {
-      return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
-    },
-  });
 
   /** The consistent read that makes the previous leader's last writes count (see the header). */
   const barrier = async (signal: AbortSignal): Promise<void> => {
@@ -471,15 +481,11 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     podAddresses: createPodAddressLookup({
       allocatorNad: (namespace, name) => nads.get(namespace, name),
       fetchNad: async (namespace, name, signal) => {
-        try {
-          return trimNetworkAttachmentDefinition(await client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
-        } catch (err) {
-          if (isNotFound(err)) return undefined;
-          throw err;
-        }
+        const nad = await getOrUndefined<unknown>(client, resources.networkAttachmentDefinitions, namespace, name, signal);
+        return nad === undefined ? undefined : trimNetworkAttachmentDefinition(nad);
       },
       claims,
-      fetchClaim: (namespace, name, signal) => getOrUndefined(client, namespace, name, signal),
+      fetchClaim: (namespace, name, signal) => getOrUndefined<IPAMClaim>(client, resources.ipamClaims, namespace, name, signal),
     }),
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       await barrier(signal);
@@ -490,19 +496,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       const concurrency = options.concurrency ?? 2;
       log.info({ concurrency }, 'starting allocator workers');
       for (const key of allKeys()) queue.add(key);
-      await serveQueue(
-        queue,
-        {
-          concurrency,
-          reconcile,
-          keys: allKeys,
-          resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
-          drainTimeoutMs,
-          logger: log,
-          ...(metrics ? { metrics: reconcileMetrics(metrics, ALLOCATOR_QUEUE) } : {}),
-        },
-        signal,
-      );
+      await loop.serve({ concurrency, resyncIntervalMs: options.resyncIntervalMs ?? 600_000, drainTimeoutMs }, signal);
     },
     async stop(): Promise<void> {
       for (const s of subscriptions) s.unsubscribe();
@@ -510,9 +504,9 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   };
 }
 
-async function getOrUndefined(client: KubeClient, namespace: string, name: string, signal: AbortSignal): Promise<IPAMClaim | undefined> {
+async function getOrUndefined<T>(client: KubeClient, resource: ResourceDescriptor, namespace: string, name: string, signal: AbortSignal): Promise<T | undefined> {
   try {
-    return await client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal });
+    return await client.get<T>(resource, namespace, name, { signal });
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;

@@ -7,9 +7,11 @@ import type { EventInput } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { Store, objectKey } from '../sources/store.ts';
-import { ScopedEventRecorder } from './events.ts';
-import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER, claimNetwork, claimOwners, createNetworkReconciler, NADS_BY_NETWORK, nadNetwork, networkKey } from './loop.ts';
-import { StatusOverlay } from './overlay.ts';
+import { EventRecorder } from '../controller/events.ts';
+import { registerIndexes } from '../sources/indexes.ts';
+import { reconcileOf } from '../controller/loop.ts';
+import { createNetworkReconciler, networkKey } from './loop.ts';
+import { WriteOverlay } from '../controller/write-overlay.ts';
 
 export const NS = 'vms';
 
@@ -77,8 +79,8 @@ export class FakeWorld {
   readonly server = new Map<string, IPAMClaim>();
   readonly events: EventInput[] = [];
   readonly writes: { key: string; status: IPAMClaim['status'] }[] = [];
-  overlay = new StatusOverlay();
-  readonly recorder = new ScopedEventRecorder(async (e) => {
+  overlay = new WriteOverlay();
+  readonly recorder = new EventRecorder(async (e) => {
     this.events.push(e);
   }, pino({ level: 'silent' }));
   revision = 100;
@@ -91,9 +93,7 @@ export class FakeWorld {
   podReadFault = false;
 
   constructor() {
-    this.nads.addIndex(NADS_BY_NETWORK, nadNetwork);
-    this.claims.addIndex(CLAIMS_BY_NETWORK, claimNetwork);
-    this.claims.addIndex(CLAIMS_BY_OWNER, claimOwners);
+    registerIndexes({ nads: this.nads, claims: this.claims }, 'allocator');
   }
 
   /** Creates a claim on the server and in the cache (as if its ADDED event was delivered). */
@@ -120,7 +120,7 @@ export class FakeWorld {
   }
 
   reconciler(now = () => new Date('2025-06-01T12:00:00Z')) {
-    return createNetworkReconciler({
+    return reconcileOf(createNetworkReconciler({
       nads: this.nads,
       claims: this.claims,
       vms: this.vms,
@@ -150,11 +150,11 @@ export class FakeWorld {
         if (this.podReadFault) throw new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Pod', namespace, name: '' }, verb: 'list' });
         return structuredClone(this.pods.get(vmiUid) ?? []).filter((p) => p.metadata.namespace === namespace);
       },
-    });
+    }));
   }
 
   async pass(network: string, reconcile = this.reconciler()) {
-    return reconcile(networkKey(network), { signal: new AbortController().signal });
+    return reconcile(networkKey(network), { signal: new AbortController().signal, retries: 0 });
   }
 
   /** Every address held on the server, by claim key. */

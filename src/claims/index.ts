@@ -46,3 +46,4 @@ export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, ty
 export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
 export { nadKeyOfNetworkName, parseNadReference, type ObjectKey } from './nad-reference.ts';
 export { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, type NetworkInterfaces } from './launcher-pods.ts';
+export * from './network-selection.ts';

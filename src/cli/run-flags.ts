@@ -1,10 +1,5 @@
-// The flags of `run`: one table that yargs reads for help, errors and parsing (parser.ts), and that the start-up
-// path below reads on its own. Loading yargs costs the controller about 6.5 MiB of resident memory for as long as it
-// runs and 90 ms of CPU at every start (measured, docs/benchmarks round 4), for a command line that in production
-// is the Deployment's, the same every time. So `run` with flags written the plain ways is parsed here, with the
-// same table, the same checks and the same mapping, and anything else (help, a misspelt or repeated flag, a value
-// in an unusual form, any value the checks reject) goes to yargs, which parses it again and words the error. A test
-// holds the two to the same answers (run-flags.test.ts).
+// The flags of `run`: the table yargs reads for help, errors and parsing (parser.ts), the rules every set of them
+// must keep, and what `run` gets from them.
 
 import type { InferredOptionTypes, Options } from 'yargs';
 import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims/index.ts';
@@ -153,74 +148,4 @@ export function toRunOptions(a: RunArgs): RunOptions {
     tlsMinVersion: a['tls-min-version'],
     tlsCipherSuites: splitSuites(a['tls-cipher-suites'].map(String)),
   };
-}
-
-/** A decimal number as people write one; anything else (1e3, 0x10, 016, .5) is left to yargs. */
-const PLAIN_NUMBER = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
-
-/**
- * `run` and its flags, when every token is one of: `--flag=value`, `--flag value` (the value not starting with
- * "-"), `--boolean`, `--no-boolean`, `--boolean=true|false`; undefined for anything else, and for any command line
- * the checks reject, so that the caller hands it to yargs (parseCommandLine), which answers the same or words the
- * error.
- */
-export function parseRunFast(argv: readonly string[], env: NodeJS.ProcessEnv): RunOptions | undefined {
-  if (argv[0] !== 'run') return undefined;
-  const flags: Record<string, Options> = runFlags(env);
-  const given: Record<string, unknown> = {};
-  for (let i = 1; i < argv.length; i++) {
-    const token = argv[i]!;
-    // Every token is a flag or the value just taken for one; so no word is left over for yargs to read differently
-    // ("--leader-elect false", a second value after an array flag, a positional).
-    if (!token.startsWith('--')) return undefined;
-    const eq = token.indexOf('=');
-    const name = eq === -1 ? token.slice(2) : token.slice(2, eq);
-    let value = eq === -1 ? undefined : token.slice(eq + 1);
-    const flag = Object.hasOwn(flags, name) ? flags[name] : undefined;
-    let parsed: unknown;
-    if (flag === undefined) {
-      const negated = name.startsWith('no-') ? name.slice(3) : '';
-      if (value !== undefined || !Object.hasOwn(flags, negated) || flags[negated]!.type !== 'boolean') return undefined;
-      if (Object.hasOwn(given, negated)) return undefined;
-      given[negated] = false;
-      continue;
-    }
-    if (flag.type === 'boolean') {
-      if (value === undefined) {
-        parsed = true;
-      } else if (value === 'true' || value === 'false') {
-        parsed = value === 'true';
-      } else {
-        return undefined;
-      }
-    } else {
-      if (value === undefined) {
-        value = argv[i + 1];
-        if (value === undefined || value.startsWith('-')) return undefined;
-        i++;
-      }
-      if (flag.type === 'number') {
-        if (!PLAIN_NUMBER.test(value)) return undefined;
-        parsed = Number(value);
-      } else {
-        parsed = value;
-      }
-      if (flag.choices !== undefined && !(flag.choices as readonly unknown[]).includes(parsed)) return undefined;
-    }
-    if (flag.array) {
-      ((given[name] ??= []) as unknown[]).push(parsed);
-    } else {
-      if (Object.hasOwn(given, name)) return undefined; // repeated: yargs words the error
-      given[name] = parsed;
-    }
-  }
-  for (const [name, flag] of Object.entries(flags)) {
-    if (!Object.hasOwn(given, name) && flag.default !== undefined) given[name] = Array.isArray(flag.default) ? [...(flag.default as unknown[])] : flag.default;
-  }
-  try {
-    checkRunArgs(given as unknown as RunArgs);
-  } catch {
-    return undefined;
-  }
-  return toRunOptions(given as unknown as RunArgs);
 }

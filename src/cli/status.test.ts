@@ -34,7 +34,7 @@ function vm(name: string, nets: [string, string][], status = 'Running'): Virtual
   };
 }
 
-function claim(name: string, network: string, o: { owner?: string; ownerUid?: string; ips?: string[]; cond?: [string, string, string] } = {}): IPAMClaim {
+function claim(name: string, network: string, o: { owner?: string; ownerUid?: string; ips?: string[]; cond?: [string, string, string]; ownerPod?: string } = {}): IPAMClaim {
   return {
     metadata: {
       name,
@@ -45,6 +45,7 @@ function claim(name: string, network: string, o: { owner?: string; ownerUid?: st
     status: {
       ips: o.ips ?? [],
       ...(o.cond ? { conditions: [{ type: 'IPsAllocated', status: o.cond[0], reason: o.cond[1], message: o.cond[2], lastTransitionTime: '2025-01-01T00:00:00Z' }] } : {}),
+      ...(o.ownerPod ? { ownerPod: { name: o.ownerPod } } : {}),
     },
   };
 }
@@ -108,6 +109,14 @@ describe('persistent-ips status', () => {
     const doc = JSON.parse(renderJson(buildStatus(input))) as { kind: string; items: { claim?: string; condition?: { message?: string } }[] };
     assert.equal(doc.kind, 'StatusList');
     assert.equal(doc.items.find((i) => i.claim === 'vm-b.data')?.condition?.message, 'requested 192.168.150.2 is already held by demo/vm-a.data');
+  });
+
+  it("the pod the IPAM plugin allocated for (the claim's status.ownerPod, as OVN-Kubernetes writes it) is a field of the JSON", () => {
+    const filled = claim('vm-a.tenant', 'tenant', { owner: 'vm-a', ips: ['10.1.0.5/16'], cond: ['True', 'SuccessfulAllocation', 'allocated'], ownerPod: 'virt-launcher-vm-a-x7k2p' });
+    const rows = buildStatus({ ...input, claims: input.claims.map((c) => (c.metadata.name === 'vm-a.tenant' ? filled : c)) });
+    const doc = JSON.parse(renderJson(rows)) as { items: { claim?: string; ownerPod?: string }[] };
+    assert.equal(doc.items.find((i) => i.claim === 'vm-a.tenant')?.ownerPod, 'virt-launcher-vm-a-x7k2p');
+    assert.equal(doc.items.find((i) => i.claim === 'vm-a.data')?.ownerPod, undefined, 'absent when the claim has none');
   });
 
   const kubeVirt = (gates: string[]): KubeVirtCR => ({ metadata: { name: 'kubevirt', namespace: 'kubevirt' }, spec: { configuration: { developerConfiguration: { featureGates: gates } } } });

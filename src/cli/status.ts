@@ -34,6 +34,8 @@ export interface StatusRow {
   claim?: string;
   ips: string[];
   condition?: { status: string; reason?: string; message?: string };
+  /** The pod the IPAM plugin allocated the addresses for (the claim's `status.ownerPod`, as OVN-Kubernetes writes it). */
+  ownerPod?: string;
   /** What blocks persistence, or what is odd about the claim. */
   problem?: { reason: string; message: string };
   /** The claim's owner, e.g. `VirtualMachine vm1`. */
@@ -190,6 +192,7 @@ function describeClaim(row: StatusRow, claim: IPAMClaim, ownerUid: string | unde
   if (cond) {
     row.condition = { status: cond.status, ...(cond.reason ? { reason: cond.reason } : {}), ...(cond.message ? { message: cond.message } : {}) };
   }
+  if (claim.status?.ownerPod?.name) row.ownerPod = claim.status.ownerPod.name;
   const ref = ownerRef(claim);
   if (ref) {
     row.owner = `${ref.kind} ${ref.name}`;

@@ -3,13 +3,11 @@
 // The controller's working set is a cache that grows with the cluster and is then read far more than written, and it
 // runs under a container memory limit: V8's default heuristics (grow the heap 1.1-4x past what is live, keep freed
 // pages pooled) trade resident memory for fewer collections, which is the wrong trade for the long steady state.
-// --optimize-for-size keeps the committed heap close to what is live (3,000 VMs x 2 networks: steady RSS 139 -> 121
-// MiB when it was introduced, docs/benchmarks/README.md, "V8 sized for memory").
+// --optimize-for-size keeps the committed heap close to what is live, which lowers the steady resident memory.
 //
 // During a burst (the cold start's list and writes, a relist) the same flag makes V8 collect more often while the
-// heap grows: at 3,000 VMs about 8 % more CPU per claim for a peak 3-7 MiB lower (round 7; at 10,000 VMs the peak
-// is 13 MiB lower, at 1,000 no difference shows). So the process starts with V8's defaults and switches when the
-// burst is over: caches synced and the work queues drained (nothing queued, in flight or in backoff). A standby
+// heap grows: more CPU per claim for a slightly lower peak, a poor trade while claims are being made. So the process
+// starts with V8's defaults and switches when the burst is over: caches synced and the work queues drained (nothing queued, in flight or in backoff). A standby
 // never drains its queue (only the leader's workers do), and a leader under constant churn may not either, so the
 // switch happens at the latest a fixed time after the caches synced. V8 reads the flag at run time, and Node does not
 // admit it in NODE_OPTIONS, hence v8.setFlagsFromString. It is never switched back (V8 flags are not meant to be

@@ -5,17 +5,16 @@ import type { Logger } from 'pino';
 import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { WorkQueue } from '../queue/index.ts';
-import { serveQueue } from '../queue/serve.ts';
+import type { WorkQueue } from '../queue/index.ts';
 import { type Sources, VMIS_BY_NAD, VMS_BY_NAD } from '../sources/index.ts';
 import { objectKey } from '../sources/store.ts';
-import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
-import { claimsByOwnerName, keyOfObject, keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
-import { CLAIMS_BY_OWNER_NAME, createReconciler, type ReconcileTally } from './reconciler.ts';
+import { keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
+import { createLoop } from './loop.ts';
+import { createReconciler, type ReconcileTally } from './reconciler.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
@@ -50,10 +49,8 @@ const priorityOf = (e: { fromList?: true }): { priority?: 'low' } => (e.fromList
 /** Create before the sources start, so that their initial adds are mapped to keys. */
 export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
-  sources.claims.addIndex(CLAIMS_BY_OWNER_NAME, claimsByOwnerName);
-  const queue = new WorkQueue({ name: CONTROLLER_NAME, ...(metrics ? { metrics: workQueueMetrics(metrics, CONTROLLER_NAME) } : {}) });
   const overlay = new WriteOverlay();
-  const recorder = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'events' }), metrics);
+  const recorder = new EventRecorder((event) => client.createEvent(event), log.child({ component: 'events' }), metrics);
 
   let gate = resolveGate(options.gateOverride, sources.kubeVirts.list());
   metrics?.featureGate.set({ name: FEATURE_GATE }, gate.enabled ? 1 : 0);
@@ -69,10 +66,20 @@ export function createController(options: ControllerOptions): Controller {
     inNamespace: (ns) => [...sources.vms.keys(ns), ...sources.vmis.keys(ns)],
   };
 
+  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
+  const loop = createLoop({
+    name: CONTROLLER_NAME,
+    reconciler: createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally, ...(metrics ? { metrics } : {}) }),
+    keys: allKeys,
+    log,
+    ...(metrics ? { metrics } : {}),
+  });
+  const { queue } = loop;
+
   const subscriptions: Subscription[] = [
     merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
       if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
-      queue.add(keyOfObject(e.object), priorityOf(e));
+      queue.add(objectKey(e.object), priorityOf(e));
     }),
     sources.claims.events$.subscribe((e) => {
       if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
@@ -100,12 +107,10 @@ export function createController(options: ControllerOptions): Controller {
     }),
   ];
 
-  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
-  const reconcileOnce = createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally, ...(metrics ? { metrics } : {}) });
   const reconcile = async (key: string, ctx: ReconcileContext): Promise<ReconcileResult> => {
     tally.reconciles++;
     try {
-      return await reconcileOnce(key, ctx);
+      return await loop.reconcile(key, ctx);
     } catch (err) {
       tally.errors++;
       throw err;
@@ -141,19 +146,7 @@ export function createController(options: ControllerOptions): Controller {
       summaries.unref();
       // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
       try {
-        await serveQueue(
-          queue,
-          {
-            concurrency: options.concurrency,
-            reconcile,
-            keys: allKeys,
-            resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
-            drainTimeoutMs,
-            logger: log,
-            ...(metrics ? { metrics: reconcileMetrics(metrics, CONTROLLER_NAME) } : {}),
-          },
-          signal,
-        );
+        await loop.serve({ concurrency: options.concurrency, resyncIntervalMs: options.resyncIntervalMs ?? 600_000, drainTimeoutMs }, signal, reconcile);
       } finally {
         clearInterval(summaries);
         summarize();

@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
-import { EventRecorder, namespaceGoing, type CoreEvent, type EventTarget } from './events.ts';
+import type { EventInput } from '../kube/client.ts';
+import { EventRecorder, namespaceGoing, type EventTarget } from './events.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
 
@@ -10,9 +11,9 @@ const missing = { reason: 'NetworkAttachmentDefinitionNotFound', message: 'NAD n
 const layer3 = { reason: 'UnsupportedTopology', message: 'NAD ns/red is layer3' };
 
 function setup(fail = false) {
-  const sent: CoreEvent[] = [];
+  const sent: EventInput[] = [];
   let failing = fail;
-  const sink = async (e: CoreEvent) => {
+  const sink = async (e: EventInput) => {
     if (failing) throw new Error('apiserver down');
     sent.push(e);
   };
@@ -91,5 +92,22 @@ describe('EventRecorder', () => {
     assert.equal(namespaceGoing(err(403, { message: 'unable to create new content in namespace x because it is being terminated' })), true);
     assert.equal(namespaceGoing(err(403, { message: 'User cannot create events' })), false);
     assert.equal(namespaceGoing(new Error('x')), false);
+  });
+
+  it('a named scope holds causes on several objects: each is reported once, and only what cleared is forgotten', async () => {
+    const { sent, recorder } = setup();
+    const nad: EventTarget = { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', namespace: 'ns', name: 'blue' };
+    const onVm = { target: vm, reason: 'AddressRefused', message: 'no address' };
+    const onNad = { target: nad, type: 'Normal' as const, reason: 'AllocatorPoolWarning', message: 'x'.repeat(2000) };
+    await recorder.report('network:blue', [onVm, onNad]);
+    await recorder.report('network:blue', [onNad]);
+    await recorder.report('network:blue', [onVm, onNad]);
+    assert.deepEqual(sent.map((e) => [e.involvedObject.kind, e.type, e.reason]), [
+      ['VirtualMachine', 'Warning', 'AddressRefused'],
+      ['NetworkAttachmentDefinition', 'Normal', 'AllocatorPoolWarning'],
+      ['VirtualMachine', 'Warning', 'AddressRefused'],
+    ]);
+    assert.equal(sent[1]!.message.length, 1024, 'cut to what the API server takes');
+    assert.equal('uid' in sent[1]!.involvedObject, false);
   });
 });

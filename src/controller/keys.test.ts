@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { claimsByOwnerName, keysOfClaim, keysOfNadChange } from './keys.ts';
+import { claimsByOwnerName } from '../sources/indexes.ts';
+import { keysOfClaim, keysOfNadChange } from './keys.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
 
 const claim = (meta: Partial<IPAMClaim['metadata']>): IPAMClaim => ({

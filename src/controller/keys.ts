@@ -5,15 +5,10 @@
 import { VM_LABEL } from '../claims/constants.ts';
 import { parseNadConfig } from '../claims/index.ts';
 import { resources } from '../kube/resources.ts';
-import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition } from '../kube/types.ts';
-import { keyOf } from '../sources/store.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
+import { keyOf, objectKey } from '../sources/store.ts';
 
 const ownerKinds = new Set<string>([resources.virtualMachines.kind, resources.virtualMachineInstances.kind]);
-
-/** The key of a VM or VMI: its own namespace and name. */
-export function keyOfObject(obj: KubeObject): string {
-  return keyOf(obj.metadata.namespace, obj.metadata.name);
-}
 
 /** Claims concern the VM/VMI they are owned by (any incarnation) and the VM their label names. */
 export function keysOfClaim(claim: IPAMClaim): string[] {
@@ -25,12 +20,6 @@ export function keysOfClaim(claim: IPAMClaim): string[] {
   const vm = claim.metadata.labels?.[VM_LABEL];
   if (vm) out.add(keyOf(ns, vm));
   return [...out];
-}
-
-/** Index of claims by the VM/VMI names in their owner references: value `namespace/ownerName`. */
-export function claimsByOwnerName(claim: IPAMClaim): string[] {
-  const ns = claim.metadata.namespace;
-  return (claim.metadata.ownerReferences ?? []).filter((r) => ownerKinds.has(r.kind)).map((r) => keyOf(ns, r.name));
 }
 
 /** A primary user-defined network is used by every `pod: {}` network in its namespace, so it concerns all keys there. */
@@ -47,7 +36,7 @@ export interface NadKeyLookup {
 
 /** Keys a NAD change concerns: what references it, and, if it is (or was) a primary network, its whole namespace. */
 export function keysOfNadChange(current: NetworkAttachmentDefinition, old: NetworkAttachmentDefinition | undefined, lookup: NadKeyLookup): Set<string> {
-  const out = new Set(lookup.referencing(keyOfObject(current)));
+  const out = new Set(lookup.referencing(objectKey(current)));
   if (isPrimaryNad(current) || isPrimaryNad(old)) {
     for (const key of lookup.inNamespace(current.metadata.namespace ?? '')) out.add(key);
   }

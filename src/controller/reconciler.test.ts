@@ -10,12 +10,12 @@ import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf, DELETED_AT } fr
 import type { KubeClient } from '../kube/client.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, claimsByVm } from '../sources/kinds.ts';
+import { registerIndexes } from '../sources/indexes.ts';
 import { objectKey, Store } from '../sources/store.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { EventRecorder } from './events.ts';
-import { claimsByOwnerName } from './keys.ts';
-import { CLAIMS_BY_OWNER_NAME, createReconciler } from './reconciler.ts';
+import { reconcileOf } from './loop.ts';
+import { createReconciler } from './reconciler.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
 const log = createLogger('silent');
@@ -25,9 +25,7 @@ function world(vm: VirtualMachine, vmi: VirtualMachineInstance, claims: IPAMClai
   const vmis = new Store<VirtualMachineInstance>();
   const nadStore = new Store<NetworkAttachmentDefinition>();
   const claimStore = new Store<IPAMClaim>();
-  claimStore.addIndex(CLAIMS_BY_VM, claimsByVm);
-  claimStore.addIndex(CLAIMS_BY_OWNER_UID, (c) => (c.metadata.ownerReferences ?? []).map((r) => r.uid));
-  claimStore.addIndex(CLAIMS_BY_OWNER_NAME, claimsByOwnerName);
+  registerIndexes({ claims: claimStore }, 'shared');
   vms.upsert(vm);
   vmis.upsert(vmi);
   for (const n of nads) nadStore.upsert(n);
@@ -68,7 +66,7 @@ describe('reconciler: a claim it deletes is released at once, in either order of
         list: async () => ({ items: [] }),
       } as unknown as KubeClient;
       const recorder = new EventRecorder(async () => undefined, log);
-      const reconcile = createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log });
+      const reconcile = reconcileOf(createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log }));
       const result = await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
       if (order === 'answer first') echoTaken = deliverWatchEvent();
 

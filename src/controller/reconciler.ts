@@ -4,25 +4,22 @@
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, isRunningLauncherPod, launcherPodSelector, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, isRunningLauncherPod, launcherPodSelector, namedClaims, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VmiSpecLike } from '../kube/types.ts';
-import { namedClaims } from '../webhook/carry-over.ts';
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
-import { CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
+import { CLAIMS_BY_OWNER_NAME, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
+import { type LoopReconciler, type Request, requestOf } from './loop.ts';
 import type { WriteOverlay } from './write-overlay.ts';
 import { pointRunningPods } from './running-pods.ts';
-
-/** Index of claims by the VM/VMI names in their owner references (see keys.ts), added by the controller. */
-export const CLAIMS_BY_OWNER_NAME = 'claimsByOwnerName';
 
 export interface ReconcilerDeps {
   sources: Pick<Sources, 'vms' | 'vmis' | 'nads' | 'claims'>;
@@ -43,15 +40,10 @@ export interface ReconcileTally {
   deleted: number;
 }
 
-export function splitKey(key: string): { namespace: string; name: string } {
-  const slash = key.indexOf('/');
-  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
-}
-
 /** The decision's input for one key, read from the caches (and our own writes the caches have not shown yet). */
-export function gatherInput(key: string, deps: Pick<ReconcilerDeps, 'sources' | 'overlay' | 'gateEnabled'>): DecideInput {
+export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerDeps, 'sources' | 'overlay' | 'gateEnabled'>): DecideInput {
   const { sources, overlay } = deps;
-  const { namespace, name } = splitKey(key);
+  const key = keyOf(namespace, name);
   const vm = sources.vms.getByKey(key);
   const vmi = sources.vmis.getByKey(key);
   const specs: (VmiSpecLike | undefined)[] = [vm?.spec?.template?.spec, vmi?.spec];
@@ -99,7 +91,7 @@ async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logg
   if (missing.length === 0) return input;
   const nads = new Map(input.nads);
   for (const nadKey of missing) {
-    const { namespace: ns, name } = splitKey(nadKey);
+    const { namespace: ns, name } = requestOf(nadKey);
     try {
       nads.set(nadKey, trimNetworkAttachmentDefinition(await client.get<unknown>(resources.networkAttachmentDefinitions, ns, name, { signal })));
     } catch (err) {
@@ -245,15 +237,23 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
   return raced;
 }
 
-export function createReconciler(deps: ReconcilerDeps) {
+/** What one reconcile works on: the decision's input, and the reconcile's logger. */
+export interface Gathered {
+  input: DecideInput;
+  log: Logger;
+}
+
+export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered, Plan> {
   /** Running launcher pods already pointed at the claims made after they started (running-pods.ts). */
   const checkedPods = new Map<string, boolean>();
-  return async function reconcile(key: string, ctx: ReconcileContext): Promise<ReconcileResult> {
-    const { namespace, name } = splitKey(key);
-    const log = deps.log.child({ namespace, name, reconcileID: randomUUID() });
-    const input = await readLauncherPods(await fillMissingNads(gatherInput(key, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
-    let plan = decide(input);
-    if (plan.needsPodRead) plan = decide({ ...input, namedByRunningPods: await claimsNamedByRunningPods(input, deps.client, ctx.signal) });
+  const gather = async (request: Request, ctx: ReconcileContext): Promise<Gathered> => {
+    const log = deps.log.child({ namespace: request.namespace, name: request.name, reconcileID: randomUUID() });
+    const input = await readLauncherPods(await fillMissingNads(gatherInput(request, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
+    return { input, log };
+  };
+  const applyPlan = async ({ namespace }: Request, { input, log }: Gathered, first: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
+    // SWAP: only the first decision can tell that the running pods must be read; decide again with them.
+    const plan = first.needsPodRead ? decide({ ...input, namedByRunningPods: await claimsNamedByRunningPods(input, deps.client, ctx.signal) }) : first;
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
     const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
     const problems = [...plan.problems, ...running.problems];
@@ -269,4 +269,5 @@ export function createReconciler(deps: ReconcilerDeps) {
     if (plan.retry) log.debug({ problems: plan.problems.map((p) => p.reason) }, 'waiting; will retry with backoff');
     return { requeue: raced || plan.retry || running.retry };
   };
+  return { gather, decide: ({ input }) => decide(input), apply: applyPlan };
 }

@@ -9,13 +9,12 @@
 // (the webhook refuses it; the default network of a running pod does not change).
 
 import type { Logger } from 'pino';
-import { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, MULTUS_NETWORKS_ANNOTATION } from '../claims/index.ts';
+import { elementNamespace, interfacesOfNetwork, IPAM_CLAIM_REFERENCE, isRunningLauncherPod, launcherPodSelector, MULTUS_NETWORKS_ANNOTATION, parseNetworkSelection, referenceOf, serializeNetworkSelection } from '../claims/index.ts';
 import type { DecideInput, Plan, Problem } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
-import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from '../webhook/network-selection.ts';
 
 
 /** The claims of this plan that exist, are ours, hold no address yet, and belong to a secondary network of a running VMI. */
@@ -116,8 +115,8 @@ async function pointPod(
   for (const { network, claim } of empty) {
     // The element the webhook would match: KubeVirt's pod interface name (hashed or ordinal) on the network's NAD.
     const ifaces = interfacesOfNetwork(vmi, network, namespace);
-    const element = elements.find((e) => typeof e.interface === 'string' && ifaces?.names.has(e.interface) && `${e.namespace || namespace}/${e.name}` === ifaces.nad);
-    if (!element || (typeof element[IPAM_CLAIM_REFERENCE] === 'string' && element[IPAM_CLAIM_REFERENCE] !== '')) continue;
+    const element = elements.find((e) => typeof e.interface === 'string' && ifaces?.names.has(e.interface) && `${elementNamespace(e, namespace)}/${e.name}` === ifaces.nad);
+    if (!element || referenceOf(element) !== undefined) continue;
     element[IPAM_CLAIM_REFERENCE] = claim.metadata.name;
     added.push(claim.metadata.name);
   }

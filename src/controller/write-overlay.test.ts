@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { WriteOverlay } from './write-overlay.ts';
+import { resourceVersionAtLeast, WriteOverlay } from './write-overlay.ts';
 import type { IPAMClaim } from '../kube/types.ts';
 
 const claim = (rv: string, uid = 'c1'): IPAMClaim => ({
@@ -24,7 +24,7 @@ describe('WriteOverlay', () => {
     assert.equal(overlay.view('ns/vm-a.blue', claim('7')), undefined);
   });
 
-  it('yields to the cache as soon as it shows any other version', () => {
+  it('yields to the cache once it shows the answer\'s version or a newer one', () => {
     const overlay = new WriteOverlay();
     overlay.record('ns/vm-a.blue', '7', claim('8'));
     assert.equal(overlay.view('ns/vm-a.blue', claim('9'))?.metadata.resourceVersion, '9');
@@ -40,14 +40,23 @@ describe('WriteOverlay', () => {
     assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
   });
 
-  it('expires, so a lost watch event cannot mask the cache forever', () => {
-    let now = 0;
-    const overlay = new WriteOverlay({ ttlMs: 1000, now: () => now });
-    overlay.record('ns/vm-a.blue', undefined, claim('5'));
-    now = 999;
-    assert.ok(overlay.view('ns/vm-a.blue', undefined));
-    now = 1000;
+  it('ends a delete\'s entry once the cache no longer shows the claim, and takes a release of the last finalizer for a delete', () => {
+    const overlay = new WriteOverlay();
+    overlay.record('ns/vm-a.blue', '7', null);
     assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
+    assert.equal(overlay.size, 0);
+    const released = { ...claim('9'), metadata: { ...claim('9').metadata, deletionTimestamp: '2025-01-01T00:00:00Z', finalizers: [] } };
+    overlay.record('ns/vm-a.blue', '7', released);
+    assert.equal(overlay.view('ns/vm-a.blue', claim('7')), undefined, 'the API server deleted it with that write');
+  });
+
+  it('keeps its answer over an older or intermediate state of the claim', () => {
+    const overlay = new WriteOverlay();
+    overlay.record('ns/vm-a.blue', '7', claim('9'));
+    assert.equal(overlay.view('ns/vm-a.blue', claim('8'))?.metadata.resourceVersion, '9');
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('8')), false, 'someone else\'s change before ours: news, not an echo');
+    assert.equal(overlay.size, 1);
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('9')), true);
   });
 
   it('recognises the echo of its own write, ends the expectation on any newer state, and keeps the answer trimmed', () => {
@@ -107,5 +116,54 @@ describe('WriteOverlay', () => {
       assert.equal(overlay.observeUpdated(key, claim('5', 'ours'), true), true, 'then its add is the echo');
       assert.equal(overlay.size, 0);
     });
+  });
+});
+
+const sclaim = (rv: string, ips?: string[], uid = 'u1'): IPAMClaim => ({
+  metadata: { name: 'c', namespace: 'ns', uid, resourceVersion: rv },
+  spec: { network: 'n', interface: 'pod0' },
+  ...(ips ? { status: { ips } } : {}),
+});
+
+describe('WriteOverlay: the allocator\'s entries', () => {
+  it('a write is shown until the cache reaches its resourceVersion, through older events', () => {
+    const o = new WriteOverlay();
+    o.record('ns/c', '5', sclaim('9', ['10.0.0.1/24']), 'n');
+    assert.deepEqual(o.view('ns/c', sclaim('5'))?.status?.ips, ['10.0.0.1/24']);
+    assert.deepEqual(o.view('ns/c', sclaim('7'))?.status?.ips, ['10.0.0.1/24'], 'an older event replayed');
+    assert.deepEqual(o.view('ns/c', undefined)?.status?.ips, ['10.0.0.1/24'], 'not in the cache yet');
+    assert.equal(o.view('ns/c', sclaim('9', ['10.0.0.1/24']))?.metadata.resourceVersion, '9');
+    assert.equal(o.size, 0);
+  });
+
+  it('a pending write holds until the claim changes after the version it was made against', () => {
+    const o = new WriteOverlay();
+    o.recordPending('ns/c', 'n', '5', sclaim('5', ['10.0.0.1/24']));
+    assert.deepEqual(o.pendingOf('n').map((p) => p.resourceVersion), ['5']);
+    assert.deepEqual(o.view('ns/c', sclaim('4'))?.status?.ips, ['10.0.0.1/24'], 'cache older than the attempt');
+    assert.deepEqual(o.view('ns/c', sclaim('5'))?.status?.ips, ['10.0.0.1/24']);
+    assert.equal(o.view('ns/c', sclaim('6'))?.status, undefined, 'changed since: the cache is the truth');
+    assert.equal(o.size, 0);
+  });
+
+  it('seeds, deletes and re-created claims', () => {
+    const o = new WriteOverlay();
+    o.seed('ns/c', 'n', '3', sclaim('8', ['10.0.0.2/24']));
+    assert.deepEqual(o.keysOf('n'), ['ns/c']);
+    assert.equal(o.view('ns/c', sclaim('3', undefined, 'other-uid'))?.metadata.uid, 'other-uid', 're-created: the cache wins');
+    o.seed('ns/c', 'n', '3', sclaim('8', ['10.0.0.2/24']));
+    o.observeDeleted('ns/c', 'u1');
+    assert.equal(o.size, 0);
+  });
+
+  it('non-numeric resourceVersions fall back to "changed since the write"', () => {
+    assert.equal(resourceVersionAtLeast('abc', '5'), undefined);
+    assert.equal(resourceVersionAtLeast('10', '9'), true);
+    assert.equal(resourceVersionAtLeast('9', '10'), false);
+    assert.equal(resourceVersionAtLeast('123456789012345678901', '123456789012345678900'), true);
+    const o = new WriteOverlay();
+    o.record('ns/c', 'x1', sclaim('x2', ['10.0.0.1/24']), 'n');
+    assert.deepEqual(o.view('ns/c', sclaim('x1'))?.status?.ips, ['10.0.0.1/24']);
+    assert.equal(o.view('ns/c', sclaim('x3'))?.status, undefined);
   });
 });

@@ -1,6 +1,7 @@
 // The transport for users whose credentials come from an exec or auth-provider plugin (OIDC, cloud providers), or
 // clusters behind a proxy-url: @kubernetes/client-node implements those. It is imported only for such a
-// kubeconfig (see connectionTransport), because the library costs about 80 MiB and half a second to load.
+// kubeconfig (see connectionTransport), because loading the library costs tens of MiB and start-up time
+// (docs/architecture.md).
 
 import { IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import type { ConnectionConfig } from './kubeconfig.ts';

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, type Server as NetServer, type Socket, connect as netConnect, createServer as createNetServer } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { createServer as createTlsServer } from 'node:tls';
 import { generateCa, generateServing } from '../webhook/certs.ts';
 import { errorFromException } from './errors.ts';

@@ -1,6 +1,6 @@
-// Kubeconfig files read into plain data, without @kubernetes/client-node: importing that library costs about 80 MiB
-// of resident memory and half a second of start-up (it loads the whole generated API), while the connection of a
-// controller needs a server URL, TLS material and a token. Only a user with an exec or auth-provider plugin (or a
+// Kubeconfig files read into plain data, without @kubernetes/client-node: importing that library costs tens of MiB
+// of resident memory and start-up time (it loads the whole generated API; docs/architecture.md has the measurement),
+// while the connection of a controller needs a server URL, TLS material and a token. Only a user with an exec or auth-provider plugin (or a
 // cluster behind a proxy-url) is handed to the library, loaded on demand by the transport.
 
 import { readFileSync } from 'node:fs';

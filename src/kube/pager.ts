@@ -23,9 +23,8 @@ export type PageFetcher<T> = (req: PageRequest) => Promise<ListPage<T>>;
 /**
  * Smaller than client-go's 500 because of the young generation the Deployment gives V8 (--max-semi-space-size=2):
  * a page of 500 VMs decodes to several MiB of objects that all live until the page is trimmed, so every scavenge
- * during a list copies them. At 100 a decoded page fits in the young generation. Measured on a cold start of 1,000
- * VMs x 2 networks: 0.39-0.45 s of CPU until the caches synced instead of 0.49-0.54, and a 1-3 MiB lower peak; the
- * extra requests (20 instead of 4 for 1,000 VMs and their VMIs) cost the API server little next to the objects.
+ * during a list copies them. At 100 a decoded page fits in the young generation: a cold start spends less CPU until
+ * the caches synced and peaks lower, and the extra requests cost the API server little next to the objects.
  */
 export const DEFAULT_PAGE_SIZE = 100;
 

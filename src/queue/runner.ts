@@ -111,6 +111,7 @@ export function runWorkers(
   const handle = async (key: string): Promise<void> => {
     const retries = queue.numRequeues(key);
     const started = clock.now();
+    // biome-ignore lint/complexity/noUselessUndefinedInitialization: tsc's definite-assignment check reads it after the try
     let result: ReconcileResult | void = undefined;
     let error: unknown;
     let failed = false;

@@ -7,7 +7,8 @@ import type { HttpRequest, HttpResponse, Transport } from '../kube/transport.ts'
 import type { IPAMClaim } from '../kube/types.ts';
 import { FakeListWatch } from './fake-list-watch.ts';
 import { Informer, InformerStoppedError, type InformerMetrics } from './informer.ts';
-import { CLAIMS_BY_VM, claimsByVm, createSources, kinds, createInformer } from './kinds.ts';
+import { createSources, kinds, createInformer } from './kinds.ts';
+import { CLAIMS_BY_VM, claimsByVm } from './indexes.ts';
 import { trimIPAMClaim, trimVirtualMachineInstance } from './trim.ts';
 
 /** A raw IPAMClaim as the API serves it. */

@@ -1,9 +1,7 @@
-// The kinds this project watches, their trims and the indexes the controller looks things up by, and the binding of
-// informers to the real API client.
+// The kinds this project watches, their trims, and the binding of informers to the real API client (indexes.ts
+// registers the indexes).
 
 import type { Logger } from 'pino';
-import { VM_LABEL } from '../claims/constants.ts';
-import { parseNadReference } from '../claims/nad-reference.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { type ResourceDescriptor, resources } from '../kube/resources.ts';
 import type {
@@ -14,11 +12,10 @@ import type {
   Pod,
   VirtualMachine,
   VirtualMachineInstance,
-  VmiSpecLike,
 } from '../kube/types.ts';
 import type { Clock } from '../kube/clock.ts';
 import { Informer, type InformerMetrics, type InformerOptions, type ListWatch } from './informer.ts';
-import { keyOf } from './store.ts';
+import { registerIndexes } from './indexes.ts';
 import {
   type Trim,
   trimIPAMClaim,
@@ -42,41 +39,6 @@ export const kinds = {
   kubeVirts: { descriptor: resources.kubeVirts, trim: trimKubeVirt } as KindSpec<KubeVirtCR>,
   pods: { descriptor: resources.pods, trim: trimPod } as KindSpec<Pod>,
 };
-
-// ---------------------------------------------------------------------------------------------------------------
-// Indexes. Values are namespaced (`namespace/name`) wherever a name alone would be ambiguous across namespaces.
-
-/** Claims by the VM named in their `kubevirt.io/vm` label: value `namespace/vmName`. */
-export const CLAIMS_BY_VM = 'claimsByVm';
-/** Claims by the uid of each owner reference: value `uid`. */
-export const CLAIMS_BY_OWNER_UID = 'claimsByOwnerUid';
-/** VMs by the NADs their template references: value `namespace/nadName`. */
-export const VMS_BY_NAD = 'vmsByNad';
-/** VMIs by the NADs their spec references: value `namespace/nadName`. */
-export const VMIS_BY_NAD = 'vmisByNad';
-
-export const claimsByVm = (c: IPAMClaim): string[] => {
-  const vm = c.metadata.labels?.[VM_LABEL];
-  return vm ? [keyOf(c.metadata.namespace, vm)] : [];
-};
-
-export const claimsByOwnerUid = (c: IPAMClaim): string[] => (c.metadata.ownerReferences ?? []).map((o) => o.uid);
-
-/**
- * `networkName` is `name` (the object's namespace) or `namespace/name`. Whatever cannot be a reference is skipped
- * here; reporting it is the controller's business.
- */
-export function nadKeysOf(namespace: string | undefined, spec: VmiSpecLike | undefined): string[] {
-  const out = new Set<string>();
-  for (const net of spec?.networks ?? []) {
-    const ref = parseNadReference(net.multus?.networkName, namespace);
-    if (ref) out.add(keyOf(ref.namespace, ref.name));
-  }
-  return [...out];
-}
-
-export const vmsByNad = (vm: VirtualMachine): string[] => nadKeysOf(vm.metadata.namespace, vm.spec?.template?.spec);
-export const vmisByNad = (vmi: VirtualMachineInstance): string[] => nadKeysOf(vmi.metadata.namespace, vmi.spec);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Binding to the API
@@ -167,10 +129,7 @@ export function createSources(client: KubeClient, options: SourcesOptions = {}):
   const nads = createInformer(client, kinds.networkAttachmentDefinitions, ns, common);
   const claims = createInformer(client, kinds.ipamClaims, ns, common);
   const kubeVirts = createInformer(client, kinds.kubeVirts, { namespace: options.kubeVirtNamespace }, common);
-  vms.addIndex(VMS_BY_NAD, vmsByNad);
-  vmis.addIndex(VMIS_BY_NAD, vmisByNad);
-  claims.addIndex(CLAIMS_BY_VM, claimsByVm);
-  claims.addIndex(CLAIMS_BY_OWNER_UID, claimsByOwnerUid);
+  registerIndexes({ vms, vmis, nads, claims }, 'shared');
   const all = [vms, vmis, nads, claims, kubeVirts] as unknown as readonly Informer<KubeObject>[];
   return {
     vms,
@@ -179,7 +138,9 @@ export function createSources(client: KubeClient, options: SourcesOptions = {}):
     claims,
     kubeVirts,
     all,
-    start: () => all.forEach((i) => i.start()),
+    start: () => {
+      for (const i of all) i.start();
+    },
     synced: async () => {
       await Promise.all(all.map((i) => i.synced));
     },

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IPAMClaim } from '../kube/types.ts';
 import { reconnectDelay } from './backoff.ts';
-import { claimsByOwnerUid, claimsByVm, nadKeysOf, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM } from './kinds.ts';
+import { claimsByOwnerUid, claimsByVm, nadKeysOf, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM } from './indexes.ts';
 import { type ChangeEvent, Store, deepEqual, objectKey } from './store.ts';
 
 function claim(name: string, o: { ns?: string; vm?: string; owner?: string; uid?: string; rv?: string; ips?: string[] } = {}): IPAMClaim {
@@ -202,7 +202,7 @@ describe('reconnectDelay', () => {
     const lo = [1, 2, 3, 4, 10].map((n) => reconnectDelay(n, {}, () => 0));
     const hi = [1, 2, 3, 4, 10].map((n) => reconnectDelay(n, {}, () => 0.999999));
     assert.deepEqual(lo, [400, 800, 1600, 3200, 15_000]);
-    hi.forEach((h, i) => assert.ok(h > (lo[i] as number) * 1.99 && h < (lo[i] as number) * 2 + 1e-6));
+    for (const [i, h] of hi.entries()) assert.ok(h > (lo[i] as number) * 1.99 && h < (lo[i] as number) * 2 + 1e-6);
     assert.equal(reconnectDelay(0), 0);
     assert.ok(reconnectDelay(1000, { maxMs: 5000 }) <= 5000);
   });

@@ -82,8 +82,8 @@ interface Index<T> {
   /**
    * index value → keys of the objects that produce it. Most values name one object, and nearly all the rest a
    * handful (a VM's claims by owner uid are its two or three), so one key is held as the string itself, up to
-   * SMALL_INDEX_VALUE keys as an array of exactly that length, and only more in a Set: at 10,000 VMs a Set per value
-   * was 40,000 Sets, 11 MiB of the heap, where arrays of two take a quarter of that.
+   * SMALL_INDEX_VALUE keys as an array of exactly that length, and only more in a Set: a Set per value costs several
+   * times what a small array of the same keys does, and there are a few index values per cached object.
    */
   entries: Map<string, IndexEntry>;
 }

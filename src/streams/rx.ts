@@ -1,7 +1,6 @@
-// The two RxJS values this project uses, imported from their own modules. `import … from 'rxjs'` loads all of RxJS
-// (about 220 CommonJS modules under Node: every operator, scheduler and observable factory), which costs the
-// controller about 10 MiB of resident memory and start-up time for code it never runs; these paths load about 50.
-// Both are in the package's exports map ("./internal/*"), typed, and have been stable across 7.x; types still come
-// from 'rxjs' (erased at build time, so they load nothing).
+// The two RxJS values this project uses, from their own modules. Under Node, esbuild bundles `import … from 'rxjs'`
+// from the package's CommonJS build (its exports map lists "node" first), which it cannot tree-shake: all of RxJS
+// would be loaded for these two. Both paths are in the package's exports map ("./internal/*") and typed; types
+// still come from 'rxjs'. docs/architecture.md (Package entry points) has what the public entry would cost.
 export { merge } from 'rxjs/internal/observable/merge';
 export { Subject } from 'rxjs/internal/Subject';

@@ -32,7 +32,7 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { claimNameFor, claimNamesOf, claimStanding, nadKeyOfNetworkName, ownerUidsOf, persistentNetworks } from '../claims/index.ts';
+import { claimNameFor, claimNamesOf, claimStanding, nadKeyOfNetworkName, ownerUidsOf, persistentNetworks, type NetworkVerdict } from '../claims/index.ts';
 import { isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
@@ -40,8 +40,8 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstanc
 import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
-import { carryOverReferences, namedClaims } from './carry-over.ts';
-import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection } from './network-selection.ts';
+import { carryOverReferences } from './carry-over.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, namedClaims, parseNetworkSelection } from '../claims/network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
 
@@ -335,7 +335,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
    */
   const claimsForVmi = async (
     vmi: VirtualMachineInstance,
-    nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+    persistent: readonly NetworkVerdict[],
     namespace: string,
     create: boolean,
     waitUntil: number,
@@ -343,7 +343,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
   ): Promise<Map<string, IPAMClaim>> => {
     const owners = ownerUidsOf(vmi);
     const out = new Map<string, IPAMClaim>();
-    for (const verdict of persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads)) {
+    for (const verdict of persistent) {
       if (!verdict.claimSpec) continue;
       // Every name the network's claim may have (claimNameFor): which one applies depends on the claims themselves.
       const nadNetwork = verdict.claimSpec.network;
@@ -478,7 +478,9 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     const compute = async (v: VirtualMachineInstance): Promise<PodMutation> => {
       const nads = await nadsForVmi(v, namespace, signal);
       // Fresh elements of an UPDATE get CREATE's wait and API read.
-      const claims = await claimsForVmi(v, nads, namespace, true, waitUntil, signal);
+      // Once per admission: the claims wait and the mutation work on the same verdicts.
+      const persistent = persistentNetworks({ namespace, name: v.metadata.name }, v.spec, nads);
+      const claims = await claimsForVmi(v, persistent, namespace, true, waitUntil, signal);
       let addresses: Map<string, PodAddresses> | undefined;
       if (deps.podAddresses && request.operation === 'CREATE') {
         try {
@@ -495,6 +497,7 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
         operation: request.operation!,
         vmi: v,
         nads,
+        persistent,
         gateEnabled: true,
         claims,
         ...(deps.clusterDefaultNetwork ? { clusterDefaultNetwork: deps.clusterDefaultNetwork } : {}),

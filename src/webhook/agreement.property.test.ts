@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { decide } from '../claims/decide.ts';
+import { decide, persistentNetworks } from '../claims/decide.ts';
 import { annotatedBridgeNad, applyPlan, claim, NS, nadMap, ovnNad } from '../claims/fixtures.ts';
 import { claimName, podInterfaceName } from '../claims/names.ts';
 import type { IPAMClaim, Pod, VirtualMachine, VirtualMachineInstance, VmInterface, VmiSpecLike, VmNetwork } from '../kube/types.ts';
@@ -112,6 +112,7 @@ describe('controller and webhook agree (generated VM specs)', () => {
           operation: 'CREATE',
           vmi,
           nads,
+          persistent: persistentNetworks({ namespace: NS, name: vmi.metadata.name }, vmi.spec, nads),
           gateEnabled: true,
           claims: new Map(claims.map((c) => [c.metadata.name, c])),
         });

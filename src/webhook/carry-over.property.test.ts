@@ -11,7 +11,7 @@ import { podInterfaceName } from '../claims/names.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler, type ObjectCache } from './admission.ts';
-import { IPAM_CLAIM_REFERENCE, parseNetworkSelection } from './network-selection.ts';
+import { IPAM_CLAIM_REFERENCE, parseNetworkSelection } from '../claims/network-selection.ts';
 import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from './testing.ts';
 

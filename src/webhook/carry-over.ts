@@ -12,7 +12,7 @@
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
-import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection, serializeNetworkSelection } from './network-selection.ts';
+import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection, referenceOf, serializeNetworkSelection } from '../claims/network-selection.ts';
 
 type CarriedAnnotation = typeof MULTUS_NETWORKS_ANNOTATION | typeof MULTUS_DEFAULT_NETWORK_ANNOTATION | typeof OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION;
 
@@ -40,11 +40,6 @@ export interface CarryOver {
 }
 
 const path = (annotation: string): string => `/metadata/annotations/${escapeJsonPointer(annotation)}`;
-
-function referenceOf(element: NetworkSelectionElement | undefined): string | undefined {
-  const ref = element?.[IPAM_CLAIM_REFERENCE];
-  return typeof ref === 'string' && ref !== '' ? ref : undefined;
-}
 
 /** `namespace/name@interface`, or `namespace/name#k` for the k-th element of that NAD without an interface. */
 function identities(elements: readonly NetworkSelectionElement[], namespace: string): string[] {
@@ -128,21 +123,4 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
 
   if (changed) result.pod = { ...newPod, metadata: { ...newPod.metadata, annotations } } as Pod;
   return result;
-}
-
-/** Every IPAMClaim a pod's annotations name, where the IPAM plugin would read it. */
-export function namedClaims(pod: Pod): string[] {
-  const annotations = pod.metadata?.annotations ?? {};
-  const names: string[] = [];
-  for (const annotation of [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION]) {
-    const selection = parseNetworkSelection(annotations[annotation] ?? '');
-    if (!selection.ok) continue;
-    for (const element of selection.elements) {
-      const ref = referenceOf(element);
-      if (ref !== undefined) names.push(ref);
-    }
-  }
-  const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
-  if (typeof legacy === 'string' && legacy !== '') names.push(legacy);
-  return names;
 }

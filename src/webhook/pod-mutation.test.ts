@@ -2,8 +2,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { claimName, collisionClaimName, persistentNetworks, podInterfaceName } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
-import { mayNeedReferences, mutateLauncherPod, type PodMutationInput } from './pod-mutation.ts';
+import { mayNeedReferences, mutateLauncherPod as mutateWith, type PodMutationInput } from './pod-mutation.ts';
 import { applyJsonPatch } from './testing.ts';
+
+/** The mutation with the persistent networks computed as the admission handler does, once, from the same VMI and NADs. */
+const mutateLauncherPod = (input: Omit<PodMutationInput, 'persistent'>) =>
+  mutateWith({ ...input, persistent: persistentNetworks({ namespace: input.namespace, name: input.vmi.metadata.name }, input.vmi.spec, input.nads) });
 
 const NS = 'vms';
 const VM = 'vm1';

@@ -22,7 +22,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { ADDRESSES_ANNOTATION, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
 import { parseAddressesAnnotation } from '../allocator/allocator.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
-import { claimStanding, effectiveVmiSpec, nadKeyOfNetworkName, ownerUidsOf, parseNadConfig, persistentNetworks, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
+import { claimNameFor, claimStanding, effectiveVmiSpec, nadKeyOfNetworkName, ownerUidsOf, parseNadConfig, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import {
@@ -31,7 +31,7 @@ import {
   isBindingPluginElement,
   parseNetworkSelection,
   serializeNetworkSelection,
-} from './network-selection.ts';
+} from '../claims/network-selection.ts';
 
 /** The cluster default network NAD that OVN-Kubernetes' primary-UDN support expects in the default-network element. */
 export const DEFAULT_CLUSTER_NETWORK = { namespace: 'ovn-kubernetes', name: 'default' } as const;
@@ -46,6 +46,11 @@ export interface PodMutationInput {
   vmi: VirtualMachineInstance;
   /** By `namespace/name`: the NADs the VMI references, and every NAD of the pod's namespace (primary network). */
   nads: ReadonlyMap<string, NetworkAttachmentDefinition>;
+  /**
+   * persistentNetworks() of the VMI spec with `nads` and no claim lookup, computed once per admission by the caller
+   * (which also waits for these networks' claims).
+   */
+  persistent: readonly NetworkVerdict[];
   gateEnabled: boolean;
   clusterDefaultNetwork?: { namespace: string; name: string };
   /** By VMI network name: the allocator networks' addresses (or why the pod must wait). Used at CREATE only. */
@@ -168,7 +173,9 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
 
   const annotations = pod.metadata?.annotations ?? {};
-  const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, input.nads, (name) => input.claims.get(name));
+  // The caller's verdicts name every claim `<vm>.<network>`; which name applies depends on the claims (NAME).
+  const lookup = (name: string): IPAMClaim | undefined => input.claims.get(name);
+  const verdicts = input.persistent.map((v) => (v.claimSpec ? { ...v, claim: claimNameFor(vmi.metadata.name, v.network, lookup, v.claimSpec.network) } : v));
   const owners = ownerUidsOf(vmi);
   const isCreate = input.operation === 'CREATE';
   /** At CREATE every element is decided; at UPDATE only the fresh ones (new, or gaining a reference). */

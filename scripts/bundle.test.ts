@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { describe, it } from 'node:test';
+import { bundle } from './bundle.ts';
+import { NOTICES_FILE, noticesPackageIds, SBOM_FILE, sbomPackageIds } from './third-party-notices.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+
+/** The package lists of a bundle's two files, read back from disk. */
+function lists(dir: string): { notices: string[]; sbom: string[] } {
+  return {
+    notices: [...noticesPackageIds(readFileSync(join(dir, NOTICES_FILE), 'utf8'))].sort(),
+    sbom: [...sbomPackageIds(JSON.parse(readFileSync(join(dir, SBOM_FILE), 'utf8')) as object)].sort(),
+  };
+}
+
+describe('the bundle\'s SBOM and third-party notices', () => {
+  it('name the same packages: scoped, nested in two versions, without one whose code tree-shaking removed', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'bundle-'));
+    try {
+      const file = (path: string, text: string): void => {
+        mkdirSync(dirname(join(root, path)), { recursive: true });
+        writeFileSync(join(root, path), text);
+      };
+      const pkg = (dir: string, manifest: object, code: string): void => {
+        file(`${dir}/package.json`, JSON.stringify({ main: 'index.js', license: 'MIT', ...manifest }));
+        file(`${dir}/index.js`, code);
+        file(`${dir}/LICENSE`, `licence of ${dir}\n`);
+      };
+      file('package.json', JSON.stringify({ name: 'fixture', version: '1.0.0', type: 'module' }));
+      file('src/main.js', "import used from 'used'; import { b } from '@s/scoped'; import { unused } from 'shaken'; console.log(used(), b, dupOne());\nimport dupOne from 'dup';\n");
+      pkg('node_modules/used', { name: 'used', version: '1.2.3' }, "const dup = require('dup'); module.exports = () => dup() + 1;");
+      pkg('node_modules/used/node_modules/dup', { name: 'dup', version: '2.0.0' }, 'module.exports = () => 2;');
+      pkg('node_modules/dup', { name: 'dup', version: '1.0.0' }, 'module.exports = () => 1;');
+      pkg('node_modules/@s/scoped', { name: '@s/scoped', version: '0.1.0', type: 'module' }, 'export const b = 42;');
+      pkg('node_modules/shaken', { name: 'shaken', version: '9.9.9', type: 'module', sideEffects: false }, 'export const unused = 7;');
+
+      await bundle({ entryPoints: { main: join(root, 'src/main.js') }, ownDir: join(root, 'src'), outdir: join(root, 'dist/cli'), required: ['used'] });
+      const { notices, sbom } = lists(join(root, 'dist'));
+      assert.deepEqual(sbom, ['@s/scoped@0.1.0', 'dup@1.0.0', 'dup@2.0.0', 'used@1.2.3']);
+      assert.deepEqual(notices, sbom);
+      const bom = JSON.parse(readFileSync(join(root, 'dist', SBOM_FILE), 'utf8')) as { bomFormat: string; metadata: { component: { name: string } } };
+      assert.equal(bom.bomFormat, 'CycloneDX');
+      assert.equal(bom.metadata.component.name, 'fixture', 'the subject is the project, not one of its packages');
+      await assert.rejects(bundle({ entryPoints: { main: join(root, 'src/main.js') }, ownDir: join(root, 'src'), outdir: join(root, 'dist/cli'), required: ['shaken'] }), /dependencies not in the bundle .*: shaken/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('name the same packages for the controller itself (its sources bundled as the build bundles them)', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'bundle-src-'));
+    try {
+      const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+      await bundle({
+        entryPoints: { main: join(ROOT, 'src/cli/main.ts'), 'parse-worker': join(ROOT, 'src/cli/parse-worker.ts'), 'mint-worker': join(ROOT, 'src/webhook/mint-worker.ts') },
+        ownDir: join(ROOT, 'src'),
+        outdir: join(out, 'cli'),
+        required: Object.keys(manifest.dependencies),
+      });
+      const { notices, sbom } = lists(out);
+      assert.deepEqual(sbom, notices);
+      for (const name of Object.keys(manifest.dependencies)) assert.ok(sbom.some((id) => id.startsWith(`${name}@`)), `${name} is listed`);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});

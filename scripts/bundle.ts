@@ -1,0 +1,72 @@
+// The esbuild step of `npm run build` (scripts/build.ts), with what travels with the bundle: the licences of the
+// packages it holds (THIRD-PARTY-NOTICES.txt, scripts/third-party-notices.ts) and their bill of materials
+// (persistent-ips.cdx.json, CycloneDX JSON written by OWASP's esbuild plugin from the same build's metafile, so it
+// names only the packages that tree-shaking left in, as the notices do). The two lists must name the same packages.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { cyclonedxEsbuildPlugin } from '@cyclonedx/cyclonedx-esbuild';
+import { build } from 'esbuild';
+import { bundledPackages, NOTICES_FILE, noticesPackageIds, noticesText, SBOM_FILE, sbomPackageIds, unexpectedRequires } from './third-party-notices.ts';
+
+export interface BundleOptions {
+  /** Output name → entry module. */
+  entryPoints: Record<string, string>;
+  /** The folder the entry modules are in: files under it are the project's own, and output paths are relative to it. */
+  ownDir: string;
+  /** Where the chunks go; the notices and the SBOM are written to its parent. */
+  outdir: string;
+  /** Each external package that must be part of the bundle (package.json's dependencies). */
+  required?: readonly string[];
+}
+
+export async function bundle(options: BundleOptions): Promise<void> {
+  const result = await build({
+    entryPoints: options.entryPoints,
+    outdir: options.outdir,
+    // Paths in the output (module comments, hence chunk hashes) relative to the scratch folder, whose name changes
+    // with every build: the same commit gives the same bytes.
+    absWorkingDir: options.ownDir,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node24',
+    keepNames: true,
+    // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` in a checkout.
+    sourcemap: 'linked',
+    sourcesContent: false,
+    // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    metafile: true,
+    logLevel: 'warning',
+    // Reproducible: no serial number or timestamp, sorted lists; the same commit gives the same bytes. 'silent' drops
+    // its progress lines only: warnings and errors still print.
+    plugins: [cyclonedxEsbuildPlugin({ specVersion: '1.6', outputFile: join('..', SBOM_FILE), outputReproducible: true, validate: true, logLevel: 'silent' })],
+  });
+  // tsconfig.build.json leaves tests and test helpers out; a shipped module that imports one would pull it back in.
+  const testCode = Object.keys(result.metafile.inputs).filter((input) => /\.test\.|\/testing\.js$|\/fixtures\.js$|\/fake-[^/]*\.js$/.test(input));
+  if (testCode.length > 0) throw new Error(`build: test code in the bundle: ${testCode.join(', ')}`);
+  const dir = resolve(options.outdir, '..');
+  // What runs is this folder alone (the image has no node_modules): the bundled packages' licences travel with their
+  // code, and nothing may be left to load from a node_modules, which only a checkout or the npm package would have.
+  const contributing = new Set<string>();
+  for (const output of Object.values(result.metafile.outputs)) {
+    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) if (bytesInOutput > 0) contributing.add(resolve(options.ownDir, input));
+  }
+  const packages = bundledPackages(contributing, options.ownDir);
+  const notices = noticesText(packages);
+  writeFileSync(join(dir, NOTICES_FILE), notices);
+  const inSbom = sbomPackageIds(JSON.parse(readFileSync(join(dir, SBOM_FILE), 'utf8')));
+  const inNotices = noticesPackageIds(notices);
+  const onlySbom = [...inSbom].filter((id) => !inNotices.has(id));
+  const onlyNotices = [...inNotices].filter((id) => !inSbom.has(id));
+  if (onlySbom.length + onlyNotices.length > 0) {
+    throw new Error(`build: ${SBOM_FILE} and ${NOTICES_FILE} name different packages: only in the SBOM ${onlySbom.join(', ') || 'none'}; only in the notices ${onlyNotices.join(', ') || 'none'}`);
+  }
+  const missing = (options.required ?? []).filter((name) => !packages.some((p) => p.name === name));
+  if (missing.length > 0) throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
+  for (const file of Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))) {
+    const outside = unexpectedRequires(readFileSync(resolve(options.ownDir, file), 'utf8'));
+    if (outside.length > 0) throw new Error(`build: ${file} requires modules that are not bundled: ${outside.join(', ')}`);
+  }
+}
