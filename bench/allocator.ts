@@ -129,10 +129,7 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
     const v4 = sample(rand, 1, usable16, rebuildClaims);
     const claims: ClaimAddresses[] = v4.map((off, i) => ({
       key: `ns/vm-${i}.net`,
-      ips: [
-        `${formatAddress(4, 0x0a000000n + BigInt(off))}/16`,
-        `${formatAddress(6, (0xfd00n << 112n) + randomBigInt64(rand))}/64`,
-      ],
+      ips: [`${formatAddress(4, 0x0a000000n + BigInt(off))}/16`, `${formatAddress(6, (0xfd00n << 112n) + randomBigInt64(rand))}/64`],
     }));
     const a = new PoolAllocator(pDual);
     const t = performance.now();
@@ -218,10 +215,7 @@ export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
     [`/64: rebuild ${r.rebuild.claims} scattered claims + allocate`, `${r.ipv6_64.rebuildThenAllocateMs} ms`],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
-  return [
-    `allocator benchmark (node ${r.node}, median of ${r.runs} runs)`,
-    ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`),
-  ].join('\n');
+  return [`allocator benchmark (node ${r.node}, median of ${r.runs} runs)`, ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`)].join('\n');
 }
 
 function pool(subnets: string): Pool {
@@ -244,7 +238,7 @@ function sample(rand: () => number, lo: number, hi: number, count: number): numb
 function randomBigInt64(rand: () => number): bigint {
   const hi = BigInt(Math.floor(rand() * 2 ** 32));
   const lo = BigInt(Math.floor(rand() * 2 ** 32));
-  return ((hi << 32n) | lo) || 1n;
+  return (hi << 32n) | lo || 1n;
 }
 
 function mulberry32(seed: number): () => number {

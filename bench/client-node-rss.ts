@@ -118,7 +118,9 @@ async function bundle(dir: string): Promise<Record<string, { file: string; bytes
     });
     // main.js is what loads; src/kube's lazily imported client-node chunk (exec and auth-provider kubeconfigs) is
     // written beside it but never loaded here.
-    const total = readdirSync(outdir).filter((f) => f.endsWith('.js')).reduce((sum, f) => sum + statSync(join(outdir, f)).size, 0);
+    const total = readdirSync(outdir)
+      .filter((f) => f.endsWith('.js'))
+      .reduce((sum, f) => sum + statSync(join(outdir, f)).size, 0);
     out[arm] = { file: join(outdir, 'main.js'), bytes: statSync(join(outdir, 'main.js')).size, total };
   }
   return out;
@@ -146,7 +148,11 @@ async function main(): Promise<void> {
   try {
     let kubeconfig = values.kubeconfig;
     if (!kubeconfig) {
-      cp = await startControlPlane({ dir: join(dir, 'cp'), handleSignals: false, onLog: () => {}, onProcess: (_n, pid) => {
+      cp = await startControlPlane({
+        dir: join(dir, 'cp'),
+        handleSignals: false,
+        onLog: () => {},
+        onProcess: (_n, pid) => {
           trackExternal([pid]);
           cpPids.push(pid);
         },
@@ -173,7 +179,9 @@ async function main(): Promise<void> {
     for (const [arm, list] of Object.entries(samples)) {
       const imp = list.map((s) => s.afterImport.rss);
       const lw = list.map((s) => s.afterListWatch.rss);
-      lines.push(`| ${arm} | ${Math.round(bundles[arm]!.bytes / 1024)} (${Math.round(bundles[arm]!.total / 1024)}) | ${median(imp)}; ${imp.join(', ')} | ${median(lw)}; ${lw.join(', ')} | ${median(list.map((s) => s.afterListWatch.heap))} |`);
+      lines.push(
+        `| ${arm} | ${Math.round(bundles[arm]!.bytes / 1024)} (${Math.round(bundles[arm]!.total / 1024)}) | ${median(imp)}; ${imp.join(', ')} | ${median(lw)}; ${lw.join(', ')} | ${median(list.map((s) => s.afterListWatch.heap))} |`,
+      );
     }
     process.stdout.write(`${lines.join('\n')}\n`);
     writeFileSync(join(dir, 'samples.json'), JSON.stringify(samples, null, 1));

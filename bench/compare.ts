@@ -36,10 +36,22 @@ type Line = { figure: string; a: string; b: string; change: string; check: strin
 const lines: Line[] = [];
 const num = (figure: string, x: number, y: number, digits: number, checked = false): void => {
   const r = rel(x, y);
-  lines.push({ figure, a: x.toFixed(digits), b: y.toFixed(digits), change: Number.isFinite(r) ? pct(r) : 'n/a', check: checked ? (Math.abs(r) <= tolerance ? `within ${tolerance * 100} %` : `OUTSIDE ${tolerance * 100} %`) : '' });
+  lines.push({
+    figure,
+    a: x.toFixed(digits),
+    b: y.toFixed(digits),
+    change: Number.isFinite(r) ? pct(r) : 'n/a',
+    check: checked ? (Math.abs(r) <= tolerance ? `within ${tolerance * 100} %` : `OUTSIDE ${tolerance * 100} %`) : '',
+  });
 };
 const roundsOf = (r: Results): string => (r['cold-start'].rounds ? `median of ${r['cold-start'].rounds.length} rounds` : 'one pair');
-num(`convergence / limit (N = ${a['cold-start'].controller.claims / 2}; A: ${roundsOf(a)}, B: ${roundsOf(b)})`, a['cold-start'].ratio, b['cold-start'].ratio, 3, true);
+num(
+  `convergence / limit (N = ${a['cold-start'].controller.claims / 2}; A: ${roundsOf(a)}, B: ${roundsOf(b)})`,
+  a['cold-start'].ratio,
+  b['cold-start'].ratio,
+  3,
+  true,
+);
 if (a['cold-start'].medianWritePhaseRatio && b['cold-start'].medianWritePhaseRatio) {
   num('write phase: controller / limit (median)', a['cold-start'].medianWritePhaseRatio, b['cold-start'].medianWritePhaseRatio, 3, true);
 }
@@ -49,7 +61,13 @@ const la = a['cold-start'].limit.writePhaseS;
 const lb = b['cold-start'].limit.writePhaseS;
 if (wa && wb && la && lb) num('write phase: controller / limit (round 1)', wa / la, wb / lb, 3);
 if (a['cold-start'].kubeClientDiagnostic && b['cold-start'].kubeClientDiagnostic) {
-  num('KubeClient-only writes / limit (diagnostic)', a['cold-start'].kubeClientDiagnostic.ratioToLimit, b['cold-start'].kubeClientDiagnostic.ratioToLimit, 3, true);
+  num(
+    'KubeClient-only writes / limit (diagnostic)',
+    a['cold-start'].kubeClientDiagnostic.ratioToLimit,
+    b['cold-start'].kubeClientDiagnostic.ratioToLimit,
+    3,
+    true,
+  );
 }
 num('controller convergence, s', a['cold-start'].controller.spawnToAllClaimsS, b['cold-start'].controller.spawnToAllClaimsS, 2);
 num('limit, s', a['cold-start'].limit.spawnToAllClaimsS, b['cold-start'].limit.spawnToAllClaimsS, 2);
@@ -59,7 +77,14 @@ for (const w of a.writes) {
 }
 for (const s of a['steady-state']) {
   const o = b['steady-state'].find((x) => x.step === s.step);
-  if (o) lines.push({ figure: `steady-state writes: ${s.step}`, a: String(s.claimWrites), b: String(o.claimWrites), change: s.claimWrites === o.claimWrites ? 'same' : 'differs', check: '' });
+  if (o)
+    lines.push({
+      figure: `steady-state writes: ${s.step}`,
+      a: String(s.claimWrites),
+      b: String(o.claimWrites),
+      change: s.claimWrites === o.claimWrites ? 'same' : 'differs',
+      check: '',
+    });
 }
 num('churn p50, ms', a.churn.latencyMs.p50, b.churn.latencyMs.p50, 1);
 num('churn p95, ms', a.churn.latencyMs.p95, b.churn.latencyMs.p95, 1);
@@ -83,8 +108,13 @@ const md = [
   '',
 ].join('\n');
 const width = Math.max(...lines.map((l) => l.figure.length));
-process.stdout.write(`${header}\n${lines.map((l) => `${l.figure.padEnd(width)}  ${l.a.padStart(9)}  ${l.b.padStart(9)}  ${l.change.padStart(9)}  ${l.check}`).join('\n')}\n`);
+process.stdout.write(
+  `${header}\n${lines.map((l) => `${l.figure.padEnd(width)}  ${l.a.padStart(9)}  ${l.b.padStart(9)}  ${l.change.padStart(9)}  ${l.check}`).join('\n')}\n`,
+);
 if (values.out) {
-  writeFileSync(values.out, md.replace(/`node bench\/compare.ts [^`]*`/, `\`node bench/compare.ts ${positionals.map((p) => relative(dirname(values.out!), p)).join(' ')}\``));
+  writeFileSync(
+    values.out,
+    md.replace(/`node bench\/compare.ts [^`]*`/, `\`node bench/compare.ts ${positionals.map((p) => relative(dirname(values.out!), p)).join(' ')}\``),
+  );
   process.stdout.write(`wrote ${values.out}\n`);
 }

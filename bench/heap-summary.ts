@@ -36,9 +36,11 @@ export function summarizeHeap(snap: Snapshot, opts: { top?: number; strings?: nu
       m.set(k, e);
     };
     add(byType, type);
-    const short = type === 'string' || type === 'concatenated string' || type === 'sliced string' ? '(string)' : name.length > 80 ? `${name.slice(0, 80)}…` : name;
+    const short =
+      type === 'string' || type === 'concatenated string' || type === 'sliced string' ? '(string)' : name.length > 80 ? `${name.slice(0, 80)}…` : name;
     add(byKey, `${type}: ${short}`);
-    if (opts.strings && (type === 'string' || type === 'concatenated string' || type === 'sliced string')) add(stringPrefixes, name.slice(0, 60).replace(/\s+/g, ' '));
+    if (opts.strings && (type === 'string' || type === 'concatenated string' || type === 'sliced string'))
+      add(stringPrefixes, name.slice(0, 60).replace(/\s+/g, ' '));
   }
   const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1).padStart(7)} MiB`;
   const list = (m: Map<string, { size: number; count: number }>, n: number): string[] =>

@@ -103,7 +103,12 @@ try {
     const a = addressed.get(claim);
     return a ? [a.at - c] : [];
   });
-  const q = (xs: number[]) => ({ p50: round(percentile(xs, 50), 0), p95: round(percentile(xs, 95), 0), p99: round(percentile(xs, 99), 0), max: round(Math.max(...xs), 0) });
+  const q = (xs: number[]) => ({
+    p50: round(percentile(xs, 50), 0),
+    p95: round(percentile(xs, 95), 0),
+    p99: round(percentile(xs, 99), 0),
+    max: round(Math.max(...xs), 0),
+  });
   const unique = new Set([...addressed.values()].map((a) => a.ips.join(','))).size;
   const result = {
     vms: N,

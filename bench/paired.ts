@@ -126,7 +126,13 @@ async function main(): Promise<void> {
     },
   });
   if (values.help || (values.arm ?? []).length < 2) {
-    process.stdout.write(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).map((l) => l.slice(3)).join('\n') + '\n');
+    process.stdout.write(
+      readFileSync(fileURLToPath(import.meta.url), 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('//'))
+        .map((l) => l.slice(3))
+        .join('\n') + '\n',
+    );
     process.exit(values.help ? 0 : 2);
   }
   const vms = Number(values.vms);
@@ -171,7 +177,12 @@ async function main(): Promise<void> {
           continue;
         }
         await createVms(base, ns, 'vm', vms);
-        const ctx: BenchContext = { ...base, settings: { ...settings, namespace: ns }, controllerEnv: arm.env, ...(arm.entry ? { controllerEntry: arm.entry } : {}) };
+        const ctx: BenchContext = {
+          ...base,
+          settings: { ...settings, namespace: ns },
+          controllerEnv: arm.env,
+          ...(arm.entry ? { controllerEntry: arm.entry } : {}),
+        };
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
@@ -190,7 +201,9 @@ async function main(): Promise<void> {
           systemSeconds: sys === undefined ? null : round(sys, 2),
         };
         samples.push(s);
-        log(`${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
+        log(
+          `${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`,
+        );
         // The namespace stays: its claims carry our finalizer, so deleting it with no controller running would leave
         // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
       }
@@ -214,7 +227,9 @@ async function main(): Promise<void> {
       arm: arm.name,
       ref: arm.ref ?? (arm.entry ? relative(REPO, arm.entry) : 'dist/'),
       flags: arm.flags.join(' '),
-      env: Object.entries(arm.env).map(([k, v]) => `${k}=${v}`).join(' '),
+      env: Object.entries(arm.env)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' '),
       cpu,
       cpuMean: round(mean(cpu), 3),
       cpuMedian: round(median(cpu), 3),
@@ -222,10 +237,18 @@ async function main(): Promise<void> {
       settledRssMiB: settled,
     };
   });
-  process.stdout.write(vms === 0 ? `# paired start-ups (no VMs, measured at /readyz + 1 s): ${rounds} rounds, one control plane\n\n` : `# paired cold starts: ${vms} VMs x 2 networks, ${rounds} rounds, one control plane\n\n`);
-  process.stdout.write(`| arm | build | node flags | env | ${vms === 0 ? 'CPU s' : 'CPU ms per claim'} (each round) | mean | median | ${vms === 0 ? 'RSS' : 'peak RSS'} MiB | settled RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n`);
+  process.stdout.write(
+    vms === 0
+      ? `# paired start-ups (no VMs, measured at /readyz + 1 s): ${rounds} rounds, one control plane\n\n`
+      : `# paired cold starts: ${vms} VMs x 2 networks, ${rounds} rounds, one control plane\n\n`,
+  );
+  process.stdout.write(
+    `| arm | build | node flags | env | ${vms === 0 ? 'CPU s' : 'CPU ms per claim'} (each round) | mean | median | ${vms === 0 ? 'RSS' : 'peak RSS'} MiB | settled RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n`,
+  );
   for (const s of summary) {
-    process.stdout.write(`| ${s.arm} | ${s.ref} | ${s.flags || '–'} | ${s.env || '–'} | ${s.cpu.join(', ')} | ${s.cpuMean} | ${s.cpuMedian} | ${s.peakRssMiB.join(', ')} | ${s.settledRssMiB.join(', ') || '–'} |\n`);
+    process.stdout.write(
+      `| ${s.arm} | ${s.ref} | ${s.flags || '–'} | ${s.env || '–'} | ${s.cpu.join(', ')} | ${s.cpuMean} | ${s.cpuMedian} | ${s.peakRssMiB.join(', ')} | ${s.settledRssMiB.join(', ') || '–'} |\n`,
+    );
   }
   process.stdout.write(`\n\`\`\`json\n${JSON.stringify({ vms, rounds, settleSeconds: settleMs / 1000, samples }, null, 1)}\n\`\`\`\n`);
 }
@@ -254,8 +277,20 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     const sys = procCpuTimes(controller.pid)?.system;
     if (settleMs > 0) await sleep(settleMs);
     const settled = settleMs > 0 ? procMemory(controller.pid) : undefined;
-    const s: Sample = { arm: arm.name, round: r, cpuSeconds: round(cpuSeconds, 3), cpuMsPerClaim: null, convergenceS: null, peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1), settledRssMiB: settled ? round(settled.rssKb / 1024, 1) : null, threads, systemSeconds: sys === undefined ? null : round(sys, 3) };
-    base.log(`${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`);
+    const s: Sample = {
+      arm: arm.name,
+      round: r,
+      cpuSeconds: round(cpuSeconds, 3),
+      cpuMsPerClaim: null,
+      convergenceS: null,
+      peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1),
+      settledRssMiB: settled ? round(settled.rssKb / 1024, 1) : null,
+      threads,
+      systemSeconds: sys === undefined ? null : round(sys, 3),
+    };
+    base.log(
+      `${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`,
+    );
     return s;
   } finally {
     await controller.stop();

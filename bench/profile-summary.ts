@@ -62,7 +62,14 @@ export function summarize(profile: Profile, opts: { top?: number; fromS?: number
   for (const [id, us] of self) {
     const n = byId.get(id)!;
     const cf = n.callFrame;
-    const place = cf.functionName === '(idle)' ? '(idle)' : cf.functionName === '(garbage collector)' ? '(garbage collector)' : cf.functionName === '(program)' ? '(program)' : where(cf.url);
+    const place =
+      cf.functionName === '(idle)'
+        ? '(idle)'
+        : cf.functionName === '(garbage collector)'
+          ? '(garbage collector)'
+          : cf.functionName === '(program)'
+            ? '(program)'
+            : where(cf.url);
     byPlace.set(place, (byPlace.get(place) ?? 0) + us);
     const fn = `${cf.functionName || '(anonymous)'} ${where(cf.url)}:${cf.lineNumber + 1}`;
     byFn.set(fn, (byFn.get(fn) ?? 0) + us);

@@ -302,7 +302,13 @@ function gcRow(r: ColdStartResult['runtime']): string {
   return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
 }
 
-function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: ControllerSettings, viaProject: LimitResult | undefined, rounds: RatioRound[]): Section {
+function coldStartSection(
+  cold: ColdStartResult,
+  lim: LimitResult,
+  settings: ControllerSettings,
+  viaProject: LimitResult | undefined,
+  rounds: RatioRound[],
+): Section {
   const ratio = round(cold.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3);
   const medianRatio = round3(median(rounds.map((r) => r.ratio)));
   const medianWriteRatio = round3(median(rounds.map((r) => r.writePhaseRatio)));
@@ -327,19 +333,36 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
     ['limit client: write phase (first → last claim)', `${fmtS(lim.writePhaseS)} (${Math.round(lim.claims / lim.writePhaseS)} claims/s)`],
     ['convergence / limit, this pair (round 1)', ratio.toFixed(3)],
     ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
-    [`convergence / limit, MEDIAN of ${rounds.length} paired rounds`, `${medianRatio.toFixed(3)} (target ≤ ${RATIO_TARGET}: ${verdict(medianRatio <= RATIO_TARGET)})`],
+    [
+      `convergence / limit, MEDIAN of ${rounds.length} paired rounds`,
+      `${medianRatio.toFixed(3)} (target ≤ ${RATIO_TARGET}: ${verdict(medianRatio <= RATIO_TARGET)})`,
+    ],
     [`write phase alone, median of ${rounds.length} rounds`, medianWriteRatio.toFixed(3)],
-    ...rounds.map((r): Row => [`  round ${r.round} (${r.how})`, `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; CPU per claim ${r.controllerCpuPerClaimMs.toFixed(2)} / ${r.limitCpuPerClaimMs.toFixed(2)} ms; load ${r.loadavg1}`]),
-    [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, `${medianCpu.toFixed(2)} ms / ${medianLimitCpu.toFixed(2)} ms`],
+    ...rounds.map(
+      (r): Row => [
+        `  round ${r.round} (${r.how})`,
+        `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; CPU per claim ${r.controllerCpuPerClaimMs.toFixed(2)} / ${r.limitCpuPerClaimMs.toFixed(2)} ms; load ${r.loadavg1}`,
+      ],
+    ),
+    [
+      `controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`,
+      `${medianCpu.toFixed(2)} ms / ${medianLimitCpu.toFixed(2)} ms`,
+    ],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
-    ['controller CPU per claim / limit client CPU per claim, round 1', `${rounds[0]!.controllerCpuPerClaimMs.toFixed(2)} ms / ${rounds[0]!.limitCpuPerClaimMs.toFixed(2)} ms`],
+    [
+      'controller CPU per claim / limit client CPU per claim, round 1',
+      `${rounds[0]!.controllerCpuPerClaimMs.toFixed(2)} ms / ${rounds[0]!.limitCpuPerClaimMs.toFixed(2)} ms`,
+    ],
     ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ...(viaProject && projectRatio !== undefined
       ? ([
-          ['diagnostic: the same writes through the controller\'s KubeClient (src/kube), no controller', ''],
+          ["diagnostic: the same writes through the controller's KubeClient (src/kube), no controller", ''],
           ['  spawn → first claim / all claims', `${fmtS(viaProject.spawnToFirstClaimS)} / ${fmtS(viaProject.spawnToAllClaimsS)}`],
-          ['  write phase (first → last claim)', `${fmtS(viaProject.writePhaseS)} (${Math.round(viaProject.claims / viaProject.writePhaseS)} claims/s; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's)`],
+          [
+            '  write phase (first → last claim)',
+            `${fmtS(viaProject.writePhaseS)} (${Math.round(viaProject.claims / viaProject.writePhaseS)} claims/s; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's)`,
+          ],
           ['  KubeClient / limit', `${projectRatio.toFixed(3)}`],
           ['  client CPU per claim', `${((1000 * (viaProject.cpuSeconds['limit-writer'] ?? NaN)) / viaProject.claims).toFixed(2)} ms`],
           ['  CPU seconds', cpuRow(viaProject.cpuSeconds)],
@@ -353,12 +376,23 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
     title: `1–2. Cold start at N = ${fmtN(cold.vms)} vs the API server's limit`,
     rows,
     notes: [
-      'Convergence: from the controller process spawn until the benchmark\'s watch on IPAMClaims has received all 2N ADDED events. The limit: the same from the spawn of a bare client process that POSTs the same 2N claim bodies (same owner references, label, finalizer, spec) with the same concurrency and the same token bucket (src/kube/token-bucket.ts), into a fresh namespace whose owner VMs exist.',
+      "Convergence: from the controller process spawn until the benchmark's watch on IPAMClaims has received all 2N ADDED events. The limit: the same from the spawn of a bare client process that POSTs the same 2N claim bodies (same owner references, label, finalizer, spec) with the same concurrency and the same token bucket (src/kube/token-bucket.ts), into a fresh namespace whose owner VMs exist.",
       'Both include process start-up (Node, module loading). The controller also lists VMs, VMIs, NADs, claims and the KubeVirt CR before it can write.',
       'Paired rounds: the machine is shared with other jobs, so its load changes from minute to minute. Each round measures a cold start and a limit run back to back (rounds 2.. alternate which goes first, in fresh namespaces, with the controller scoped to its namespace by --namespace so that it lists exactly N VMs); the target is checked on the median of the per-round ratios.',
-      'Diagnostic (round 1 only): the same 2N creates through the controller\'s own KubeClient (src/kube/client.ts, as in production) from a bare process without any controller logic, to separate the HTTP client\'s cost from the rest of the controller.',
+      "Diagnostic (round 1 only): the same 2N creates through the controller's own KubeClient (src/kube/client.ts, as in production) from a bare process without any controller logic, to separate the HTTP client's cost from the rest of the controller.",
     ],
-    json: { ratio: medianRatio, ratioRound1: ratio, medianWritePhaseRatio: medianWriteRatio, medianControllerCpuPerClaimMs: medianCpu, medianLimitCpuPerClaimMs: medianLimitCpu, rounds, ratioTarget: RATIO_TARGET, controller: cold, limit: lim, ...(viaProject ? { kubeClientDiagnostic: { ratioToLimit: projectRatio, ...viaProject } } : {}) },
+    json: {
+      ratio: medianRatio,
+      ratioRound1: ratio,
+      medianWritePhaseRatio: medianWriteRatio,
+      medianControllerCpuPerClaimMs: medianCpu,
+      medianLimitCpuPerClaimMs: medianLimitCpu,
+      rounds,
+      ratioTarget: RATIO_TARGET,
+      controller: cold,
+      limit: lim,
+      ...(viaProject ? { kubeClientDiagnostic: { ratioToLimit: projectRatio, ...viaProject } } : {}),
+    },
     svg: lineChart({
       title: `Claims over time, N = ${fmtN(cold.vms)} VMs (${fmtN(cold.claims)} claims)`,
       xLabel: 'seconds since process spawn',
@@ -372,7 +406,9 @@ function coldStartSection(cold: ColdStartResult, lim: LimitResult, settings: Con
   };
 }
 
-function writesSection(entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[]): Section {
+function writesSection(
+  entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[],
+): Section {
   const rows: Row[] = [];
   const json = entries.map((e) => ({
     scenario: e.label,
@@ -388,7 +424,10 @@ function writesSection(entries: { label: string; claims: number; w: { claimWrite
       .map(([k, v]) => `${k}: ${v}`)
       .join(', ');
     rows.push([`${j.scenario}: ${fmtN(j.claimsCreated)} claims created`, '']);
-    rows.push(['  ipamclaims writes per claim (target 1.0)', `${j.claimWritesPerClaim} (${j.claimWrites} writes${by ? `; ${by}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`]);
+    rows.push([
+      '  ipamclaims writes per claim (target 1.0)',
+      `${j.claimWritesPerClaim} (${j.claimWrites} writes${by ? `; ${by}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`,
+    ]);
     rows.push(['  event writes per claim', `${j.eventWritesPerClaim} (${j.eventWrites})`]);
   }
   return {
@@ -396,7 +435,7 @@ function writesSection(entries: { label: string; claims: number; w: { claimWrite
     title: '3. Write amplification (counted by the API server)',
     rows,
     notes: [
-      'From the API server\'s own apiserver_request_total, scraped before and after each scenario and diffed per {verb, resource, subresource, code}. Writes = POST/PUT/PATCH/DELETE/APPLY on ipamclaims (any subresource, any code, so failed attempts count too).',
+      "From the API server's own apiserver_request_total, scraped before and after each scenario and diffed per {verb, resource, subresource, code}. Writes = POST/PUT/PATCH/DELETE/APPLY on ipamclaims (any subresource, any code, so failed attempts count too).",
     ],
     json,
     svg: barChart({
@@ -421,7 +460,7 @@ function steadySection(steps: SteadyStepResult[]): Section {
     id: 'steady-state',
     title: '4. Steady state: writes caused by resync, VMI status updates and a restart',
     rows,
-    notes: ['Reconciles show that each step reached the controller; the writes are the API server\'s count on ipamclaims during the step.'],
+    notes: ["Reconciles show that each step reached the controller; the writes are the API server's count on ipamclaims during the step."],
     json: steps,
     svg: barChart({
       title: 'Steady state: reconciles run, IPAMClaim writes caused',
@@ -440,8 +479,14 @@ function churnSection(c: ChurnResult): Section {
     ['p99', fmtMs(c.latencyMs.p99)],
     ['max / mean / min', `${fmtMs(c.latencyMs.max)} / ${fmtMs(c.latencyMs.mean)} / ${fmtMs(c.latencyMs.min)}`],
     ['per VM (both claims): p50 / p95 / p99', `${fmtMs(c.perVmLatencyMs.p50)} / ${fmtMs(c.perVmLatencyMs.p95)} / ${fmtMs(c.perVmLatencyMs.p99)}`],
-    ['API server answer to the VM POST: p50 / p95 / p99 / max', `${fmtMs(c.vmPostMs.p50)} / ${fmtMs(c.vmPostMs.p95)} / ${fmtMs(c.vmPostMs.p99)} / ${fmtMs(c.vmPostMs.max)}`],
-    ['API server answer to the VMI POST: p50 / p95 / p99 / max', `${fmtMs(c.vmiPostMs.p50)} / ${fmtMs(c.vmiPostMs.p95)} / ${fmtMs(c.vmiPostMs.p99)} / ${fmtMs(c.vmiPostMs.max)}`],
+    [
+      'API server answer to the VM POST: p50 / p95 / p99 / max',
+      `${fmtMs(c.vmPostMs.p50)} / ${fmtMs(c.vmPostMs.p95)} / ${fmtMs(c.vmPostMs.p99)} / ${fmtMs(c.vmPostMs.max)}`,
+    ],
+    [
+      'API server answer to the VMI POST: p50 / p95 / p99 / max',
+      `${fmtMs(c.vmiPostMs.p50)} / ${fmtMs(c.vmiPostMs.p95)} / ${fmtMs(c.vmiPostMs.p99)} / ${fmtMs(c.vmiPostMs.max)}`,
+    ],
     ['controller: work-queue wait p50 / p99 (from its histogram)', `${fmtMs(c.controller.queueWaitP50Ms)} / ${fmtMs(c.controller.queueWaitP99Ms)}`],
     ['controller: reconcile time p50 / p99 (from its histogram)', `${fmtMs(c.controller.reconcileP50Ms)} / ${fmtMs(c.controller.reconcileP99Ms)}`],
     ['controller GC and event loop during the churn', gcRow(c.controller.runtime)],
@@ -452,7 +497,9 @@ function churnSection(c: ChurnResult): Section {
     id: 'churn',
     title: `5. Churn latency at ${c.targetRate} VMs/s`,
     rows,
-    notes: ['Latency per claim: from the client-side timestamp taken just before the VM\'s POST to the receipt of the claim\'s ADDED event on the benchmark\'s watch. The VMI is POSTed right after its VM (as virt-controller would).'],
+    notes: [
+      "Latency per claim: from the client-side timestamp taken just before the VM's POST to the receipt of the claim's ADDED event on the benchmark's watch. The VMI is POSTed right after its VM (as virt-controller would).",
+    ],
     json: c,
     svg: lineChart({
       title: `Churn at ${c.targetRate} VMs/s: p50 ${c.latencyMs.p50} ms, p95 ${c.latencyMs.p95} ms, p99 ${c.latencyMs.p99} ms (worst per 0.5 s)`,
@@ -479,7 +526,10 @@ function memorySection(entries: MemoryEntry[]): Section {
   for (const e of entries) {
     const m = e.memory;
     rows.push([`${e.label} (N = ${fmtN(e.vms)})`, '']);
-    rows.push(['  peak RSS (VmHWM)', `${m.peakRssMiB.toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MB at 10,000: ${e.vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`]);
+    rows.push([
+      '  peak RSS (VmHWM)',
+      `${m.peakRssMiB.toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MB at 10,000: ${e.vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`,
+    ]);
     rows.push(['  peak process_resident_memory_bytes', m.peakResidentMetricMiB === null ? 'n/a' : `${m.peakResidentMetricMiB.toFixed(1)} MiB`]);
     rows.push(['  peak nodejs_heap_size_used_bytes', m.peakHeapUsedMiB === null ? 'n/a' : `${m.peakHeapUsedMiB.toFixed(1)} MiB`]);
     rows.push(['  peak nodejs_heap_size_total_bytes', m.peakHeapTotalMiB === null ? 'n/a' : `${m.peakHeapTotalMiB.toFixed(1)} MiB`]);
@@ -489,7 +539,9 @@ function memorySection(entries: MemoryEntry[]): Section {
     id: 'memory',
     title: '6. Controller memory',
     rows,
-    notes: ['Sampled every second: /proc/PID/status (VmRSS, VmHWM) and the controller\'s /metrics. VmHWM is the kernel\'s high-water mark, so peaks between samples count. 1 MiB = 1.048576 MB.'],
+    notes: [
+      "Sampled every second: /proc/PID/status (VmRSS, VmHWM) and the controller's /metrics. VmHWM is the kernel's high-water mark, so peaks between samples count. 1 MiB = 1.048576 MB.",
+    ],
     json: entries.map((e) => ({ label: e.label, vms: e.vms, ...e.memory, ...(e.liveHeap ? { liveHeap: e.liveHeap } : {}) })),
     svg: lineChart({
       title: 'Controller RSS over time',
@@ -497,7 +549,10 @@ function memorySection(entries: MemoryEntry[]): Section {
       yLabel: 'MiB',
       series: entries.flatMap((e) => [
         { name: `RSS, ${e.label}`, points: e.memory.samples.map((s): [number, number] => [s.t, round(s.rssKb / 1024, 1)]) },
-        { name: `heap used, ${e.label}`, points: e.memory.samples.filter((s) => s.heapUsedBytes).map((s): [number, number] => [s.t, round(s.heapUsedBytes! / 2 ** 20, 1)]) },
+        {
+          name: `heap used, ${e.label}`,
+          points: e.memory.samples.filter((s) => s.heapUsedBytes).map((s): [number, number] => [s.t, round(s.heapUsedBytes! / 2 ** 20, 1)]),
+        },
       ]),
       hLines: [{ y: RSS_TARGET_MIB / 1.048576, label: `${RSS_TARGET_MIB} MB` }],
     }),
@@ -514,7 +569,12 @@ function largeSection(setup: SetupResult, cold: ColdStartResult): Section {
       ['controller: spawn → all claims', fmtS(cold.spawnToAllClaimsS)],
       ['claims per second', String(cold.claimsPerSecond)],
       ['ipamclaims writes per claim', String(cold.claimWritesPerClaim)],
-      ['CPU seconds during convergence', Object.entries(cold.cpuSeconds).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', ')],
+      [
+        'CPU seconds during convergence',
+        Object.entries(cold.cpuSeconds)
+          .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+          .join(', '),
+      ],
       ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ],
     json: { setup, cold },
@@ -636,7 +696,20 @@ async function main(): Promise<void> {
     });
     const k = new KubeHttp({ server: c.server, token: c.token, ca: readFileSync(c.caFile), maxSockets: Math.max(32, o.setupConcurrency), timeoutMs: 120_000 });
     await createKubeVirtCR(k);
-    return { cp: c, kube: k, ctx: { kube: k, cp: c, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, ...(controllerEntry ? { controllerEntry } : {}), log } };
+    return {
+      cp: c,
+      kube: k,
+      ctx: {
+        kube: k,
+        cp: c,
+        dir: tmp,
+        settings,
+        setupConcurrency: o.setupConcurrency,
+        nodeArgs: o.nodeArgs,
+        ...(controllerEntry ? { controllerEntry } : {}),
+        log,
+      },
+    };
   };
 
   const sections: Section[] = [];
@@ -652,16 +725,23 @@ async function main(): Promise<void> {
 
   try {
     if (o.scales.length > 0) {
-      const scaleRun = await runScales(o, startCp, (c) => {
-        cp = c.cp;
-        kube = c.kube;
-      }, async () => {
-        kube?.close();
-        const old = cp;
-        cp = undefined;
-        await old?.stop();
-        untrackExternal(startedPids.splice(0));
-      }, running, log);
+      const scaleRun = await runScales(
+        o,
+        startCp,
+        (c) => {
+          cp = c.cp;
+          kube = c.kube;
+        },
+        async () => {
+          kube?.close();
+          const old = cp;
+          cp = undefined;
+          await old?.stop();
+          untrackExternal(startedPids.splice(0));
+        },
+        running,
+        log,
+      );
       k8sVersion = scaleRun.k8sVersion;
       setup = scaleRun.setup;
       Object.assign(controllerCommands, scaleRun.commands);
@@ -710,7 +790,7 @@ async function main(): Promise<void> {
       const lim = await limit(ctx, 'bench-limit', n);
       let viaProject: LimitResult | undefined;
       if (!o.skipDiagnostics) {
-        log('2b. diagnostic: the same writes through the controller\'s KubeClient');
+        log("2b. diagnostic: the same writes through the controller's KubeClient");
         viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
       }
 
@@ -727,7 +807,13 @@ async function main(): Promise<void> {
       memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
 
       log('4a. resync');
-      const c = await ControllerProcess.start('resync', { kubeconfig: cp.kubeconfigPath, dir: tmp, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' }, nodeArgs: o.nodeArgs, ...(controllerEntry ? { entry: controllerEntry } : {}) });
+      const c = await ControllerProcess.start('resync', {
+        kubeconfig: cp.kubeconfigPath,
+        dir: tmp,
+        settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' },
+        nodeArgs: o.nodeArgs,
+        ...(controllerEntry ? { entry: controllerEntry } : {}),
+      });
       running.push(c);
       controllerCommands.resync = c.commandLine;
       const resyncCtx: BenchContext = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
@@ -805,7 +891,6 @@ async function main(): Promise<void> {
         log('7. allocator benchmark');
         show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
       }
-
     }
 
     const loadEnd = loadavg().map((x) => round(x, 2));
@@ -837,7 +922,10 @@ async function main(): Promise<void> {
       ['Node / Kubernetes / etcd', `${metaJson.node} / ${k8sVersion} / ${metaJson.etcd}`],
       ...(o.experiment ? ([['EXPERIMENT', `${o.experiment.join(' + ')}: controller from a patched copy of dist/ (not the shipped code)`]] as Row[]) : []),
       ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
-      ['benchmark options', `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --resync-seconds ${o.resyncSeconds}`],
+      [
+        'benchmark options',
+        `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --resync-seconds ${o.resyncSeconds}`,
+      ],
       ['controller and limit client: concurrency, QPS/burst', clientSettingsLabel(settings)],
       ...Object.entries(controllerCommands).map(([k, v]): Row => [`controller flags (${k})`, v.replaceAll(tmp, 'TMP')]),
       ...(setup ? ([['setup', `${fmtN(setup.vms)} VMs + VMIs in ${fmtS(setup.seconds)} (${setup.objectsPerSecond} objects/s)`]] as Row[]) : []),
@@ -887,4 +975,3 @@ main().then(
     process.exit(1);
   },
 );
-

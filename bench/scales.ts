@@ -56,14 +56,24 @@ interface OutageResult {
  * controller-runtime manager does; like the kubelet (restartPolicy Always) the benchmark starts it again whenever it
  * exits, at once (the kubelet's first restart; later ones back off). Returns the controller running at the end.
  */
-async function outage(ctx: BenchContext, controller: ControllerProcess, seconds: number, running: ControllerProcess[], log: (line: string) => void): Promise<{ result: OutageResult; controller: ControllerProcess }> {
+async function outage(
+  ctx: BenchContext,
+  controller: ControllerProcess,
+  seconds: number,
+  running: ControllerProcess[],
+  log: (line: string) => void,
+): Promise<{ result: OutageResult; controller: ControllerProcess }> {
   const ns = 'bench-outage';
   await createNamespace(ctx.kube, ns);
   let current = controller;
   let restarts = 0;
   let warnings = 0;
   let supervising = true;
-  const countWarnings = (c: ControllerProcess, from: number): number => c.logLines().slice(from).filter((l) => l.level === 'warn' || l.level === 'error').length;
+  const countWarnings = (c: ControllerProcess, from: number): number =>
+    c
+      .logLines()
+      .slice(from)
+      .filter((l) => l.level === 'warn' || l.level === 'error').length;
   const logsBefore = current.logLines().length;
   const supervisor = (async () => {
     while (supervising) {
@@ -72,7 +82,12 @@ async function outage(ctx: BenchContext, controller: ControllerProcess, seconds:
         running.splice(running.indexOf(current), 1);
         restarts++;
         log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
-        current = await ControllerProcess.start(`${current.name.replace(/-r\d+$/, '')}-r${restarts}`, { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs });
+        current = await ControllerProcess.start(`${current.name.replace(/-r\d+$/, '')}-r${restarts}`, {
+          kubeconfig: ctx.cp.kubeconfigPath,
+          dir: ctx.dir,
+          settings: ctx.settings,
+          nodeArgs: ctx.nodeArgs,
+        });
         running.push(current);
       }
       await sleep(200);
@@ -111,7 +126,13 @@ async function outage(ctx: BenchContext, controller: ControllerProcess, seconds:
   warnings += countWarnings(current, current === controller ? logsBefore : 0);
   return {
     controller: current,
-    result: { outageSeconds: seconds, readyToClaimsS: round((seen - readyAt) / 1000, 3), vmPostS: round((posted - postAt) / 1000, 3), warnings, controllerRestarts: restarts },
+    result: {
+      outageSeconds: seconds,
+      readyToClaimsS: round((seen - readyAt) / 1000, 3),
+      vmPostS: round((posted - postAt) / 1000, 3),
+      warnings,
+      controllerRestarts: restarts,
+    },
   };
 }
 
@@ -145,7 +166,10 @@ function logStats(c: ControllerProcess): { infoLines: number; bytes: number } {
 function recentRssMiB(c: ControllerProcess, seconds: number): number {
   const m = c.memoryNow();
   const since = c.uptimeS - seconds;
-  const xs = m.samples.filter((s) => s.t >= since).map((s) => s.rssKb / 1024).sort((a, b) => a - b);
+  const xs = m.samples
+    .filter((s) => s.t >= since)
+    .map((s) => s.rssKb / 1024)
+    .sort((a, b) => a - b);
   return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
 }
 
@@ -213,7 +237,9 @@ export async function runScales(
     if (o.webhookBurst > 0) {
       // After the memory figures: the burst's own allocations are not part of a cold start.
       entry.burst = await webhookBurst(ctx.kube, controller, 'bench-scale', Math.min(o.webhookBurst, n), () => loadavg()[0]!);
-      log(`scale ${n}: webhook burst of ${entry.burst.pods}: server p50/p99 ${entry.burst.serverMs.p50}/${entry.burst.serverMs.p99} ms, API reads ${JSON.stringify(entry.burst.apiReads)}`);
+      log(
+        `scale ${n}: webhook burst of ${entry.burst.pods}: server p50/p99 ${entry.burst.serverMs.p50}/${entry.burst.serverMs.p99} ms, API reads ${JSON.stringify(entry.burst.apiReads)}`,
+      );
     }
     if (o.outageSeconds > 0 && i === 0) {
       const after = await outage(ctx, controller, o.outageSeconds, running, log);
@@ -235,30 +261,58 @@ export async function runScales(
       const ie = await startCp(`ie-${n}`);
       setCurrent(ie);
       await createVms(ie.ctx, 'bench-scale', 'cold', n);
-      entry.ie = await ieColdStart({ binary: o.compareIe, kube: ie.kube, kubeconfig: ie.cp.kubeconfigPath, dir: ie.ctx.dir, namespace: 'bench-scale', vms: n, probePort: await freePort(), log });
+      entry.ie = await ieColdStart({
+        binary: o.compareIe,
+        kube: ie.kube,
+        kubeconfig: ie.cp.kubeconfigPath,
+        dir: ie.ctx.dir,
+        namespace: 'bench-scale',
+        vms: n,
+        probePort: await freePort(),
+        log,
+      });
       log(`scale ${n}: ipam-extensions peak ${entry.ie.peakRssMiB} MiB, steady ${entry.ie.steadyRssMiB} MiB, ${entry.ie.cpuPerClaimMs} ms CPU per claim`);
       await stopCurrent();
     }
   }
 
   const rows: Row[] = [
-    ['Deployment (manifests/controller/deployment.yaml)', `${Object.entries(shipped.env).map(([k, v]) => `${k}=${v}`).join(' ') || 'no env'}; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`],
+    [
+      'Deployment (manifests/controller/deployment.yaml)',
+      `${
+        Object.entries(shipped.env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ') || 'no env'
+      }; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`,
+    ],
   ];
   if (idle) {
-    rows.push(['idle RSS: caches synced, no VMs (median of the last 10 s of 20 s)', `${idle.rssMiB} MiB (target ≤ ${IDLE_TARGET_MIB}: ${verdict(idle.rssMiB <= IDLE_TARGET_MIB)}); peak ${idle.peakMiB} MiB`]);
+    rows.push([
+      'idle RSS: caches synced, no VMs (median of the last 10 s of 20 s)',
+      `${idle.rssMiB} MiB (target ≤ ${IDLE_TARGET_MIB}: ${verdict(idle.rssMiB <= IDLE_TARGET_MIB)}); peak ${idle.peakMiB} MiB`,
+    ]);
   }
   for (const e of entries) {
     const target = peakTargetMiB(e.vms);
     rows.push([`${fmtN(e.vms)} VMs × 2 networks → ${fmtN(e.cold.claims)} claims`, '']);
-    rows.push(['  peak RSS (VmHWM)', `${e.peakRssMiB} MiB (target ≤ ${target}: ${verdict(e.peakRssMiB <= target)}; Deployment limit ${limitMiB ?? '?'} MiB: ${verdict(limitMiB === undefined || e.peakRssMiB < limitMiB)})`]);
+    rows.push([
+      '  peak RSS (VmHWM)',
+      `${e.peakRssMiB} MiB (target ≤ ${target}: ${verdict(e.peakRssMiB <= target)}; Deployment limit ${limitMiB ?? '?'} MiB: ${verdict(limitMiB === undefined || e.peakRssMiB < limitMiB)})`,
+    ]);
     rows.push([
       '  steady RSS, 30 s after convergence (median of the last 15 s)',
       `${e.steadyRssMiB} MiB${e.vms >= 10_000 ? ` (target ≤ ${STEADY_TARGET_10K_MIB}: ${verdict(e.steadyRssMiB <= STEADY_TARGET_10K_MIB)})` : ''}`,
     ]);
     rows.push(['  peak heap used', e.peakHeapUsedMiB === null ? 'n/a' : `${e.peakHeapUsedMiB} MiB`]);
     rows.push(['  spawn → ready / all claims', `${fmtS(e.cold.spawnToReadyS)} / ${fmtS(e.cold.spawnToAllClaimsS)}`]);
-    rows.push(['  controller CPU per claim, spawn → last claim', `${e.cpuPerClaimMs} ms (target ≤ ${CPU_PER_CLAIM_TARGET_MS}: ${verdict(e.cpuPerClaimMs <= CPU_PER_CLAIM_TARGET_MS)})`]);
-    rows.push(['  log lines at info and above, spawn → settled', `${e.infoLines} (${Math.round(e.logBytes / 1024)} KiB)${e.vms === 1000 ? ` (target ≤ ${INFO_LINES_TARGET_1K}: ${verdict(e.infoLines <= INFO_LINES_TARGET_1K)})` : ''}`]);
+    rows.push([
+      '  controller CPU per claim, spawn → last claim',
+      `${e.cpuPerClaimMs} ms (target ≤ ${CPU_PER_CLAIM_TARGET_MS}: ${verdict(e.cpuPerClaimMs <= CPU_PER_CLAIM_TARGET_MS)})`,
+    ]);
+    rows.push([
+      '  log lines at info and above, spawn → settled',
+      `${e.infoLines} (${Math.round(e.logBytes / 1024)} KiB)${e.vms === 1000 ? ` (target ≤ ${INFO_LINES_TARGET_1K}: ${verdict(e.infoLines <= INFO_LINES_TARGET_1K)})` : ''}`,
+    ]);
     rows.push(['  GC and event loop', gcRow(e.cold.runtime)]);
     rows.push(['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)]);
     rows.push(['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)]);
@@ -266,15 +320,35 @@ export async function runScales(
     if (e.ie) {
       const ie = e.ie;
       const ratio = (a: number, b: number) => (b > 0 ? `${round(a / b, 2)}×` : 'n/a');
-      rows.push([`  kubevirt/ipam-extensions, same VMs on a fresh control plane (--compare-ie): peak / steady RSS`, `${ie.peakRssMiB} / ${ie.steadyRssMiB} MiB; this project ÷ it: ${ratio(e.peakRssMiB, ie.peakRssMiB)} / ${ratio(e.steadyRssMiB, ie.steadyRssMiB)}${ie.exited ? ' (it exited early)' : ''}`]);
-      rows.push(['    its CPU per claim, spawn → last claim; this project ÷ it', `${ie.cpuPerClaimMs} ms (${ie.cpuSeconds} s); ${ratio(e.cpuPerClaimMs, ie.cpuPerClaimMs)}`]);
-      rows.push(['    its spawn → all claims (its client: QPS 20, burst 30)', `${fmtS(ie.spawnToAllClaimsS)} (this project: ${fmtS(e.cold.spawnToAllClaimsS)})`]);
+      rows.push([
+        `  kubevirt/ipam-extensions, same VMs on a fresh control plane (--compare-ie): peak / steady RSS`,
+        `${ie.peakRssMiB} / ${ie.steadyRssMiB} MiB; this project ÷ it: ${ratio(e.peakRssMiB, ie.peakRssMiB)} / ${ratio(e.steadyRssMiB, ie.steadyRssMiB)}${ie.exited ? ' (it exited early)' : ''}`,
+      ]);
+      rows.push([
+        '    its CPU per claim, spawn → last claim; this project ÷ it',
+        `${ie.cpuPerClaimMs} ms (${ie.cpuSeconds} s); ${ratio(e.cpuPerClaimMs, ie.cpuPerClaimMs)}`,
+      ]);
+      rows.push([
+        '    its spawn → all claims (its client: QPS 20, burst 30)',
+        `${fmtS(ie.spawnToAllClaimsS)} (this project: ${fmtS(e.cold.spawnToAllClaimsS)})`,
+      ]);
     }
     if (e.burst) {
       const b = e.burst;
-      rows.push([`  webhook: ${fmtN(b.pods)} launcher-pod admissions at once, server-side latency p50 / p99 (controller_runtime_webhook_latency_seconds)`, `${fmtMs(b.serverMs.p50)} / ${fmtMs(b.serverMs.p99)}`]);
-      rows.push(['    client-side p50 / p99 / max; whole burst', `${fmtMs(b.clientMs.p50)} / ${fmtMs(b.clientMs.p99)} / ${fmtMs(b.clientMs.max)}; ${fmtS(b.seconds)}`]);
-      rows.push(['    API reads during the burst (VMI / claim); outcomes', `${b.apiReads.vmi} / ${b.apiReads.claim} (target 0: ${verdict(b.apiReads.vmi + b.apiReads.claim === 0)}); ${Object.entries(b.outcomes).map(([k, v]) => `${k} ${v}`).join(', ')}`]);
+      rows.push([
+        `  webhook: ${fmtN(b.pods)} launcher-pod admissions at once, server-side latency p50 / p99 (controller_runtime_webhook_latency_seconds)`,
+        `${fmtMs(b.serverMs.p50)} / ${fmtMs(b.serverMs.p99)}`,
+      ]);
+      rows.push([
+        '    client-side p50 / p99 / max; whole burst',
+        `${fmtMs(b.clientMs.p50)} / ${fmtMs(b.clientMs.p99)} / ${fmtMs(b.clientMs.max)}; ${fmtS(b.seconds)}`,
+      ]);
+      rows.push([
+        '    API reads during the burst (VMI / claim); outcomes',
+        `${b.apiReads.vmi} / ${b.apiReads.claim} (target 0: ${verdict(b.apiReads.vmi + b.apiReads.claim === 0)}); ${Object.entries(b.outcomes)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}`,
+      ]);
       rows.push(['    load average (1 min) before', String(b.loadavgBefore)]);
     }
     if (e.outage) {
@@ -286,9 +360,18 @@ export async function runScales(
     }
     if (e.churn) {
       const ch = e.churn;
-      rows.push([`  churn ${ch.targetRate} VMs/s × ${ch.seconds} s with ${fmtN(e.vms)} VMs cached: VM POST → claim ADDED p50 / p95 / p99`, `${fmtMs(ch.latencyMs.p50)} / ${fmtMs(ch.latencyMs.p95)} / ${fmtMs(ch.latencyMs.p99)} (target p99 < ${CHURN_P99_TARGET_MS} ms: ${verdict(ch.latencyMs.p99 < CHURN_P99_TARGET_MS)})`]);
-      rows.push(['    achieved rate; API server answer to the VM POST p50 / p99', `${ch.achievedRate}/s; ${fmtMs(ch.vmPostMs.p50)} / ${fmtMs(ch.vmPostMs.p99)}`]);
-      rows.push(['    work-queue wait p50 / p99; reconcile p50 / p99', `${fmtMs(ch.controller.queueWaitP50Ms)} / ${fmtMs(ch.controller.queueWaitP99Ms)}; ${fmtMs(ch.controller.reconcileP50Ms)} / ${fmtMs(ch.controller.reconcileP99Ms)}`]);
+      rows.push([
+        `  churn ${ch.targetRate} VMs/s × ${ch.seconds} s with ${fmtN(e.vms)} VMs cached: VM POST → claim ADDED p50 / p95 / p99`,
+        `${fmtMs(ch.latencyMs.p50)} / ${fmtMs(ch.latencyMs.p95)} / ${fmtMs(ch.latencyMs.p99)} (target p99 < ${CHURN_P99_TARGET_MS} ms: ${verdict(ch.latencyMs.p99 < CHURN_P99_TARGET_MS)})`,
+      ]);
+      rows.push([
+        '    achieved rate; API server answer to the VM POST p50 / p99',
+        `${ch.achievedRate}/s; ${fmtMs(ch.vmPostMs.p50)} / ${fmtMs(ch.vmPostMs.p99)}`,
+      ]);
+      rows.push([
+        '    work-queue wait p50 / p99; reconcile p50 / p99',
+        `${fmtMs(ch.controller.queueWaitP50Ms)} / ${fmtMs(ch.controller.queueWaitP99Ms)}; ${fmtMs(ch.controller.reconcileP50Ms)} / ${fmtMs(ch.controller.reconcileP99Ms)}`,
+      ]);
       rows.push(['    peak RSS including the churn', `${e.peakRssAfterChurnMiB} MiB`]);
       rows.push(['    load average (1 min) before → after', `${ch.loadavgBefore[0]} → ${ch.loadavgAfter[0]}`]);
     }
@@ -298,8 +381,8 @@ export async function runScales(
     title: 'Memory, CPU and logs by cluster size, controller started as the Deployment starts it',
     rows,
     notes: [
-      'Each size on a fresh control plane. The controller gets the Deployment\'s args and environment (NODE_OPTIONS, MALLOC_ARENA_MAX); only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), and --kubeconfig differ (--qps/--burst/--concurrency only when given to the benchmark; the report says which). POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).',
-      'Peak RSS is the kernel\'s VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.',
+      "Each size on a fresh control plane. The controller gets the Deployment's args and environment (NODE_OPTIONS, MALLOC_ARENA_MAX); only bind addresses (127.0.0.1 ports), the webhook certificate dir (temp), and --kubeconfig differ (--qps/--burst/--concurrency only when given to the benchmark; the report says which). POD_NAMESPACE is persistent-ips-system (Lease and webhook Secret there).",
+      "Peak RSS is the kernel's VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.",
     ],
     json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },
   };

@@ -58,7 +58,14 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
   const path = `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${job.namespace}/ipamclaims?fieldManager=persistent-ips`;
   const url = job.server + path;
   const headers = { Authorization: `Bearer ${job.token}`, Accept: 'application/json', 'Content-Type': 'application/json' };
-  const body = (i: number): { apiVersion: string; kind: string; metadata: { name: string; namespace: string; labels: Record<string, string> }; spec: { network: string; interface: string } } => ({
+  const body = (
+    i: number,
+  ): {
+    apiVersion: string;
+    kind: string;
+    metadata: { name: string; namespace: string; labels: Record<string, string> };
+    spec: { network: string; interface: string };
+  } => ({
     apiVersion: 'k8s.cni.cncf.io/v1alpha1',
     kind: 'IPAMClaim',
     metadata: { name: `vm-${i}.net-a`, namespace: job.namespace, labels: { 'kubevirt.io/vm': `vm-${i}` } },
@@ -73,10 +80,13 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
       post = (i) =>
         new Promise((res, rej) => {
           const payload = JSON.stringify(body(i));
-          const req = request({ host: base.hostname, port: base.port, method: 'POST', path, agent, headers: { ...headers, 'Content-Length': Buffer.byteLength(payload) } }, (r) => {
-            r.resume();
-            r.on('end', () => res(r.statusCode ?? 0));
-          });
+          const req = request(
+            { host: base.hostname, port: base.port, method: 'POST', path, agent, headers: { ...headers, 'Content-Length': Buffer.byteLength(payload) } },
+            (r) => {
+              r.resume();
+              r.on('end', () => res(r.statusCode ?? 0));
+            },
+          );
           req.on('error', rej);
           req.end(payload);
         });
@@ -236,7 +246,20 @@ async function main(): Promise<void> {
         const namespace = `transport-${stack}-${r}`;
         await kube.json('POST', '/api/v1/namespaces', [201], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
         const jobFile = join(tmp, `${namespace}.json`);
-        writeFileSync(jobFile, JSON.stringify({ server: cp.server, token: cp.token, caFile: cp.caFile, kubeconfig: cp.kubeconfigPath, namespace, claims, concurrency, ...(pace ? { pace } : {}) } satisfies Job), { mode: 0o600 });
+        writeFileSync(
+          jobFile,
+          JSON.stringify({
+            server: cp.server,
+            token: cp.token,
+            caFile: cp.caFile,
+            kubeconfig: cp.kubeconfigPath,
+            namespace,
+            claims,
+            concurrency,
+            ...(pace ? { pace } : {}),
+          } satisfies Job),
+          { mode: 0o600 },
+        );
         const logFile = join(tmp, `${namespace}.log`);
         const p = spawnTracked(`transport-${stack}`, process.execPath, [new URL(import.meta.url).pathname, '--child', stack, '--job', jobFile], logFile);
         const code = await p.exited;
@@ -259,7 +282,13 @@ async function main(): Promise<void> {
     const rs = results.filter((r) => r.stack === stack);
     const wall = median(rs.map((r) => r.wallS));
     const cpu = median(rs.map((r) => r.cpuS));
-    return { stack, medianWallS: Math.round(wall * 100) / 100, requestsPerSecond: Math.round(claims / wall), cpuMsPerRequest: Math.round((1000 * cpu * 1000) / claims) / 1000, importMs: Math.round(median(rs.map((r) => r.importMs))) };
+    return {
+      stack,
+      medianWallS: Math.round(wall * 100) / 100,
+      requestsPerSecond: Math.round(claims / wall),
+      cpuMsPerRequest: Math.round((1000 * cpu * 1000) / claims) / 1000,
+      importMs: Math.round(median(rs.map((r) => r.importMs))),
+    };
   });
   const https = rows.find((r) => r.stack === 'https');
   const table = [
@@ -276,9 +305,25 @@ async function main(): Promise<void> {
       return '';
     }
   })();
-  const meta = { date: new Date().toISOString(), node: process.version, kubernetes: cp.version, cpus: cpus().length, loadavgStart: loadStart, loadavgEnd: loadEnd, claimsPerRun: claims, rounds, concurrency, pace: pace ?? null, commit };
-  const paced = pace ? `, paced by the token bucket at --qps ${pace.qps} --burst ${pace.burst}, release quantum ${pace.releaseQuantumMs ?? 'default (50)'} ms` : '';
-  process.stdout.write(`\nPOST of ${claims} IPAMClaims, concurrency ${concurrency}${paced}, median of ${rounds} rounds (load ${loadStart.join('/')} → ${loadEnd.join('/')})\n${table}\n`);
+  const meta = {
+    date: new Date().toISOString(),
+    node: process.version,
+    kubernetes: cp.version,
+    cpus: cpus().length,
+    loadavgStart: loadStart,
+    loadavgEnd: loadEnd,
+    claimsPerRun: claims,
+    rounds,
+    concurrency,
+    pace: pace ?? null,
+    commit,
+  };
+  const paced = pace
+    ? `, paced by the token bucket at --qps ${pace.qps} --burst ${pace.burst}, release quantum ${pace.releaseQuantumMs ?? 'default (50)'} ms`
+    : '';
+  process.stdout.write(
+    `\nPOST of ${claims} IPAMClaims, concurrency ${concurrency}${paced}, median of ${rounds} rounds (load ${loadStart.join('/')} → ${loadEnd.join('/')})\n${table}\n`,
+  );
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'transport.json'), `${JSON.stringify({ meta, results: rows, runs: results }, null, 2)}\n`);
   writeFileSync(
@@ -290,14 +335,16 @@ async function main(): Promise<void> {
       '',
       '| stack | median wall | requests/s | client CPU per request | × node:https | module load |',
       '|---|---|---|---|---|---|',
-      ...rows.map((r) => `| ${r.stack} | ${r.medianWallS.toFixed(2)} s | ${r.requestsPerSecond} | ${r.cpuMsPerRequest.toFixed(3)} ms | ${https ? (r.cpuMsPerRequest / https.cpuMsPerRequest).toFixed(2) : ''} | ${r.importMs} ms |`),
+      ...rows.map(
+        (r) =>
+          `| ${r.stack} | ${r.medianWallS.toFixed(2)} s | ${r.requestsPerSecond} | ${r.cpuMsPerRequest.toFixed(3)} ms | ${https ? (r.cpuMsPerRequest / https.cpuMsPerRequest).toFixed(2) : ''} | ${r.importMs} ms |`,
+      ),
       '',
-      'See the header of bench/transport.ts for what each stack is. `kubeclient` is the controller\'s own client as it runs in production.',
+      "See the header of bench/transport.ts for what each stack is. `kubeclient` is the controller's own client as it runs in production.",
       '',
     ].join('\n'),
   );
   process.stdout.write(`wrote ${relative(repo, join(out, 'transport.md'))} and transport.json\n`);
-
 }
 
 main().then(
@@ -307,4 +354,3 @@ main().then(
     process.exit(1);
   },
 );
-

@@ -78,7 +78,11 @@ try {
   mkdirSync(partial, { recursive: true });
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
   await bundle({
-    entryPoints: { main: join(stage, 'cli', 'main.js'), 'parse-worker': join(stage, 'cli', 'parse-worker.js'), 'mint-worker': join(stage, 'webhook', 'mint-worker.js') },
+    entryPoints: {
+      main: join(stage, 'cli', 'main.js'),
+      'parse-worker': join(stage, 'cli', 'parse-worker.js'),
+      'mint-worker': join(stage, 'webhook', 'mint-worker.js'),
+    },
     ownDir: stage,
     outdir: join(partial, 'cli'),
     required: Object.keys(manifest.dependencies ?? {}),

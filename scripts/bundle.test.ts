@@ -16,7 +16,7 @@ function lists(dir: string): { notices: string[]; sbom: string[] } {
   };
 }
 
-describe('the bundle\'s SBOM and third-party notices', () => {
+describe("the bundle's SBOM and third-party notices", () => {
   it('name the same packages: scoped, nested in two versions, without one whose code tree-shaking removed', async () => {
     const root = mkdtempSync(join(tmpdir(), 'bundle-'));
     try {
@@ -30,7 +30,10 @@ describe('the bundle\'s SBOM and third-party notices', () => {
         file(`${dir}/LICENSE`, `licence of ${dir}\n`);
       };
       file('package.json', JSON.stringify({ name: 'fixture', version: '1.0.0', type: 'module' }));
-      file('src/main.js', "import used from 'used'; import { b } from '@s/scoped'; import { unused } from 'shaken'; console.log(used(), b, dupOne());\nimport dupOne from 'dup';\n");
+      file(
+        'src/main.js',
+        "import used from 'used'; import { b } from '@s/scoped'; import { unused } from 'shaken'; console.log(used(), b, dupOne());\nimport dupOne from 'dup';\n",
+      );
       pkg('node_modules/used', { name: 'used', version: '1.2.3' }, "const dup = require('dup'); module.exports = () => dup() + 1;");
       pkg('node_modules/used/node_modules/dup', { name: 'dup', version: '2.0.0' }, 'module.exports = () => 2;');
       pkg('node_modules/dup', { name: 'dup', version: '1.0.0' }, 'module.exports = () => 1;');
@@ -44,7 +47,10 @@ describe('the bundle\'s SBOM and third-party notices', () => {
       const bom = JSON.parse(readFileSync(join(root, 'dist', SBOM_FILE), 'utf8')) as { bomFormat: string; metadata: { component: { name: string } } };
       assert.equal(bom.bomFormat, 'CycloneDX');
       assert.equal(bom.metadata.component.name, 'fixture', 'the subject is the project, not one of its packages');
-      await assert.rejects(bundle({ entryPoints: { main: join(root, 'src/main.js') }, ownDir: join(root, 'src'), outdir: join(root, 'dist/cli'), required: ['shaken'] }), /dependencies not in the bundle .*: shaken/);
+      await assert.rejects(
+        bundle({ entryPoints: { main: join(root, 'src/main.js') }, ownDir: join(root, 'src'), outdir: join(root, 'dist/cli'), required: ['shaken'] }),
+        /dependencies not in the bundle .*: shaken/,
+      );
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
@@ -55,14 +61,22 @@ describe('the bundle\'s SBOM and third-party notices', () => {
     try {
       const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
       await bundle({
-        entryPoints: { main: join(ROOT, 'src/cli/main.ts'), 'parse-worker': join(ROOT, 'src/cli/parse-worker.ts'), 'mint-worker': join(ROOT, 'src/webhook/mint-worker.ts') },
+        entryPoints: {
+          main: join(ROOT, 'src/cli/main.ts'),
+          'parse-worker': join(ROOT, 'src/cli/parse-worker.ts'),
+          'mint-worker': join(ROOT, 'src/webhook/mint-worker.ts'),
+        },
         ownDir: join(ROOT, 'src'),
         outdir: join(out, 'cli'),
         required: Object.keys(manifest.dependencies),
       });
       const { notices, sbom } = lists(out);
       assert.deepEqual(sbom, notices);
-      for (const name of Object.keys(manifest.dependencies)) assert.ok(sbom.some((id) => id.startsWith(`${name}@`)), `${name} is listed`);
+      for (const name of Object.keys(manifest.dependencies))
+        assert.ok(
+          sbom.some((id) => id.startsWith(`${name}@`)),
+          `${name} is listed`,
+        );
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

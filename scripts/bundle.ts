@@ -61,10 +61,13 @@ export async function bundle(options: BundleOptions): Promise<void> {
   const onlySbom = [...inSbom].filter((id) => !inNotices.has(id));
   const onlyNotices = [...inNotices].filter((id) => !inSbom.has(id));
   if (onlySbom.length + onlyNotices.length > 0) {
-    throw new Error(`build: ${SBOM_FILE} and ${NOTICES_FILE} name different packages: only in the SBOM ${onlySbom.join(', ') || 'none'}; only in the notices ${onlyNotices.join(', ') || 'none'}`);
+    throw new Error(
+      `build: ${SBOM_FILE} and ${NOTICES_FILE} name different packages: only in the SBOM ${onlySbom.join(', ') || 'none'}; only in the notices ${onlyNotices.join(', ') || 'none'}`,
+    );
   }
   const missing = (options.required ?? []).filter((name) => !packages.some((p) => p.name === name));
-  if (missing.length > 0) throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
+  if (missing.length > 0)
+    throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
   for (const file of Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))) {
     const outside = unexpectedRequires(readFileSync(resolve(options.ownDir, file), 'utf8'));
     if (outside.length > 0) throw new Error(`build: ${file} requires modules that are not bundled: ${outside.join(', ')}`);

@@ -44,4 +44,3 @@ export function stepsNeededBy(file: string): string[] {
   const texts = [...importClosure(file)].filter((f) => f !== PREPARE_MODULE).map((f) => readFileSync(f, 'utf8'));
   return PREPARE_STEPS.filter((step) => step.usedBy === undefined || texts.some((t) => step.usedBy!.test(t))).map((step) => step.id);
 }
-

@@ -155,7 +155,7 @@ describe('import graph of src', () => {
       "import './side.ts';",
       "const f = await import('./f.ts');",
       "import { readFileSync } from 'node:fs';",
-      "const s = 'not an import from \"./g.ts\"';",
+      'const s = \'not an import from "./g.ts"\';',
     ].join('\n');
     assert.deepEqual(specifiers(text), ['./a.ts', '../b.ts', './d.ts', './e.ts', './side.ts', './f.ts', 'node:fs']);
   });
@@ -173,7 +173,10 @@ describe('import graph of src', () => {
 
   it('sees the files of src', () => {
     assert.ok(graph.size > 50, `only ${graph.size} files found under src`);
-    assert.ok([...graph.keys()].some((f) => f.startsWith(LEAF)), `no file under ${LEAF}`);
+    assert.ok(
+      [...graph.keys()].some((f) => f.startsWith(LEAF)),
+      `no file under ${LEAF}`,
+    );
   });
 
   it('has no import cycle', () => {
@@ -193,7 +196,11 @@ describe('import graph of src', () => {
         .slice(1)
         .map((to, i) => `    ${c[i]} → ${to} (${via.get(`${c[i]} → ${to}`)})`)
         .join('\n');
-    assert.equal(found.length, 0, `import cycle${found.length > 1 ? 's' : ''} between folders of src:\n${found.map((c) => `  ${c.join(' → ')}\n${explain(c)}`).join('\n')}`);
+    assert.equal(
+      found.length,
+      0,
+      `import cycle${found.length > 1 ? 's' : ''} between folders of src:\n${found.map((c) => `  ${c.join(' → ')}\n${explain(c)}`).join('\n')}`,
+    );
   });
 
   it('keeps src/kube a leaf: its production files import nothing else of src', () => {
@@ -201,7 +208,7 @@ describe('import graph of src', () => {
     assert.equal(found.length, 0, `src/kube must import nothing of the project outside src/kube:\n${found.map((v) => `  ${v}`).join('\n')}`);
   });
 
-  it('names a loop\'s production import of the webhook, and no test file\'s', () => {
+  it("names a loop's production import of the webhook, and no test file's", () => {
     const g = new Map([
       ['src/controller/a.ts', ['src/webhook/b.ts', 'src/claims/c.ts']],
       ['src/controller/a.test.ts', ['src/webhook/b.ts']],

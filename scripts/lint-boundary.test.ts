@@ -33,7 +33,10 @@ describe('lint: src/kube imports nothing else of the project', () => {
   });
 
   it('passes imports inside src/kube and of packages', () => {
-    const { code, output } = lint('src/kube/fine.ts', "import { load } from 'js-yaml';\nimport { resources } from './resources.ts';\nexport const x = [load, resources];\n");
+    const { code, output } = lint(
+      'src/kube/fine.ts',
+      "import { load } from 'js-yaml';\nimport { resources } from './resources.ts';\nexport const x = [load, resources];\n",
+    );
     assert.equal(code, 0, output);
   });
 

@@ -20,7 +20,16 @@ describe('npm start: which cluster, and what it may change', () => {
     const plan = planStart(['--kubeconfig', '/k/config']);
     assert.equal(plan.mode, 'cluster');
     if (plan.mode !== 'cluster') return;
-    assert.deepEqual(plan.runArgs, ['--kubeconfig', '/k/config', '--controller-namespace', DEFAULT_NAMESPACE, '--namespace', DEFAULT_NAMESPACE, '--webhook-bind-address', '0']);
+    assert.deepEqual(plan.runArgs, [
+      '--kubeconfig',
+      '/k/config',
+      '--controller-namespace',
+      DEFAULT_NAMESPACE,
+      '--namespace',
+      DEFAULT_NAMESPACE,
+      '--webhook-bind-address',
+      '0',
+    ]);
   });
 
   it('--all-namespaces and --webhook widen it only as far as they say; flags after -- go to run', () => {
@@ -59,7 +68,7 @@ function argvOf(line: string): string[] {
 describe('npm start: where to look next, once the demo VM has its claim', () => {
   // Paths with a space and a quote: the lines must still paste into a shell as they are.
   const demo: LocalDemo = {
-    kubectl: "/home/a b/.cache/persistent-ips/controlplane/k/bin/kubectl",
+    kubectl: '/home/a b/.cache/persistent-ips/controlplane/k/bin/kubectl',
     kubeconfig: "/home/a b/it's/.cluster/local/kubeconfig",
     node: '/repo/node_modules/node/bin/node',
     cli: '/repo/dist/cli/main.js',
@@ -74,12 +83,26 @@ describe('npm start: where to look next, once the demo VM has its claim', () => 
   const command = (label: string) => {
     const line = lines.find((l) => l.trimStart().startsWith(`${label}:`));
     assert.ok(line, `a "${label}:" line in:\n${lines.join('\n')}`);
-    return line.slice(line.indexOf(':') + 1).replace(/\s+#.*$/, '').trim();
+    return line
+      .slice(line.indexOf(':') + 1)
+      .replace(/\s+#.*$/, '')
+      .trim();
   };
 
   it('the claims: kubectl with the local kubeconfig, runnable as printed', () => {
     assert.deepEqual(argvOf(command('the claims')), [demo.kubectl, '--kubeconfig', demo.kubeconfig, 'get', 'ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
-    assert.deepEqual(argvOf(command('one claim')), [demo.kubectl, '--kubeconfig', demo.kubeconfig, 'get', 'ipamclaim', '-n', 'vm-demo', 'vm-a.tenantblue', '-o', 'yaml']);
+    assert.deepEqual(argvOf(command('one claim')), [
+      demo.kubectl,
+      '--kubeconfig',
+      demo.kubeconfig,
+      'get',
+      'ipamclaim',
+      '-n',
+      'vm-demo',
+      'vm-a.tenantblue',
+      '-o',
+      'yaml',
+    ]);
   });
 
   it('status: the built CLI on the Node npm start runs on, with the same kubeconfig', () => {

@@ -48,7 +48,7 @@ async function againstNamedCluster(plan: Extract<StartPlan, { mode: 'cluster' }>
 
 async function local(dirFlag: string | undefined): Promise<void> {
   const dir = resolve(dirFlag ?? join(root, '.cluster', 'local'));
-  say('persistent-ips: starting a local control plane with KubeVirt\'s virt-controller and OVN-Kubernetes\' cluster manager');
+  say("persistent-ips: starting a local control plane with KubeVirt's virt-controller and OVN-Kubernetes' cluster manager");
   say('  (the first run builds them from source, with progress below: several minutes; later runs start in seconds).');
   if (process.env.KUBECONFIG) say(`  (KUBECONFIG is set and ignored: to run against that cluster, npm start -- --kubeconfig PATH)`);
   // every process of the world gets its kubeconfig as a flag; none may fall back to the environment's
@@ -71,14 +71,24 @@ async function local(dirFlag: string | undefined): Promise<void> {
 
   try {
     await world.setUp();
-    say(`ready in ${((Date.now() - t0) / 1000).toFixed(1)} s: Kubernetes ${world.cp.version}, virt-controller ${KUBEVIRT_VERSION}, OVN-Kubernetes' cluster manager, the controller`);
+    say(
+      `ready in ${((Date.now() - t0) / 1000).toFixed(1)} s: Kubernetes ${world.cp.version}, virt-controller ${KUBEVIRT_VERSION}, OVN-Kubernetes' cluster manager, the controller`,
+    );
     void world.controller.exited.then(({ code, signal }) => {
       if (stopping) return;
       say(`the controller exited (code ${code}, signal ${signal}); see ${world.controller.logFile}`);
       void stopAll(1);
     });
     const examples = join(root, 'manifests', 'examples');
-    const applied = await world.cp.kubectl(['apply', '-f', join(examples, 'namespace.yaml'), '-f', join(examples, 'nad-persistent.yaml'), '-f', join(examples, 'vm.yaml')]);
+    const applied = await world.cp.kubectl([
+      'apply',
+      '-f',
+      join(examples, 'namespace.yaml'),
+      '-f',
+      join(examples, 'nad-persistent.yaml'),
+      '-f',
+      join(examples, 'vm.yaml'),
+    ]);
     if (applied.code !== 0) throw new Error(`kubectl apply of the examples failed: ${applied.stderr}`);
     const created = Date.now();
     // The claim is the controller's; its status.ips is OVN-K's, written once the launcher pod has its address.

@@ -3,7 +3,17 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { authorLine, bundledPackages, declaredLicence, noticesPackageIds, noticesText, packageDirOf, readPackage, sbomPackageIds, unexpectedRequires } from './third-party-notices.ts';
+import {
+  authorLine,
+  bundledPackages,
+  declaredLicence,
+  noticesPackageIds,
+  noticesText,
+  packageDirOf,
+  readPackage,
+  sbomPackageIds,
+  unexpectedRequires,
+} from './third-party-notices.ts';
 
 describe('third-party notices', () => {
   it('finds the package folder of a bundled file, scoped, nested, or none for the project', () => {
@@ -75,7 +85,11 @@ describe('third-party notices', () => {
         for (const [name, text] of Object.entries(files)) writeFileSync(join(root, dir, name), text);
       };
       pkg('node_modules/zeta', { name: 'zeta', version: '1.0.0', license: 'MIT' }, { LICENSE: 'MIT licence of zeta\n', 'index.js': '' });
-      pkg('node_modules/@a/alpha', { name: '@a/alpha', version: '2.1.0', license: 'Apache-2.0' }, { 'LICENSE.md': 'Apache text', NOTICE: 'alpha notice', 'README.md': 'not a licence' });
+      pkg(
+        'node_modules/@a/alpha',
+        { name: '@a/alpha', version: '2.1.0', license: 'Apache-2.0' },
+        { 'LICENSE.md': 'Apache text', NOTICE: 'alpha notice', 'README.md': 'not a licence' },
+      );
       pkg('node_modules/bare', { name: 'bare', version: '0.1.0', license: 'ISC', author: { name: 'A. Author', email: 'a@example.org' } }, {});
       pkg('node_modules/tslibish', { name: 'tslibish', version: '1.0.0', license: '0BSD' }, { 'CopyrightNotice.txt': 'tslib copyright' });
       // The same name and version nested under two packages is one section; another version is another.
@@ -84,30 +98,53 @@ describe('third-party notices', () => {
       pkg('node_modules/dup', { name: 'dup', version: '10.0.0', license: 'MIT' }, { license: 'dup licence' });
       pkg('node_modules/free', { name: 'free', version: '3.0.0', license: 'Unlicense' }, { UNLICENSE: 'public domain' });
 
-      const packages = bundledPackages([
-        join(root, 'node_modules/zeta/index.js'),
-        join(root, 'node_modules/zeta/lib/other.js'),
-        join(root, 'node_modules/@a/alpha/dist/x.js'),
-        join(root, 'node_modules/bare/index.js'),
-        join(root, 'node_modules/free/lib/x.js'),
-        join(root, 'node_modules/tslibish/tslib.js'),
-        join(root, 'node_modules/x/node_modules/dup/index.js'),
-        join(root, 'node_modules/y/node_modules/dup/index.js'),
-        join(root, 'node_modules/dup/index.js'),
-        join(root, 'build/tsc-1/cli/main.js'),
-      ], join(root, 'build/tsc-1'));
-      assert.deepEqual(packages.map((p) => p.name).sort(), ['@a/alpha', 'bare', 'dup', 'dup', 'dup', 'free', 'tslibish', 'zeta'], 'each folder once, the project itself not at all');
-      assert.throws(() => bundledPackages([join(root, 'elsewhere/code.js')], join(root, 'build/tsc-1')), /elsewhere\/code\.js is bundled but belongs to no package/);
-      assert.deepEqual(readPackage(join(root, 'node_modules/@a/alpha')).files.map((f) => f.name), ['LICENSE.md', 'NOTICE']);
+      const packages = bundledPackages(
+        [
+          join(root, 'node_modules/zeta/index.js'),
+          join(root, 'node_modules/zeta/lib/other.js'),
+          join(root, 'node_modules/@a/alpha/dist/x.js'),
+          join(root, 'node_modules/bare/index.js'),
+          join(root, 'node_modules/free/lib/x.js'),
+          join(root, 'node_modules/tslibish/tslib.js'),
+          join(root, 'node_modules/x/node_modules/dup/index.js'),
+          join(root, 'node_modules/y/node_modules/dup/index.js'),
+          join(root, 'node_modules/dup/index.js'),
+          join(root, 'build/tsc-1/cli/main.js'),
+        ],
+        join(root, 'build/tsc-1'),
+      );
+      assert.deepEqual(
+        packages.map((p) => p.name).sort(),
+        ['@a/alpha', 'bare', 'dup', 'dup', 'dup', 'free', 'tslibish', 'zeta'],
+        'each folder once, the project itself not at all',
+      );
+      assert.throws(
+        () => bundledPackages([join(root, 'elsewhere/code.js')], join(root, 'build/tsc-1')),
+        /elsewhere\/code\.js is bundled but belongs to no package/,
+      );
+      assert.deepEqual(
+        readPackage(join(root, 'node_modules/@a/alpha')).files.map((f) => f.name),
+        ['LICENSE.md', 'NOTICE'],
+      );
 
       const text = noticesText(packages);
       const order = ['@a/alpha@2.1.0 (Apache-2.0)', 'bare@0.1.0 (ISC)', 'zeta@1.0.0 (MIT)'].map((h) => text.indexOf(h));
-      assert.ok(order.every((at) => at > 0), 'every package has its heading');
-      assert.deepEqual([...order].sort((x, y) => x - y), order, 'sorted by name');
+      assert.ok(
+        order.every((at) => at > 0),
+        'every package has its heading',
+      );
+      assert.deepEqual(
+        [...order].sort((x, y) => x - y),
+        order,
+        'sorted by name',
+      );
       assert.match(text, /--- LICENSE\n\nMIT licence of zeta\n/);
       assert.match(text, /--- NOTICE\n\nalpha notice\n/);
       assert.match(text, /free@3\.0\.0 \(Unlicense\)\n\n--- UNLICENSE\n\npublic domain\n/);
-      assert.match(text, /bare@0\.1\.0 \(ISC\)\n\nThe package ships no licence file; its package\.json declares ISC; its author, per package\.json: A\. Author <a@example\.org>\./);
+      assert.match(
+        text,
+        /bare@0\.1\.0 \(ISC\)\n\nThe package ships no licence file; its package\.json declares ISC; its author, per package\.json: A\. Author <a@example\.org>\./,
+      );
       assert.match(text, /tslibish@1\.0\.0 \(0BSD\)\n\n--- CopyrightNotice\.txt\n\ntslib copyright\n/);
       assert.equal(text.match(/^dup@7\.2\.0 /gm)?.length, 1, 'identical nested copies: one section');
       assert.ok(text.indexOf('dup@10.0.0 ') < text.indexOf('dup@7.2.0 '), 'versions in code-point order, whatever the locale');

@@ -44,7 +44,8 @@ export function packageDirOf(file: string): string | undefined {
 
 export function declaredLicence(pkg: { license?: unknown; licenses?: unknown }): string {
   if (typeof pkg.license === 'string') return pkg.license;
-  if (pkg.license && typeof pkg.license === 'object' && typeof (pkg.license as { type?: unknown }).type === 'string') return (pkg.license as { type: string }).type;
+  if (pkg.license && typeof pkg.license === 'object' && typeof (pkg.license as { type?: unknown }).type === 'string')
+    return (pkg.license as { type: string }).type;
   if (Array.isArray(pkg.licenses)) {
     const types = pkg.licenses.map((l: { type?: unknown }) => (typeof l?.type === 'string' ? l.type : undefined)).filter((t) => t !== undefined);
     if (types.length > 0) return types.join(' OR ');
@@ -63,8 +64,15 @@ export function authorLine(author: unknown): string | undefined {
 
 /** Reads one package folder: its package.json and its licence files. */
 export function readPackage(dir: string): BundledPackage {
-  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown; license?: unknown; licenses?: unknown; author?: unknown };
-  if (typeof manifest.name !== 'string' || typeof manifest.version !== 'string') throw new Error(`third-party notices: ${join(dir, 'package.json')} has no name or version`);
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+    name?: unknown;
+    version?: unknown;
+    license?: unknown;
+    licenses?: unknown;
+    author?: unknown;
+  };
+  if (typeof manifest.name !== 'string' || typeof manifest.version !== 'string')
+    throw new Error(`third-party notices: ${join(dir, 'package.json')} has no name or version`);
   const files = readdirSync(dir, { withFileTypes: true })
     .filter((e) => e.isFile() && LICENCE_FILE.test(e.name))
     .map((e) => e.name)
@@ -123,7 +131,14 @@ export function sbomPackageIds(bom: { components?: CdxComponent[] }, type = 'npm
   const visit = (list: CdxComponent[] | undefined): void => {
     for (const c of list ?? []) {
       if (c.scope !== 'excluded' && c.purl?.startsWith(prefix)) {
-        ids.add(c.purl.slice(prefix.length).replace(/[?#].*$/, '').split('/').map(decodeURIComponent).join('/'));
+        ids.add(
+          c.purl
+            .slice(prefix.length)
+            .replace(/[?#].*$/, '')
+            .split('/')
+            .map(decodeURIComponent)
+            .join('/'),
+        );
       }
       visit(c.components);
     }

@@ -24,7 +24,16 @@ export interface IeResult {
   exited: boolean;
 }
 
-export async function ieColdStart(opts: { binary: string; kube: KubeHttp; kubeconfig: string; dir: string; namespace: string; vms: number; probePort: number; log: (l: string) => void }): Promise<IeResult> {
+export async function ieColdStart(opts: {
+  binary: string;
+  kube: KubeHttp;
+  kubeconfig: string;
+  dir: string;
+  namespace: string;
+  vms: number;
+  probePort: number;
+  log: (l: string) => void;
+}): Promise<IeResult> {
   const certDir = join(opts.dir, `ie-certs-${opts.vms}`);
   mkdirSync(certDir, { recursive: true });
   const now = Date.now();
@@ -36,7 +45,12 @@ export async function ieColdStart(opts: { binary: string; kube: KubeHttp; kubeco
   const watch = new ClaimWatch(opts.kube, opts.namespace);
   await watch.start();
   const spawnAt = performance.now();
-  const p = spawnTracked(`ipam-extensions-${opts.vms}`, opts.binary, [`--kubeconfig=${opts.kubeconfig}`, `--certificates-dir=${certDir}`, `--health-probe-bind-address=127.0.0.1:${opts.probePort}`], join(opts.dir, `ipam-extensions-${opts.vms}.log`));
+  const p = spawnTracked(
+    `ipam-extensions-${opts.vms}`,
+    opts.binary,
+    [`--kubeconfig=${opts.kubeconfig}`, `--certificates-dir=${certDir}`, `--health-probe-bind-address=127.0.0.1:${opts.probePort}`],
+    join(opts.dir, `ipam-extensions-${opts.vms}.log`),
+  );
   const rss: { t: number; kb: number }[] = [];
   let hwmKb = 0;
   const sampler = setInterval(() => {
@@ -53,7 +67,10 @@ export async function ieColdStart(opts: { binary: string; kube: KubeHttp; kubeco
     opts.log(`ipam-extensions ${opts.vms}: all ${claims} claims after ${round(spawnToAllClaimsS, 1)} s; settling 30 s`);
     await sleep(30_000);
     const since = performance.now() - 15_000;
-    const tail = rss.filter((s) => s.t >= since).map((s) => s.kb / 1024).sort((a, b) => a - b);
+    const tail = rss
+      .filter((s) => s.t >= since)
+      .map((s) => s.kb / 1024)
+      .sort((a, b) => a - b);
     return {
       vms: opts.vms,
       claims,

@@ -89,7 +89,18 @@ export class ControllerProcess {
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
-  private constructor(name: string, p: ManagedProcess, args: string[], nodeArgs: string[], nodeOptions: string, logFile: string, spawnAt: number, metricsPort: number, probePort: number, webhookPort: number) {
+  private constructor(
+    name: string,
+    p: ManagedProcess,
+    args: string[],
+    nodeArgs: string[],
+    nodeOptions: string,
+    logFile: string,
+    spawnAt: number,
+    metricsPort: number,
+    probePort: number,
+    webhookPort: number,
+  ) {
     this.name = name;
     this.#p = p;
     this.args = args;
@@ -107,7 +118,10 @@ export class ControllerProcess {
    * just before; when another process takes one in between (EADDRINUSE in the log), it retries with new ports and a
    * new spawn time, up to 3 times.
    */
-  static async start(name: string, opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string; env?: Record<string, string> }): Promise<ControllerProcess> {
+  static async start(
+    name: string,
+    opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string; env?: Record<string, string> },
+  ): Promise<ControllerProcess> {
     const shipped = shippedController();
     const certDir = join(opts.dir, `webhook-certs-${name}`);
     mkdirSync(certDir, { recursive: true });
@@ -143,10 +157,31 @@ export class ControllerProcess {
       // each new process is what a restarted container of one pod would be.
       // An experiment's own environment (bench/paired.ts arms) goes last, over the Deployment's.
       const extra = opts.env ?? {};
-      const env = { ...process.env, ...shipped.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME, ...extra };
+      const env = {
+        ...process.env,
+        ...shipped.env,
+        NODE_OPTIONS: shipped.nodeOptions,
+        POD_NAMESPACE: CONTROLLER_NAMESPACE,
+        POD_NAME: CONTROLLER_POD_NAME,
+        ...extra,
+      };
       const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
-      const c = new ControllerProcess(name, p, args, nodeArgs, extra.NODE_OPTIONS ?? shipped.nodeOptions, logFile, spawnAt, metricsPort, probePort, webhookPort);
-      c.extraEnv = Object.entries(extra).filter(([k]) => k !== 'NODE_OPTIONS').map(([k, v]) => `${k}=${v}`).join(' ');
+      const c = new ControllerProcess(
+        name,
+        p,
+        args,
+        nodeArgs,
+        extra.NODE_OPTIONS ?? shipped.nodeOptions,
+        logFile,
+        spawnAt,
+        metricsPort,
+        probePort,
+        webhookPort,
+      );
+      c.extraEnv = Object.entries(extra)
+        .filter(([k]) => k !== 'NODE_OPTIONS')
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ');
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
       c.#startSampling();
       if ((await c.#upOrExited(60_000)) === 'up') return c;
@@ -275,7 +310,10 @@ export class ControllerProcess {
       const sample: MemorySample = { t: round((performance.now() - this.spawnAt) / 1000), rssKb: mem.rssKb, hwmKb: mem.hwmKb };
       try {
         const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(900) });
-        const m = parseMetrics(await res.text(), (n) => n.startsWith('process_resident') || n.startsWith('nodejs_heap_size') || n === 'nodejs_eventloop_lag_max_seconds');
+        const m = parseMetrics(
+          await res.text(),
+          (n) => n.startsWith('process_resident') || n.startsWith('nodejs_heap_size') || n === 'nodejs_eventloop_lag_max_seconds',
+        );
         sample.residentBytes = sum(m, 'process_resident_memory_bytes');
         sample.heapUsedBytes = sum(m, 'nodejs_heap_size_used_bytes');
         sample.heapTotalBytes = sum(m, 'nodejs_heap_size_total_bytes');

@@ -42,7 +42,11 @@ export function sectionMarkdown(s: Section, level = 2): string {
 }
 
 /** Writes `<id>.json/.md/.svg` for each section, `results.json` and `summary.md`. Returns the paths written. */
-export function writeReport(outDir: string, meta: { rows: Row[]; json: Record<string, unknown>; title: string; intro: string[] }, sections: Section[]): string[] {
+export function writeReport(
+  outDir: string,
+  meta: { rows: Row[]; json: Record<string, unknown>; title: string; intro: string[] },
+  sections: Section[],
+): string[] {
   mkdirSync(outDir, { recursive: true });
   const written: string[] = [];
   const put = (name: string, text: string): void => {

@@ -57,7 +57,13 @@ export interface SetupResult {
 }
 
 /** `n` VMs, each with its VMI, in a fresh namespace with the two persistent NADs. */
-export async function createVms(ctx: BenchContext, namespace: string, prefix: string, n: number, withVmis = true): Promise<{ result: SetupResult; owners: { name: string; uid: string }[] }> {
+export async function createVms(
+  ctx: BenchContext,
+  namespace: string,
+  prefix: string,
+  n: number,
+  withVmis = true,
+): Promise<{ result: SetupResult; owners: { name: string; uid: string }[] }> {
   await createNamespace(ctx.kube, namespace);
   const t0 = performance.now();
   const owners: { name: string; uid: string }[] = new Array(n);
@@ -92,14 +98,18 @@ export async function warmUp(ctx: BenchContext, count: number): Promise<number> 
   const t0 = performance.now();
   const ns = 'bench-warmup';
   await createNamespace(ctx.kube, ns, false);
-  await runPool(Array.from({ length: count }, (_, i) => i), ctx.concurrencyForWarmUp ?? 4, async (i) => {
-    await ctx.kube.json('POST', paths.claims(ns), [201], {
-      apiVersion: 'k8s.cni.cncf.io/v1alpha1',
-      kind: 'IPAMClaim',
-      metadata: { name: `warmup-${i}.net-a`, namespace: ns },
-      spec: { network: 'warmup', interface: 'pod0' },
-    });
-  });
+  await runPool(
+    Array.from({ length: count }, (_, i) => i),
+    ctx.concurrencyForWarmUp ?? 4,
+    async (i) => {
+      await ctx.kube.json('POST', paths.claims(ns), [201], {
+        apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+        kind: 'IPAMClaim',
+        metadata: { name: `warmup-${i}.net-a`, namespace: ns },
+        spec: { network: 'warmup', interface: 'pod0' },
+      });
+    },
+  );
   await ctx.kube.json('DELETE', `${paths.namespaces}/${ns}`, [200, 202]);
   for (let i = 0; i < 600; i++) {
     const res = await ctx.kube.request('GET', `${paths.namespaces}/${ns}`);
@@ -149,7 +159,13 @@ export interface ColdStartResult extends ConvergenceResult {
  * Starts the controller with the VMs already there and times it until the watch has seen all 2N claims. Returns
  * the controller still running.
  */
-export async function coldStart(ctx: BenchContext, namespace: string, vms: number, name: string, nodeArgs: string[] = []): Promise<{ result: ColdStartResult; controller: ControllerProcess }> {
+export async function coldStart(
+  ctx: BenchContext,
+  namespace: string,
+  vms: number,
+  name: string,
+  nodeArgs: string[] = [],
+): Promise<{ result: ColdStartResult; controller: ControllerProcess }> {
   const expected = vms * NETWORKS.length;
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
@@ -168,7 +184,10 @@ export async function coldStart(ctx: BenchContext, namespace: string, vms: numbe
   cpu.add('controller', controller.pid);
   try {
     const ready = controller.waitReady(30 * 60_000);
-    const progress = setInterval(() => ctx.log(`  ${watch.added.size}/${expected} claims after ${((performance.now() - controller.spawnAt) / 1000).toFixed(0)} s`), 10_000);
+    const progress = setInterval(
+      () => ctx.log(`  ${watch.added.size}/${expected} claims after ${((performance.now() - controller.spawnAt) / 1000).toFixed(0)} s`),
+      10_000,
+    );
     const death = controller.deathWatch();
     let lastAt: number;
     try {
@@ -322,9 +341,13 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
   const before = await controller.queueState();
   const window = await requestWindow(ctx.kube);
   const t0 = performance.now();
-  await runPool(Array.from({ length: vms }, (_, i) => vmName('cold', i)), ctx.setupConcurrency, async (name) => {
-    await ctx.kube.json('PATCH', paths.vmiStatus(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
-  });
+  await runPool(
+    Array.from({ length: vms }, (_, i) => vmName('cold', i)),
+    ctx.setupConcurrency,
+    async (name) => {
+      await ctx.kube.json('PATCH', paths.vmiStatus(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
+    },
+  );
   const patchSeconds = (performance.now() - t0) / 1000;
   const idle = await controller.waitIdle({ quietMs: 2500 });
   const writes = await window.end();
@@ -341,7 +364,10 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
 }
 
 /** (c), first half: stops a controller (SIGTERM, graceful drain); the writes it makes on the way out. */
-export async function stopController(ctx: BenchContext, controller: ControllerProcess): Promise<{ writes: WriteSummary; seconds: number; memory: MemorySummary }> {
+export async function stopController(
+  ctx: BenchContext,
+  controller: ControllerProcess,
+): Promise<{ writes: WriteSummary; seconds: number; memory: MemorySummary }> {
   const window = await requestWindow(ctx.kube);
   const t0 = performance.now();
   await controller.stop();
@@ -354,10 +380,21 @@ export async function stopController(ctx: BenchContext, controller: ControllerPr
  * (c), second half: a new controller process on a cluster whose claims all exist; counted until it has reconciled
  * every key once. `stopped` is the first half, added to the figures.
  */
-export async function restart(ctx: BenchContext, keys: number, name: string, stopped: { writes: WriteSummary; seconds: number }): Promise<{ result: SteadyStepResult; controller: ControllerProcess }> {
+export async function restart(
+  ctx: BenchContext,
+  keys: number,
+  name: string,
+  stopped: { writes: WriteSummary; seconds: number },
+): Promise<{ result: SteadyStepResult; controller: ControllerProcess }> {
   const window = await requestWindow(ctx.kube);
   const t0 = performance.now();
-  const controller = await ControllerProcess.start(name, { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs, ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}) });
+  const controller = await ControllerProcess.start(name, {
+    kubeconfig: ctx.cp.kubeconfigPath,
+    dir: ctx.dir,
+    settings: ctx.settings,
+    nodeArgs: ctx.nodeArgs,
+    ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
+  });
   const readyAt = await controller.waitReady();
   const idle = await controller.waitIdle({ minReconciles: keys, quietMs: 2000 });
   const writes = await window.end();
@@ -494,8 +531,7 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
   const runtime = await controller.runtimeStats(metricsBefore, uptimeBefore);
   const writes = await window.end();
   watch.stop();
-  const hq = (name: string, q: number): number =>
-    round(histogramQuantile(q, bucketDelta(buckets(metricsAfter, name), buckets(metricsBefore, name))) * 1000, 1);
+  const hq = (name: string, q: number): number => round(histogramQuantile(q, bucketDelta(buckets(metricsAfter, name), buckets(metricsBefore, name))) * 1000, 1);
 
   const perClaimMs: number[] = [];
   const perVmMs: number[] = [];

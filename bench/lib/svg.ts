@@ -45,7 +45,16 @@ function header(f: Frame, title: string): string[] {
   ];
 }
 
-export function lineChart(o: { title: string; xLabel: string; yLabel: string; series: Series[]; width?: number; height?: number; yMax?: number; hLines?: { y: number; label: string }[] }): string {
+export function lineChart(o: {
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  series: Series[];
+  width?: number;
+  height?: number;
+  yMax?: number;
+  hLines?: { y: number; label: string }[];
+}): string {
   const width = o.width ?? 720;
   const perRow = Math.max(1, Math.floor((width - 70) / 230));
   const legendRows = Math.ceil(o.series.length / perRow);
@@ -129,13 +138,16 @@ export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?
       if (lastLine !== undefined && (lastLine + ' ' + w).length <= Math.max(10, Math.floor(slot / 7))) lines[lines.length - 1] = `${lastLine} ${w}`;
       else lines.push(w);
     }
-    for (const [j, l] of lines.slice(0, 3).entries()) out.push(`<text x="${cx.toFixed(1)}" y="${f.top + ph + 16 + j * 14}" text-anchor="middle">${esc(l)}</text>`);
+    for (const [j, l] of lines.slice(0, 3).entries())
+      out.push(`<text x="${cx.toFixed(1)}" y="${f.top + ph + 16 + j * 14}" text-anchor="middle">${esc(l)}</text>`);
   });
   out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${f.top + ph}" y2="${f.top + ph}" stroke="#333"/>`);
   out.push(`<line x1="${f.left}" x2="${f.left}" y1="${f.top}" y2="${f.top + ph}" stroke="#333"/>`);
   out.push(`<text transform="translate(16 ${f.top + ph / 2}) rotate(-90)" text-anchor="middle">${esc(o.yLabel)}</text>`);
   if (o.target) {
-    out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(o.target.y).toFixed(1)}" y2="${Y(o.target.y).toFixed(1)}" stroke="#d62728" stroke-dasharray="6 4"/>`);
+    out.push(
+      `<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(o.target.y).toFixed(1)}" y2="${Y(o.target.y).toFixed(1)}" stroke="#d62728" stroke-dasharray="6 4"/>`,
+    );
     out.push(`<text x="${f.left + 4}" y="${(Y(o.target.y) - 5).toFixed(1)}" text-anchor="start" fill="#d62728">${esc(o.target.label)}</text>`);
   }
   out.push('</svg>');

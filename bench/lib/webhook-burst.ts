@@ -38,7 +38,13 @@ function delta(after: Record<string, number>, before: Record<string, number>): R
   return out;
 }
 
-export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number, loadavg: () => number): Promise<WebhookBurstResult> {
+export async function webhookBurst(
+  kube: KubeHttp,
+  controller: ControllerProcess,
+  namespace: string,
+  pods: number,
+  loadavg: () => number,
+): Promise<WebhookBurstResult> {
   const list = await kube.json<{ items: Vmi[] }>('GET', `${paths.vmis(namespace)}?limit=${pods}`, [200]);
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);
@@ -71,16 +77,26 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
         (body) =>
           new Promise<void>((resolve, reject) => {
             const start = performance.now();
-            const r = request({ hostname: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
-              const chunks: Buffer[] = [];
-              res.on('data', (c: Buffer) => chunks.push(c));
-              res.on('end', () => {
-                clientMs.push(performance.now() - start);
-                if (res.statusCode !== 200) reject(new Error(`webhook answered ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 200)}`));
-                else resolve();
-              });
-              res.on('error', reject);
-            });
+            const r = request(
+              {
+                hostname: url.hostname,
+                port: url.port,
+                path: url.pathname,
+                method: 'POST',
+                agent,
+                headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
+              },
+              (res) => {
+                const chunks: Buffer[] = [];
+                res.on('data', (c: Buffer) => chunks.push(c));
+                res.on('end', () => {
+                  clientMs.push(performance.now() - start);
+                  if (res.statusCode !== 200) reject(new Error(`webhook answered ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 200)}`));
+                  else resolve();
+                });
+                res.on('error', reject);
+              },
+            );
             r.on('error', reject);
             r.end(body);
           }),
@@ -95,16 +111,21 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
   const lookups = (name: string) => delta(counterBy(after, name, 'source'), counterBy(before, name, 'source'));
   const vmiLookups = lookups('persistent_ips_webhook_vmi_lookups_total');
   const claimLookups = lookups('persistent_ips_webhook_claim_lookups_total');
-  const apiSources = (d: Record<string, number>) => Object.entries(d).filter(([k]) => k.startsWith('api')).reduce((a, [, v]) => a + v, 0);
+  const apiSources = (d: Record<string, number>) =>
+    Object.entries(d)
+      .filter(([k]) => k.startsWith('api'))
+      .reduce((a, [, v]) => a + v, 0);
   clientMs.sort((a, b) => a - b);
   return {
     pods,
     serverMs: { p50: round(1000 * histogramQuantile(0.5, hist), 2), p99: round(1000 * histogramQuantile(0.99, hist), 2) },
     clientMs: { p50: round(percentile(clientMs, 50), 2), p99: round(percentile(clientMs, 99), 2), max: round(clientMs[clientMs.length - 1] ?? NaN, 2) },
-    outcomes: delta(counterBy(after, 'persistent_ips_webhook_admissions_total', 'result'), counterBy(before, 'persistent_ips_webhook_admissions_total', 'result')),
+    outcomes: delta(
+      counterBy(after, 'persistent_ips_webhook_admissions_total', 'result'),
+      counterBy(before, 'persistent_ips_webhook_admissions_total', 'result'),
+    ),
     apiReads: { vmi: apiSources(vmiLookups), claim: apiSources(claimLookups) },
     seconds: round(seconds, 2),
     loadavgBefore: round(loadavgBefore, 2),
   };
 }
-

@@ -91,7 +91,9 @@ class World {
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name, namespace: ns, annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: subnets, ...(exclude ? { [EXCLUDE]: exclude } : {}) } },
-      spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }) },
+      spec: {
+        config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
+      },
     });
   }
 
@@ -132,10 +134,15 @@ class World {
   }
 
   async describe(ns: string): Promise<string> {
-    const get = await this.cluster.kubectl(['get', 'vm,vmi,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false }).catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
+    const get = await this.cluster
+      .kubectl(['get', 'vm,vmi,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false })
+      .catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
     const claims = await this.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'yaml'], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
     const events = await this.cluster.kubectl(['get', 'events', '-n', ns], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
-    const lines = this.controller.logs.filter((l) => JSON.stringify(l).includes(ns)).slice(-30).map((l) => JSON.stringify(l));
+    const lines = this.controller.logs
+      .filter((l) => JSON.stringify(l).includes(ns))
+      .slice(-30)
+      .map((l) => JSON.stringify(l));
     return [get.stdout, get.stderr, claims.stdout, events.stdout, `controller log (${this.controller.logFile}):`, ...lines].join('\n');
   }
 }
@@ -205,7 +212,10 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
     const json = await runCli(['status', '--kubeconfig', world.cluster.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
     const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
-    assert.deepEqual(doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]), [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']]);
+    assert.deepEqual(
+      doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]),
+      [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']],
+    );
   });
 
   e2eCase('a VM running before its NAD opts in: the claim takes the address its pod has (network-status), not a new one', async (_t, used) => {
@@ -217,7 +227,16 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name: 'br-static', namespace: ns },
-      spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: 'e2e-running', type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }) },
+      spec: {
+        config: JSON.stringify({
+          cniVersion: '0.4.0',
+          name: 'e2e-running',
+          type: 'bridge',
+          bridge: 'br-e2e',
+          capabilities: { ips: true },
+          ipam: { type: 'static' },
+        }),
+      },
     });
     await world.createVM(ns, 'vm1', 'br-static');
     const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
@@ -225,10 +244,22 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
       { name: `${ns}/br-static`, interface: podInterface('data'), ips: ['10.69.0.77'], mac: '02:00:00:00:00:01' },
     ];
-    await world.cluster.http.expect('PATCH', `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`, [200], { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } }, 'application/merge-patch+json');
+    await world.cluster.http.expect(
+      'PATCH',
+      `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`,
+      [200],
+      { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } },
+      'application/merge-patch+json',
+    );
     assert.equal(await world.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
     // Now the NAD opts in: persistence and the allocator, a pool whose lowest free address is not the pod's.
-    await world.cluster.http.expect('PATCH', `${nads}/br-static`, [200], { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } }, 'application/merge-patch+json');
+    await world.cluster.http.expect(
+      'PATCH',
+      `${nads}/br-static`,
+      [200],
+      { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } },
+      'application/merge-patch+json',
+    );
     const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
     assert.deepEqual(claim.status?.ips, ['10.69.0.77/24'], 'the address the running VM has, with the pool prefix');
     assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
@@ -310,7 +341,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     const granted = await world.waitForCondition(ns, 'vm-b.data', 'True');
     assert.deepEqual(granted.status?.ips, ['10.64.0.50/24'], 'once vm-a is gone, vm-b gets the address it asked for');
     const podB = (await world.kv.waitForVMIRunning(ns, 'vm-b', { timeoutMs: EVENTUALLY_MS })).pod;
-    assert.deepEqual(startedWith(podB), ['10.64.0.50/24'], 'and its launcher pod is admitted on KubeVirt\'s retry');
+    assert.deepEqual(startedWith(podB), ['10.64.0.50/24'], "and its launcher pod is admitted on KubeVirt's retry");
   });
 
   e2eCase('an invalid pool is reported on the NAD; nothing is allocated, nothing crashes', async (_t, used) => {
@@ -329,63 +360,88 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
   });
 
-  e2eCase('an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod', async (t, used) => {
-    const ns = await world.namespace('ovn');
-    used.push(ns);
-    const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
-    const config = (subnets: string) =>
-      JSON.stringify({ cniVersion: '0.4.0', name: 'e2e-ovn', type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets, allowPersistentIPs: true, netAttachDefName: `${ns}/ovn-l2` });
-    const created = await world.cluster.http.expect('POST', nads, [201], {
-      apiVersion: 'k8s.cni.cncf.io/v1',
-      kind: 'NetworkAttachmentDefinition',
-      metadata: { name: 'ovn-l2', namespace: ns, annotations: { [ALLOCATOR]: 'true' } },
-      spec: { config: config('10.68.0.0/24') },
-    });
-    const nadUid = created.json<{ metadata: { uid: string } }>().metadata.uid;
-    await world.createVM(ns, 'vm1', 'ovn-l2');
-    const refusedEvents = () => world.events(ns, 'AllocatorRefused', 'ovn-l2');
-    const [first] = await waitFor('an AllocatorRefused Event on the NAD', async () => {
-      const found = await refusedEvents();
-      return found.length > 0 ? found : undefined;
-    }, { timeoutMs: EVENTUALLY_MS });
-    assert.equal(first!.involvedObject.kind, 'NetworkAttachmentDefinition');
-    assert.equal(first!.involvedObject.uid, nadUid);
-    assert.match(first!.message, new RegExp(`^NetworkAttachmentDefinition ${ns}/ovn-l2 \\(generation 1\\) has CNI type "ovn-k8s-cni-overlay"`));
-    assert.match(first!.message, /Remove the annotation/);
-    t.diagnostic(`AllocatorRefused: ${first!.message}`);
+  e2eCase(
+    'an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod',
+    async (t, used) => {
+      const ns = await world.namespace('ovn');
+      used.push(ns);
+      const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
+      const config = (subnets: string) =>
+        JSON.stringify({
+          cniVersion: '0.4.0',
+          name: 'e2e-ovn',
+          type: 'ovn-k8s-cni-overlay',
+          topology: 'layer2',
+          subnets,
+          allowPersistentIPs: true,
+          netAttachDefName: `${ns}/ovn-l2`,
+        });
+      const created = await world.cluster.http.expect('POST', nads, [201], {
+        apiVersion: 'k8s.cni.cncf.io/v1',
+        kind: 'NetworkAttachmentDefinition',
+        metadata: { name: 'ovn-l2', namespace: ns, annotations: { [ALLOCATOR]: 'true' } },
+        spec: { config: config('10.68.0.0/24') },
+      });
+      const nadUid = created.json<{ metadata: { uid: string } }>().metadata.uid;
+      await world.createVM(ns, 'vm1', 'ovn-l2');
+      const refusedEvents = () => world.events(ns, 'AllocatorRefused', 'ovn-l2');
+      const [first] = await waitFor(
+        'an AllocatorRefused Event on the NAD',
+        async () => {
+          const found = await refusedEvents();
+          return found.length > 0 ? found : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      assert.equal(first!.involvedObject.kind, 'NetworkAttachmentDefinition');
+      assert.equal(first!.involvedObject.uid, nadUid);
+      assert.match(first!.message, new RegExp(`^NetworkAttachmentDefinition ${ns}/ovn-l2 \\(generation 1\\) has CNI type "ovn-k8s-cni-overlay"`));
+      assert.match(first!.message, /Remove the annotation/);
+      t.diagnostic(`AllocatorRefused: ${first!.message}`);
 
-    // The webhook's allocator path does not apply: the pod names its claim, and no addresses of ours.
-    const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    const element = dataElement(pod);
-    assert.equal(element['ipam-claim-reference'], 'vm1.data');
-    assert.equal(element['ips'], undefined, 'no ips on an OVN-Kubernetes element');
-    assert.deepEqual(startedWith(pod), [], 'nor did the pod start with any');
-    const claim = await waitFor('claim vm1.data', async () => world.claim(ns, 'vm1.data'));
-    assert.equal(claim.status, undefined, 'the allocator wrote no status');
+      // The webhook's allocator path does not apply: the pod names its claim, and no addresses of ours.
+      const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      const element = dataElement(pod);
+      assert.equal(element['ipam-claim-reference'], 'vm1.data');
+      assert.equal(element['ips'], undefined, 'no ips on an OVN-Kubernetes element');
+      assert.deepEqual(startedWith(pod), [], 'nor did the pod start with any');
+      const claim = await waitFor('claim vm1.data', async () => world.claim(ns, 'vm1.data'));
+      assert.equal(claim.status, undefined, 'the allocator wrote no status');
 
-    // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
-    // must leave it alone and say nothing new.
-    const recorded = await world.cluster.http.expect('PATCH', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/vm1.data/status`, [200], { status: { ips: ['10.68.0.5/24'] } }, 'application/merge-patch+json');
-    const rv = recorded.json<Claim>().metadata.resourceVersion;
-    const from = world.controller.logs.length;
-    await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
-    await new Promise((r) => setTimeout(r, QUIET_MS));
-    const after = await world.claim(ns, 'vm1.data');
-    assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
-    assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
-    assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
+      // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
+      // must leave it alone and say nothing new.
+      const recorded = await world.cluster.http.expect(
+        'PATCH',
+        `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/vm1.data/status`,
+        [200],
+        { status: { ips: ['10.68.0.5/24'] } },
+        'application/merge-patch+json',
+      );
+      const rv = recorded.json<Claim>().metadata.resourceVersion;
+      const from = world.controller.logs.length;
+      await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
+      await new Promise((r) => setTimeout(r, QUIET_MS));
+      const after = await world.claim(ns, 'vm1.data');
+      assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
+      assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
+      assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
 
-    // An edit of the NAD's spec is a new generation: told once more, once.
-    await world.cluster.http.expect('PATCH', `${nads}/ovn-l2`, [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
-    const both = await waitFor('a second AllocatorRefused Event, for generation 2', async () => {
-      const found = await refusedEvents();
-      return found.length >= 2 ? found : undefined;
-    }, { timeoutMs: EVENTUALLY_MS });
-    await new Promise((r) => setTimeout(r, QUIET_MS));
-    const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
-    assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
-    assert.equal((await world.claim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
-  });
+      // An edit of the NAD's spec is a new generation: told once more, once.
+      await world.cluster.http.expect('PATCH', `${nads}/ovn-l2`, [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
+      const both = await waitFor(
+        'a second AllocatorRefused Event, for generation 2',
+        async () => {
+          const found = await refusedEvents();
+          return found.length >= 2 ? found : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      await new Promise((r) => setTimeout(r, QUIET_MS));
+      const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
+      assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
+      assert.equal((await world.claim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
+    },
+  );
 
   e2eCase(
     'SIGKILL of the controller during a burst of 200 VM creations: after the restart, 200 distinct addresses',
@@ -404,10 +460,14 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const burst = (async () => {
         for (let i = 0; i < N; i += 10) await Promise.all(Array.from({ length: Math.min(10, N - i) }, (_, k) => create(i + k)));
       })();
-      const atKill = await waitFor('a third of the burst allocated', async () => {
-        const n = await allocated();
-        return n >= N / 3 ? n : undefined;
-      }, { timeoutMs: 120_000, intervalMs: 20 });
+      const atKill = await waitFor(
+        'a third of the burst allocated',
+        async () => {
+          const n = await allocated();
+          return n >= N / 3 ? n : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 20 },
+      );
       await world.controller.kill();
       const killedAt = { created, allocated: await allocated() };
       t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
@@ -423,7 +483,10 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
         { timeoutMs: 120_000, intervalMs: 250 },
       );
       const ips = claims.map((c) => c.status!.ips!);
-      assert.ok(ips.every((l) => l.length === 1), 'one IPv4 address per claim');
+      assert.ok(
+        ips.every((l) => l.length === 1),
+        'one IPv4 address per claim',
+      );
       const addresses = ips.map((l) => l[0]!);
       assert.equal(new Set(addresses).size, N, 'all distinct');
       const expected = Array.from({ length: N }, (_, i) => `10.66.0.${i + 1}/24`).sort();
@@ -461,7 +524,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const allocated = async () => (await world.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
       const burst = (async () => {
         for (let i = 0; i < N; i += 10) {
-          await Promise.all(Array.from({ length: Math.min(10, N - i) }, (_, k) => world.createVM(ns, `vm-${String(i + k).padStart(2, '0')}`, 'br-leader', { running: false })));
+          await Promise.all(
+            Array.from({ length: Math.min(10, N - i) }, (_, k) => world.createVM(ns, `vm-${String(i + k).padStart(2, '0')}`, 'br-leader', { running: false })),
+          );
         }
       })();
       await waitFor('a third of the burst allocated', async () => ((await allocated()) >= N / 3 ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });

@@ -25,21 +25,34 @@ async function flagsOf(command: string): Promise<string[]> {
 }
 
 /** Flags named in the first column of the section's tables. */
-const documented = (text: string): Set<string> => new Set([...text.matchAll(/^\| ([^|]+)\|/gm)].flatMap((m) => [...m[1]!.matchAll(/`(--[a-z-]+)`/g)].map((f) => f[1]!)));
+const documented = (text: string): Set<string> =>
+  new Set([...text.matchAll(/^\| ([^|]+)\|/gm)].flatMap((m) => [...m[1]!.matchAll(/`(--[a-z-]+)`/g)].map((f) => f[1]!)));
 
 describe('docs/flags.md', () => {
-  for (const [command, heading] of [['run', '`persistent-ips run`'], ['status', '`persistent-ips status [VM]`']] as const) {
+  for (const [command, heading] of [
+    ['run', '`persistent-ips run`'],
+    ['status', '`persistent-ips status [VM]`'],
+  ] as const) {
     it(`names every flag of ${command}`, async () => {
       const flags = await flagsOf(command);
       assert.ok(flags.length >= (command === 'run' ? 25 : 5), flags.join(' '));
       const listed = documented(section(heading));
-      assert.deepEqual(flags.filter((f) => !listed.has(f)), []);
-      assert.deepEqual([...listed].filter((f) => !flags.includes(f)), [], 'and no flag that does not exist');
+      assert.deepEqual(
+        flags.filter((f) => !listed.has(f)),
+        [],
+      );
+      assert.deepEqual(
+        [...listed].filter((f) => !flags.includes(f)),
+        [],
+        'and no flag that does not exist',
+      );
     });
   }
 
   it('names, in the manifest column, every argument the Deployment passes', () => {
-    const deployment = loadYaml<{ spec: { template: { spec: { containers: { args: string[] }[] } } } }>(readFileSync(join(REPO_ROOT, 'manifests', 'controller', 'deployment.yaml'), 'utf8'));
+    const deployment = loadYaml<{ spec: { template: { spec: { containers: { args: string[] }[] } } } }>(
+      readFileSync(join(REPO_ROOT, 'manifests', 'controller', 'deployment.yaml'), 'utf8'),
+    );
     const args = deployment.spec.template.spec.containers[0]!.args.filter((a) => a.startsWith('--'));
     assert.ok(args.length >= 5);
     const run = section('`persistent-ips run`');

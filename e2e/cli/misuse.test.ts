@@ -41,7 +41,7 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
     });
   }
 
-  it('--version from any directory, in any language: the package\'s own version; messages in English', async () => {
+  it("--version from any directory, in any language: the package's own version; messages in English", async () => {
     // The bundle's yargs no longer sits under node_modules: left to itself it read the package.json of the working
     // directory, and found no translations for LANG.
     const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -78,12 +78,15 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
     let cp: ControlPlane;
     let busy: Server;
     let busyPort: number;
-    before(async () => {
-      cp = await startControlPlane({ dir: join(scratch, 'cp') });
-      busy = createServer();
-      await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
-      busyPort = (busy.address() as { port: number }).port;
-    }, { timeout: 120_000 });
+    before(
+      async () => {
+        cp = await startControlPlane({ dir: join(scratch, 'cp') });
+        busy = createServer();
+        await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+        busyPort = (busy.address() as { port: number }).port;
+      },
+      { timeout: 120_000 },
+    );
     after(async () => {
       busy?.close();
       await cp?.stop();
@@ -91,10 +94,20 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
 
     for (const flag of ['metrics-bind-address', 'health-probe-bind-address', 'webhook-bind-address']) {
       it(`--${flag} on a busy port: exit 1, one line naming the address`, async () => {
-        const addresses: Record<string, string> = { 'metrics-bind-address': '127.0.0.1:0', 'health-probe-bind-address': '127.0.0.1:0', 'webhook-bind-address': '0' };
+        const addresses: Record<string, string> = {
+          'metrics-bind-address': '127.0.0.1:0',
+          'health-probe-bind-address': '127.0.0.1:0',
+          'webhook-bind-address': '0',
+        };
         addresses[flag] = `127.0.0.1:${busyPort}`;
         const r = await runCli([
-          'run', '--kubeconfig', cp.kubeconfigPath, '--controller-namespace', 'default', '--webhook-cert-host', '127.0.0.1',
+          'run',
+          '--kubeconfig',
+          cp.kubeconfigPath,
+          '--controller-namespace',
+          'default',
+          '--webhook-cert-host',
+          '127.0.0.1',
           ...Object.entries(addresses).flatMap(([k, v]) => [`--${k}`, v]),
         ]);
         assert.equal(r.code, EXIT.failure, r.stderr);

@@ -40,13 +40,20 @@ describe('the CLI on a Node older than 24', { skip: older ? false : 'no Node old
   }
 
   it('the bin (`persistent-ips`, as npx runs it through its `#!/usr/bin/env node` line) says the same', () => {
-    const res = spawnSync('/usr/bin/env', ['node', CLI, '--help'], { encoding: 'utf8', env: { ...process.env, PATH: `${join(older!.path, '..')}:/usr/bin:/bin` } });
+    const res = spawnSync('/usr/bin/env', ['node', CLI, '--help'], {
+      encoding: 'utf8',
+      env: { ...process.env, PATH: `${join(older!.path, '..')}:/usr/bin:/bin` },
+    });
     assert.equal(res.status, 1, res.stderr);
     assert.match(res.stderr.trim(), /^persistent-ips: Node\.js 24 or newer is needed/);
   });
 
   it('npm scripts still run Node 24 from the node@24 devDependency whatever the machine has', () => {
-    const res = spawnSync('npm', ['exec', '--', 'node', '--version'], { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, PATH: `${join(older!.path, '..')}:${process.env['PATH']}` } });
+    const res = spawnSync('npm', ['exec', '--', 'node', '--version'], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+      env: { ...process.env, PATH: `${join(older!.path, '..')}:${process.env['PATH']}` },
+    });
     assert.equal(res.status, 0, res.stderr);
     assert.match(res.stdout.trim(), /^v2[4-9]\./);
   });

@@ -64,7 +64,10 @@ describe('local control plane', { timeout: 45 * 60_000 }, () => {
     for (const name of CRDS) {
       const res = await cluster.http.expect('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`, [200]);
       const crd = res.json<{ status?: { conditions?: { type: string; status: string }[] } }>();
-      assert.ok(crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'), `${name} established`);
+      assert.ok(
+        crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'),
+        `${name} established`,
+      );
     }
     // Short names resolve through discovery, and a real-looking VM (unknown fields everywhere) round-trips.
     const ns = 'default';
@@ -103,9 +106,9 @@ describe('local control plane', { timeout: 45 * 60_000 }, () => {
     const name = `harness-gc-${Date.now().toString(36)}`;
     const vmPath = `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachines`;
     const claimPath = `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims`;
-    const vm = (
-      await cluster.http.expect('POST', vmPath, [201], { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name }, spec: {} })
-    ).json<{ metadata: { uid: string } }>();
+    const vm = (await cluster.http.expect('POST', vmPath, [201], { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', metadata: { name }, spec: {} })).json<{
+      metadata: { uid: string };
+    }>();
     await cluster.http.expect('POST', claimPath, [201], {
       apiVersion: 'k8s.cni.cncf.io/v1alpha1',
       kind: 'IPAMClaim',

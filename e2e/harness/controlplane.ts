@@ -234,7 +234,11 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
   };
   const diedReason = (p: ManagedProcess) => () =>
     p.hasExited()
-      ? `${p.name} exited early; its last lines in ${p.logFile}:\n${logSince(p.logFile, logStart.get(p) ?? 0).trimEnd().split('\n').slice(-20).join('\n')}`
+      ? `${p.name} exited early; its last lines in ${p.logFile}:\n${logSince(p.logFile, logStart.get(p) ?? 0)
+          .trimEnd()
+          .split('\n')
+          .slice(-20)
+          .join('\n')}`
       : undefined;
 
   /** Starts a server on fresh ports; when its log says the port was taken meanwhile, tries new ports. */
@@ -419,10 +423,13 @@ export async function installCrds(kubeconfig: string, crdDir: string, binDir?: s
   } catch {
     /* plain directory */
   }
-  const res = await runKubectl(['apply', '--server-side', '--force-conflicts', '--field-manager=persistent-ips-harness', kustomize ? '-k' : '-f', crdDir, '-o', 'name'], {
-    kubeconfig,
-    ...(binDir ? { binDir } : {}),
-  });
+  const res = await runKubectl(
+    ['apply', '--server-side', '--force-conflicts', '--field-manager=persistent-ips-harness', kustomize ? '-k' : '-f', crdDir, '-o', 'name'],
+    {
+      kubeconfig,
+      ...(binDir ? { binDir } : {}),
+    },
+  );
   return res.stdout
     .split('\n')
     .map((l) => l.trim())
@@ -463,9 +470,9 @@ export async function verifyGarbageCollector(
   const ns = opts.namespace ?? 'default';
   const suffix = randomBytes(4).toString('hex');
   const base = `/api/v1/namespaces/${ns}/configmaps`;
-  const owner = (
-    await http.expect('POST', base, [201], { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `gc-probe-owner-${suffix}` } })
-  ).json<{ metadata: { uid: string; name: string } }>();
+  const owner = (await http.expect('POST', base, [201], { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `gc-probe-owner-${suffix}` } })).json<{
+    metadata: { uid: string; name: string };
+  }>();
   const dependentName = `gc-probe-dependent-${suffix}`;
   await http.expect('POST', base, [201], {
     apiVersion: 'v1',

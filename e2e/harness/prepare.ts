@@ -79,7 +79,12 @@ export async function preparedTool(tool: NonNullable<PrepareStep['tool']>): Prom
       notBuilt.stack = `Error: ${notBuilt.message}`;
       throw notBuilt;
     }
-    throw new Error(`${script} --check failed (${String(code)}): ${String((err as { stderr?: string }).stderr ?? '').trim().split('\n').pop()}`);
+    throw new Error(
+      `${script} --check failed (${String(code)}): ${String((err as { stderr?: string }).stderr ?? '')
+        .trim()
+        .split('\n')
+        .pop()}`,
+    );
   }
 }
 
@@ -109,7 +114,11 @@ function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: 
       clearInterval(heartbeat);
       const seconds = (Date.now() - t0) / 1000;
       const ok = code === 0;
-      say(ok ? `prepare: [${step.id}] ready in ${seconds.toFixed(1)} s: ${output.trim().split('\n').pop()}` : `prepare: [${step.id}] FAILED (${code ?? signal}) after ${seconds.toFixed(1)} s: ${step.script}`);
+      say(
+        ok
+          ? `prepare: [${step.id}] ready in ${seconds.toFixed(1)} s: ${output.trim().split('\n').pop()}`
+          : `prepare: [${step.id}] FAILED (${code ?? signal}) after ${seconds.toFixed(1)} s: ${step.script}`,
+      );
       resolve({ ok, seconds, output });
     });
   });

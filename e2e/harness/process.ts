@@ -90,10 +90,7 @@ export async function stopProcess(p: ManagedProcess, graceMs: number): Promise<v
   if (p.hasExited()) return;
   signalGroup(p.pid, 'SIGTERM');
   let timer: NodeJS.Timeout | undefined;
-  const timedOut = await Promise.race([
-    p.exited.then(() => false),
-    new Promise<boolean>((r) => (timer = setTimeout(() => r(true), graceMs))),
-  ]);
+  const timedOut = await Promise.race([p.exited.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), graceMs)))]);
   clearTimeout(timer);
   if (timedOut && !p.hasExited()) {
     signalGroup(p.pid, 'SIGKILL');

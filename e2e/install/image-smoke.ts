@@ -21,7 +21,15 @@ import { expectClaimFor, launchChroot, readInstalled, waitReady, type Launched }
 const exec = promisify(execFile);
 
 interface ImageConfig {
-  config: { ExposedPorts?: Record<string, object>; User?: string; Entrypoint?: string[]; Cmd?: string[]; WorkingDir?: string; Env?: string[]; Labels?: Record<string, string> };
+  config: {
+    ExposedPorts?: Record<string, object>;
+    User?: string;
+    Entrypoint?: string[];
+    Cmd?: string[];
+    WorkingDir?: string;
+    Env?: string[];
+    Labels?: Record<string, string>;
+  };
 }
 
 describe('container image: the unpacked rootfs runs under chroot against a local control plane', { timeout: 5 * 60_000 }, () => {
@@ -30,18 +38,24 @@ describe('container image: the unpacked rootfs runs under chroot against a local
   let dir: string;
   let controller: Launched | undefined;
 
-  before(async () => {
-    assert.ok(imageDir, 'PERSISTENT_IPS_IMAGE_DIR is set (scripts/image/smoke.sh sets it)');
-    assert.equal(process.getuid?.(), 0, 'chroot needs root');
-    dir = mkdtempSync(join(tmpdir(), 'persistent-ips-image-smoke-'));
-    cp = await startControlPlane({ dir: join(dir, 'cp') });
-  }, { timeout: 180_000 });
+  before(
+    async () => {
+      assert.ok(imageDir, 'PERSISTENT_IPS_IMAGE_DIR is set (scripts/image/smoke.sh sets it)');
+      assert.equal(process.getuid?.(), 0, 'chroot needs root');
+      dir = mkdtempSync(join(tmpdir(), 'persistent-ips-image-smoke-'));
+      cp = await startControlPlane({ dir: join(dir, 'cp') });
+    },
+    { timeout: 180_000 },
+  );
 
-  after(async () => {
-    await controller?.stop();
-    await cp?.stop();
-    if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
-  }, { timeout: 60_000 });
+  after(
+    async () => {
+      await controller?.stop();
+      await cp?.stop();
+      if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
+    },
+    { timeout: 60_000 },
+  );
 
   it('the image configuration: non-root user, entrypoint, OCI labels of this version and revision', () => {
     assert.ok(imageDir);
@@ -82,10 +96,17 @@ describe('container image: the unpacked rootfs runs under chroot against a local
     const spec = await readInstalled(cp);
     const labels = cfg.config.Labels ?? {};
     assert.ok(spec.image.endsWith(`:v${labels['org.opencontainers.image.version']}`), `the install names this image's version (${spec.image})`);
-    assert.deepEqual(Object.keys(cfg.config.ExposedPorts ?? {}).sort(), [...spec.ports].sort(), 'the image exposes the Deployment\'s container ports');
+    assert.deepEqual(Object.keys(cfg.config.ExposedPorts ?? {}).sort(), [...spec.ports].sort(), "the image exposes the Deployment's container ports");
     // The pod's working directory and the image's Env (PATH, NODE_ENV) under the Deployment's own env.
     const imageEnv = Object.fromEntries((cfg.config.Env ?? []).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
-    controller = await launchChroot(cp, { ...spec, env: { ...imageEnv, ...spec.env } }, join(imageDir, 'rootfs'), cfg.config.Entrypoint ?? [], cfg.config.User ?? '', join(dir, 'controller.log'));
+    controller = await launchChroot(
+      cp,
+      { ...spec, env: { ...imageEnv, ...spec.env } },
+      join(imageDir, 'rootfs'),
+      cfg.config.Entrypoint ?? [],
+      cfg.config.User ?? '',
+      join(dir, 'controller.log'),
+    );
     await waitReady(controller);
     const { claim, vmUid } = await expectClaimFor(cp, 'vm-image', controller);
     assert.equal(claim.metadata.ownerReferences?.find((r) => r.kind === 'VirtualMachine')?.uid, vmUid);

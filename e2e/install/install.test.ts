@@ -53,21 +53,34 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
   const launched: Launched[] = [];
   const kubeVersion = pinnedVersions().kubernetes;
 
-  const kustomize = async (overlay: string) => parseYaml((await exec(join(cp?.binDir ?? '', 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', overlay)], { maxBuffer: 1 << 24 })).stdout);
+  const kustomize = async (overlay: string) =>
+    parseYaml((await exec(join(cp?.binDir ?? '', 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', overlay)], { maxBuffer: 1 << 24 })).stdout);
   const helmTemplate = async (...set: string[]) =>
-    parseYaml((await exec(helm, ['template', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])], { maxBuffer: 1 << 24 })).stdout);
+    parseYaml(
+      (
+        await exec(helm, ['template', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])], {
+          maxBuffer: 1 << 24,
+        })
+      ).stdout,
+    );
 
-  before(async () => {
-    helm = await helmBinary();
-    dir = mkdtempSync(join(tmpdir(), 'persistent-ips-install-'));
-    cp = await startControlPlane({ dir: join(dir, 'cp') });
-  }, { timeout: 180_000 });
+  before(
+    async () => {
+      helm = await helmBinary();
+      dir = mkdtempSync(join(tmpdir(), 'persistent-ips-install-'));
+      cp = await startControlPlane({ dir: join(dir, 'cp') });
+    },
+    { timeout: 180_000 },
+  );
 
-  after(async () => {
-    for (const l of launched) await l.stop();
-    await cp?.stop();
-    if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
-  }, { timeout: 120_000 });
+  after(
+    async () => {
+      for (const l of launched) await l.stop();
+      await cp?.stop();
+      if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
+    },
+    { timeout: 120_000 },
+  );
 
   // Every value set to something other than its default, in the shapes values.yaml documents: the schema must take
   // them all (a schema too strict for a real setting is as wrong as one that lets a typo through).
@@ -112,7 +125,10 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
       ['replica=3', "at '': additional properties 'replica' not allowed"],
       ['serviceMonitor.enable=true', "at '/serviceMonitor': additional properties 'enable' not allowed"],
       ['grafanaDashboard.enabled=yes', "at '/grafanaDashboard/enabled': got string, want boolean"],
-      ['claimReferencePolicy.allowedServiceAccounts[0].nmae=x', "at '/claimReferencePolicy/allowedServiceAccounts/0': additional properties 'nmae' not allowed"],
+      [
+        'claimReferencePolicy.allowedServiceAccounts[0].nmae=x',
+        "at '/claimReferencePolicy/allowedServiceAccounts/0': additional properties 'nmae' not allowed",
+      ],
       ['tolerations[0].efect=NoSchedule', "at '/tolerations/0': additional properties 'efect' not allowed"],
       ['replicas=two', "at '/replicas': got string, want integer"],
       ['tls.mode=none', "at '/tls/mode': value must be one of 'self-managed', 'cert-manager'"],
@@ -128,10 +144,15 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     }
     // Without the schema (--skip-schema-validation) the templates still refuse what would break the install: an
     // unknown TLS mode, and names that would end up inside the claim-reference policy's CEL expression.
-    const unchecked = (...set: string[]) => exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--skip-schema-validation', ...set.flatMap((s) => ['--set', s])]);
+    const unchecked = (...set: string[]) =>
+      exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--skip-schema-validation', ...set.flatMap((s) => ['--set', s])]);
     await assert.rejects(unchecked('tls.mode=none'), /tls.mode must be self-managed or cert-manager/);
     await assert.rejects(
-      unchecked('claimReferencePolicy.enabled=true', "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['", 'claimReferencePolicy.allowedServiceAccounts[0].name=x'),
+      unchecked(
+        'claimReferencePolicy.enabled=true',
+        "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['",
+        'claimReferencePolicy.allowedServiceAccounts[0].name=x',
+      ),
       /is not a \{namespace, name\} of a ServiceAccount/,
     );
   });
@@ -155,13 +176,16 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
 
   it('the chart pins the image to v<appVersion> and passes its values as flags', async () => {
     const pkg = (await import(join(REPO_ROOT, 'package.json'), { with: { type: 'json' } })).default as { version: string };
-    const dep = (await helmTemplate('defaultNetworkNad=ns/primary', 'replicas=3', 'logLevel=debug', 'extraArgs={--concurrency=8}')).find((o) => o.kind === 'Deployment') as KubeObject & {
+    const dep = (await helmTemplate('defaultNetworkNad=ns/primary', 'replicas=3', 'logLevel=debug', 'extraArgs={--concurrency=8}')).find(
+      (o) => o.kind === 'Deployment',
+    ) as KubeObject & {
       spec: { replicas: number; template: { spec: { containers: { image: string; args: string[] }[] } } };
     };
     const c = dep.spec.template.spec.containers[0]!;
     assert.equal(c.image, `ghcr.io/persistent-ips/persistent-ips:v${pkg.version}`);
     assert.equal(dep.spec.replicas, 3);
-    for (const a of ['--default-network-nad=ns/primary', '--log-level=debug', '--concurrency=8']) assert.ok(c.args.includes(a), `args include ${a}: ${c.args.join(' ')}`);
+    for (const a of ['--default-network-nad=ns/primary', '--log-level=debug', '--concurrency=8'])
+      assert.ok(c.args.includes(a), `args include ${a}: ${c.args.join(' ')}`);
   });
 
   it('serviceMonitor, prometheusRule and grafanaDashboard each add exactly their object of manifests/prometheus', async () => {
@@ -174,13 +198,22 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
       ['grafanaDashboard.enabled=true', `ConfigMap ${NAMESPACE}/persistent-ips-grafana-dashboard`],
     ] as const) {
       const withIt = normalize(await helmTemplate(value));
-      assert.deepEqual([...withIt.keys()].filter((k) => !without.has(k)), [key], value);
+      assert.deepEqual(
+        [...withIt.keys()].filter((k) => !without.has(k)),
+        [key],
+        value,
+      );
       assert.deepEqual(withIt.get(key), fromKustomize.get(key), `${key} is the same as manifests/prometheus renders it`);
       added.push(key);
     }
     assert.deepEqual(added.sort(), [...fromKustomize.keys()].sort(), 'the chart has every object of manifests/prometheus');
     // The labels a Prometheus' ruleSelector or Grafana's sidecar may need are added, the object's own kept.
-    const labelled = await helmTemplate('prometheusRule.enabled=true', 'prometheusRule.labels.release=kps', 'grafanaDashboard.enabled=true', 'grafanaDashboard.labels.team=platform');
+    const labelled = await helmTemplate(
+      'prometheusRule.enabled=true',
+      'prometheusRule.labels.release=kps',
+      'grafanaDashboard.enabled=true',
+      'grafanaDashboard.labels.team=platform',
+    );
     const ruleLabels = labelled.find((o) => o.kind === 'PrometheusRule')?.metadata.labels;
     assert.equal(ruleLabels?.['release'], 'kps');
     assert.equal(ruleLabels?.['app.kubernetes.io/component'], 'metrics');
@@ -197,15 +230,33 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     assert.deepEqual(added, [...fromKustomize.keys()].sort());
     for (const key of added) assert.deepEqual(withPolicy.get(key), fromKustomize.get(key), `${key} is the same`);
     // Other virt-controller ServiceAccounts (OpenShift's); the controller's own is always allowed.
-    const custom = normalize(await helmTemplate('claimReferencePolicy.enabled=true', 'claimReferencePolicy.allowedServiceAccounts[0].namespace=openshift-cnv', 'claimReferencePolicy.allowedServiceAccounts[0].name=kubevirt-controller'));
-    const policy = custom.get('ValidatingAdmissionPolicy /persistent-ips-claim-references') as KubeObject & { spec: { matchConditions: { name: string; expression: string }[] } };
+    const custom = normalize(
+      await helmTemplate(
+        'claimReferencePolicy.enabled=true',
+        'claimReferencePolicy.allowedServiceAccounts[0].namespace=openshift-cnv',
+        'claimReferencePolicy.allowedServiceAccounts[0].name=kubevirt-controller',
+      ),
+    );
+    const policy = custom.get('ValidatingAdmissionPolicy /persistent-ips-claim-references') as KubeObject & {
+      spec: { matchConditions: { name: string; expression: string }[] };
+    };
     assert.equal(
       policy.spec.matchConditions.find((c) => c.name === 'not-a-trusted-writer')?.expression,
       `!(request.userInfo.username in ['system:serviceaccount:openshift-cnv:kubevirt-controller', 'system:serviceaccount:${NAMESPACE}:persistent-ips-controller'])`,
     );
     // The names end up inside a CEL expression: anything but a ServiceAccount's namespace and name is refused.
-    await assert.rejects(helmTemplate('claimReferencePolicy.enabled=true', "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['", 'claimReferencePolicy.allowedServiceAccounts[0].name=x'), /does not match pattern/);
-    await assert.rejects(exec(helm, ['template', 'x', CHART, '--kube-version', '1.29.0', '--set', 'claimReferencePolicy.enabled=true']), /needs Kubernetes 1.30 or newer/);
+    await assert.rejects(
+      helmTemplate(
+        'claimReferencePolicy.enabled=true',
+        "claimReferencePolicy.allowedServiceAccounts[0].namespace=a'])||true||(['",
+        'claimReferencePolicy.allowedServiceAccounts[0].name=x',
+      ),
+      /does not match pattern/,
+    );
+    await assert.rejects(
+      exec(helm, ['template', 'x', CHART, '--kube-version', '1.29.0', '--set', 'claimReferencePolicy.enabled=true']),
+      /needs Kubernetes 1.30 or newer/,
+    );
   });
 
   const installs: { path: string; args: string[]; rules: unknown }[] = [];
@@ -221,7 +272,9 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     assert.equal(owner?.uid, vmUid, 'the claim is owned by its VM (by uid)');
     assert.equal(claim.spec.network, 'tenantblue');
     // Self-managed certificate: the controller published its CA in the installed webhook configuration.
-    const caBundle = (await cp.kubectl(['get', 'mutatingwebhookconfiguration', 'persistent-ips-launcher-pods', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}'])).stdout;
+    const caBundle = (
+      await cp.kubectl(['get', 'mutatingwebhookconfiguration', 'persistent-ips-launcher-pods', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}'])
+    ).stdout;
     assert.ok(caBundle.length > 100, 'caBundle set by the controller');
     const rules = JSON.parse((await cp.kubectl(['get', 'clusterrole', 'persistent-ips-controller', '-o', 'jsonpath={.rules}'])).stdout) as unknown;
     installs.push({ path, args: spec.args, rules });
@@ -235,7 +288,9 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     await cp.kubectl(['apply', '--server-side', '-f', '-'], { input: render });
     await expectWorkingController('kustomize', 'vm-kustomize');
     // Make room for the chart: the same names, cluster-scoped ones included. The namespace stays (Helm's to reuse).
-    const names = parseYaml(render).filter((o) => o.kind !== 'Namespace').map((o) => `${o.kind.toLowerCase()}/${o.metadata.name}`);
+    const names = parseYaml(render)
+      .filter((o) => o.kind !== 'Namespace')
+      .map((o) => `${o.kind.toLowerCase()}/${o.metadata.name}`);
     await cp.kubectl(['-n', NAMESPACE, 'delete', '--wait=true', ...names]);
   });
 
@@ -245,7 +300,13 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     // With the monitoring values on: the Prometheus Operator's kinds come from stand-in CRDs (no operator here).
     const crds = await cp.kubectl(['apply', '--server-side', '-f', join(REPO_ROOT, 'e2e', 'install', 'monitoring-crds.yaml')]);
     assert.equal(crds.code, 0, crds.stderr);
-    const established = await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/servicemonitors.monitoring.coreos.com', 'crd/prometheusrules.monitoring.coreos.com']);
+    const established = await cp.kubectl([
+      'wait',
+      '--for=condition=Established',
+      '--timeout=60s',
+      'crd/servicemonitors.monitoring.coreos.com',
+      'crd/prometheusrules.monitoring.coreos.com',
+    ]);
     assert.equal(established.code, 0, established.stderr);
     const monitoring = ['serviceMonitor.enabled=true', 'prometheusRule.enabled=true', 'grafanaDashboard.enabled=true'].flatMap((s) => ['--set', s]);
     const { stdout } = await exec(helm, ['install', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kubeconfig', cp.kubeconfigPath, ...monitoring]);
@@ -258,7 +319,10 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     };
     const rule = parseYaml(readFileSync(join(REPO_ROOT, 'manifests', 'prometheus', 'prometheus_rule.yaml'), 'utf8'))[0] as KubeObject & { spec: unknown };
     assert.deepEqual((await get('prometheusrule/persistent-ips')).spec, rule.spec);
-    assert.equal((await get('configmap/persistent-ips-grafana-dashboard')).data?.['persistent-ips.json'], readFileSync(join(REPO_ROOT, 'manifests', 'prometheus', 'grafana-dashboard.json'), 'utf8'));
+    assert.equal(
+      (await get('configmap/persistent-ips-grafana-dashboard')).data?.['persistent-ips.json'],
+      readFileSync(join(REPO_ROOT, 'manifests', 'prometheus', 'grafana-dashboard.json'), 'utf8'),
+    );
     await get('servicemonitor/persistent-ips-controller');
     await expectWorkingController('helm', 'vm-helm');
     const [k, h] = installs;

@@ -10,7 +10,11 @@ import { loadAllYaml } from '@kubernetes/client-node';
 import { freePort, poll, type ControlPlane } from '../harness/index.ts';
 
 export const NAMESPACE = 'persistent-ips-system';
-export type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> } } & Record<string, unknown>;
+export type KubeObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+} & Record<string, unknown>;
 
 export function parseYaml(text: string): KubeObject[] {
   return (loadAllYaml(text) as (KubeObject | null)[]).filter((o): o is KubeObject => o !== null && typeof o === 'object');
@@ -49,7 +53,7 @@ export async function readInstalled(cp: ControlPlane, namespace = NAMESPACE): Pr
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[e.name] = dep.metadata.namespace;
     // The downward API's pod name: a name a pod of this Deployment could have.
-    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') env[e.name] = "persistent-ips-controller-emulated-0";
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') env[e.name] = 'persistent-ips-controller-emulated-0';
     else throw new Error(`env ${e.name}: only values and the namespace and name fieldRefs are emulated`);
   }
   const token = (await cp.kubectl(['-n', namespace, 'create', 'token', pod.serviceAccountName, '--duration=1h'])).stdout.trim();
@@ -92,7 +96,12 @@ export async function launch(
   const [name, ...pre] = command;
   if (!name) throw new Error('empty command');
   // Resolved on this process's PATH: the child's env (the Deployment's and the image's) is not the host's.
-  const bin = name.includes('/') ? name : (process.env['PATH'] ?? '').split(':').map((d) => join(d, name)).find((p) => existsSync(p));
+  const bin = name.includes('/')
+    ? name
+    : (process.env['PATH'] ?? '')
+        .split(':')
+        .map((d) => join(d, name))
+        .find((p) => existsSync(p));
   if (!bin) throw new Error(`${name} is not on PATH`);
   const out = createWriteStream(opts.logFile);
   const proc = spawn(bin, [...pre, ...args], {
@@ -161,7 +170,14 @@ export async function launchBuiltCli(cp: ControlPlane, spec: InstalledSpec, dir:
  * The controller from an unpacked image: the image's entrypoint under chroot as uid/gid 65532, with the
  * service-account files and KUBERNETES_SERVICE_HOST/PORT a pod gets (the in-cluster configuration path).
  */
-export async function launchChroot(cp: ControlPlane, spec: InstalledSpec, rootfs: string, entrypoint: string[], user: string, logFile: string): Promise<Launched> {
+export async function launchChroot(
+  cp: ControlPlane,
+  spec: InstalledSpec,
+  rootfs: string,
+  entrypoint: string[],
+  user: string,
+  logFile: string,
+): Promise<Launched> {
   const sa = join(rootfs, 'var/run/secrets/kubernetes.io/serviceaccount');
   mkdirSync(sa, { recursive: true });
   writeFileSync(join(sa, 'token'), spec.token, { mode: 0o644 });
@@ -176,14 +192,19 @@ export async function launchChroot(cp: ControlPlane, spec: InstalledSpec, rootfs
 
 /** Waits for /readyz on the launched controller's probe port. */
 export async function waitReady(l: Launched, timeoutMs = 60_000): Promise<void> {
-  await poll(`controller ready (/readyz on ${l.healthPort})`, timeoutMs, async () => {
-    try {
-      const res = await fetch(`http://127.0.0.1:${l.healthPort}/readyz`);
-      return res.status === 200 ? true : undefined;
-    } catch {
-      return undefined;
-    }
-  }, { abort: l.exitReason, intervalMs: 250 });
+  await poll(
+    `controller ready (/readyz on ${l.healthPort})`,
+    timeoutMs,
+    async () => {
+      try {
+        const res = await fetch(`http://127.0.0.1:${l.healthPort}/readyz`);
+        return res.status === 200 ? true : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    { abort: l.exitReason, intervalMs: 250 },
+  );
 }
 
 /** KubeVirt CR with the PersistentIPs gate, a persistent NAD and a VM on it (as manifests/examples). */
@@ -229,9 +250,14 @@ interface Claim {
 export async function expectClaimFor(cp: ControlPlane, vm: string, l: Launched, ns = 'vm-demo'): Promise<{ claim: Claim; vmUid: string }> {
   await cp.kubectl(['apply', '--server-side', '--field-manager=e2e-install', '-f', '-'], { input: demoObjects(vm, ns) });
   const vmUid = (await cp.kubectl(['-n', ns, 'get', 'vm', vm, '-o', 'jsonpath={.metadata.uid}'])).stdout.trim();
-  const claim = await poll(`IPAMClaim ${ns}/${vm}.tenantblue`, 60_000, async () => {
-    const r = await cp.kubectl(['-n', ns, 'get', 'ipamclaims', `${vm}.tenantblue`, '-o', 'json'], { check: false });
-    return r.code === 0 ? (JSON.parse(r.stdout) as Claim) : undefined;
-  }, { abort: l.exitReason, intervalMs: 250 });
+  const claim = await poll(
+    `IPAMClaim ${ns}/${vm}.tenantblue`,
+    60_000,
+    async () => {
+      const r = await cp.kubectl(['-n', ns, 'get', 'ipamclaims', `${vm}.tenantblue`, '-o', 'json'], { check: false });
+      return r.code === 0 ? (JSON.parse(r.stdout) as Claim) : undefined;
+    },
+    { abort: l.exitReason, intervalMs: 250 },
+  );
   return { claim, vmUid };
 }

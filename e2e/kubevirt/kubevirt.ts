@@ -80,9 +80,15 @@ export async function installKubeVirtCR(cluster: Cluster, opts: KubeVirtCROption
   await cluster.kubectl(['apply', '--server-side', '--field-manager=persistent-ips-e2e', '-f', '-'], { input: JSON.stringify(list) });
   // virt-operator's part: virt-controller reads the CR's configuration only once the operator has given it a phase
   // (virt-config's GetConfigFromKubeVirtCR skips a CR whose status.phase is empty and uses the defaults instead)
-  await cluster.http.expect('PATCH', `/apis/kubevirt.io/v1/namespaces/${KUBEVIRT_NAMESPACE}/kubevirts/${KUBEVIRT_CR_NAME}/status`, [200], {
-    status: { phase: 'Deployed', observedKubeVirtVersion: KUBEVIRT_VERSION, targetKubeVirtVersion: KUBEVIRT_VERSION },
-  }, 'application/merge-patch+json');
+  await cluster.http.expect(
+    'PATCH',
+    `/apis/kubevirt.io/v1/namespaces/${KUBEVIRT_NAMESPACE}/kubevirts/${KUBEVIRT_CR_NAME}/status`,
+    [200],
+    {
+      status: { phase: 'Deployed', observedKubeVirtVersion: KUBEVIRT_VERSION, targetKubeVirtVersion: KUBEVIRT_VERSION },
+    },
+    'application/merge-patch+json',
+  );
 }
 
 export interface VirtController {
@@ -110,7 +116,12 @@ function getTls(port: number, path: string, ca: Buffer): Promise<number> {
  * Starts virt-controller (tracked by the reaper through spawnLogged) and waits until it is the leader, i.e. runs its
  * VM, VMI, migration and workload-updater controllers.
  */
-export async function startVirtController(cluster: Cluster & { kubeconfigPath: string }, bins: KubeVirtBinaries, dir: string, opts: { readyTimeoutMs?: number } = {}): Promise<VirtController> {
+export async function startVirtController(
+  cluster: Cluster & { kubeconfigPath: string },
+  bins: KubeVirtBinaries,
+  dir: string,
+  opts: { readyTimeoutMs?: number } = {},
+): Promise<VirtController> {
   mkdirSync(dir, { recursive: true });
   // standing for the Secret kubevirt-controller-certs
   const { cert, key } = selfSignedCertificate(join(dir, 'certificates'), 'virt-controller.kubevirt.pod.cluster.local');

@@ -60,7 +60,10 @@ describe('launcher pod networks annotation', () => {
 
   it('has no networks annotation without secondary networks, and names a Multus default network', () => {
     assert.deepEqual(launcherNetworkAnnotations('ns1', buildVM({ namespace: 'ns1', name: 'x' }).spec!.template!.spec), {});
-    const spec = { networks: [{ name: 'prim', multus: { networkName: 'udn', default: true } }], domain: { devices: { interfaces: [{ name: 'prim', bridge: {} }] } } };
+    const spec = {
+      networks: [{ name: 'prim', multus: { networkName: 'udn', default: true } }],
+      domain: { devices: { interfaces: [{ name: 'prim', bridge: {} }] } },
+    };
     assert.deepEqual(launcherNetworkAnnotations('ns1', spec), { 'v1.multus-cni.io/default-network': 'udn' });
   });
 

@@ -94,7 +94,10 @@ export interface VmiStatus {
 }
 
 /** A full VMI spec is opaque here except for networks and interfaces. */
-export type VmiSpec = VmiSpecLike & { domain?: { devices?: { interfaces?: VmInterface[] } & Record<string, unknown> } & Record<string, unknown> } & Record<string, unknown>;
+export type VmiSpec = VmiSpecLike & { domain?: { devices?: { interfaces?: VmInterface[] } & Record<string, unknown> } & Record<string, unknown> } & Record<
+    string,
+    unknown
+  >;
 
 export type Vmi = Omit<VirtualMachineInstance, 'spec' | 'status'> & { spec?: VmiSpec; status?: VmiStatus };
 
@@ -293,7 +296,6 @@ export function renderVmiFromVm(vm: Vm): Vmi {
     spec,
   };
 }
-
 
 // ---------------------------------------------------------------------------------------------------------------
 // VM manifests.

@@ -213,9 +213,25 @@ export class NodeStandIn {
       await this.#api.mergePatch(`/api/v1/nodes/${name}`, { metadata: { annotations: { [HEARTBEAT_ANNOTATION]: now() } } });
       await this.#api.mergePatch(`/api/v1/nodes/${name}/status`, {
         status: {
-          conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'node stand-in', lastHeartbeatTime: now(), lastTransitionTime: now() }],
-          capacity: { cpu: '64', memory: '256Gi', pods: '1000', 'devices.kubevirt.io/kvm': '1000', 'devices.kubevirt.io/tun': '1000', 'devices.kubevirt.io/vhost-net': '1000' },
-          allocatable: { cpu: '64', memory: '256Gi', pods: '1000', 'devices.kubevirt.io/kvm': '1000', 'devices.kubevirt.io/tun': '1000', 'devices.kubevirt.io/vhost-net': '1000' },
+          conditions: [
+            { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'node stand-in', lastHeartbeatTime: now(), lastTransitionTime: now() },
+          ],
+          capacity: {
+            cpu: '64',
+            memory: '256Gi',
+            pods: '1000',
+            'devices.kubevirt.io/kvm': '1000',
+            'devices.kubevirt.io/tun': '1000',
+            'devices.kubevirt.io/vhost-net': '1000',
+          },
+          allocatable: {
+            cpu: '64',
+            memory: '256Gi',
+            pods: '1000',
+            'devices.kubevirt.io/kvm': '1000',
+            'devices.kubevirt.io/tun': '1000',
+            'devices.kubevirt.io/vhost-net': '1000',
+          },
           addresses: [{ type: 'InternalIP', address: '127.0.0.1' }],
         },
       });
@@ -320,7 +336,9 @@ export class NodeStandIn {
         })),
       },
     });
-    this.#log(`kubelet: ${ns}/${pod.metadata.name} Running on ${pod.spec.nodeName} (networks: ${elements.map((e) => `${e.name}/${e.interface}${e['ipam-claim-reference'] ? ` claim ${e['ipam-claim-reference']}` : ''}`).join(', ') || 'none'})`);
+    this.#log(
+      `kubelet: ${ns}/${pod.metadata.name} Running on ${pod.spec.nodeName} (networks: ${elements.map((e) => `${e.name}/${e.interface}${e['ipam-claim-reference'] ? ` claim ${e['ipam-claim-reference']}` : ''}`).join(', ') || 'none'})`,
+    );
   }
 
   /**
@@ -415,7 +433,8 @@ export class NodeStandIn {
       gracePeriodSeconds: 0,
       preconditions: { uid: pod.metadata.uid },
     });
-    if (![200, 202, 404, 409].includes(res.status)) throw new Error(`kubelet: DELETE pod ${ns}/${pod.metadata.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`);
+    if (![200, 202, 404, 409].includes(res.status))
+      throw new Error(`kubelet: DELETE pod ${ns}/${pod.metadata.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`);
     this.#log(`kubelet: ${ns}/${pod.metadata.name} stopped and removed`);
   }
 
@@ -473,7 +492,9 @@ export class NodeStandIn {
    * current pod carries (or the pod network on eth0).
    */
   #domainInterfaces(vmi: Vmi, pod: Pod): IfaceStatus[] {
-    const statusByPodIface = new Map(parseElements(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]).map((s) => [s.interface, s as Element & { ips?: string[]; mac?: string }]));
+    const statusByPodIface = new Map(
+      parseElements(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]).map((s) => [s.interface, s as Element & { ips?: string[]; mac?: string }]),
+    );
     const existing = vmi.status?.interfaces ?? [];
     const out: IfaceStatus[] = [];
     const specIfaces = vmi.spec.domain?.devices?.interfaces ?? [];
@@ -503,13 +524,23 @@ export class NodeStandIn {
     const ns = vmi.metadata.namespace!;
     const path = paths.vmis(ns, vmi.metadata.name);
     const target = pods.find((p) => p.metadata.name === ms.targetPod);
-    if (!target || target.status?.phase !== 'Running' || !ms.targetNode) return;
+    if (target?.status?.phase !== 'Running' || !ms.targetNode) return;
     const test = { op: 'test' as const, path: '/metadata/resourceVersion', value: vmi.metadata.resourceVersion };
     if (!ms.targetNodeAddress || !ms.targetNodeDomainDetected) {
       // target virt-handler: the receiving launcher is up and listening
       await this.#api.jsonPatch(path, [
         test,
-        { op: 'replace', path: '/status/migrationState', value: { ...ms, targetNodeAddress: '127.0.0.1', targetNodeDomainDetected: true, targetNodeDomainReadyTimestamp: now(), targetDirectMigrationNodePorts: { '49152': 0 } } },
+        {
+          op: 'replace',
+          path: '/status/migrationState',
+          value: {
+            ...ms,
+            targetNodeAddress: '127.0.0.1',
+            targetNodeDomainDetected: true,
+            targetNodeDomainReadyTimestamp: now(),
+            targetDirectMigrationNodePorts: { '49152': 0 },
+          },
+        },
       ]);
       this.#log(`virt-handler (target ${ms.targetNode}): ${ns}/${vmi.metadata.name} target ready`);
       return;
@@ -531,7 +562,12 @@ export class NodeStandIn {
     // kubelet: the source launcher exits once its domain left
     const source = pods.find((p) => p.spec.nodeName === ms.sourceNode && p.metadata.name !== ms.targetPod && p.status?.phase === 'Running');
     if (source) {
-      await this.#api.mergePatch(`${paths.pods(ns, source.metadata.name)}/status`, { status: { phase: 'Succeeded', conditions: [{ type: 'Ready', status: 'False', lastProbeTime: null, lastTransitionTime: now(), reason: 'PodCompleted' }] } });
+      await this.#api.mergePatch(`${paths.pods(ns, source.metadata.name)}/status`, {
+        status: {
+          phase: 'Succeeded',
+          conditions: [{ type: 'Ready', status: 'False', lastProbeTime: null, lastTransitionTime: now(), reason: 'PodCompleted' }],
+        },
+      });
       this.#log(`kubelet: source pod ${ns}/${source.metadata.name} Succeeded`);
     }
   }

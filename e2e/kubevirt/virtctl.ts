@@ -38,13 +38,19 @@ export interface HotplugRequest {
 
 /** Calls `probe` until it returns something other than undefined/false, and returns it (the harness's poll). */
 export function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, opts: WaitOptions = {}): Promise<T> {
-  return poll(what, opts.timeoutMs ?? 30_000, async () => {
-    const v = await probe();
-    return v === false ? undefined : v;
-  }, { intervalMs: opts.intervalMs ?? 100 });
+  return poll(
+    what,
+    opts.timeoutMs ?? 30_000,
+    async () => {
+      const v = await probe();
+      return v === false ? undefined : v;
+    },
+    { intervalMs: opts.intervalMs ?? 100 },
+  );
 }
 
-const migrationsPath = (ns: string, name?: string) => `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(ns)}/virtualmachineinstancemigrations${name ? `/${encodeURIComponent(name)}` : ''}`;
+const migrationsPath = (ns: string, name?: string) =>
+  `/apis/kubevirt.io/v1/namespaces/${encodeURIComponent(ns)}/virtualmachineinstancemigrations${name ? `/${encodeURIComponent(name)}` : ''}`;
 
 interface Migration {
   metadata: { name: string; uid?: string };
@@ -74,7 +80,9 @@ export class VirtCtl {
   async listLauncherPods(ns: string, vmiName: string): Promise<V1Pod[]> {
     const vmi = await this.getVMI(ns, vmiName);
     if (!vmi) return [];
-    return (await this.api.list<V1Pod>(`${paths.pods(ns)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`)).items.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
+    return (await this.api.list<V1Pod>(`${paths.pods(ns)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`)).items.filter((p) =>
+      isControlledBy(p.metadata, vmi.metadata.uid),
+    );
   }
 
   /** The launcher pod the VMI runs in: the running one on the VMI's node (the target once a migration completed). */
@@ -122,15 +130,28 @@ export class VirtCtl {
       metadata: { generateName: `${name}-migration-`, namespace: ns },
       spec: { vmiName: name },
     });
-    const result = (vmi: Vmi, target: V1Pod | undefined): MigrationResult => ({ migration: m.metadata.name, migrationUid: m.metadata.uid!, sourcePod: source?.metadata?.name, targetPod: target?.metadata?.name, vmi });
+    const result = (vmi: Vmi, target: V1Pod | undefined): MigrationResult => ({
+      migration: m.metadata.name,
+      migrationUid: m.metadata.uid!,
+      sourcePod: source?.metadata?.name,
+      targetPod: target?.metadata?.name,
+      vmi,
+    });
     if (opts.wait === false) return result((await this.getVMI(ns, name))!, undefined);
-    const done = await waitFor(`migration ${ns}/${m.metadata.name} of VMI ${name} to end`, async () => {
-      const phase = (await this.api.get<Migration>(migrationsPath(ns, m.metadata.name)))?.status?.phase;
-      return phase === 'Succeeded' || phase === 'Failed' ? phase : undefined;
-    }, opts);
+    const done = await waitFor(
+      `migration ${ns}/${m.metadata.name} of VMI ${name} to end`,
+      async () => {
+        const phase = (await this.api.get<Migration>(migrationsPath(ns, m.metadata.name)))?.status?.phase;
+        return phase === 'Succeeded' || phase === 'Failed' ? phase : undefined;
+      },
+      opts,
+    );
     if (done === 'Failed') throw new Error(`migration ${ns}/${m.metadata.name} of VMI ${name} failed`);
     const pods = await this.listLauncherPods(ns, name);
-    return result((await this.getVMI(ns, name))!, pods.find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === m.metadata.uid));
+    return result(
+      (await this.getVMI(ns, name))!,
+      pods.find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === m.metadata.uid),
+    );
   }
 
   /**
@@ -150,7 +171,11 @@ export class VirtCtl {
       await this.api.jsonPatch(paths.vms(ns, vmName), [
         { op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion },
         { op: 'replace', path: '/spec/template/spec/networks', value: [...nets, { name: req.networkName, multus: { networkName: req.nadName } }] },
-        { op: 'replace', path: '/spec/template/spec/domain/devices/interfaces', value: [...ifaces, { name: req.networkName, bridge: {}, ...(req.macAddress ? { macAddress: req.macAddress } : {}) }] },
+        {
+          op: 'replace',
+          path: '/spec/template/spec/domain/devices/interfaces',
+          value: [...ifaces, { name: req.networkName, bridge: {}, ...(req.macAddress ? { macAddress: req.macAddress } : {}) }],
+        },
       ]);
     }
     if (opts.wait === false) return undefined;
@@ -176,9 +201,12 @@ export class VirtCtl {
     if (!vm) throw new Error(`VM ${ns}/${vmName} not found`);
     const ifaces = vm.spec?.template?.spec?.domain?.devices?.interfaces ?? [];
     const ops = ifaces.flatMap((iface, idx) =>
-      names.includes(iface.name) && iface.state !== 'absent' ? [{ op: 'add' as const, path: `/spec/template/spec/domain/devices/interfaces/${idx}/state`, value: 'absent' }] : [],
+      names.includes(iface.name) && iface.state !== 'absent'
+        ? [{ op: 'add' as const, path: `/spec/template/spec/domain/devices/interfaces/${idx}/state`, value: 'absent' }]
+        : [],
     );
-    if (ops.length > 0) await this.api.jsonPatch(paths.vms(ns, vmName), [{ op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion }, ...ops]);
+    if (ops.length > 0)
+      await this.api.jsonPatch(paths.vms(ns, vmName), [{ op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion }, ...ops]);
     if (opts.wait === false) return undefined;
     const vmi = await this.getVMI(ns, vmName);
     if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
@@ -195,21 +223,29 @@ export class VirtCtl {
    */
   async #settled(ns: string, vmName: string, opts: WaitOptions): Promise<void> {
     if (!(await this.getVMI(ns, vmName))) return;
-    await waitFor(`VMI ${ns}/${vmName} to settle (no migration in progress or required)`, async () => {
-      const v = await this.getVMI(ns, vmName);
-      if (!v) return true;
-      const required = (v.status?.conditions as VmiCondition[] | undefined)?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
-      return !isMigrationInProgress(v.status?.migrationState) && !required;
-    }, { ...opts, timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000) });
+    await waitFor(
+      `VMI ${ns}/${vmName} to settle (no migration in progress or required)`,
+      async () => {
+        const v = await this.getVMI(ns, vmName);
+        if (!v) return true;
+        const required = (v.status?.conditions as VmiCondition[] | undefined)?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
+        return !isMigrationInProgress(v.status?.migrationState) && !required;
+      },
+      { ...opts, timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000) },
+    );
   }
 
   // -- waits ------------------------------------------------------------------------------------------------------
 
   waitForVM(ns: string, name: string, pred: (vm: Vm) => boolean = () => true, opts: WaitOptions & { what?: string } = {}): Promise<Vm> {
-    return waitFor(opts.what ?? `VM ${ns}/${name}`, async () => {
-      const vm = await this.getVM(ns, name);
-      return vm && pred(vm) ? vm : undefined;
-    }, opts);
+    return waitFor(
+      opts.what ?? `VM ${ns}/${name}`,
+      async () => {
+        const vm = await this.getVM(ns, name);
+        return vm && pred(vm) ? vm : undefined;
+      },
+      opts,
+    );
   }
 
   async waitForVMGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
@@ -217,10 +253,14 @@ export class VirtCtl {
   }
 
   waitForVMI(ns: string, name: string, pred: (vmi: Vmi) => boolean = () => true, opts: WaitOptions & { what?: string } = {}): Promise<Vmi> {
-    return waitFor(opts.what ?? `VMI ${ns}/${name}`, async () => {
-      const vmi = await this.getVMI(ns, name);
-      return vmi && pred(vmi) ? vmi : undefined;
-    }, opts);
+    return waitFor(
+      opts.what ?? `VMI ${ns}/${name}`,
+      async () => {
+        const vmi = await this.getVMI(ns, name);
+        return vmi && pred(vmi) ? vmi : undefined;
+      },
+      opts,
+    );
   }
 
   async waitForVMIGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
@@ -232,20 +272,28 @@ export class VirtCtl {
    * activePods).
    */
   waitForVMIRunning(ns: string, name: string, opts: WaitOptions = {}): Promise<{ vmi: Vmi; pod: V1Pod }> {
-    return waitFor(`VMI ${ns}/${name} to be running`, async () => {
-      const vmi = await this.getVMI(ns, name);
-      if (!vmi || vmi.metadata.deletionTimestamp || vmi.status?.phase !== 'Running' || isMigrationInProgress(vmi.status.migrationState)) return undefined;
-      const pod = currentPod(vmi, await this.listLauncherPods(ns, name));
-      return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined ? { vmi, pod } : undefined;
-    }, opts);
+    return waitFor(
+      `VMI ${ns}/${name} to be running`,
+      async () => {
+        const vmi = await this.getVMI(ns, name);
+        if (!vmi || vmi.metadata.deletionTimestamp || vmi.status?.phase !== 'Running' || isMigrationInProgress(vmi.status.migrationState)) return undefined;
+        const pod = currentPod(vmi, await this.listLauncherPods(ns, name));
+        return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined ? { vmi, pod } : undefined;
+      },
+      opts,
+    );
   }
 
   /** The VMI's launcher pods once `pred` holds for them (e.g. `(pods) => pods.length === 1`). */
   waitForLauncherPods(ns: string, vmiName: string, pred: (pods: V1Pod[]) => boolean, opts: WaitOptions & { what?: string } = {}): Promise<V1Pod[]> {
-    return waitFor(opts.what ?? `launcher pods of VMI ${ns}/${vmiName}`, async () => {
-      const pods = await this.listLauncherPods(ns, vmiName);
-      return pred(pods) ? pods : undefined;
-    }, opts);
+    return waitFor(
+      opts.what ?? `launcher pods of VMI ${ns}/${vmiName}`,
+      async () => {
+        const pods = await this.listLauncherPods(ns, vmiName);
+        return pred(pods) ? pods : undefined;
+      },
+      opts,
+    );
   }
 
   async waitForPodGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
@@ -254,10 +302,14 @@ export class VirtCtl {
 
   /** Waits for the pod to have finished (phase Succeeded or Failed): the source pod of a completed migration. */
   async waitForPodCompleted(ns: string, name: string, opts: WaitOptions = {}): Promise<V1Pod> {
-    return waitFor(`pod ${ns}/${name} to complete`, async () => {
-      const p = await this.api.get<V1Pod>(paths.pods(ns, name));
-      return p?.status?.phase === 'Succeeded' || p?.status?.phase === 'Failed' ? p : undefined;
-    }, opts);
+    return waitFor(
+      `pod ${ns}/${name} to complete`,
+      async () => {
+        const p = await this.api.get<V1Pod>(paths.pods(ns, name));
+        return p?.status?.phase === 'Succeeded' || p?.status?.phase === 'Failed' ? p : undefined;
+      },
+      opts,
+    );
   }
 }
 

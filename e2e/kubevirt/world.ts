@@ -111,13 +111,19 @@ export class World {
         input: JSON.stringify({
           apiVersion: 'v1',
           kind: 'List',
-          items: [controllerNamespace, { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) }],
+          items: [
+            controllerNamespace,
+            { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', ...localWebhookConfiguration(this.webhookPort) },
+          ],
         }),
       });
     }
     await this.virtApi.start(this.cp, join(this.dir, 'virt-api-standin'));
     this.#nodeLog = createWriteStream(join(this.dir, 'node-standin.log'), { flags: 'a' });
-    this.node = new NodeStandIn(this.cp, { log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`), ipam: ovnkube ? 'ovn-kubernetes' : (this.#opts.nodeIpam ?? 'standin') });
+    this.node = new NodeStandIn(this.cp, {
+      log: (l) => this.#nodeLog?.write(`${new Date().toISOString()} ${l}\n`),
+      ipam: ovnkube ? 'ovn-kubernetes' : (this.#opts.nodeIpam ?? 'standin'),
+    });
     // the stand-in's Node objects exist before the cluster manager starts: it allocates only for pods bound to a Node
     // it knows, and annotates each Node itself
     await this.node.start();
@@ -192,7 +198,15 @@ export class World {
       `events:\n${events.stdout}`,
       `controller lines about ${ns}:\n${ours.map((l) => JSON.stringify(l)).join('\n')}`,
       `node stand-in last error: ${this.node.lastError ?? 'none'}`,
-      ...(this.ovnk ? [`OVN-K cluster manager lines about ${ns}:\n${this.ovnk.lines().filter((l) => l.includes(ns)).slice(-30).join('\n')}`] : []),
+      ...(this.ovnk
+        ? [
+            `OVN-K cluster manager lines about ${ns}:\n${this.ovnk
+              .lines()
+              .filter((l) => l.includes(ns))
+              .slice(-30)
+              .join('\n')}`,
+          ]
+        : []),
       `logs: ${this.dir}`,
     ].join('\n');
   }

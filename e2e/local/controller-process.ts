@@ -23,8 +23,7 @@ export type LogLine = Record<string, unknown> & { level?: string | number; msg?:
 export type ExitStatus = { code: number | null; signal: NodeJS.Signals | null };
 
 /** Log lines at warn level or above (pino numeric levels 40+, or named levels). */
-export const isWarnOrWorse = (l: LogLine): boolean =>
-  typeof l.level === 'number' ? l.level >= 40 : ['warn', 'error', 'fatal'].includes(String(l.level));
+export const isWarnOrWorse = (l: LogLine): boolean => (typeof l.level === 'number' ? l.level >= 40 : ['warn', 'error', 'fatal'].includes(String(l.level)));
 
 /** One sample of a Prometheus text exposition. */
 export interface Sample {
@@ -262,7 +261,10 @@ export class ControllerProcess {
 }
 
 /** Runs a CLI command (e.g. `status`) to completion; returns its exit code and output. */
-export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCli(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(NODE, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     if (child.pid !== undefined) track(child.pid);

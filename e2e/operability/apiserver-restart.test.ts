@@ -20,43 +20,55 @@ let ns = '';
 const vm = (name: string) => buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] });
 
 describe('operability: the API server stops and comes back', { timeout: 10 * 60_000 }, () => {
-  before(async () => {
-    await world.setUp('apiserver-restart');
-    ns = await world.namespace('ar');
-    await world.createNad(ns, 'nad-red', { network: 'red' });
-    controller = await ControllerProcess.start({ name: 'restart', kubeconfig: world.cp.kubeconfigPath, logDir: world.dir, webhookPort: await webhookPort() });
-  }, { timeout: 120_000 });
+  before(
+    async () => {
+      await world.setUp('apiserver-restart');
+      ns = await world.namespace('ar');
+      await world.createNad(ns, 'nad-red', { network: 'red' });
+      controller = await ControllerProcess.start({ name: 'restart', kubeconfig: world.cp.kubeconfigPath, logDir: world.dir, webhookPort: await webhookPort() });
+    },
+    { timeout: 120_000 },
+  );
 
-  after(async () => {
-    await controller?.stop().catch(() => undefined);
-    await world.tearDown();
-  }, { timeout: 120_000 });
+  after(
+    async () => {
+      await controller?.stop().catch(() => undefined);
+      await world.tearDown();
+    },
+    { timeout: 120_000 },
+  );
 
-  operabilityCase(world, T, 'after an outage of the API server the controller reconnects and catches up: a new VM gets its claim, a deleted VM releases its claim', async (t) => {
-    const c = controller!;
-    await world.create(paths.vms(ns), vm('before'));
-    const [claim] = await world.waitForClaims(ns, ['before.red']);
-    assert.deepEqual(claim?.metadata.finalizers, [CLAIM_FINALIZER]);
+  operabilityCase(
+    world,
+    T,
+    'after an outage of the API server the controller reconnects and catches up: a new VM gets its claim, a deleted VM releases its claim',
+    async (t) => {
+      const c = controller!;
+      await world.create(paths.vms(ns), vm('before'));
+      const [claim] = await world.waitForClaims(ns, ['before.red']);
+      assert.deepEqual(claim?.metadata.finalizers, [CLAIM_FINALIZER]);
 
-    const logsBefore = c.logs.length;
-    await world.cp.stopApiServer();
-    await new Promise((r) => setTimeout(r, OUTAGE_MS));
-    await world.cp.startApiServer();
-    // The informers did lose the server (the outage was real for the controller, not skipped over).
-    assert.ok(
-      c.logsMatching((l) => /watch failed; reconnecting|list failed; retrying/.test(String(l.msg)), logsBefore).length > 0,
-      `the controller noticed the outage:\n${c.tail(20)}`,
-    );
+      const logsBefore = c.logs.length;
+      await world.cp.stopApiServer();
+      await new Promise((r) => setTimeout(r, OUTAGE_MS));
+      await world.cp.startApiServer();
+      // The informers did lose the server (the outage was real for the controller, not skipped over).
+      assert.ok(
+        c.logsMatching((l) => /watch failed; reconnecting|list failed; retrying/.test(String(l.msg)), logsBefore).length > 0,
+        `the controller noticed the outage:\n${c.tail(20)}`,
+      );
 
-    await world.create(paths.vms(ns), vm('after'));
-    await world.delete(paths.vms(ns, 'before'));
-    // A generous bound only so that a broken controller fails the test instead of hanging it.
-    await world.waitForClaims(ns, ['after.red'], 120_000);
-    const [fresh] = await world.claims(ns);
-    assert.equal(fresh?.metadata.ownerReferences?.[0]?.name, 'after');
-    assert.equal(c.diedReason(), undefined, 'the controller kept running through the outage');
-    t.diagnostic(`controller warnings during the outage: ${c.logsMatching((l) => String(l.level) === 'warn', logsBefore).length}`);
-  }, { timeoutMs: 300_000 });
+      await world.create(paths.vms(ns), vm('after'));
+      await world.delete(paths.vms(ns, 'before'));
+      // A generous bound only so that a broken controller fails the test instead of hanging it.
+      await world.waitForClaims(ns, ['after.red'], 120_000);
+      const [fresh] = await world.claims(ns);
+      assert.equal(fresh?.metadata.ownerReferences?.[0]?.name, 'after');
+      assert.equal(c.diedReason(), undefined, 'the controller kept running through the outage');
+      t.diagnostic(`controller warnings during the outage: ${c.logsMatching((l) => String(l.level) === 'warn', logsBefore).length}`);
+    },
+    { timeoutMs: 300_000 },
+  );
 
   summaryAtEnd(world, T);
 });

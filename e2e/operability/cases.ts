@@ -70,7 +70,10 @@ function addToRun(t: Tally): { ran: number; passed: number; failed: number; area
     }
   }
   appendFileSync(file, `${JSON.stringify(mine)}\n`);
-  const all = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as typeof mine);
+  const all = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as typeof mine);
   return {
     ran: all.reduce((n, x) => n + x.ran, 0),
     passed: all.reduce((n, x) => n + x.passed, 0),
@@ -87,7 +90,9 @@ function addToRun(t: Tally): { ran: number; passed: number; failed: number; area
 export function summaryAtEnd(world: World, t: Tally): void {
   after((ctx) => {
     const version = world.cp?.version ?? '(no cluster)';
-    ctx.diagnostic(`e2e operability [${t.area}]: ${t.ran} cases (${t.passed} passed, ${t.failed} failed) in ${((Date.now() - t.startedAt) / 1000).toFixed(0)} s`);
+    ctx.diagnostic(
+      `e2e operability [${t.area}]: ${t.ran} cases (${t.passed} passed, ${t.failed} failed) in ${((Date.now() - t.startedAt) / 1000).toFixed(0)} s`,
+    );
     const run = addToRun(t);
     ctx.diagnostic(`e2e operability: ${run.ran} cases against Kubernetes ${version} (${run.passed} passed, ${run.failed} failed; ${run.areas.join(', ')})`);
   });

@@ -18,7 +18,9 @@ const CONTROLLER = 'system:serviceaccount:persistent-ips-system:persistent-ips-c
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const DEFAULT_NETWORK = 'v1.multus-cni.io/default-network';
 const PRIMARY_UDN = 'k8s.ovn.org/primary-udn-ipamclaim';
-const DENIED = new RegExp(`ValidatingAdmissionPolicy '${POLICY}' with binding '${POLICY}' denied request: only virt-controller and persistent-ips may name an IPAMClaim`);
+const DENIED = new RegExp(
+  `ValidatingAdmissionPolicy '${POLICY}' with binding '${POLICY}' denied request: only virt-controller and persistent-ips may name an IPAMClaim`,
+);
 
 const networks = (...elements: Record<string, string>[]) => JSON.stringify(elements);
 const red = (claim?: string) => ({ name: 'red', namespace: NS, interface: 'pod1a2b3c', ...(claim === undefined ? {} : { 'ipam-claim-reference': claim }) });
@@ -42,7 +44,9 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
     cp.kubectl([`--as=${user}`, ...args], { check: false, ...(input === undefined ? {} : { input }) });
   const exists = async (name: string): Promise<boolean> => (await cp.kubectl(['get', 'pod', name, '-n', NS], { check: false })).code === 0;
   const annotation = async (name: string, key: string): Promise<string | undefined> =>
-    (JSON.parse(await kubectl(['get', 'pod', name, '-n', NS, '-o', 'json'])) as { metadata: { annotations?: Record<string, string> } }).metadata.annotations?.[key];
+    (JSON.parse(await kubectl(['get', 'pod', name, '-n', NS, '-o', 'json'])) as { metadata: { annotations?: Record<string, string> } }).metadata.annotations?.[
+      key
+    ];
 
   async function refused(result: KubectlResult, user: string): Promise<void> {
     assert.notEqual(result.code, 0, `refused, but kubectl said: ${result.stdout}`);
@@ -53,25 +57,31 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
     return as(user, ['create', '-f', '-'], pod(name, annotations));
   }
 
-  before(async () => {
-    cp = await startControlPlane({ dir: join(scratch, 'cp') });
-    await kubectl(['create', 'namespace', NS]);
-    // Everyone may write pods in NS: RBAC lets each request through, so that only the policy can refuse it.
-    await kubectl(['create', 'clusterrole', 'pod-writer', '--verb=get,list,create,update,patch', '--resource=pods,pods/status']);
-    await kubectl(['create', 'rolebinding', 'pod-writers', '-n', NS, '--clusterrole=pod-writer', '--group=system:authenticated']);
-    await kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'claim-reference-policy')]);
-    // The API server loads policies and bindings from its informers: wait until a dry run is refused by the policy.
-    const probe = pod('probe', { [NETWORKS]: networks(red('vm1.red')) });
-    await poll('the policy refuses a claim reference', 30_000, async () => {
-      const r = await as(ALICE, ['create', '--dry-run=server', '-f', '-'], probe);
-      return r.code !== 0 && DENIED.test(r.stderr) ? true : undefined;
-    });
-  }, { timeout: 120_000 });
+  before(
+    async () => {
+      cp = await startControlPlane({ dir: join(scratch, 'cp') });
+      await kubectl(['create', 'namespace', NS]);
+      // Everyone may write pods in NS: RBAC lets each request through, so that only the policy can refuse it.
+      await kubectl(['create', 'clusterrole', 'pod-writer', '--verb=get,list,create,update,patch', '--resource=pods,pods/status']);
+      await kubectl(['create', 'rolebinding', 'pod-writers', '-n', NS, '--clusterrole=pod-writer', '--group=system:authenticated']);
+      await kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'claim-reference-policy')]);
+      // The API server loads policies and bindings from its informers: wait until a dry run is refused by the policy.
+      const probe = pod('probe', { [NETWORKS]: networks(red('vm1.red')) });
+      await poll('the policy refuses a claim reference', 30_000, async () => {
+        const r = await as(ALICE, ['create', '--dry-run=server', '-f', '-'], probe);
+        return r.code !== 0 && DENIED.test(r.stderr) ? true : undefined;
+      });
+    },
+    { timeout: 120_000 },
+  );
 
-  after(async () => {
-    await cp?.stop();
-    rmSync(scratch, { recursive: true, force: true });
-  }, { timeout: 60_000 });
+  after(
+    async () => {
+      await cp?.stop();
+      rmSync(scratch, { recursive: true, force: true });
+    },
+    { timeout: 60_000 },
+  );
 
   it('an ordinary user cannot create a pod naming a claim: networks element, default-network element, primary-UDN annotation', async () => {
     const cases: [string, Record<string, string>][] = [
@@ -100,7 +110,14 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
       ['primary-udn-empty', { [PRIMARY_UDN]: '' }],
       ['no-annotations', {}],
       // Far more elements than any VM has: the expressions stay within the API server's CEL cost budget.
-      ['large', { [NETWORKS]: networks(...Array.from({ length: 1500 }, (_, i) => ({ name: `net-${i}`, namespace: NS, interface: `pod${i.toString(16).padStart(11, '0')}` }))) }],
+      [
+        'large',
+        {
+          [NETWORKS]: networks(
+            ...Array.from({ length: 1500 }, (_, i) => ({ name: `net-${i}`, namespace: NS, interface: `pod${i.toString(16).padStart(11, '0')}` })),
+          ),
+        },
+      ],
     ];
     for (const [name, annotations] of cases) {
       const r = await createdBy(ALICE, `plain-${name}`, annotations);
@@ -110,8 +127,15 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
   });
 
   it("virt-controller's and the controller's ServiceAccounts may create pods naming claims", async () => {
-    const annotations = { [NETWORKS]: networks(red('vm1.red')), [DEFAULT_NETWORK]: networks({ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.isolated' }), [PRIMARY_UDN]: 'vm1.isolated' };
-    for (const [user, name] of [[VIRT_CONTROLLER, 'launcher-virt-controller'], [CONTROLLER, 'launcher-controller']] as const) {
+    const annotations = {
+      [NETWORKS]: networks(red('vm1.red')),
+      [DEFAULT_NETWORK]: networks({ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.isolated' }),
+      [PRIMARY_UDN]: 'vm1.isolated',
+    };
+    for (const [user, name] of [
+      [VIRT_CONTROLLER, 'launcher-virt-controller'],
+      [CONTROLLER, 'launcher-controller'],
+    ] as const) {
       const r = await createdBy(user, name, annotations);
       assert.equal(r.code, 0, `${user}: ${r.stderr}`);
       assert.equal(await annotation(name, NETWORKS), annotations[NETWORKS]);
@@ -134,11 +158,32 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
     const before = await annotation('launcher-virt-controller', NETWORKS);
     const patch = (annotations: Record<string, string>) => JSON.stringify({ metadata: { annotations } });
     const attempts: [string, string[]][] = [
-      ['change the networks reference', ['patch', 'pod', 'launcher-virt-controller', '-n', NS, '--type=merge', '-p', patch({ [NETWORKS]: networks(red('vm2.red')) })]],
-      ['add a reference', ['patch', 'pod', 'plain-networks', '-n', NS, '--type=merge', '-p', patch({ [NETWORKS]: networks({ name: 'blue', namespace: NS }, red('vm1.red')) })]],
+      [
+        'change the networks reference',
+        ['patch', 'pod', 'launcher-virt-controller', '-n', NS, '--type=merge', '-p', patch({ [NETWORKS]: networks(red('vm2.red')) })],
+      ],
+      [
+        'add a reference',
+        ['patch', 'pod', 'plain-networks', '-n', NS, '--type=merge', '-p', patch({ [NETWORKS]: networks({ name: 'blue', namespace: NS }, red('vm1.red')) })],
+      ],
       ['add the primary-UDN annotation', ['annotate', 'pod', 'plain-no-annotations', '-n', NS, `${PRIMARY_UDN}=vm1.isolated`]],
-      ['add a default-network reference', ['patch', 'pod', 'plain-default-network', '-n', NS, '--type=merge', '-p', patch({ [DEFAULT_NETWORK]: networks({ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.isolated' }) })]],
-      ['change it through pods/status', ['patch', 'pod', 'launcher-virt-controller', '-n', NS, '--subresource=status', '--type=merge', '-p', patch({ [NETWORKS]: networks(red('vm2.red')) })]],
+      [
+        'add a default-network reference',
+        [
+          'patch',
+          'pod',
+          'plain-default-network',
+          '-n',
+          NS,
+          '--type=merge',
+          '-p',
+          patch({ [DEFAULT_NETWORK]: networks({ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.isolated' }) }),
+        ],
+      ],
+      [
+        'change it through pods/status',
+        ['patch', 'pod', 'launcher-virt-controller', '-n', NS, '--subresource=status', '--type=merge', '-p', patch({ [NETWORKS]: networks(red('vm2.red')) })],
+      ],
     ];
     for (const [what, args] of attempts) await refused(await as(ALICE, args), ALICE).catch((e: unknown) => assert.fail(`${what}: ${String(e)}`));
     assert.equal(await annotation('launcher-virt-controller', NETWORKS), before, 'the reference is unchanged');
@@ -152,7 +197,16 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await annotation('launcher-virt-controller', NETWORKS), hotplugged);
     const pointed = networks({ name: 'blue', namespace: NS }, red('vm1.red'));
-    r = await as(CONTROLLER, ['patch', 'pod', 'plain-networks', '-n', NS, '--type=merge', '-p', JSON.stringify({ metadata: { annotations: { [NETWORKS]: pointed } } })]);
+    r = await as(CONTROLLER, [
+      'patch',
+      'pod',
+      'plain-networks',
+      '-n',
+      NS,
+      '--type=merge',
+      '-p',
+      JSON.stringify({ metadata: { annotations: { [NETWORKS]: pointed } } }),
+    ]);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await annotation('plain-networks', NETWORKS), pointed);
   });

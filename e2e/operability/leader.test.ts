@@ -59,150 +59,177 @@ const holder = async (): Promise<string> => (await world.get<Lease>(paths.leases
 const red = (vm: string) => expectedReferences({ red: `${vm}.red` });
 
 describe('operability: leader election between two controller processes', { timeout: 10 * 60_000 }, () => {
-  before(async () => {
-    await world.setUp('leader', { virtController: true });
-    portA = await webhookPort();
-    do portB = await webhookPort();
-    while (portB === portA);
-    await world.installWebhookConfiguration(portB);
-    ns = await world.namespace('le');
-    directNs = await world.namespace('le-direct');
-    await world.createNad(ns, 'nad-red', { network: 'red' });
-    await world.createNad(directNs, 'nad-red', { network: 'red' });
-    standIn = world.kv;
-  }, { timeout: 120_000 });
+  before(
+    async () => {
+      await world.setUp('leader', { virtController: true });
+      portA = await webhookPort();
+      do portB = await webhookPort();
+      while (portB === portA);
+      await world.installWebhookConfiguration(portB);
+      ns = await world.namespace('le');
+      directNs = await world.namespace('le-direct');
+      await world.createNad(ns, 'nad-red', { network: 'red' });
+      await world.createNad(directNs, 'nad-red', { network: 'red' });
+      standIn = world.kv;
+    },
+    { timeout: 120_000 },
+  );
 
-  after(async () => {
-    for (const c of controllers) await c.stop().catch(() => undefined);
-    await world.tearDown();
-  }, { timeout: 120_000 });
+  after(
+    async () => {
+      for (const c of controllers) await c.stop().catch(() => undefined);
+      await world.tearDown();
+    },
+    { timeout: 120_000 },
+  );
 
-  operabilityCase(world, T, 'two --leader-elect replicas: only the leader reconciles; SIGKILL of the leader while VMs are created; the standby takes over within 20 s; no claim lost or duplicated; the webhook keeps answering', async (t) => {
-    // A first, so that A leads.
-    const a = await start('a', portA);
-    await poll('A to lead', 30_000, async () => ((await isLeader(a)) === 1 ? true : undefined));
-    const b = await start('b', portB);
-    assert.equal(await isLeader(a), 1, 'A: leader_election_master_status 1');
-    assert.equal(await isLeader(b), 0, 'B: leader_election_master_status 0');
-    assert.equal(await holder(), identityOf(a), `the Lease names A (${identityOf(a)})`);
-    t.diagnostic(`A ${identityOf(a)} leads (webhook :${portA}); B ${identityOf(b)} stands by (webhook :${portB}, the configuration's URL)`);
-    const claims = await ClaimWatch.start(world, ns);
+  operabilityCase(
+    world,
+    T,
+    'two --leader-elect replicas: only the leader reconciles; SIGKILL of the leader while VMs are created; the standby takes over within 20 s; no claim lost or duplicated; the webhook keeps answering',
+    async (t) => {
+      // A first, so that A leads.
+      const a = await start('a', portA);
+      await poll('A to lead', 30_000, async () => ((await isLeader(a)) === 1 ? true : undefined));
+      const b = await start('b', portB);
+      assert.equal(await isLeader(a), 1, 'A: leader_election_master_status 1');
+      assert.equal(await isLeader(b), 0, 'B: leader_election_master_status 0');
+      assert.equal(await holder(), identityOf(a), `the Lease names A (${identityOf(a)})`);
+      t.diagnostic(`A ${identityOf(a)} leads (webhook :${portA}); B ${identityOf(b)} stands by (webhook :${portB}, the configuration's URL)`);
+      const claims = await ClaimWatch.start(world, ns);
 
-    // While A leads, only A reconciles.
-    const [ra0, rb0] = [await reconciles(a), await reconciles(b)];
-    const vms: { name: string; uid: string; at: number }[] = [];
-    const createVm = async () => {
-      const name = `le-${vms.length + 1}`;
-      const vm = await standIn.createVM(buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] }));
-      vms.push({ name, uid: vm.metadata.uid!, at: Date.now() });
-    };
-    for (let i = 0; i < 3; i++) await createVm();
-    await world.waitForClaims(ns, vms.map((v) => `${v.name}.red`));
-    const [ra1, rb1] = [await reconciles(a), await reconciles(b)];
-    assert.ok(ra1 > ra0, `the leader's controller_runtime_reconcile_total grows (${ra0} → ${ra1})`);
-    assert.equal(rb1, rb0, `the standby's controller_runtime_reconcile_total does not (${rb0} → ${rb1})`);
+      // While A leads, only A reconciles.
+      const [ra0, rb0] = [await reconciles(a), await reconciles(b)];
+      const vms: { name: string; uid: string; at: number }[] = [];
+      const createVm = async () => {
+        const name = `le-${vms.length + 1}`;
+        const vm = await standIn.createVM(buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] }));
+        vms.push({ name, uid: vm.metadata.uid!, at: Date.now() });
+      };
+      for (let i = 0; i < 3; i++) await createVm();
+      await world.waitForClaims(
+        ns,
+        vms.map((v) => `${v.name}.red`),
+      );
+      const [ra1, rb1] = [await reconciles(a), await reconciles(b)];
+      assert.ok(ra1 > ra0, `the leader's controller_runtime_reconcile_total grows (${ra0} → ${ra1})`);
+      assert.equal(rb1, rb0, `the standby's controller_runtime_reconcile_total does not (${rb0} → ${rb1})`);
 
-    // Load: a VM every 600 ms (stand-in → launcher pods admitted by B through the API server), a launcher pod made
-    // directly through the API server every 300 ms, and A's webhook asked directly every 100 ms.
-    const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
-    const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
-    const probeVmi = await world.createVmi(directNs, 'probe', [{ name: 'red', nadName: 'nad-red' }]);
-    const probePod = renderLauncherPod(probeVmi, { name: launcherPodName('probe', probeVmi.metadata.uid!, 'direct') });
-    let loading = true;
-    let killedAt = 0;
-    const directPods: (PodCreation & { at: number })[] = [];
-    const aAnswers: { sent: number; done: number; a: AdmissionAnswer }[] = [];
-    const paced = async (periodMs: number, step: (i: number) => Promise<void>, until: () => boolean = () => !loading) => {
-      const t0 = Date.now();
-      for (let i = 0; !until(); i++) {
-        await step(i);
-        const next = t0 + (i + 1) * periodMs; // a pace, not a wait for something to happen
-        await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+      // Load: a VM every 600 ms (stand-in → launcher pods admitted by B through the API server), a launcher pod made
+      // directly through the API server every 300 ms, and A's webhook asked directly every 100 ms.
+      const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+      const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
+      const probeVmi = await world.createVmi(directNs, 'probe', [{ name: 'red', nadName: 'nad-red' }]);
+      const probePod = renderLauncherPod(probeVmi, { name: launcherPodName('probe', probeVmi.metadata.uid!, 'direct') });
+      let loading = true;
+      let killedAt = 0;
+      const directPods: (PodCreation & { at: number })[] = [];
+      const aAnswers: { sent: number; done: number; a: AdmissionAnswer }[] = [];
+      const paced = async (periodMs: number, step: (i: number) => Promise<void>, until: () => boolean = () => !loading) => {
+        const t0 = Date.now();
+        for (let i = 0; !until(); i++) {
+          await step(i);
+          const next = t0 + (i + 1) * periodMs; // a pace, not a wait for something to happen
+          await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+        }
+      };
+      const loops = Promise.all([
+        paced(600, () => createVm()),
+        paced(300, async (i) => {
+          const created = await world.createLauncherPod(probeVmi, `direct-${i}`);
+          directPods.push({ ...created, at: Date.now() });
+        }),
+        paced(
+          100,
+          async () => {
+            const sent = Date.now();
+            const answer = await admitDirectly(portA, ca, probePod);
+            aAnswers.push({ sent, done: Date.now(), a: answer });
+          },
+          () => killedAt > 0 || !loading,
+        ),
+      ]);
+      try {
+        // Kill A once the load runs: some VMs made and A seen answering under it.
+        const loadStart = vms.length;
+        await poll('load running', 30_000, async () => (vms.length >= loadStart + 4 && aAnswers.length >= 10 ? true : undefined));
+        const vmsAtKill = vms.length;
+        const rbAtKill = await reconciles(b);
+        assert.equal(rbAtKill, rb0, 'the standby never reconciled while A led');
+        killedAt = Date.now();
+        await a.kill();
+        const takenOver = await poll('B to take over', 60_000, async () => ((await isLeader(b)) === 1 ? Date.now() : undefined), { intervalMs: 100 });
+        const takeoverMs = takenOver - killedAt;
+        t.diagnostic(`leader A SIGKILLed with ${vmsAtKill} VMs created; B leads ${secs(takeoverMs)} later (limit ${secs(TAKEOVER_LIMIT_MS)})`);
+        console.log(`[operability:leader] takeover after SIGKILL of the leader: ${takeoverMs} ms`);
+        assert.ok(takeoverMs <= TAKEOVER_LIMIT_MS, `takeover within ${TAKEOVER_LIMIT_MS} ms (took ${takeoverMs} ms)`);
+        assert.equal(await holder(), identityOf(b), 'the Lease names B');
+        // Keep the load on a little longer under the new leader.
+        const vmsAtTakeover = vms.length;
+        await poll('VMs created under the new leader', 30_000, async () => (vms.length >= vmsAtTakeover + 3 ? true : undefined));
+      } finally {
+        loading = false;
+        await loops;
       }
-    };
-    const loops = Promise.all([
-      paced(600, () => createVm()),
-      paced(300, async (i) => {
-        const created = await world.createLauncherPod(probeVmi, `direct-${i}`);
-        directPods.push({ ...created, at: Date.now() });
-      }),
-      paced(
-        100,
-        async () => {
-          const sent = Date.now();
-          const answer = await admitDirectly(portA, ca, probePod);
-          aAnswers.push({ sent, done: Date.now(), a: answer });
-        },
-        () => killedAt > 0 || !loading,
-      ),
-    ]);
-    try {
-      // Kill A once the load runs: some VMs made and A seen answering under it.
-      const loadStart = vms.length;
-      await poll('load running', 30_000, async () => (vms.length >= loadStart + 4 && aAnswers.length >= 10 ? true : undefined));
-      const vmsAtKill = vms.length;
-      const rbAtKill = await reconciles(b);
-      assert.equal(rbAtKill, rb0, 'the standby never reconciled while A led');
-      killedAt = Date.now();
-      await a.kill();
-      const takenOver = await poll('B to take over', 60_000, async () => ((await isLeader(b)) === 1 ? Date.now() : undefined), { intervalMs: 100 });
-      const takeoverMs = takenOver - killedAt;
-      t.diagnostic(`leader A SIGKILLed with ${vmsAtKill} VMs created; B leads ${secs(takeoverMs)} later (limit ${secs(TAKEOVER_LIMIT_MS)})`);
-      console.log(`[operability:leader] takeover after SIGKILL of the leader: ${takeoverMs} ms`);
-      assert.ok(takeoverMs <= TAKEOVER_LIMIT_MS, `takeover within ${TAKEOVER_LIMIT_MS} ms (took ${takeoverMs} ms)`);
-      assert.equal(await holder(), identityOf(b), 'the Lease names B');
-      // Keep the load on a little longer under the new leader.
-      const vmsAtTakeover = vms.length;
-      await poll('VMs created under the new leader', 30_000, async () => (vms.length >= vmsAtTakeover + 3 ? true : undefined));
-    } finally {
-      loading = false;
-      await loops;
-    }
-    assert.ok((await reconciles(b)) > rb0, 'B reconciles once it leads');
+      assert.ok((await reconciles(b)) > rb0, 'B reconciles once it leads');
 
-    // No claim lost: every VM has its claim, owned by it, with the finalizer; and none made twice or deleted.
-    const want = vms.map((v) => `${v.name}.red`);
-    const found = await world.waitForClaims(ns, want, 60_000);
-    for (const v of vms) {
-      const claim = found.find((c) => c.metadata.name === `${v.name}.red`)!;
-      assert.equal(claim.metadata.ownerReferences?.[0]?.uid, v.uid, `${claim.metadata.name} is owned by its VM`);
-      assert.deepEqual(claim.metadata.finalizers, [CLAIM_FINALIZER]);
-    }
-    claims.check();
-    const twice = want.filter((n) => claims.count('ADDED', n) !== 1);
-    const deleted = want.filter((n) => claims.count('DELETED', n) !== 0);
-    claims.stop();
-    assert.deepEqual(twice, [], 'every claim was created exactly once');
-    assert.deepEqual(deleted, [], 'no claim was deleted');
-    const conflicts = sumOf(await b.metrics(), 'persistent_ips_api_requests_total', { verb: 'create', resource: 'ipamclaims', code: '409' });
-    t.diagnostic(`${vms.length} VMs, ${found.length} claims, each ADDED once; B's claim creates refused as existing: ${conflicts}`);
+      // No claim lost: every VM has its claim, owned by it, with the finalizer; and none made twice or deleted.
+      const want = vms.map((v) => `${v.name}.red`);
+      const found = await world.waitForClaims(ns, want, 60_000);
+      for (const v of vms) {
+        const claim = found.find((c) => c.metadata.name === `${v.name}.red`)!;
+        assert.equal(claim.metadata.ownerReferences?.[0]?.uid, v.uid, `${claim.metadata.name} is owned by its VM`);
+        assert.deepEqual(claim.metadata.finalizers, [CLAIM_FINALIZER]);
+      }
+      claims.check();
+      const twice = want.filter((n) => claims.count('ADDED', n) !== 1);
+      const deleted = want.filter((n) => claims.count('DELETED', n) !== 0);
+      claims.stop();
+      assert.deepEqual(twice, [], 'every claim was created exactly once');
+      assert.deepEqual(deleted, [], 'no claim was deleted');
+      const conflicts = sumOf(await b.metrics(), 'persistent_ips_api_requests_total', { verb: 'create', resource: 'ipamclaims', code: '409' });
+      t.diagnostic(`${vms.length} VMs, ${found.length} claims, each ADDED once; B's claim creates refused as existing: ${conflicts}`);
 
-    // The webhook kept answering: every launcher pod admitted (B, through the API server), with its reference.
-    for (const v of vms) {
-      const { pod } = await standIn.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
-      assert.deepEqual(claimReferences(pod), red(v.name), `launcher pod of ${v.name}`);
-    }
-    // While no replica leads, nobody creates the claims of VMs made meanwhile: their launcher pods are refused as
-    // "not yet" (ClaimNotFound, docs/webhook-behaviour.md) and admitted on the stand-in's retry once B made them
-    // (just asserted). Any other refusal is a failure.
-    const refused = await world.rejectedLauncherPods();
-    const notYet = refused.filter((w) => /IPAMClaim \S+\.red does not exist yet/.test(w.message));
-    assert.deepEqual(refused.filter((w) => !notYet.includes(w)), [], 'the API server refused no launcher pod of virt-controller for any other reason');
-    t.diagnostic(`virt-controller's launcher pods refused while the claim was not made yet (failover window): for ${new Set(notYet.map((w) => w.vmi)).size} VMIs`);
-    const failedDirect = directPods.filter((p) => !p.ok);
-    assert.deepEqual(failedDirect, [], 'no launcher pod made directly was refused');
-    for (const p of directPods) if (p.ok) assert.deepEqual(claimReferences(p.pod), red('probe'));
-    const aroundKill = directPods.filter((p) => Math.abs(p.at - killedAt) < 2_000).length;
-    // A answered correctly until it was killed.
-    const beforeKill = aAnswers.filter((x) => x.done < killedAt);
-    const wrong = beforeKill.filter((x) => !(x.a.allowed === true && x.a.patch) || JSON.stringify(claimReferences(applyPatch(probePod, x.a.patch))) !== JSON.stringify(red('probe')));
-    assert.deepEqual(wrong.map((x) => x.a), [], "A's webhook answered every request before the kill with the right patch");
-    assert.ok(beforeKill.length >= 10);
-    t.diagnostic(
-      `webhook: ${directPods.length} launcher pods made directly (${aroundKill} within 2 s of the kill) and ${vms.length} by the stand-in, all admitted by B with references; ` +
-        `A answered ${beforeKill.length} direct admissions correctly until the kill`,
-    );
-  }, { timeoutMs: 5 * 60_000 });
+      // The webhook kept answering: every launcher pod admitted (B, through the API server), with its reference.
+      for (const v of vms) {
+        const { pod } = await standIn.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
+        assert.deepEqual(claimReferences(pod), red(v.name), `launcher pod of ${v.name}`);
+      }
+      // While no replica leads, nobody creates the claims of VMs made meanwhile: their launcher pods are refused as
+      // "not yet" (ClaimNotFound, docs/webhook-behaviour.md) and admitted on the stand-in's retry once B made them
+      // (just asserted). Any other refusal is a failure.
+      const refused = await world.rejectedLauncherPods();
+      const notYet = refused.filter((w) => /IPAMClaim \S+\.red does not exist yet/.test(w.message));
+      assert.deepEqual(
+        refused.filter((w) => !notYet.includes(w)),
+        [],
+        'the API server refused no launcher pod of virt-controller for any other reason',
+      );
+      t.diagnostic(
+        `virt-controller's launcher pods refused while the claim was not made yet (failover window): for ${new Set(notYet.map((w) => w.vmi)).size} VMIs`,
+      );
+      const failedDirect = directPods.filter((p) => !p.ok);
+      assert.deepEqual(failedDirect, [], 'no launcher pod made directly was refused');
+      for (const p of directPods) if (p.ok) assert.deepEqual(claimReferences(p.pod), red('probe'));
+      const aroundKill = directPods.filter((p) => Math.abs(p.at - killedAt) < 2_000).length;
+      // A answered correctly until it was killed.
+      const beforeKill = aAnswers.filter((x) => x.done < killedAt);
+      const wrong = beforeKill.filter(
+        (x) => !(x.a.allowed === true && x.a.patch) || JSON.stringify(claimReferences(applyPatch(probePod, x.a.patch))) !== JSON.stringify(red('probe')),
+      );
+      assert.deepEqual(
+        wrong.map((x) => x.a),
+        [],
+        "A's webhook answered every request before the kill with the right patch",
+      );
+      assert.ok(beforeKill.length >= 10);
+      t.diagnostic(
+        `webhook: ${directPods.length} launcher pods made directly (${aroundKill} within 2 s of the kill) and ${vms.length} by the stand-in, all admitted by B with references; ` +
+          `A answered ${beforeKill.length} direct admissions correctly until the kill`,
+      );
+    },
+    { timeoutMs: 5 * 60_000 },
+  );
 });
 
 summaryAtEnd(world, T);

@@ -18,19 +18,30 @@ const WITHOUT_NAMESPACE_MS = 12_000;
 describe('operability: the controller namespace does not exist yet', { timeout: 4 * 60_000 }, () => {
   let controller: ControllerProcess | undefined;
   before(() => world.setUp('missing-namespace', { controllerNamespace: false }), { timeout: 120_000 });
-  after(async () => {
-    await controller?.stop();
-    await world.tearDown();
-  }, { timeout: 60_000 });
+  after(
+    async () => {
+      await controller?.stop();
+      await world.tearDown();
+    },
+    { timeout: 60_000 },
+  );
   summaryAtEnd(world, T);
 
   operabilityCase(world, T, 'one error line naming the namespace and the fix, quiet retries with backoff, recovery once it is created', async (t) => {
-    controller = await ControllerProcess.start({ name: 'no-namespace', kubeconfig: world.cp.kubeconfigPath, logDir: world.dir, webhookPort: await freePort(), waitReady: false });
+    controller = await ControllerProcess.start({
+      name: 'no-namespace',
+      kubeconfig: world.cp.kubeconfigPath,
+      logDir: world.dir,
+      webhookPort: await freePort(),
+      waitReady: false,
+    });
     await new Promise((resolve) => setTimeout(resolve, WITHOUT_NAMESPACE_MS));
     // Lines about the namespace itself (the Secret's name also holds it, on lines about other things).
     const about = controller.logs.filter((l) => l['namespace'] === CONTROLLER_NAMESPACE || String(l.msg).includes(`namespace ${CONTROLLER_NAMESPACE}`));
     const loud = about.filter((l) => ['warn', 'error', 'fatal'].includes(String(l['level'])));
-    t.diagnostic(`${about.length} lines name ${CONTROLLER_NAMESPACE} in ${WITHOUT_NAMESPACE_MS / 1000} s; at warn or above: ${loud.map((l) => l.msg).join(' | ')}`);
+    t.diagnostic(
+      `${about.length} lines name ${CONTROLLER_NAMESPACE} in ${WITHOUT_NAMESPACE_MS / 1000} s; at warn or above: ${loud.map((l) => l.msg).join(' | ')}`,
+    );
     assert.equal(loud.length, 1, `one warn/error line about the missing namespace, got ${loud.length}`);
     assert.equal(loud[0]!['level'], 'error');
     assert.match(String(loud[0]!.msg), new RegExp(`namespace ${CONTROLLER_NAMESPACE} does not exist.*create the namespace`));
@@ -40,10 +51,17 @@ describe('operability: the controller namespace does not exist yet', { timeout: 
     // Backoff: the delays between retries grow (1 s, 2 s, 4 s, ... up to 30 s), so 12 s holds only a handful.
     assert.ok(retries.length <= 5, `backoff: at most 5 retries in ${WITHOUT_NAMESPACE_MS / 1000} s, got ${retries.length}`);
     const delays = retries.map((l) => Number(l['retryInMs']));
-    assert.deepEqual(delays, [...delays].sort((a, b) => a - b), `growing delays: ${delays.join(', ')}`);
+    assert.deepEqual(
+      delays,
+      [...delays].sort((a, b) => a - b),
+      `growing delays: ${delays.join(', ')}`,
+    );
 
     const from = controller.logs.length;
     await world.ensureNamespace(controllerNamespace);
-    await controller.waitForLog('recovery', (l) => l.msg === 'the controller namespace exists now; the webhook certificate is provisioned', { from, timeoutMs: 60_000 });
+    await controller.waitForLog('recovery', (l) => l.msg === 'the controller namespace exists now; the webhook certificate is provisioned', {
+      from,
+      timeoutMs: 60_000,
+    });
   });
 });

@@ -21,20 +21,31 @@ describe('operability: Events into a namespace being deleted', { timeout: 3 * 60
   // cp.kubectl throws, naming the command and its stderr, when kubectl fails.
   const kubectl = async (args: string[], input?: string): Promise<string> => (await cp.kubectl(args, input === undefined ? {} : { input })).stdout.trim();
 
-  before(async () => {
-    cp = await startControlPlane({ dir: join(scratch, 'cp') });
-    client = KubeClient.fromKubeConfig(loadKubeConfig({ path: cp.kubeconfigPath }).connection);
-    await kubectl(['create', 'namespace', NS]);
-    await kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'hold', namespace: NS, finalizers: ['example.com/hold'] } }));
-    await kubectl(['delete', 'namespace', NS, '--wait=false']);
-    await poll('namespace Terminating', 30_000, async () => ((await kubectl(['get', 'namespace', NS, '-o', 'jsonpath={.status.phase}'])) === 'Terminating' ? true : undefined));
-  }, { timeout: 120_000 });
+  before(
+    async () => {
+      cp = await startControlPlane({ dir: join(scratch, 'cp') });
+      client = KubeClient.fromKubeConfig(loadKubeConfig({ path: cp.kubeconfigPath }).connection);
+      await kubectl(['create', 'namespace', NS]);
+      await kubectl(
+        ['apply', '-f', '-'],
+        JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'hold', namespace: NS, finalizers: ['example.com/hold'] } }),
+      );
+      await kubectl(['delete', 'namespace', NS, '--wait=false']);
+      await poll('namespace Terminating', 30_000, async () =>
+        (await kubectl(['get', 'namespace', NS, '-o', 'jsonpath={.status.phase}'])) === 'Terminating' ? true : undefined,
+      );
+    },
+    { timeout: 120_000 },
+  );
 
-  after(async () => {
-    if (cp) await cp.kubectl(['patch', 'configmap', 'hold', '-n', NS, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
-    await cp?.stop();
-    rmSync(scratch, { recursive: true, force: true });
-  }, { timeout: 60_000 });
+  after(
+    async () => {
+      if (cp) await cp.kubectl(['patch', 'configmap', 'hold', '-n', NS, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
+      await cp?.stop();
+      rmSync(scratch, { recursive: true, force: true });
+    },
+    { timeout: 60_000 },
+  );
 
   it('the API server refuses the Event, and namespaceGoing() recognises its answer', async () => {
     const event = {
@@ -56,11 +67,21 @@ describe('operability: Events into a namespace being deleted', { timeout: 3 * 60
     const log = pino({ level: 'debug' }, { write: (l: string) => void lines.push(JSON.parse(l) as { level: number; msg: string }) });
     const metrics = createMetrics({ defaultMetrics: false });
     let sent = 0;
-    const recorder = new EventRecorder(async (e) => { sent++; await client.createEvent(e); }, log, metrics);
+    const recorder = new EventRecorder(
+      async (e) => {
+        sent++;
+        await client.createEvent(e);
+      },
+      log,
+      metrics,
+    );
     const target = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', namespace: NS, name: 'vm1', uid: 'u-1' };
     for (let i = 0; i < 20; i++) await recorder.report(target, [{ reason: 'NetworkAttachmentDefinitionNotFound', message: 'NAD going-away/blue not found' }]);
     assert.equal(sent, 1, 'one attempt');
-    assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), []);
+    assert.deepEqual(
+      lines.filter((l) => l.level >= 50).map((l) => l.msg),
+      [],
+    );
     assert.equal((await metrics.eventsDropped.get()).values.find((v) => v.labels.reason === 'namespace_terminating')?.value, 1);
   });
 });

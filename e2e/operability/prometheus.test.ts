@@ -27,7 +27,7 @@ interface Rule {
   expr: string;
   annotations?: Record<string, string>;
 }
-const ruleSpec = (loadYaml<{ kind: string; spec: { groups: { name: string; rules: Rule[] }[] } }>(readFileSync(join(DIR, 'prometheus_rule.yaml'), 'utf8'))).spec;
+const ruleSpec = loadYaml<{ kind: string; spec: { groups: { name: string; rules: Rule[] }[] } }>(readFileSync(join(DIR, 'prometheus_rule.yaml'), 'utf8')).spec;
 
 // Looked up on first use: without promtool, only the tests that run it fail (with the one line naming its step).
 let promtoolBin: Promise<string> | undefined;
@@ -54,7 +54,14 @@ describe('manifests/prometheus', () => {
     const out = await promtool(['check', 'rules', file]);
     assert.match(out, /SUCCESS: 7 rules found/);
     const alerts = ruleSpec.groups.flatMap((g) => g.rules.map((r) => r.alert));
-    for (const wanted of ['PersistentIPsClaimsBlocked', 'PersistentIPsReconcileErrors', 'PersistentIPsWebhookDenials', 'PersistentIPsWebhookErrors', 'PersistentIPsNoLeader', 'PersistentIPsMemoryNearLimit']) {
+    for (const wanted of [
+      'PersistentIPsClaimsBlocked',
+      'PersistentIPsReconcileErrors',
+      'PersistentIPsWebhookDenials',
+      'PersistentIPsWebhookErrors',
+      'PersistentIPsNoLeader',
+      'PersistentIPsMemoryNearLimit',
+    ]) {
       assert.ok(alerts.includes(wanted), `alert ${wanted}`);
     }
   });
@@ -85,7 +92,11 @@ describe('manifests/prometheus', () => {
       ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ where: `panel "${p.title}"`, expr: t.expr }))),
     ];
     assert.ok(queries.length > 20);
-    const unknown = queries.flatMap(({ where, expr }) => selectors(expr).filter((n) => !exported.has(n) && !external.has(n)).map((n) => `${where}: ${n}`));
+    const unknown = queries.flatMap(({ where, expr }) =>
+      selectors(expr)
+        .filter((n) => !exported.has(n) && !external.has(n))
+        .map((n) => `${where}: ${n}`),
+    );
     assert.deepEqual(unknown, []);
   });
 });

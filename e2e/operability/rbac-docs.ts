@@ -47,7 +47,10 @@ export function parseRbacDoc(markdown: string): DocRule[] {
       if (/^## What is not granted/.test(line)) scope = undefined;
       continue;
     }
-    const cells = line.slice(1, line.endsWith('|') ? -1 : undefined).split('|').map((c) => c.trim());
+    const cells = line
+      .slice(1, line.endsWith('|') ? -1 : undefined)
+      .split('|')
+      .map((c) => c.trim());
     if (!header) {
       header = cells.map((c) => c.toLowerCase());
       continue;
@@ -70,7 +73,10 @@ export function parseRbacDoc(markdown: string): DocRule[] {
       group: group === '""' ? '' : group,
       resources: ticks(resourcesCell),
       names: namesCell === undefined ? [] : ticks(namesCell),
-      verbs: verbsCell.split(',').map((v) => v.trim()).filter(Boolean),
+      verbs: verbsCell
+        .split(',')
+        .map((v) => v.trim())
+        .filter(Boolean),
     });
   }
   return rules;
@@ -78,13 +84,19 @@ export function parseRbacDoc(markdown: string): DocRule[] {
 
 /** The permissions a documented rule grants, one per (resource, name, verb); name '' for "any". */
 export function docGrants(rules: DocRule[]): Grant[] {
-  return rules.flatMap((r) => r.resources.flatMap((resource) => (r.names.length ? r.names : ['']).flatMap((name) => r.verbs.map((verb) => ({ group: r.group, resource, name, verb })))));
+  return rules.flatMap((r) =>
+    r.resources.flatMap((resource) => (r.names.length ? r.names : ['']).flatMap((name) => r.verbs.map((verb) => ({ group: r.group, resource, name, verb })))),
+  );
 }
 
 /** Whether `g` is allowed by a documented rule: same group, resource and verb, and the rule's names (if any) include it. */
 export function coveredBy(g: Grant, rules: DocRule[]): DocRule | undefined {
   return rules.find(
-    (r) => r.group === g.group && r.resources.includes(g.resource) && r.verbs.includes(g.verb) && (r.names.length === 0 || (g.name !== '' && r.names.includes(g.name))),
+    (r) =>
+      r.group === g.group &&
+      r.resources.includes(g.resource) &&
+      r.verbs.includes(g.verb) &&
+      (r.names.length === 0 || (g.name !== '' && r.names.includes(g.name))),
   );
 }
 

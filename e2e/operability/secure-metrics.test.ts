@@ -20,12 +20,23 @@ function scrape(port: number, token?: string): Promise<{ status: number; body: s
   return new Promise((resolve, reject) => {
     // The certificate is self-signed (no --metrics-cert-dir), as Prometheus sees it: verification skipped, the token
     // is what is checked.
-    const req = request({ host: '127.0.0.1', port, path: '/metrics', rejectUnauthorized: false, agent: false, headers: token ? { authorization: `Bearer ${token}` } : {}, timeout: 10_000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/metrics',
+        rejectUnauthorized: false,
+        agent: false,
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+        timeout: 10_000,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -41,53 +52,77 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
   // cp.kubectl throws, naming the command and its stderr, when kubectl fails.
   const kubectl = async (args: string[], input?: string): Promise<string> => (await cp.kubectl(args, input === undefined ? {} : { input })).stdout.trim();
 
-  before(async () => {
-    cp = await startControlPlane({ dir: join(scratch, 'cp') });
-    await kubectl(['create', 'namespace', NS]);
-    await kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'rbac')]);
-    await kubectl(['create', 'namespace', 'monitoring']);
-    for (const sa of ['prometheus', 'nobody']) await kubectl(['create', 'serviceaccount', sa, '-n', 'monitoring']);
-    await kubectl(['create', 'clusterrolebinding', 'prometheus-persistent-ips-metrics', '--clusterrole=persistent-ips-metrics-reader', '--serviceaccount=monitoring:prometheus']);
-    tokens.prometheus = await kubectl(['create', 'token', 'prometheus', '-n', 'monitoring']);
-    tokens.nobody = await kubectl(['create', 'token', 'nobody', '-n', 'monitoring']);
-    const controllerToken = await kubectl(['create', 'token', 'persistent-ips-controller', '-n', NS, '--duration', '1h']);
-    const kubeconfig = join(scratch, 'kubeconfig-controller');
-    writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, controllerToken), { mode: 0o600 });
+  before(
+    async () => {
+      cp = await startControlPlane({ dir: join(scratch, 'cp') });
+      await kubectl(['create', 'namespace', NS]);
+      await kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'rbac')]);
+      await kubectl(['create', 'namespace', 'monitoring']);
+      for (const sa of ['prometheus', 'nobody']) await kubectl(['create', 'serviceaccount', sa, '-n', 'monitoring']);
+      await kubectl([
+        'create',
+        'clusterrolebinding',
+        'prometheus-persistent-ips-metrics',
+        '--clusterrole=persistent-ips-metrics-reader',
+        '--serviceaccount=monitoring:prometheus',
+      ]);
+      tokens.prometheus = await kubectl(['create', 'token', 'prometheus', '-n', 'monitoring']);
+      tokens.nobody = await kubectl(['create', 'token', 'nobody', '-n', 'monitoring']);
+      const controllerToken = await kubectl(['create', 'token', 'persistent-ips-controller', '-n', NS, '--duration', '1h']);
+      const kubeconfig = join(scratch, 'kubeconfig-controller');
+      writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, controllerToken), { mode: 0o600 });
 
-    metricsPort = await freePort();
-    const probePort = await freePort();
-    controller = spawn(
-      NODE,
-      [
-        CLI, 'run', '--kubeconfig', kubeconfig, '--controller-namespace', NS, '--feature-gates', 'PersistentIPs=true',
-        '--metrics-bind-address', `127.0.0.1:${metricsPort}`, '--health-probe-bind-address', `127.0.0.1:${probePort}`, '--webhook-bind-address', '0',
-      ],
-      { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    // Killed by the harness's reaper if this file ends without reaching after().
-    const pid = controller.pid!;
-    track(pid);
-    controller.once('exit', () => untrack(pid));
-    controller.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
-    controller.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
-    await poll('controller /readyz', 60_000, async () => {
-      if (controller!.exitCode !== null) throw new Error(`the controller exited (${controller!.exitCode}):\n${output.slice(-3000)}`);
-      const res = await fetch(`http://127.0.0.1:${probePort}/readyz`).catch(() => undefined);
-      return res?.status === 200 ? true : undefined;
-    });
-  }, { timeout: 180_000 });
+      metricsPort = await freePort();
+      const probePort = await freePort();
+      controller = spawn(
+        NODE,
+        [
+          CLI,
+          'run',
+          '--kubeconfig',
+          kubeconfig,
+          '--controller-namespace',
+          NS,
+          '--feature-gates',
+          'PersistentIPs=true',
+          '--metrics-bind-address',
+          `127.0.0.1:${metricsPort}`,
+          '--health-probe-bind-address',
+          `127.0.0.1:${probePort}`,
+          '--webhook-bind-address',
+          '0',
+        ],
+        { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      // Killed by the harness's reaper if this file ends without reaching after().
+      const pid = controller.pid!;
+      track(pid);
+      controller.once('exit', () => untrack(pid));
+      controller.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+      controller.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
+      await poll('controller /readyz', 60_000, async () => {
+        if (controller!.exitCode !== null) throw new Error(`the controller exited (${controller!.exitCode}):\n${output.slice(-3000)}`);
+        const res = await fetch(`http://127.0.0.1:${probePort}/readyz`).catch(() => undefined);
+        return res?.status === 200 ? true : undefined;
+      });
+    },
+    { timeout: 180_000 },
+  );
 
-  after(async () => {
-    if (controller && controller.exitCode === null) {
-      const exited = new Promise((r) => controller!.once('exit', r));
-      controller.kill('SIGTERM');
-      const timer = setTimeout(() => controller!.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    await cp?.stop();
-    rmSync(scratch, { recursive: true, force: true });
-  }, { timeout: 60_000 });
+  after(
+    async () => {
+      if (controller && controller.exitCode === null) {
+        const exited = new Promise((r) => controller!.once('exit', r));
+        controller.kill('SIGTERM');
+        const timer = setTimeout(() => controller!.kill('SIGKILL'), 15_000);
+        await exited;
+        clearTimeout(timer);
+      }
+      await cp?.stop();
+      rmSync(scratch, { recursive: true, force: true });
+    },
+    { timeout: 60_000 },
+  );
 
   it('no token: 401', async () => {
     const r = await scrape(metricsPort);
@@ -111,11 +146,20 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
     const r = await scrape(metricsPort, tokens.prometheus);
     assert.equal(r.status, 200, r.body);
     const samples = parsePrometheus(r.body);
-    assert.ok(samples.some((s) => s.name === 'persistent_ips_feature_gate_enabled' && s.labels.name === 'PersistentIPs' && s.value === 1), 'the gate gauge, on');
+    assert.ok(
+      samples.some((s) => s.name === 'persistent_ips_feature_gate_enabled' && s.labels.name === 'PersistentIPs' && s.value === 1),
+      'the gate gauge, on',
+    );
     assert.ok(samples.some((s) => s.name === 'process_resident_memory_bytes'));
     // The reviews went through the controller's own client, with the manifests' RBAC: visible in its API counters.
-    const reviews = samples.filter((s) => s.name === 'persistent_ips_api_requests_total' && ['tokenreviews', 'subjectaccessreviews'].includes(s.labels.resource ?? ''));
-    assert.deepEqual(reviews.filter((s) => s.labels.code !== '201').map((s) => s.labels), [], 'no review refused');
+    const reviews = samples.filter(
+      (s) => s.name === 'persistent_ips_api_requests_total' && ['tokenreviews', 'subjectaccessreviews'].includes(s.labels.resource ?? ''),
+    );
+    assert.deepEqual(
+      reviews.filter((s) => s.labels.code !== '201').map((s) => s.labels),
+      [],
+      'no review refused',
+    );
     assert.deepEqual([...new Set(reviews.map((s) => s.labels.resource))].sort(), ['subjectaccessreviews', 'tokenreviews']);
   });
 

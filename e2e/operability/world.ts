@@ -11,7 +11,17 @@ import { KubeConfig, Watch, type V1Pod } from '@kubernetes/client-node';
 import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
 import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
-import { buildVM, launcherPodName, parseNetworksAnnotation, podInterfaceName, renderLauncherPod, renderVmiFromVm, type VMNetworkRequest, type Vm, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import {
+  buildVM,
+  launcherPodName,
+  parseNetworksAnnotation,
+  podInterfaceName,
+  renderLauncherPod,
+  renderVmiFromVm,
+  type VMNetworkRequest,
+  type Vm,
+  type Vmi,
+} from '../kubevirt/launcher-fixture.ts';
 import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
@@ -127,7 +137,9 @@ export class World {
   /** Launcher pods virt-controller could not create (its FailedCreate Events), in `namespace` or everywhere. */
   async rejectedLauncherPods(namespace?: string): Promise<RefusedLauncherPod[]> {
     const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : '/api/v1/events';
-    const events = await this.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(`${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`);
+    const events = await this.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(
+      `${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`,
+    );
     return events
       .filter((e) => e.involvedObject.kind === 'VirtualMachineInstance')
       .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
@@ -187,7 +199,12 @@ export class World {
       netAttachDefName: `${namespace}/${name}`,
       ...(o.persistent === false ? {} : { allowPersistentIPs: true }),
     });
-    await this.create(paths.nads(namespace), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name, namespace }, spec: { config } });
+    await this.create(paths.nads(namespace), {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name, namespace },
+      spec: { config },
+    });
   }
 
   /** Adds or removes PersistentIPs in the KubeVirt CR (other gates kept), guarded by resourceVersion. */
@@ -279,7 +296,12 @@ export class World {
     const want = [...names].sort().join(',');
     return poll(`claims ${want} in ${namespace}`, timeoutMs, async () => {
       const claims = await this.claims(namespace);
-      return claims.map((c) => c.metadata.name).sort().join(',') === want ? claims : undefined;
+      return claims
+        .map((c) => c.metadata.name)
+        .sort()
+        .join(',') === want
+        ? claims
+        : undefined;
     });
   }
 }
@@ -362,7 +384,16 @@ export function admitDirectly(port: number, ca: string, pod: V1Pod, agent: Https
   const body = JSON.stringify(review);
   return new Promise((resolve) => {
     const req = httpsRequest(
-      { host: '127.0.0.1', port, path: '/mutate-v1-pod', method: 'POST', ca, agent, timeout: 5000, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate-v1-pod',
+        method: 'POST',
+        ca,
+        agent,
+        timeout: 5000,
+        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -394,7 +425,10 @@ export function applyPatch(pod: V1Pod, patch: { op: string; path: string; value?
   const out = structuredClone(pod) as unknown as Record<string, unknown>;
   for (const op of patch ?? []) {
     if (op.op !== 'add' && op.op !== 'replace') throw new Error(`unexpected patch operation ${op.op} ${op.path}`);
-    const tokens = op.path.split('/').slice(1).map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const tokens = op.path
+      .split('/')
+      .slice(1)
+      .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
     let node = out;
     for (const t of tokens.slice(0, -1)) node = node[t] as Record<string, unknown>;
     node[tokens.at(-1)!] = structuredClone(op.value);
@@ -407,7 +441,11 @@ export function verifiedHandshake(port: number, ca: string): Promise<{ authorize
   return new Promise((resolve) => {
     const socket = connect({ host: '127.0.0.1', port, ca, rejectUnauthorized: false }, () => {
       const serial = socket.getPeerX509Certificate()?.serialNumber;
-      const out = { authorized: socket.authorized, ...(socket.authorizationError ? { error: String(socket.authorizationError) } : {}), ...(serial ? { serial } : {}) };
+      const out = {
+        authorized: socket.authorized,
+        ...(socket.authorizationError ? { error: String(socket.authorizationError) } : {}),
+        ...(serial ? { serial } : {}),
+      };
       socket.end();
       resolve(out);
     });

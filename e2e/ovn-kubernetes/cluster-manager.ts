@@ -45,7 +45,15 @@ const UDN_CRDS = [
     group: 'k8s.ovn.org',
     names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames },
     scope,
-    versions: [{ name: 'v1', served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
   },
 }));
 /** The commands ovnkube's start-up looks up on PATH (config.go); the cluster manager never runs them. */
@@ -94,13 +102,22 @@ export interface ClusterManagerOptions {
 /** Creates the namespace it needs (when missing), starts the cluster manager and waits for its ready line. */
 export async function startClusterManager(cluster: Cluster, ovnkube: string, dir: string, opts: ClusterManagerOptions = {}): Promise<ClusterManager> {
   mkdirSync(dir, { recursive: true });
-  await cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: OVNK_NAMESPACE } }, ...UDN_CRDS] }) });
+  await cluster.kubectl(['apply', '-f', '-'], {
+    input: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: OVNK_NAMESPACE } }, ...UDN_CRDS],
+    }),
+  });
   await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...UDN_CRDS.map((c) => `crd/${c.metadata.name}`)]);
   const stubs = join(dir, 'stub-bin');
   mkdirSync(stubs, { recursive: true });
   for (const cmd of OVNK_STUBBED_COMMANDS) {
     const path = join(stubs, cmd);
-    writeFileSync(path, `#!/bin/sh\n# stand-in for ${cmd}: ovnkube's cluster manager checks it is on PATH and never runs it\necho "${cmd}: not available in the persistent-ips e2e (stub)" >&2\nexit 1\n`);
+    writeFileSync(
+      path,
+      `#!/bin/sh\n# stand-in for ${cmd}: ovnkube's cluster manager checks it is on PATH and never runs it\necho "${cmd}: not available in the persistent-ips e2e (stub)" >&2\nexit 1\n`,
+    );
     chmodSync(path, 0o755);
   }
   const logFile = join(dir, 'ovnkube.log');
@@ -132,10 +149,15 @@ export async function startClusterManager(cluster: Cluster, ovnkube: string, dir
   const lines = () => readFileSync(logFile, 'utf8').split('\n');
   const cm: ClusterManager = { process: p, logFile, lines, stop: () => stopProcess(p, 10_000) };
   try {
-    await poll(`ovnkube's cluster manager to start ("${READY_LINE}")`, opts.readyTimeoutMs ?? 60_000, async () => (lines().some((l) => l.includes(READY_LINE)) ? true : undefined), {
-      intervalMs: 200,
-      abort: () => (p.hasExited() ? `ovnkube exited; last lines of ${logFile}:\n${tailFile(logFile, 30)}` : undefined),
-    });
+    await poll(
+      `ovnkube's cluster manager to start ("${READY_LINE}")`,
+      opts.readyTimeoutMs ?? 60_000,
+      async () => (lines().some((l) => l.includes(READY_LINE)) ? true : undefined),
+      {
+        intervalMs: 200,
+        abort: () => (p.hasExited() ? `ovnkube exited; last lines of ${logFile}:\n${tailFile(logFile, 30)}` : undefined),
+      },
+    );
   } catch (err) {
     await cm.stop();
     throw err;

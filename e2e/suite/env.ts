@@ -25,7 +25,10 @@ export { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE };
 export const SHARED_RESYNC_PERIOD_S = 2;
 
 /** Whether a log line is about namespace `ns` (the reconciler's lines carry `namespace`). */
-export const inNamespace = (ns: string) => (l: LogLine): boolean => l['namespace'] === ns;
+export const inNamespace =
+  (ns: string) =>
+  (l: LogLine): boolean =>
+    l['namespace'] === ns;
 
 export interface Tally {
   ran: number;
@@ -186,7 +189,6 @@ export class SuiteEnv {
     }
     return parts.join('\n');
   }
-
 }
 
 /** What a case gets: the suite's world, its test context, and fresh namespaces (remembered for diagnostics). */

@@ -80,12 +80,7 @@ export async function createVM(env: SuiteEnv, namespace: string, name: string, n
 }
 
 /** Creates a VM and waits for its VMI to run in a launcher pod. */
-export async function createRunningVM(
-  env: SuiteEnv,
-  namespace: string,
-  name: string,
-  networks: VMNetworkRequest[],
-): Promise<{ vm: Vm; vmi: Vmi; pod: V1Pod }> {
+export async function createRunningVM(env: SuiteEnv, namespace: string, name: string, networks: VMNetworkRequest[]): Promise<{ vm: Vm; vmi: Vmi; pod: V1Pod }> {
   const vm = await createVM(env, namespace, name, networks);
   const { vmi, pod } = await env.kv.waitForVMIRunning(namespace, name, { timeoutMs: EVENTUALLY_MS });
   return { vm, vmi, pod };

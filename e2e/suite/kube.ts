@@ -172,16 +172,7 @@ export interface CoreEvent {
 
 /** Events about the object `uid` with `reason`, read with kubectl (an independent client). */
 export async function eventsFor(cluster: Cluster, namespace: string, uid: string, reason: string): Promise<CoreEvent[]> {
-  const out = await cluster.kubectl([
-    'get',
-    'events',
-    '-n',
-    namespace,
-    '--field-selector',
-    `involvedObject.uid=${uid},reason=${reason}`,
-    '-o',
-    'json',
-  ]);
+  const out = await cluster.kubectl(['get', 'events', '-n', namespace, '--field-selector', `involvedObject.uid=${uid},reason=${reason}`, '-o', 'json']);
   return (JSON.parse(out.stdout) as { items: CoreEvent[] }).items;
 }
 
@@ -201,10 +192,7 @@ export const WRITE_VERBS = ['POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export async function apiserverClaimWrites(cluster: Cluster): Promise<{ total: number; series: Sample[] }> {
   const out = await cluster.kubectl(['get', '--raw', '/metrics'], { timeoutMs: 60_000 });
   const series = parsePrometheus(out.stdout).filter(
-    (s) =>
-      s.name === 'apiserver_request_total' &&
-      s.labels['resource'] === 'ipamclaims' &&
-      (WRITE_VERBS as readonly string[]).includes(s.labels['verb'] ?? ''),
+    (s) => s.name === 'apiserver_request_total' && s.labels['resource'] === 'ipamclaims' && (WRITE_VERBS as readonly string[]).includes(s.labels['verb'] ?? ''),
   );
   return { total: series.reduce((n, s) => n + s.value, 0), series };
 }

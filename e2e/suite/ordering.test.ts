@@ -78,13 +78,18 @@ describe('VM deleted (background): the ordering check over every legal order', (
       { type: 'MODIFIED', obj: claimAt({ finalizer: false }), rv: 345 },
       { type: 'DELETED', obj: claimAt({ finalizer: false }), rv: 348 },
     ]);
-    assert.deepEqual(backgroundDeletionViolations(notByGc, NAME, GONE), [`${NAME}: deletion began (rv 348) before the VM was gone (rv 351), so not by garbage collection`]);
+    assert.deepEqual(backgroundDeletionViolations(notByGc, NAME, GONE), [
+      `${NAME}: deletion began (rv 348) before the VM was gone (rv 351), so not by garbage collection`,
+    ]);
     assert.deepEqual(backgroundDeletionViolations(record(releasedFirst()), NAME, { vmi: 340, vm: undefined }), [`${NAME}: the VM's deletion is not recorded`]);
   });
 });
 
 describe('waitForDeletedEvents: the record catches up with what a GET showed', () => {
-  for (const [order, events] of [['(a) released first', releasedFirst()], ['(b) VM gone first', vmGoneFirst()]] as const) {
+  for (const [order, events] of [
+    ['(a) released first', releasedFirst()],
+    ['(b) VM gone first', vmGoneFirst()],
+  ] as const) {
     it(`${order}: DELETED delivered after the GET saw the claim gone; the check then passes`, async () => {
       const log = record(events.slice(0, 1));
       setTimeout(() => log.events.push(events[1]!), 60); // the watch, a moment behind the GET
@@ -96,11 +101,19 @@ describe('waitForDeletedEvents: the record catches up with what a GET showed', (
   }
 
   it('a DELETED event that never comes: an error naming the claim, within the deadline', async () => {
-    await assert.rejects(waitForDeletedEvents(record(releasedFirst().slice(0, 1)), [NAME, 'vm1.blue'], 100, 5), /did not deliver the DELETED event of vm1\.red, vm1\.blue within 100 ms/);
+    await assert.rejects(
+      waitForDeletedEvents(record(releasedFirst().slice(0, 1)), [NAME, 'vm1.blue'], 100, 5),
+      /did not deliver the DELETED event of vm1\.red, vm1\.blue within 100 ms/,
+    );
   });
 
   it('a broken watch fails at once rather than waiting out the deadline', async () => {
-    const log = { ...record([]), check: () => { throw new Error('watch of /x failed: 410 Gone'); } };
+    const log = {
+      ...record([]),
+      check: () => {
+        throw new Error('watch of /x failed: 410 Gone');
+      },
+    };
     await assert.rejects(waitForDeletedEvents(log, [NAME], 60_000), /410 Gone/);
   });
 });

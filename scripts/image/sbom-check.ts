@@ -22,7 +22,7 @@ for (const line of readFileSync(debianFile, 'utf8').trim().split('\n')) {
   if (!debs.has(`debian/${name}@${version}`)) problems.push(`no Debian package ${name} ${version}`);
 }
 
-const own = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string; version: string });
+const own = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string; version: string };
 const npm = sbomPackageIds(bom, 'npm');
 npm.delete(`${own.name}@${own.version}`);
 const bundled = noticesPackageIds(readFileSync(noticesFile, 'utf8'));

@@ -28,9 +28,7 @@ function subnetArb(family: IPFamily, slot: number): fc.Arbitrary<GenSubnet> {
   return fc.integer({ min: bits - 6, max: bits }).chain((prefix) => {
     const exclude = fc.integer({ min: prefix, max: bits }).chain((exPrefix) => {
       const count = 1 << (exPrefix - prefix);
-      return fc
-        .integer({ min: 0, max: count - 1 })
-        .map((i) => ({ first: base + BigInt(i) * (1n << BigInt(bits - exPrefix)), prefix: exPrefix }));
+      return fc.integer({ min: 0, max: count - 1 }).map((i) => ({ first: base + BigInt(i) * (1n << BigInt(bits - exPrefix)), prefix: exPrefix }));
     });
     // Excludes may cover a whole family: such pools must be refused (EmptyPool), which the test checks.
     return fc.array(exclude, { maxLength: 3 }).map((excludes) => ({ family, first: base, prefix, excludes }));
@@ -38,9 +36,7 @@ function subnetArb(family: IPFamily, slot: number): fc.Arbitrary<GenSubnet> {
 }
 
 const familySubnets = (family: IPFamily) =>
-  fc
-    .uniqueArray(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 2 })
-    .chain((slots) => fc.tuple(...slots.map((s) => subnetArb(family, s))));
+  fc.uniqueArray(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 2 }).chain((slots) => fc.tuple(...slots.map((s) => subnetArb(family, s))));
 
 const specArb = fc
   .constantFrom<IPFamily[]>([4], [6], [4, 6])
@@ -55,9 +51,7 @@ function cidrText(family: IPFamily, first: bigint, prefix: number, bare: boolean
 function toSpec(subnets: GenSubnet[]) {
   return {
     subnets: subnets.map((s) => cidrText(s.family, s.first, s.prefix, false)).join(','),
-    excludeSubnets: subnets
-      .flatMap((s) => s.excludes.map((e, i) => cidrText(s.family, e.first, e.prefix, i % 2 === 0)))
-      .join(', '),
+    excludeSubnets: subnets.flatMap((s) => s.excludes.map((e, i) => cidrText(s.family, e.first, e.prefix, i % 2 === 0))).join(', '),
   };
 }
 
@@ -92,7 +86,10 @@ function buildModel(subnets: GenSubnet[]): Model {
         if (!excluded) list.push(v);
       }
     }
-    usable.set(family, list.sort((a, b) => (a < b ? -1 : 1)));
+    usable.set(
+      family,
+      list.sort((a, b) => (a < b ? -1 : 1)),
+    );
     candidates.set(family, cands);
   }
   const prefixOf = (family: IPFamily, v: bigint) => {
@@ -116,10 +113,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({
       kind: fc.constant('request' as const),
       key: fc.nat(11),
-      picks: fc.uniqueArray(
-        fc.record({ family: fc.constantFrom<IPFamily>(4, 6), index: fc.nat(200) }),
-        { minLength: 1, maxLength: 2, selector: (p) => p.family },
-      ),
+      picks: fc.uniqueArray(fc.record({ family: fc.constantFrom<IPFamily>(4, 6), index: fc.nat(200) }), {
+        minLength: 1,
+        maxLength: 2,
+        selector: (p) => p.family,
+      }),
     }),
   },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('release' as const), key: fc.nat(11) }) },
@@ -206,9 +204,7 @@ function checkResult(model: Model, got: AllocateResult, want: ReturnType<typeof 
   }
   assert.ok(got.ok, `expected success, got ${JSON.stringify(got)}`);
   assert.equal(got.changed, want.changed);
-  const wantIps = [...want.values]
-    .sort(([a], [b]) => a - b)
-    .map(([f, v]) => `${formatAddress(f, v)}/${model.prefixOf(f, v)}`);
+  const wantIps = [...want.values].sort(([a], [b]) => a - b).map(([f, v]) => `${formatAddress(f, v)}/${model.prefixOf(f, v)}`);
   assert.deepEqual(got.ips, wantIps);
 }
 
@@ -221,7 +217,10 @@ test('any sequence of allocate / request / release / restart on any pool keeps e
       const model = buildModel(subnets);
       if (!parsed.ok) {
         // The generator only builds valid layouts; the only possible problem is excludes eating a whole family.
-        assert.deepEqual(parsed.problems.map((p) => p.code).filter((c) => c !== 'EmptyPool'), []);
+        assert.deepEqual(
+          parsed.problems.map((p) => p.code).filter((c) => c !== 'EmptyPool'),
+          [],
+        );
         assert.ok(model.families.some((f) => model.usable.get(f)!.length === 0));
         return;
       }
@@ -287,10 +286,10 @@ test('rebuild from arbitrary claims: every shared address is reported for all it
     fc.nat(17).map((i) => `10.0.0.${i}/28`),
     fc.nat(17).map((i) => `fd00::${i.toString(16)}/124`),
   );
-  const claimsArb = fc.uniqueArray(
-    fc.record({ key: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), ips: fc.array(address, { maxLength: 2 }) }),
-    { maxLength: 6, selector: (c) => c.key },
-  );
+  const claimsArb = fc.uniqueArray(fc.record({ key: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), ips: fc.array(address, { maxLength: 2 }) }), {
+    maxLength: 6,
+    selector: (c) => c.key,
+  });
   const laterArb = fc.array(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'new1', 'new2'), { maxLength: 10 });
   fc.assert(
     fc.property(claimsArb, laterArb, (claims, later) => {

@@ -111,9 +111,7 @@ test('a claim missing a family (IPv6 added to the network) gets it added; what i
 test('IPv6 /64: allocation and requests anywhere in it work at once', () => {
   const a = allocator({ subnets: 'fd00:1:2:3::/64' });
   assert.deepEqual(ips(a.allocate('a')), ['fd00:1:2:3::1/64']);
-  assert.deepEqual(ips(a.allocate('b', { requested: ['fd00:1:2:3:ffff:ffff:ffff:ffff'] })), [
-    'fd00:1:2:3:ffff:ffff:ffff:ffff/64',
-  ]);
+  assert.deepEqual(ips(a.allocate('b', { requested: ['fd00:1:2:3:ffff:ffff:ffff:ffff'] })), ['fd00:1:2:3:ffff:ffff:ffff:ffff/64']);
   a.rebuild([
     { key: 'x', ips: ['fd00:1:2:3::1/64'] },
     { key: 'y', ips: ['fd00:1:2:3::2/64'] },
@@ -266,10 +264,13 @@ test('every error code has an IPAMClaim condition reason', () => {
 test(`${ADDRESSES_ANNOTATION} annotation parsing never throws and reports bad input`, () => {
   const ok = parseAddressesAnnotation('{"net1": ["192.0.2.10", "2001:db8::10/64"], "net2": []}');
   assert.deepEqual(ok.problems, []);
-  assert.deepEqual([...ok.requests], [
-    ['net1', ['192.0.2.10', '2001:db8::10/64']],
-    ['net2', []],
-  ]);
+  assert.deepEqual(
+    [...ok.requests],
+    [
+      ['net1', ['192.0.2.10', '2001:db8::10/64']],
+      ['net2', []],
+    ],
+  );
   for (const empty of [undefined, null, '']) {
     assert.deepEqual(parseAddressesAnnotation(empty), { requests: new Map(), problems: [] });
   }
@@ -297,7 +298,5 @@ test(`${ADDRESSES_ANNOTATION} annotation parsing never throws and reports bad in
     for (const iface of ifaces) if (iface !== undefined) assert.equal(r.requests.has(iface), false);
   }
   // Valid interfaces survive a bad neighbour.
-  assert.deepEqual(parseAddressesAnnotation('{"__proto__": ["nope"], "net2": ["192.0.2.1"]}').requests.get('net2'), [
-    '192.0.2.1',
-  ]);
+  assert.deepEqual(parseAddressesAnnotation('{"__proto__": ["nope"], "net2": ["192.0.2.1"]}').requests.get('net2'), ['192.0.2.1']);
 });

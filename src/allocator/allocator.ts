@@ -37,12 +37,7 @@ export interface AddressConflict {
   keys: string[];
 }
 
-export type RebuildProblemCode =
-  | 'InvalidAddress'
-  | 'AddressOutsidePool'
-  | 'AddressExcluded'
-  | 'MultipleAddressesPerFamily'
-  | 'DuplicateKey';
+export type RebuildProblemCode = 'InvalidAddress' | 'AddressOutsidePool' | 'AddressExcluded' | 'MultipleAddressesPerFamily' | 'DuplicateKey';
 
 export interface RebuildProblem {
   key: string;
@@ -251,9 +246,7 @@ export class PoolAllocator {
           return {
             ok: false,
             error: 'InvalidRequest',
-            message:
-              `requested ${want.text}, but the pool subnet is ${verdict.subnet.text}:` +
-              ` give the address alone or with /${verdict.subnet.prefix}`,
+            message: `requested ${want.text}, but the pool subnet is ${verdict.subnet.text}:` + ` give the address alone or with /${verdict.subnet.prefix}`,
           };
         }
         const holders = fam.holders.get(want.value);
@@ -453,9 +446,7 @@ export class PoolAllocator {
   /** Syntax only: whether each requested address is usable is checked for the families actually allocated. */
   #parseRequest(
     requested: readonly string[],
-  ):
-    | { ok: true; byFamily: Map<IPFamily, { value: bigint; prefix?: number; text: string }> }
-    | { ok: false; error: AllocationErrorCode; message: string } {
+  ): { ok: true; byFamily: Map<IPFamily, { value: bigint; prefix?: number; text: string }> } | { ok: false; error: AllocationErrorCode; message: string } {
     const byFamily = new Map<IPFamily, { value: bigint; prefix?: number; text: string }>();
     for (const text of requested) {
       const r = parseAddress(text, { allowPrefix: true });
@@ -513,9 +504,7 @@ export function parseAddressesAnnotation(value: unknown): AddressesAnnotation {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     problems.push({
-      message:
-        `${ADDRESSES_ANNOTATION} must be a JSON object mapping interface names to address lists,` +
-        ` e.g. {"net1": ["192.0.2.10"]}`,
+      message: `${ADDRESSES_ANNOTATION} must be a JSON object mapping interface names to address lists,` + ` e.g. {"net1": ["192.0.2.10"]}`,
     });
     return { requests, problems };
   }

@@ -33,10 +33,13 @@ test('from() normalises overlapping, adjacent and unordered intervals', () => {
     { start: 11n, end: 20n },
     { start: 30n, end: 29n },
   ]);
-  assert.deepEqual([...set.intervals()], [
-    { start: 1n, end: 5n },
-    { start: 10n, end: 20n },
-  ]);
+  assert.deepEqual(
+    [...set.intervals()],
+    [
+      { start: 1n, end: 5n },
+      { start: 10n, end: 20n },
+    ],
+  );
   assert.equal(set.size, 16n);
   assert.equal(set.first(), 1n);
 });
@@ -52,10 +55,7 @@ test('a /64-sized interval costs the same as a small one', () => {
 });
 
 test('add/delete/has/first behave like a set of numbers', () => {
-  const op = fc.oneof(
-    fc.record({ kind: fc.constant('add' as const), x: small }),
-    fc.record({ kind: fc.constant('delete' as const), x: small }),
-  );
+  const op = fc.oneof(fc.record({ kind: fc.constant('add' as const), x: small }), fc.record({ kind: fc.constant('delete' as const), x: small }));
   fc.assert(
     fc.property(fc.array(interval, { maxLength: 6 }), fc.array(op, { maxLength: 60 }), (initial, ops) => {
       const set = IntervalSet.from(initial);
@@ -76,7 +76,10 @@ test('add/delete/has/first behave like a set of numbers', () => {
       assert.equal(set.first(), sorted[0]);
       for (let x = 0n; x <= 70n; x++) {
         assert.equal(set.has(x), model.has(x));
-        assert.equal(set.firstAtOrAfter(x), sorted.find((y) => y >= x));
+        assert.equal(
+          set.firstAtOrAfter(x),
+          sorted.find((y) => y >= x),
+        );
       }
     }),
   );
@@ -84,26 +87,27 @@ test('add/delete/has/first behave like a set of numbers', () => {
 
 test('minus and withoutSorted agree with set difference', () => {
   fc.assert(
-    fc.property(
-      fc.array(interval, { maxLength: 6 }),
-      fc.array(interval, { maxLength: 6 }),
-      fc.array(small, { maxLength: 20 }),
-      (a, b, points) => {
-        const A = IntervalSet.from(a);
-        const B = IntervalSet.from(b);
-        const diff = A.minus(B);
-        checkShape(diff);
-        const inB = new Set(members(B));
-        assert.deepEqual(members(diff), members(A).filter((x) => !inB.has(x)));
-        const sortedPoints = [...points].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
-        const without = A.withoutSorted(sortedPoints);
-        checkShape(without);
-        const inP = new Set(points);
-        assert.deepEqual(members(without), members(A).filter((x) => !inP.has(x)));
-        // Neither operation changes its inputs.
-        assert.deepEqual([...A.intervals()], [...IntervalSet.from(a).intervals()]);
-      },
-    ),
+    fc.property(fc.array(interval, { maxLength: 6 }), fc.array(interval, { maxLength: 6 }), fc.array(small, { maxLength: 20 }), (a, b, points) => {
+      const A = IntervalSet.from(a);
+      const B = IntervalSet.from(b);
+      const diff = A.minus(B);
+      checkShape(diff);
+      const inB = new Set(members(B));
+      assert.deepEqual(
+        members(diff),
+        members(A).filter((x) => !inB.has(x)),
+      );
+      const sortedPoints = [...points].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
+      const without = A.withoutSorted(sortedPoints);
+      checkShape(without);
+      const inP = new Set(points);
+      assert.deepEqual(
+        members(without),
+        members(A).filter((x) => !inP.has(x)),
+      );
+      // Neither operation changes its inputs.
+      assert.deepEqual([...A.intervals()], [...IntervalSet.from(a).intervals()]);
+    }),
   );
 });
 

@@ -61,7 +61,10 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
     const created = w.addClaim(claim('vm1', 'blue', NET));
     await w.pass(NET, reconcile);
     // An older event of the claim arrives late (e.g. a label change made before our write): still no addresses.
-    w.claims.upsert({ ...structuredClone(created), metadata: { ...created.metadata, resourceVersion: String(Number(created.metadata.resourceVersion) + 0), labels: { x: 'y' } } });
+    w.claims.upsert({
+      ...structuredClone(created),
+      metadata: { ...created.metadata, resourceVersion: String(Number(created.metadata.resourceVersion) + 0), labels: { x: 'y' } },
+    });
     w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
     w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:05Z' }));
     await w.pass(NET, reconcile);
@@ -146,7 +149,10 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
     const vm3 = w.server.get(`${NS}/vm3.blue`)!;
     assert.deepEqual(vm3.status?.ips, []);
     assert.equal(vm3.status?.conditions?.[0]?.reason, 'SubnetExhausted');
-    assert.ok(w.events.some((e) => e.reason === 'SubnetExhausted' && e.involvedObject.name === 'vm3'), 'Event on vm3');
+    assert.ok(
+      w.events.some((e) => e.reason === 'SubnetExhausted' && e.involvedObject.name === 'vm3'),
+      'Event on vm3',
+    );
     w.deliver();
     w.deleteClaim(`${NS}/vm1.blue`);
     await w.pass(NET, reconcile);
@@ -169,7 +175,10 @@ describe('allocator pass: conflicts, static requests, pools', () => {
       assert.equal(c.status?.conditions?.[0]?.status, 'False');
       assert.equal(c.status?.conditions?.[0]?.reason, 'IPAddressConflict');
       assert.match(c.status!.conditions![0]!.message!, /10\.0\.0\.7 is held by/);
-      assert.ok(w.events.some((e) => e.reason === 'IPAddressConflict' && e.involvedObject.name === name), `Event on ${name}`);
+      assert.ok(
+        w.events.some((e) => e.reason === 'IPAddressConflict' && e.involvedObject.name === name),
+        `Event on ${name}`,
+      );
     }
     const writes = w.writes.length;
     w.deliver();
@@ -274,7 +283,10 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   it('a malformed switch, or an opted-in NAD without a network name, is reported on the NAD itself', async () => {
     const w = new FakeWorld();
     w.nads.upsert(nad('typo', 'x', { 'persistent-ips.kubevirt.io/allocator': 'yes' }));
-    w.nads.upsert({ metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: { config: '{"type": "bridge"}' } });
+    w.nads.upsert({
+      metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
+      spec: { config: '{"type": "bridge"}' },
+    });
     const reconcile = w.reconciler();
     for (const key of ['vms/typo', 'vms/nameless', 'vms/gone']) await reconcile(key, { signal: new AbortController().signal, retries: 0 });
     assert.deepEqual([...new Set(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`))], ['typo InvalidAllocatorPool', 'nameless InvalidAllocatorPool']);
@@ -285,7 +297,12 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   it('an OVN-Kubernetes NAD with the switch: no status write for its claims, one AllocatorRefused Event per NAD generation', async () => {
     const w = new FakeWorld();
     const ovn = (generation: number) => {
-      const n = nad('ovn-blue', NET, { 'persistent-ips.kubevirt.io/allocator': 'true' }, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' });
+      const n = nad(
+        'ovn-blue',
+        NET,
+        { 'persistent-ips.kubevirt.io/allocator': 'true' },
+        { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' },
+      );
       n.metadata.generation = generation;
       return n;
     };
@@ -301,14 +318,25 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     const refused = () => w.events.filter((e) => e.reason === 'AllocatorRefused');
     assert.equal(refused().length, 1, 'once, not at every pass');
     const event = refused()[0]!;
-    assert.deepEqual([event.type, event.involvedObject.kind, event.involvedObject.name, event.involvedObject.uid], ['Warning', 'NetworkAttachmentDefinition', 'ovn-blue', 'uid-nad-vms-ovn-blue']);
+    assert.deepEqual(
+      [event.type, event.involvedObject.kind, event.involvedObject.name, event.involvedObject.uid],
+      ['Warning', 'NetworkAttachmentDefinition', 'ovn-blue', 'uid-nad-vms-ovn-blue'],
+    );
     assert.match(event.message, /^NetworkAttachmentDefinition vms\/ovn-blue \(generation 1\) has CNI type "ovn-k8s-cni-overlay"/);
-    assert.deepEqual(w.events.map((e) => e.reason), ['AllocatorRefused'], 'nothing else said (no pool problem, nothing on the VMs)');
+    assert.deepEqual(
+      w.events.map((e) => e.reason),
+      ['AllocatorRefused'],
+      'nothing else said (no pool problem, nothing on the VMs)',
+    );
 
     w.nads.upsert(ovn(2));
     await w.pass(NET, reconcile);
     await w.pass(NET, reconcile);
-    assert.deepEqual(refused().map((e) => /generation (\d+)/.exec(e.message)?.[1]), ['1', '2'], 'an edited NAD is told again, once');
+    assert.deepEqual(
+      refused().map((e) => /generation (\d+)/.exec(e.message)?.[1]),
+      ['1', '2'],
+      'an edited NAD is told again, once',
+    );
     assert.deepEqual(w.writes, []);
   });
 
@@ -321,7 +349,10 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     const reconcile = w.reconciler();
     await w.pass(NET, reconcile);
     w.deliver();
-    assert.ok(w.events.some((e) => e.reason === 'SubnetExhausted'), 'vm3 refused while the allocator serves the network');
+    assert.ok(
+      w.events.some((e) => e.reason === 'SubnetExhausted'),
+      'vm3 refused while the allocator serves the network',
+    );
     const writes = w.writes.length;
     w.nads.upsert(nad('ovn-blue', NET, {}, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/30' }));
     // A new claim, which a served network would at least write a condition on.
@@ -329,18 +360,28 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     w.addClaim(claim('vm4', 'blue', NET, { created: '2025-01-01T00:00:09Z' }));
     await w.pass(NET, reconcile);
     await w.pass(NET, reconcile);
-    assert.equal(w.writes.length, writes, 'no status write once the network is OVN-Kubernetes\'');
+    assert.equal(w.writes.length, writes, "no status write once the network is OVN-Kubernetes'");
     const refused = w.events.filter((e) => e.reason === 'AllocatorRefused');
-    assert.deepEqual(refused.map((e) => e.involvedObject.name), ['nad-blue'], 'the NAD with the switch is told, once');
+    assert.deepEqual(
+      refused.map((e) => e.involvedObject.name),
+      ['nad-blue'],
+      'the NAD with the switch is told, once',
+    );
     assert.match(refused[0]!.message, /vms\/ovn-blue has CNI type "ovn-k8s-cni-overlay"/);
   });
 
   it('an OVN-Kubernetes NAD with the switch and no network name is refused on the NAD itself', async () => {
     const w = new FakeWorld();
-    w.nads.upsert({ metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: { config: '{"type": "ovn-k8s-cni-overlay"}' } });
+    w.nads.upsert({
+      metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
+      spec: { config: '{"type": "ovn-k8s-cni-overlay"}' },
+    });
     const reconcile = w.reconciler();
     for (let i = 0; i < 2; i++) await reconcile('vms/nameless', { signal: new AbortController().signal, retries: 0 });
-    assert.deepEqual(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`), ['nameless AllocatorRefused']);
+    assert.deepEqual(
+      w.events.map((e) => `${e.involvedObject.name} ${e.reason}`),
+      ['nameless AllocatorRefused'],
+    );
   });
 
   it('NADs of one network in two namespaces share one pool', async () => {
@@ -362,18 +403,35 @@ describe('the shared caches keep what the allocator reads', () => {
     const n = trimNetworkAttachmentDefinition({
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
-      metadata: { name: 'n', namespace: NS, annotations: { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24', other: 'x' }, managedFields: [] },
+      metadata: {
+        name: 'n',
+        namespace: NS,
+        annotations: { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24', other: 'x' },
+        managedFields: [],
+      },
       spec: { config: '{}' },
     });
     assert.deepEqual(n.metadata.annotations, { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' });
     assert.equal(trimNetworkAttachmentDefinition({ metadata: { name: 'n', generation: 4 }, spec: {} }).metadata.generation, 4, 'named in AllocatorRefused');
     const v = trimVirtualMachine({
       metadata: { name: 'vm1', namespace: NS, uid: 'u' },
-      spec: { running: true, template: { metadata: { annotations: { 'network.kubevirt.io/addresses': '{}', x: 'y' }, labels: { a: 'b' } }, spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] } } },
+      spec: {
+        running: true,
+        template: {
+          metadata: { annotations: { 'network.kubevirt.io/addresses': '{}', x: 'y' }, labels: { a: 'b' } },
+          spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] },
+        },
+      },
       status: { ready: true },
     });
-    assert.deepEqual(v.spec?.template, { metadata: { annotations: { 'network.kubevirt.io/addresses': '{}' } }, spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] } });
-    const i = trimVirtualMachineInstance({ metadata: { name: 'vm1', namespace: NS, annotations: { 'network.kubevirt.io/addresses': '{}', 'kubevirt.io/vm-generation': '1' } }, spec: {} });
+    assert.deepEqual(v.spec?.template, {
+      metadata: { annotations: { 'network.kubevirt.io/addresses': '{}' } },
+      spec: { networks: [{ name: 'blue', multus: { networkName: 'nad' } }] },
+    });
+    const i = trimVirtualMachineInstance({
+      metadata: { name: 'vm1', namespace: NS, annotations: { 'network.kubevirt.io/addresses': '{}', 'kubevirt.io/vm-generation': '1' } },
+      spec: {},
+    });
     assert.deepEqual(i.metadata.annotations, { 'network.kubevirt.io/addresses': '{}' });
     // names used in fixtures agree with the claims domain
     assert.equal(claimName('vm1', 'blue'), 'vm1.blue');

@@ -105,7 +105,13 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
   const { overlay, log } = deps;
   const now = deps.now ?? (() => new Date());
 
-  const write = async (network: string, claim: IPAMClaim, status: NonNullable<IPAMClaim['status']>, resourceVersion: string, signal: AbortSignal): Promise<WriteOutcome> => {
+  const write = async (
+    network: string,
+    claim: IPAMClaim,
+    status: NonNullable<IPAMClaim['status']>,
+    resourceVersion: string,
+    signal: AbortSignal,
+  ): Promise<WriteOutcome> => {
     const key = objectKey(claim);
     try {
       overlay.record(key, resourceVersion, await deps.writeStatus(claim, status, resourceVersion, signal), network);
@@ -164,7 +170,12 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
   const decideNad = (nadKey: string, nad: NetworkAttachmentDefinition | undefined): AllocatorPlan => {
     const read = nad ? readAllocatorNad(nad) : undefined;
     const own = nad && read && (read.problems.length > 0 || read.refused !== undefined) && (!read.enabled || read.network === undefined) ? [nad] : [];
-    const causes = nadCauses(own, new Map(read && nad ? [[nadKey, read.problems]] : []), new Map(), new Map(read?.refused !== undefined ? [[nadKey, read.refused]] : []));
+    const causes = nadCauses(
+      own,
+      new Map(read && nad ? [[nadKey, read.problems]] : []),
+      new Map(),
+      new Map(read?.refused !== undefined ? [[nadKey, read.refused]] : []),
+    );
     return { reports: [{ scope: `${NAD_PREFIX}${nadKey}`, causes }] };
   };
 
@@ -172,7 +183,12 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
    * For an empty claim about to be allocated whose VMI runs: what its running launcher pods have on the claim's
    * network. Undefined (nothing read) for every other claim, so a steady state reads no pod.
    */
-  const runningOf = async (claim: IPAMClaim, lookup: OwnerLookup, podsOf: Map<string, Promise<Pod[]>>, signal: AbortSignal): Promise<RunningAddresses | undefined> => {
+  const runningOf = async (
+    claim: IPAMClaim,
+    lookup: OwnerLookup,
+    podsOf: Map<string, Promise<Pod[]>>,
+    signal: AbortSignal,
+  ): Promise<RunningAddresses | undefined> => {
     if (!deps.listLauncherPods || (claim.status?.ips?.length ?? 0) > 0 || claim.metadata.deletionTimestamp) return undefined;
     if (lookup.network === undefined || (lookup.request.kind !== 'none' && lookup.request.kind !== 'addresses')) return undefined;
     const vmi = runningVmiOf(claim, deps.vms, deps.vmis);
@@ -185,7 +201,10 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     try {
       return runningAddresses(await pods, uid, iface, namespace);
     } catch (err) {
-      log.warn({ claim: objectKey(claim), err }, 'cannot read the launcher pods of a running VM; its claim waits, rather than get an address the VM does not have');
+      log.warn(
+        { claim: objectKey(claim), err },
+        'cannot read the launcher pods of a running VM; its claim waits, rather than get an address the VM does not have',
+      );
       return { kind: 'unknown', message: `cannot read the launcher pods of VMI ${namespace}/${vmi.metadata.name}` };
     }
   };
@@ -199,7 +218,18 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     for (const key of overlay.keysOf(network)) overlay.view(key, deps.claims.getByKey(key));
     const nads = deps.nads.byIndex(NADS_BY_NETWORK, network);
     const state = resolveNetwork(network, nads);
-    const input: NetworkInput = { kind: 'network', network, nads, state, claims: [], unsettled: false, podsUnread: false, now: now().toISOString().replace(/\.\d{3}Z$/, 'Z') };
+    const input: NetworkInput = {
+      kind: 'network',
+      network,
+      nads,
+      state,
+      claims: [],
+      unsettled: false,
+      podsUnread: false,
+      now: now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+    };
     if (state.kind !== 'ready') return input;
     input.unsettled = await settlePending(network, signal);
     const keys = new Set([...deps.claims.indexKeys(CLAIMS_BY_NETWORK, network), ...overlay.keysOf(network)]);
@@ -210,7 +240,13 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
       const lookup = ownerRequest(claim, deps.vms, deps.vmis);
       const running = await runningOf(claim, lookup, podsOf, signal);
       if (running?.kind === 'unknown') input.podsUnread = true;
-      input.claims.push({ key: objectKey(claim), claim, request: lookup.request, ...(lookup.owner ? { owner: lookup.owner } : {}), ...(running ? { running } : {}) });
+      input.claims.push({
+        key: objectKey(claim),
+        claim,
+        request: lookup.request,
+        ...(lookup.owner ? { owner: lookup.owner } : {}),
+        ...(running ? { running } : {}),
+      });
     }
     return input;
   };
@@ -222,8 +258,22 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const claimsScope = `claims:${network}`;
     // OVN-Kubernetes writes a refused network's statuses: no write of ours, not even a condition, and nothing to
     // tell the VMs (what was said about their claims is cleared). The NADs that set the switch are told why.
-    if (state.kind === 'unmanaged') return { reports: [{ scope, causes: [] }, { scope: claimsScope, causes: [] }], forget: true };
-    if (state.kind === 'refused') return { reports: [{ scope, causes: nadCauses(nads, new Map(), new Map(), state.refusals) }, { scope: claimsScope, causes: [] }], forget: true };
+    if (state.kind === 'unmanaged')
+      return {
+        reports: [
+          { scope, causes: [] },
+          { scope: claimsScope, causes: [] },
+        ],
+        forget: true,
+      };
+    if (state.kind === 'refused')
+      return {
+        reports: [
+          { scope, causes: nadCauses(nads, new Map(), new Map(), state.refusals) },
+          { scope: claimsScope, causes: [] },
+        ],
+        forget: true,
+      };
     if (state.kind === 'invalid') return { reports: [{ scope, causes: nadCauses(nads, state.problems, new Map()) }], forget: true, problems: state.problems };
     const plan = planNetwork({ network, pool: state.pool, now: input.now, claims: input.claims });
     return {
@@ -386,34 +436,32 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     log,
     ...(metrics ? { metrics } : {}),
     reconciler: createNetworkReconciler({
-    nads,
-    claims,
-    vms,
-    vmis,
-    overlay,
-    recorder,
-    log,
-    ...(allocatorMetrics ? { metrics: allocatorMetrics } : {}),
-    writeStatus: (claim, status, resourceVersion, signal) =>
-      client.mergePatch<IPAMClaim>(
-        resources.ipamClaims,
-        claim.metadata.namespace,
-        claim.metadata.name,
-        // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
-        { metadata: { resourceVersion }, status },
-        { subresource: 'status', signal },
-      ),
-    readClaim: (namespace, name, signal) => getOrUndefined<IPAMClaim>(client, resources.ipamClaims, namespace, name, signal),
-    listLauncherPods: async (namespace, vmiUid, signal) => {
-      return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
-    },
+      nads,
+      claims,
+      vms,
+      vmis,
+      overlay,
+      recorder,
+      log,
+      ...(allocatorMetrics ? { metrics: allocatorMetrics } : {}),
+      writeStatus: (claim, status, resourceVersion, signal) =>
+        client.mergePatch<IPAMClaim>(
+          resources.ipamClaims,
+          claim.metadata.namespace,
+          claim.metadata.name,
+          // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
+          { metadata: { resourceVersion }, status },
+          { subresource: 'status', signal },
+        ),
+      readClaim: (namespace, name, signal) => getOrUndefined<IPAMClaim>(client, resources.ipamClaims, namespace, name, signal),
+      listLauncherPods: async (namespace, vmiUid, signal) => {
+        return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
+      },
     }),
   });
   const { queue } = loop;
 
-
-  const managed = (network: string): boolean =>
-    nads.byIndex(NADS_BY_NETWORK, network).some(isAllocatorNad) || overlay.keysOf(network).length > 0;
+  const managed = (network: string): boolean => nads.byIndex(NADS_BY_NETWORK, network).some(isAllocatorNad) || overlay.keysOf(network).length > 0;
   const enqueueNetwork = (network: string | undefined): void => {
     if (network && managed(network)) queue.add(networkKey(network));
   };
@@ -504,7 +552,13 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   };
 }
 
-async function getOrUndefined<T>(client: KubeClient, resource: ResourceDescriptor, namespace: string, name: string, signal: AbortSignal): Promise<T | undefined> {
+async function getOrUndefined<T>(
+  client: KubeClient,
+  resource: ResourceDescriptor,
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+): Promise<T | undefined> {
   try {
     return await client.get<T>(resource, namespace, name, { signal });
   } catch (err) {

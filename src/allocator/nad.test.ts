@@ -15,11 +15,18 @@ describe('readAllocatorNad: the switch and the pool', () => {
 
   it('pool from the config keys OVN-Kubernetes uses, each annotation overriding its own key', () => {
     const annotations = { 'persistent-ips.kubevirt.io/allocator': 'true' };
-    const fromConfig = readAllocatorNad(nad('n', 'ovn', annotations, { allowPersistentIPs: true, topology: 'localnet', subnets: '10.1.0.0/24', excludeSubnets: '10.1.0.1' }));
+    const fromConfig = readAllocatorNad(
+      nad('n', 'ovn', annotations, { allowPersistentIPs: true, topology: 'localnet', subnets: '10.1.0.0/24', excludeSubnets: '10.1.0.1' }),
+    );
     assert.deepEqual(fromConfig.problems, []);
     assert.equal(fromConfig.pool?.canonical, 'subnets=10.1.0.0/24;excludeSubnets=10.1.0.1/32');
     const overridden = readAllocatorNad(
-      nad('n', 'ovn', { ...annotations, 'persistent-ips.kubevirt.io/exclude-subnets': '10.1.0.0/28' }, { allowPersistentIPs: true, subnets: '10.1.0.0/24', excludeSubnets: '10.1.0.1' }),
+      nad(
+        'n',
+        'ovn',
+        { ...annotations, 'persistent-ips.kubevirt.io/exclude-subnets': '10.1.0.0/28' },
+        { allowPersistentIPs: true, subnets: '10.1.0.0/24', excludeSubnets: '10.1.0.1' },
+      ),
     );
     assert.equal(overridden.pool?.canonical, 'subnets=10.1.0.0/24;excludeSubnets=10.1.0.0/28');
   });
@@ -36,15 +43,26 @@ describe('readAllocatorNad: the switch and the pool', () => {
   });
 
   it('every problem of an enabled NAD is spelled out; none throws', () => {
-    const notPersistent = readAllocatorNad(nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' }));
+    const notPersistent = readAllocatorNad(
+      nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' }),
+    );
     assert.match(notPersistent.problems.join('\n'), /does not allow persistent IPs/);
-    const noPool = readAllocatorNad(nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }));
+    const noPool = readAllocatorNad(
+      nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }),
+    );
     assert.match(noPool.problems.join('\n'), /no pool: set persistent-ips\.kubevirt\.io\/subnets/);
-    const layer3 = readAllocatorNad(nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true' }, { allowPersistentIPs: true, topology: 'layer3', subnets: '10.0.0.0/16/24' }));
+    const layer3 = readAllocatorNad(
+      nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true' }, { allowPersistentIPs: true, topology: 'layer3', subnets: '10.0.0.0/16/24' }),
+    );
     assert.match(layer3.problems.join('\n'), /layer3/);
-    const broken: typeof noPool[] = [];
+    const broken: (typeof noPool)[] = [];
     for (const config of [undefined, '', 'not json', '[]', '{"name": 5}']) {
-      broken.push(readAllocatorNad({ metadata: { name: 'n', namespace: 'ns', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } }, spec: config === undefined ? {} : { config } }));
+      broken.push(
+        readAllocatorNad({
+          metadata: { name: 'n', namespace: 'ns', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
+          spec: config === undefined ? {} : { config },
+        }),
+      );
     }
     for (const r of broken) {
       assert.equal(r.pool, undefined);
@@ -55,9 +73,17 @@ describe('readAllocatorNad: the switch and the pool', () => {
 
 describe('resolveNetwork: one network, one pool', () => {
   it('NADs in several namespaces agreeing on the pool: ready', () => {
-    const s = resolveNetwork('br', [allocatorNad('a', 'br', '10.0.0.0/24'), allocatorNad('b', 'br', '10.0.0.0/24', undefined, 'other'), allocatorNad('c', 'other-net', '10.9.0.0/24')]);
+    const s = resolveNetwork('br', [
+      allocatorNad('a', 'br', '10.0.0.0/24'),
+      allocatorNad('b', 'br', '10.0.0.0/24', undefined, 'other'),
+      allocatorNad('c', 'other-net', '10.9.0.0/24'),
+    ]);
     assert.equal(s.kind, 'ready');
-    if (s.kind === 'ready') assert.deepEqual(s.nads.map((n) => n.key), ['other/b', 'vms/a']);
+    if (s.kind === 'ready')
+      assert.deepEqual(
+        s.nads.map((n) => n.key),
+        ['other/b', 'vms/a'],
+      );
   });
 
   it('different pools, or a NAD of the network that does not opt in: invalid, reported on every NAD concerned', () => {
@@ -78,7 +104,7 @@ describe('resolveNetwork: one network, one pool', () => {
   });
 });
 
-describe('OVN-Kubernetes NADs: the allocator refuses them (OVN-Kubernetes writes their claims\' status.ips)', () => {
+describe("OVN-Kubernetes NADs: the allocator refuses them (OVN-Kubernetes writes their claims' status.ips)", () => {
   const SWITCH = { 'persistent-ips.kubevirt.io/allocator': 'true' };
   const OVN = { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' };
   const ovnNad = (name: string, network: string, annotations: Record<string, string>, config: Record<string, unknown> = OVN, generation = 3) => {
@@ -90,11 +116,24 @@ describe('OVN-Kubernetes NADs: the allocator refuses them (OVN-Kubernetes writes
   it('readAllocatorNad / allocatorServes, by CNI type and switch', () => {
     const rows: { what: string; nad: ReturnType<typeof nad>; refused: boolean; serves: boolean }[] = [
       { what: 'OVN-K, switch on, valid pool', nad: ovnNad('o', 'ovn', SWITCH), refused: true, serves: false },
-      { what: 'OVN-K, switch on, pool in annotations', nad: ovnNad('o', 'ovn', { ...SWITCH, 'persistent-ips.kubevirt.io/subnets': '10.1.0.0/24' }), refused: true, serves: false },
-      { what: 'OVN-K, switch on, no pool at all', nad: ovnNad('o', 'ovn', SWITCH, { type: 'ovn-k8s-cni-overlay', allowPersistentIPs: true }), refused: true, serves: false },
+      {
+        what: 'OVN-K, switch on, pool in annotations',
+        nad: ovnNad('o', 'ovn', { ...SWITCH, 'persistent-ips.kubevirt.io/subnets': '10.1.0.0/24' }),
+        refused: true,
+        serves: false,
+      },
+      {
+        what: 'OVN-K, switch on, no pool at all',
+        nad: ovnNad('o', 'ovn', SWITCH, { type: 'ovn-k8s-cni-overlay', allowPersistentIPs: true }),
+        refused: true,
+        serves: false,
+      },
       {
         what: 'OVN-K conflist, switch on',
-        nad: { metadata: { name: 'o', namespace: 'vms', annotations: SWITCH }, spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: 'ovn', plugins: [OVN] }) } },
+        nad: {
+          metadata: { name: 'o', namespace: 'vms', annotations: SWITCH },
+          spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: 'ovn', plugins: [OVN] }) },
+        },
         refused: true,
         serves: false,
       },
@@ -130,7 +169,12 @@ describe('OVN-Kubernetes NADs: the allocator refuses them (OVN-Kubernetes writes
         refusedOn: ['vms/b'],
         match: /network "n" is OVN-Kubernetes' too \(vms\/o has CNI type "ovn-k8s-cni-overlay"\)/,
       },
-      { what: 'both opt in, pools differ', nads: [allocatorNad('b', 'n', '10.0.0.0/24'), ovnNad('o', 'n', SWITCH)], kind: 'refused', refusedOn: ['vms/b', 'vms/o'] },
+      {
+        what: 'both opt in, pools differ',
+        nads: [allocatorNad('b', 'n', '10.0.0.0/24'), ovnNad('o', 'n', SWITCH)],
+        kind: 'refused',
+        refusedOn: ['vms/b', 'vms/o'],
+      },
       { what: 'the OVN-K NAD does not opt in, nobody else does', nads: [ovnNad('o', 'n', {})], kind: 'unmanaged', refusedOn: [] },
       { what: 'no OVN-K NAD', nads: [allocatorNad('b', 'n', '10.0.0.0/24')], kind: 'ready', refusedOn: [] },
     ];

@@ -172,7 +172,10 @@ export type NetworkState =
 
 /** Combines the NADs of one network (callers pass those whose config `name` is `network`). */
 export function resolveNetwork(network: string, nads: readonly NetworkAttachmentDefinition[]): NetworkState {
-  const read = nads.map(readAllocatorNad).filter((n) => n.network === network).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const read = nads
+    .map(readAllocatorNad)
+    .filter((n) => n.network === network)
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const enabled = read.filter((n) => n.enabled);
   if (enabled.length === 0) return { kind: 'unmanaged', network };
 

@@ -139,7 +139,11 @@ export function planNetwork(input: PlanInput): NetworkPlan {
         if (c.request.kind === 'addresses') {
           const asked = c.request.addresses.map(bareAddress).sort().join(', ');
           if (asked !== running.ips.join(', ')) {
-            tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`);
+            tell(
+              'Warning',
+              'StaticAddressNotApplied',
+              `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`,
+            );
           }
         }
         want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
@@ -153,10 +157,14 @@ export function planNetwork(input: PlanInput): NetworkPlan {
       continue;
     }
     for (const warning of result.warnings) tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: ${warning}`);
-    const message = result.changed && held.length === 0 ? `allocated ${result.ips.join(', ')} from network "${input.network}"` : `holds ${result.ips.join(', ')} on network "${input.network}"`;
+    const message =
+      result.changed && held.length === 0
+        ? `allocated ${result.ips.join(', ')} from network "${input.network}"`
+        : `holds ${result.ips.join(', ')} on network "${input.network}"`;
     const previous = currentCondition(c.claim);
     // Keep the message of an unchanged success, so that re-confirming an allocation never writes.
-    const text = previous?.status === 'True' && previous.reason === ALLOCATION_CONDITION_REASON.Success && !result.changed ? (previous.message ?? message) : message;
+    const text =
+      previous?.status === 'True' && previous.reason === ALLOCATION_CONDITION_REASON.Success && !result.changed ? (previous.message ?? message) : message;
     want(plan, c, result.ips, result.changed, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, text, input.now));
   }
   return plan;
@@ -169,7 +177,12 @@ export type RunningChoice = { ok: true; ips: string[]; message: string } | { ok:
  * have is allocated as usual). Refused, with nothing else handed out, when one of them is outside the pool, excluded,
  * or held by another claim: the VM has that address, a new one would not be its.
  */
-export function takeRunningAddress(allocator: PoolAllocator, key: string, running: { ips: readonly string[]; pods: readonly string[] }, network: string): RunningChoice {
+export function takeRunningAddress(
+  allocator: PoolAllocator,
+  key: string,
+  running: { ips: readonly string[]; pods: readonly string[] },
+  network: string,
+): RunningChoice {
   const pods = `running launcher pod${running.pods.length > 1 ? 's' : ''} ${running.pods.join(', ')}`;
   const result = allocator.allocate(key, { requested: running.ips });
   if (!result.ok) {
@@ -191,12 +204,7 @@ function bareAddress(ip: string): string {
 /** Adds a write unless the claim already says exactly this. */
 function want(plan: NetworkPlan, c: PlanClaim, ips: readonly string[], allocated: boolean, cond: IPAMClaimCondition): void {
   const previous = currentCondition(c.claim);
-  const same =
-    !allocated &&
-    previous !== undefined &&
-    previous.status === cond.status &&
-    previous.reason === cond.reason &&
-    previous.message === cond.message;
+  const same = !allocated && previous !== undefined && previous.status === cond.status && previous.reason === cond.reason && previous.message === cond.message;
   if (same) return;
   plan.writes.push({ key: c.key, claim: c.claim, ips: [...ips], allocated, condition: cond });
 }

@@ -5,14 +5,27 @@ import { ClaimLookupError, addressesOf, createPodAddressLookup } from './pod-add
 import { NS, allocatorNad, claim, nad } from './testing.ts';
 
 const vmi: VirtualMachineInstance = {
-  metadata: { name: 'vm1', namespace: NS, uid: 'uid-vmi-vm1', ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm1', uid: 'uid-vm-vm1', controller: true }] },
+  metadata: {
+    name: 'vm1',
+    namespace: NS,
+    uid: 'uid-vmi-vm1',
+    ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm1', uid: 'uid-vm-vm1', controller: true }],
+  },
   spec: {
     networks: [
       { name: 'default', pod: {} },
       { name: 'blue', multus: { networkName: 'nad-blue' } },
       { name: 'plain', multus: { networkName: 'nad-plain' } },
     ],
-    domain: { devices: { interfaces: [{ name: 'default', masquerade: {} }, { name: 'blue', bridge: {} }, { name: 'plain', bridge: {} }] } },
+    domain: {
+      devices: {
+        interfaces: [
+          { name: 'default', masquerade: {} },
+          { name: 'blue', bridge: {} },
+          { name: 'plain', bridge: {} },
+        ],
+      },
+    },
   },
 };
 const withCondition = (c: IPAMClaim, status: string, reason: string, message: string): IPAMClaim => ({
@@ -32,11 +45,27 @@ describe('addressesOf: what a claim means for the launcher pod', () => {
     };
     assert.match(deny(undefined), /does not exist yet/);
     assert.match(deny(claim('vm1', 'blue', 'blue')), /has no address yet/);
-    assert.match(deny(withCondition(claim('vm1', 'blue', 'blue'), 'False', 'IPAddressConflict', 'requested 10.0.0.5 is already held by vms/vm2.blue')), /IPAddressConflict: requested 10\.0\.0\.5 is already held/);
-    assert.match(deny(withCondition(claim('vm1', 'blue', 'blue', { ips: ['10.0.0.5/24'] }), 'False', 'IPAddressConflict', '10.0.0.5 is held by vms/vm1.blue and also by vms/vm2.blue')), /also by vms\/vm2\.blue/);
-    assert.match(deny(claim('vm1', 'blue', 'blue', { ips: ['10.0.0.5/24'], ownerUid: 'an-older-vm1' })), /belongs to VirtualMachine vm1 \(uid an-older-vm1\), not to this VM/);
+    assert.match(
+      deny(withCondition(claim('vm1', 'blue', 'blue'), 'False', 'IPAddressConflict', 'requested 10.0.0.5 is already held by vms/vm2.blue')),
+      /IPAddressConflict: requested 10\.0\.0\.5 is already held/,
+    );
+    assert.match(
+      deny(
+        withCondition(
+          claim('vm1', 'blue', 'blue', { ips: ['10.0.0.5/24'] }),
+          'False',
+          'IPAddressConflict',
+          '10.0.0.5 is held by vms/vm1.blue and also by vms/vm2.blue',
+        ),
+      ),
+      /also by vms\/vm2\.blue/,
+    );
+    assert.match(
+      deny(claim('vm1', 'blue', 'blue', { ips: ['10.0.0.5/24'], ownerUid: 'an-older-vm1' })),
+      /belongs to VirtualMachine vm1 \(uid an-older-vm1\), not to this VM/,
+    );
   });
-  it('a claim that keeps an address the pool no longer covers: the pod still gets the claim\'s address', () => {
+  it("a claim that keeps an address the pool no longer covers: the pod still gets the claim's address", () => {
     const c = withCondition(claim('vm1', 'blue', 'blue', { ips: ['10.9.0.5/24'] }), 'False', 'InternalError', 'outside the pool');
     assert.deepEqual(addressesOf(c, 'vms/vm1.blue', vmi, 'blue'), { ips: ['10.9.0.5/24'] });
   });
@@ -54,7 +83,10 @@ describe('createPodAddressLookup', () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
       claims: { get: (_ns, name) => (name === 'vm1.blue' ? cached : undefined) },
-      fetchClaim: async (ns, name) => (fetched.push(`${ns}/${name}`), claim('vm1', 'blue', 'blue', { ips: ['10.0.0.1/24'] })),
+      fetchClaim: async (ns, name) => {
+        fetched.push(`${ns}/${name}`);
+        return claim('vm1', 'blue', 'blue', { ips: ['10.0.0.1/24'] });
+      },
     });
     const out = await lookup(NS, vmi, nads, new AbortController().signal);
     assert.deepEqual([...out], [['blue', { ips: ['10.0.0.1/24'] }]]);
@@ -76,22 +108,34 @@ describe('createPodAddressLookup', () => {
   it('a NAD whose pool cannot be served: the denial says why', async () => {
     const broken = new Map(nads);
     broken.set(`${NS}/nad-blue`, allocatorNad('nad-blue', 'blue', '10.0.0.0/33'));
-    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, claims: { get: () => claim('vm1', 'blue', 'blue') }, fetchClaim: async () => claim('vm1', 'blue', 'blue') });
+    const lookup = createPodAddressLookup({
+      allocatorNad: () => undefined,
+      claims: { get: () => claim('vm1', 'blue', 'blue') },
+      fetchClaim: async () => claim('vm1', 'blue', 'blue'),
+    });
     const out = await lookup(NS, vmi, broken, new AbortController().signal);
     const r = out.get('blue');
     assert.ok(r && 'deny' in r);
     assert.match(r.deny, /cannot be served: subnets: "10\.0\.0\.0\/33" has an invalid prefix length/);
   });
 
-  it('an OVN-Kubernetes NAD with the switch: no `ips` and no denial (OVN-Kubernetes gives the pod its claim\'s addresses)', async () => {
-    const ovn = nad('nad-blue', 'blue', { 'persistent-ips.kubevirt.io/allocator': 'true' }, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' });
+  it("an OVN-Kubernetes NAD with the switch: no `ips` and no denial (OVN-Kubernetes gives the pod its claim's addresses)", async () => {
+    const ovn = nad(
+      'nad-blue',
+      'blue',
+      { 'persistent-ips.kubevirt.io/allocator': 'true' },
+      { type: 'ovn-k8s-cni-overlay', topology: 'layer2', allowPersistentIPs: true, subnets: '10.0.0.0/24' },
+    );
     for (const held of [undefined, ['10.0.0.9/24']]) {
       const c = claim('vm1', 'blue', 'blue', held ? { ips: held } : {});
       const fetched: string[] = [];
       const lookup = createPodAddressLookup({
         allocatorNad: (_ns, name) => (name === 'nad-blue' ? ovn : undefined),
         claims: { get: () => c },
-        fetchClaim: async (ns, name) => (fetched.push(`${ns}/${name}`), c),
+        fetchClaim: async (ns, name) => {
+          fetched.push(`${ns}/${name}`);
+          return c;
+        },
       });
       const out = await lookup(NS, vmi, new Map([...nads, [`${NS}/nad-blue`, ovn]]), new AbortController().signal);
       assert.deepEqual([...out], [], `claim ${held ? 'with' : 'without'} addresses: the allocator path does not apply`);
@@ -105,6 +149,9 @@ describe('createPodAddressLookup', () => {
       claims: { get: () => undefined },
       fetchClaim: async () => Promise.reject(new Error('etcd timeout')),
     });
-    await assert.rejects(lookup(NS, vmi, nads, new AbortController().signal), (err: unknown) => err instanceof ClaimLookupError && err.object.name === 'vm1.blue');
+    await assert.rejects(
+      lookup(NS, vmi, nads, new AbortController().signal),
+      (err: unknown) => err instanceof ClaimLookupError && err.object.name === 'vm1.blue',
+    );
   });
 });

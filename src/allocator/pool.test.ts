@@ -177,11 +177,13 @@ test('classifyAddress explains why an address is not handed out', () => {
 });
 
 test('parsePool never throws, whatever the input', () => {
-  const entry = fc.oneof(
-    fc.string(),
-    fc.constantFrom('10.0.0.0/24', 'fd00::/64', '10.0.0.1', '::/0', '0.0.0.0/0', '10.0.0.0/16/24', '1.2.3.4/40'),
+  const entry = fc.oneof(fc.string(), fc.constantFrom('10.0.0.0/24', 'fd00::/64', '10.0.0.1', '::/0', '0.0.0.0/0', '10.0.0.0/16/24', '1.2.3.4/40'));
+  const value = fc.oneof(
+    fc.anything({ withBigInt: true }),
+    entry,
+    fc.array(entry),
+    entry.map((s) => `${s},${s}`),
   );
-  const value = fc.oneof(fc.anything({ withBigInt: true }), entry, fc.array(entry), entry.map((s) => `${s},${s}`));
   fc.assert(
     fc.property(value, value, value, value, (subnets, excludeSubnets, topology, gateway) => {
       const r = parsePool({ subnets, excludeSubnets, topology, gateway });

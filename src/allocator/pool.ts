@@ -22,15 +22,7 @@
 // ("192.0.2.1" or "192.0.2.1/32"); callers that know the gateway from elsewhere (e.g. an `ipam.gateway` key) can
 // pass it as `gateway`, which is excluded the same way and validated to lie inside the pool.
 
-import {
-  type IPFamily,
-  FAMILY_BITS,
-  familyName,
-  formatAddress,
-  formatCidr,
-  parseAddress,
-  prefixSize,
-} from './address.ts';
+import { type IPFamily, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 
 /** The pool keys as found in a NAD config; values are `unknown` because they come straight from user JSON. */
@@ -97,9 +89,7 @@ export interface PoolProblem {
   value?: string;
 }
 
-export type PoolParseResult =
-  | { ok: true; pool: Pool }
-  | { ok: false; problems: PoolProblem[]; warnings: string[] };
+export type PoolParseResult = { ok: true; pool: Pool } | { ok: false; problems: PoolProblem[]; warnings: string[] };
 
 export function parsePool(spec: PoolSpec): PoolParseResult {
   const problems: PoolProblem[] = [];
@@ -140,10 +130,7 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
       if (b.first <= a.last) {
         problems.push({
           code: 'OverlappingSubnets',
-          message:
-            a.text === b.text
-              ? `subnets: ${a.text} is listed twice`
-              : `subnets: ${a.text} and ${b.text} overlap`,
+          message: a.text === b.text ? `subnets: ${a.text} is listed twice` : `subnets: ${a.text} and ${b.text} overlap`,
           value: b.text,
         });
         break;
@@ -235,9 +222,7 @@ export function subnetOf(pool: Pool, family: IPFamily, value: bigint): Cidr | un
   return pool.subnets.find((s) => s.family === family && s.first <= value && value <= s.last);
 }
 
-export type AddressVerdict =
-  | { usable: true; subnet: Cidr }
-  | { usable: false; code: 'AddressOutsidePool' | 'AddressExcluded'; message: string; subnet?: Cidr };
+export type AddressVerdict = { usable: true; subnet: Cidr } | { usable: false; code: 'AddressOutsidePool' | 'AddressExcluded'; message: string; subnet?: Cidr };
 
 /** Whether an address may be handed out by this pool, and if not, why (for messages users read). */
 export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): AddressVerdict {

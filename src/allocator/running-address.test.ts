@@ -22,10 +22,14 @@ describe('network-status parsing', () => {
     ['empty', '', []],
     ['not JSON', '{', []],
     ['not an array', '{"name":"a"}', []],
-    ['entries, bad ones dropped', '[1,{"interface":"x"},{"name":"ns/a","interface":"net1","ips":["10.0.0.5",3]},{"name":"ns/b"}]', [
-      { name: 'ns/a', interface: 'net1', ips: ['10.0.0.5'] },
-      { name: 'ns/b', ips: [] },
-    ]],
+    [
+      'entries, bad ones dropped',
+      '[1,{"interface":"x"},{"name":"ns/a","interface":"net1","ips":["10.0.0.5",3]},{"name":"ns/b"}]',
+      [
+        { name: 'ns/a', interface: 'net1', ips: ['10.0.0.5'] },
+        { name: 'ns/b', ips: [] },
+      ],
+    ],
   ];
   for (const [name, text, want] of table) it(name, () => assert.deepEqual(parseNetworkStatus(text), want));
 });
@@ -40,8 +44,16 @@ describe('what the running launcher pods have on a network', () => {
   const table: [string, Pod[], RunningAddresses][] = [
     ['no pod', [], { kind: 'none' }],
     ['hashed interface name', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
-    ['ordinal interface name (older pods)', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { iface: 'net2' })])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
-    ['bare NAD name is the pod namespace; CIDR form is stripped', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5/24', 'fd00::5'], { nad: 'nad-blue' })])], { kind: 'addresses', ips: ['10.0.0.5', 'fd00::5'], pods: ['p1'] }],
+    [
+      'ordinal interface name (older pods)',
+      [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { iface: 'net2' })])],
+      { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] },
+    ],
+    [
+      'bare NAD name is the pod namespace; CIDR form is stripped',
+      [launcherPod('p1', VMI_UID, [entry(['10.0.0.5/24', 'fd00::5'], { nad: 'nad-blue' })])],
+      { kind: 'addresses', ips: ['10.0.0.5', 'fd00::5'], pods: ['p1'] },
+    ],
     ['another NAD on that interface', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { nad: `${NS}/nad-red` })])], { kind: 'none' }],
     ['another interface', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'], { iface: 'net1' })])], { kind: 'none' }],
     ['no address listed', [launcherPod('p1', VMI_UID, [entry([])])], { kind: 'none' }],
@@ -49,8 +61,16 @@ describe('what the running launcher pods have on a network', () => {
     ['failed pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { phase: 'Failed' })], { kind: 'none' }],
     ['terminating pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { deleting: true })], { kind: 'none' }],
     ['pod of another VMI (a copy)', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { ownerUid: 'uid-other' })], { kind: 'none' }],
-    ['migration: both pods agree', [launcherPod('p2', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1', 'p2'] }],
-    ['migration target not wired yet', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p2', VMI_UID, [])], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
+    [
+      'migration: both pods agree',
+      [launcherPod('p2', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])])],
+      { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1', 'p2'] },
+    ],
+    [
+      'migration target not wired yet',
+      [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])]), launcherPod('p2', VMI_UID, [])],
+      { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] },
+    ],
   ];
   for (const [name, pods, want] of table) it(name, () => assert.deepEqual(runningAddresses(pods, VMI_UID, iface, NS), want));
   it('pods that disagree', () => {
@@ -94,10 +114,26 @@ describe('the choice: an empty claim of a running VM takes the address the VM ha
       claims: [pc(vm1, at(['10.0.0.7']))],
       ips: { 'vm1.data': ['10.0.0.7/24', 'fd00::1/64'] },
     },
-    { name: 'held by another claim: refused, reported', claims: [pc(held), pc(vm1, at(['10.0.0.5']))], ips: { 'vm9.data': ['10.0.0.5/24'], 'vm1.data': [] }, events: ['AddressInUse'] },
+    {
+      name: 'held by another claim: refused, reported',
+      claims: [pc(held), pc(vm1, at(['10.0.0.5']))],
+      ips: { 'vm9.data': ['10.0.0.5/24'], 'vm1.data': [] },
+      events: ['AddressInUse'],
+    },
     { name: 'outside the pool: refused, reported', claims: [pc(vm1, at(['192.168.1.5']))], ips: { 'vm1.data': [] }, events: ['AddressOutsidePool'] },
-    { name: 'excluded (the router): refused, reported', exclude: '10.0.0.1', claims: [pc(vm1, at(['10.0.0.1']))], ips: { 'vm1.data': [] }, events: ['AddressExcluded'] },
-    { name: 'pods disagree: refused, reported', claims: [pc(vm1, { kind: 'invalid', message: 'they disagree' })], ips: { 'vm1.data': [] }, events: ['InvalidRequest'] },
+    {
+      name: 'excluded (the router): refused, reported',
+      exclude: '10.0.0.1',
+      claims: [pc(vm1, at(['10.0.0.1']))],
+      ips: { 'vm1.data': [] },
+      events: ['AddressExcluded'],
+    },
+    {
+      name: 'pods disagree: refused, reported',
+      claims: [pc(vm1, { kind: 'invalid', message: 'they disagree' })],
+      ips: { 'vm1.data': [] },
+      events: ['InvalidRequest'],
+    },
     { name: 'pods unread: left for later', claims: [pc(vm1, { kind: 'unknown', message: 'cannot read' })], ips: {}, skipped: [`${NS}/vm1.data`] },
     {
       name: 'a static request that differs: the running address wins, with a warning',
@@ -116,8 +152,14 @@ describe('the choice: an empty claim of a running VM takes the address the VM ha
       const plan = planNetwork({ network: NET, pool: pool(row.subnets ?? '10.0.0.0/24', row.exclude), claims: row.claims, now: '2025-06-01T00:00:00Z' });
       const got = Object.fromEntries(plan.writes.map((w) => [w.claim.metadata.name, w.ips]));
       assert.deepEqual(got, row.ips);
-      assert.deepEqual(plan.events.map((e) => e.reason), row.events ?? []);
-      assert.deepEqual(plan.skipped.map((s) => s.key), row.skipped ?? []);
+      assert.deepEqual(
+        plan.events.map((e) => e.reason),
+        row.events ?? [],
+      );
+      assert.deepEqual(
+        plan.skipped.map((s) => s.key),
+        row.skipped ?? [],
+      );
       for (const w of plan.writes) {
         if (w.claim.metadata.name !== 'vm1.data') continue;
         assert.equal(w.condition.status, w.ips.length > 0 ? 'True' : 'False');

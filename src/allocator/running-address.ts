@@ -8,7 +8,7 @@
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
 // The pod list is read at the edge (loop.ts), only when an empty claim of a running VMI is about to be allocated.
 
-import { interfacesOfNetwork, isRunningLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
+import { isRunningLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
 import type { IPAMClaim, OwnerReference, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { ReadCache } from './requests.ts';
 import { kubevirtOwner } from './requests.ts';
@@ -90,7 +90,9 @@ export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: Ne
   for (const pod of pods) {
     if (!isRunningLauncherPod(pod, vmiUid)) continue;
     const entries = parseNetworkStatus(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]);
-    const entry = entries.find((e) => e.interface !== undefined && iface.names.has(e.interface) && qualified(e.name, namespace) === iface.nad && e.ips.length > 0);
+    const entry = entries.find(
+      (e) => e.interface !== undefined && iface.names.has(e.interface) && qualified(e.name, namespace) === iface.nad && e.ips.length > 0,
+    );
     if (!entry) continue;
     seen.push({ pod: pod.metadata.name, ips: [...new Set(entry.ips.map(bare))].sort() });
   }

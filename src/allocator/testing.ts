@@ -15,7 +15,13 @@ import { WriteOverlay } from '../controller/write-overlay.ts';
 
 export const NS = 'vms';
 
-export function nad(name: string, network: string, annotations: Record<string, string>, extra: Record<string, unknown> = {}, namespace = NS): NetworkAttachmentDefinition {
+export function nad(
+  name: string,
+  network: string,
+  annotations: Record<string, string>,
+  extra: Record<string, unknown> = {},
+  namespace = NS,
+): NetworkAttachmentDefinition {
   return {
     metadata: { name, namespace, uid: `uid-nad-${namespace}-${name}`, annotations },
     spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', ...extra }) },
@@ -53,14 +59,28 @@ export function vm(name: string, networks: { name: string; nad: string }[], addr
   };
 }
 
-export function claim(vmName: string, logical: string, network: string, o: { created?: string; ips?: string[]; ownerUid?: string; namespace?: string } = {}): IPAMClaim {
+export function claim(
+  vmName: string,
+  logical: string,
+  network: string,
+  o: { created?: string; ips?: string[]; ownerUid?: string; namespace?: string } = {},
+): IPAMClaim {
   return {
     metadata: {
       name: `${vmName}.${logical}`,
       namespace: o.namespace ?? NS,
       uid: `uid-claim-${vmName}.${logical}`,
       creationTimestamp: o.created ?? '2025-01-01T00:00:00Z',
-      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vmName, uid: o.ownerUid ?? `uid-vm-${vmName}`, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'kubevirt.io/v1',
+          kind: 'VirtualMachine',
+          name: vmName,
+          uid: o.ownerUid ?? `uid-vm-${vmName}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: { network, interface: 'pod0' },
     ...(o.ips ? { status: { ips: o.ips } } : {}),
@@ -80,9 +100,12 @@ export class FakeWorld {
   readonly events: EventInput[] = [];
   readonly writes: { key: string; status: IPAMClaim['status'] }[] = [];
   overlay = new WriteOverlay();
-  readonly recorder = new EventRecorder(async (e) => {
-    this.events.push(e);
-  }, pino({ level: 'silent' }));
+  readonly recorder = new EventRecorder(
+    async (e) => {
+      this.events.push(e);
+    },
+    pino({ level: 'silent' }),
+  );
   revision = 100;
   faults: WriteFault[] = [];
   /** Launcher pods, by the uid of the VMI that created them (the `kubevirt.io/created-by` label). */
@@ -120,37 +143,39 @@ export class FakeWorld {
   }
 
   reconciler(now = () => new Date('2025-06-01T12:00:00Z')) {
-    return reconcileOf(createNetworkReconciler({
-      nads: this.nads,
-      claims: this.claims,
-      vms: this.vms,
-      vmis: this.vmis,
-      overlay: this.overlay,
-      recorder: this.recorder,
-      log: pino({ level: 'silent' }),
-      now,
-      writeStatus: async (c, status, resourceVersion) => {
-        const key = objectKey(c);
-        const fault = this.faults.shift() ?? 'none';
-        const current = this.server.get(key);
-        const ref = { kind: 'IPAMClaim', namespace: c.metadata.namespace, name: c.metadata.name };
-        if (fault === 'timeout-lost') throw new KubeApiError({ reason: 'transient', object: ref, verb: 'patch', message: 'context deadline exceeded' });
-        if (!current) throw new KubeApiError({ reason: 'notFound', code: 404, object: ref, verb: 'patch' });
-        if (current.metadata.resourceVersion !== resourceVersion) throw new KubeApiError({ reason: 'conflict', code: 409, object: ref, verb: 'patch' });
-        const next = structuredClone({ ...current, status: { ...(current.status ?? {}), ...structuredClone(status) } });
-        next.metadata.resourceVersion = String(++this.revision);
-        this.server.set(key, next);
-        this.writes.push({ key, status: structuredClone(status) });
-        if (fault === 'timeout-applied') throw new KubeApiError({ reason: 'transient', code: 504, object: ref, verb: 'patch', message: 'timeout' });
-        return structuredClone(next);
-      },
-      readClaim: async (namespace, name) => structuredClone(this.server.get(`${namespace}/${name}`)),
-      listLauncherPods: async (namespace, vmiUid) => {
-        this.podReads.push(`${namespace}/${vmiUid}`);
-        if (this.podReadFault) throw new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Pod', namespace, name: '' }, verb: 'list' });
-        return structuredClone(this.pods.get(vmiUid) ?? []).filter((p) => p.metadata.namespace === namespace);
-      },
-    }));
+    return reconcileOf(
+      createNetworkReconciler({
+        nads: this.nads,
+        claims: this.claims,
+        vms: this.vms,
+        vmis: this.vmis,
+        overlay: this.overlay,
+        recorder: this.recorder,
+        log: pino({ level: 'silent' }),
+        now,
+        writeStatus: async (c, status, resourceVersion) => {
+          const key = objectKey(c);
+          const fault = this.faults.shift() ?? 'none';
+          const current = this.server.get(key);
+          const ref = { kind: 'IPAMClaim', namespace: c.metadata.namespace, name: c.metadata.name };
+          if (fault === 'timeout-lost') throw new KubeApiError({ reason: 'transient', object: ref, verb: 'patch', message: 'context deadline exceeded' });
+          if (!current) throw new KubeApiError({ reason: 'notFound', code: 404, object: ref, verb: 'patch' });
+          if (current.metadata.resourceVersion !== resourceVersion) throw new KubeApiError({ reason: 'conflict', code: 409, object: ref, verb: 'patch' });
+          const next = structuredClone({ ...current, status: { ...(current.status ?? {}), ...structuredClone(status) } });
+          next.metadata.resourceVersion = String(++this.revision);
+          this.server.set(key, next);
+          this.writes.push({ key, status: structuredClone(status) });
+          if (fault === 'timeout-applied') throw new KubeApiError({ reason: 'transient', code: 504, object: ref, verb: 'patch', message: 'timeout' });
+          return structuredClone(next);
+        },
+        readClaim: async (namespace, name) => structuredClone(this.server.get(`${namespace}/${name}`)),
+        listLauncherPods: async (namespace, vmiUid) => {
+          this.podReads.push(`${namespace}/${vmiUid}`);
+          if (this.podReadFault) throw new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Pod', namespace, name: '' }, verb: 'list' });
+          return structuredClone(this.pods.get(vmiUid) ?? []).filter((p) => p.metadata.namespace === namespace);
+        },
+      }),
+    );
   }
 
   async pass(network: string, reconcile = this.reconciler()) {
@@ -164,7 +189,12 @@ export class FakeWorld {
 }
 
 /** A running VMI of the VM `vmName` (controlled by it), with the given launcher pods active. */
-export function runningVmi(vmName: string, networks: { name: string; nad: string }[], activePods: string[] = ['uid-pod-1'], namespace = NS): VirtualMachineInstance {
+export function runningVmi(
+  vmName: string,
+  networks: { name: string; nad: string }[],
+  activePods: string[] = ['uid-pod-1'],
+  namespace = NS,
+): VirtualMachineInstance {
   return {
     metadata: {
       name: vmName,

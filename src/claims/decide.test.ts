@@ -52,18 +52,14 @@ const NADS = nadMap(blue, green, plainNad);
 const nets: NetSpec[] = [podNetwork(), multus('blue', 'blue'), multus('green', 'green'), multus('plain', 'plain')];
 
 /** A VM with two persistent networks (blue, green), one ordinary (plain), and the cluster pod network. */
-const vm = (opts: Parameters<typeof virtualMachine>[0] = {}): VirtualMachine =>
-  virtualMachine({ networks: nets, ...opts });
-const claimsOf = (owner: VirtualMachine | VirtualMachineInstance, ...networks: string[]): IPAMClaim[] =>
-  networks.map((network) => claimOf(owner, network));
+const vm = (opts: Parameters<typeof virtualMachine>[0] = {}): VirtualMachine => virtualMachine({ networks: nets, ...opts });
+const claimsOf = (owner: VirtualMachine | VirtualMachineInstance, ...networks: string[]): IPAMClaim[] => networks.map((network) => claimOf(owner, network));
 /** Claims of both persistent networks, as this project made them. */
 const both = (owner: VirtualMachine | VirtualMachineInstance): IPAMClaim[] => claimsOf(owner, 'blue', 'green');
 /** A VM with blue being hot-unplugged. */
-const unplugging = (): VirtualMachine =>
-  virtualMachine({ networks: [podNetwork(), multus('blue', 'blue', { absent: true }), multus('green', 'green')] });
+const unplugging = (): VirtualMachine => virtualMachine({ networks: [podNetwork(), multus('blue', 'blue', { absent: true }), multus('green', 'green')] });
 /** A VM with a single Multus network. */
-const vmOn = (network: string, nadRef = network): VirtualMachine =>
-  virtualMachine({ networks: [multus(network, nadRef)] });
+const vmOn = (network: string, nadRef = network): VirtualMachine => virtualMachine({ networks: [multus(network, nadRef)] });
 
 describe('spec section 5: lifecycle', () => {
   it('create VM (running): claims with owner reference, finalizer and label for each persistent network', () => {
@@ -122,7 +118,10 @@ describe('spec section 5: lifecycle', () => {
     const theVm = vm();
     const plan = run({ vm: theVm, vmi: vmiOf(theVm, { uid: 'vmi-uid-2' }), nads: NADS, claims: both(theVm) });
     assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.wanted.map((w) => w.status), ['created', 'created']);
+    assert.deepEqual(
+      plan.wanted.map((w) => w.status),
+      ['created', 'created'],
+    );
   });
 
   it('live migration: source and target pods of the VMI change nothing', () => {
@@ -238,7 +237,11 @@ describe('spec section 5: lifecycle', () => {
     const theVm = unplugging();
     const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
     assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.wanted.map((w) => w.network), ['green'], 'an absent interface wants no claim');
+    assert.deepEqual(
+      plan.wanted.map((w) => w.network),
+      ['green'],
+      'an absent interface wants no claim',
+    );
   });
 
   it('hot-unplug (state: absent): once the interface is gone from the VMI, its claim is deleted', () => {
@@ -643,7 +646,7 @@ describe('names', () => {
     assert.deepEqual(writes(plan), NONE);
   });
 
-  it("a claim kubevirt/ipam-extensions made under its own name for net_a is not deleted while net_a is in use", () => {
+  it('a claim kubevirt/ipam-extensions made under its own name for net_a is not deleted while net_a is in use', () => {
     const theVm = virtualMachine({ networks: [multus('net_a', 'blue')] });
     const reference = claim({
       name: referenceClaimName(VM_NAME, 'net_a'),
@@ -748,12 +751,7 @@ const ownerArb = fc.constantFrom(
   { apiVersion: 'v1', kind: 'ConfigMap', name: VM_NAME, uid: 'cm-uid' },
 );
 const claimArb = fc.record({
-  name: fc.constantFrom(
-    ...NETWORK_POOL.map((net) => claimName(VM_NAME, net.name)),
-    referenceClaimName(VM_NAME, 'net_a'),
-    'vm1.gone',
-    'vm2.blue',
-  ),
+  name: fc.constantFrom(...NETWORK_POOL.map((net) => claimName(VM_NAME, net.name)), referenceClaimName(VM_NAME, 'net_a'), 'vm1.gone', 'vm2.blue'),
   owners: fc.array(ownerArb, { maxLength: 2 }),
   finalizer: fc.boolean(),
   label: fc.boolean(),
@@ -794,7 +792,8 @@ const ofThisKey = (c: IPAMClaim): boolean => {
   const refs = (c.metadata.ownerReferences ?? []).filter((r) => r.apiVersion.startsWith('kubevirt.io/'));
   const kinds = ['VirtualMachine', 'VirtualMachineInstance'];
   // ORPHAN: no owner at all, and both our finalizer and our label for this VM.
-  const orphanOfOurs = (c.metadata.ownerReferences ?? []).length === 0 && !!c.metadata.finalizers?.includes(CLAIM_FINALIZER) && c.metadata.labels?.[VM_LABEL] === VM_NAME;
+  const orphanOfOurs =
+    (c.metadata.ownerReferences ?? []).length === 0 && !!c.metadata.finalizers?.includes(CLAIM_FINALIZER) && c.metadata.labels?.[VM_LABEL] === VM_NAME;
   return orphanOfOurs || (refs.length > 0 && refs.every((r) => r.name === VM_NAME && kinds.includes(r.kind)));
 };
 
@@ -837,7 +836,8 @@ describe('properties', () => {
           const target = byName.get(write.name);
           assert.ok(target && ofThisKey(target), write.name);
         }
-        for (const adoption of plan.adopts) assert.deepEqual(byName.get(adoption.name)?.metadata.ownerReferences ?? [], [], `${adoption.name}: only an ownerless claim is adopted`);
+        for (const adoption of plan.adopts)
+          assert.deepEqual(byName.get(adoption.name)?.metadata.ownerReferences ?? [], [], `${adoption.name}: only an ownerless claim is adopted`);
         const touched = [...plan.adopts, ...plan.removeFinalizers, ...plan.deletes].map((w) => w.name);
         assert.equal(new Set(touched).size, touched.length);
         for (const create of plan.creates) assert.ok(!byName.has(create.metadata.name));
@@ -906,10 +906,13 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
 
   it('a VM whose name does not collide keeps `<vm>.<network>` (ipam-extensions compatibility)', () => {
     assert.deepEqual(writes(decideFor(vmA, [])).creates, ['a.b.c']);
-    assert.equal(claimNameFor('a', 'b.c', () => undefined), 'a.b.c');
+    assert.equal(
+      claimNameFor('a', 'b.c', () => undefined),
+      'a.b.c',
+    );
   });
 
-  it('the second VM gets its own claim under the collision name, never the first one\'s', () => {
+  it("the second VM gets its own claim under the collision name, never the first one's", () => {
     const first = claimOf(vmA, 'b.c');
     const plan = decideFor(vmAB, [first]);
     assert.deepEqual(writes(plan), { ...NONE, creates: [alt] });
@@ -917,7 +920,10 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
     assert.deepEqual(plan.problems, []);
     assert.deepEqual(plan.wanted, [{ network: 'c', claim: alt, status: 'wanted' }]);
     // And the first VM goes on using its own, with no writes.
-    assert.deepEqual(writes(decideFor(vmA, [first, { ...plan.creates[0]!, metadata: { ...plan.creates[0]!.metadata, uid: 'x', resourceVersion: '1' } }])), NONE);
+    assert.deepEqual(
+      writes(decideFor(vmA, [first, { ...plan.creates[0]!, metadata: { ...plan.creates[0]!.metadata, uid: 'x', resourceVersion: '1' } }])),
+      NONE,
+    );
   });
 
   it('whichever came first keeps the plain name: the other one moves (here VM `a`)', () => {
@@ -945,7 +951,7 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
     assert.deepEqual(reasons(decideFor(vmAB, [bare])), ['ClaimNotOwned']);
   });
 
-  it('the claim of the other VM is never written to by this VM\'s reconcile (not even when this VM is deleted)', () => {
+  it("the claim of the other VM is never written to by this VM's reconcile (not even when this VM is deleted)", () => {
     const first = claimOf(vmA, 'b.c');
     const gone = decide({ key: { namespace: NS, name: 'a.b' }, nads, claims: [first], gateEnabled: true });
     assert.deepEqual(writes(gone), NONE);
@@ -966,9 +972,15 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     assert.deepEqual(writes(restarted), { ...NONE, creates: ['vm1.pod0'], deletes: ['vm1.default'] }, 'eth0 alone does not keep it');
   });
 
-  it('an eth0 claim under a name this VM produces for its pod network is in use (ipam-extensions\' name included)', () => {
+  it("an eth0 claim under a name this VM produces for its pod network is in use (ipam-extensions' name included)", () => {
     const theVm = virtualMachine({ networks: [podNetwork('Pod_Net')] });
-    const adopted = claim({ name: referenceClaimName('vm1', 'Pod_Net'), owners: [ownerRefTo(theVm)], finalizers: [CLAIM_FINALIZER], iface: 'eth0', network: 'ns-udn' });
+    const adopted = claim({
+      name: referenceClaimName('vm1', 'Pod_Net'),
+      owners: [ownerRefTo(theVm)],
+      finalizers: [CLAIM_FINALIZER],
+      iface: 'eth0',
+      network: 'ns-udn',
+    });
     const plan = run({ vm: theVm, nads, claims: [adopted] });
     assert.deepEqual(writes(plan).deletes, []);
   });
@@ -997,7 +1009,10 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
     // Its finalizer goes with the delete (no VMI uses it), then it is created anew for the right network.
     const claims = applyPlan([stale, claimOf(theVm, 'green')], plan);
-    assert.deepEqual(claims.map((c) => c.metadata.name), ['vm1.green']);
+    assert.deepEqual(
+      claims.map((c) => c.metadata.name),
+      ['vm1.green'],
+    );
     const last = run({ vm: theVm, nads: NADS, claims });
     assert.deepEqual(writes(last).creates, ['vm1.blue']);
     assert.equal(last.creates[0]?.spec.network, 'net-blue');
@@ -1015,7 +1030,10 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     const claims = applyPlan([stale, claimOf(theVm, 'green')], plan);
     const next = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims });
     assert.equal(next.needsPodRead, true);
-    assert.deepEqual(next.wanted.find((w) => w.network === 'blue'), { network: 'blue', claim: swap, status: 'created' });
+    assert.deepEqual(
+      next.wanted.find((w) => w.network === 'blue'),
+      { network: 'blue', claim: swap, status: 'created' },
+    );
     assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set(['vm1.blue', swap]) })), NONE);
     const done = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set([swap]) });
     assert.deepEqual(writes(done), { ...NONE, deletes: ['vm1.blue'] });
@@ -1045,10 +1063,13 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     const vmi = freed();
     const claims = both(theVm).map(orphaned);
     const plan = run({ vmi, nads: NADS, claims });
-    assert.deepEqual(plan.adopts.map((a) => [a.name, a.owner.kind, a.owner.uid, a.owner.controller]), [
-      ['vm1.blue', 'VirtualMachineInstance', vmi.metadata.uid, true],
-      ['vm1.green', 'VirtualMachineInstance', vmi.metadata.uid, true],
-    ]);
+    assert.deepEqual(
+      plan.adopts.map((a) => [a.name, a.owner.kind, a.owner.uid, a.owner.controller]),
+      [
+        ['vm1.blue', 'VirtualMachineInstance', vmi.metadata.uid, true],
+        ['vm1.green', 'VirtualMachineInstance', vmi.metadata.uid, true],
+      ],
+    );
     assert.deepEqual(writes(plan), NONE);
     assert.deepEqual(reasons(plan), []);
     // and the next reconcile of the adopted claims is a steady state
@@ -1059,10 +1080,13 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
   it('a VM of that name that adopted the VMI owns them', () => {
     const again = vm({ uid: 'vm-uid-2' });
     const plan = run({ vm: again, vmi: vmiOf(again), nads: NADS, claims: both(theVm).map(orphaned) });
-    assert.deepEqual(plan.adopts.map((a) => [a.name, a.owner.kind, a.owner.uid]), [
-      ['vm1.blue', 'VirtualMachine', 'vm-uid-2'],
-      ['vm1.green', 'VirtualMachine', 'vm-uid-2'],
-    ]);
+    assert.deepEqual(
+      plan.adopts.map((a) => [a.name, a.owner.kind, a.owner.uid]),
+      [
+        ['vm1.blue', 'VirtualMachine', 'vm-uid-2'],
+        ['vm1.green', 'VirtualMachine', 'vm-uid-2'],
+      ],
+    );
   });
 
   it('once neither a VM nor a VMI of that name exists: deleted and released', () => {
@@ -1095,7 +1119,10 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
 
   it('deleted by someone while the running VMI uses it: the finalizer holds (no adoption, no release) until the network is unused', () => {
     const vmi = freed();
-    const deleted = { ...orphaned(claimOf(theVm, 'blue')), metadata: { ...orphaned(claimOf(theVm, 'blue')).metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } };
+    const deleted = {
+      ...orphaned(claimOf(theVm, 'blue')),
+      metadata: { ...orphaned(claimOf(theVm, 'blue')).metadata, deletionTimestamp: '2026-01-01T00:00:00Z' },
+    };
     const plan = run({ vmi, nads: NADS, claims: [deleted, orphaned(claimOf(theVm, 'green'))] });
     assert.ok(!plan.removeFinalizers.some((w) => w.name === 'vm1.blue'));
     assert.ok(!plan.adopts.some((w) => w.name === 'vm1.blue'));
@@ -1106,7 +1133,10 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     const vmi = freed();
     const stale = orphaned(claimOf(theVm, 'gone'));
     const plan = run({ vmi, nads: NADS, claims: [...both(theVm).map(orphaned), stale] });
-    assert.deepEqual(plan.deletes.map((d) => d.name), ['vm1.gone']);
+    assert.deepEqual(
+      plan.deletes.map((d) => d.name),
+      ['vm1.gone'],
+    );
     assert.ok(!plan.adopts.some((a) => a.name === 'vm1.gone'));
   });
 

@@ -377,9 +377,7 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
       block(
         {
           reason: 'ClaimOwnedByAnotherObject',
-          message:
-            `IPAMClaim ${name} belongs to ${others}, not to this ${owner.ref.kind} (uid ${owner.ref.uid}); ` +
-            'waiting for it to be removed',
+          message: `IPAMClaim ${name} belongs to ${others}, not to this ${owner.ref.kind} (uid ${owner.ref.uid}); ` + 'waiting for it to be removed',
         },
         true,
       );
@@ -393,10 +391,19 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
  * while a running launcher pod names it (the migration source, until it finishes; OVN-Kubernetes frees a pod's
  * addresses at its deletion unless its element names a claim that holds them), then deleted and released.
  */
-function planSuperseded(input: DecideInput, owner: Owner, existing: ReadonlyMap<string, IPAMClaim>, network: string, current: string, nadNetwork: string, plan: Plan): void {
+function planSuperseded(
+  input: DecideInput,
+  owner: Owner,
+  existing: ReadonlyMap<string, IPAMClaim>,
+  network: string,
+  current: string,
+  nadNetwork: string,
+  plan: Plan,
+): void {
   for (const name of claimNamesOf(input.key.name, network, nadNetwork)) {
     const old = existing.get(name);
-    if (name === current || !old || old.spec?.network === nadNetwork || isTerminating(old) || !isOwnedBy(old, owner.ref.uid) || !hasOurMark(old, owner)) continue;
+    if (name === current || !old || old.spec?.network === nadNetwork || isTerminating(old) || !isOwnedBy(old, owner.ref.uid) || !hasOurMark(old, owner))
+      continue;
     const write = writeRef(old);
     if (!write || !kubevirtOwnerRefs(old).every((ref) => ref.name === input.key.name)) continue;
     if (input.namedByRunningPods === undefined) plan.needsPodRead = true;
@@ -484,26 +491,15 @@ export function persistentNetworks(
   return result;
 }
 
-function secondaryVerdict(
-  key: ObjectKey,
-  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
-  network: string,
-  reference: unknown,
-): Verdict {
+function secondaryVerdict(key: ObjectKey, nads: ReadonlyMap<string, NetworkAttachmentDefinition>, network: string, reference: unknown): Verdict {
   const ref = parseNadReference(reference, key.namespace);
   if (!ref) {
-    return blocked(
-      'InvalidNetworkReference',
-      `networkName ${JSON.stringify(reference)} is neither "name" nor "namespace/name"`,
-    );
+    return blocked('InvalidNetworkReference', `networkName ${JSON.stringify(reference)} is neither "name" nor "namespace/name"`);
   }
   const nad = nads.get(`${ref.namespace}/${ref.name}`);
   // NAD-EXISTS: a NAD event brings the key back, so no retry.
   if (!nad) {
-    return blocked(
-      'NetworkAttachmentDefinitionNotFound',
-      `NetworkAttachmentDefinition ${ref.namespace}/${ref.name} does not exist`,
-    );
+    return blocked('NetworkAttachmentDefinitionNotFound', `NetworkAttachmentDefinition ${ref.namespace}/${ref.name} does not exist`);
   }
   return nadVerdict(parseNadConfig(nad), ref, key.namespace, podInterfaceName(network), false);
 }
@@ -531,19 +527,11 @@ function primaryVerdict(key: ObjectKey, nads: ReadonlyMap<string, NetworkAttachm
 /** Topologies the IPAM side can keep addresses on, by network role. */
 const SUPPORTED_TOPOLOGIES = { secondary: ['layer2', 'localnet'], primary: ['layer2'] } as const;
 
-function nadVerdict(
-  config: NadConfig,
-  ref: ObjectKey,
-  ownerNamespace: string,
-  iface: string,
-  primary: boolean,
-): Verdict {
+function nadVerdict(config: NadConfig, ref: ObjectKey, ownerNamespace: string, iface: string, primary: boolean): Verdict {
   const nad = `NetworkAttachmentDefinition ${ref.namespace}/${ref.name}`;
   // NAD-PARSES: a config nobody can read is reported whether or not it meant to opt in; a bad key only when the NAD
   // opts in, or when the bad key is the opt-in itself (someone tried, with e.g. "true" as a string).
-  const problems = config.problems.filter(
-    (p) => p.field === undefined || p.field === 'allowPersistentIPs' || config.allowPersistentIPs,
-  );
+  const problems = config.problems.filter((p) => p.field === undefined || p.field === 'allowPersistentIPs' || config.allowPersistentIPs);
   if (problems.length > 0) {
     return blocked('InvalidNetworkConfig', `${nad}: ${problems.map((p) => p.message).join('; ')}`);
   }
@@ -557,8 +545,7 @@ function nadVerdict(
   if (ref.namespace !== ownerNamespace) {
     return blocked(
       'CrossNamespacePersistentNetwork',
-      `${nad} allows persistent IPs, but only a NetworkAttachmentDefinition in the VM's namespace ` +
-        `(${ownerNamespace}) can have them`,
+      `${nad} allows persistent IPs, but only a NetworkAttachmentDefinition in the VM's namespace ` + `(${ownerNamespace}) can have them`,
     );
   }
   // NAD-TOPOLOGY: checked only when set, since CNIs other than OVN-Kubernetes have no topology.
@@ -566,8 +553,7 @@ function nadVerdict(
   if (config.topology !== undefined && !supported.includes(config.topology)) {
     return blocked(
       'UnsupportedTopology',
-      `${nad} has topology "${config.topology}"; persistent IPs on a ${primary ? 'primary' : 'secondary'} ` +
-        `network need ${supported.join(' or ')}`,
+      `${nad} has topology "${config.topology}"; persistent IPs on a ${primary ? 'primary' : 'secondary'} ` + `network need ${supported.join(' or ')}`,
     );
   }
   // NAD-SUBNETS: OVN-Kubernetes allocates on layer2 only from `subnets`; localnet may be address-less (the guest

@@ -5,8 +5,13 @@ import { effectiveVmiSpec } from './effective-spec.ts';
 
 describe('effectiveVmiSpec: the pod network KubeVirt adds to a VMI', () => {
   it('no networks and no interfaces: the default pod network and its interface are added', () => {
-    assert.deepEqual(effectiveVmiSpec({}), { networks: [{ name: 'default', pod: {} }], domain: { devices: { interfaces: [{ name: 'default', masquerade: {} }] } } });
-    assert.deepEqual(effectiveVmiSpec({ networks: [], domain: { devices: { interfaces: [], autoattachPodInterface: true } } })?.networks, [{ name: 'default', pod: {} }]);
+    assert.deepEqual(effectiveVmiSpec({}), {
+      networks: [{ name: 'default', pod: {} }],
+      domain: { devices: { interfaces: [{ name: 'default', masquerade: {} }] } },
+    });
+    assert.deepEqual(effectiveVmiSpec({ networks: [], domain: { devices: { interfaces: [], autoattachPodInterface: true } } })?.networks, [
+      { name: 'default', pod: {} },
+    ]);
   });
   it('autoattachPodInterface false, or any network or interface listed: unchanged', () => {
     const off = { domain: { devices: { autoattachPodInterface: false } } };
@@ -22,7 +27,9 @@ describe('effectiveVmiSpec: the pod network KubeVirt adds to a VMI', () => {
     assert.deepEqual(effectiveVmiSpec(once), once);
   });
   it('the informer trim keeps autoattachPodInterface: false (and only that value)', () => {
-    assert.deepEqual(trimVmiSpec({ domain: { devices: { autoattachPodInterface: false, disks: [{ name: 'd' }] } } }), { domain: { devices: { autoattachPodInterface: false } } });
+    assert.deepEqual(trimVmiSpec({ domain: { devices: { autoattachPodInterface: false, disks: [{ name: 'd' }] } } }), {
+      domain: { devices: { autoattachPodInterface: false } },
+    });
     assert.deepEqual(trimVmiSpec({ domain: { devices: { autoattachPodInterface: true } } }), {});
   });
 });

@@ -1,14 +1,7 @@
 // Test-only builders for the objects decide() reads, and a tiny stand-in for the API server's handling of claim
 // writes. Shared by the unit tests here and, later, the e2e suite, so fixtures mean the same thing everywhere.
 
-import type {
-  IPAMClaim,
-  NetworkAttachmentDefinition,
-  OwnerReference,
-  VirtualMachine,
-  VirtualMachineInstance,
-  VmiSpecLike,
-} from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import { CLAIM_FINALIZER, KUBEVIRT_VM_FINALIZER, NAD_PERSISTENT_IPS_ANNOTATION, VM_LABEL } from './constants.ts';
 import type { Plan } from './decide.ts';
@@ -39,9 +32,7 @@ export const podNetwork = (name = 'default'): NetSpec => ({ name });
 export function vmiSpec(nets: readonly NetSpec[]): VmiSpecLike {
   return {
     networks: nets.map((net) =>
-      net.nad === undefined
-        ? { name: net.name, pod: {} }
-        : { name: net.name, multus: { networkName: net.nad, ...(net.default ? { default: true } : {}) } },
+      net.nad === undefined ? { name: net.name, pod: {} } : { name: net.name, multus: { networkName: net.nad, ...(net.default ? { default: true } : {}) } },
     ),
     domain: {
       devices: {
@@ -114,13 +105,7 @@ export function standaloneVmi(opts: VmiOptions & { name?: string; namespace?: st
   return instance(opts.name ?? VM_NAME, opts.namespace ?? NS, vmiSpec(opts.networks ?? []), [], opts);
 }
 
-function instance(
-  name: string,
-  namespace: string,
-  spec: VmiSpecLike,
-  ownerReferences: OwnerReference[],
-  opts: VmiOptions,
-): VirtualMachineInstance {
+function instance(name: string, namespace: string, spec: VmiSpecLike, ownerReferences: OwnerReference[], opts: VmiOptions): VirtualMachineInstance {
   return {
     apiVersion: apiVersionOf(resources.virtualMachineInstances),
     kind: 'VirtualMachineInstance',
@@ -147,11 +132,7 @@ export interface NadOptions {
 }
 
 /** A NAD with `config` as given: an object is serialised, a string kept verbatim, undefined leaves no config. */
-export function nad(
-  name: string,
-  config: object | string | undefined,
-  opts: NadOptions = {},
-): NetworkAttachmentDefinition {
+export function nad(name: string, config: object | string | undefined, opts: NadOptions = {}): NetworkAttachmentDefinition {
   return {
     apiVersion: apiVersionOf(resources.networkAttachmentDefinitions),
     kind: 'NetworkAttachmentDefinition',
@@ -248,11 +229,7 @@ export function claim(opts: ClaimOptions): IPAMClaim {
 }
 
 /** The claim this project makes for `network` of `owner`, as it looks once stored (uid, resourceVersion, IPs). */
-export function claimOf(
-  owner: VirtualMachine | VirtualMachineInstance,
-  network: string,
-  opts: Partial<ClaimOptions> & { primary?: boolean } = {},
-): IPAMClaim {
+export function claimOf(owner: VirtualMachine | VirtualMachineInstance, network: string, opts: Partial<ClaimOptions> & { primary?: boolean } = {}): IPAMClaim {
   const name = claimName(owner.metadata.name, network);
   return claim({
     name,

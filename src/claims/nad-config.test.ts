@@ -76,9 +76,7 @@ describe('parseNadConfig', () => {
   });
 
   it('prefers a key on the top level of a conflist over the same key on a plugin', () => {
-    const config = parseCniConfig(
-      JSON.stringify({ name: 'n', allowPersistentIPs: false, plugins: [{ type: 'x', allowPersistentIPs: true }] }),
-    );
+    const config = parseCniConfig(JSON.stringify({ name: 'n', allowPersistentIPs: false, plugins: [{ type: 'x', allowPersistentIPs: true }] }));
     assert.equal(config.allowPersistentIPs, false);
   });
 
@@ -120,9 +118,7 @@ describe('parseNadConfig', () => {
   }
 
   it('reports keys of the wrong type by name and ignores them', () => {
-    const config = parseCniConfig(
-      JSON.stringify({ name: 7, allowPersistentIPs: 'true', topology: ['layer2'], subnets: ['10.0.0.0/24'], role: {} }),
-    );
+    const config = parseCniConfig(JSON.stringify({ name: 7, allowPersistentIPs: 'true', topology: ['layer2'], subnets: ['10.0.0.0/24'], role: {} }));
     const fields = config.problems.map((p) => p.field).sort();
     assert.deepEqual(fields, ['allowPersistentIPs', 'name', 'role', 'subnets', 'topology']);
     assert.equal(config.networkName, undefined);

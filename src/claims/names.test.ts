@@ -7,13 +7,13 @@ import { claimName, isDns1123Subdomain, podInterfaceName, referenceClaimName } f
 const label = fc.stringMatching(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
 
 /** Valid object names up to 253 characters, with many near the limit, where truncation happens. */
-const vmName = fc.oneof(
-  fc.array(label, { minLength: 1, maxLength: 6 }).map((labels) => labels.join('.')),
-  fc
-    .tuple(fc.integer({ min: 1, max: 253 }), label)
-    .map(([length, seed]) => (seed.repeat(Math.ceil(length / seed.length) + 1).slice(0, length - 1) + '0')),
-  fc.integer({ min: 230, max: 253 }).map((length) => 'v'.repeat(length)),
-).filter(isDns1123Subdomain);
+const vmName = fc
+  .oneof(
+    fc.array(label, { minLength: 1, maxLength: 6 }).map((labels) => labels.join('.')),
+    fc.tuple(fc.integer({ min: 1, max: 253 }), label).map(([length, seed]) => seed.repeat(Math.ceil(length / seed.length) + 1).slice(0, length - 1) + '0'),
+    fc.integer({ min: 230, max: 253 }).map((length) => 'v'.repeat(length)),
+  )
+  .filter(isDns1123Subdomain);
 
 /** Anything a user may type as a network name: lowercase, uppercase, `_`, dots, unicode, very long. */
 const networkName = fc.oneof(

@@ -59,7 +59,10 @@ describe('parseNetworkSelection', () => {
 
 describe('helpers', () => {
   it('serializes to the JSON form, fields in their order', () => {
-    assert.equal(serializeNetworkSelection([{ name: 'red', namespace: 'ns', 'ipam-claim-reference': 'vm.red' }]), '[{"name":"red","namespace":"ns","ipam-claim-reference":"vm.red"}]');
+    assert.equal(
+      serializeNetworkSelection([{ name: 'red', namespace: 'ns', 'ipam-claim-reference': 'vm.red' }]),
+      '[{"name":"red","namespace":"ns","ipam-claim-reference":"vm.red"}]',
+    );
   });
   it('an element without namespace is in the pod namespace', () => {
     assert.equal(elementNamespace({ name: 'red' }, 'pod-ns'), 'pod-ns');

@@ -8,9 +8,7 @@ import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIM
 
 export const IPAM_CLAIM_REFERENCE = 'ipam-claim-reference';
 
-export type NetworkSelection =
-  | { ok: true; format: 'json' | 'list'; elements: NetworkSelectionElement[] }
-  | { ok: false; error: string };
+export type NetworkSelection = { ok: true; format: 'json' | 'list'; elements: NetworkSelectionElement[] } | { ok: false; error: string };
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

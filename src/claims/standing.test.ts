@@ -18,7 +18,9 @@ describe('ownerUidsOf', () => {
     assert.deepEqual(ownerUidsOf(standalone), { name: 'vm1', vmiUid: 'vmi-uid' });
   });
   it('a VM owner reference that is not the controller does not count', () => {
-    const vmi: VirtualMachineInstance = { metadata: { name: 'vm1', uid: 'vmi-uid', ownerReferences: [{ ...owner('VirtualMachine', 'vm-uid'), controller: false }] } };
+    const vmi: VirtualMachineInstance = {
+      metadata: { name: 'vm1', uid: 'vmi-uid', ownerReferences: [{ ...owner('VirtualMachine', 'vm-uid'), controller: false }] },
+    };
     assert.deepEqual(ownerUidsOf(vmi), { name: 'vm1', vmiUid: 'vmi-uid' });
   });
 });
@@ -44,7 +46,10 @@ describe('claimStanding', () => {
 
   it('an earlier VM of the same name (same name, other uid): ClaimOwnedByAnotherObject, whether terminating or not', () => {
     assert.equal(reason(claim({ ownerReferences: [owner('VirtualMachine', 'old-vm-uid')] })), 'ClaimOwnedByAnotherObject');
-    assert.equal(reason(claim({ ownerReferences: [owner('VirtualMachine', 'old-vm-uid')], deletionTimestamp: '2026-01-01T00:00:00Z' })), 'ClaimOwnedByAnotherObject');
+    assert.equal(
+      reason(claim({ ownerReferences: [owner('VirtualMachine', 'old-vm-uid')], deletionTimestamp: '2026-01-01T00:00:00Z' })),
+      'ClaimOwnedByAnotherObject',
+    );
   });
 
   it('another VM whose name collides on the claim name: ClaimOwnedByAnotherObject', () => {

@@ -39,12 +39,7 @@ export function ownerUidsOf(vmi: VirtualMachineInstance): ClaimOwnerUids {
  * another NAD would have OVN-K allocate (or fail to) on the wrong network. Messages carry no resourceVersion or
  * time, so that the Event a repeated denial produces is recognised as the same one.
  */
-export function claimStanding(
-  claim: IPAMClaim | undefined,
-  name: string,
-  owners: ClaimOwnerUids,
-  expectedNetwork?: string,
-): ClaimStanding {
+export function claimStanding(claim: IPAMClaim | undefined, name: string, owners: ClaimOwnerUids, expectedNetwork?: string): ClaimStanding {
   if (!claim) {
     return {
       usable: false,

@@ -9,7 +9,8 @@ export function parseBindAddress(value: string): { host: string; port: number } 
   const host = colon > 0 ? value.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
   const portText = colon >= 0 ? value.slice(colon + 1) : value;
   const port = Number(portText);
-  if (!/^\d+$/.test(portText) || port > 65535 || host === '') throw new CliError(`invalid bind address "${value}": expected [host]:port, or 0 to disable`, EXIT.usage);
+  if (!/^\d+$/.test(portText) || port > 65535 || host === '')
+    throw new CliError(`invalid bind address "${value}": expected [host]:port, or 0 to disable`, EXIT.usage);
   return { host, port };
 }
 

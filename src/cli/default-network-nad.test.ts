@@ -18,6 +18,9 @@ describe('--default-network-nad', () => {
     const set = await parseCommandLine(['run', '--default-network-nad', 'openshift-ovn-kubernetes/default'], quiet);
     assert.ok(set.command === 'run');
     assert.deepEqual(set.options.defaultNetworkNad, { namespace: 'openshift-ovn-kubernetes', name: 'default' });
-    await assert.rejects(parseCommandLine(['run', '--default-network-nad', 'default'], quiet), (err) => err instanceof UsageError && /NAMESPACE\/NAME/.test(err.message));
+    await assert.rejects(
+      parseCommandLine(['run', '--default-network-nad', 'default'], quiet),
+      (err) => err instanceof UsageError && /NAMESPACE\/NAME/.test(err.message),
+    );
   });
 });

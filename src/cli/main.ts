@@ -67,7 +67,9 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`persistent-ips: ${err.message}\n`);
       process.exit(err.exitCode);
     }
-    process.stderr.write(`persistent-ips: unexpected failure (a bug; please report it with this output): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.stderr.write(
+      `persistent-ips: unexpected failure (a bug; please report it with this output): ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
     process.exit(EXIT.failure);
   },
 );

@@ -9,9 +9,7 @@ export interface ParseRequest {
   width: number;
 }
 
-export type ParseAnswer =
-  | { parsed: ParsedCommand; printed: string[] }
-  | { usageError: { message: string; usage: string } };
+export type ParseAnswer = { parsed: ParsedCommand; printed: string[] } | { usageError: { message: string; usage: string } };
 
 const { argv, width } = JSON.parse(readFileSync(0, 'utf8')) as ParseRequest;
 const printed: string[] = [];

@@ -38,12 +38,27 @@ describe('command line', () => {
   it('run in a pod listens on all interfaces by default', async () => {
     const parsed = await parseCommandLine(['run'], { env: inPod });
     assert.ok(parsed.command === 'run');
-    assert.deepEqual([parsed.options.metricsBindAddress, parsed.options.healthProbeBindAddress, parsed.options.webhookBindAddress], [':8443', ':8081', ':9443']);
+    assert.deepEqual(
+      [parsed.options.metricsBindAddress, parsed.options.healthProbeBindAddress, parsed.options.webhookBindAddress],
+      [':8443', ':8081', ':9443'],
+    );
   });
 
   it('run: flags as given, repeatable --webhook-cert-host collected', async () => {
     const parsed = await parseCommandLine(
-      ['run', '--leader-elect', '--concurrency', '8', '--webhook-cert-host', 'a.example', '--webhook-cert-host', '127.0.0.1', '--no-allocator', '--feature-gates', 'PersistentIPs=true'],
+      [
+        'run',
+        '--leader-elect',
+        '--concurrency',
+        '8',
+        '--webhook-cert-host',
+        'a.example',
+        '--webhook-cert-host',
+        '127.0.0.1',
+        '--no-allocator',
+        '--feature-gates',
+        'PersistentIPs=true',
+      ],
       { env: outside },
     );
     assert.ok(parsed.command === 'run');
@@ -55,7 +70,18 @@ describe('command line', () => {
   });
 
   it('run: TLS flags in the Kubernetes spelling, suites comma-separated or repeated', async () => {
-    const parsed = await parseCommandLine(['run', '--tls-min-version', 'VersionTLS13', '--tls-cipher-suites', 'TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384', '--tls-cipher-suites', 'TLS_CHACHA20_POLY1305_SHA256'], { env: outside });
+    const parsed = await parseCommandLine(
+      [
+        'run',
+        '--tls-min-version',
+        'VersionTLS13',
+        '--tls-cipher-suites',
+        'TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384',
+        '--tls-cipher-suites',
+        'TLS_CHACHA20_POLY1305_SHA256',
+      ],
+      { env: outside },
+    );
     assert.ok(parsed.command === 'run');
     assert.equal(parsed.options.tlsMinVersion, 'VersionTLS13');
     assert.deepEqual(parsed.options.tlsCipherSuites, ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256']);
@@ -106,7 +132,10 @@ describe('command line', () => {
     [['status', '-o', 'yaml'], /output/],
     [['run', '--metrics-secure=false', '--metrics-cert-dir', '/certs'], /--metrics-cert-dir goes with --metrics-secure/],
     [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
-    [['run', '--tls-cipher-suites', 'TLS_AES_128_GCM_SHA256,TLS_RSA_WITH_3DES_EDE_CBC_SHA'], /--tls-cipher-suites: unknown or unsupported cipher suite "TLS_RSA_WITH_3DES_EDE_CBC_SHA"/],
+    [
+      ['run', '--tls-cipher-suites', 'TLS_AES_128_GCM_SHA256,TLS_RSA_WITH_3DES_EDE_CBC_SHA'],
+      /--tls-cipher-suites: unknown or unsupported cipher suite "TLS_RSA_WITH_3DES_EDE_CBC_SHA"/,
+    ],
   ];
   for (const [argv, expected] of misuse) {
     it(`usage error: ${argv.join(' ') || '(nothing)'}`, async () => {

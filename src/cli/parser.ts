@@ -38,7 +38,14 @@ function statusBuilder(y: Argv) {
     .option('context', { type: 'string', requiresArg: true, describe: 'Kubeconfig context to use instead of the current one' })
     .option('namespace', { alias: 'n', type: 'string', requiresArg: true, describe: "Namespace to show. Default: the context's namespace, then default" })
     .option('all-namespaces', { alias: 'A', type: 'boolean', default: false, describe: 'Show every namespace' })
-    .option('output', { alias: 'o', type: 'string', requiresArg: true, default: 'table', choices: ['table', 'json'], describe: 'table for people, json for scripts' })
+    .option('output', {
+      alias: 'o',
+      type: 'string',
+      requiresArg: true,
+      default: 'table',
+      choices: ['table', 'json'],
+      describe: 'table for people, json for scripts',
+    })
     .check((a) => {
       rejectRepeats(a, ['kubeconfig', 'context', 'namespace', 'all-namespaces', 'output', 'vm']);
       for (const name of ['kubeconfig', 'context', 'namespace'] as const) bad(a[name] === '', `--${name} must not be empty`);
@@ -62,7 +69,10 @@ function packageVersion(): string {
  * Parses `argv` (without node and the script). Help and version go to `print`; anything wrong throws UsageError.
  * `env` decides the default bind addresses (in a pod or not).
  */
-export async function parseCommandLine(argv: readonly string[], options: { env?: NodeJS.ProcessEnv; print?: (text: string) => void; width?: number } = {}): Promise<ParsedCommand> {
+export async function parseCommandLine(
+  argv: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; print?: (text: string) => void; width?: number } = {},
+): Promise<ParsedCommand> {
   const env = options.env ?? process.env;
   const print = options.print ?? ((text: string) => process.stdout.write(`${text}\n`));
   let chosen: ParsedCommand = { command: 'none' };
@@ -72,25 +82,37 @@ export async function parseCommandLine(argv: readonly string[], options: { env?:
     // yargs' translations (the unbundled build would have answered in the user's language).
     .locale('en')
     .scriptName('persistent-ips')
-    .usage('$0 <command> [options]\n\nStable IP addresses for KubeVirt VMs: keeps an IPAMClaim per VM network whose NetworkAttachmentDefinition allows persistent IPs.')
+    .usage(
+      '$0 <command> [options]\n\nStable IP addresses for KubeVirt VMs: keeps an IPAMClaim per VM network whose NetworkAttachmentDefinition allows persistent IPs.',
+    )
     // One spelling per flag: unknown-flag messages name what was typed, and --leaderElect is not a second name.
     .parserConfiguration({ 'camel-case-expansion': false })
-    .command('run', 'Run the controller against a cluster (until SIGINT/SIGTERM)', (y) => runBuilder(y, env), (a) => {
-      chosen = { command: 'run', options: toRunOptions(a) };
-    })
-    .command('status [vm]', "Show each VM's networks with their IPAMClaim, addresses, IPsAllocated condition and owner (docs/status.md)", statusBuilder, (a) => {
-      chosen = {
-        command: 'status',
-        options: {
-          ...(a.kubeconfig !== undefined ? { kubeconfig: a.kubeconfig } : {}),
-          ...(a.context !== undefined ? { context: a.context } : {}),
-          ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
-          ...(a.vm !== undefined ? { vm: a.vm } : {}),
-          allNamespaces: a['all-namespaces'],
-          output: a.output as 'table' | 'json',
-        },
-      };
-    })
+    .command(
+      'run',
+      'Run the controller against a cluster (until SIGINT/SIGTERM)',
+      (y) => runBuilder(y, env),
+      (a) => {
+        chosen = { command: 'run', options: toRunOptions(a) };
+      },
+    )
+    .command(
+      'status [vm]',
+      "Show each VM's networks with their IPAMClaim, addresses, IPsAllocated condition and owner (docs/status.md)",
+      statusBuilder,
+      (a) => {
+        chosen = {
+          command: 'status',
+          options: {
+            ...(a.kubeconfig !== undefined ? { kubeconfig: a.kubeconfig } : {}),
+            ...(a.context !== undefined ? { context: a.context } : {}),
+            ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
+            ...(a.vm !== undefined ? { vm: a.vm } : {}),
+            allNamespaces: a['all-namespaces'],
+            output: a.output as 'table' | 'json',
+          },
+        };
+      },
+    )
     .demandCommand(1, 'name a command: run or status')
     .strict()
     .epilog(EPILOG)

@@ -34,41 +34,139 @@ const positive = (n: number) => Number.isFinite(n) && n > 0;
 /** The flags of `run`; `env` decides the default bind addresses (in a pod or not). */
 export function runFlags(env: NodeJS.ProcessEnv) {
   return {
-    'kubeconfig': { type: 'string', requiresArg: true, describe: 'Kubeconfig file. Default: in-cluster service account, then $KUBECONFIG, then ~/.kube/config' },
+    'kubeconfig': {
+      type: 'string',
+      requiresArg: true,
+      describe: 'Kubeconfig file. Default: in-cluster service account, then $KUBECONFIG, then ~/.kube/config',
+    },
     'context': { type: 'string', requiresArg: true, describe: 'Kubeconfig context to use instead of the current one' },
     'namespace': { type: 'string', requiresArg: true, describe: 'Watch VMs, VMIs, NADs and claims in this namespace only. Default: all namespaces' },
     'concurrency': { type: 'number', requiresArg: true, default: 16, describe: 'VMs reconciled in parallel (one VM is never reconciled twice at once)' },
-    'feature-gates': { type: 'string', requiresArg: true, describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)' },
-    'log-level': { type: 'string', requiresArg: true, default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], describe: 'Least severe level written to the JSON log on stdout' },
+    'feature-gates': {
+      type: 'string',
+      requiresArg: true,
+      describe: 'Override KubeVirt feature gates, e.g. PersistentIPs=true (for clusters where the KubeVirt CR cannot be read)',
+    },
+    'log-level': {
+      type: 'string',
+      requiresArg: true,
+      default: 'info',
+      choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'],
+      describe: 'Least severe level written to the JSON log on stdout',
+    },
     'leader-elect': { type: 'boolean', default: false, describe: 'Compete for a Lease so that only one replica reconciles (use with more than one replica)' },
-    'controller-namespace': { type: 'string', requiresArg: true, describe: 'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)' },
-    'metrics-bind-address': { type: 'string', requiresArg: true, default: defaultBindAddress(8443, env), defaultDescription: '127.0.0.1:8443; :8443 in a pod', describe: 'Address of /metrics; 0 disables it' },
-    'metrics-secure': { type: 'boolean', default: true, describe: 'Serve /metrics over HTTPS and let only callers the cluster authorises (TokenReview + SubjectAccessReview on get /metrics) read it; --metrics-secure=false serves plain HTTP to anyone' },
-    'metrics-cert-dir': { type: 'string', requiresArg: true, describe: 'tls.crt and tls.key of the secure metrics server (kept current). Default: a self-signed certificate made at start' },
-    'health-probe-bind-address': { type: 'string', requiresArg: true, default: defaultBindAddress(8081, env), defaultDescription: '127.0.0.1:8081; :8081 in a pod', describe: 'Address of /healthz and /readyz; 0 disables them' },
+    'controller-namespace': {
+      type: 'string',
+      requiresArg: true,
+      describe:
+        'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)',
+    },
+    'metrics-bind-address': {
+      type: 'string',
+      requiresArg: true,
+      default: defaultBindAddress(8443, env),
+      defaultDescription: '127.0.0.1:8443; :8443 in a pod',
+      describe: 'Address of /metrics; 0 disables it',
+    },
+    'metrics-secure': {
+      type: 'boolean',
+      default: true,
+      describe:
+        'Serve /metrics over HTTPS and let only callers the cluster authorises (TokenReview + SubjectAccessReview on get /metrics) read it; --metrics-secure=false serves plain HTTP to anyone',
+    },
+    'metrics-cert-dir': {
+      type: 'string',
+      requiresArg: true,
+      describe: 'tls.crt and tls.key of the secure metrics server (kept current). Default: a self-signed certificate made at start',
+    },
+    'health-probe-bind-address': {
+      type: 'string',
+      requiresArg: true,
+      default: defaultBindAddress(8081, env),
+      defaultDescription: '127.0.0.1:8081; :8081 in a pod',
+      describe: 'Address of /healthz and /readyz; 0 disables them',
+    },
     'qps': { type: 'number', requiresArg: true, default: 200, describe: 'Client-side limit of API requests per second (like client-go QPS)' },
     'burst': { type: 'number', requiresArg: true, default: 400, describe: 'Client-side burst of API requests above --qps' },
-    'resync-period': { type: 'number', requiresArg: true, default: 600, describe: 'Seconds between full passes over every VM (repairs anything missed; costs no writes in a steady state)' },
+    'resync-period': {
+      type: 'number',
+      requiresArg: true,
+      default: 600,
+      describe: 'Seconds between full passes over every VM (repairs anything missed; costs no writes in a steady state)',
+    },
     'graceful-shutdown-timeout': { type: 'number', requiresArg: true, default: 30, describe: 'Seconds to let in-flight reconciles finish on shutdown' },
-    'webhook-bind-address': { type: 'string', requiresArg: true, default: defaultBindAddress(9443, env), defaultDescription: '127.0.0.1:9443; :9443 in a pod', describe: 'Address of the launcher-pod admission webhook (HTTPS); 0 disables it' },
-    'webhook-cert-provisioning': { type: 'string', requiresArg: true, default: 'self', choices: ['self', 'external'], describe: 'self: keep a CA and serving certificate in a Secret and the webhook caBundle; external: read --webhook-cert-dir (e.g. cert-manager)' },
-    'webhook-cert-dir': { type: 'string', requiresArg: true, default: '/tmp/k8s-webhook-server/serving-certs', describe: 'tls.crt and tls.key, with --webhook-cert-provisioning=external' },
-    'webhook-service-name': { type: 'string', requiresArg: true, default: 'persistent-ips-webhook', describe: 'Service in front of the webhook (names in the self-made certificate)' },
-    'webhook-configuration-name': { type: 'string', requiresArg: true, default: 'persistent-ips-launcher-pods', describe: 'MutatingWebhookConfiguration whose caBundle the controller keeps' },
-    'webhook-cert-host': { type: 'string', array: true, requiresArg: true, default: [] as string[], describe: 'Extra DNS name or IP in the self-made certificate (repeatable)' },
-    'webhook-cert-validity': { type: 'number', requiresArg: true, describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3' },
+    'webhook-bind-address': {
+      type: 'string',
+      requiresArg: true,
+      default: defaultBindAddress(9443, env),
+      defaultDescription: '127.0.0.1:9443; :9443 in a pod',
+      describe: 'Address of the launcher-pod admission webhook (HTTPS); 0 disables it',
+    },
+    'webhook-cert-provisioning': {
+      type: 'string',
+      requiresArg: true,
+      default: 'self',
+      choices: ['self', 'external'],
+      describe: 'self: keep a CA and serving certificate in a Secret and the webhook caBundle; external: read --webhook-cert-dir (e.g. cert-manager)',
+    },
+    'webhook-cert-dir': {
+      type: 'string',
+      requiresArg: true,
+      default: '/tmp/k8s-webhook-server/serving-certs',
+      describe: 'tls.crt and tls.key, with --webhook-cert-provisioning=external',
+    },
+    'webhook-service-name': {
+      type: 'string',
+      requiresArg: true,
+      default: 'persistent-ips-webhook',
+      describe: 'Service in front of the webhook (names in the self-made certificate)',
+    },
+    'webhook-configuration-name': {
+      type: 'string',
+      requiresArg: true,
+      default: 'persistent-ips-launcher-pods',
+      describe: 'MutatingWebhookConfiguration whose caBundle the controller keeps',
+    },
+    'webhook-cert-host': {
+      type: 'string',
+      array: true,
+      requiresArg: true,
+      default: [] as string[],
+      describe: 'Extra DNS name or IP in the self-made certificate (repeatable)',
+    },
+    'webhook-cert-validity': {
+      type: 'number',
+      requiresArg: true,
+      describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3',
+    },
     'webhook-ca-validity': { type: 'number', requiresArg: true, describe: 'Seconds the self-made CA is valid (default five years)' },
-    'tls-min-version': { type: 'string', requiresArg: true, default: 'VersionTLS12', describe: 'Minimum TLS version of the webhook (and secure metrics) server: VersionTLS12 or VersionTLS13' },
+    'tls-min-version': {
+      type: 'string',
+      requiresArg: true,
+      default: 'VersionTLS12',
+      describe: 'Minimum TLS version of the webhook (and secure metrics) server: VersionTLS12 or VersionTLS13',
+    },
     'tls-cipher-suites': {
       type: 'string',
       array: true,
       requiresArg: true,
       default: [] as string[],
       defaultDescription: 'TLS 1.3 suites, and for TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305 only',
-      describe: 'Comma-separated IANA cipher suite names, as for Kubernetes components (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 suites stay on unless some are named',
+      describe:
+        'Comma-separated IANA cipher suite names, as for Kubernetes components (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 suites stay on unless some are named',
     },
-    'default-network-nad': { type: 'string', requiresArg: true, default: 'ovn-kubernetes/default', describe: 'NAMESPACE/NAME of the cluster default network NAD, named in the v1.multus-cni.io/default-network element written for primary user-defined networks (OpenShift: openshift-ovn-kubernetes/default)' },
-    'allocator': { type: 'boolean', default: true, describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off' },
+    'default-network-nad': {
+      type: 'string',
+      requiresArg: true,
+      default: 'ovn-kubernetes/default',
+      describe:
+        'NAMESPACE/NAME of the cluster default network NAD, named in the v1.multus-cni.io/default-network element written for primary user-defined networks (OpenShift: openshift-ovn-kubernetes/default)',
+    },
+    'allocator': {
+      type: 'boolean',
+      default: true,
+      describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off',
+    },
   } satisfies Record<string, Options>;
 }
 
@@ -78,10 +176,32 @@ export type RunArgs = InferredOptionTypes<ReturnType<typeof runFlags>>;
 /** Every rule a set of `run` flags must keep; throws BadValue with the one-line reason. */
 export function checkRunArgs(a: RunArgs): void {
   rejectRepeats(a as unknown as Record<string, unknown>, [
-    'kubeconfig', 'context', 'namespace', 'concurrency', 'feature-gates', 'log-level', 'leader-elect', 'controller-namespace', 'metrics-bind-address',
-    'health-probe-bind-address', 'qps', 'burst', 'resync-period', 'graceful-shutdown-timeout', 'webhook-bind-address', 'webhook-cert-provisioning',
-    'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'webhook-cert-validity', 'webhook-ca-validity', 'allocator',
-    'tls-min-version', 'metrics-secure', 'metrics-cert-dir', 'default-network-nad',
+    'kubeconfig',
+    'context',
+    'namespace',
+    'concurrency',
+    'feature-gates',
+    'log-level',
+    'leader-elect',
+    'controller-namespace',
+    'metrics-bind-address',
+    'health-probe-bind-address',
+    'qps',
+    'burst',
+    'resync-period',
+    'graceful-shutdown-timeout',
+    'webhook-bind-address',
+    'webhook-cert-provisioning',
+    'webhook-cert-dir',
+    'webhook-service-name',
+    'webhook-configuration-name',
+    'webhook-cert-validity',
+    'webhook-ca-validity',
+    'allocator',
+    'tls-min-version',
+    'metrics-secure',
+    'metrics-cert-dir',
+    'default-network-nad',
   ]);
   bad(!defaultNetworkNad(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
   bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
@@ -90,14 +210,26 @@ export function checkRunArgs(a: RunArgs): void {
   } catch (err) {
     throw new BadValue((err as Error).message);
   }
-  for (const name of ['kubeconfig', 'context', 'namespace', 'controller-namespace', 'webhook-cert-dir', 'webhook-service-name', 'webhook-configuration-name', 'metrics-cert-dir'] as const) {
+  for (const name of [
+    'kubeconfig',
+    'context',
+    'namespace',
+    'controller-namespace',
+    'webhook-cert-dir',
+    'webhook-service-name',
+    'webhook-configuration-name',
+    'metrics-cert-dir',
+  ] as const) {
     bad(a[name] === '', `--${name} must not be empty`);
   }
   bad(!(Number.isInteger(a.concurrency) && a.concurrency >= 1), `--concurrency must be a whole number of at least 1 (got ${a.concurrency})`);
   bad(!positive(a.qps), `--qps must be a positive number (got ${a.qps})`);
   bad(!(Number.isInteger(a.burst) && a.burst >= 1), `--burst must be a whole number of at least 1 (got ${a.burst})`);
   bad(!positive(a['resync-period']), `--resync-period must be a positive number of seconds (got ${a['resync-period']})`);
-  bad(!(Number.isFinite(a['graceful-shutdown-timeout']) && a['graceful-shutdown-timeout'] >= 0), `--graceful-shutdown-timeout must be 0 or more seconds (got ${a['graceful-shutdown-timeout']})`);
+  bad(
+    !(Number.isFinite(a['graceful-shutdown-timeout']) && a['graceful-shutdown-timeout'] >= 0),
+    `--graceful-shutdown-timeout must be 0 or more seconds (got ${a['graceful-shutdown-timeout']})`,
+  );
   for (const name of ['webhook-cert-validity', 'webhook-ca-validity'] as const) {
     if (a[name] !== undefined) bad(!positive(a[name]), `--${name} must be a positive number of seconds (got ${a[name]})`);
   }

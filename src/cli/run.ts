@@ -115,7 +115,9 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
       return;
     } catch (err) {
       if (isUnauthorized(err)) {
-        throw new CliError(`the API server at ${server} rejected our credentials (401). Check the kubeconfig's user or token.`, EXIT.notAuthorized, { cause: err });
+        throw new CliError(`the API server at ${server} rejected our credentials (401). Check the kubeconfig's user or token.`, EXIT.notAuthorized, {
+          cause: err,
+        });
       }
       lastError = err;
       // Asked every second, so that a restart during an API server outage connects as soon as it is back; said
@@ -179,7 +181,14 @@ export async function run(options: RunOptions): Promise<number> {
   const allocator =
     options.allocator === false
       ? undefined
-      : createAllocator({ client, sources, ...(options.namespace ? { namespace: options.namespace } : {}), log, metrics, resyncIntervalMs: options.resyncPeriod * 1000 });
+      : createAllocator({
+          client,
+          sources,
+          ...(options.namespace ? { namespace: options.namespace } : {}),
+          log,
+          metrics,
+          resyncIntervalMs: options.resyncPeriod * 1000,
+        });
 
   const servers: TelemetryServer[] = [];
   let probesServer: TelemetryServer | undefined;
@@ -197,13 +206,19 @@ export async function run(options: RunOptions): Promise<number> {
       host: metricsAddr.host,
       registry: metrics.registry,
       health: false,
-      ...(secure ? { tls: tlsProfile(options.tlsMinVersion, options.tlsCipherSuites), authorize: createMetricsAuthorizer({ reviews: kubeReviewClient(client) }) } : {}),
+      ...(secure
+        ? { tls: tlsProfile(options.tlsMinVersion, options.tlsCipherSuites), authorize: createMetricsAuthorizer({ reviews: kubeReviewClient(client) }) }
+        : {}),
     });
     if (secure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
     servers.push(metricsServer);
   }
   for (const server of servers) {
-    const addr = await listenOrExplain(server.listen(), server === probesServer ? 'health-probe' : 'metrics', server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress);
+    const addr = await listenOrExplain(
+      server.listen(),
+      server === probesServer ? 'health-probe' : 'metrics',
+      server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress,
+    );
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
 
@@ -314,7 +329,11 @@ export async function run(options: RunOptions): Promise<number> {
  */
 async function metricsCertificate(options: RunOptions, server: TelemetryServer, log: Logger): Promise<CertificateSource | undefined> {
   if (options.metricsCertDir !== undefined) {
-    const files = createFileCertificates({ dir: options.metricsCertDir, logger: log.child({ server: 'metrics' }), onCertificate: (pair) => server.setCertificate(pair) });
+    const files = createFileCertificates({
+      dir: options.metricsCertDir,
+      logger: log.child({ server: 'metrics' }),
+      onCertificate: (pair) => server.setCertificate(pair),
+    });
     await files.start();
     if (!files.ready()) throw new CliError(`--metrics-cert-dir ${options.metricsCertDir}: no usable tls.crt and tls.key`, EXIT.failure);
     return files;
@@ -385,7 +404,11 @@ async function startWebhook(
       logger: log,
       onCertificate,
       policy: {
-        dnsNames: serviceDnsNames(options.webhookServiceName, deps.namespace, options.webhookCertHosts.filter((h) => !isIp(h))),
+        dnsNames: serviceDnsNames(
+          options.webhookServiceName,
+          deps.namespace,
+          options.webhookCertHosts.filter((h) => !isIp(h)),
+        ),
         ipAddresses: options.webhookCertHosts.filter(isIp),
         ...(options.webhookCertValidity ? { servingValidityMs: options.webhookCertValidity * 1000 } : {}),
         ...(options.webhookCaValidity ? { caValidityMs: options.webhookCaValidity * 1000 } : {}),
@@ -396,7 +419,13 @@ async function startWebhook(
   const bound = await listenOrExplain(server.listen(), 'webhook', options.webhookBindAddress);
   await certificates.start();
   log.info(
-    { address: `${bound.address}:${bound.port}`, provisioning: options.webhookCertProvisioning, certificate: certificates.ready(), tlsMinVersion: tls.minVersion, cipherSuites: tls.suites },
+    {
+      address: `${bound.address}:${bound.port}`,
+      provisioning: options.webhookCertProvisioning,
+      certificate: certificates.ready(),
+      tlsMinVersion: tls.minVersion,
+      cipherSuites: tls.suites,
+    },
     'serving the launcher-pod webhook',
   );
   return { server, certificates };

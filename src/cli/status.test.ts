@@ -34,24 +34,39 @@ function vm(name: string, nets: [string, string][], status = 'Running'): Virtual
   };
 }
 
-function claim(name: string, network: string, o: { owner?: string; ownerUid?: string; ips?: string[]; cond?: [string, string, string]; ownerPod?: string } = {}): IPAMClaim {
+function claim(
+  name: string,
+  network: string,
+  o: { owner?: string; ownerUid?: string; ips?: string[]; cond?: [string, string, string]; ownerPod?: string } = {},
+): IPAMClaim {
   return {
     metadata: {
       name,
       namespace: NS,
-      ...(o.owner ? { ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: o.owner, uid: o.ownerUid ?? `uid-${o.owner}`, controller: true }] } : {}),
+      ...(o.owner
+        ? { ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: o.owner, uid: o.ownerUid ?? `uid-${o.owner}`, controller: true }] }
+        : {}),
     },
     spec: { network, interface: 'pod0' },
     status: {
       ips: o.ips ?? [],
-      ...(o.cond ? { conditions: [{ type: 'IPsAllocated', status: o.cond[0], reason: o.cond[1], message: o.cond[2], lastTransitionTime: '2025-01-01T00:00:00Z' }] } : {}),
+      ...(o.cond
+        ? { conditions: [{ type: 'IPsAllocated', status: o.cond[0], reason: o.cond[1], message: o.cond[2], lastTransitionTime: '2025-01-01T00:00:00Z' }] }
+        : {}),
       ...(o.ownerPod ? { ownerPod: { name: o.ownerPod } } : {}),
     },
   };
 }
 
 const input = {
-  vms: [vm('vm-a', [['data', 'bridge-static'], ['mgmt', 'plain'], ['tenant', 'ovn']]), vm('vm-b', [['data', 'bridge-static']], 'Stopped')],
+  vms: [
+    vm('vm-a', [
+      ['data', 'bridge-static'],
+      ['mgmt', 'plain'],
+      ['tenant', 'ovn'],
+    ]),
+    vm('vm-b', [['data', 'bridge-static']], 'Stopped'),
+  ],
   vmis: [] as VirtualMachineInstance[],
   nads: NADS,
   claims: [
@@ -80,13 +95,18 @@ describe('persistent-ips status', () => {
   });
 
   it('an OVN-Kubernetes NAD with the allocator switch is not shown as served by the allocator (it refuses such NADs)', () => {
-    const switched = NADS.map((n) => (n.metadata.name === 'ovn' ? { ...n, metadata: { ...n.metadata, annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } } } : n));
+    const switched = NADS.map((n) =>
+      n.metadata.name === 'ovn' ? { ...n, metadata: { ...n.metadata, annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } } } : n,
+    );
     const row = buildStatus({ ...input, nads: switched }).find((r) => r.network === 'tenant')!;
     assert.deepEqual([row.allocator, stateOf(row)], [false, 'Waiting for the IPAM plugin']);
   });
 
   it('a VM filter, and a claim of another incarnation of the VM', () => {
-    const rows = buildStatus({ ...input, claims: [claim('vm-a.data', 'bridge-static', { owner: 'vm-a', ownerUid: 'older', ips: ['192.168.150.2/24'] })] }, { vm: 'vm-a' });
+    const rows = buildStatus(
+      { ...input, claims: [claim('vm-a.data', 'bridge-static', { owner: 'vm-a', ownerUid: 'older', ips: ['192.168.150.2/24'] })] },
+      { vm: 'vm-a' },
+    );
     assert.equal(rows.length, 3);
     assert.equal(rows[0]!.ownerMatches, false);
     assert.equal(rows[0]!.problem?.reason, 'ClaimOwnedByAnotherObject');
@@ -99,9 +119,15 @@ describe('persistent-ips status', () => {
     assert.match(lines[1]!, /^vm-a\s+Running\s+data\s+bridge-static \(allocator\)\s+vm-a\.data\s+192\.168\.150\.2\/24\s+Allocated\s+VirtualMachine vm-a$/);
     const col = lines[0]!.indexOf('CLAIM');
     for (const line of lines.slice(1, 6)) assert.equal(line[col - 1], ' ', `aligned: ${line}`);
-    assert.ok(lines.some((l) => /^\[1\] VirtualMachine demo\/vm-a: NetworkAttachmentDefinition demo\/plain does not allow persistent IPs/.test(l)), text);
+    assert.ok(
+      lines.some((l) => /^\[1\] VirtualMachine demo\/vm-a: NetworkAttachmentDefinition demo\/plain does not allow persistent IPs/.test(l)),
+      text,
+    );
     assert.ok(lines.includes('[2] IPAMClaim demo/vm-b.data: requested 192.168.150.2 is already held by demo/vm-a.data'), text);
-    assert.ok(lines.some((l) => l.startsWith('[3] IPAMClaim demo/old.data: no network of VirtualMachine old uses this claim')), text);
+    assert.ok(
+      lines.some((l) => l.startsWith('[3] IPAMClaim demo/old.data: no network of VirtualMachine old uses this claim')),
+      text,
+    );
     assert.match(renderTable([], { showNamespace: true }), /No VMs/);
   });
 
@@ -112,15 +138,32 @@ describe('persistent-ips status', () => {
   });
 
   it("the pod the IPAM plugin allocated for (the claim's status.ownerPod, as OVN-Kubernetes writes it) is a field of the JSON", () => {
-    const filled = claim('vm-a.tenant', 'tenant', { owner: 'vm-a', ips: ['10.1.0.5/16'], cond: ['True', 'SuccessfulAllocation', 'allocated'], ownerPod: 'virt-launcher-vm-a-x7k2p' });
+    const filled = claim('vm-a.tenant', 'tenant', {
+      owner: 'vm-a',
+      ips: ['10.1.0.5/16'],
+      cond: ['True', 'SuccessfulAllocation', 'allocated'],
+      ownerPod: 'virt-launcher-vm-a-x7k2p',
+    });
     const rows = buildStatus({ ...input, claims: input.claims.map((c) => (c.metadata.name === 'vm-a.tenant' ? filled : c)) });
     const doc = JSON.parse(renderJson(rows)) as { items: { claim?: string; ownerPod?: string }[] };
     assert.equal(doc.items.find((i) => i.claim === 'vm-a.tenant')?.ownerPod, 'virt-launcher-vm-a-x7k2p');
     assert.equal(doc.items.find((i) => i.claim === 'vm-a.data')?.ownerPod, undefined, 'absent when the claim has none');
   });
 
-  const kubeVirt = (gates: string[]): KubeVirtCR => ({ metadata: { name: 'kubevirt', namespace: 'kubevirt' }, spec: { configuration: { developerConfiguration: { featureGates: gates } } } });
-  const missing = { ...input, vms: [vm('vm-c', [['data', 'bridge-static'], ['mgmt', 'plain']])], claims: [] };
+  const kubeVirt = (gates: string[]): KubeVirtCR => ({
+    metadata: { name: 'kubevirt', namespace: 'kubevirt' },
+    spec: { configuration: { developerConfiguration: { featureGates: gates } } },
+  });
+  const missing = {
+    ...input,
+    vms: [
+      vm('vm-c', [
+        ['data', 'bridge-static'],
+        ['mgmt', 'plain'],
+      ]),
+    ],
+    claims: [],
+  };
 
   it('a missing claim is blamed on the gate when the gate is off', () => {
     const rows = buildStatus({ ...missing, kubeVirts: [kubeVirt([])] });

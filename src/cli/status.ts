@@ -100,12 +100,21 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
   }
   for (const vmi of input.vmis) {
     if (controllerOf(vmi)) continue;
-    owners.push({ namespace: vmi.metadata.namespace ?? '', name: vmi.metadata.name, kind: 'VirtualMachineInstance', uid: vmi.metadata.uid, status: vmi.status?.phase ?? 'Pending', spec: vmi.spec });
+    owners.push({
+      namespace: vmi.metadata.namespace ?? '',
+      name: vmi.metadata.name,
+      kind: 'VirtualMachineInstance',
+      uid: vmi.metadata.uid,
+      status: vmi.status?.phase ?? 'Pending',
+      spec: vmi.spec,
+    });
   }
 
   for (const o of owners) {
     if (filter.vm !== undefined && o.name !== filter.vm) continue;
-    const verdicts = new Map(persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(`${o.namespace}/${n}`)).map((v) => [v.network, v]));
+    const verdicts = new Map(
+      persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(`${o.namespace}/${n}`)).map((v) => [v.network, v]),
+    );
     for (const net of o.spec?.networks ?? []) {
       if (!net || typeof net.name !== 'string') continue;
       const verdict = verdicts.get(net.name);
@@ -171,7 +180,13 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
     rows.push(row);
   }
 
-  return rows.sort((a, b) => cmp(a.namespace, b.namespace) || cmp(a.vm === '' ? '\uffff' : a.vm, b.vm === '' ? '\uffff' : b.vm) || cmp(a.network, b.network) || cmp(a.claim ?? '', b.claim ?? ''));
+  return rows.sort(
+    (a, b) =>
+      cmp(a.namespace, b.namespace) ||
+      cmp(a.vm === '' ? '\uffff' : a.vm, b.vm === '' ? '\uffff' : b.vm) ||
+      cmp(a.network, b.network) ||
+      cmp(a.claim ?? '', b.claim ?? ''),
+  );
 }
 
 /** Why a claim that should exist does not: the gate first, because with it off nothing is created at all. */
@@ -200,10 +215,16 @@ function describeClaim(row: StatusRow, claim: IPAMClaim, ownerUid: string | unde
   }
   if (claim.metadata.deletionTimestamp && !row.problem) row.problem = { reason: 'ClaimTerminating', message: 'the claim is being deleted' };
   if (!ref && row.vm !== '' && !row.problem) {
-    row.problem = { reason: 'ClaimNotOwned', message: `IPAMClaim ${claim.metadata.name} exists without a VM or VMI owner (made by hand?); the controller never adopts it` };
+    row.problem = {
+      reason: 'ClaimNotOwned',
+      message: `IPAMClaim ${claim.metadata.name} exists without a VM or VMI owner (made by hand?); the controller never adopts it`,
+    };
   }
   if (row.ownerMatches === false && !row.problem) {
-    row.problem = { reason: 'ClaimOwnedByAnotherObject', message: `the claim belongs to another ${ref?.kind ?? 'object'} ${ref?.name ?? ''} (uid ${ref?.uid ?? '?'})` };
+    row.problem = {
+      reason: 'ClaimOwnedByAnotherObject',
+      message: `the claim belongs to another ${ref?.kind ?? 'object'} ${ref?.name ?? ''} (uid ${ref?.uid ?? '?'})`,
+    };
   }
 }
 
@@ -244,7 +265,11 @@ export function renderTable(rows: readonly StatusRow[], options: { showNamespace
       notes.push(`[${noted}] ${about}: ${messages.join('; ')}`);
       state = `${state} [${noted}]`;
     }
-    const owner = row.owner ? `${row.owner}${row.ownerMatches === false ? ' (another uid!)' : ''}` : row.claim && row.ips.length + (row.condition ? 1 : 0) > 0 ? '(none)' : '';
+    const owner = row.owner
+      ? `${row.owner}${row.ownerMatches === false ? ' (another uid!)' : ''}`
+      : row.claim && row.ips.length + (row.condition ? 1 : 0) > 0
+        ? '(none)'
+        : '';
     return [
       ...(options.showNamespace ? [row.namespace] : []),
       row.vm || '-',
@@ -288,7 +313,11 @@ export async function status(options: StatusOptions, out: { write(text: string):
   } catch (err) {
     if (err instanceof KubeConfigError) {
       const named = options.kubeconfig !== undefined || options.context !== undefined;
-      throw new CliError(named ? err.message.replace(/\s*\n\s*/g, ' ') : `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`, EXIT.noKubeconfig, { cause: err });
+      throw new CliError(
+        named ? err.message.replace(/\s*\n\s*/g, ' ') : `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`,
+        EXIT.noKubeconfig,
+        { cause: err },
+      );
     }
     throw err;
   }
@@ -301,8 +330,12 @@ export async function status(options: StatusOptions, out: { write(text: string):
     } catch (err) {
       if (optional && err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
       if (isUnauthorized(err)) throw new CliError(`the API server at ${loaded.server} rejected our credentials (401)`, EXIT.notAuthorized, { cause: err });
-      if (isForbidden(err)) throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, { cause: err });
-      if (err instanceof KubeApiError && err.code === undefined) throw new CliError(new ClusterUnreachableError(loaded.server, { cause: err }).message, EXIT.clusterUnreachable, { cause: err });
+      if (isForbidden(err))
+        throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
+          cause: err,
+        });
+      if (err instanceof KubeApiError && err.code === undefined)
+        throw new CliError(new ClusterUnreachableError(loaded.server, { cause: err }).message, EXIT.clusterUnreachable, { cause: err });
       throw err;
     }
   };

@@ -18,7 +18,11 @@ describe('V8 sized for memory once start-up is over', () => {
     ['synced, the cold start still writing', { synced: true, queuesIdle: false, sinceSyncedMs: 5_000 }, false],
     ['synced and drained', { synced: true, queuesIdle: true, sinceSyncedMs: 5_000 }, true],
     ['synced with nothing to do (no VMs)', { synced: true, queuesIdle: true, sinceSyncedMs: 0 }, true],
-    ['a standby, or a leader under constant churn: never drained, but long enough', { synced: true, queuesIdle: false, sinceSyncedMs: STEADY_STATE_AT_THE_LATEST_MS }, true],
+    [
+      'a standby, or a leader under constant churn: never drained, but long enough',
+      { synced: true, queuesIdle: false, sinceSyncedMs: STEADY_STATE_AT_THE_LATEST_MS },
+      true,
+    ],
     ['just short of the fallback', { synced: true, queuesIdle: false, sinceSyncedMs: STEADY_STATE_AT_THE_LATEST_MS - 1 }, false],
   ];
   for (const [name, input, want] of table) {
@@ -39,16 +43,18 @@ describe('V8 sized for memory once start-up is over', () => {
     const idle = [false, false, true, true, true];
     let checks = 0;
     let calls = 0;
-    await holdingTheLoop(new Promise<void>((resolve) => {
-      whenSteady({
-        everyMs: 1,
-        queuesIdle: () => idle[Math.min(checks++, idle.length - 1)]!,
-        onSteady: () => {
-          calls++;
-          setTimeout(resolve, 20); // room for a wrong second call
-        },
-      });
-    }));
+    await holdingTheLoop(
+      new Promise<void>((resolve) => {
+        whenSteady({
+          everyMs: 1,
+          queuesIdle: () => idle[Math.min(checks++, idle.length - 1)]!,
+          onSteady: () => {
+            calls++;
+            setTimeout(resolve, 20); // room for a wrong second call
+          },
+        });
+      }),
+    );
     assert.equal(calls, 1);
     assert.equal(checks, 3);
   });
@@ -56,20 +62,22 @@ describe('V8 sized for memory once start-up is over', () => {
   it('whenSteady calls back after the fallback time when the queues never drain', { timeout: 5000 }, async () => {
     let t = 0;
     let calls = 0;
-    await holdingTheLoop(new Promise<void>((resolve) => {
-      whenSteady({
-        everyMs: 1,
-        now: () => t,
-        queuesIdle: () => {
-          t += 30_000; // each check is 30 s later
-          return false;
-        },
-        onSteady: () => {
-          calls++;
-          resolve();
-        },
-      });
-    }));
+    await holdingTheLoop(
+      new Promise<void>((resolve) => {
+        whenSteady({
+          everyMs: 1,
+          now: () => t,
+          queuesIdle: () => {
+            t += 30_000; // each check is 30 s later
+            return false;
+          },
+          onSteady: () => {
+            calls++;
+            resolve();
+          },
+        });
+      }),
+    );
     assert.equal(calls, 1);
     assert.ok(t >= STEADY_STATE_AT_THE_LATEST_MS);
   });

@@ -19,7 +19,14 @@ function setup(fail = false) {
   };
   const metrics = createMetrics({ defaultMetrics: false });
   const recorder = new EventRecorder(sink, pino({ level: 'silent' }), metrics, { instance: 'test', now: () => new Date(0) });
-  return { sent, recorder, metrics, heal: () => { failing = false; } };
+  return {
+    sent,
+    recorder,
+    metrics,
+    heal: () => {
+      failing = false;
+    },
+  };
 }
 
 describe('EventRecorder', () => {
@@ -38,7 +45,10 @@ describe('EventRecorder', () => {
     for (let i = 0; i < 5; i++) await recorder.report(vm, [missing, missing]);
     assert.equal(sent.length, 1);
     const values = (await metrics.persistenceBlocked.get()).values;
-    assert.deepEqual(values.map((v) => [v.labels.reason, v.value]), [['NetworkAttachmentDefinitionNotFound', 1]]);
+    assert.deepEqual(
+      values.map((v) => [v.labels.reason, v.value]),
+      [['NetworkAttachmentDefinitionNotFound', 1]],
+    );
   });
 
   it('reports each distinct cause once, and again after it cleared and came back', async () => {
@@ -47,7 +57,10 @@ describe('EventRecorder', () => {
     await recorder.report(vm, [layer3]);
     await recorder.report(vm, []);
     await recorder.report(vm, [missing]);
-    assert.deepEqual(sent.map((e) => e.reason), ['NetworkAttachmentDefinitionNotFound', 'UnsupportedTopology', 'NetworkAttachmentDefinitionNotFound']);
+    assert.deepEqual(
+      sent.map((e) => e.reason),
+      ['NetworkAttachmentDefinitionNotFound', 'UnsupportedTopology', 'NetworkAttachmentDefinitionNotFound'],
+    );
   });
 
   it('retries an event that could not be delivered on the next report', async () => {
@@ -67,12 +80,23 @@ describe('EventRecorder', () => {
       code: 403,
       verb: 'create',
       object: { kind: 'Event', namespace: 'ns' },
-      status: { message: 'events "vm-a." is forbidden: unable to create new content in namespace ns because it is being terminated', details: { causes: [{ reason: 'NamespaceTerminating', field: 'metadata.namespace' }] } },
+      status: {
+        message: 'events "vm-a." is forbidden: unable to create new content in namespace ns because it is being terminated',
+        details: { causes: [{ reason: 'NamespaceTerminating', field: 'metadata.namespace' }] },
+      },
     });
     let calls = 0;
     let failWith: unknown = terminating;
     const metrics = createMetrics({ defaultMetrics: false });
-    const recorder = new EventRecorder(async () => { calls++; throw failWith; }, log, metrics, { instance: 'test', now: () => new Date(0) });
+    const recorder = new EventRecorder(
+      async () => {
+        calls++;
+        throw failWith;
+      },
+      log,
+      metrics,
+      { instance: 'test', now: () => new Date(0) },
+    );
     for (let i = 0; i < 50; i++) await recorder.report(vm, [missing]);
     assert.equal(calls, 1, 'not retried: the namespace will not take it');
     assert.equal(lines.filter((l) => l.level >= 50).length, 0, 'no error line');
@@ -83,11 +107,15 @@ describe('EventRecorder', () => {
     await recorder.report({ ...vm, uid: 'u2' }, [missing]);
     assert.equal(lines.filter((l) => l.level === 50 && l.msg === 'could not record event').length, 1);
     const dropped = (await metrics.eventsDropped.get()).values.map((v) => [v.labels.reason, v.value]);
-    assert.deepEqual(dropped.sort(), [['error', 1], ['namespace_terminating', 1]]);
+    assert.deepEqual(dropped.sort(), [
+      ['error', 1],
+      ['namespace_terminating', 1],
+    ]);
   });
 
   it('recognises a deleted or gone namespace, and nothing else', () => {
-    const err = (code: number, status?: object) => new KubeApiError({ reason: code === 404 ? 'notFound' : 'forbidden', code, verb: 'create', object: { kind: 'Event' }, ...(status ? { status } : {}) });
+    const err = (code: number, status?: object) =>
+      new KubeApiError({ reason: code === 404 ? 'notFound' : 'forbidden', code, verb: 'create', object: { kind: 'Event' }, ...(status ? { status } : {}) });
     assert.equal(namespaceGoing(err(404)), true);
     assert.equal(namespaceGoing(err(403, { message: 'unable to create new content in namespace x because it is being terminated' })), true);
     assert.equal(namespaceGoing(err(403, { message: 'User cannot create events' })), false);
@@ -102,11 +130,14 @@ describe('EventRecorder', () => {
     await recorder.report('network:blue', [onVm, onNad]);
     await recorder.report('network:blue', [onNad]);
     await recorder.report('network:blue', [onVm, onNad]);
-    assert.deepEqual(sent.map((e) => [e.involvedObject.kind, e.type, e.reason]), [
-      ['VirtualMachine', 'Warning', 'AddressRefused'],
-      ['NetworkAttachmentDefinition', 'Normal', 'AllocatorPoolWarning'],
-      ['VirtualMachine', 'Warning', 'AddressRefused'],
-    ]);
+    assert.deepEqual(
+      sent.map((e) => [e.involvedObject.kind, e.type, e.reason]),
+      [
+        ['VirtualMachine', 'Warning', 'AddressRefused'],
+        ['NetworkAttachmentDefinition', 'Normal', 'AllocatorPoolWarning'],
+        ['VirtualMachine', 'Warning', 'AddressRefused'],
+      ],
+    );
     assert.equal(sent[1]!.message.length, 1024, 'cut to what the API server takes');
     assert.equal('uid' in sent[1]!.involvedObject, false);
   });

@@ -76,6 +76,10 @@ export function createLoop<Input, Plan>(options: LoopOptions<Input, Plan>): Loop
     queue,
     reconcile,
     serve: (serve, signal, wrapped = reconcile) =>
-      serveQueue(queue, { ...serve, reconcile: wrapped, keys: options.keys, logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, name) } : {}) }, signal),
+      serveQueue(
+        queue,
+        { ...serve, reconcile: wrapped, keys: options.keys, logger: log, ...(metrics ? { metrics: reconcileMetrics(metrics, name) } : {}) },
+        signal,
+      ),
   };
 }

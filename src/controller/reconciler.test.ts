@@ -71,7 +71,10 @@ describe('reconciler: a claim it deletes is released at once, in either order of
       if (order === 'answer first') echoTaken = deliverWatchEvent();
 
       // Released within the reconcile that deleted it: no later event or resync is needed.
-      assert.deepEqual(patches.map((p) => p.name), [red.metadata.name]);
+      assert.deepEqual(
+        patches.map((p) => p.name),
+        [red.metadata.name],
+      );
       assert.deepEqual(patches[0]!.ops, [
         { op: 'test', path: '/metadata/uid', value: red.metadata.uid },
         { op: 'test', path: '/metadata/finalizers', value: [CLAIM_FINALIZER] },

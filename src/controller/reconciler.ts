@@ -4,7 +4,20 @@
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { CLAIM_FINALIZER, claimName, collisionClaimName, decide, effectiveVmiSpec, isRunningLauncherPod, launcherPodSelector, namedClaims, needsLauncherPodRead, referenceClaimName, type DecideInput, type Plan } from '../claims/index.ts';
+import {
+  CLAIM_FINALIZER,
+  claimName,
+  collisionClaimName,
+  decide,
+  effectiveVmiSpec,
+  isRunningLauncherPod,
+  launcherPodSelector,
+  namedClaims,
+  needsLauncherPodRead,
+  referenceClaimName,
+  type DecideInput,
+  type Plan,
+} from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
@@ -60,7 +73,9 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   // Claims that may concern this key: labelled for it, owned by any incarnation of its VM/VMI, or carrying a name
   // one of its networks would use (a hand-made claim or another owner's has neither label nor our owner).
   const claimKeys = new Set<string>();
-  const addAll = (claims: readonly IPAMClaim[]) => claims.forEach((c) => claimKeys.add(objectKey(c)));
+  const addAll = (claims: readonly IPAMClaim[]) => {
+    for (const c of claims) claimKeys.add(objectKey(c));
+  };
   addAll(sources.claims.byIndex(CLAIMS_BY_VM, key));
   addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_NAME, key));
   for (const uid of [vm?.metadata.uid, vmi?.metadata.uid]) if (uid) addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_UID, uid));
@@ -106,7 +121,12 @@ async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logg
 /** The fresh read needsLauncherPodRead asks for: does the VMI have any launcher pod left, in any phase. */
 async function readLauncherPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
   if (!needsLauncherPodRead(input)) return input;
-  const pods = await client.list<unknown>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(input.vmi!.metadata.uid!), limit: 1, signal });
+  const pods = await client.list<unknown>(resources.pods, {
+    namespace: input.key.namespace,
+    labelSelector: launcherPodSelector(input.vmi!.metadata.uid!),
+    limit: 1,
+    signal,
+  });
   return { ...input, launcherPodsGone: pods.items.length === 0 };
 }
 
@@ -185,7 +205,10 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       log.info({ claim: adoption.name, owner: `${adoption.owner.kind} ${adoption.owner.name}` }, 'IPAMClaim without an owner (orphan deletion) owned again');
       await deps.recorder.notice(
         { apiVersion: adoption.owner.apiVersion, kind: adoption.owner.kind, namespace, name: adoption.owner.name, uid: adoption.owner.uid },
-        { reason: 'ClaimAdopted', message: `IPAMClaim ${adoption.name} had lost its owner (the VM was deleted with --cascade=orphan); it is owned by this ${adoption.owner.kind} again` },
+        {
+          reason: 'ClaimAdopted',
+          message: `IPAMClaim ${adoption.name} had lost its owner (the VM was deleted with --cascade=orphan); it is owned by this ${adoption.owner.kind} again`,
+        },
       );
     } catch (err) {
       onError(err, 'adoption', adoption.name, true);
@@ -224,7 +247,13 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       // Unused (Plan.deletes): released now, from the answer, whatever the watch shows and whenever it does.
       const ops = stillThere ? removeFinalizerPatch(stillThere.metadata.finalizers, CLAIM_FINALIZER) : undefined;
       if (stillThere && ops) {
-        const released = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops], { signal });
+        const released = await client.jsonPatch<IPAMClaim>(
+          claimsApi,
+          namespace,
+          write.name,
+          [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops],
+          { signal },
+        );
         overlay.record(claimKey, write.resourceVersion, released);
         metrics?.finalizersRemoved.inc();
         if (deps.tally) deps.tally.finalizersRemoved++;
@@ -259,10 +288,7 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const problems = [...plan.problems, ...running.problems];
     if (plan.owner) {
       const kind = plan.owner.kind === 'VirtualMachine' ? resources.virtualMachines : resources.virtualMachineInstances;
-      await deps.recorder.report(
-        { apiVersion: apiVersionOf(kind), kind: plan.owner.kind, namespace, name: plan.owner.name, uid: plan.owner.uid },
-        problems,
-      );
+      await deps.recorder.report({ apiVersion: apiVersionOf(kind), kind: plan.owner.kind, namespace, name: plan.owner.name, uid: plan.owner.uid }, problems);
     } else if (plan.problems.length > 0) {
       log.warn({ problems: plan.problems }, 'persistence blocked, and no VM or VMI to report it on');
     }

@@ -29,7 +29,12 @@ const empties = (vmiCreated: string, c: IPAMClaim, gateEnabled = true) => {
 describe('emptyClaimsOfRunningVmi', () => {
   const rows: [string, string, IPAMClaim, string[]][] = [
     ['a claim made after its VMI, empty: read the pods', '2026-01-01T00:00:00Z', claim('2026-01-01T00:05:00Z'), ['vm1.blue']],
-    ['made in the same second as the VMI (one-second resolution: maybe after it): read the pods', '2026-01-01T00:00:00Z', claim('2026-01-01T00:00:00Z'), ['vm1.blue']],
+    [
+      'made in the same second as the VMI (one-second resolution: maybe after it): read the pods',
+      '2026-01-01T00:00:00Z',
+      claim('2026-01-01T00:00:00Z'),
+      ['vm1.blue'],
+    ],
     ['made before the VMI (a restart of a VM whose claim exists): nothing read', '2026-01-01T00:00:05Z', claim('2026-01-01T00:00:00Z'), []],
     ['made after, but holding an address: nothing read', '2026-01-01T00:00:00Z', claim('2026-01-01T00:05:00Z', ['10.0.0.5/24']), []],
   ];

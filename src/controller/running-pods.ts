@@ -9,13 +9,22 @@
 // (the webhook refuses it; the default network of a running pod does not change).
 
 import type { Logger } from 'pino';
-import { elementNamespace, interfacesOfNetwork, IPAM_CLAIM_REFERENCE, isRunningLauncherPod, launcherPodSelector, MULTUS_NETWORKS_ANNOTATION, parseNetworkSelection, referenceOf, serializeNetworkSelection } from '../claims/index.ts';
+import {
+  elementNamespace,
+  interfacesOfNetwork,
+  IPAM_CLAIM_REFERENCE,
+  isRunningLauncherPod,
+  launcherPodSelector,
+  MULTUS_NETWORKS_ANNOTATION,
+  parseNetworkSelection,
+  referenceOf,
+  serializeNetworkSelection,
+} from '../claims/index.ts';
 import type { DecideInput, Plan, Problem } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
-
 
 /** The claims of this plan that exist, are ours, hold no address yet, and belong to a secondary network of a running VMI. */
 export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { network: string; claim: IPAMClaim }[] {
@@ -68,7 +77,12 @@ export async function pointRunningPods(
   if (!checked.has(memo)) {
     // From the API server's watch cache (resourceVersion 0), not etcd: this read follows most VM starts (a claim and its
     // VMI are usually made in the same second). A stale answer costs nothing: the patch tests the annotation it read.
-    const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(vmi.metadata.uid!), resourceVersion: '0', signal });
+    const pods = await client.list<Pod>(resources.pods, {
+      namespace: input.key.namespace,
+      labelSelector: launcherPodSelector(vmi.metadata.uid!),
+      resourceVersion: '0',
+      signal,
+    });
     let complete = true;
     let pointed = false;
     for (const pod of pods.items) {
@@ -115,7 +129,9 @@ async function pointPod(
   for (const { network, claim } of empty) {
     // The element the webhook would match: KubeVirt's pod interface name (hashed or ordinal) on the network's NAD.
     const ifaces = interfacesOfNetwork(vmi, network, namespace);
-    const element = elements.find((e) => typeof e.interface === 'string' && ifaces?.names.has(e.interface) && `${elementNamespace(e, namespace)}/${e.name}` === ifaces.nad);
+    const element = elements.find(
+      (e) => typeof e.interface === 'string' && ifaces?.names.has(e.interface) && `${elementNamespace(e, namespace)}/${e.name}` === ifaces.nad,
+    );
     if (!element || referenceOf(element) !== undefined) continue;
     element[IPAM_CLAIM_REFERENCE] = claim.metadata.name;
     added.push(claim.metadata.name);

@@ -24,7 +24,7 @@ describe('WriteOverlay', () => {
     assert.equal(overlay.view('ns/vm-a.blue', claim('7')), undefined);
   });
 
-  it('yields to the cache once it shows the answer\'s version or a newer one', () => {
+  it("yields to the cache once it shows the answer's version or a newer one", () => {
     const overlay = new WriteOverlay();
     overlay.record('ns/vm-a.blue', '7', claim('8'));
     assert.equal(overlay.view('ns/vm-a.blue', claim('9'))?.metadata.resourceVersion, '9');
@@ -40,7 +40,7 @@ describe('WriteOverlay', () => {
     assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
   });
 
-  it('ends a delete\'s entry once the cache no longer shows the claim, and takes a release of the last finalizer for a delete', () => {
+  it("ends a delete's entry once the cache no longer shows the claim, and takes a release of the last finalizer for a delete", () => {
     const overlay = new WriteOverlay();
     overlay.record('ns/vm-a.blue', '7', null);
     assert.equal(overlay.view('ns/vm-a.blue', undefined), undefined);
@@ -54,7 +54,7 @@ describe('WriteOverlay', () => {
     const overlay = new WriteOverlay();
     overlay.record('ns/vm-a.blue', '7', claim('9'));
     assert.equal(overlay.view('ns/vm-a.blue', claim('8'))?.metadata.resourceVersion, '9');
-    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('8')), false, 'someone else\'s change before ours: news, not an echo');
+    assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('8')), false, "someone else's change before ours: news, not an echo");
     assert.equal(overlay.size, 1);
     assert.equal(overlay.observeUpdated('ns/vm-a.blue', claim('9')), true);
   });
@@ -95,7 +95,7 @@ describe('WriteOverlay', () => {
       overlay.beginCreate(key);
       assert.equal(overlay.observeUpdated(key, claim('5', 'someone-else'), true), true);
       assert.equal(overlay.observeUpdated(key, claim('9', 'third'), true), false, 'only one add can be the echo of one create');
-      assert.equal(overlay.endCreate(key, null), true, 'the claim taken for an echo is someone else\'s: look again');
+      assert.equal(overlay.endCreate(key, null), true, "the claim taken for an echo is someone else's: look again");
       assert.equal(overlay.size, 0);
       assert.equal(overlay.observeUpdated(key, claim('10', 'fourth'), true), false, 'no create in flight any more');
       overlay.beginCreate(key);
@@ -125,7 +125,7 @@ const sclaim = (rv: string, ips?: string[], uid = 'u1'): IPAMClaim => ({
   ...(ips ? { status: { ips } } : {}),
 });
 
-describe('WriteOverlay: the allocator\'s entries', () => {
+describe("WriteOverlay: the allocator's entries", () => {
   it('a write is shown until the cache reaches its resourceVersion, through older events', () => {
     const o = new WriteOverlay();
     o.record('ns/c', '5', sclaim('9', ['10.0.0.1/24']), 'n');
@@ -139,7 +139,10 @@ describe('WriteOverlay: the allocator\'s entries', () => {
   it('a pending write holds until the claim changes after the version it was made against', () => {
     const o = new WriteOverlay();
     o.recordPending('ns/c', 'n', '5', sclaim('5', ['10.0.0.1/24']));
-    assert.deepEqual(o.pendingOf('n').map((p) => p.resourceVersion), ['5']);
+    assert.deepEqual(
+      o.pendingOf('n').map((p) => p.resourceVersion),
+      ['5'],
+    );
     assert.deepEqual(o.view('ns/c', sclaim('4'))?.status?.ips, ['10.0.0.1/24'], 'cache older than the attempt');
     assert.deepEqual(o.view('ns/c', sclaim('5'))?.status?.ips, ['10.0.0.1/24']);
     assert.equal(o.view('ns/c', sclaim('6'))?.status, undefined, 'changed since: the cache is the truth');

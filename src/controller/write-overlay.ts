@@ -96,7 +96,8 @@ export class WriteOverlay {
   /** A claim read from the API that the cache (at `cachedVersion`) does not show yet. */
   seed(key: string, network: string, cachedVersion: string | undefined, fresh: IPAMClaim): void {
     const existing = this.#entries.get(key);
-    if (existing?.after && existing.kind !== 'seeded' && resourceVersionAtLeast(existing.after.metadata.resourceVersion, fresh.metadata.resourceVersion)) return;
+    if (existing?.after && existing.kind !== 'seeded' && resourceVersionAtLeast(existing.after.metadata.resourceVersion, fresh.metadata.resourceVersion))
+      return;
     this.#entries.set(key, { kind: 'seeded', group: network, before: cachedVersion, after: fresh });
   }
 

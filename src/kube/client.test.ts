@@ -90,10 +90,19 @@ describe('KubeClient', () => {
       JSON.stringify({ type: 'ERROR', object: statusBody(410, 'Expired') }),
     ];
     const text = lines.join('\n') + '\n';
-    const t = scripted(() => ({ status: 200, headers: {}, text: async () => '', stream: () => streamOf([text.slice(0, 17), text.slice(17, 90), text.slice(90)]) }));
+    const t = scripted(() => ({
+      status: 200,
+      headers: {},
+      text: async () => '',
+      stream: () => streamOf([text.slice(0, 17), text.slice(17, 90), text.slice(90)]),
+    }));
     const got: WatchEvent[] = [];
-    for await (const ev of new KubeClient(t).watch(resources.virtualMachineInstances, { namespace: 'ns1', resourceVersion: '10', timeoutSeconds: 300 })) got.push(ev);
-    assert.deepEqual(got.map((e) => e.type), ['ADDED', 'BOOKMARK', 'ERROR']);
+    for await (const ev of new KubeClient(t).watch(resources.virtualMachineInstances, { namespace: 'ns1', resourceVersion: '10', timeoutSeconds: 300 }))
+      got.push(ev);
+    assert.deepEqual(
+      got.map((e) => e.type),
+      ['ADDED', 'BOOKMARK', 'ERROR'],
+    );
     const q = t.requests[0]?.query ?? {};
     assert.equal(q.watch, true);
     assert.equal(q.allowWatchBookmarks, true);
@@ -142,7 +151,17 @@ describe('KubeClient', () => {
   });
 
   it('sends JSON patches with their content type; a failed test is a conflict', async () => {
-    const t = scripted(() => respond(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'the server rejected our request due to an error in our request', reason: 'Invalid', details: {}, code: 422 }));
+    const t = scripted(() =>
+      respond(422, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        message: 'the server rejected our request due to an error in our request',
+        reason: 'Invalid',
+        details: {},
+        code: 422,
+      }),
+    );
     const ops = removeFinalizerPatch(['a', 'kubevirt.io/persistent-ipam'], 'kubevirt.io/persistent-ipam') ?? [];
     await assert.rejects(new KubeClient(t).jsonPatch(resources.ipamClaims, 'ns1', 'c', ops), (e: unknown) => isConflict(e));
     const req = t.requests[0] as HttpRequest;
@@ -170,8 +189,16 @@ describe('KubeClient', () => {
 
   it('creates objects in their namespace; 409 on create is alreadyExists', async () => {
     const t = scripted(() => respond(409, statusBody(409, 'AlreadyExists')));
-    const obj = { apiVersion: 'k8s.cni.cncf.io/v1alpha1', kind: 'IPAMClaim', metadata: { name: 'vm1.net1', namespace: 'ns1' }, spec: { network: 'n', interface: '' } };
-    await assert.rejects(new KubeClient(t).create(resources.ipamClaims, obj), (e: unknown) => e instanceof KubeApiError && e.reason === 'alreadyExists' && e.object.name === 'vm1.net1');
+    const obj = {
+      apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+      kind: 'IPAMClaim',
+      metadata: { name: 'vm1.net1', namespace: 'ns1' },
+      spec: { network: 'n', interface: '' },
+    };
+    await assert.rejects(
+      new KubeClient(t).create(resources.ipamClaims, obj),
+      (e: unknown) => e instanceof KubeApiError && e.reason === 'alreadyExists' && e.object.name === 'vm1.net1',
+    );
     assert.equal(t.requests[0]?.path, '/apis/k8s.cni.cncf.io/v1alpha1/namespaces/ns1/ipamclaims');
     assert.equal(t.requests[0]?.method, 'POST');
   });
@@ -298,7 +325,11 @@ current-context: ctx
   });
 
   it('then $KUBECONFIG (skipping missing entries), then ~/.kube/config', () => {
-    const env = loadKubeConfig({ env: { KUBECONFIG: `${join(dir, 'nope')}:${join(dir, 'env')}` }, homeDir: join(dir, 'home'), serviceAccountRoot: join(dir, 'none') });
+    const env = loadKubeConfig({
+      env: { KUBECONFIG: `${join(dir, 'nope')}:${join(dir, 'env')}` },
+      homeDir: join(dir, 'home'),
+      serviceAccountRoot: join(dir, 'none'),
+    });
     assert.equal(env.source, 'KUBECONFIG');
     assert.equal(env.server, 'https://env:6443');
     const home = loadKubeConfig({ env: {}, homeDir: join(dir, 'home'), serviceAccountRoot: join(dir, 'none') });

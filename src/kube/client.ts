@@ -132,7 +132,8 @@ export function loadKubeConfig(options: LoadKubeConfigOptions = {}): LoadedKubeC
 
 function finish(config: KubeConfigData, source: KubeConfigSource, location: string, context: string | undefined, tried: string[]): LoadedKubeConfig {
   const name = context ?? config.currentContext;
-  if (context !== undefined && !config.contexts.some((c) => c.name === context)) throw new KubeConfigError(`context ${context} not found in ${location}`, tried);
+  if (context !== undefined && !config.contexts.some((c) => c.name === context))
+    throw new KubeConfigError(`context ${context} not found in ${location}`, tried);
   const conn = connectionFor(config, name);
   if ('error' in conn) {
     throw new KubeConfigError(`kubeconfig ${location}: context ${name || '(none)'} has no cluster with a server URL (${conn.error})`, tried);
@@ -306,7 +307,10 @@ export class KubeClient {
   }
 
   /** Every page of a collection, from one snapshot (falls back to an unpaginated list if a token expires). */
-  listAll<T>(r: ResourceDescriptor, options: Omit<ListOptions, 'continue' | 'limit'> & { pageSize?: number } = {}): Promise<{ items: T[]; resourceVersion: string }> {
+  listAll<T>(
+    r: ResourceDescriptor,
+    options: Omit<ListOptions, 'continue' | 'limit'> & { pageSize?: number } = {},
+  ): Promise<{ items: T[]; resourceVersion: string }> {
     const { pageSize, ...rest } = options;
     return listAllPages<T>((req: PageRequest) => this.list<T>(r, { ...rest, limit: req.limit, continue: req.continue, signal: req.signal ?? rest.signal }), {
       pageSize,

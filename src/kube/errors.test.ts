@@ -54,7 +54,15 @@ describe('classifyStatus', () => {
 
   it('treats a JSON patch that does not apply (as kube-apiserver 1.34 reports it) as a conflict', () => {
     // The body kube-apiserver v1.34.4 returned for a failed `test` op, captured from a real server.
-    const s: ApiStatus = { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'the server rejected our request due to an error in our request', reason: 'Invalid', details: {}, code: 422 };
+    const s: ApiStatus = {
+      kind: 'Status',
+      apiVersion: 'v1',
+      status: 'Failure',
+      message: 'the server rejected our request due to an error in our request',
+      reason: 'Invalid',
+      details: {},
+      code: 422,
+    };
     assert.equal(classifyStatus(422, s, 'patch', { jsonPatch: true }), 'conflict');
     assert.equal(classifyStatus(422, s, 'patch'), 'invalid', 'not for other kinds of request');
     const legacy: ApiStatus = { kind: 'Status', code: 422, message: 'Testing value /metadata/finalizers failed' };
@@ -105,7 +113,10 @@ describe('errorFromResponse', () => {
 
 describe('errorFromWatchStatus', () => {
   it('turns an ERROR event with code 410 into gone, naming the collection', () => {
-    const err = errorFromWatchStatus({ kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 1 (2)' }, { kind: 'VirtualMachine', namespace: 'ns1' });
+    const err = errorFromWatchStatus(
+      { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 1 (2)' },
+      { kind: 'VirtualMachine', namespace: 'ns1' },
+    );
     assert.ok(isGone(err));
     assert.equal(err.verb, 'watch');
     assert.match(err.message, /watch VirtualMachine ns1\/\*: gone 410/);
@@ -135,7 +146,13 @@ describe('errorFromException', () => {
   });
 
   it('classifies HTTP/2 stream resets and closing connections as transient, and a cancel by its cause', () => {
-    for (const code of ['ERR_HTTP2_STREAM_ERROR', 'ERR_HTTP2_SESSION_ERROR', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']) {
+    for (const code of [
+      'ERR_HTTP2_STREAM_ERROR',
+      'ERR_HTTP2_SESSION_ERROR',
+      'ERR_HTTP2_GOAWAY_SESSION',
+      'ERR_HTTP2_INVALID_SESSION',
+      'ERR_HTTP2_OUT_OF_STREAMS',
+    ]) {
       assert.equal(errorFromException(sysErr(code), claim, 'create').reason, 'transient', code);
     }
     const cancelled = (cause: Error): Error => Object.assign(new Error('The pending stream has been canceled', { cause }), { code: 'ERR_HTTP2_STREAM_CANCEL' });

@@ -154,10 +154,12 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     peer.handler = () => undefined; // never answers
     const port = await peer.listen();
     try {
-      const err = await transport(port, { timeoutMs: 50 }).request({ method: 'GET', path: '/slow' }).then(
-        () => assert.fail('expected a timeout'),
-        (e: unknown) => e,
-      );
+      const err = await transport(port, { timeoutMs: 50 })
+        .request({ method: 'GET', path: '/slow' })
+        .then(
+          () => assert.fail('expected a timeout'),
+          (e: unknown) => e,
+        );
       assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
     } finally {
@@ -484,10 +486,12 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     const peer = new H2Peer();
     const port = await peer.listen();
     try {
-      const err = await transport(port, { tls: {} }).request({ method: 'GET', path: '/' }).then(
-        () => assert.fail('expected a TLS failure'),
-        (e: unknown) => e,
-      );
+      const err = await transport(port, { tls: {} })
+        .request({ method: 'GET', path: '/' })
+        .then(
+          () => assert.fail('expected a TLS failure'),
+          (e: unknown) => e,
+        );
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'unknown');
     } finally {
       await peer.close();

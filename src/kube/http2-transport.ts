@@ -102,7 +102,9 @@ class Http2Transport implements Transport {
       if ('request' in c) return c.request(req);
       // A server that allows no stream at all would otherwise have us open connections in a loop.
       if (c.session.remoteSettings.maxConcurrentStreams === 0) {
-        return Promise.reject(Object.assign(new Error('the API server allows no HTTP/2 stream (MAX_CONCURRENT_STREAMS 0)'), { code: 'ERR_HTTP2_STREAM_ERROR' }));
+        return Promise.reject(
+          Object.assign(new Error('the API server allows no HTTP/2 stream (MAX_CONCURRENT_STREAMS 0)'), { code: 'ERR_HTTP2_STREAM_ERROR' }),
+        );
       }
       return this.#request(req, mayRetry);
     };

@@ -94,7 +94,10 @@ describe('mergeKubeConfigs', () => {
       '/',
     );
     const merged = mergeKubeConfigs([one, two]);
-    assert.deepEqual(merged.clusters.map((c) => c.server), ['https://one', 'https://d']);
+    assert.deepEqual(
+      merged.clusters.map((c) => c.server),
+      ['https://one', 'https://d'],
+    );
     assert.equal(merged.currentContext, 'x');
     const conn = connectionFor(merged);
     assert.ok(!('error' in conn));

@@ -101,21 +101,22 @@ export function parseKubeConfig(text: string, source: string, baseDir: string): 
       proxyUrl: str(body['proxy-url']),
     });
   });
-  const users = named(root.users, 'users', source).map(({ name, body }): UserEntry =>
-    prune({
-      name,
-      token: str(body.token),
-      tokenFile: resolvePath(str(body.tokenFile) ?? str(body['token-file']), baseDir),
-      certFile: resolvePath(str(body['client-certificate']), baseDir),
-      certData: str(body['client-certificate-data']),
-      keyFile: resolvePath(str(body['client-key']), baseDir),
-      keyData: str(body['client-key-data']),
-      username: str(body.username),
-      password: str(body.password),
-      impersonateUser: str(body.as),
-      exec: obj(body.exec),
-      authProvider: obj(body['auth-provider']) as UserEntry['authProvider'],
-    }),
+  const users = named(root.users, 'users', source).map(
+    ({ name, body }): UserEntry =>
+      prune({
+        name,
+        token: str(body.token),
+        tokenFile: resolvePath(str(body.tokenFile) ?? str(body['token-file']), baseDir),
+        certFile: resolvePath(str(body['client-certificate']), baseDir),
+        certData: str(body['client-certificate-data']),
+        keyFile: resolvePath(str(body['client-key']), baseDir),
+        keyData: str(body['client-key-data']),
+        username: str(body.username),
+        password: str(body.password),
+        impersonateUser: str(body.as),
+        exec: obj(body.exec),
+        authProvider: obj(body['auth-provider']) as UserEntry['authProvider'],
+      }),
   );
   const contexts = named(root.contexts, 'contexts', source).map(({ name, body }, i): ContextEntry => {
     const cluster = str(body.cluster);

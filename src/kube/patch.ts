@@ -27,11 +27,7 @@ export function removeFinalizerPatch(current: readonly string[] | undefined, fin
  * Adds `finalizer` if the list is still `current`. When the object has no list yet, a test on the list is impossible
  * (the path does not exist), so the resourceVersion the caller saw guards the write instead.
  */
-export function addFinalizerPatch(
-  current: readonly string[] | undefined,
-  finalizer: string,
-  resourceVersion: string | undefined,
-): JsonPatchOp[] | undefined {
+export function addFinalizerPatch(current: readonly string[] | undefined, finalizer: string, resourceVersion: string | undefined): JsonPatchOp[] | undefined {
   if (current?.includes(finalizer)) return undefined;
   if (current === undefined) {
     const guard: JsonPatchOp[] = resourceVersion === undefined ? [] : [{ op: 'test', path: '/metadata/resourceVersion', value: resourceVersion }];

@@ -105,7 +105,10 @@ describe('TokenBucket', () => {
             const clock = new FakeClock();
             const grants: number[] = [];
             const timers: number[] = [];
-            const recording = { now: () => clock.now(), clearTimeout: clock.clearTimeout.bind(clock), setTimeout: (fn: () => void, ms: number) => {
+            const recording = {
+              now: () => clock.now(),
+              clearTimeout: clock.clearTimeout.bind(clock),
+              setTimeout: (fn: () => void, ms: number) => {
                 timers.push(clock.now() + Math.max(0, ms));
                 return clock.setTimeout(fn, ms);
               },

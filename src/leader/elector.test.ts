@@ -70,7 +70,13 @@ interface Recorder {
   signals: AbortSignal[];
 }
 
-function elector(api: FakeLeaseApi, who: string, rec: Recorder, mode: { down: false | 'reject' | 'hang' } = { down: false }, work?: (signal: AbortSignal) => Promise<void>) {
+function elector(
+  api: FakeLeaseApi,
+  who: string,
+  rec: Recorder,
+  mode: { down: false | 'reject' | 'hang' } = { down: false },
+  work?: (signal: AbortSignal) => Promise<void>,
+) {
   return createLeaderElector({
     lease: ref,
     identity: who,
@@ -167,7 +173,10 @@ describe('leader elector', () => {
     api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '999' }, spec: { ...api.lease!.spec, holderIdentity: 'intruder' } };
     await advance(clock, 2_000);
     assert.equal(a.isLeader(), false);
-    assert.deepEqual(rec.events.map((e) => e.what), ['start', 'stop']);
+    assert.deepEqual(
+      rec.events.map((e) => e.what),
+      ['start', 'stop'],
+    );
     assert.equal(rec.events[1]!.at, 2_000);
     await a.stop();
     await runA;
@@ -223,7 +232,10 @@ describe('leader elector', () => {
     mode.down = false;
     await advance(clock, 4_000);
     assert.equal(a.isLeader(), true);
-    assert.deepEqual(rec.events.map((e) => e.what), ['start', 'stop', 'start']);
+    assert.deepEqual(
+      rec.events.map((e) => e.what),
+      ['start', 'stop', 'start'],
+    );
     assert.equal(rec.signals[0]!.aborted, true);
     assert.equal(rec.signals[1]!.aborted, false);
     await a.stop();

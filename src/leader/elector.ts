@@ -172,10 +172,13 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
 
   const armDeadline = (): void => {
     if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
-    deadlineTimer = clock.setTimeout(() => {
-      deadlineTimer = undefined;
-      loseLease(`lease not renewed within ${timing.renewDeadlineMs} ms`);
-    }, lastRenewAt + timing.renewDeadlineMs - clock.now());
+    deadlineTimer = clock.setTimeout(
+      () => {
+        deadlineTimer = undefined;
+        loseLease(`lease not renewed within ${timing.renewDeadlineMs} ms`);
+      },
+      lastRenewAt + timing.renewDeadlineMs - clock.now(),
+    );
   };
   const disarmDeadline = (): void => {
     if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);

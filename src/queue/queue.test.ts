@@ -12,7 +12,10 @@ function newQueue(clock = new FakeClock(), metrics?: WorkQueueMetrics): { q: Wor
 describe('ExponentialFailureRateLimiter', () => {
   it('doubles from the base delay per failure and caps at the maximum', () => {
     const rl = new ExponentialFailureRateLimiter({ baseDelayMs: 5, maxDelayMs: 100 });
-    assert.deepEqual([1, 2, 3, 4, 5, 6, 7].map(() => rl.when('a')), [5, 10, 20, 40, 80, 100, 100]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7].map(() => rl.when('a')),
+      [5, 10, 20, 40, 80, 100, 100],
+    );
     assert.equal(rl.numRequeues('a'), 7);
   });
 

@@ -228,13 +228,16 @@ describe('runWorkers', () => {
   it('a shutdown deadline aborts the signal handed to reconcilers', async () => {
     const { q, clock } = setup();
     let aborted = false;
-    const pool = runWorkers(q, 1, (_key, ctx) =>
-      new Promise<void>((resolve) => {
-        ctx.signal.addEventListener('abort', () => {
-          aborted = true;
-          resolve();
-        });
-      }),
+    const pool = runWorkers(
+      q,
+      1,
+      (_key, ctx) =>
+        new Promise<void>((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            aborted = true;
+            resolve();
+          });
+        }),
     );
     q.add('ns/stuck');
     await flushPromises();
@@ -286,14 +289,17 @@ describe('startResync', () => {
   it('survives a failing key source', () => {
     const clock = new FakeClock();
     let calls = 0;
-    const r = startResync({ add: () => {} }, {
-      intervalMs: 10,
-      keys: () => {
-        calls++;
-        throw new Error('cache not ready');
+    const r = startResync(
+      { add: () => {} },
+      {
+        intervalMs: 10,
+        keys: () => {
+          calls++;
+          throw new Error('cache not ready');
+        },
+        clock,
       },
-      clock,
-    });
+    );
     clock.advance(30);
     assert.equal(calls, 3);
     r.stop();

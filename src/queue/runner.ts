@@ -93,12 +93,7 @@ export interface WorkerPool {
   active(): number;
 }
 
-export function runWorkers(
-  queue: WorkQueue,
-  concurrency: number,
-  reconcile: Reconciler,
-  options: RunWorkersOptions = {},
-): WorkerPool {
+export function runWorkers(queue: WorkQueue, concurrency: number, reconcile: Reconciler, options: RunWorkersOptions = {}): WorkerPool {
   if (!Number.isInteger(concurrency) || concurrency < 1) {
     throw new RangeError(`work queue ${queue.name}: concurrency must be a positive integer, got ${concurrency}`);
   }
@@ -133,7 +128,10 @@ export function runWorkers(
         metrics.reconcileErrors?.();
         const serverDelayMs = serverRetryDelayMs(error);
         queue.addRateLimited(key, serverDelayMs);
-        logger.warn({ err: error, key, retries: retries + 1, ...(serverDelayMs > 0 ? { retryAfterMs: serverDelayMs } : {}) }, 'reconcile failed; retrying with backoff');
+        logger.warn(
+          { err: error, key, retries: retries + 1, ...(serverDelayMs > 0 ? { retryAfterMs: serverDelayMs } : {}) },
+          'reconcile failed; retrying with backoff',
+        );
       }
       return;
     }

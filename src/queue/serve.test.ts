@@ -26,7 +26,11 @@ describe('serveQueue', () => {
     const leader = new AbortController();
     queue.add('a');
     queue.add('b');
-    const serving = serveQueue(queue, { concurrency: 2, reconcile, keys: () => [], resyncIntervalMs: 3_600_000, drainTimeoutMs: 60_000, logger }, leader.signal);
+    const serving = serveQueue(
+      queue,
+      { concurrency: 2, reconcile, keys: () => [], resyncIntervalMs: 3_600_000, drainTimeoutMs: 60_000, logger },
+      leader.signal,
+    );
     await startedB;
     leader.abort();
     let resolved = false;
@@ -44,7 +48,11 @@ describe('serveQueue', () => {
     const queue = new WorkQueue({ name: 'test' });
     const seen: string[] = [];
     queue.add('a');
-    await serveQueue(queue, { concurrency: 1, reconcile: async (k) => void seen.push(k), keys: () => [], resyncIntervalMs: 1000, drainTimeoutMs: 1000, logger }, AbortSignal.abort());
+    await serveQueue(
+      queue,
+      { concurrency: 1, reconcile: async (k) => void seen.push(k), keys: () => [], resyncIntervalMs: 1000, drainTimeoutMs: 1000, logger },
+      AbortSignal.abort(),
+    );
     assert.equal(queue.shuttingDown, true);
   });
 });

@@ -1,4 +1,13 @@
-export { Informer, InformerStoppedError, type InformerOptions, type InformerMetrics, type InformerState, type ListWatch, type WatchRequest, type RestartReason } from './informer.ts';
+export {
+  Informer,
+  InformerStoppedError,
+  type InformerOptions,
+  type InformerMetrics,
+  type InformerState,
+  type ListWatch,
+  type WatchRequest,
+  type RestartReason,
+} from './informer.ts';
 export { Store, keyOf, objectKey, deepEqual, sameContent, type ChangeEvent, type ChangeType, type IndexFn } from './store.ts';
 export { reconnectDelay, DEFAULT_RECONNECT_BACKOFF, type BackoffPolicy } from './backoff.ts';
 export {

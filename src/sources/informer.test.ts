@@ -32,8 +32,10 @@ function raw(name: string, rv: string, o: { ips?: string[]; uid?: string; vm?: s
 const page = (items: unknown[], resourceVersion: string, cont?: string): { items: unknown[]; resourceVersion: string; continue?: string } =>
   cont ? { items, resourceVersion, continue: cont } : { items, resourceVersion };
 
-const gone = (): KubeApiError => new KubeApiError({ reason: 'gone', code: 410, object: { kind: 'IPAMClaim', namespace: 'ns1' }, verb: 'watch', message: 'too old resource version' });
-const transient = (): KubeApiError => new KubeApiError({ reason: 'transient', object: { kind: 'IPAMClaim', namespace: 'ns1' }, verb: 'watch', message: 'connection reset' });
+const gone = (): KubeApiError =>
+  new KubeApiError({ reason: 'gone', code: 410, object: { kind: 'IPAMClaim', namespace: 'ns1' }, verb: 'watch', message: 'too old resource version' });
+const transient = (): KubeApiError =>
+  new KubeApiError({ reason: 'transient', object: { kind: 'IPAMClaim', namespace: 'ns1' }, verb: 'watch', message: 'connection reset' });
 
 interface Harness {
   inf: Informer<IPAMClaim>;
@@ -80,7 +82,13 @@ describe('Informer', () => {
     await h.inf.synced;
     assert.deepEqual(h.events, ['add a', 'add b', 'add c']);
     assert.equal(h.inf.hasSynced, true);
-    assert.deepEqual(h.lw.listRequests.map((r) => [r.limit, r.continue]), [[2, undefined], [2, 'tok']]);
+    assert.deepEqual(
+      h.lw.listRequests.map((r) => [r.limit, r.continue]),
+      [
+        [2, undefined],
+        [2, 'tok'],
+      ],
+    );
     await flushPromises();
     const w = h.lw.lastWatch;
     assert.ok(w);
@@ -142,7 +150,10 @@ describe('Informer', () => {
     h.events.length = 0;
     // While we are disconnected: a changes again, b is untouched, c is deleted, d appears, r is recreated.
     h.lw.answerList(page([raw('a', '15', { ips: ['10.0.0.2/24'] }), raw('b', '1'), raw('d', '16'), raw('r', '17', { uid: 'new' })], '20'));
-    h.lw.lastWatch?.push({ type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 410, reason: 'Expired', message: 'too old resource version: 11 (19)' } });
+    h.lw.lastWatch?.push({
+      type: 'ERROR',
+      object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 410, reason: 'Expired', message: 'too old resource version: 11 (19)' },
+    });
     await flushPromises();
     assert.deepEqual(h.events, ['delete c?', 'update a', 'add d', 'delete r?', 'add r']);
     assert.equal(h.lw.listRequests.length, 2, 'relisted at once, without a backoff wait');
@@ -256,7 +267,8 @@ describe('Informer', () => {
     h.inf.start();
     await h.inf.synced;
     await flushPromises();
-    const unavailable = (): KubeApiError => new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'IPAMClaim' }, verb: 'watch', message: 'unavailable' });
+    const unavailable = (): KubeApiError =>
+      new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'IPAMClaim' }, verb: 'watch', message: 'unavailable' });
     const waits: number[] = [];
     h.lw.lastWatch?.fail(unavailable());
     for (let i = 0; i < 8; i++) {
@@ -389,7 +401,10 @@ describe('Informer steady state', () => {
     await inf.synced;
     await flushPromises();
     for (let i = 2; i < 50; i++) {
-      lw.lastWatch?.push({ type: 'MODIFIED', object: vmi(String(i), { conditions: [{ type: 'Ready', lastProbeTime: String(i) }], interfaces: [{ ipAddress: `10.0.0.${i}` }] }) });
+      lw.lastWatch?.push({
+        type: 'MODIFIED',
+        object: vmi(String(i), { conditions: [{ type: 'Ready', lastProbeTime: String(i) }], interfaces: [{ ipAddress: `10.0.0.${i}` }] }),
+      });
     }
     await flushPromises();
     assert.deepEqual(events, ['add'], '48 status updates, zero events');
@@ -441,7 +456,10 @@ describe('createInformer over KubeClient', () => {
   it('createSources wires five informers with the controller’s indexes', async () => {
     const transport: Transport = { server: 'x', request: () => new Promise(() => undefined) };
     const s = createSources(new KubeClient(transport), { namespace: 'ns1', clock: new FakeClock() });
-    assert.deepEqual(s.all.map((i) => i.kind), ['VirtualMachine', 'VirtualMachineInstance', 'NetworkAttachmentDefinition', 'IPAMClaim', 'KubeVirt']);
+    assert.deepEqual(
+      s.all.map((i) => i.kind),
+      ['VirtualMachine', 'VirtualMachineInstance', 'NetworkAttachmentDefinition', 'IPAMClaim', 'KubeVirt'],
+    );
     assert.equal(s.kubeVirts.namespace, undefined, 'the KubeVirt CR is looked for in every namespace by default');
     assert.deepEqual(s.claims.byIndex(CLAIMS_BY_VM, 'ns1/vm1'), []);
     await s.stop();

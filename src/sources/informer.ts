@@ -148,7 +148,10 @@ export class Informer<T extends KubeObject> {
     this.namespace = options.namespace;
     this.#lw = options.listWatch;
     this.#trim = options.trim;
-    this.#logger = (options.logger ?? pino({ level: 'silent' })).child({ informer: options.kind, ...(options.namespace ? { namespace: options.namespace } : {}) });
+    this.#logger = (options.logger ?? pino({ level: 'silent' })).child({
+      informer: options.kind,
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+    });
     this.#clock = options.clock ?? realClock;
     this.#random = options.random ?? Math.random;
     this.#pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
@@ -292,7 +295,10 @@ export class Informer<T extends KubeObject> {
           const unreachable = isTransient(err) && err instanceof KubeApiError && err.code === undefined;
           delay = reconnectDelay(failures, unreachable ? this.#unreachableBackoff : this.#backoff, this.#random);
           if (needList) listReason = 'retry';
-          this.#logger.warn({ err, failures, delayMs: Math.round(delay), listing: needList }, needList ? 'list failed; retrying' : 'watch failed; reconnecting');
+          this.#logger.warn(
+            { err, failures, delayMs: Math.round(delay), listing: needList },
+            needList ? 'list failed; retrying' : 'watch failed; reconnecting',
+          );
           if (!needList) this.#metrics.watchRestart?.(this.kind, 'error');
         }
       } finally {

@@ -4,27 +4,11 @@
 import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client.ts';
 import { type ResourceDescriptor, resources } from '../kube/resources.ts';
-import type {
-  IPAMClaim,
-  KubeObject,
-  KubeVirtCR,
-  NetworkAttachmentDefinition,
-  Pod,
-  VirtualMachine,
-  VirtualMachineInstance,
-} from '../kube/types.ts';
+import type { IPAMClaim, KubeObject, KubeVirtCR, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { Clock } from '../kube/clock.ts';
 import { Informer, type InformerMetrics, type InformerOptions, type ListWatch } from './informer.ts';
 import { registerIndexes } from './indexes.ts';
-import {
-  type Trim,
-  trimIPAMClaim,
-  trimKubeVirt,
-  trimNetworkAttachmentDefinition,
-  trimPod,
-  trimVirtualMachine,
-  trimVirtualMachineInstance,
-} from './trim.ts';
+import { type Trim, trimIPAMClaim, trimKubeVirt, trimNetworkAttachmentDefinition, trimPod, trimVirtualMachine, trimVirtualMachineInstance } from './trim.ts';
 
 export interface KindSpec<T extends KubeObject> {
   descriptor: ResourceDescriptor;
@@ -34,7 +18,10 @@ export interface KindSpec<T extends KubeObject> {
 export const kinds = {
   virtualMachines: { descriptor: resources.virtualMachines, trim: trimVirtualMachine } as KindSpec<VirtualMachine>,
   virtualMachineInstances: { descriptor: resources.virtualMachineInstances, trim: trimVirtualMachineInstance } as KindSpec<VirtualMachineInstance>,
-  networkAttachmentDefinitions: { descriptor: resources.networkAttachmentDefinitions, trim: trimNetworkAttachmentDefinition } as KindSpec<NetworkAttachmentDefinition>,
+  networkAttachmentDefinitions: {
+    descriptor: resources.networkAttachmentDefinitions,
+    trim: trimNetworkAttachmentDefinition,
+  } as KindSpec<NetworkAttachmentDefinition>,
   ipamClaims: { descriptor: resources.ipamClaims, trim: trimIPAMClaim } as KindSpec<IPAMClaim>,
   kubeVirts: { descriptor: resources.kubeVirts, trim: trimKubeVirt } as KindSpec<KubeVirtCR>,
   pods: { descriptor: resources.pods, trim: trimPod } as KindSpec<Pod>,
@@ -79,7 +66,12 @@ export type CommonInformerOptions = Pick<
   'logger' | 'clock' | 'random' | 'pageSize' | 'backoff' | 'silentWatchTimeoutMs' | 'watchTimeoutSeconds' | 'metrics'
 >;
 
-export function createInformer<T extends KubeObject>(client: KubeClient, spec: KindSpec<T>, scope: Scope = {}, options: CommonInformerOptions = {}): Informer<T> {
+export function createInformer<T extends KubeObject>(
+  client: KubeClient,
+  spec: KindSpec<T>,
+  scope: Scope = {},
+  options: CommonInformerOptions = {},
+): Informer<T> {
   return new Informer<T>({
     ...options,
     kind: spec.descriptor.kind,

@@ -29,11 +29,17 @@ const names = (xs: IPAMClaim[]): string[] => xs.map((x) => x.metadata.name).sort
 describe('Store', () => {
   it('emits add, then update only when content changes, keeping the newest resourceVersion silently', () => {
     const s = newStore();
-    assert.deepEqual(s.upsert(claim('a', { rv: '1' })).map((e) => e.type), ['add']);
+    assert.deepEqual(
+      s.upsert(claim('a', { rv: '1' })).map((e) => e.type),
+      ['add'],
+    );
     assert.deepEqual(s.upsert(claim('a', { rv: '2' })), [], 'a new resourceVersion alone is no event');
     assert.equal(s.get('ns1', 'a')?.metadata.resourceVersion, '2');
     const ev = s.upsert(claim('a', { rv: '3', ips: ['10.0.0.1/24'] }));
-    assert.deepEqual(ev.map((e) => e.type), ['update']);
+    assert.deepEqual(
+      ev.map((e) => e.type),
+      ['update'],
+    );
     assert.equal(ev[0]?.old?.metadata.resourceVersion, '2');
   });
 
@@ -44,14 +50,23 @@ describe('Store', () => {
     assert.equal(d?.type, 'delete');
     assert.equal(d?.old?.metadata.name, 'a');
     assert.equal(s.size, 0);
-    assert.deepEqual(s.delete(claim('never')).map((e) => e.type), ['delete']);
+    assert.deepEqual(
+      s.delete(claim('never')).map((e) => e.type),
+      ['delete'],
+    );
   });
 
   it('reports a recreated object (new uid) as delete + add', () => {
     const s = newStore();
     s.upsert(claim('a', { uid: 'u1' }));
     const ev = s.upsert(claim('a', { uid: 'u2' }));
-    assert.deepEqual(ev.map((e) => [e.type, e.object.metadata.uid]), [['delete', 'u1'], ['add', 'u2']]);
+    assert.deepEqual(
+      ev.map((e) => [e.type, e.object.metadata.uid]),
+      [
+        ['delete', 'u1'],
+        ['add', 'u2'],
+      ],
+    );
   });
 
   it('lists by namespace and maintains indexes through updates and deletes', () => {
@@ -108,7 +123,10 @@ describe('Store', () => {
             model.set(name, owner);
           }
           for (const o of ['o1', 'o2']) {
-            const want = [...model].filter(([, v]) => v === o).map(([k]) => `ns1/${k}`).sort();
+            const want = [...model]
+              .filter(([, v]) => v === o)
+              .map(([k]) => `ns1/${k}`)
+              .sort();
             assert.deepEqual(s.indexKeys(CLAIMS_BY_OWNER_UID, o).sort(), want);
           }
           assert.deepEqual(s.indexKeys(CLAIMS_BY_VM, 'ns1/vm').sort(), [...model.keys()].map((k) => `ns1/${k}`).sort());
@@ -144,7 +162,10 @@ describe('Store', () => {
       vm: fc.option(fc.constantFrom('vm1', 'vm2'), { nil: undefined }),
       owner: fc.option(fc.constantFrom('o1', 'o2'), { nil: undefined }),
       uid: fc.constantFrom('u1', 'u2'),
-      ips: fc.option(fc.constantFrom('10.0.0.1/24', '10.0.0.2/24').map((ip) => [ip]), { nil: undefined }),
+      ips: fc.option(
+        fc.constantFrom('10.0.0.1/24', '10.0.0.2/24').map((ip) => [ip]),
+        { nil: undefined },
+      ),
     });
     const toClaim = (c: { name: string; ns: string; vm?: string; owner?: string; uid: string; ips?: string[] }): IPAMClaim => claim(c.name, c);
     fc.assert(
@@ -164,7 +185,8 @@ describe('Store', () => {
         // Indexes equal a recomputation from scratch.
         const fresh = newStore();
         fresh.replace([...want.values()]);
-        for (const v of ['ns1/vm1', 'ns1/vm2', 'ns2/vm1', 'ns2/vm2']) assert.deepEqual(names(s.byIndex(CLAIMS_BY_VM, v)), names(fresh.byIndex(CLAIMS_BY_VM, v)));
+        for (const v of ['ns1/vm1', 'ns1/vm2', 'ns2/vm1', 'ns2/vm2'])
+          assert.deepEqual(names(s.byIndex(CLAIMS_BY_VM, v)), names(fresh.byIndex(CLAIMS_BY_VM, v)));
         for (const v of ['o1', 'o2']) assert.deepEqual(names(s.byIndex(CLAIMS_BY_OWNER_UID, v)), names(fresh.byIndex(CLAIMS_BY_OWNER_UID, v)));
       }),
     );

@@ -67,7 +67,8 @@ export function sameContent(a: KubeObject, b: KubeObject): boolean {
   const { resourceVersion: _ra, generation: _ga, ...ma } = a.metadata;
   const { resourceVersion: _rb, generation: _gb, ...mb } = b.metadata;
   if (!deepEqual(ma, mb)) return false;
-  for (const k in a) if (k !== 'metadata' && !deepEqual((a as unknown as Record<string, unknown>)[k], (b as unknown as Record<string, unknown>)[k])) return false;
+  for (const k in a)
+    if (k !== 'metadata' && !deepEqual((a as unknown as Record<string, unknown>)[k], (b as unknown as Record<string, unknown>)[k])) return false;
   for (const k in b) if (k !== 'metadata' && !(k in a) && (b as unknown as Record<string, unknown>)[k] !== undefined) return false;
   return true;
 }

@@ -97,7 +97,9 @@ describe('trim', () => {
 
   it('makes VMI status churn other than phase/activePods invisible, but not activePods changes', () => {
     const a = trimVirtualMachineInstance(rawVmi());
-    const churn = trimVirtualMachineInstance(rawVmi({ rv: '101', status: { interfaces: [{ name: 'net_a', ipAddress: '10.0.0.9' }], guestOSInfo: { id: 'rhel' } } }));
+    const churn = trimVirtualMachineInstance(
+      rawVmi({ rv: '101', status: { interfaces: [{ name: 'net_a', ipAddress: '10.0.0.9' }], guestOSInfo: { id: 'rhel' } } }),
+    );
     assert.equal(sameContent(a, churn), true);
     const migrated = trimVirtualMachineInstance(rawVmi({ rv: '102', status: { activePods: { 'pod-uid-1': 'node1', 'pod-uid-2': 'node2' } } }));
     assert.equal(sameContent(a, migrated), false);
@@ -113,7 +115,10 @@ describe('trim', () => {
         dataVolumeTemplates: [{ metadata: { name: 'dv' } }],
         template: {
           metadata: { labels: { 'kubevirt.io/vm': 'vm1' }, annotations: { huge: 'x'.repeat(1000) } },
-          spec: { networks: [{ name: 'n', multus: { networkName: 'nad' } }], domain: { devices: { interfaces: [{ name: 'n', binding: { name: 'l2bridge' } }] } } },
+          spec: {
+            networks: [{ name: 'n', multus: { networkName: 'nad' } }],
+            domain: { devices: { interfaces: [{ name: 'n', binding: { name: 'l2bridge' } }] } },
+          },
         },
       },
       status: { printableStatus: 'Running', ready: true, conditions: [{ type: 'Ready' }], volumeSnapshotStatuses: [] },
@@ -124,7 +129,12 @@ describe('trim', () => {
       metadata: { name: 'vm1', namespace: 'ns1', uid: 'u' },
       spec: {
         runStrategy: 'Always',
-        template: { spec: { networks: [{ name: 'n', multus: { networkName: 'nad' } }], domain: { devices: { interfaces: [{ name: 'n', binding: { name: 'l2bridge' } }] } } } },
+        template: {
+          spec: {
+            networks: [{ name: 'n', multus: { networkName: 'nad' } }],
+            domain: { devices: { interfaces: [{ name: 'n', binding: { name: 'l2bridge' } }] } },
+          },
+        },
       },
       status: { printableStatus: 'Running', ready: true },
     });
@@ -132,7 +142,12 @@ describe('trim', () => {
 
   it('keeps only the opt-in annotation of a NAD', () => {
     const nad = trimNetworkAttachmentDefinition({
-      metadata: { name: 'nad', namespace: 'ns1', annotations: { [NAD_PERSISTENT_IPS_ANNOTATION]: 'true', 'k8s.v1.cni.cncf.io/resourceName': 'x' }, labels: { a: 'b' } },
+      metadata: {
+        name: 'nad',
+        namespace: 'ns1',
+        annotations: { [NAD_PERSISTENT_IPS_ANNOTATION]: 'true', 'k8s.v1.cni.cncf.io/resourceName': 'x' },
+        labels: { a: 'b' },
+      },
       spec: { config: '{"cniVersion":"0.3.1","name":"net","allowPersistentIPs":true}' },
     });
     assert.deepEqual(nad, {
@@ -146,17 +161,40 @@ describe('trim', () => {
     const claim = trimIPAMClaim({
       apiVersion: 'k8s.cni.cncf.io/v1alpha1',
       kind: 'IPAMClaim',
-      metadata: { name: 'vm1.net', namespace: 'ns1', labels: { [VM_LABEL]: 'vm1' }, finalizers: ['kubevirt.io/persistent-ipam'], managedFields, creationTimestamp: '2026-01-01T00:00:00Z', generation: 2 },
+      metadata: {
+        name: 'vm1.net',
+        namespace: 'ns1',
+        labels: { [VM_LABEL]: 'vm1' },
+        finalizers: ['kubevirt.io/persistent-ipam'],
+        managedFields,
+        creationTimestamp: '2026-01-01T00:00:00Z',
+        generation: 2,
+      },
       spec: { network: 'net', interface: 'pod16477688c0e' },
-      status: { ips: ['10.0.0.5/24'], ownerPod: { name: 'virt-launcher-vm1-abcde' }, conditions: [{ type: 'IPsAllocated', status: 'True', reason: 'SuccessfulAllocation', extra: 1 }] },
+      status: {
+        ips: ['10.0.0.5/24'],
+        ownerPod: { name: 'virt-launcher-vm1-abcde' },
+        conditions: [{ type: 'IPsAllocated', status: 'True', reason: 'SuccessfulAllocation', extra: 1 }],
+      },
     });
     assert.deepEqual(claim, {
       apiVersion: 'k8s.cni.cncf.io/v1alpha1',
       kind: 'IPAMClaim',
       // The allocator serves claims oldest first and reports the generation it saw: a claim keeps both.
-      metadata: { name: 'vm1.net', namespace: 'ns1', labels: { [VM_LABEL]: 'vm1' }, finalizers: ['kubevirt.io/persistent-ipam'], creationTimestamp: '2026-01-01T00:00:00Z', generation: 2 },
+      metadata: {
+        name: 'vm1.net',
+        namespace: 'ns1',
+        labels: { [VM_LABEL]: 'vm1' },
+        finalizers: ['kubevirt.io/persistent-ipam'],
+        creationTimestamp: '2026-01-01T00:00:00Z',
+        generation: 2,
+      },
       spec: { network: 'net', interface: 'pod16477688c0e' },
-      status: { ips: ['10.0.0.5/24'], ownerPod: { name: 'virt-launcher-vm1-abcde' }, conditions: [{ type: 'IPsAllocated', status: 'True', reason: 'SuccessfulAllocation' }] },
+      status: {
+        ips: ['10.0.0.5/24'],
+        ownerPod: { name: 'virt-launcher-vm1-abcde' },
+        conditions: [{ type: 'IPsAllocated', status: 'True', reason: 'SuccessfulAllocation' }],
+      },
     });
   });
 
@@ -176,7 +214,11 @@ describe('trim', () => {
       status: { phase: 'Deployed', conditions: [] },
     });
     assert.deepEqual(a.spec, { configuration: { developerConfiguration: { featureGates: ['PersistentIPs', 'LiveMigration'] } } });
-    const b = trimKubeVirt({ metadata: { name: 'kubevirt', namespace: 'kubevirt', resourceVersion: '2' }, spec: { configuration: { developerConfiguration: { featureGates: ['PersistentIPs', 'LiveMigration'] } } }, status: { phase: 'Deploying' } });
+    const b = trimKubeVirt({
+      metadata: { name: 'kubevirt', namespace: 'kubevirt', resourceVersion: '2' },
+      spec: { configuration: { developerConfiguration: { featureGates: ['PersistentIPs', 'LiveMigration'] } } },
+      status: { phase: 'Deploying' },
+    });
     assert.equal(sameContent(a, b), true);
   });
 
@@ -204,7 +246,11 @@ describe('trim', () => {
   });
 
   it('tolerates junk in optional places and refuses objects without a name', () => {
-    const vmi = trimVirtualMachineInstance({ metadata: { name: 'x', ownerReferences: [{ kind: 'VirtualMachine' }], finalizers: [] }, spec: { networks: [null, { name: 'n', multus: {} }, 3] }, status: null });
+    const vmi = trimVirtualMachineInstance({
+      metadata: { name: 'x', ownerReferences: [{ kind: 'VirtualMachine' }], finalizers: [] },
+      spec: { networks: [null, { name: 'n', multus: {} }, 3] },
+      status: null,
+    });
     assert.deepEqual(vmi, { metadata: { name: 'x' }, spec: { networks: [{ name: 'n' }] } });
     assert.throws(() => trimIPAMClaim({ metadata: {} }), UntrimmableObjectError);
     assert.throws(() => trimPod(null), UntrimmableObjectError);

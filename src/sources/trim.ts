@@ -208,7 +208,9 @@ export function trimVmiSpec(raw: unknown): VmiSpecLike | undefined {
   const s = rec(raw);
   if (!s) return undefined;
   const out: VmiSpecLike = {};
-  const networks = list(s.networks)?.map(trimNetwork).filter((n): n is VmNetwork => n !== undefined);
+  const networks = list(s.networks)
+    ?.map(trimNetwork)
+    .filter((n): n is VmNetwork => n !== undefined);
   if (networks) out.networks = networks;
   const devices = rec(rec(s.domain)?.devices);
   const interfaces = list(devices?.interfaces)
@@ -216,7 +218,8 @@ export function trimVmiSpec(raw: unknown): VmiSpecLike | undefined {
     .filter((i): i is VmInterface => i !== undefined);
   // Only `false` changes anything (effectiveVmiSpec): the usual absent/true costs no memory.
   const noAutoattach = devices?.autoattachPodInterface === false;
-  if (interfaces || noAutoattach) out.domain = { devices: { ...(interfaces ? { interfaces } : {}), ...(noAutoattach ? { autoattachPodInterface: false } : {}) } };
+  if (interfaces || noAutoattach)
+    out.domain = { devices: { ...(interfaces ? { interfaces } : {}), ...(noAutoattach ? { autoattachPodInterface: false } : {}) } };
   return share(out);
 }
 
@@ -260,7 +263,11 @@ export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) 
   if (status) {
     const st: NonNullable<VirtualMachineInstance['status']> = {};
     put(st, 'phase', intern(str(status.phase)));
-    put(st, 'activePods', pickStrings(status.activePods, () => true));
+    put(
+      st,
+      'activePods',
+      pickStrings(status.activePods, () => true),
+    );
     if (Object.keys(st).length > 0) vmiStatus = st;
   }
   return objectOf<VirtualMachineInstance>(raw, metadata, trimVmiSpec(raw?.spec), vmiStatus);

@@ -23,7 +23,12 @@ function topLevelKeys(text: string): string[] {
 describe('logger', () => {
   it('a line about an object carries one `name` key: the object, not the logger', async () => {
     const lines: string[] = [];
-    const sink = new Writable({ write: (chunk: Buffer, _enc, done) => { lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)); done(); } });
+    const sink = new Writable({
+      write: (chunk: Buffer, _enc, done) => {
+        lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+        done();
+      },
+    });
     const log = createLogger('info', sink);
     log.info({ namespace: 'ns', name: 'vm-a', kind: 'VirtualMachine' }, 'hello');
     log.child({ component: 'events' }).warn({ namespace: 'ns', name: 'vm-b' }, 'child');
@@ -31,7 +36,11 @@ describe('logger', () => {
     assert.equal(lines.length, 2);
     for (const line of lines) {
       const keys = topLevelKeys(line);
-      assert.deepEqual(keys.filter((k) => k === 'name'), ['name'], line);
+      assert.deepEqual(
+        keys.filter((k) => k === 'name'),
+        ['name'],
+        line,
+      );
       assert.equal(new Set(keys).size, keys.length, `no duplicate key: ${line}`);
     }
     const first = JSON.parse(lines[0]!) as Record<string, unknown>;

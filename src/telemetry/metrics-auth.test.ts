@@ -20,7 +20,10 @@ function reviews(users: Record<string, UserInfo>, readers: string[], failing = f
   return { client, calls };
 }
 
-const users = { 'tok-reader': { username: 'system:serviceaccount:monitoring:prometheus', groups: ['system:serviceaccounts'] }, 'tok-other': { username: 'system:serviceaccount:default:nobody' } };
+const users = {
+  'tok-reader': { username: 'system:serviceaccount:monitoring:prometheus', groups: ['system:serviceaccounts'] },
+  'tok-other': { username: 'system:serviceaccount:default:nobody' },
+};
 
 describe('metrics authorisation (TokenReview + SubjectAccessReview)', () => {
   it('no bearer token: 401', async () => {
@@ -48,7 +51,8 @@ describe('metrics authorisation (TokenReview + SubjectAccessReview)', () => {
     let now = 1_000;
     const { client, calls } = reviews(users, ['system:serviceaccount:monitoring:prometheus']);
     const authorize = createMetricsAuthorizer({ reviews: client, now: () => now, allowedTtlMs: 60_000, deniedTtlMs: 10_000 });
-    for (let i = 0; i < 5; i++) assert.deepEqual(await authorize('Bearer tok-reader', 'get', '/metrics'), { status: 200, user: 'system:serviceaccount:monitoring:prometheus' });
+    for (let i = 0; i < 5; i++)
+      assert.deepEqual(await authorize('Bearer tok-reader', 'get', '/metrics'), { status: 200, user: 'system:serviceaccount:monitoring:prometheus' });
     assert.deepEqual(calls, { authenticate: 1, authorize: 1 });
     now += 60_001;
     await authorize('Bearer tok-reader', 'get', '/metrics');

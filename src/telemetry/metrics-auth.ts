@@ -23,7 +23,13 @@ export interface ReviewClient {
 export type AuthDecision = { status: 200; user: string } | { status: 401 | 403 | 500; message: string };
 
 const tokenReviews: ResourceDescriptor = { group: 'authentication.k8s.io', version: 'v1', plural: 'tokenreviews', kind: 'TokenReview', namespaced: false };
-const subjectAccessReviews: ResourceDescriptor = { group: 'authorization.k8s.io', version: 'v1', plural: 'subjectaccessreviews', kind: 'SubjectAccessReview', namespaced: false };
+const subjectAccessReviews: ResourceDescriptor = {
+  group: 'authorization.k8s.io',
+  version: 'v1',
+  plural: 'subjectaccessreviews',
+  kind: 'SubjectAccessReview',
+  namespaced: false,
+};
 
 interface TokenReview {
   apiVersion: string;
@@ -45,7 +51,11 @@ interface SubjectAccessReview {
 export function kubeReviewClient(client: KubeClient): ReviewClient {
   return {
     async authenticate(token, signal) {
-      const review = await client.create<TokenReview>(tokenReviews, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } }, { signal });
+      const review = await client.create<TokenReview>(
+        tokenReviews,
+        { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } },
+        { signal },
+      );
       return review.status?.authenticated && review.status.user?.username ? review.status.user : undefined;
     },
     async authorize(user, verb, path, signal) {
@@ -135,7 +145,8 @@ export function createMetricsAuthorizer(options: MetricsAuthOptions): MetricsAut
         decision = await options.reviews.authorize(user, verb, path, signal);
         decisions.set(key, decision, decision.allowed ? allowedTtl : deniedTtl);
       }
-      if (!decision.allowed) return { status: 403, message: `Forbidden: user "${user.username}" may not ${verb} ${path}${decision.reason ? ` (${decision.reason})` : ''}` };
+      if (!decision.allowed)
+        return { status: 403, message: `Forbidden: user "${user.username}" may not ${verb} ${path}${decision.reason ? ` (${decision.reason})` : ''}` };
       return { status: 200, user: user.username };
     } catch (err) {
       // The API server could not be asked: fail closed, and let the caller log it.

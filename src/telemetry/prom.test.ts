@@ -32,7 +32,7 @@ test('the CPU counters grow with the CPU the process spends, user + system = tot
   assert.ok(Math.abs(after.user + after.system - after.total) < 1e-6);
 });
 
-test('the classes are prom-client\'s own: a metric of ours registers in a prom-client registry', async () => {
+test("the classes are prom-client's own: a metric of ours registers in a prom-client registry", async () => {
   const registry = new promClient.Registry();
   new Counter({ name: 'x_total', help: 'x', registers: [registry] }).inc(2);
   assert.match(await registry.metrics(), /^x_total 2$/m);

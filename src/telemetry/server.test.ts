@@ -52,7 +52,10 @@ describe('renderChecks', () => {
     { name: 'all pass, verbose', outcomes: [{ name: 'a', ok: true }], verbose: true, status: 200, body: '[+]a ok\n/readyz check passed\n' },
     {
       name: 'one fails with a reason',
-      outcomes: [{ name: 'a', ok: true }, { name: 'b', ok: false, message: 'not yet' }],
+      outcomes: [
+        { name: 'a', ok: true },
+        { name: 'b', ok: false, message: 'not yet' },
+      ],
       verbose: false,
       status: 503,
       body: '[+]a ok\n[-]b failed: not yet\n/readyz check failed\n',
@@ -67,12 +70,15 @@ describe('renderChecks', () => {
 
 describe('telemetry server', () => {
   it('answers /healthz with no checks registered', async () => {
-    await withServer(() => {}, async (port) => {
-      const res = await get(port, '/healthz');
-      assert.equal(res.status, 200);
-      assert.equal(res.body, 'ok\n');
-      assert.equal(res.headers['cache-control'], 'no-store');
-    });
+    await withServer(
+      () => {},
+      async (port) => {
+        const res = await get(port, '/healthz');
+        assert.equal(res.status, 200);
+        assert.equal(res.body, 'ok\n');
+        assert.equal(res.headers['cache-control'], 'no-store');
+      },
+    );
   });
 
   it('is ready only when every readiness check passes, and follows the checks live', async () => {
@@ -117,38 +123,52 @@ describe('telemetry server', () => {
   });
 
   it('serves the prom-client registry in the exposition format', async () => {
-    await withServer(() => {}, async (port) => {
-      const res = await get(port, '/metrics');
-      assert.equal(res.status, 200);
-      assert.match(String(res.headers['content-type']), /text\/plain/);
-      assert.match(res.body, /# TYPE controller_runtime_reconcile_total counter/);
-      assert.match(res.body, /# TYPE leader_election_master_status gauge/);
-    });
+    await withServer(
+      () => {},
+      async (port) => {
+        const res = await get(port, '/metrics');
+        assert.equal(res.status, 200);
+        assert.match(String(res.headers['content-type']), /text\/plain/);
+        assert.match(res.body, /# TYPE controller_runtime_reconcile_total counter/);
+        assert.match(res.body, /# TYPE leader_election_master_status gauge/);
+      },
+    );
   });
 
   it('answers 404 for /metrics without a registry and for unknown paths, 405 for other methods', async () => {
-    await withServer(() => {}, async (port) => {
-      assert.equal((await get(port, '/metrics')).status, 404);
-      assert.equal((await get(port, '/nope')).status, 404);
-      const post = await get(port, '/readyz', 'POST');
-      assert.equal(post.status, 405);
-      assert.equal(post.headers['allow'], 'GET, HEAD');
-    }, { withRegistry: false });
+    await withServer(
+      () => {},
+      async (port) => {
+        assert.equal((await get(port, '/metrics')).status, 404);
+        assert.equal((await get(port, '/nope')).status, 404);
+        const post = await get(port, '/readyz', 'POST');
+        assert.equal(post.status, 405);
+        assert.equal(post.headers['allow'], 'GET, HEAD');
+      },
+      { withRegistry: false },
+    );
   });
 
   it('a metrics-only server does not answer probes', async () => {
-    await withServer(() => {}, async (port) => {
-      assert.equal((await get(port, '/healthz')).status, 404);
-      assert.equal((await get(port, '/metrics')).status, 200);
-    }, { health: false });
+    await withServer(
+      () => {},
+      async (port) => {
+        assert.equal((await get(port, '/healthz')).status, 404);
+        assert.equal((await get(port, '/metrics')).status, 200);
+      },
+      { health: false },
+    );
   });
 
   it('HEAD answers with the status and no body', async () => {
-    await withServer(() => {}, async (port) => {
-      const res = await get(port, '/healthz', 'HEAD');
-      assert.equal(res.status, 200);
-      assert.equal(res.body, '');
-    });
+    await withServer(
+      () => {},
+      async (port) => {
+        const res = await get(port, '/healthz', 'HEAD');
+        assert.equal(res.status, 200);
+        assert.equal(res.body, '');
+      },
+    );
   });
 
   it('close() lets an in-flight request finish, then refuses new connections', async () => {
@@ -182,12 +202,15 @@ describe('telemetry server', () => {
 describe('secure metrics server', () => {
   const getTls = (port: number, ca: string, token?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }> =>
     new Promise((resolve, reject) => {
-      const req = httpsRequest({ host: '127.0.0.1', port, path: '/metrics', ca, agent: false, servername: 'localhost', headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-      });
+      const req = httpsRequest(
+        { host: '127.0.0.1', port, path: '/metrics', ca, agent: false, servername: 'localhost', headers: token ? { authorization: `Bearer ${token}` } : {} },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+        },
+      );
       req.on('error', reject);
       req.end();
     });

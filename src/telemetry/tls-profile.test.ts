@@ -26,7 +26,13 @@ describe('TLS profile from Kubernetes-style flags', () => {
 
   it('named TLS 1.2 suites leave the TLS 1.3 suites on, as Go does; weak ones are flagged', () => {
     const p = tlsProfile('VersionTLS12', ['TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA', 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256']);
-    assert.deepEqual(p.suites, ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', 'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA', 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256']);
+    assert.deepEqual(p.suites, [
+      'TLS_AES_128_GCM_SHA256',
+      'TLS_AES_256_GCM_SHA384',
+      'TLS_CHACHA20_POLY1305_SHA256',
+      'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA',
+      'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
+    ]);
     assert.equal(p.ciphers, 'TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES128-GCM-SHA256');
     assert.deepEqual(p.weak, ['TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA (CBC, SHA-1)']);
   });
@@ -40,7 +46,10 @@ describe('TLS profile from Kubernetes-style flags', () => {
   it('unknown versions and suites are errors naming the flag', () => {
     assert.throws(() => tlsProfile('VersionTLS11'), /--tls-min-version: unknown version "VersionTLS11"/);
     assert.throws(() => tlsProfile('TLSv1.2'), /--tls-min-version/);
-    assert.throws(() => tlsProfile('VersionTLS12', ['TLS_RSA_WITH_RC4_128_SHA']), /--tls-cipher-suites: unknown or unsupported cipher suite "TLS_RSA_WITH_RC4_128_SHA"/);
+    assert.throws(
+      () => tlsProfile('VersionTLS12', ['TLS_RSA_WITH_RC4_128_SHA']),
+      /--tls-cipher-suites: unknown or unsupported cipher suite "TLS_RSA_WITH_RC4_128_SHA"/,
+    );
     assert.throws(() => tlsProfile('VersionTLS12', ['ECDHE-RSA-AES128-GCM-SHA256']), /OpenSSL|unknown/);
   });
 

@@ -88,5 +88,8 @@ export function tlsProfile(minVersion = 'VersionTLS12', cipherSuites: readonly s
 
 /** `--tls-cipher-suites a,b --tls-cipher-suites c` → [a, b, c]. */
 export function splitSuites(values: readonly string[]): string[] {
-  return values.flatMap((v) => v.split(',')).map((s) => s.trim()).filter((s) => s !== '');
+  return values
+    .flatMap((v) => v.split(','))
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }

@@ -5,7 +5,15 @@ import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addres
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
-import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type ObjectCache, type PodAdmissionDeps } from './admission.ts';
+import {
+  BadAdmissionReviewError,
+  createPodAdmissionHandler,
+  vmiOf,
+  type AdmissionReview,
+  type Fetch,
+  type ObjectCache,
+  type PodAdmissionDeps,
+} from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from './testing.ts';
@@ -35,7 +43,16 @@ class Cache<T extends { metadata: { name: string; namespace?: string } }> implem
 
 const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ({
   metadata: { name, namespace },
-  spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: `net-${name}`, type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/16', ...(persistent ? { allowPersistentIPs: true } : {}) }) },
+  spec: {
+    config: JSON.stringify({
+      cniVersion: '0.4.0',
+      name: `net-${name}`,
+      type: 'ovn-k8s-cni-overlay',
+      topology: 'layer2',
+      subnets: '10.0.0.0/16',
+      ...(persistent ? { allowPersistentIPs: true } : {}),
+    }),
+  },
 });
 const RED = nad('red', true);
 const BLUE = nad('blue', false);
@@ -43,7 +60,10 @@ const BLUE = nad('blue', false);
 function vmi(networks: string[], uid = 'vmi-uid-1'): VirtualMachineInstance {
   return {
     metadata: { name: 'vm1', namespace: NS, uid },
-    spec: { networks: networks.map((n) => ({ name: n, multus: { networkName: n === 'hot' ? 'red' : n } })), domain: { devices: { interfaces: networks.map((n) => ({ name: n, bridge: {} })) } } },
+    spec: {
+      networks: networks.map((n) => ({ name: n, multus: { networkName: n === 'hot' ? 'red' : n } })),
+      domain: { devices: { interfaces: networks.map((n) => ({ name: n, bridge: {} })) } },
+    },
   };
 }
 
@@ -68,7 +88,15 @@ function review(pod: Pod, operation = 'CREATE', oldObject: Pod | undefined = ope
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
-    request: { uid: 'req-1', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: NS, operation, object: pod, ...(oldObject ? { oldObject } : {}) },
+    request: {
+      uid: 'req-1',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: NS,
+      operation,
+      object: pod,
+      ...(oldObject ? { oldObject } : {}),
+    },
   };
 }
 
@@ -84,7 +112,17 @@ function claim(name: string, options: { ownerUid?: string; ownerKind?: string; n
       ...(options.terminating ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
       ...(options.noOwner
         ? {}
-        : { ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: options.ownerKind ?? 'VirtualMachineInstance', name: 'vm1', uid: options.ownerUid ?? 'vmi-uid-1', controller: true }] }),
+        : {
+            ownerReferences: [
+              {
+                apiVersion: 'kubevirt.io/v1',
+                kind: options.ownerKind ?? 'VirtualMachineInstance',
+                name: 'vm1',
+                uid: options.ownerUid ?? 'vmi-uid-1',
+                controller: true,
+              },
+            ],
+          }),
     },
     spec: { network: options.network ?? 'net-red', interface: '' },
   };
@@ -182,7 +220,7 @@ describe('pod admission handler', () => {
     assert.deepEqual(calls, []);
   });
 
-  it('the claim is this VM\'s in the cache: counted as a cache hit, no wait, no API read', async () => {
+  it("the claim is this VM's in the cache: counted as a cache hit, no wait, no API read", async () => {
     const { handle, claimCalls, registry } = handler({ cached: [vmi(['red'])], claimWaitMs: 2_000 });
     const out = await handle(review(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
@@ -209,7 +247,9 @@ describe('pod admission handler', () => {
     const { handle, calls } = handler({ cached: [vmi(['red'])], api: vmi(['red', 'hot']) });
     // virt-controller's rebuild of the running pod's annotation for the hotplug: red's reference dropped, hot added
     const pod = launcher(['red', 'hot']);
-    const running = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) } });
+    const running = launcher(['red'], {
+      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
+    });
     const out = await handle(review(pod, 'UPDATE', running));
     assert.deepEqual(calls, [`${NS}/vm1`]);
     assert.deepEqual(
@@ -306,7 +346,14 @@ describe('pod admission handler', () => {
 
   it('a NAD referenced by the VMI but not cached is read from the API; if that fails, denied', async () => {
     const fetched: string[] = [];
-    const ok = handler({ cached: [vmi(['red'])], nads: [BLUE], fetchNad: async (ns, name) => (fetched.push(`${ns}/${name}`), RED) });
+    const ok = handler({
+      cached: [vmi(['red'])],
+      nads: [BLUE],
+      fetchNad: async (ns, name) => {
+        fetched.push(`${ns}/${name}`);
+        return RED;
+      },
+    });
     assert.equal((await ok.handle(review(launcher(['red'])))).response?.patchType, 'JSONPatch');
     assert.deepEqual(fetched, [`${NS}/red`]);
     const failing = handler({ cached: [vmi(['red'])], nads: [BLUE], fetchNad: async () => Promise.reject(new Error('connection reset')) });
@@ -331,7 +378,12 @@ describe('pod admission handler', () => {
 
   it('rejects what is not an AdmissionReview v1', async () => {
     const { handle } = handler({});
-    for (const body of [null, [], { apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'x' } }, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }]) {
+    for (const body of [
+      null,
+      [],
+      { apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'x' } },
+      { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' },
+    ]) {
       await assert.rejects(handle(body), BadAdmissionReviewError);
     }
   });
@@ -356,7 +408,10 @@ describe('pod admission handler: built-in allocator networks', () => {
   });
 
   it('the claim has no address yet: denied with the reason and a retry promise', async () => {
-    const { handle, registry } = handler({ cached: [vmi(['red'])], podAddresses: async () => new Map([['red', { deny: 'IPAMClaim vms/vm1.red for network "red" has no address yet' }]]) });
+    const { handle, registry } = handler({
+      cached: [vmi(['red'])],
+      podAddresses: async () => new Map([['red', { deny: 'IPAMClaim vms/vm1.red for network "red" has no address yet' }]]),
+    });
     const out = await handle(review(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
@@ -399,7 +454,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
   };
   const NEW = claim('vm1.red', { ownerKind: 'VirtualMachine', ownerUid: 'vm-uid-2' });
 
-  it('the old VM\'s terminating claim in cache and API: denied 503 naming the claim and the reason; an Event on the VM', async () => {
+  it("the old VM's terminating claim in cache and API: denied 503 naming the claim and the reason; an Event on the VM", async () => {
     const { handle, events, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD] });
     const out = await handle(review(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
@@ -407,10 +462,17 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red belongs to VirtualMachine vm1 \(uid old-vm-uid\)/);
     assert.match(out.response?.status?.message ?? '', /KubeVirt retries/);
-    assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`, `${NS}/${swapClaimName('vm1', 'red', 'net-red')}`], 'the API has the last word before a denial (every name the claim may have)');
+    assert.deepEqual(
+      claimCalls,
+      [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`, `${NS}/${swapClaimName('vm1', 'red', 'net-red')}`],
+      'the API has the last word before a denial (every name the claim may have)',
+    );
     assert.equal(events.length, 1);
     assert.equal(events[0]!.target, 'VirtualMachine vm1 vm-uid-2');
-    assert.deepEqual(events[0]!.causes.map((c) => c.reason), ['LauncherPodRefused']);
+    assert.deepEqual(
+      events[0]!.causes.map((c) => c.reason),
+      ['LauncherPodRefused'],
+    );
     assert.match(events[0]!.causes[0]!.message, /^launcher pods are not admitted \(ClaimOwnedByAnotherObject\): IPAMClaim vm1\.red belongs to/);
   });
 
@@ -486,7 +548,14 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
   const withRefs = (networks: string[], refs: Record<string, string>): Pod =>
     launcher(networks, {
       annotations: {
-        [NETWORKS]: JSON.stringify(networks.map((n) => ({ name: n === 'hot' ? 'red' : n, namespace: NS, interface: podInterfaceName(n), ...(refs[n] ? { 'ipam-claim-reference': refs[n] } : {}) }))),
+        [NETWORKS]: JSON.stringify(
+          networks.map((n) => ({
+            name: n === 'hot' ? 'red' : n,
+            namespace: NS,
+            interface: podInterfaceName(n),
+            ...(refs[n] ? { 'ipam-claim-reference': refs[n] } : {}),
+          })),
+        ),
       },
     });
   const running = withRefs(['red', 'blue'], { red: 'vm1.red' });
@@ -530,10 +599,13 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
     const { handle: ready } = handler({ cached: [vmi(['red', 'hot'])] });
     const pod = launcher(['red', 'hot']);
     const ok = await ready(review(pod, 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
-    assert.deepEqual((patchedNetworks(pod, ok) as Record<string, string>[]).map((e) => e['ipam-claim-reference']), ['vm1.red', 'vm1.hot']);
+    assert.deepEqual(
+      (patchedNetworks(pod, ok) as Record<string, string>[]).map((e) => e['ipam-claim-reference']),
+      ['vm1.red', 'vm1.hot'],
+    );
   });
 
-  it('an element that gains a reference (the controller pointing a running pod at a claim made after it started) is checked: this VM\'s claim is admitted, another is refused', async () => {
+  it("an element that gains a reference (the controller pointing a running pod at a claim made after it started) is checked: this VM's claim is admitted, another is refused", async () => {
     const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
     const bare = launcher(['red', 'blue']);
     const ours = await handle(review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
@@ -541,12 +613,14 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
     assert.equal(ours.response?.patch, undefined);
     const theirs = await handle(review(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', bare));
     assert.equal(theirs.response?.allowed, false);
-    const gateOff = await handler({ cached: [vmi(['red', 'blue'])], gate: false }).handle(review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
+    const gateOff = await handler({ cached: [vmi(['red', 'blue'])], gate: false }).handle(
+      review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare),
+    );
     assert.equal(gateOff.response?.allowed, false);
   });
 });
 
-describe('pod admission handler: a pod that is not its VMI\'s (copied, hand-made) is never pointed at a claim', () => {
+describe("pod admission handler: a pod that is not its VMI's (copied, hand-made) is never pointed at a claim", () => {
   const copied = (annotations: Record<string, string> = {}): Pod => {
     const pod = launcher(['red'], { annotations });
     delete pod.metadata.ownerReferences;
@@ -562,9 +636,11 @@ describe('pod admission handler: a pod that is not its VMI\'s (copied, hand-made
     assert.deepEqual(calls, []);
   });
 
-  it('a copy that carries the VM\'s reference (kubectl debug --copy-to copies annotations): refused', async () => {
+  it("a copy that carries the VM's reference (kubectl debug --copy-to copies annotations): refused", async () => {
     const { handle } = handler({ cached: [vmi(['red'])] });
-    const withRef = copied({ [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) });
+    const withRef = copied({
+      [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]),
+    });
     const out = await handle(review(withRef));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response?.status?.message ?? '', /names IPAMClaim vm1\.red.*no controller owner reference/);
@@ -572,16 +648,19 @@ describe('pod admission handler: a pod that is not its VMI\'s (copied, hand-made
     assert.equal(legacy.response?.allowed, false);
   });
 
-  it('an owner reference with another uid than the VMI\'s, carrying a reference: refused', async () => {
+  it("an owner reference with another uid than the VMI's, carrying a reference: refused", async () => {
     const { handle } = handler({ cached: [vmi(['red'])] });
-    const pod = launcher(['red'], { ownerUid: 'someone-else', annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) } });
+    const pod = launcher(['red'], {
+      ownerUid: 'someone-else',
+      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
+    });
     const out = await handle(review(pod));
     assert.equal(out.response?.allowed, false);
   });
 });
 
 describe('pod admission handler: a claim name that can collide (two or more dots) is confirmed by the API at CREATE', () => {
-  it('the cache shows the claim as this VM\'s: one API read before the pod is pointed at it; a plain name needs none', async () => {
+  it("the cache shows the claim as this VM's: one API read before the pod is pointed at it; a plain name needs none", async () => {
     const dotted = vmi(['red']);
     dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
     dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
@@ -595,7 +674,7 @@ describe('pod admission handler: a claim name that can collide (two or more dots
     assert.deepEqual(none, []);
   });
 
-  it('the API shows the claim as another VM\'s (the cache lagged): not pointed at it', async () => {
+  it("the API shows the claim as another VM's (the cache lagged): not pointed at it", async () => {
     const dotted = vmi(['red']);
     dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
     dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
@@ -610,7 +689,9 @@ describe('pod admission handler: a claim name that can collide (two or more dots
 
 describe('pod admission handler: a pod that names a claim is never waved through', () => {
   const named = (pod: Pod): Pod => {
-    pod.metadata.annotations![NETWORKS] = JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm2.red' }]);
+    pod.metadata.annotations![NETWORKS] = JSON.stringify([
+      { name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm2.red' },
+    ]);
     return pod;
   };
   it('with the gate off, at CREATE: refused', async () => {

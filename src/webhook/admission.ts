@@ -213,7 +213,6 @@ function mayCollide(claim: string): boolean {
   return claim.indexOf('.') !== claim.lastIndexOf('.');
 }
 
-
 const encodePatch = (ops: readonly JsonPatchOp[]): string => Buffer.from(JSON.stringify(ops), 'utf8').toString('base64');
 
 /** The claims named by the given elements of the networks annotation. */
@@ -348,7 +347,13 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       // Every name the network's claim may have (claimNameFor): which one applies depends on the claims themselves.
       const nadNetwork = verdict.claimSpec.network;
       const names = claimNamesOf(vmi.metadata.name, verdict.network, nadNetwork);
-      const fromCache = () => new Map(names.flatMap((n) => { const c = deps.claims.get(namespace, n); return c ? [[n, c] as const] : []; }));
+      const fromCache = () =>
+        new Map(
+          names.flatMap((n) => {
+            const c = deps.claims.get(namespace, n);
+            return c ? [[n, c] as const] : [];
+          }),
+        );
       const usable = (view: ReadonlyMap<string, IPAMClaim>) => {
         const name = claimNameFor(vmi.metadata.name, verdict.network, (n) => view.get(n), nadNetwork);
         return claimStanding(view.get(name), name, owners, verdict.claimSpec?.network).usable;
@@ -423,7 +428,10 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     const withCarried = (outcome: Outcome, warnings: string[] = []): { response: AdmissionResponse; outcome: Outcome } =>
       carried.length === 0
         ? allow(outcome, warnings)
-        : { response: { uid, allowed: true, patchType: 'JSONPatch', patch: encodePatch(carried), ...(warnings.length ? { warnings } : {}) }, outcome: 'patched' };
+        : {
+            response: { uid, allowed: true, patchType: 'JSONPatch', patch: encodePatch(carried), ...(warnings.length ? { warnings } : {}) },
+            outcome: 'patched',
+          };
     if (carry && carry.fresh.length === 0) return withCarried('unchanged');
     const fresh = carry ? new Set(carry.fresh) : undefined;
     // The claims the elements to decide already name: each must be proved this VM's below, or the pod is refused.
@@ -527,12 +535,15 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
     if (result.denials.length > 0) {
       const message =
         `persistent-ips: launcher pod not admitted yet: ${result.denials.map((d) => d.message).join('; ')}. ` +
-        'The pod is rejected rather than started with an address that is not its own claim\'s; KubeVirt retries the pod creation.';
+        "The pod is rejected rather than started with an address that is not its own claim's; KubeVirt retries the pod creation.";
       vmiLog.warn({ denials: result.denials }, 'denying launcher pod: a claim it needs is not its own, or has no address');
       if (target) {
         deps.reportDenials?.(
           target,
-          result.denials.map((d) => ({ reason: LAUNCHER_POD_REFUSED, message: `launcher pods are not admitted (${d.reason ?? 'AddressesNotAllocated'}): ${d.message}` })),
+          result.denials.map((d) => ({
+            reason: LAUNCHER_POD_REFUSED,
+            message: `launcher pods are not admitted (${d.reason ?? 'AddressesNotAllocated'}): ${d.message}`,
+          })),
         );
       }
       return { response: { uid, allowed: false, status: { code: 503, reason: 'ServiceUnavailable', message } }, outcome: 'denied' };

@@ -57,7 +57,11 @@ function templateOf(nets: NetGen[], autoattach: boolean | undefined): VmiSpecLik
   const seenPod = { value: false };
   const kept = nets.filter((n) => (n.kind === 'pod' ? !seenPod.value && (seenPod.value = true) : true));
   const networks: VmNetwork[] = kept.map((n) => (n.kind === 'pod' ? { name: n.name, pod: {} } : { name: n.name, multus: { networkName: n.kind } }));
-  const interfaces: VmInterface[] = kept.map((n) => ({ name: n.name, ...(n.kind === 'pod' ? { masquerade: {} } : { bridge: {} }), ...(n.absent ? { state: 'absent' } : {}) }));
+  const interfaces: VmInterface[] = kept.map((n) => ({
+    name: n.name,
+    ...(n.kind === 'pod' ? { masquerade: {} } : { bridge: {} }),
+    ...(n.absent ? { state: 'absent' } : {}),
+  }));
   return { networks, domain: { devices: { interfaces, ...(autoattach !== undefined ? { autoattachPodInterface: autoattach } : {}) } } };
 }
 
@@ -92,19 +96,33 @@ describe('controller and webhook agree (generated VM specs)', () => {
         const vmi: VirtualMachineInstance = {
           apiVersion: 'kubevirt.io/v1',
           kind: 'VirtualMachineInstance',
-          metadata: { name: vmName, namespace: NS, uid: 'vmi-uid', resourceVersion: '1', ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vmName, uid: 'vm-uid', controller: true }] },
+          metadata: {
+            name: vmName,
+            namespace: NS,
+            uid: 'vmi-uid',
+            resourceVersion: '1',
+            ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: vmName, uid: 'vm-uid', controller: true }],
+          },
           spec: kubevirtVmiSpec(template),
         };
         const nads = nadMap(...NADS, ...(udn ? [UDN] : []));
         const first = vmi.spec?.networks?.[0];
         const existing: IPAMClaim[] =
           collidingClaim && first
-            ? [claim({ name: claimName(vmName, first.name), owners: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'some-other-vm', uid: 'other-uid', controller: true }] })]
+            ? [
+                claim({
+                  name: claimName(vmName, first.name),
+                  owners: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'some-other-vm', uid: 'other-uid', controller: true }],
+                }),
+              ]
             : [];
 
         const plan = decide({ key: { namespace: NS, name: vmName }, vm, vmi, nads, claims: existing, gateEnabled: true });
         const claims = applyPlan(existing, plan);
-        const wanted = plan.wanted.filter((w) => w.status !== 'blocked').map((w) => w.claim).sort();
+        const wanted = plan.wanted
+          .filter((w) => w.status !== 'blocked')
+          .map((w) => w.claim)
+          .sort();
 
         const mutation = mutateLauncherPod({
           pod: launcherPod(vmi),
@@ -119,7 +137,10 @@ describe('controller and webhook agree (generated VM specs)', () => {
         assert.deepEqual(mutation.references.map((r) => r.claim).sort(), wanted, 'same claims, by name');
         // A claim name another VM's claim holds while this VM has no other name to use (a network whose name is
         // already in the hashed form): the controller waits and reports; the webhook denies. Nothing else is denied.
-        const waiting = plan.wanted.filter((w) => w.status === 'blocked' && w.reason?.startsWith('Claim')).map((w) => w.claim).sort();
+        const waiting = plan.wanted
+          .filter((w) => w.status === 'blocked' && w.reason?.startsWith('Claim'))
+          .map((w) => w.claim)
+          .sort();
         assert.deepEqual(mutation.denials.map((d) => d.claim).sort(), waiting, 'the pod is admitted once the controller made the claims');
         for (const ref of mutation.references) {
           const c = claims.find((x) => x.metadata.name === ref.claim);
@@ -137,7 +158,10 @@ describe('controller and webhook agree (generated VM specs)', () => {
       spec: { template: { spec: { domain: { devices: autoattach === undefined ? {} : { autoattachPodInterface: autoattach } } } } },
     });
     const plan = decide({ key: { namespace: NS, name: 'vm1' }, vm: vm(), nads, claims: [], gateEnabled: true });
-    assert.deepEqual(plan.creates.map((c) => [c.metadata.name, c.spec.interface]), [['vm1.default', 'eth0']]);
+    assert.deepEqual(
+      plan.creates.map((c) => [c.metadata.name, c.spec.interface]),
+      [['vm1.default', 'eth0']],
+    );
     assert.deepEqual(decide({ key: { namespace: NS, name: 'vm1' }, vm: vm(false), nads, claims: [], gateEnabled: true }).creates, []);
   });
 });

@@ -50,7 +50,10 @@ const elementArb: fc.Arbitrary<NetworkSelectionElement> = fc
 const updateArb = (old: NetworkSelectionElement[]) =>
   fc
     .record({
-      keep: fc.array(fc.record({ keep: fc.boolean(), strip: fc.boolean(), change: fc.option(fc.constantFrom('vm1.red', 'vm2.red'), { nil: undefined }) }), { minLength: old.length, maxLength: old.length }),
+      keep: fc.array(fc.record({ keep: fc.boolean(), strip: fc.boolean(), change: fc.option(fc.constantFrom('vm1.red', 'vm2.red'), { nil: undefined }) }), {
+        minLength: old.length,
+        maxLength: old.length,
+      }),
       added: fc.array(elementArb, { maxLength: 2 }),
       reverse: fc.boolean(),
       listForm: fc.boolean(),
@@ -67,7 +70,9 @@ const updateArb = (old: NetworkSelectionElement[]) =>
       const elements = reverse ? [...kept, ...added].reverse() : [...kept, ...added];
       // The comma-separated form carries no references: only when the update has none to write.
       const asList = listForm && elements.every((e) => e[IPAM_CLAIM_REFERENCE] === undefined && (e.interface === undefined || e.interface !== ''));
-      const text = asList ? elements.map((e) => `${e.namespace ? `${e.namespace}/` : ''}${e.name}${e.interface ? `@${e.interface}` : ''}`).join(',') : JSON.stringify(elements);
+      const text = asList
+        ? elements.map((e) => `${e.namespace ? `${e.namespace}/` : ''}${e.name}${e.interface ? `@${e.interface}` : ''}`).join(',')
+        : JSON.stringify(elements);
       return text;
     });
 
@@ -93,11 +98,26 @@ function pod(text: string): Pod {
 
 const nad = (name: string, persistent: boolean): NetworkAttachmentDefinition => ({
   metadata: { name, namespace: NS },
-  spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: `net-${name}`, type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/16', ...(persistent ? { allowPersistentIPs: true } : {}) }) },
+  spec: {
+    config: JSON.stringify({
+      cniVersion: '0.4.0',
+      name: `net-${name}`,
+      type: 'ovn-k8s-cni-overlay',
+      topology: 'layer2',
+      subnets: '10.0.0.0/16',
+      ...(persistent ? { allowPersistentIPs: true } : {}),
+    }),
+  },
 });
 
 const claim = (name: string): IPAMClaim => ({
-  metadata: { name, namespace: NS, uid: `uid-${name}`, resourceVersion: '1', ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }] },
+  metadata: {
+    name,
+    namespace: NS,
+    uid: `uid-${name}`,
+    resourceVersion: '1',
+    ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }],
+  },
   spec: { network: `net-${name.slice(4)}`, interface: podInterfaceName(name.slice(4)) },
 });
 

@@ -76,7 +76,10 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
     });
     const oldIds = new Set(identities(oldElements, namespace));
     if (!newSelection.ok) {
-      if (oldRefs.size > 0) result.refusals.push(`annotation ${annotation} cannot be read (${newSelection.error}), and the running pod's element${oldRefs.size > 1 ? 's name IPAMClaims' : ' names IPAMClaim'} ${[...oldRefs.values()].join(', ')}, which must not be lost`);
+      if (oldRefs.size > 0)
+        result.refusals.push(
+          `annotation ${annotation} cannot be read (${newSelection.error}), and the running pod's element${oldRefs.size > 1 ? 's name IPAMClaims' : ' names IPAMClaim'} ${[...oldRefs.values()].join(', ')}, which must not be lost`,
+        );
       continue;
     }
     const elements = newSelection.elements.map((e) => ({ ...e }));
@@ -90,7 +93,9 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
         touched = true;
         result.carried.push({ annotation, element: id.replace(/#\d+$/, ''), claim: had });
       } else if (had !== undefined && has !== had) {
-        result.refusals.push(`element ${i} (${id.replace(/#\d+$/, '')}) of ${annotation} would change its IPAMClaim reference from ${had} to ${has}; a running pod keeps the claim it started with`);
+        result.refusals.push(
+          `element ${i} (${id.replace(/#\d+$/, '')}) of ${annotation} would change its IPAMClaim reference from ${had} to ${has}; a running pod keeps the claim it started with`,
+        );
       } else if (had === undefined && (has !== undefined || !oldIds.has(id))) {
         if (annotation === MULTUS_NETWORKS_ANNOTATION) result.fresh.push(i);
         else if (has !== undefined) result.refusals.push(`the ${annotation} element of a running pod cannot gain an IPAMClaim reference (${has})`);

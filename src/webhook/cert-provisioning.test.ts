@@ -10,15 +10,7 @@ import { createLogger } from '../telemetry/logger.ts';
 import { applyJsonPatch } from './testing.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, RETRY_MAX_MS, type CertStoreClient } from './cert-provisioning.ts';
-import {
-  generateCa,
-  generateServing,
-  secretToState,
-  serviceDnsNames,
-  splitPem,
-  type MutatingWebhookConfiguration,
-  type Secret,
-} from './certs.ts';
+import { generateCa, generateServing, secretToState, serviceDnsNames, splitPem, type MutatingWebhookConfiguration, type Secret } from './certs.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 const logger = createLogger('silent');
@@ -71,7 +63,14 @@ class FakeCluster {
         if (this.secretWriteError) throw this.secretWriteError;
         if (!this.namespaceExists) {
           const ns = secret.metadata.namespace ?? '';
-          const status = { kind: 'Status', status: 'Failure', reason: 'NotFound', code: 404, message: `namespaces "${ns}" not found`, details: { name: ns, kind: 'namespaces' } };
+          const status = {
+            kind: 'Status',
+            status: 'Failure',
+            reason: 'NotFound',
+            code: 404,
+            message: `namespaces "${ns}" not found`,
+            details: { name: ns, kind: 'namespaces' },
+          };
           throw new KubeApiError({ reason: 'notFound', code: 404, status, object: { kind: 'Secret', namespace: ns }, verb: 'create' });
         }
         if (this.secret) throw new KubeApiError({ reason: 'alreadyExists', code: 409, object: { kind: 'Secret', name: secret.metadata.name }, verb: 'create' });
@@ -105,7 +104,10 @@ class FakeCluster {
   /** The CAs in the caBundle of every webhook (they must agree). */
   trustedCas(): X509Certificate[] {
     const bundles = (this.config?.webhooks ?? []).map((w) => Buffer.from(w.clientConfig?.caBundle ?? '', 'base64').toString('utf8'));
-    assert.ok(bundles.every((b) => b === bundles[0]), 'every webhook carries the same caBundle');
+    assert.ok(
+      bundles.every((b) => b === bundles[0]),
+      'every webhook carries the same caBundle',
+    );
     return splitPem(bundles[0] ?? '').map((pem) => new X509Certificate(pem));
   }
 }
@@ -164,7 +166,13 @@ async function step(clock: FakeClock): Promise<number> {
   return nextSleep(clock);
 }
 
-const unavailable = () => new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'Secret', namespace: 'persistent-ips-system', name: 'persistent-ips-webhook-cert' }, verb: 'get' });
+const unavailable = () =>
+  new KubeApiError({
+    reason: 'transient',
+    code: 503,
+    object: { kind: 'Secret', namespace: 'persistent-ips-system', name: 'persistent-ips-webhook-cert' },
+    verb: 'get',
+  });
 
 function trustedBy(cas: X509Certificate[], certPem: string, now: number): boolean {
   const cert = new X509Certificate(certPem);
@@ -207,7 +215,7 @@ describe('self-managed webhook certificates', () => {
     const a = replica(cluster, clock);
     const b = replica(cluster, clock);
     await Promise.all([a.source.reconcile(), b.source.reconcile()]);
-    assert.equal(cluster.secretWrites, 1, 'the slower replica adopted the first one\'s Secret');
+    assert.equal(cluster.secretWrites, 1, "the slower replica adopted the first one's Secret");
     assert.equal(a.source.current()?.certPem, b.source.current()?.certPem);
     assert.equal(cluster.trustedCas().length, 1);
   });
@@ -264,7 +272,7 @@ describe('self-managed webhook certificates', () => {
     assert.notEqual(secondCa, firstCa);
     assert.equal(cluster.trustedCas().length, 2);
     const servedBefore = a.source.current()!.certPem;
-    assert.ok(new X509Certificate(servedBefore).verify(new X509Certificate(firstCa).publicKey), 'still serving the old CA\'s certificate');
+    assert.ok(new X509Certificate(servedBefore).verify(new X509Certificate(firstCa).publicKey), "still serving the old CA's certificate");
     // A second replica that cannot read the configuration must not switch either, however long it waits.
     cluster.configReadFails = true;
     const b = replica(cluster, clock);
@@ -289,7 +297,11 @@ describe('self-managed webhook certificates', () => {
 
   it('replaces a Secret someone filled with garbage', async () => {
     const cluster = new FakeCluster();
-    cluster.secret = { metadata: { name: 'persistent-ips-webhook-cert', namespace: 'persistent-ips-system', resourceVersion: '1' }, type: 'Opaque', data: { 'tls.crt': 'Z2FyYmFnZQ==' } };
+    cluster.secret = {
+      metadata: { name: 'persistent-ips-webhook-cert', namespace: 'persistent-ips-system', resourceVersion: '1' },
+      type: 'Opaque',
+      data: { 'tls.crt': 'Z2FyYmFnZQ==' },
+    };
     const clock = new FakeClock(T0);
     const a = replica(cluster, clock);
     await a.source.reconcile();
@@ -325,7 +337,12 @@ describe('self-managed webhook certificates', () => {
     const cluster = new FakeCluster();
     const clock = new FakeClock(T0);
     const a = replica(cluster, clock);
-    cluster.secretWriteError = new KubeApiError({ reason: 'forbidden', code: 403, object: { kind: 'Secret', namespace: 'persistent-ips-system' }, verb: 'create' });
+    cluster.secretWriteError = new KubeApiError({
+      reason: 'forbidden',
+      code: 403,
+      object: { kind: 'Secret', namespace: 'persistent-ips-system' },
+      verb: 'create',
+    });
     await assert.rejects(a.source.reconcile(), (e: unknown) => e === cluster.secretWriteError);
     assert.equal(cluster.secretCreates, 1, 'one create per pass');
   });
@@ -342,7 +359,10 @@ describe('self-managed webhook certificates', () => {
     assert.equal(cluster.secretCreates, 4, 'one create per attempt: a 404 is not taken for a lost race');
     // Above debug: what the first attempt set out to do (as on any first start), and the one line about the namespace.
     const loud = lines.filter((l) => l.level !== 'debug');
-    assert.deepEqual(loud.map((l) => `${l.level} ${l.msg.slice(0, 40)}`), ['info renewing webhook certificates', 'error namespace persistent-ips-system does not']);
+    assert.deepEqual(
+      loud.map((l) => `${l.level} ${l.msg.slice(0, 40)}`),
+      ['info renewing webhook certificates', 'error namespace persistent-ips-system does not'],
+    );
     const line = loud[1];
     assert.equal(line!.level, 'error');
     assert.equal(line!.namespace, 'persistent-ips-system');
@@ -417,9 +437,18 @@ describe('kubeCertStoreClient', () => {
           if (r.plural === 'secrets') throw notFound('Secret');
           throw new KubeApiError({ reason: 'forbidden', code: 403, object: { kind: r.kind }, verb: 'get' });
         },
-        create: async (r, obj) => (calls.push(`create ${r.plural}`), obj),
-        replace: async (r, obj) => (calls.push(`replace ${r.plural}`), obj),
-        jsonPatch: async (r, ns, name) => (calls.push(`patch ${r.group}/${r.plural} ${ns ?? '-'} ${name}`), {} as never),
+        create: async (r, obj) => {
+          calls.push(`create ${r.plural}`);
+          return obj;
+        },
+        replace: async (r, obj) => {
+          calls.push(`replace ${r.plural}`);
+          return obj;
+        },
+        jsonPatch: async (r, ns, name) => {
+          calls.push(`patch ${r.group}/${r.plural} ${ns ?? '-'} ${name}`);
+          return {} as never;
+        },
       },
       { namespace: 'persistent-ips-system', secretName: 'persistent-ips-webhook-cert', webhookConfigurationName: 'persistent-ips-launcher-pods' },
     );

@@ -197,7 +197,10 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
         config = await options.client.getWebhookConfiguration(signal);
         if (!config && !warnedNoConfig) {
           warnedNoConfig = true;
-          log.warn({ webhookConfiguration: options.webhookConfigurationName }, 'the MutatingWebhookConfiguration does not exist; its caBundle will be set once it does');
+          log.warn(
+            { webhookConfiguration: options.webhookConfigurationName },
+            'the MutatingWebhookConfiguration does not exist; its caBundle will be set once it does',
+          );
         }
       } catch (error) {
         // Without knowing what the API servers trust, never switch to a new CA; everything else goes on.
@@ -212,7 +215,8 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
       const wanted = await applyPlan(now, state, plan, policy);
       if (!sameState(state, wanted)) {
         // While the namespace is missing every retry would say this again; the first attempt said it.
-        if (plan.reasons.length > 0) log[namespaceMissing ? 'debug' : 'info']({ newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons }, 'renewing webhook certificates');
+        if (plan.reasons.length > 0)
+          log[namespaceMissing ? 'debug' : 'info']({ newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons }, 'renewing webhook certificates');
         try {
           const object = secretObject(wanted, secret);
           if (secret) await options.client.updateSecret(object, signal);
@@ -359,7 +363,8 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
       // A Secret volume swaps both files at once, but a plain directory may be caught half-written: keep serving
       // what we have and look again at the next event or poll.
       const message = error instanceof Error ? error.message : String(error);
-      if (message !== lastError) log.warn({ err: error }, served ? 'cannot reload the webhook certificate; keeping the current one' : 'webhook certificate not available yet');
+      if (message !== lastError)
+        log.warn({ err: error }, served ? 'cannot reload the webhook certificate; keeping the current one' : 'webhook certificate not available yet');
       lastError = message;
     }
   };

@@ -60,7 +60,10 @@ describe('generated certificates', () => {
     const cert = new X509Certificate(serving.certPem);
     assert.equal(cert.ca, false);
     assert.equal(cert.checkHost('persistent-ips-webhook.persistent-ips-system.svc', { subject: 'never' }), 'persistent-ips-webhook.persistent-ips-system.svc');
-    assert.equal(cert.checkHost('persistent-ips-webhook.persistent-ips-system.svc.cluster.local', { subject: 'never' }), 'persistent-ips-webhook.persistent-ips-system.svc.cluster.local');
+    assert.equal(
+      cert.checkHost('persistent-ips-webhook.persistent-ips-system.svc.cluster.local', { subject: 'never' }),
+      'persistent-ips-webhook.persistent-ips-system.svc.cluster.local',
+    );
     assert.equal(cert.checkIP('127.0.0.1'), '127.0.0.1');
     assert.equal(cert.checkHost('elsewhere.svc', { subject: 'never' }), undefined);
     assert.deepEqual(cert.keyUsage, ['1.3.6.1.5.5.7.3.1']);
@@ -100,7 +103,14 @@ describe('planCertificates', () => {
   const cases: { name: string; state: () => CertState; now: number; trustedSince?: number; newCa: boolean; newServing: boolean; reason?: RegExp }[] = [
     { name: 'nothing stored: create both', state: () => ({ bundle: [] }), now: T0, newCa: true, newServing: true, reason: /no readable CA/ },
     { name: 'fresh material: nothing to do', state: () => fresh, now: T0 + 10 * S, newCa: false, newServing: false },
-    { name: 'serving past 2/3 of its life: renew it with the same CA, at once', state: () => fresh, now: T0 + 61 * S, newCa: false, newServing: true, reason: /serving certificate is due/ },
+    {
+      name: 'serving past 2/3 of its life: renew it with the same CA, at once',
+      state: () => fresh,
+      now: T0 + 61 * S,
+      newCa: false,
+      newServing: true,
+      reason: /serving certificate is due/,
+    },
     {
       name: 'CA past 2/3 of its life: new CA, keep serving the old certificate until the new CA is trusted',
       state: () => ({ ...fresh, serving: lateServing }),
@@ -125,8 +135,22 @@ describe('planCertificates', () => {
       newServing: true,
       reason: /does not cover/,
     },
-    { name: 'serving key does not match: replace it', state: () => ({ ...fresh, serving: { certPem: serving.certPem, keyPem: ca.keyPem } }), now: T0, newCa: false, newServing: true, reason: /key does not match/ },
-    { name: 'CA key does not match: new CA', state: () => ({ ...fresh, ca: { certPem: ca.certPem, keyPem: otherCa.keyPem } }), now: T0, newCa: true, newServing: false, reason: /CA key does not match/ },
+    {
+      name: 'serving key does not match: replace it',
+      state: () => ({ ...fresh, serving: { certPem: serving.certPem, keyPem: ca.keyPem } }),
+      now: T0,
+      newCa: false,
+      newServing: true,
+      reason: /key does not match/,
+    },
+    {
+      name: 'CA key does not match: new CA',
+      state: () => ({ ...fresh, ca: { certPem: ca.certPem, keyPem: otherCa.keyPem } }),
+      now: T0,
+      newCa: true,
+      newServing: false,
+      reason: /CA key does not match/,
+    },
     {
       name: 'serving certificate signed by a CA nobody trusts: replace it',
       state: () => ({ ca: otherCa, serving, bundle: [otherCa.certPem] }),
@@ -147,7 +171,10 @@ describe('planCertificates', () => {
   }
 
   it('next check: the earliest rotation time', () => {
-    assert.equal(planCertificates(T0, fresh, policy, T0).nextCheckAt, new X509Certificate(serving.certPem).validFromDate.getTime() + (90 * S + 9 * S) * (2 / 3));
+    assert.equal(
+      planCertificates(T0, fresh, policy, T0).nextCheckAt,
+      new X509Certificate(serving.certPem).validFromDate.getTime() + (90 * S + 9 * S) * (2 / 3),
+    );
   });
 
   describe('after a CA rotation (serving certificate still signed by the previous CA)', async () => {
@@ -180,7 +207,10 @@ describe('mergeCaBundle', () => {
   it('puts the current CA first, keeps valid earlier CAs, drops duplicates, expired CAs and non-CAs', async () => {
     const expired = await generateCa(T0 - 400 * S, policy.caValidityMs, 'expired');
     const bundle = mergeCaBundle(ca.certPem, [otherCa.certPem, ca.certPem, expired.certPem, serving.certPem, otherCa.certPem], T0, 4);
-    assert.deepEqual(bundle.map((pem) => new X509Certificate(pem).fingerprint256), [ca.certPem, otherCa.certPem].map((pem) => new X509Certificate(pem).fingerprint256));
+    assert.deepEqual(
+      bundle.map((pem) => new X509Certificate(pem).fingerprint256),
+      [ca.certPem, otherCa.certPem].map((pem) => new X509Certificate(pem).fingerprint256),
+    );
   });
   it('caps the bundle, keeping the newest', async () => {
     const older = await generateCa(T0 - 100 * S, policy.caValidityMs, 'older');

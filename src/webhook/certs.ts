@@ -269,7 +269,7 @@ export function mergeCaBundle(currentCaPem: string, previous: readonly string[],
   const older: X509Certificate[] = [];
   for (const pem of previous) {
     const cert = parseCert(pem);
-    if (!cert || !cert.ca || seen.has(cert.fingerprint256)) continue;
+    if (!cert?.ca || seen.has(cert.fingerprint256)) continue;
     if (now >= cert.validToDate.getTime()) continue;
     seen.add(cert.fingerprint256);
     older.push(cert);

@@ -9,7 +9,6 @@ import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
-
 const KEY_ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const SIGNING_ALGORITHM = { name: 'ECDSA', hash: 'SHA-256' } as const;
 
@@ -97,7 +96,8 @@ async function readStdin(): Promise<string> {
 let answer: { ok: true; pair: CertKeyPair } | { ok: false; message: string };
 try {
   const request = JSON.parse(await readStdin()) as MintRequest;
-  const pair = request.kind === 'ca' ? await mintCa(request.now, request.validityMs, request.commonName) : await mintServing(request.ca, request.now, request.policy);
+  const pair =
+    request.kind === 'ca' ? await mintCa(request.now, request.validityMs, request.commonName) : await mintServing(request.ca, request.now, request.policy);
   answer = { ok: true, pair };
 } catch (err) {
   answer = { ok: false, message: err instanceof Error ? err.message : String(err) };

@@ -14,7 +14,10 @@ const VM = 'vm1';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const DEFAULT_NET = 'v1.multus-cni.io/default-network';
 const LEGACY = 'k8s.ovn.org/primary-udn-ipamclaim';
-const withAnnotations = (v: VirtualMachineInstance, annotations: Record<string, string>): VirtualMachineInstance => ({ ...v, metadata: { ...v.metadata, annotations } });
+const withAnnotations = (v: VirtualMachineInstance, annotations: Record<string, string>): VirtualMachineInstance => ({
+  ...v,
+  metadata: { ...v.metadata, annotations },
+});
 
 function nad(name: string, config: Record<string, unknown> | string, namespace = NS, annotations?: Record<string, string>): NetworkAttachmentDefinition {
   return {
@@ -25,7 +28,14 @@ function nad(name: string, config: Record<string, unknown> | string, namespace =
   };
 }
 
-const ovn = (name: string, extra: Record<string, unknown>) => ({ cniVersion: '0.4.0', name, type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.10.0.0/16', ...extra });
+const ovn = (name: string, extra: Record<string, unknown>) => ({
+  cniVersion: '0.4.0',
+  name,
+  type: 'ovn-k8s-cni-overlay',
+  topology: 'layer2',
+  subnets: '10.10.0.0/16',
+  ...extra,
+});
 
 const NADS = [
   nad('red', ovn('tenant-red', { allowPersistentIPs: true })),
@@ -96,7 +106,10 @@ const rows: Row[] = [
       vmi: vmi([multus('blue', 'blue'), multus('red', 'red')]),
     },
     expect: {
-      [NETWORKS]: [el('blue', 'blue', { mac: '02:00:00:00:00:02' }), el('red', 'red', { mac: '02:00:00:00:00:01', ips: ['10.10.0.5/16'], 'ipam-claim-reference': 'vm1.red' })],
+      [NETWORKS]: [
+        el('blue', 'blue', { mac: '02:00:00:00:00:02' }),
+        el('red', 'red', { mac: '02:00:00:00:00:01', ips: ['10.10.0.5/16'], 'ipam-claim-reference': 'vm1.red' }),
+      ],
     },
   },
   {
@@ -120,7 +133,12 @@ const rows: Row[] = [
   {
     name: 'legacy list form: converted to JSON with the reference on the persistent element only',
     input: { pod: pod({ [NETWORKS]: `red@${podInterfaceName('red')}, ${NS}/blue` }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) },
-    expect: { [NETWORKS]: [{ name: 'red', interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }, { name: 'blue', namespace: NS }] },
+    expect: {
+      [NETWORKS]: [
+        { name: 'red', interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' },
+        { name: 'blue', namespace: NS },
+      ],
+    },
   },
   {
     name: 'legacy list form without persistent networks: left as written',
@@ -138,8 +156,21 @@ const rows: Row[] = [
   },
   {
     name: 'older ordinal interface names (net1, net2) are matched too',
-    input: { pod: pod({ [NETWORKS]: json([{ name: 'blue', namespace: NS, interface: 'net1' }, { name: 'red', namespace: NS, interface: 'net2' }]) }), vmi: vmi([{ name: 'default', pod: {} }, multus('blue', 'blue'), multus('red', 'red')]) },
-    expect: { [NETWORKS]: [{ name: 'blue', namespace: NS, interface: 'net1' }, { name: 'red', namespace: NS, interface: 'net2', 'ipam-claim-reference': 'vm1.red' }] },
+    input: {
+      pod: pod({
+        [NETWORKS]: json([
+          { name: 'blue', namespace: NS, interface: 'net1' },
+          { name: 'red', namespace: NS, interface: 'net2' },
+        ]),
+      }),
+      vmi: vmi([{ name: 'default', pod: {} }, multus('blue', 'blue'), multus('red', 'red')]),
+    },
+    expect: {
+      [NETWORKS]: [
+        { name: 'blue', namespace: NS, interface: 'net1' },
+        { name: 'red', namespace: NS, interface: 'net2', 'ipam-claim-reference': 'vm1.red' },
+      ],
+    },
   },
   {
     name: 'logical network name that is not a valid object name: the claim name of src/claims',
@@ -155,7 +186,10 @@ const rows: Row[] = [
   },
   {
     name: 'cross-namespace persistent NAD: no reference, reported',
-    input: { pod: pod({ [NETWORKS]: json([{ name: 'red', namespace: 'other', interface: podInterfaceName('red') }]) }), vmi: vmi([multus('red', 'other/red')]) },
+    input: {
+      pod: pod({ [NETWORKS]: json([{ name: 'red', namespace: 'other', interface: podInterfaceName('red') }]) }),
+      vmi: vmi([multus('red', 'other/red')]),
+    },
     reports: ['PersistenceBlocked'],
   },
   {
@@ -200,33 +234,59 @@ const rows: Row[] = [
   },
   {
     name: 'primary UDN and a secondary network together',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'pod-net', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), clusterDefaultNetwork: { namespace: 'openshift-ovn-kubernetes', name: 'default' } },
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red')]) }),
+      vmi: vmi([{ name: 'pod-net', pod: {} }, multus('red', 'red')]),
+      nads: nadMap(...NADS, PRIMARY),
+      clusterDefaultNetwork: { namespace: 'openshift-ovn-kubernetes', name: 'default' },
+    },
     expect: {
       [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })],
       [LEGACY]: 'vm1.pod-net',
     },
   },
   {
-    name: 'primary UDN with IP and MAC requests: a default-network element on --default-network-nad carries them and the reference; bare addresses get the subnet\'s prefix',
+    name: "primary UDN with IP and MAC requests: a default-network element on --default-network-nad carries them and the reference; bare addresses get the subnet's prefix",
     input: {
       pod: pod({}),
-      vmi: withAnnotations(vmi([{ name: 'default', pod: {} }], [{ name: 'default', masquerade: {}, macAddress: '02:00:00:00:00:01' }]), { 'network.kubevirt.io/addresses': JSON.stringify({ default: ['10.10.0.7', 'fd00::7/64'] }) }),
+      vmi: withAnnotations(vmi([{ name: 'default', pod: {} }], [{ name: 'default', masquerade: {}, macAddress: '02:00:00:00:00:01' }]), {
+        'network.kubevirt.io/addresses': JSON.stringify({ default: ['10.10.0.7', 'fd00::7/64'] }),
+      }),
       nads: nadMap(...NADS, PRIMARY),
       clusterDefaultNetwork: { namespace: 'openshift-ovn-kubernetes', name: 'default' },
     },
     expect: {
       [LEGACY]: 'vm1.default',
-      [DEFAULT_NET]: [{ name: 'default', namespace: 'openshift-ovn-kubernetes', ips: ['10.10.0.7/16', 'fd00::7/64'], mac: '02:00:00:00:00:01', 'ipam-claim-reference': 'vm1.default' }],
+      [DEFAULT_NET]: [
+        {
+          name: 'default',
+          namespace: 'openshift-ovn-kubernetes',
+          ips: ['10.10.0.7/16', 'fd00::7/64'],
+          mac: '02:00:00:00:00:01',
+          'ipam-claim-reference': 'vm1.default',
+        },
+      ],
     },
   },
   {
     name: 'primary UDN with a MAC request only: element with the MAC',
-    input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }], [{ name: 'default', masquerade: {}, macAddress: '02:00:00:00:00:02' }]), nads: nadMap(...NADS, PRIMARY) },
-    expect: { [LEGACY]: 'vm1.default', [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', mac: '02:00:00:00:00:02', 'ipam-claim-reference': 'vm1.default' }] },
+    input: {
+      pod: pod({}),
+      vmi: vmi([{ name: 'default', pod: {} }], [{ name: 'default', masquerade: {}, macAddress: '02:00:00:00:00:02' }]),
+      nads: nadMap(...NADS, PRIMARY),
+    },
+    expect: {
+      [LEGACY]: 'vm1.default',
+      [DEFAULT_NET]: [{ name: 'default', namespace: 'ovn-kubernetes', mac: '02:00:00:00:00:02', 'ipam-claim-reference': 'vm1.default' }],
+    },
   },
   {
     name: 'primary UDN with an address of a family the network has no subnet for: denied, never started with another address',
-    input: { pod: pod({}), vmi: withAnnotations(vmi([{ name: 'default', pod: {} }]), { 'network.kubevirt.io/addresses': JSON.stringify({ default: ['fd00::9'] }) }), nads: nadMap(...NADS, PRIMARY) },
+    input: {
+      pod: pod({}),
+      vmi: withAnnotations(vmi([{ name: 'default', pod: {} }]), { 'network.kubevirt.io/addresses': JSON.stringify({ default: ['fd00::9'] }) }),
+      nads: nadMap(...NADS, PRIMARY),
+    },
     denials: ['default'],
   },
   {
@@ -236,7 +296,11 @@ const rows: Row[] = [
   },
   {
     name: 'primary UDN whose annotations already have the reference: no patch',
-    input: { pod: pod({ [LEGACY]: 'vm1.default', [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(...NADS, PRIMARY) },
+    input: {
+      pod: pod({ [LEGACY]: 'vm1.default', [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }),
+      vmi: vmi([{ name: 'default', pod: {} }]),
+      nads: nadMap(...NADS, PRIMARY),
+    },
   },
   {
     name: 'primary UDN whose legacy annotation names another claim: refused (ForeignClaimReference)',
@@ -254,13 +318,23 @@ const rows: Row[] = [
   },
   {
     name: 'primary UDN with a garbage default-network annotation: pod left alone, reported',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]), [DEFAULT_NET]: '[[' }), vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY) },
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red')]), [DEFAULT_NET]: '[[' }),
+      vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]),
+      nads: nadMap(...NADS, PRIMARY),
+    },
     skipped: 'UnreadableAnnotation',
     reports: ['InvalidDefaultNetworkAnnotation'],
   },
   {
     name: 'primary UDN on UPDATE (in-place hotplug of red): the hotplugged element gets its reference; the default network of a running pod is not touched',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]), nads: nadMap(...NADS, PRIMARY), operation: 'UPDATE', fresh: new Set([0]) },
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red')]) }),
+      vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')]),
+      nads: nadMap(...NADS, PRIMARY),
+      operation: 'UPDATE',
+      fresh: new Set([0]),
+    },
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
   },
   {
@@ -272,22 +346,38 @@ const rows: Row[] = [
     input: { pod: pod({}), vmi: vmi([{ name: 'default', pod: {} }]), nads: nadMap(nad('primary-udn', ovn('p', { role: 'primary' }))) },
   },
   {
-    name: 'allocator network: the element gets the claim\'s addresses as ips, with the reference',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red'), el('blue', 'blue')]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]), addresses: new Map([['red', { ips: ['10.10.0.5/16', 'fd00::5/64'] }]]) },
+    name: "allocator network: the element gets the claim's addresses as ips, with the reference",
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red'), el('blue', 'blue')]) }),
+      vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]),
+      addresses: new Map([['red', { ips: ['10.10.0.5/16', 'fd00::5/64'] }]]),
+    },
     expect: { [NETWORKS]: [el('red', 'red', { ips: ['10.10.0.5/16', 'fd00::5/64'], 'ipam-claim-reference': 'vm1.red' }), el('blue', 'blue')] },
   },
   {
     name: 'allocator network whose element already references its claim: ips added all the same',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]) },
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) }),
+      vmi: vmi([multus('red', 'red')]),
+      addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]),
+    },
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red', ips: ['10.10.0.5/16'] })] },
   },
   {
-    name: 'allocator network whose element already has the claim\'s ips: no patch',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { ips: ['10.10.0.5/16'], 'ipam-claim-reference': 'vm1.red' })]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]) },
+    name: "allocator network whose element already has the claim's ips: no patch",
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red', { ips: ['10.10.0.5/16'], 'ipam-claim-reference': 'vm1.red' })]) }),
+      vmi: vmi([multus('red', 'red')]),
+      addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]),
+    },
   },
   {
-    name: 'allocator network whose element asks for other addresses than the claim\'s: denied',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red', { ips: ['10.10.0.9/16'] })]) }), vmi: vmi([multus('red', 'red')]), addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]) },
+    name: "allocator network whose element asks for other addresses than the claim's: denied",
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red', { ips: ['10.10.0.9/16'] })]) }),
+      vmi: vmi([multus('red', 'red')]),
+      addresses: new Map([['red', { ips: ['10.10.0.5/16'] }]]),
+    },
     expect: { [NETWORKS]: [el('red', 'red', { ips: ['10.10.0.9/16'], 'ipam-claim-reference': 'vm1.red' })] },
     denials: ['red'],
   },
@@ -299,20 +389,40 @@ const rows: Row[] = [
   },
   {
     name: 'allocator addresses are not applied on UPDATE (a running pod keeps what it has)',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), operation: 'UPDATE', fresh: new Set([0]), addresses: new Map([['red', { deny: 'no address yet' }]]) },
+    input: {
+      pod: pod({ [NETWORKS]: json([el('red', 'red')]) }),
+      vmi: vmi([multus('red', 'red')]),
+      operation: 'UPDATE',
+      fresh: new Set([0]),
+      addresses: new Map([['red', { deny: 'no address yet' }]]),
+    },
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
   },
   {
     name: 'a binding plugin element (cni-args.logicNetworkName, no interface) is left alone, silently, not taken for a stale VMI',
     input: {
       pod: pod({ [NETWORKS]: json([el('red', 'red'), { name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } }]) }),
-      vmi: vmi([{ name: 'default', pod: {} }, multus('red', 'red')], [{ name: 'default', binding: { name: 'passt' } }, { name: 'red', bridge: {} }]),
+      vmi: vmi(
+        [{ name: 'default', pod: {} }, multus('red', 'red')],
+        [
+          { name: 'default', binding: { name: 'passt' } },
+          { name: 'red', bridge: {} },
+        ],
+      ),
     },
-    expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' }), { name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } }] },
+    expect: {
+      [NETWORKS]: [
+        el('red', 'red', { 'ipam-claim-reference': 'vm1.red' }),
+        { name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } },
+      ],
+    },
   },
   {
     name: 'an element with cni-args but an interface is a network element like any other (unknown: stale VMI suspected)',
-    input: { pod: pod({ [NETWORKS]: json([{ name: 'red', namespace: NS, interface: 'podffffffffff', 'cni-args': { logicNetworkName: 'x' } }]) }), vmi: vmi([multus('red', 'red')]) },
+    input: {
+      pod: pod({ [NETWORKS]: json([{ name: 'red', namespace: NS, interface: 'podffffffffff', 'cni-args': { logicNetworkName: 'x' } }]) }),
+      vmi: vmi([multus('red', 'red')]),
+    },
     reports: ['UnknownNetworkElement', 'MissingNetworkElement'],
     stale: true,
   },
@@ -330,7 +440,12 @@ function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
   for (const verdict of persistentNetworks({ namespace: NS, name: VM }, input.vmi.spec, nads)) {
     if (!verdict.claimSpec) continue;
     claims.set(verdict.claim, {
-      metadata: { name: verdict.claim, namespace: NS, uid: `uid-${verdict.claim}`, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true }] },
+      metadata: {
+        name: verdict.claim,
+        namespace: NS,
+        uid: `uid-${verdict.claim}`,
+        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true }],
+      },
       spec: verdict.claimSpec,
     });
   }
@@ -342,22 +457,41 @@ function run(row: Row) {
 }
 
 describe('mutateLauncherPod', () => {
-  it('a reference someone else wrote: refused at CREATE and on a fresh UPDATE element as ForeignClaimReference naming both claims; a running pod\'s element is not decided', () => {
+  it("a reference someone else wrote: refused at CREATE and on a fresh UPDATE element as ForeignClaimReference naming both claims; a running pod's element is not decided", () => {
     const input = { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'a.b.c' })]) }), vmi: vmi([multus('red', 'red')]) };
     const created = run({ name: '', input });
-    assert.deepEqual(created.denials.map((d) => [d.claim, d.reason]), [['vm1.red', 'ForeignClaimReference']]);
+    assert.deepEqual(
+      created.denials.map((d) => [d.claim, d.reason]),
+      [['vm1.red', 'ForeignClaimReference']],
+    );
     assert.match(created.denials[0]!.message, /a\.b\.c.*vm1\.red/);
     assert.deepEqual(created.patch, []);
-    const update = (fresh: number[]) => mutateLauncherPod({ namespace: NS, operation: 'UPDATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input, fresh: new Set(fresh) });
-    assert.deepEqual(update([0]).denials.map((d) => [d.claim, d.reason]), [['vm1.red', 'ForeignClaimReference']]);
+    const update = (fresh: number[]) =>
+      mutateLauncherPod({
+        namespace: NS,
+        operation: 'UPDATE',
+        nads: nadMap(...NADS),
+        gateEnabled: true,
+        claims: ownClaims(input),
+        ...input,
+        fresh: new Set(fresh),
+      });
+    assert.deepEqual(
+      update([0]).denials.map((d) => [d.claim, d.reason]),
+      [['vm1.red', 'ForeignClaimReference']],
+    );
     assert.deepEqual(update([]).denials, []);
     assert.deepEqual(update([]).patch, []);
   });
 
-  it('a reference on an element of no persistent network, or of no network of the VMI: refused (nothing shows the claim is this VM\'s)', () => {
+  it("a reference on an element of no persistent network, or of no network of the VMI: refused (nothing shows the claim is this VM's)", () => {
     for (const element of [el('blue', 'blue', { 'ipam-claim-reference': 'vm2.red' }), el('red', 'green', { 'ipam-claim-reference': 'vm2.red' })]) {
       const result = run({ name: '', input: { pod: pod({ [NETWORKS]: json([element]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) } });
-      assert.deepEqual(result.denials.map((d) => [d.claim, d.reason]), [['vm2.red', 'ForeignClaimReference']], JSON.stringify(element));
+      assert.deepEqual(
+        result.denials.map((d) => [d.claim, d.reason]),
+        [['vm2.red', 'ForeignClaimReference']],
+        JSON.stringify(element),
+      );
       assert.deepEqual(result.patch, []);
     }
   });
@@ -366,9 +500,15 @@ describe('mutateLauncherPod', () => {
     it(row.name, () => {
       const result = run(row);
       assert.equal(result.skipped, row.skipped);
-      assert.deepEqual(result.reports.map((r) => r.reason), row.reports ?? []);
+      assert.deepEqual(
+        result.reports.map((r) => r.reason),
+        row.reports ?? [],
+      );
       assert.equal(result.staleVmiSuspected, row.stale ?? false);
-      assert.deepEqual(result.denials.map((d) => d.network), row.denials ?? []);
+      assert.deepEqual(
+        result.denials.map((d) => d.network),
+        row.denials ?? [],
+      );
       if (!row.expect) {
         assert.deepEqual(result.patch, []);
         return;
@@ -383,7 +523,10 @@ describe('mutateLauncherPod', () => {
       }
       for (const key of Object.keys(row.expect)) assert.ok(key in after, `${key} missing`);
       // Nothing else of the pod changes.
-      assert.deepEqual({ ...patched, metadata: { ...patched.metadata, annotations: undefined } }, { ...row.input.pod, metadata: { ...row.input.pod.metadata, annotations: undefined } });
+      assert.deepEqual(
+        { ...patched, metadata: { ...patched.metadata, annotations: undefined } },
+        { ...row.input.pod, metadata: { ...row.input.pod.metadata, annotations: undefined } },
+      );
       // Idempotent: the patched pod needs no further patch.
       assert.deepEqual(run({ ...row, input: { ...row.input, pod: patched } }).patch, []);
     });
@@ -391,7 +534,10 @@ describe('mutateLauncherPod', () => {
 
   it('escapes the annotation key in the patch path', () => {
     const result = run(rows.find((r) => r.name.startsWith('persistent secondary'))!);
-    assert.deepEqual(result.patch.map((op) => [op.op, op.path]), [['replace', '/metadata/annotations/k8s.v1.cni.cncf.io~1networks']]);
+    assert.deepEqual(
+      result.patch.map((op) => [op.op, op.path]),
+      [['replace', '/metadata/annotations/k8s.v1.cni.cncf.io~1networks']],
+    );
     assert.deepEqual(result.references, [{ annotation: NETWORKS, network: 'red', claim: 'vm1.red' }]);
   });
 });
@@ -401,12 +547,19 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
   const ours = ownClaims(input).get('vm1.red')!;
   const withClaim = (claim: IPAMClaim | undefined, operation = 'CREATE') =>
     mutateLauncherPod({ namespace: NS, operation, nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map(claim ? [['vm1.red', claim]] : []) });
-  const owned = (uid: string, name = VM) => ({ ...ours, metadata: { ...ours.metadata, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name, uid, controller: true }] } });
+  const owned = (uid: string, name = VM) => ({
+    ...ours,
+    metadata: { ...ours.metadata, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name, uid, controller: true }] },
+  });
 
   const cases: { name: string; claim: IPAMClaim | undefined; reason: string }[] = [
     { name: 'missing', claim: undefined, reason: 'ClaimNotFound' },
     { name: 'an earlier VM of the same name', claim: owned('old-vm-uid'), reason: 'ClaimOwnedByAnotherObject' },
-    { name: 'an earlier VM, being deleted', claim: { ...owned('old-vm-uid'), metadata: { ...owned('old-vm-uid').metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }, reason: 'ClaimOwnedByAnotherObject' },
+    {
+      name: 'an earlier VM, being deleted',
+      claim: { ...owned('old-vm-uid'), metadata: { ...owned('old-vm-uid').metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } },
+      reason: 'ClaimOwnedByAnotherObject',
+    },
     { name: 'no owner', claim: { ...ours, metadata: { ...ours.metadata, ownerReferences: [] } }, reason: 'ClaimNotOwned' },
     { name: 'ours, being deleted', claim: { ...ours, metadata: { ...ours.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } }, reason: 'ClaimTerminating' },
     { name: 'ours, for another network', claim: { ...ours, spec: { ...ours.spec, network: 'old-network' } }, reason: 'ClaimNetworkMismatch' },
@@ -414,13 +567,27 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
   for (const c of cases) {
     it(`${c.name}: CREATE denied (${c.reason}), naming the claim; no reference written`, () => {
       const result = withClaim(c.claim);
-      assert.deepEqual(result.denials.map((d) => [d.network, d.claim, d.reason]), [['red', 'vm1.red', c.reason]]);
+      assert.deepEqual(
+        result.denials.map((d) => [d.network, d.claim, d.reason]),
+        [['red', 'vm1.red', c.reason]],
+      );
       assert.match(result.denials[0]!.message, /vm1\.red/);
       assert.deepEqual(result.references, []);
     });
     it(`${c.name}: UPDATE with red new at this update: denied as at CREATE; with red an element of the running pod: not decided`, () => {
-      const hotplug = mutateLauncherPod({ namespace: NS, operation: 'UPDATE', nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map(c.claim ? [['vm1.red', c.claim]] : []), fresh: new Set([0]) });
-      assert.deepEqual(hotplug.denials.map((d) => [d.network, d.claim, d.reason]), [['red', 'vm1.red', c.reason]]);
+      const hotplug = mutateLauncherPod({
+        namespace: NS,
+        operation: 'UPDATE',
+        nads: nadMap(...NADS),
+        gateEnabled: true,
+        ...input,
+        claims: new Map(c.claim ? [['vm1.red', c.claim]] : []),
+        fresh: new Set([0]),
+      });
+      assert.deepEqual(
+        hotplug.denials.map((d) => [d.network, d.claim, d.reason]),
+        [['red', 'vm1.red', c.reason]],
+      );
       const running = withClaim(c.claim, 'UPDATE');
       assert.deepEqual(running.denials, []);
       assert.deepEqual(running.patch, []);
@@ -428,37 +595,88 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
     });
   }
 
-  it('owned by the VMI\'s controlling VM: referenced', () => {
-    const vmiOfVm = { ...input.vmi, metadata: { ...input.vmi.metadata, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: VM, uid: 'vm-uid', controller: true }] } };
-    const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, pod: input.pod, vmi: vmiOfVm, claims: new Map([['vm1.red', owned('vm-uid')]]) });
+  it("owned by the VMI's controlling VM: referenced", () => {
+    const vmiOfVm = {
+      ...input.vmi,
+      metadata: {
+        ...input.vmi.metadata,
+        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: VM, uid: 'vm-uid', controller: true }],
+      },
+    };
+    const result = mutateLauncherPod({
+      namespace: NS,
+      operation: 'CREATE',
+      nads: nadMap(...NADS),
+      gateEnabled: true,
+      pod: input.pod,
+      vmi: vmiOfVm,
+      claims: new Map([['vm1.red', owned('vm-uid')]]),
+    });
     assert.deepEqual(result.denials, []);
-    assert.deepEqual(result.references.map((r) => r.claim), ['vm1.red']);
+    assert.deepEqual(
+      result.references.map((r) => r.claim),
+      ['vm1.red'],
+    );
   });
 
-  it('dotted-name collision: `vm1.red` is another VM\'s (VM `vm1` with network `red` vs a VM `vm1.x`...): this VM is pointed at its own collision-named claim, never at the other\'s', () => {
+  it("dotted-name collision: `vm1.red` is another VM's (VM `vm1` with network `red` vs a VM `vm1.x`...): this VM is pointed at its own collision-named claim, never at the other's", () => {
     const other = owned('uid-other', 'vm');
     const alt = collisionClaimName(VM, 'red');
     const denied = withClaim(other);
-    assert.deepEqual(denied.denials.map((d) => [d.claim, d.reason]), [[alt, 'ClaimNotFound']], 'until its own claim exists');
+    assert.deepEqual(
+      denied.denials.map((d) => [d.claim, d.reason]),
+      [[alt, 'ClaimNotFound']],
+      'until its own claim exists',
+    );
     const own = { ...ours, metadata: { ...ours.metadata, name: alt } };
-    const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map<string, IPAMClaim>([['vm1.red', other], [alt, own]]) });
+    const result = mutateLauncherPod({
+      namespace: NS,
+      operation: 'CREATE',
+      nads: nadMap(...NADS),
+      gateEnabled: true,
+      ...input,
+      claims: new Map<string, IPAMClaim>([
+        ['vm1.red', other],
+        [alt, own],
+      ]),
+    });
     assert.deepEqual(result.denials, []);
-    assert.deepEqual(result.references.map((r) => r.claim), [alt]);
+    assert.deepEqual(
+      result.references.map((r) => r.claim),
+      [alt],
+    );
   });
 
   it('an element that already names the claim is checked as well (a reference someone else wrote is not trusted)', () => {
     const pre = pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) });
-    const result = mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, pod: pre, vmi: input.vmi, claims: new Map([['vm1.red', owned('old-vm-uid')]]) });
-    assert.deepEqual(result.denials.map((d) => d.reason), ['ClaimOwnedByAnotherObject']);
+    const result = mutateLauncherPod({
+      namespace: NS,
+      operation: 'CREATE',
+      nads: nadMap(...NADS),
+      gateEnabled: true,
+      pod: pre,
+      vmi: input.vmi,
+      claims: new Map([['vm1.red', owned('old-vm-uid')]]),
+    });
+    assert.deepEqual(
+      result.denials.map((d) => d.reason),
+      ['ClaimOwnedByAnotherObject'],
+    );
   });
 
   it('primary UDN: the default-network element is only written for a claim of this VM', () => {
     const primaryVmi = vmi([{ name: 'default', pod: {} }]);
     const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), gateEnabled: true, pod: pod({}), vmi: primaryVmi };
     const good = ownClaims({ pod: base.pod, vmi: primaryVmi, nads: nadMap(PRIMARY) });
-    assert.deepEqual(mutateLauncherPod({ ...base, claims: good }).references.map((r) => r.claim), ['vm1.default']);
+    assert.deepEqual(
+      mutateLauncherPod({ ...base, claims: good }).references.map((r) => r.claim),
+      ['vm1.default'],
+    );
     const denied = mutateLauncherPod({ ...base, claims: new Map() });
-    assert.deepEqual(denied.denials.map((d) => [d.claim, d.reason]), [['vm1.default', 'ClaimNotFound']]);
+    assert.deepEqual(
+      denied.denials.map((d) => [d.claim, d.reason]),
+      [['vm1.default', 'ClaimNotFound']],
+    );
     assert.deepEqual(denied.patch, []);
   });
 });

@@ -19,10 +19,27 @@
 //   addresses, or the pod is denied (`denials`) when the claim has none (docs/allocator.md, "Pod admission").
 
 import { isIPv4, isIPv6 } from 'node:net';
-import { ADDRESSES_ANNOTATION, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE, MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
+import {
+  ADDRESSES_ANNOTATION,
+  LAUNCHER_LABEL,
+  LAUNCHER_LABEL_VALUE,
+  MULTUS_DEFAULT_NETWORK_ANNOTATION,
+  MULTUS_NETWORKS_ANNOTATION,
+  OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
+} from '../claims/constants.ts';
 import { parseAddressesAnnotation } from '../allocator/allocator.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
-import { claimNameFor, claimStanding, effectiveVmiSpec, nadKeyOfNetworkName, ownerUidsOf, parseNadConfig, podInterfaceName, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
+import {
+  claimNameFor,
+  claimStanding,
+  effectiveVmiSpec,
+  nadKeyOfNetworkName,
+  ownerUidsOf,
+  parseNadConfig,
+  podInterfaceName,
+  type ClaimStandingReason,
+  type NetworkVerdict,
+} from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import {
@@ -191,7 +208,11 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   for (const verdict of verdicts) {
     if (verdict.claimSpec) persistent.set(verdict.network, verdict);
     else if (verdict.problem) {
-      result.reports.push({ reason: 'PersistenceBlocked', network: verdict.network, message: `network "${verdict.network}" gets no claim reference: ${verdict.problem.message}` });
+      result.reports.push({
+        reason: 'PersistenceBlocked',
+        network: verdict.network,
+        message: `network "${verdict.network}" gets no claim reference: ${verdict.problem.message}`,
+      });
     }
   }
 
@@ -199,7 +220,10 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const networksText = annotations[MULTUS_NETWORKS_ANNOTATION];
   const networks = networksText === undefined ? undefined : parseNetworkSelection(networksText);
   if (networks && !networks.ok) {
-    result.reports.push({ reason: 'InvalidNetworksAnnotation', message: `annotation ${MULTUS_NETWORKS_ANNOTATION} cannot be read (${networks.error}); the pod is left unchanged` });
+    result.reports.push({
+      reason: 'InvalidNetworksAnnotation',
+      message: `annotation ${MULTUS_NETWORKS_ANNOTATION} cannot be read (${networks.error}); the pod is left unchanged`,
+    });
     return { ...result, skipped: 'UnreadableAnnotation' };
   }
   const defaultText = annotations[MULTUS_DEFAULT_NETWORK_ANNOTATION];
@@ -207,7 +231,10 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const primary = verdicts.find((v) => v.claimSpec && isPodNetwork(vmi, v.network));
   if (primary && input.operation === 'CREATE' && defaultNetwork && (!defaultNetwork.ok || defaultNetwork.elements.length !== 1)) {
     const why = defaultNetwork.ok ? `it selects ${defaultNetwork.elements.length} networks, not one` : defaultNetwork.error;
-    result.reports.push({ reason: 'InvalidDefaultNetworkAnnotation', message: `annotation ${MULTUS_DEFAULT_NETWORK_ANNOTATION} cannot be read (${why}); the pod is left unchanged` });
+    result.reports.push({
+      reason: 'InvalidDefaultNetworkAnnotation',
+      message: `annotation ${MULTUS_DEFAULT_NETWORK_ANNOTATION} cannot be read (${why}); the pod is left unchanged`,
+    });
     return { ...result, skipped: 'UnreadableAnnotation' };
   }
 
@@ -294,7 +321,11 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     });
     for (const verdict of persistent.values()) {
       if (!isPodNetwork(vmi, verdict.network) && !taken.has(verdict.network)) {
-        result.reports.push({ reason: 'MissingNetworkElement', network: verdict.network, message: `persistent network "${verdict.network}" has no element in the pod's ${MULTUS_NETWORKS_ANNOTATION}` });
+        result.reports.push({
+          reason: 'MissingNetworkElement',
+          network: verdict.network,
+          message: `persistent network "${verdict.network}" has no element in the pod's ${MULTUS_NETWORKS_ANNOTATION}`,
+        });
       }
     }
     if (changed) {
@@ -370,10 +401,11 @@ function primaryRequests(
   const problem = parsed.problems.find((p) => p.interface === network || p.interface === undefined);
   if (problem) return { problem: `${problem.message} (VirtualMachineInstance ${namespace}/${vmi.metadata.name})` };
   const asked = parsed.requests.get(network) ?? [];
-  const subnets = [...nads.entries()]
-    .filter(([key]) => key.startsWith(`${namespace}/`))
-    .map(([, nad]) => parseNadConfig(nad))
-    .find((config) => config.role === 'primary')?.subnets ?? [];
+  const subnets =
+    [...nads.entries()]
+      .filter(([key]) => key.startsWith(`${namespace}/`))
+      .map(([, nad]) => parseNadConfig(nad))
+      .find((config) => config.role === 'primary')?.subnets ?? [];
   const ips: string[] = [];
   for (const address of asked) {
     if (address.includes('/')) {

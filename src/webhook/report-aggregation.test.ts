@@ -23,7 +23,10 @@ describe('aggregateReports', () => {
     const out = aggregateReports(reports);
     assert.equal(out.length, 1);
     assert.equal(out[0]!.reason, 'UnknownNetworkElement');
-    assert.equal(out[0]!.message, '998 of the same kind (UnknownNetworkElement), the first 3: element 0 matches nothing; element 1 matches nothing; element 2 matches nothing; and 995 more');
+    assert.equal(
+      out[0]!.message,
+      '998 of the same kind (UnknownNetworkElement), the first 3: element 0 matches nothing; element 1 matches nothing; element 2 matches nothing; and 995 more',
+    );
   });
 });
 
@@ -31,9 +34,29 @@ describe('admission of a pod with many unknown network elements', () => {
   it('one warning to the API server and one log line, not one per element', async () => {
     const NS = 'vms';
     const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({ write: (chunk: Buffer, _e, done) => { for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>); done(); } });
-    const red: NetworkAttachmentDefinition = { metadata: { name: 'red', namespace: NS }, spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: 'net-red', type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/16', allowPersistentIPs: true }) } };
-    const vmi: VirtualMachineInstance = { metadata: { name: 'vm1', namespace: NS, uid: 'vmi-uid' }, spec: { networks: [{ name: 'red', multus: { networkName: 'red' } }], domain: { devices: { interfaces: [{ name: 'red', bridge: {} }] } } } };
+    const sink = new Writable({
+      write: (chunk: Buffer, _e, done) => {
+        for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
+        done();
+      },
+    });
+    const red: NetworkAttachmentDefinition = {
+      metadata: { name: 'red', namespace: NS },
+      spec: {
+        config: JSON.stringify({
+          cniVersion: '0.4.0',
+          name: 'net-red',
+          type: 'ovn-k8s-cni-overlay',
+          topology: 'layer2',
+          subnets: '10.0.0.0/16',
+          allowPersistentIPs: true,
+        }),
+      },
+    };
+    const vmi: VirtualMachineInstance = {
+      metadata: { name: 'vm1', namespace: NS, uid: 'vmi-uid' },
+      spec: { networks: [{ name: 'red', multus: { networkName: 'red' } }], domain: { devices: { interfaces: [{ name: 'red', bridge: {} }] } } },
+    };
     const elements = Array.from({ length: 998 }, (_, i) => ({ name: `ghost-${i}`, namespace: NS, interface: `pod${i}` }));
     const pod: Pod = {
       metadata: {
@@ -54,7 +77,16 @@ describe('admission of a pod with many unknown network elements', () => {
       vmis: cache([vmi]),
       nads: cache([red]),
       // The VM's own claim, so that the pod is admitted (docs/webhook-behaviour.md, which claim a pod may be pointed at).
-      claims: cache([{ metadata: { name: 'vm1.red', namespace: NS, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }] }, spec: { network: 'net-red', interface: '' } }]),
+      claims: cache([
+        {
+          metadata: {
+            name: 'vm1.red',
+            namespace: NS,
+            ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }],
+          },
+          spec: { network: 'net-red', interface: '' },
+        },
+      ]),
       claimEvents: new Subject(),
       fetchClaim: async () => undefined,
       fetchVmi: async () => vmi,
@@ -63,7 +95,14 @@ describe('admission of a pod with many unknown network elements', () => {
     const review: AdmissionReview = {
       apiVersion: 'admission.k8s.io/v1',
       kind: 'AdmissionReview',
-      request: { uid: 'req-1', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace: NS, operation: 'CREATE', object: pod },
+      request: {
+        uid: 'req-1',
+        kind: { group: '', version: 'v1', kind: 'Pod' },
+        resource: { group: '', version: 'v1', resource: 'pods' },
+        namespace: NS,
+        operation: 'CREATE',
+        object: pod,
+      },
     };
     const out = await handle(review);
     await new Promise((r) => setImmediate(r));

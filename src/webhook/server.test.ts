@@ -32,7 +32,11 @@ interface Reply {
   body: string;
 }
 
-function post(port: number, body: string, options: { ca: string | string[]; agent?: Agent; path?: string; method?: string; contentType?: string }): Promise<Reply> {
+function post(
+  port: number,
+  body: string,
+  options: { ca: string | string[]; agent?: Agent; path?: string; method?: string; contentType?: string },
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -57,7 +61,11 @@ function post(port: number, body: string, options: { ca: string | string[]; agen
 }
 
 const reviewBody = (uid = 'u-1'): string =>
-  JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object: { metadata: { name: 'p' } } } });
+  JSON.stringify({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', object: { metadata: { name: 'p' } } },
+  });
 
 /** A stand-in handler: a fixed patch; while `gate` is set, it waits for it (a request held in flight). */
 const held: { gate?: Promise<void>; open?: () => void; entered?: Promise<void>; enter?: () => void } = {};
@@ -95,7 +103,7 @@ describe('webhook server', () => {
     await assert.rejects(post(port, reviewBody(), { ca: ca1.certPem }));
   });
 
-  it('answers an AdmissionReview with the handler\'s response over TLS 1.2+', async () => {
+  it("answers an AdmissionReview with the handler's response over TLS 1.2+", async () => {
     server.setCertificate(serving1);
     assert.equal(server.hasCertificate(), true);
     const reply = await post(port, reviewBody('abc'), { ca: ca1.certPem });
@@ -110,10 +118,20 @@ describe('webhook server', () => {
   it('refuses TLS 1.1', async () => {
     await assert.rejects(
       new Promise<void>((resolve, reject) => {
-        const socket = connect({ host: '127.0.0.1', port, ca: ca1.certPem, maxVersion: 'TLSv1.1', minVersion: 'TLSv1', servername: 'persistent-ips-webhook.persistent-ips-system.svc' }, () => {
-          socket.end();
-          resolve();
-        });
+        const socket = connect(
+          {
+            host: '127.0.0.1',
+            port,
+            ca: ca1.certPem,
+            maxVersion: 'TLSv1.1',
+            minVersion: 'TLSv1',
+            servername: 'persistent-ips-webhook.persistent-ips-system.svc',
+          },
+          () => {
+            socket.end();
+            resolve();
+          },
+        );
         socket.on('error', reject);
       }),
     );

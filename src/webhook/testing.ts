@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import type { JsonPatchOp } from '../kube/patch.ts';
 
-function unescape(token: string): string {
+function unescapeToken(token: string): string {
   return token.replaceAll('~1', '/').replaceAll('~0', '~');
 }
 
@@ -12,7 +12,7 @@ function unescape(token: string): string {
 export function applyJsonPatch<T>(doc: T, patch: readonly JsonPatchOp[]): T {
   const copy = structuredClone(doc) as Record<string, unknown>;
   for (const op of patch) {
-    const parts = op.path.split('/').slice(1).map(unescape);
+    const parts = op.path.split('/').slice(1).map(unescapeToken);
     const last = parts.pop();
     assert.ok(last !== undefined, `empty path in ${JSON.stringify(op)}`);
     let target: Record<string, unknown> = copy;

@@ -3,7 +3,18 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { parseNetworksAnnotation } from '../../kubevirt/launcher-fixture.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import { assertClaim, createPersistentNad, createNad, createVM, expectedPodInterface, nadConfig, ownerOf, waitForClaims, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
+import {
+  assertClaim,
+  createPersistentNad,
+  createNad,
+  createVM,
+  expectedPodInterface,
+  nadConfig,
+  ownerOf,
+  waitForClaims,
+  watchLog,
+  EVENTUALLY_MS,
+} from '../fixtures.ts';
 import { namespaceEvents, paths, type IPAMClaim } from '../kube.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../../../src/claims/constants.ts';
 
@@ -30,45 +41,51 @@ export function assertPodReferences(pod: PodLike, expected: Record<string, strin
 
 export function registerCreateVm(env: SuiteEnv): void {
   describe('create VM (running)', () => {
-    e2eCase(env, 'create VM (running): one claim per persistent network (owner reference, finalizer, label, network, interface); the launcher pod refers to them', async (c) => {
-      const ns = await c.namespace('create-vm');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(env, ns, 'nad-blue', { network: 'tenant-blue', topology: 'localnet' });
-      // an ordinary network (no allowPersistentIPs): no claim
-      await createNad(env, ns, 'nad-plain', nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }));
-      const claims = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const pods = await watchLog(c, paths.pods(ns));
+    e2eCase(
+      env,
+      'create VM (running): one claim per persistent network (owner reference, finalizer, label, network, interface); the launcher pod refers to them',
+      async (c) => {
+        const ns = await c.namespace('create-vm');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        await createPersistentNad(env, ns, 'nad-blue', { network: 'tenant-blue', topology: 'localnet' });
+        // an ordinary network (no allowPersistentIPs): no claim
+        await createNad(env, ns, 'nad-plain', nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }));
+        const claims = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        const pods = await watchLog(c, paths.pods(ns));
 
-      const t0 = Date.now();
-      const vm = await createVM(env, ns, 'vm1', [
-        { name: 'red', nadName: 'nad-red' },
-        { name: 'blue', nadName: 'nad-blue' },
-        { name: 'plain', nadName: 'nad-plain' },
-      ]);
-      const found = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
-      const tClaims = Date.now() - t0;
-      const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        const t0 = Date.now();
+        const vm = await createVM(env, ns, 'vm1', [
+          { name: 'red', nadName: 'nad-red' },
+          { name: 'blue', nadName: 'nad-blue' },
+          { name: 'plain', nadName: 'nad-plain' },
+        ]);
+        const found = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
+        const tClaims = Date.now() - t0;
+        const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
 
-      // read back with kubectl, an independent client
-      const out = await env.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
-      const listed = new Map((JSON.parse(out.stdout) as { items: IPAMClaim[] }).items.map((x) => [x.metadata.name, x]));
-      assert.deepEqual([...listed.keys()].sort(), ['vm1.blue', 'vm1.red'], 'exactly the persistent networks have claims');
-      const owner = ownerOf(vm, 'VirtualMachine');
-      assertClaim(listed.get('vm1.red'), owner, 'red', 'red');
-      assertClaim(listed.get('vm1.blue'), owner, 'blue', 'tenant-blue');
-      assert.equal(found.get('vm1.red')!.metadata.uid, listed.get('vm1.red')!.metadata.uid);
+        // read back with kubectl, an independent client
+        const out = await env.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
+        const listed = new Map((JSON.parse(out.stdout) as { items: IPAMClaim[] }).items.map((x) => [x.metadata.name, x]));
+        assert.deepEqual([...listed.keys()].sort(), ['vm1.blue', 'vm1.red'], 'exactly the persistent networks have claims');
+        const owner = ownerOf(vm, 'VirtualMachine');
+        assertClaim(listed.get('vm1.red'), owner, 'red', 'red');
+        assertClaim(listed.get('vm1.blue'), owner, 'blue', 'tenant-blue');
+        assert.equal(found.get('vm1.red')!.metadata.uid, listed.get('vm1.red')!.metadata.uid);
 
-      // "before or soon after the launcher pod is created": report the order the API server saw
-      const podRv = pods.events.find((e) => e.type === 'ADDED' && e.obj.metadata.name === pod.metadata!.name)?.rv;
-      const claimRvs = ['vm1.red', 'vm1.blue'].map((n) => claims.of(n).find((e) => e.type === 'ADDED')!.rv);
-      c.t.diagnostic(`claims after ${tClaims} ms; claim ADDED rvs ${claimRvs.join(', ')} vs launcher pod ADDED rv ${podRv}`);
-      assert.ok(tClaims < EVENTUALLY_MS);
+        // "before or soon after the launcher pod is created": report the order the API server saw
+        const podRv = pods.events.find((e) => e.type === 'ADDED' && e.obj.metadata.name === pod.metadata!.name)?.rv;
+        const claimRvs = ['vm1.red', 'vm1.blue'].map((n) => claims.of(n).find((e) => e.type === 'ADDED')!.rv);
+        c.t.diagnostic(`claims after ${tClaims} ms; claim ADDED rvs ${claimRvs.join(', ')} vs launcher pod ADDED rv ${podRv}`);
+        assert.ok(tClaims < EVENTUALLY_MS);
 
-      // the launcher pod (as admitted, through the controller's webhook) points the IPAM plugin at the claims
-      assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
+        // the launcher pod (as admitted, through the controller's webhook) points the IPAM plugin at the claims
+        assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
 
-      const warnings = (await namespaceEvents(env.cluster, ns)).filter((e) => e.type === 'Warning');
-      c.t.diagnostic(`Warning Events in ${ns}: ${warnings.map((e) => `${e.reason} on ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('; ') || 'none'}`);
-    });
+        const warnings = (await namespaceEvents(env.cluster, ns)).filter((e) => e.type === 'Warning');
+        c.t.diagnostic(
+          `Warning Events in ${ns}: ${warnings.map((e) => `${e.reason} on ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('; ') || 'none'}`,
+        );
+      },
+    );
   });
 }

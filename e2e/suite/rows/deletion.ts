@@ -67,7 +67,11 @@ export function registerDeletion(env: SuiteEnv): void {
       await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
       await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
       const gone = { vmi: deletedRv(vmiLog, 'vm1'), vm: deletedRv(vmLog, 'vm1') };
-      assert.deepEqual(CLAIMS.flatMap((name) => backgroundDeletionViolations(claimLog, name, gone)), [], `claims ${CLAIMS.join(', ')}, VMI gone at rv ${gone.vmi}, VM at rv ${gone.vm}`);
+      assert.deepEqual(
+        CLAIMS.flatMap((name) => backgroundDeletionViolations(claimLog, name, gone)),
+        [],
+        `claims ${CLAIMS.join(', ')}, VMI gone at rv ${gone.vmi}, VM at rv ${gone.vm}`,
+      );
       assert.deepEqual(
         env.shared.logsMatching((l) => inNamespace(ns)(l) && l.msg === 'deleted IPAMClaim of a network the VM no longer has', logFrom),
         [],
@@ -162,7 +166,11 @@ export function registerDeletion(env: SuiteEnv): void {
       await env.kv.waitForVMIGone(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
       await waitForDeletedEvents(vmiLog, ['vmi1'], EVENTUALLY_MS);
       await waitForDeletedEvents(claimLog, ['vmi1.red'], EVENTUALLY_MS);
-      const podless = firstRv(vmiLog, 'vmi1', (e) => e.type === 'DELETED' || (!!e.obj.metadata.deletionTimestamp && Object.keys(e.obj.status?.activePods ?? {}).length === 0));
+      const podless = firstRv(
+        vmiLog,
+        'vmi1',
+        (e) => e.type === 'DELETED' || (!!e.obj.metadata.deletionTimestamp && Object.keys(e.obj.status?.activePods ?? {}).length === 0),
+      );
       const released = finalizerReleaseRv(claimLog, 'vmi1.red');
       assert.ok(podless && released, 'both recorded');
       assert.ok(released > podless, `finalizer released (rv ${released}) only once the VMI was terminating with no active pod (rv ${podless})`);
@@ -171,48 +179,68 @@ export function registerDeletion(env: SuiteEnv): void {
       assert.ok(deleting > vmiGone, `claim deleted (rv ${deleting}) by garbage collection once the VMI was gone (rv ${vmiGone})`);
     });
 
-    e2eCase(env, 'standalone VMI deleted in the foreground while its launcher pod is starting (activePods still empty): the claim keeps its finalizer while the pod exists (issue 26, 6)', async (c) => {
-      const ns = await c.namespace('standalone-starting');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
-      await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
-      try {
-        const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
-          apiVersion: 'kubevirt.io/v1',
-          kind: 'VirtualMachineInstance',
-          metadata: { name: 'vmi1', namespace: ns, labels: template.metadata?.labels, finalizers: ['e2e.persistent-ips.test/hold'] },
-          spec: template.spec,
-        });
-        await waitForClaims(env, ns, ['vmi1.red']);
-        // the launcher pod virt-controller would be creating: owned by the VMI, KubeVirt's created-by label
-        const pod = await env.api.create<{ metadata: { name: string } }>(paths.pods(ns), {
-          apiVersion: 'v1',
-          kind: 'Pod',
-          metadata: {
-            generateName: 'virt-launcher-vmi1-',
-            namespace: ns,
-            labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': vmi.metadata.uid },
-            annotations: { 'kubevirt.io/domain': 'vmi1', 'k8s.v1.cni.cncf.io/networks': JSON.stringify([{ name: 'nad-red', namespace: ns, interface: expectedPodInterface('red') }]) },
-            ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vmi1', uid: vmi.metadata.uid, controller: true, blockOwnerDeletion: true }],
-          },
-          // bound to a node: its deletion is graceful (the kubelet would finish it; none runs here), as for a real
-          // launcher pod, which garbage collection's foreground deletion cannot make vanish at once
-          spec: { nodeName: 'e2e-node-without-kubelet', containers: [{ name: 'compute', image: 'example.invalid/virt-launcher' }] },
-        });
-        const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-        await env.api.delete(paths.vmis(ns, 'vmi1'), { propagationPolicy: 'Foreground' });
-        await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp && Object.keys(v.status?.activePods ?? {}).length === 0, { timeoutMs: EVENTUALLY_MS });
-        // garbage collection marks the claim; our finalizer must hold while the pod is there (no kubelet ends it)
-        await waitFor('the claim marked for deletion', async () => ((await env.api.claim(ns, 'vmi1.red'))?.metadata.deletionTimestamp ? true : undefined), { timeoutMs: EVENTUALLY_MS });
-        await assertQuiet(claimLog, 'the marked claim while its VMI\'s launcher pod exists', undefined, [(await env.api.claim(ns, 'vmi1.red'))!]);
-        assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held while the launcher pod exists');
-        // the pod goes (what the kubelet would finish): then, and only then, the claim is released
-        await env.cluster.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
-        await waitForClaimGone(env, ns, 'vmi1.red');
-        await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
-      } finally {
-        await env.startVirtController();
-      }
-    });
+    e2eCase(
+      env,
+      'standalone VMI deleted in the foreground while its launcher pod is starting (activePods still empty): the claim keeps its finalizer while the pod exists (issue 26, 6)',
+      async (c) => {
+        const ns = await c.namespace('standalone-starting');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
+        await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+        try {
+          const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
+            apiVersion: 'kubevirt.io/v1',
+            kind: 'VirtualMachineInstance',
+            metadata: { name: 'vmi1', namespace: ns, labels: template.metadata?.labels, finalizers: ['e2e.persistent-ips.test/hold'] },
+            spec: template.spec,
+          });
+          await waitForClaims(env, ns, ['vmi1.red']);
+          // the launcher pod virt-controller would be creating: owned by the VMI, KubeVirt's created-by label
+          const pod = await env.api.create<{ metadata: { name: string } }>(paths.pods(ns), {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: {
+              generateName: 'virt-launcher-vmi1-',
+              namespace: ns,
+              labels: { 'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': vmi.metadata.uid },
+              annotations: {
+                'kubevirt.io/domain': 'vmi1',
+                'k8s.v1.cni.cncf.io/networks': JSON.stringify([{ name: 'nad-red', namespace: ns, interface: expectedPodInterface('red') }]),
+              },
+              ownerReferences: [
+                {
+                  apiVersion: 'kubevirt.io/v1',
+                  kind: 'VirtualMachineInstance',
+                  name: 'vmi1',
+                  uid: vmi.metadata.uid,
+                  controller: true,
+                  blockOwnerDeletion: true,
+                },
+              ],
+            },
+            // bound to a node: its deletion is graceful (the kubelet would finish it; none runs here), as for a real
+            // launcher pod, which garbage collection's foreground deletion cannot make vanish at once
+            spec: { nodeName: 'e2e-node-without-kubelet', containers: [{ name: 'compute', image: 'example.invalid/virt-launcher' }] },
+          });
+          const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+          await env.api.delete(paths.vmis(ns, 'vmi1'), { propagationPolicy: 'Foreground' });
+          await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp && Object.keys(v.status?.activePods ?? {}).length === 0, {
+            timeoutMs: EVENTUALLY_MS,
+          });
+          // garbage collection marks the claim; our finalizer must hold while the pod is there (no kubelet ends it)
+          await waitFor('the claim marked for deletion', async () => ((await env.api.claim(ns, 'vmi1.red'))?.metadata.deletionTimestamp ? true : undefined), {
+            timeoutMs: EVENTUALLY_MS,
+          });
+          await assertQuiet(claimLog, "the marked claim while its VMI's launcher pod exists", undefined, [(await env.api.claim(ns, 'vmi1.red'))!]);
+          assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held while the launcher pod exists');
+          // the pod goes (what the kubelet would finish): then, and only then, the claim is released
+          await env.cluster.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
+          await waitForClaimGone(env, ns, 'vmi1.red');
+          await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
+        } finally {
+          await env.startVirtController();
+        }
+      },
+    );
   });
 }

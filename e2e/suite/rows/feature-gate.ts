@@ -33,40 +33,48 @@ async function setGate(env: SuiteEnv, on: boolean, ctl: ControllerProcess = env.
 
 export function registerFeatureGate(env: SuiteEnv): void {
   describe('feature gate turned off', () => {
-    e2eCase(env, 'feature gate turned off in the KubeVirt CR while the controller runs: no claim and no pod mutation for a new VM; deleting an existing VM still releases its claims', async (c) => {
-      const ns = await c.namespace('gate-off');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
-      await waitForClaims(env, ns, ['vm1.red']);
-      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
-      const pid = env.shared.pid;
+    e2eCase(
+      env,
+      'feature gate turned off in the KubeVirt CR while the controller runs: no claim and no pod mutation for a new VM; deleting an existing VM still releases its claims',
+      async (c) => {
+        const ns = await c.namespace('gate-off');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        await waitForClaims(env, ns, ['vm1.red']);
+        const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+        const pid = env.shared.pid;
 
-      await setGate(env, false);
-      try {
-        const { pod } = await createRunningVM(env, ns, 'vm2', [{ name: 'red', nadName: 'nad-red' }]);
-        await assertQuiet(claimLog, 'claims with the gate off');
-        assert.deepEqual((await env.api.claims(ns)).map((x) => x.metadata.name), ['vm1.red'], 'no claim for vm2');
+        await setGate(env, false);
+        try {
+          const { pod } = await createRunningVM(env, ns, 'vm2', [{ name: 'red', nadName: 'nad-red' }]);
+          await assertQuiet(claimLog, 'claims with the gate off');
+          assert.deepEqual(
+            (await env.api.claims(ns)).map((x) => x.metadata.name),
+            ['vm1.red'],
+            'no claim for vm2',
+          );
 
-        // never strand a finalizer: vm1's claim is released once its VMI is gone, and garbage-collected
-        await env.kv.deleteVM(ns, 'vm1');
-        await waitForClaimGone(env, ns, 'vm1.red');
-        await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-        await waitForDeletedEvents(claimLog, ['vm1.red'], EVENTUALLY_MS); // the GET saw it first (ordering.ts)
-        const released = finalizerReleaseRv(claimLog, 'vm1.red');
-        const vmiGone = deletedRv(vmiLog, 'vm1');
-        assert.ok(released && vmiGone && released > vmiGone, `finalizer released (rv ${released}) after the VMI was gone (rv ${vmiGone})`);
+          // never strand a finalizer: vm1's claim is released once its VMI is gone, and garbage-collected
+          await env.kv.deleteVM(ns, 'vm1');
+          await waitForClaimGone(env, ns, 'vm1.red');
+          await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+          await waitForDeletedEvents(claimLog, ['vm1.red'], EVENTUALLY_MS); // the GET saw it first (ordering.ts)
+          const released = finalizerReleaseRv(claimLog, 'vm1.red');
+          const vmiGone = deletedRv(vmiLog, 'vm1');
+          assert.ok(released && vmiGone && released > vmiGone, `finalizer released (rv ${released}) after the VMI was gone (rv ${vmiGone})`);
 
-        // no pod mutation either: vm2's launcher pod went through the webhook unchanged
-        assertPodReferences(pod, { red: undefined });
-      } finally {
-        await setGate(env, true);
-      }
-      // positive control: vm2 lacked a claim only because of the gate
-      const claims = await waitForClaims(env, ns, ['vm2.red']);
-      assertClaim(claims.get('vm2.red'), ownerOf((await env.kv.getVM(ns, 'vm2'))!, 'VirtualMachine'), 'red', 'red');
-      assert.equal(env.shared.pid, pid, 'the same controller process throughout');
-    });
+          // no pod mutation either: vm2's launcher pod went through the webhook unchanged
+          assertPodReferences(pod, { red: undefined });
+        } finally {
+          await setGate(env, true);
+        }
+        // positive control: vm2 lacked a claim only because of the gate
+        const claims = await waitForClaims(env, ns, ['vm2.red']);
+        assertClaim(claims.get('vm2.red'), ownerOf((await env.kv.getVM(ns, 'vm2'))!, 'VirtualMachine'), 'red', 'red');
+        assert.equal(env.shared.pid, pid, 'the same controller process throughout');
+      },
+    );
 
     e2eCase(env, 'feature gate turned off, then on in the KubeVirt CR while the controller runs: the claims appear without a restart', async (c) => {
       const ns = await c.namespace('gate-on-live');
@@ -87,32 +95,36 @@ export function registerFeatureGate(env: SuiteEnv): void {
       assert.ok(ctl.alive && env.shared === ctl, 'no controller restart');
     });
 
-    e2eCase(env, 'feature gate turned off by --feature-gates=PersistentIPs=false although the KubeVirt CR enables it (and =true wins over a CR without it)', async (c) => {
-      const ns = await c.namespace('gate-flag');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      await env.withoutSharedController(async () => {
-        // the CR says on (the suite's default); the flag says off
-        const off = await env.startController({ name: 'gate-flag-false', namespace: ns, featureGates: 'PersistentIPs=false' });
-        const synced = await off.waitForLog('caches synced', (l) => l.msg === 'caches synced');
-        assert.deepEqual(synced['gate'], { enabled: false, source: 'flag' });
-        const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
-        await assertQuiet(claimLog, 'claims with --feature-gates=PersistentIPs=false');
-        assert.deepEqual(await env.api.claims(ns), []);
-        await off.stop();
+    e2eCase(
+      env,
+      'feature gate turned off by --feature-gates=PersistentIPs=false although the KubeVirt CR enables it (and =true wins over a CR without it)',
+      async (c) => {
+        const ns = await c.namespace('gate-flag');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        await env.withoutSharedController(async () => {
+          // the CR says on (the suite's default); the flag says off
+          const off = await env.startController({ name: 'gate-flag-false', namespace: ns, featureGates: 'PersistentIPs=false' });
+          const synced = await off.waitForLog('caches synced', (l) => l.msg === 'caches synced');
+          assert.deepEqual(synced['gate'], { enabled: false, source: 'flag' });
+          const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+          await assertQuiet(claimLog, 'claims with --feature-gates=PersistentIPs=false');
+          assert.deepEqual(await env.api.claims(ns), []);
+          await off.stop();
 
-        // the CR says off; the flag says on
-        await env.setGateInCR(false);
-        try {
-          const on = await env.startController({ name: 'gate-flag-true', namespace: ns, featureGates: 'PersistentIPs=true' });
-          const synced2 = await on.waitForLog('caches synced', (l) => l.msg === 'caches synced');
-          assert.deepEqual(synced2['gate'], { enabled: true, source: 'flag' });
-          const claims = await waitForClaims(env, ns, ['vm1.red']);
-          assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
-        } finally {
-          await env.setGateInCR(true);
-        }
-      });
-    });
+          // the CR says off; the flag says on
+          await env.setGateInCR(false);
+          try {
+            const on = await env.startController({ name: 'gate-flag-true', namespace: ns, featureGates: 'PersistentIPs=true' });
+            const synced2 = await on.waitForLog('caches synced', (l) => l.msg === 'caches synced');
+            assert.deepEqual(synced2['gate'], { enabled: true, source: 'flag' });
+            const claims = await waitForClaims(env, ns, ['vm1.red']);
+            assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
+          } finally {
+            await env.setGateInCR(true);
+          }
+        });
+      },
+    );
   });
 }

@@ -30,7 +30,10 @@ export function registerHotplug(env: SuiteEnv): void {
       const red = (await waitForClaims(env, ns, ['vm1.red'])).get('vm1.red')!;
 
       const vmi = await env.kv.hotplugInterface(ns, 'vm1', { networkName: 'blue', nadName: 'nad-blue' }, { timeoutMs: EVENTUALLY_MS });
-      assert.ok(vmi?.status?.interfaces?.some((i) => i.name === 'blue'), 'the VMI reports the hotplugged interface');
+      assert.ok(
+        vmi?.status?.interfaces?.some((i) => i.name === 'blue'),
+        'the VMI reports the hotplugged interface',
+      );
       const claims = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
       assertClaim(claims.get('vm1.blue'), ownerOf(vm, 'VirtualMachine'), 'blue', 'blue');
       assert.equal(claims.get('vm1.red')!.metadata.resourceVersion, red.metadata.resourceVersion, 'vm1.red not written');
@@ -60,35 +63,53 @@ export function registerHotplug(env: SuiteEnv): void {
       const deleting = deletionStartRv(claimLog, 'vm1.blue');
       assert.ok(goneFromVmi && deleting, 'both recorded');
       assert.ok(deleting > goneFromVmi, `claim deleted (rv ${deleting}) only once the interface was gone from the VMI (rv ${goneFromVmi})`);
-      await env.shared.waitForLog('the deletion of vm1.blue', (l) => l['namespace'] === ns && l['claim'] === 'vm1.blue' && l.msg === 'deleted IPAMClaim of a network the VM no longer has', { from: logFrom });
+      await env.shared.waitForLog(
+        'the deletion of vm1.blue',
+        (l) => l['namespace'] === ns && l['claim'] === 'vm1.blue' && l.msg === 'deleted IPAMClaim of a network the VM no longer has',
+        { from: logFrom },
+      );
 
       const after = await env.api.claims(ns);
-      assert.deepEqual(after.map((x) => x.metadata.name), ['vm1.red']);
+      assert.deepEqual(
+        after.map((x) => x.metadata.name),
+        ['vm1.red'],
+      );
       assert.equal(after[0]!.metadata.resourceVersion, before.get('vm1.red')!.metadata.resourceVersion, 'vm1.red not written');
     });
 
-  describe('hot-unplug of five interfaces, with the default 10-minute resync (issue 26, point 5)', () => {
-    e2eCase(env, 'every claim the controller deletes is released at once, whatever order the delete\'s answer and its watch event come in: none lingers terminating until a resync', async (c) => {
-      const ns = await c.namespace('unplug-release');
-      const nets = ['n1', 'n2', 'n3', 'n4', 'n5'];
-      await env.withoutSharedController(async () => {
-        // The shared controller's 2 s resync would release a stuck claim by itself: this one resyncs every 600 s.
-        const ctl = await env.startController({ name: 'unplug-release', namespace: ns, resyncPeriodS: 600 });
-        for (const [i, n] of nets.entries()) await createPersistentNad(env, ns, `nad-${n}`, { network: n, subnets: `10.21${i}.0.0/24` });
-        await createRunningVM(env, ns, 'vm1', [{ name: 'keep', nadName: 'nad-n1' }, ...nets.map((n) => ({ name: n, nadName: `nad-${n}` }))]);
-        await waitForClaims(env, ns, ['vm1.keep', ...nets.map((n) => `vm1.${n}`)]);
-        // On real KubeVirt each unplug is a migration (~30 s here): the five go in one VM edit, and the controller
-        // still deletes (and must release) five claims, each its own race of delete answer and watch event.
-        const from = ctl.logs.length;
-        await env.kv.hotUnplugInterface(ns, 'vm1', nets, { timeoutMs: EVENTUALLY_MS });
-        for (const n of nets) {
-          // EVENTUALLY_MS (30 s) is far below the resync: only the reconcile that deleted the claim can have released it
-          await waitForClaimGone(env, ns, `vm1.${n}`);
-          await ctl.waitForLog(`the release of vm1.${n} by the reconcile that deleted it`, (l) => l['namespace'] === ns && l['claim'] === `vm1.${n}` && l.msg === 'removed finalizer from the IPAMClaim just deleted', { from });
-        }
-        assert.deepEqual((await env.api.claims(ns)).map((x) => x.metadata.name), ['vm1.keep']);
-      });
+    describe('hot-unplug of five interfaces, with the default 10-minute resync (issue 26, point 5)', () => {
+      e2eCase(
+        env,
+        "every claim the controller deletes is released at once, whatever order the delete's answer and its watch event come in: none lingers terminating until a resync",
+        async (c) => {
+          const ns = await c.namespace('unplug-release');
+          const nets = ['n1', 'n2', 'n3', 'n4', 'n5'];
+          await env.withoutSharedController(async () => {
+            // The shared controller's 2 s resync would release a stuck claim by itself: this one resyncs every 600 s.
+            const ctl = await env.startController({ name: 'unplug-release', namespace: ns, resyncPeriodS: 600 });
+            for (const [i, n] of nets.entries()) await createPersistentNad(env, ns, `nad-${n}`, { network: n, subnets: `10.21${i}.0.0/24` });
+            await createRunningVM(env, ns, 'vm1', [{ name: 'keep', nadName: 'nad-n1' }, ...nets.map((n) => ({ name: n, nadName: `nad-${n}` }))]);
+            await waitForClaims(env, ns, ['vm1.keep', ...nets.map((n) => `vm1.${n}`)]);
+            // On real KubeVirt each unplug is a migration (~30 s here): the five go in one VM edit, and the controller
+            // still deletes (and must release) five claims, each its own race of delete answer and watch event.
+            const from = ctl.logs.length;
+            await env.kv.hotUnplugInterface(ns, 'vm1', nets, { timeoutMs: EVENTUALLY_MS });
+            for (const n of nets) {
+              // EVENTUALLY_MS (30 s) is far below the resync: only the reconcile that deleted the claim can have released it
+              await waitForClaimGone(env, ns, `vm1.${n}`);
+              await ctl.waitForLog(
+                `the release of vm1.${n} by the reconcile that deleted it`,
+                (l) => l['namespace'] === ns && l['claim'] === `vm1.${n}` && l.msg === 'removed finalizer from the IPAMClaim just deleted',
+                { from },
+              );
+            }
+            assert.deepEqual(
+              (await env.api.claims(ns)).map((x) => x.metadata.name),
+              ['vm1.keep'],
+            );
+          });
+        },
+      );
     });
-  });
   });
 }

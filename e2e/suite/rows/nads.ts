@@ -32,7 +32,14 @@ async function assertControllerHealthy(env: SuiteEnv, pid: number): Promise<void
  * A VM on a NAD that is broken in some way: an Event with `reason` on the VM, no claim, the controller alive; then
  * `repair` fixes the NAD and the claim appears.
  */
-async function brokenNadCase(c: CaseContext, slug: string, reason: string, message: RegExp, breakIt: (ns: string) => Promise<void>, repair: (ns: string) => Promise<void>) {
+async function brokenNadCase(
+  c: CaseContext,
+  slug: string,
+  reason: string,
+  message: RegExp,
+  breakIt: (ns: string) => Promise<void>,
+  repair: (ns: string) => Promise<void>,
+) {
   const { env } = c;
   const ns = await c.namespace(slug);
   const pid = env.shared.pid;
@@ -55,29 +62,37 @@ async function brokenNadCase(c: CaseContext, slug: string, reason: string, messa
 
 export function registerNads(env: SuiteEnv): void {
   describe('NAD edited to drop allowPersistentIPs', () => {
-    e2eCase(env, 'NAD edited to drop allowPersistentIPs: no claim for a new VM; the existing claim is kept, also across a stop/start (KEEP-NOT-PERSISTENT)', async (c) => {
-      const ns = await c.namespace('nad-not-persistent');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
-      await waitForClaims(env, ns, ['vm1.red']);
-      const kept = await writeClaimIps(env, ns, 'vm1.red', ['10.200.0.9/24']);
-      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
+    e2eCase(
+      env,
+      'NAD edited to drop allowPersistentIPs: no claim for a new VM; the existing claim is kept, also across a stop/start (KEEP-NOT-PERSISTENT)',
+      async (c) => {
+        const ns = await c.namespace('nad-not-persistent');
+        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        await waitForClaims(env, ns, ['vm1.red']);
+        const kept = await writeClaimIps(env, ns, 'vm1.red', ['10.200.0.9/24']);
+        const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
 
-      await setNadConfig(env, ns, 'nad-red', nadConfig(ns, 'nad-red', { network: 'red', allowPersistentIPs: false }));
-      await createRunningVM(env, ns, 'vm2', [{ name: 'red', nadName: 'nad-red' }]);
-      await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      await assertQuiet(claimLog, 'claims after the NAD stopped allowing persistent IPs');
-      const claims = await env.api.claims(ns);
-      assert.deepEqual(claims.map((x) => x.metadata.name), ['vm1.red'], 'no claim for vm2');
-      assert.equal(claims[0]!.metadata.resourceVersion, kept.metadata.resourceVersion, 'vm1.red kept, not written');
-      assert.deepEqual(claims[0]!.status?.ips, ['10.200.0.9/24']);
+        await setNadConfig(env, ns, 'nad-red', nadConfig(ns, 'nad-red', { network: 'red', allowPersistentIPs: false }));
+        await createRunningVM(env, ns, 'vm2', [{ name: 'red', nadName: 'nad-red' }]);
+        await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        await assertQuiet(claimLog, 'claims after the NAD stopped allowing persistent IPs');
+        const claims = await env.api.claims(ns);
+        assert.deepEqual(
+          claims.map((x) => x.metadata.name),
+          ['vm1.red'],
+          'no claim for vm2',
+        );
+        assert.equal(claims[0]!.metadata.resourceVersion, kept.metadata.resourceVersion, 'vm1.red kept, not written');
+        assert.deepEqual(claims[0]!.status?.ips, ['10.200.0.9/24']);
 
-      // positive control: allowing it again gives vm2 its claim
-      await setNadConfig(env, ns, 'nad-red', nadConfig(ns, 'nad-red', { network: 'red' }));
-      const after = await waitForClaims(env, ns, ['vm1.red', 'vm2.red']);
-      assertClaim(after.get('vm2.red'), ownerOf((await env.kv.getVM(ns, 'vm2'))!, 'VirtualMachine'), 'red', 'red');
-    });
+        // positive control: allowing it again gives vm2 its claim
+        await setNadConfig(env, ns, 'nad-red', nadConfig(ns, 'nad-red', { network: 'red' }));
+        const after = await waitForClaims(env, ns, ['vm1.red', 'vm2.red']);
+        assertClaim(after.get('vm2.red'), ownerOf((await env.kv.getVM(ns, 'vm2'))!, 'VirtualMachine'), 'red', 'red');
+      },
+    );
   });
 
   describe('NAD missing / invalid JSON / empty config', () => {

@@ -11,17 +11,7 @@ import { localWebhookConfiguration } from '../../local/webhook-config.ts';
 import { renderLauncherPod, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import {
-  assertClaim,
-  createPersistentNad,
-  createVM,
-  deletedRv,
-  finalizerReleaseRv,
-  hasOurFinalizer,
-  ownerOf,
-  watchLog,
-  EVENTUALLY_MS,
-} from '../fixtures.ts';
+import { assertClaim, createPersistentNad, createVM, deletedRv, finalizerReleaseRv, hasOurFinalizer, ownerOf, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
 import { assertPodReferences } from './create-vm.ts';
 
@@ -92,7 +82,15 @@ function admissionReview(port: number, ca: Buffer, namespace: string, pod: V1Pod
   const body = JSON.stringify(review);
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
-      { host: '127.0.0.1', port, path: '/mutate-v1-pod', method: 'POST', ca, timeout: 5000, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/mutate-v1-pod',
+        method: 'POST',
+        ca,
+        timeout: 5000,
+        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (d: Buffer) => chunks.push(d));
@@ -101,13 +99,16 @@ function admissionReview(port: number, ca: Buffer, namespace: string, pod: V1Pod
             if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
             const response = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { response: AdmissionAnswer['response'] }).response;
             if (!response.allowed) return resolve({ response });
-            const ops = response.patch ? (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as { op: string; path: string; value?: unknown }[]) : [];
+            const ops = response.patch
+              ? (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as { op: string; path: string; value?: unknown }[])
+              : [];
             const patched = structuredClone(pod);
             const annotations = (patched.metadata!.annotations ??= {});
             for (const op of ops) {
               if (op.path === '/metadata/annotations' && op.value && typeof op.value === 'object') Object.assign(annotations, op.value);
               const m = /^\/metadata\/annotations\/(.+)$/.exec(op.path);
-              if (m && (op.op === 'add' || op.op === 'replace') && typeof op.value === 'string') annotations[m[1]!.replace(/~1/g, '/').replace(/~0/g, '~')] = op.value;
+              if (m && (op.op === 'add' || op.op === 'replace') && typeof op.value === 'string')
+                annotations[m[1]!.replace(/~1/g, '/').replace(/~0/g, '~')] = op.value;
             }
             resolve({ response, patched });
           } catch (err) {
@@ -197,7 +198,17 @@ export function registerRestart(env: SuiteEnv): void {
         await env.withoutSharedController(async () => {
           // Phase 1: the VMs exist before the controller starts, so that it starts with a burst of 60 creates.
           const vms = new Map<string, Vm>();
-          await inBatches(names, 10, async (n) => vms.set(n, await createVM(env, ns, n, NETWORKS.map((net) => ({ name: net, nadName: `nad-${net}` })))));
+          await inBatches(names, 10, async (n) =>
+            vms.set(
+              n,
+              await createVM(
+                env,
+                ns,
+                n,
+                NETWORKS.map((net) => ({ name: net, nadName: `nad-${net}` })),
+              ),
+            ),
+          );
           // --qps 20: the 60 creates take a few seconds instead of a few hundred milliseconds, so that the kill lands
           // in the middle of the burst even on a loaded machine (the point is where the kill lands, not the speed)
           const first = await env.startController({ name: 'restart-1', namespace: ns, extraArgs: ['--qps', '20', '--burst', '5'] });
@@ -248,7 +259,10 @@ export function registerRestart(env: SuiteEnv): void {
 
           // The end state: exactly the claims of the remaining VMs, each owned by its live VM, with our finalizer.
           const final = await env.api.claims(ns);
-          const kept = names.slice(DELETED).flatMap((n) => NETWORKS.map((net) => `${n}.${net}`)).sort();
+          const kept = names
+            .slice(DELETED)
+            .flatMap((n) => NETWORKS.map((net) => `${n}.${net}`))
+            .sort();
           assert.deepEqual(final.map((x) => x.metadata.name).sort(), kept, 'exactly the claims of the remaining VMs');
           for (const claim of final) {
             const [vm, net] = claim.metadata.name.split('.') as [string, string];
@@ -261,7 +275,12 @@ export function registerRestart(env: SuiteEnv): void {
           // History: one object per claim name (never recreated, never duplicated), no finalizer released while a
           // VMI of the VM existed, none released at all for the remaining VMs.
           for (const name of wanted) {
-            const uids = new Set(claimLog.of(name).filter((e) => e.type === 'ADDED').map((e) => e.obj.metadata.uid));
+            const uids = new Set(
+              claimLog
+                .of(name)
+                .filter((e) => e.type === 'ADDED')
+                .map((e) => e.obj.metadata.uid),
+            );
             assert.equal(uids.size, 1, `${name}: created exactly once (uids ${[...uids].join(', ')})`);
           }
           for (const n of doomed) {

@@ -6,15 +6,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import {
-  createPersistentNad,
-  createRunningVM,
-  waitForClaims,
-  waitForResyncs,
-  writeClaimIps,
-  EVENTUALLY_MS,
-  QUIET_WINDOW_MS,
-} from '../fixtures.ts';
+import { createPersistentNad, createRunningVM, waitForClaims, waitForResyncs, writeClaimIps, EVENTUALLY_MS, QUIET_WINDOW_MS } from '../fixtures.ts';
 import { apiserverClaimWrites, paths, type Sample } from '../kube.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
 
@@ -41,7 +33,11 @@ export function registerSteadyState(env: SuiteEnv): void {
         await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
         await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
         const names = Array.from({ length: VMS }, (_, i) => `vm${i}`);
-        for (const n of names) await createRunningVM(env, ns, n, [{ name: 'red', nadName: 'nad-red' }, { name: 'blue', nadName: 'nad-blue' }]);
+        for (const n of names)
+          await createRunningVM(env, ns, n, [
+            { name: 'red', nadName: 'nad-red' },
+            { name: 'blue', nadName: 'nad-blue' },
+          ]);
         const claimNames = names.flatMap((n) => [`${n}.red`, `${n}.blue`]);
         await waitForClaims(env, ns, claimNames);
         // what the IPAM plugin writes (before the measurement: those are its writes, not the controller's)
@@ -101,9 +97,18 @@ export function registerSteadyState(env: SuiteEnv): void {
         // the controller did work (so "no write" is not "no controller"): it reconciled, and wrote nothing itself
         assert.ok((await fresh.metric('controller_runtime_reconcile_total')) >= VMS, 'the restarted controller reconciled');
         const ownWrites = (await fresh.metrics()).filter(
-          (s) => s.name === 'persistent_ips_api_requests_total' && s.labels['resource'] === 'ipamclaims' && s.labels['verb'] !== 'list' && s.labels['verb'] !== 'watch' && s.labels['verb'] !== 'get',
+          (s) =>
+            s.name === 'persistent_ips_api_requests_total' &&
+            s.labels['resource'] === 'ipamclaims' &&
+            s.labels['verb'] !== 'list' &&
+            s.labels['verb'] !== 'watch' &&
+            s.labels['verb'] !== 'get',
         );
-        assert.deepEqual(ownWrites.map((s) => `${s.labels['verb']} ${s.labels['code']} ${s.value}`), [], 'the restarted controller sent no claim write');
+        assert.deepEqual(
+          ownWrites.map((s) => `${s.labels['verb']} ${s.labels['code']} ${s.value}`),
+          [],
+          'the restarted controller sent no claim write',
+        );
         c.t.diagnostic(`ipamclaims writes: ${before.total} before the window, ${after.total} after`);
       },
       { timeoutMs: 240_000 },

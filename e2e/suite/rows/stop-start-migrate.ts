@@ -2,17 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { e2eCase, type CaseContext, type SuiteEnv } from '../env.ts';
-import {
-  assertClaim,
-  assertQuiet,
-  createPersistentNad,
-  createRunningVM,
-  ownerOf,
-  waitForClaims,
-  watchLog,
-  writeClaimIps,
-  EVENTUALLY_MS,
-} from '../fixtures.ts';
+import { assertClaim, assertQuiet, createPersistentNad, createRunningVM, ownerOf, waitForClaims, watchLog, writeClaimIps, EVENTUALLY_MS } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
 import { assertPodReferences } from './create-vm.ts';
 
@@ -63,8 +53,18 @@ export function registerStopStartMigrate(env: SuiteEnv): void {
       const after = await env.api.claims(ns);
       assertUnchanged(claims, after, 'after stop');
       const owner = ownerOf(vm, 'VirtualMachine');
-      assertClaim(after.find((x) => x.metadata.name === 'vm1.red'), owner, 'red', 'red');
-      assertClaim(after.find((x) => x.metadata.name === 'vm1.blue'), owner, 'blue', 'blue');
+      assertClaim(
+        after.find((x) => x.metadata.name === 'vm1.red'),
+        owner,
+        'red',
+        'red',
+      );
+      assertClaim(
+        after.find((x) => x.metadata.name === 'vm1.blue'),
+        owner,
+        'blue',
+        'blue',
+      );
       assert.equal(await env.kv.getVMI(ns, 'vm1'), undefined, 'no VMI');
     });
   });
@@ -78,7 +78,7 @@ export function registerStopStartMigrate(env: SuiteEnv): void {
       const log = await watchLog<IPAMClaim>(c, paths.claims(ns));
 
       const vmi = await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      assert.ok(vmi && vmi.metadata.uid, 'a new VMI runs');
+      assert.ok(vmi?.metadata.uid, 'a new VMI runs');
       const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       await assertQuiet(log, `claims of restarted VM ${ns}/vm1`);
       assertUnchanged(claims, await env.api.claims(ns), 'after start');
