@@ -6,7 +6,8 @@
 // changed since the reference was written while the running VM keeps its address.
 //
 // Elements are matched by NAD (namespace/name) and interface; elements without an interface by their order among
-// those of the same NAD. What this function does not decide: an element new at this UPDATE, or an element that gains
+// those of the same NAD. With a carried reference go the `ips` the old element had and the new one lacks (what the
+// built-in allocator wrote at CREATE). What this function does not decide: an element new at this UPDATE, or an element that gains
 // a reference its old self did not have. Those are `fresh`, for the caller to decide with CREATE's checks.
 
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
@@ -74,7 +75,8 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
       const ref = referenceOf(oldElements[i]);
       if (ref !== undefined) oldRefs.set(id, ref);
     });
-    const oldIds = new Set(identities(oldElements, namespace));
+    const oldIndexOf = new Map(identities(oldElements, namespace).map((id, i) => [id, i]));
+    const oldIds = new Set(oldIndexOf.keys());
     if (!newSelection.ok) {
       if (oldRefs.size > 0)
         result.refusals.push(
@@ -90,6 +92,10 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
       const has = referenceOf(element);
       if (had !== undefined && has === undefined) {
         element[IPAM_CLAIM_REFERENCE] = had;
+        // The addresses the built-in allocator gave this pod at CREATE go with its reference: the pod still has
+        // them, and its element is where static IPAM and anyone reading the pod find them.
+        const oldIps = oldElements[oldIndexOf.get(id)!]?.ips;
+        if (element.ips === undefined && oldIps !== undefined) element.ips = [...oldIps];
         touched = true;
         result.carried.push({ annotation, element: id.replace(/#\d+$/, ''), claim: had });
       } else if (had !== undefined && has !== had) {

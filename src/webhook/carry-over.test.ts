@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { parseNetworkSelection } from '../claims/network-selection.ts';
+import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
+import { carryOverReferences } from './carry-over.ts';
+import { applyJsonPatch } from './testing.ts';
+
+const pod = (elements: NetworkSelectionElement[]): Pod =>
+  ({ metadata: { name: 'virt-launcher-vm1-abcde', namespace: 'vms', annotations: { [MULTUS_NETWORKS_ANNOTATION]: JSON.stringify(elements) } } }) as Pod;
+const elementsOf = (p: Pod): NetworkSelectionElement[] => {
+  const parsed = parseNetworkSelection(p.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
+  assert.ok(parsed.ok);
+  return parsed.elements;
+};
+
+describe('carry-over of what the webhook wrote at CREATE', () => {
+  // virt-controller rebuilds a running launcher pod's networks annotation from the VMI spec (hotplug of another NIC):
+  // the element of the allocator's network comes back without the reference and without the addresses.
+  const created = pod([{ name: 'red', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red', ips: ['10.0.0.7/24'] }]);
+  const rebuilt = pod([
+    { name: 'red', namespace: 'vms', interface: 'pod16367aacb67' },
+    { name: 'blue', namespace: 'vms', interface: 'podb1b' },
+  ]);
+
+  it('the element gets back its reference and the addresses it started with; the new element is left to decide', () => {
+    const result = carryOverReferences(created, rebuilt, 'vms');
+    assert.deepEqual(result.refusals, []);
+    assert.deepEqual(result.fresh, [1]);
+    assert.deepEqual(elementsOf(result.pod)[0], {
+      name: 'red',
+      namespace: 'vms',
+      interface: 'pod16367aacb67',
+      'ipam-claim-reference': 'vm1.red',
+      ips: ['10.0.0.7/24'],
+    });
+    assert.deepEqual(elementsOf(result.pod)[1], { name: 'blue', namespace: 'vms', interface: 'podb1b' });
+    // The patch, applied to the request's object, gives the same pod.
+    assert.deepEqual(elementsOf(applyJsonPatch(rebuilt, result.patch)), elementsOf(result.pod));
+  });
+
+  it('addresses the new element names are its own: only a missing list is carried', () => {
+    const withIps = pod([{ name: 'red', namespace: 'vms', interface: 'pod16367aacb67', ips: ['10.0.0.9/24'] }]);
+    const result = carryOverReferences(created, withIps, 'vms');
+    assert.deepEqual(elementsOf(result.pod)[0]?.ips, ['10.0.0.9/24']);
+    assert.equal(elementsOf(result.pod)[0]?.['ipam-claim-reference'], 'vm1.red');
+  });
+
+  it('an element whose reference is still there is not touched', () => {
+    const kept = pod([{ name: 'red', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red' }]);
+    const result = carryOverReferences(created, kept, 'vms');
+    assert.deepEqual(result.patch, []);
+    assert.equal(elementsOf(result.pod)[0]?.ips, undefined);
+  });
+});
