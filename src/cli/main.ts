@@ -4,13 +4,13 @@
 // its own message; a stack trace means a bug, and is printed only then.
 
 import './require-node.ts'; // first: see why there
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { CliError, EXIT, UsageError } from './exit-codes.ts';
 import type { ParseAnswer, ParseRequest } from './parse-worker.ts';
 import type { ParsedCommand } from './parser.ts';
 import { run } from './run.ts';
 import { status } from './status.ts';
+import { askJsonChild } from '../child/json-child.ts';
 
 async function main(argv: string[]): Promise<number> {
   const parsed = await parseInChild({ argv, width: Math.min(120, process.stdout.columns || 120) });
@@ -25,35 +25,16 @@ async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * parser.ts (yargs) in a short-lived child process. Code an isolate loads stays loaded for the isolate's life, and
- * the controller lives for weeks with the Deployment's command line, parsed once: yargs would keep a few MiB resident
- * in it all that time, and a worker thread leaves about as much behind in the process's malloc arenas. What the
- * child allocated goes back to the system when it exits; `run` keeps only the options it answered.
+ * parser.ts (yargs) in a short-lived child process (child/json-child.ts says why): the controller lives for weeks with
+ * the Deployment's command line, parsed once, and would otherwise keep yargs resident all that time.
  */
-function parseInChild(request: ParseRequest): Promise<ParsedCommand> {
+async function parseInChild(request: ParseRequest): Promise<ParsedCommand> {
   // The build puts parse-worker.js beside main.js (scripts/build.ts); from the sources, it is the .ts file.
   const entry = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './parse-worker.ts' : './parse-worker.js', import.meta.url));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.once('error', reject);
-    child.once('close', (code, signal) => {
-      let answer: ParseAnswer;
-      try {
-        answer = JSON.parse(Buffer.concat(out).toString('utf8')) as ParseAnswer;
-      } catch {
-        const detail = Buffer.concat(err).toString('utf8').trim();
-        return reject(new Error(`the command-line parsing process exited (${signal ?? `code ${code}`}) without an answer${detail ? `: ${detail}` : ''}`));
-      }
-      if ('usageError' in answer) return reject(new UsageError(answer.usageError.message, answer.usageError.usage));
-      for (const text of answer.printed) process.stdout.write(`${text}\n`);
-      resolve(answer.parsed);
-    });
-    child.stdin.end(JSON.stringify(request));
-  });
+  const answer = await askJsonChild<ParseAnswer>(entry, request, 'the command-line parsing process');
+  if ('usageError' in answer) throw new UsageError(answer.usageError.message, answer.usageError.usage);
+  for (const text of answer.printed) process.stdout.write(`${text}\n`);
+  return answer.parsed;
 }
 
 main(process.argv.slice(2)).then(

@@ -20,8 +20,8 @@
 
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { askJsonChild } from '../child/json-child.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { KubeObject } from '../kube/types.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
@@ -320,40 +320,22 @@ export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: read
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Generating. @peculiar/x509 (with reflect-metadata and tsyringe) costs a process about 5-8 MiB resident for as long as
-// it lives once loaded, for a few milliseconds of work at start-up and at each rotation. So certificates are minted by
-// a short-lived child process (mint-worker.ts) that gets the request on stdin and answers PEM text on stdout: the
-// controller never loads the library, and everything the minting allocated goes back to the system when the child
-// exits (a worker thread would leave about 4 MiB behind in the controller's malloc arenas). Reading certificates
-// uses node:crypto.
+// Generating. @peculiar/x509 (with reflect-metadata and tsyringe) would stay resident in the controller for its whole
+// life once loaded, for a few milliseconds of work at start-up and at each rotation. So certificates are minted by a
+// short-lived child process (mint-worker.ts, through child/json-child.ts) that gets the request on stdin and answers
+// PEM text on stdout: the controller never loads the library. Reading certificates uses node:crypto.
 
 export type MintRequest =
   | { kind: 'ca'; now: number; validityMs: number; commonName: string }
   | { kind: 'serving'; ca: CertKeyPair; now: number; policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'> };
 
-function mintInChild(request: MintRequest): Promise<CertKeyPair> {
+async function mintInChild(request: MintRequest): Promise<CertKeyPair> {
   // The build puts mint-worker.js in the same folder as the code of this module (dist/cli/, scripts/build.ts); tests and
   // scripts run the TypeScript source next to this file.
   const entry = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url));
-  return new Promise<CertKeyPair>((resolve, reject) => {
-    const child = spawn(process.execPath, [entry], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.once('error', reject);
-    child.once('close', (code, signal) => {
-      try {
-        const answer = JSON.parse(Buffer.concat(out).toString('utf8')) as { ok: true; pair: CertKeyPair } | { ok: false; message: string };
-        if (answer.ok) resolve(answer.pair);
-        else reject(new Error(`minting a certificate: ${answer.message}`));
-      } catch {
-        const detail = Buffer.concat(err).toString('utf8').trim().split('\n').slice(-3).join(' ');
-        reject(new Error(`the certificate minting process exited (${signal ?? `code ${code}`}) without a certificate${detail ? `: ${detail}` : ''}`));
-      }
-    });
-    child.stdin.end(JSON.stringify(request));
-  });
+  const answer = await askJsonChild<{ ok: true; pair: CertKeyPair } | { ok: false; message: string }>(entry, request, 'the certificate minting process');
+  if (!answer.ok) throw new Error(`minting a certificate: ${answer.message}`);
+  return answer.pair;
 }
 
 export async function generateCa(now: number, validityMs: number, commonName = 'persistent-ips-webhook-ca'): Promise<CertKeyPair> {
