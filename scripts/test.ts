@@ -165,9 +165,14 @@ async function phase(name: Phase, body: () => Promise<boolean>): Promise<boolean
   return ok;
 }
 
-/** Lets the running e2e files have the CPU first: the builds still running then use what the files leave idle. */
+/**
+ * Lets the running e2e files have the CPU first: the builds still running then use what the files leave idle. Done
+ * when the first file starts, not before: while the files wait for the control plane, its build is all there is to do.
+ */
+let lowered = false;
 function lowerPriority(child: ChildProcess | undefined): void {
-  if (child?.pid === undefined || child.exitCode !== null) return;
+  if (lowered || child?.pid === undefined || child.exitCode !== null) return;
+  lowered = true;
   execFile('renice', ['-n', '10', '-g', String(child.pid)], (err) => {
     if (err) say(`test: could not lower the builds' CPU priority (${err.message.split('\n')[0]}); they run as they are`);
   });
@@ -215,6 +220,7 @@ async function e2ePhase(prepared: Prepared | undefined): Promise<boolean> {
         allOk = false;
         return;
       }
+      lowerPriority(building);
       launched++;
       say(`\n--- e2e ${launched}/${files.length} started: ${file}`);
       const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
@@ -265,7 +271,6 @@ if (!ok && building?.pid) {
   killGroup(building.pid, 'SIGTERM');
 }
 if (ok && wanted.includes('e2e') && !interrupted) {
-  lowerPriority(building);
   ok = await phase('e2e', () => e2ePhase(prepared));
 }
 ok = (await binaries) && ok;
