@@ -58,10 +58,19 @@ PY
   else
     run=() how=""
   fi
+  # main.js parses its command line in a child process of the same node binary (src/child/json-child.ts), which
+  # qemu-user cannot start without binfmt_misc: under emulation the parsing child itself is asked for the help text.
+  help_runs() {
+    if [ "$how" = chroot ]; then
+      "${run[@]}" "$app/dist/cli/main.js" --help >/dev/null
+    else
+      echo '{"argv":["--help"],"width":100}' | "${run[@]}" "$app/dist/cli/parse-worker.js" | grep -q 'persistent-ips run'
+    fi
+  }
   if [ ${#run[@]} -eq 0 ]; then
     echo "node: not run (no $qemu here, or not root)"
-  elif v="$("${run[@]}" -p 'process.version + " " + process.arch')" && "${run[@]}" "$app/dist/cli/main.js" --help >/dev/null; then
-    echo "node ($how): $v; dist/cli/main.js --help runs"
+  elif v="$("${run[@]}" -p 'process.version + " " + process.arch')" && help_runs; then
+    echo "node ($how): $v; the CLI's --help runs"
   else
     echo "PROBLEM: node ($how) does not run, or dist/cli/main.js --help fails"
     failed=1
