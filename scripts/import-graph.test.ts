@@ -1,10 +1,10 @@
 // The shape of src's import graph, checked on every `npm test` (unit phase) and alone by `npm run check:imports`:
 //   - no import cycle anywhere in src (type-only imports count: a cycle of types is still two files that must be
 //     understood together), neither between files nor between the folders of src (src/telemetry and src/webhook
-//     importing each other is a cycle even when no file is in one; test files are left out of the folder graph until
-//     test helpers move to a test tree of their own);
+//     importing each other is a cycle even when no file is in one; test files are left out of the folder graph: a
+//     test may use any room it needs, and the test helpers live in test/, outside src);
 //   - src/kube is a leaf: its production files import nothing of the project outside src/kube. Its *.test.ts files
-//     may still borrow test helpers from elsewhere until those move to a test tree of their own;
+//     may use the helpers of test/;
 //   - the two loops (src/controller, src/allocator) do not import src/webhook: what they share with it (the pod
 //     annotations' parsing, claim names) lives in a lower room, src/claims.
 // Specifiers are read by scripts/imports.ts (regular expressions: free of dependencies, well under a second).

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { claimName, podInterfaceName } from '../claims/names.ts';
 import { trimNetworkAttachmentDefinition, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
-import { FakeWorld, NS, allocatorNad, claim, nad, vm } from './testing.ts';
+import { FakeWorld, NS, allocatorNad, claim, nad, vm } from '../../test/allocator-world.ts';
 
 const NET = 'blue';
 

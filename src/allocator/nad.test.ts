@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { allocatorServes, readAllocatorNad, resolveNetwork } from './nad.ts';
-import { allocatorNad, nad } from './testing.ts';
+import { allocatorNad, nad } from '../../test/allocator-world.ts';
 
 describe('readAllocatorNad: the switch and the pool', () => {
   it('pool from annotations (bridge + static IPAM, whose config takes no extra keys)', () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
 import { ClaimLookupError, addressesOf, createPodAddressLookup } from './pod-addresses.ts';
-import { NS, allocatorNad, claim, nad } from './testing.ts';
+import { NS, allocatorNad, claim, nad } from '../../test/allocator-world.ts';
 
 const vmi: VirtualMachineInstance = {
   metadata: {

@@ -6,7 +6,7 @@ import { planNetwork, type PlanClaim } from './plan.ts';
 import { parsePool } from './pool.ts';
 import { interfacesOfNetwork } from '../claims/index.ts';
 import { parseNetworkStatus, runningAddresses, type RunningAddresses } from './running-address.ts';
-import { FakeWorld, NS, allocatorNad, claim, launcherPod, runningVmi, vm } from './testing.ts';
+import { FakeWorld, NS, allocatorNad, claim, launcherPod, runningVmi, vm } from '../../test/allocator-world.ts';
 
 const NET = 'blue';
 const VMI_UID = 'uid-vmi-vm1';

@@ -24,7 +24,7 @@ import {
   VM_UID,
   vmiOf,
   type NetSpec,
-} from './fixtures.ts';
+} from '../../test/objects.ts';
 import { claimName, collisionClaimName, podInterfaceName, referenceClaimName, swapClaimName } from './names.ts';
 
 const KEY = { namespace: NS, name: VM_NAME };

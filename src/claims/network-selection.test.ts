@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { nadKeyOfNetworkName } from '../claims/nad-reference.ts';
+import { nadKeyOfNetworkName } from './nad-reference.ts';
 import { elementNamespace, parseNetworkSelection, serializeNetworkSelection } from './network-selection.ts';
 
 describe('parseNetworkSelection', () => {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CLAIM_FINALIZER } from '../claims/constants.ts';
-import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf, DELETED_AT } from '../claims/fixtures.ts';
+import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf, DELETED_AT } from '../../test/objects.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide } from '../claims/decide.ts';
-import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf } from '../claims/fixtures.ts';
+import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf } from '../../test/objects.ts';
 import type { IPAMClaim } from '../kube/types.ts';
 import { emptyClaimsOfRunningVmi } from './running-pods.ts';
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FakeClock, flushPromises } from '../queue/testing.ts';
+import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from './client.ts';
 import { KubeApiError, isConflict, isGone } from './errors.ts';
 import { removeFinalizerPatch } from './patch.ts';

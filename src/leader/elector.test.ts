@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, flushPromises } from '../queue/testing.ts';
+import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createLeaderElector, type LeaseClient } from './elector.ts';
 import type { Lease } from './lease.ts';

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { FakeClock, flushPromises } from './testing.ts';
+import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { WorkQueue, type WorkQueueMetrics } from './queue.ts';
 import { ExponentialFailureRateLimiter } from './rate-limiter.ts';
 

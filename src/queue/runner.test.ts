@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock, flushPromises } from './testing.ts';
+import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { WorkQueue } from './queue.ts';
 import { runWorkers, serverRetryDelayMs, TerminalError, isTerminalError, type ReconcileOutcome, type ReconcileResult } from './runner.ts';
 import { startResync } from './resync.ts';

@@ -1,11 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock, flushPromises } from '../queue/testing.ts';
+import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { KubeClient } from '../kube/client.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import type { HttpRequest, HttpResponse, Transport } from '../kube/transport.ts';
 import type { IPAMClaim } from '../kube/types.ts';
-import { FakeListWatch } from './fake-list-watch.ts';
+import { FakeListWatch } from '../../test/fake-list-watch.ts';
 import { Informer, InformerStoppedError, type InformerMetrics } from './informer.ts';
 import { createSources, kinds, createInformer } from './kinds.ts';
 import { CLAIMS_BY_VM, claimsByVm } from './indexes.ts';

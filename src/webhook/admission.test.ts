@@ -16,7 +16,7 @@ import {
 } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { Subject } from '../streams/rx.ts';
-import { applyJsonPatch } from './testing.ts';
+import { applyJsonPatch } from '../../test/json-patch.ts';
 
 const logger = createLogger('silent');
 const NS = 'vms';

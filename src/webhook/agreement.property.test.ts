@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decide, persistentNetworks } from '../claims/decide.ts';
-import { annotatedBridgeNad, applyPlan, claim, NS, nadMap, ovnNad } from '../claims/fixtures.ts';
+import { annotatedBridgeNad, applyPlan, claim, NS, nadMap, ovnNad } from '../../test/objects.ts';
 import { claimName, podInterfaceName } from '../claims/names.ts';
 import type { IPAMClaim, Pod, VirtualMachine, VirtualMachineInstance, VmInterface, VmiSpecLike, VmNetwork } from '../kube/types.ts';
 import { mutateLauncherPod } from './pod-mutation.ts';

@@ -13,7 +13,7 @@ import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler, type ObjectCache } from './admission.ts';
 import { IPAM_CLAIM_REFERENCE, parseNetworkSelection } from '../claims/network-selection.ts';
 import { Subject } from '../streams/rx.ts';
-import { applyJsonPatch } from './testing.ts';
+import { applyJsonPatch } from '../../test/json-patch.ts';
 
 const NS = 'vms';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';

@@ -4,7 +4,7 @@ import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { parseNetworkSelection } from '../claims/network-selection.ts';
 import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
 import { carryOverReferences } from './carry-over.ts';
-import { applyJsonPatch } from './testing.ts';
+import { applyJsonPatch } from '../../test/json-patch.ts';
 
 const pod = (elements: NetworkSelectionElement[]): Pod =>
   ({ metadata: { name: 'virt-launcher-vm1-abcde', namespace: 'vms', annotations: { [MULTUS_NETWORKS_ANNOTATION]: JSON.stringify(elements) } } }) as Pod;

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { claimName, collisionClaimName, persistentNetworks, podInterfaceName } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
 import { mayNeedReferences, mutateLauncherPod as mutateWith, type PodMutationInput } from './pod-mutation.ts';
-import { applyJsonPatch } from './testing.ts';
+import { applyJsonPatch } from '../../test/json-patch.ts';
 
 /** The mutation with the persistent networks computed as the admission handler does, once, from the same VMI and NADs. */
 const mutateLauncherPod = (input: Omit<PodMutationInput, 'persistent'>) =>

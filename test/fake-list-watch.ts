@@ -2,9 +2,9 @@
 // answer, each watch call opens a stream the test pushes events into, ends or fails. It fakes the two functions the
 // informer depends on, not an API server.
 
-import type { ListPage, PageRequest } from '../kube/pager.ts';
-import type { WatchEvent } from '../kube/watch-stream.ts';
-import type { ListWatch, WatchRequest } from './informer.ts';
+import type { ListPage, PageRequest } from '../src/kube/pager.ts';
+import type { WatchEvent } from '../src/kube/watch-stream.ts';
+import type { ListWatch, WatchRequest } from '../src/sources/informer.ts';
 
 export class ScriptedWatch implements AsyncIterable<WatchEvent> {
   readonly request: WatchRequest;

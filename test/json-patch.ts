@@ -2,7 +2,7 @@
 // where the API server is strict, so a test fails on a patch the API server would reject.
 
 import assert from 'node:assert/strict';
-import type { JsonPatchOp } from '../kube/patch.ts';
+import type { JsonPatchOp } from '../src/kube/patch.ts';
 
 function unescapeToken(token: string): string {
   return token.replaceAll('~1', '/').replaceAll('~0', '~');

@@ -3,15 +3,15 @@
 // choose exactly how far behind the caches are.
 
 import { pino } from 'pino';
-import type { EventInput } from '../kube/client.ts';
-import { KubeApiError } from '../kube/errors.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { Store, objectKey } from '../sources/store.ts';
-import { EventRecorder } from '../controller/events.ts';
-import { registerIndexes } from '../sources/indexes.ts';
-import { reconcileOf } from '../controller/loop.ts';
-import { createNetworkReconciler, networkKey } from './loop.ts';
-import { WriteOverlay } from '../controller/write-overlay.ts';
+import type { EventInput } from '../src/kube/client.ts';
+import { KubeApiError } from '../src/kube/errors.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../src/kube/types.ts';
+import { Store, objectKey } from '../src/sources/store.ts';
+import { EventRecorder } from '../src/controller/events.ts';
+import { registerIndexes } from '../src/sources/indexes.ts';
+import { reconcileOf } from '../src/controller/loop.ts';
+import { createNetworkReconciler, networkKey } from '../src/allocator/loop.ts';
+import { WriteOverlay } from '../src/controller/write-overlay.ts';
 
 export const NS = 'vms';
 

@@ -1,6 +1,6 @@
 // Test doubles for the Clock. Not part of the build (tsconfig.build.json excludes src/**/testing.ts), so they never
 // ship in dist/ or the npm package.
-import type { Clock, TimerHandle } from '../kube/clock.ts';
+import type { Clock, TimerHandle } from '../src/kube/clock.ts';
 
 interface FakeTimer {
   id: number;

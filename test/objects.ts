@@ -1,11 +1,11 @@
 // Test-only builders for the objects decide() reads, and a tiny stand-in for the API server's handling of claim
 // writes. Shared by the unit tests here and, later, the e2e suite, so fixtures mean the same thing everywhere.
 
-import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
-import { apiVersionOf, resources } from '../kube/resources.ts';
-import { CLAIM_FINALIZER, KUBEVIRT_VM_FINALIZER, NAD_PERSISTENT_IPS_ANNOTATION, VM_LABEL } from './constants.ts';
-import type { Plan } from './decide.ts';
-import { claimName, podInterfaceName, PRIMARY_POD_INTERFACE } from './names.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../src/kube/types.ts';
+import { apiVersionOf, resources } from '../src/kube/resources.ts';
+import { CLAIM_FINALIZER, KUBEVIRT_VM_FINALIZER, NAD_PERSISTENT_IPS_ANNOTATION, VM_LABEL } from '../src/claims/constants.ts';
+import type { Plan } from '../src/claims/decide.ts';
+import { claimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../src/claims/names.ts';
 
 export const NS = 'vms';
 export const VM_NAME = 'vm1';
