@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
+import { BUNDLE_OPTIONS } from '../scripts/bundle.ts';
 import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedController } from './lib/deployment.ts';
 import { killAllSync, trackExternal, untrackExternal } from './lib/processes.ts';
@@ -98,7 +99,7 @@ interface Sample {
   afterListWatch: { rss: number; heap: number };
 }
 
-/** scripts/build.ts's esbuild options, one entry per arm. */
+/** The controller's esbuild options (scripts/bundle.ts), one entry per arm. */
 async function bundle(dir: string): Promise<Record<string, { file: string; bytes: number; total: number }>> {
   const out: Record<string, { file: string; bytes: number; total: number }> = {};
   for (const [arm, contents] of Object.entries(ARMS)) {
@@ -107,14 +108,7 @@ async function bundle(dir: string): Promise<Record<string, { file: string; bytes
       stdin: { contents, resolveDir: fileURLToPath(new URL('..', import.meta.url)), loader: 'ts', sourcefile: 'entry.ts' },
       outdir,
       entryNames: 'main',
-      bundle: true,
-      splitting: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node24',
-      keepNames: true,
-      banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
-      logLevel: 'warning',
+      ...BUNDLE_OPTIONS,
     });
     // main.js is what loads; src/kube's lazily imported client-node chunk (exec and auth-provider kubeconfigs) is
     // written beside it but never loaded here.

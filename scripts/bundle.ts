@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { cyclonedxEsbuildPlugin } from '@cyclonedx/cyclonedx-esbuild';
-import { build } from 'esbuild';
+import { type BuildOptions, build } from 'esbuild';
 import { bundledPackages, NOTICES_FILE, noticesPackageIds, noticesText, SBOM_FILE, sbomPackageIds, unexpectedRequires } from './third-party-notices.ts';
 
 export interface BundleOptions {
@@ -19,6 +19,19 @@ export interface BundleOptions {
   required?: readonly string[];
 }
 
+/** How the controller is bundled; bench/client-node-rss.ts bundles its arms the same way. */
+export const BUNDLE_OPTIONS = {
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node24',
+  keepNames: true,
+  // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  logLevel: 'warning',
+} as const satisfies BuildOptions;
+
 export async function bundle(options: BundleOptions): Promise<void> {
   const result = await build({
     entryPoints: options.entryPoints,
@@ -26,19 +39,11 @@ export async function bundle(options: BundleOptions): Promise<void> {
     // Paths in the output (module comments, hence chunk hashes) relative to the scratch folder, whose name changes
     // with every build: the same commit gives the same bytes.
     absWorkingDir: options.ownDir,
-    bundle: true,
-    splitting: true,
-    format: 'esm',
-    platform: 'node',
-    target: 'node24',
-    keepNames: true,
+    ...BUNDLE_OPTIONS,
     // Maps to the TypeScript sources (through tsc's own maps), for `node --enable-source-maps` in a checkout.
     sourcemap: 'linked',
     sourcesContent: false,
-    // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
-    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
     metafile: true,
-    logLevel: 'warning',
     // Reproducible: no serial number or timestamp, sorted lists; the same commit gives the same bytes. 'silent' drops
     // its progress lines only: warnings and errors still print.
     plugins: [cyclonedxEsbuildPlugin({ specVersion: '1.6', outputFile: join('..', SBOM_FILE), outputReproducible: true, validate: true, logLevel: 'silent' })],

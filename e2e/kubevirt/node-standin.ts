@@ -42,6 +42,15 @@ const NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
 const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
 const DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-network';
 const HEARTBEAT_ANNOTATION = 'kubevirt.io/heartbeat';
+/** What each stand-in node offers: enough for every VM a test makes, with the device plugins virt-handler would register. */
+const NODE_RESOURCES = {
+  cpu: '64',
+  memory: '256Gi',
+  pods: '1000',
+  'devices.kubevirt.io/kvm': '1000',
+  'devices.kubevirt.io/tun': '1000',
+  'devices.kubevirt.io/vhost-net': '1000',
+};
 const MIGRATION_JOB_LABEL = 'kubevirt.io/migrationJobUID';
 const NODE_NAME_LABEL = 'kubevirt.io/nodeName';
 
@@ -216,22 +225,8 @@ export class NodeStandIn {
           conditions: [
             { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'node stand-in', lastHeartbeatTime: now(), lastTransitionTime: now() },
           ],
-          capacity: {
-            cpu: '64',
-            memory: '256Gi',
-            pods: '1000',
-            'devices.kubevirt.io/kvm': '1000',
-            'devices.kubevirt.io/tun': '1000',
-            'devices.kubevirt.io/vhost-net': '1000',
-          },
-          allocatable: {
-            cpu: '64',
-            memory: '256Gi',
-            pods: '1000',
-            'devices.kubevirt.io/kvm': '1000',
-            'devices.kubevirt.io/tun': '1000',
-            'devices.kubevirt.io/vhost-net': '1000',
-          },
+          capacity: NODE_RESOURCES,
+          allocatable: NODE_RESOURCES,
           addresses: [{ type: 'InternalIP', address: '127.0.0.1' }],
         },
       });
