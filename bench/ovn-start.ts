@@ -26,7 +26,7 @@ const N = Number(values.vms);
 const RATE = Number(values.rate);
 const say = (l: string) => process.stdout.write(`[bench-ovn-start] ${l}\n`);
 
-const world = new World({ onLog: (l) => say(l), resyncPeriodS: undefined, controllerName: 'bench-ovn-start' });
+const world = new World({ ovnKubernetes: true, onLog: (l) => say(l), resyncPeriodS: undefined, controllerName: 'bench-ovn-start' });
 let exitCode = 0;
 try {
   await world.setUp();

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { Prepared, stepsNeededBy } from './e2e-schedule.ts';
+import { spawn } from 'node:child_process';
+import { getPriority } from 'node:os';
+import { lowerGroupPriority, Prepared, stepsNeededBy } from './e2e-schedule.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const needs = (file: string) => stepsNeededBy(join(ROOT, file));
@@ -11,8 +13,10 @@ describe('e2e files and the prepare steps they wait for', () => {
     assert.deepEqual(needs('e2e/cli/misuse.test.ts'), ['controlplane']);
   });
 
-  it('the real-KubeVirt suite waits for virt-controller and ovnkube, found through the world it imports', () => {
+  it('a file whose world runs virt-controller waits for it, found through the world it imports; for ovnkube only when it asks for OVN-K', () => {
     assert.deepEqual(needs('e2e/kubevirt/lifecycle.test.ts'), ['controlplane', 'kubevirt', 'ovnkube']);
+    assert.deepEqual(needs('e2e/suite/e2e.test.ts'), ['controlplane', 'kubevirt']);
+    assert.deepEqual(needs('e2e/operability/webhook.test.ts'), ['controlplane', 'kubevirt']);
   });
 
   it('the tools a file asks preparedTool for', () => {
@@ -35,5 +39,43 @@ describe('e2e files and the prepare steps they wait for', () => {
     p.finish();
     await last;
     assert.equal(p.finished, true);
+  });
+
+  it('lowers the priority of every process of a group by the same step, keeping their order', async () => {
+    // a group of three: the shell, a sleep at its priority, and one already lower (as prepare.ts runs the tool builds)
+    const group = spawn('bash', ['-c', 'sleep 30 & nice -n 5 sleep 30 & wait'], { detached: true, stdio: 'ignore' });
+    const pgid = group.pid!;
+    const mine = getPriority();
+    try {
+      const members = () => {
+        const out = spawn('ps', ['-o', 'pid=,ni=', '-g', String(pgid)]);
+        return new Promise<number[]>((res) => {
+          let text = '';
+          out.stdout.on('data', (d) => (text += d));
+          out.on('close', () =>
+            res(
+              text
+                .trim()
+                .split('\n')
+                .map((l) => Number(l.trim().split(/\s+/)[1]))
+                .sort((a, b) => a - b),
+            ),
+          );
+        });
+      };
+      let before: number[] = [];
+      for (let i = 0; i < 50 && before.length < 3; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        before = await members();
+      }
+      assert.deepEqual(before, [0, 0, 5]);
+      assert.equal(lowerGroupPriority(pgid, 10), undefined);
+      assert.deepEqual(await members(), [10, 10, 15]);
+      assert.equal(lowerGroupPriority(pgid, 10), undefined);
+      assert.deepEqual(await members(), [19, 19, 19], 'capped at 19');
+      assert.equal(getPriority(), mine, 'the caller is not in the group and keeps its priority');
+    } finally {
+      process.kill(-pgid, 'SIGKILL');
+    }
   });
 });

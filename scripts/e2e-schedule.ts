@@ -1,6 +1,7 @@
 // How `npm test` orders the e2e files around the binaries build: which prepare steps (e2e/harness/prepare.ts) each
 // file needs, read through its imports, and which steps are ready, read from the prepare's progress lines.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import { join, resolve } from 'node:path';
 import { PREPARE_STEPS } from '../e2e/harness/prepare.ts';
 import { importClosure } from './imports.ts';
@@ -43,4 +44,25 @@ export const PREPARE_MODULE = join(ROOT, 'e2e/harness/prepare.ts');
 export function stepsNeededBy(file: string): string[] {
   const texts = [...importClosure(file)].filter((f) => f !== PREPARE_MODULE).map((f) => readFileSync(f, 'utf8'));
   return PREPARE_STEPS.filter((step) => step.usedBy === undefined || texts.some((t) => step.usedBy!.test(t))).map((step) => step.id);
+}
+
+/**
+ * Adds `by` to the nice value of every process in a process group (at most 19). Relative, unlike `renice -g` in the
+ * util-linux of these machines: the tool builds, which prepare.ts runs below the others, stay below them. Returns what
+ * failed, if anything did (a process that ended meanwhile is no failure).
+ */
+export function lowerGroupPriority(pgid: number, by: number): string | undefined {
+  let failure: string | undefined;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      // /proc/PID/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces, so the fields count from its ')'.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]) !== pgid) continue;
+      setPriority(Number(pid), Math.min(19, getPriority(Number(pid)) + by));
+    } catch (err) {
+      const e = err as { code?: string; info?: { code?: string }; message: string };
+      if (e.code !== 'ENOENT' && e.info?.code !== 'ESRCH') failure ??= e.message;
+    }
+  }
+  return failure;
 }

@@ -56,7 +56,14 @@ async function local(dirFlag: string | undefined): Promise<void> {
   const t0 = Date.now();
   // The world of the real-KubeVirt e2e (e2e/kubevirt/world.ts), in a directory of its own: control plane, real
   // virt-controller, OVN-K's cluster manager as the IPAM, the node and virt-api stand-ins, and the controller.
-  const world = new World({ dir, onLog: (line) => say(`  ${line}`), handleSignals: false, controllerName: 'start', resyncPeriodS: undefined });
+  const world = new World({
+    ovnKubernetes: true,
+    dir,
+    onLog: (line) => say(`  ${line}`),
+    handleSignals: false,
+    controllerName: 'start',
+    resyncPeriodS: undefined,
+  });
   let stopping = false;
   const stopAll = async (code: number) => {
     if (stopping) return;

@@ -11,18 +11,18 @@
 //                           typecheck, unit and build: a cold build is mostly waiting on one core (downloads, links).
 //   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, started
 //                           once the prepare steps it needs are ready (e2e/harness/prepare.ts `usedBy`, read through
-//                           the file's imports), so that the first files run while the last binaries build (at a lower
-//                           CPU priority, so that the running files keep the time their deadlines assume); with
+//                           the file's imports), so that the first files run while the last binaries build (10 nice
+//                           levels lower, so that the running files keep the time their deadlines assume); with
 //                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
 //                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
 //                           files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run
 //                           side by side, each output printed whole when it ends. Processes a file started are killed by the
 //                           harness's reaper when the file's process ends, however it ends.
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { globSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { PREPARE_MODULE, Prepared, stepsNeededBy } from './e2e-schedule.ts';
+import { lowerGroupPriority, PREPARE_MODULE, Prepared, stepsNeededBy } from './e2e-schedule.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const PHASES = ['runtime', 'typecheck', 'lint', 'unit', 'build', 'binaries', 'e2e'] as const;
@@ -173,9 +173,8 @@ let lowered = false;
 function lowerPriority(child: ChildProcess | undefined): void {
   if (lowered || child?.pid === undefined || child.exitCode !== null) return;
   lowered = true;
-  execFile('renice', ['-n', '10', '-g', String(child.pid)], (err) => {
-    if (err) say(`test: could not lower the builds' CPU priority (${err.message.split('\n')[0]}); they run as they are`);
-  });
+  const failure = lowerGroupPriority(child.pid, 10);
+  if (failure) say(`test: could not lower the builds' CPU priority (${failure}); they run as they are`);
 }
 
 async function e2ePhase(prepared: Prepared | undefined): Promise<boolean> {

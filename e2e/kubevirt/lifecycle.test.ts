@@ -22,7 +22,7 @@ import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } f
 import { runCli } from '../local/controller-process.ts';
 import { EVENTUALLY_MS, waitFor, World } from './world.ts';
 
-const world = new World();
+const world = new World({ ovnKubernetes: true });
 const CASE_TIMEOUT_MS = 240_000;
 
 interface Meta {
