@@ -29,7 +29,7 @@ export interface BenchContext {
   nodeArgs: string[];
   /** Parallel requests of the warm-up (default 4). */
   concurrencyForWarmUp?: number;
-  /** The controller's entry point when not dist/cli/main.js (an --experiment's patched copy). */
+  /** The controller's entry point when not dist/cli/main.js (a bench/paired.ts arm's build). */
   controllerEntry?: string;
   /** Environment for the controllers over the Deployment's (bench/paired.ts arms). */
   controllerEnv?: Record<string, string>;
