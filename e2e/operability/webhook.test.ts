@@ -16,7 +16,7 @@ import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, t
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
-import { ControllerProcess, sumOf, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
+import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
 import {
   admitDirectly,
   applyPatch,
@@ -59,17 +59,9 @@ let vmNs = '';
 /** Namespace where VMIs and launcher pods are created directly through the API (virt-controller silent). */
 let directNs = '';
 
-const controllerOptions = (name: string, extra: Partial<ControllerOptions> = {}): ControllerOptions => ({
-  name,
-  kubeconfig: world.cp.kubeconfigPath,
-  logDir: world.dir,
-  webhookPort: port,
-  ...extra,
-});
-
 async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
   await controller?.stop();
-  controller = await ControllerProcess.start(controllerOptions(name, extra));
+  controller = await world.startController({ name, webhookPort: port, ...extra });
   return controller;
 }
 
@@ -136,7 +128,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       await world.setUp('webhook', { virtController: true });
       port = await webhookPort();
       await world.installWebhookConfiguration(port);
-      controller = await ControllerProcess.start(controllerOptions('main'));
+      controller = await world.startController({ name: 'main', webhookPort: port });
       await world.waitForCaBundle();
       vmNs = await world.namespace('wh-vms');
       directNs = await world.namespace('wh-direct');
@@ -147,13 +139,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     { timeout: 180_000 },
   );
 
-  after(
-    async () => {
-      await controller?.stop().catch(() => undefined);
-      await world.tearDown();
-    },
-    { timeout: 120_000 },
-  );
+  after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(
     world,
@@ -422,7 +408,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
-        const c = await ControllerProcess.start(controllerOptions('main-startup-probe', { waitReady: false, kubeconfig }));
+        const c = await world.startController({ name: 'main-startup-probe', webhookPort: port, waitReady: false, kubeconfig });
         controller = c;
         t.after(async () => {
           await stopController();

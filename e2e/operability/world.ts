@@ -7,7 +7,7 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { connect } from 'node:tls';
-import { KubeConfig, Watch, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
 import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
@@ -25,6 +25,8 @@ import {
 import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
+import { ControllerProcess, type ControllerOptions } from '../local/controller-process.ts';
+import { type Api, paths } from '../suite/kube.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -32,21 +34,7 @@ export const WEBHOOK_CONFIGURATION = 'persistent-ips-launcher-pods';
 export const WEBHOOK_SECRET = 'persistent-ips-webhook-cert';
 export const LEASE_NAME = 'persistent-ips-leader';
 
-const ns = (namespace: string) => `/namespaces/${encodeURIComponent(namespace)}`;
-const tail = (name?: string) => (name === undefined ? '' : `/${encodeURIComponent(name)}`);
-
-export const paths = {
-  namespaces: (name?: string) => `/api/v1/namespaces${tail(name)}`,
-  pods: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/pods${tail(name)}`,
-  secrets: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/secrets${tail(name)}`,
-  claims: (namespace: string, name?: string) => `/apis/k8s.cni.cncf.io/v1alpha1${ns(namespace)}/ipamclaims${tail(name)}`,
-  nads: (namespace: string, name?: string) => `/apis/k8s.cni.cncf.io/v1${ns(namespace)}/network-attachment-definitions${tail(name)}`,
-  vms: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachines${tail(name)}`,
-  vmis: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachineinstances${tail(name)}`,
-  kubeVirts: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/kubevirts${tail(name)}`,
-  leases: (namespace: string, name?: string) => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases${tail(name)}`,
-  webhookConfigurations: (name?: string) => `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations${tail(name)}`,
-};
+export { paths };
 
 export interface Secret {
   metadata: { name: string; resourceVersion?: string };
@@ -84,6 +72,7 @@ export class World {
   /** VMIs made directly while KubeVirt is silent: deleted before virt-controller starts again. */
   readonly #directVmis: { namespace: string; name: string }[] = [];
   #silent = false;
+  readonly #controllers: ControllerProcess[] = [];
 
   /**
    * Starts this file's world: control plane, KubeVirt's CRDs and CR (gate on), the node and virt-api stand-ins,
@@ -112,8 +101,17 @@ export class World {
     if (this.#kubevirt) this.#kubevirt.failed = true;
   }
 
+  /** Stops the controllers startController started, then the world. */
   async tearDown(): Promise<void> {
+    for (const c of this.#controllers.splice(0)) await c.stop().catch(() => undefined);
     await this.#kubevirt?.tearDown();
+  }
+
+  /** A controller against this world's API server (unless `kubeconfig` says otherwise), its log in the world's directory. */
+  async startController(o: Omit<ControllerOptions, 'kubeconfig' | 'logDir'> & { kubeconfig?: string }): Promise<ControllerProcess> {
+    const c = await ControllerProcess.start({ kubeconfig: this.cp.kubeconfigPath, logDir: this.dir, ...o });
+    this.#controllers.push(c);
+    return c;
   }
 
   /**
@@ -145,33 +143,30 @@ export class World {
       .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
   }
 
-  // -- REST -------------------------------------------------------------------------------------------------------
+  // -- REST (the suite's Api) -------------------------------------------------------------------------------------
 
-  async get<T>(path: string): Promise<T | undefined> {
-    const res = await this.cp.http.get(path);
-    if (res.status === 404) return undefined;
-    if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
-    return res.json<T>();
+  get api(): Api {
+    return this.#kubevirt!.api;
+  }
+
+  get<T>(path: string): Promise<T | undefined> {
+    return this.api.get<T>(path);
   }
 
   async list<T>(path: string): Promise<T[]> {
-    const res = await this.cp.http.expect('GET', path, [200]);
-    return res.json<{ items?: T[] }>().items ?? [];
+    return (await this.api.list<T>(path)).items;
   }
 
-  async create<T>(path: string, body: unknown): Promise<T> {
-    return (await this.cp.http.expect('POST', path, [201], body)).json<T>();
+  create<T>(path: string, body: unknown): Promise<T> {
+    return this.api.create<T>(path, body);
   }
 
-  async mergePatch<T>(path: string, body: unknown): Promise<T> {
-    return (await this.cp.http.expect('PATCH', path, [200], body, 'application/merge-patch+json')).json<T>();
+  mergePatch<T>(path: string, body: unknown): Promise<T> {
+    return this.api.mergePatch<T>(path, body);
   }
 
-  async delete(path: string, body?: unknown): Promise<boolean> {
-    const res = await this.cp.http.request('DELETE', path, body);
-    if (res.status === 404) return false;
-    if (res.status !== 200 && res.status !== 202) throw new Error(`DELETE ${path}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
-    return true;
+  delete(path: string): Promise<boolean> {
+    return this.api.delete(path);
   }
 
   async ensureNamespace(obj: { metadata: { name: string } } & Record<string, unknown>): Promise<void> {
@@ -452,67 +447,4 @@ export function verifiedHandshake(port: number, ca: string): Promise<{ authorize
     socket.setTimeout(3000, () => socket.destroy(new Error('TLS handshake timed out')));
     socket.on('error', (err) => resolve({ authorized: false, error: err.message }));
   });
-}
-
-/**
- * Every ADDED/MODIFIED/DELETED event of the claims of one namespace from the moment start() listed them, resumed from
- * the last resourceVersion if the connection ends: "no claim created twice, none deleted" is read from here.
- */
-export class ClaimWatch {
-  readonly events: { type: string; name: string; uid: string }[] = [];
-  #rv = '';
-  #stopped = false;
-  #abort: AbortController | undefined;
-  #error: string | undefined;
-  readonly #kc: KubeConfig;
-  readonly #path: string;
-
-  private constructor(kc: KubeConfig, path: string) {
-    this.#kc = kc;
-    this.#path = path;
-  }
-
-  static async start(world: World, namespace: string): Promise<ClaimWatch> {
-    const kc = new KubeConfig();
-    kc.loadFromFile(world.cp.kubeconfigPath);
-    const w = new ClaimWatch(kc, paths.claims(namespace));
-    const res = await world.cp.http.expect('GET', w.#path, [200]);
-    w.#rv = res.json<{ metadata: { resourceVersion: string } }>().metadata.resourceVersion;
-    await w.#connect();
-    return w;
-  }
-
-  async #connect(): Promise<void> {
-    if (this.#stopped) return;
-    this.#abort = await new Watch(this.#kc).watch(
-      this.#path,
-      { resourceVersion: this.#rv, allowWatchBookmarks: true },
-      (type: string, obj: IPAMClaim & { code?: number; message?: string }) => {
-        if (type === 'ERROR') {
-          this.#error = `watch of ${this.#path}: ${obj.code ?? ''} ${obj.message ?? ''}`;
-          return;
-        }
-        this.#rv = obj.metadata?.resourceVersion ?? this.#rv;
-        if (type !== 'BOOKMARK') this.events.push({ type, name: obj.metadata.name, uid: obj.metadata.uid ?? '' });
-      },
-      () => {
-        if (this.#stopped || this.#error) return;
-        setTimeout(() => void this.#connect().catch((e: unknown) => (this.#error = String(e))), 20);
-      },
-    );
-  }
-
-  /** Throws when the record may have a gap (the watch failed). */
-  check(): void {
-    if (this.#error) throw new Error(this.#error);
-  }
-
-  count(type: string, name: string): number {
-    return this.events.filter((e) => e.type === type && e.name === name).length;
-  }
-
-  stop(): void {
-    this.#stopped = true;
-    this.#abort?.abort();
-  }
 }
