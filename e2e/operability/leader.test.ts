@@ -19,8 +19,6 @@ import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
 import { sumOf, type ControllerProcess } from '../local/controller-process.ts';
 import {
-  admitDirectly,
-  applyPatch,
   claimReferences,
   CONTROLLER_NAMESPACE,
   expectedReferences,
@@ -29,11 +27,11 @@ import {
   webhookPort,
   World,
   WEBHOOK_SECRET,
-  type AdmissionAnswer,
   type Lease,
   type PodCreation,
   type Secret,
 } from './world.ts';
+import { admitDirectly, applyPatch, type AdmissionAnswer } from '../local/admission.ts';
 import { kubeConfigFrom, WatchLog, type IPAMClaim } from '../suite/kube.ts';
 
 const world = new World();

@@ -18,8 +18,6 @@ import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
 import {
-  admitDirectly,
-  applyPatch,
   claimReferences,
   expectedReferences,
   networkElements,
@@ -31,6 +29,7 @@ import {
   CONTROLLER_NAMESPACE,
   type Secret,
 } from './world.ts';
+import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World();
 const T = tally('webhook');
