@@ -184,10 +184,6 @@ export class ControllerProcess {
     return this.#exit === undefined;
   }
 
-  get exitStatus(): ExitStatus | undefined {
-    return this.#exit;
-  }
-
   /** Why the process is gone (with its last output), or undefined while it runs. */
   diedReason(): string | undefined {
     return this.#exit ? `controller ${this.name} exited (code ${this.#exit.code}, signal ${this.#exit.signal}); last output:\n${this.tail(15)}` : undefined;
