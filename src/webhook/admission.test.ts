@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
+import { ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import {
@@ -41,19 +42,7 @@ class Cache<T extends { metadata: { name: string; namespace?: string } }> implem
   }
 }
 
-const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ({
-  metadata: { name, namespace },
-  spec: {
-    config: JSON.stringify({
-      cniVersion: '0.4.0',
-      name: `net-${name}`,
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: '10.0.0.0/16',
-      ...(persistent ? { allowPersistentIPs: true } : {}),
-    }),
-  },
-});
+const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ovnNad(name, { persistent, namespace });
 const RED = nad('red', true);
 const BLUE = nad('blue', false);
 

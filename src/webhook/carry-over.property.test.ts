@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { podInterfaceName } from '../claims/names.ts';
+import { ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler, type ObjectCache } from './admission.ts';
@@ -96,19 +97,7 @@ function pod(text: string): Pod {
   };
 }
 
-const nad = (name: string, persistent: boolean): NetworkAttachmentDefinition => ({
-  metadata: { name, namespace: NS },
-  spec: {
-    config: JSON.stringify({
-      cniVersion: '0.4.0',
-      name: `net-${name}`,
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: '10.0.0.0/16',
-      ...(persistent ? { allowPersistentIPs: true } : {}),
-    }),
-  },
-});
+const nad = (name: string, persistent: boolean): NetworkAttachmentDefinition => ovnNad(name, { persistent });
 
 const claim = (name: string): IPAMClaim => ({
   metadata: {
