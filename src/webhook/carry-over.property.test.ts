@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { podInterfaceName } from '../claims/names.ts';
-import { ovnNad } from '../../test/objects.ts';
+import { admissionReview, ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler, type ObjectCache } from './admission.ts';
@@ -149,11 +149,7 @@ describe('carry-over at UPDATE (property)', () => {
         });
         const oldPod = pod(JSON.stringify(old));
         const newPod = pod(newText);
-        const out = await handle({
-          apiVersion: 'admission.k8s.io/v1',
-          kind: 'AdmissionReview',
-          request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: NS, operation: 'UPDATE', object: newPod, oldObject: oldPod },
-        });
+        const out = await handle(admissionReview(newPod, 'UPDATE', oldPod));
         const oldRefs = new Map(ids(old).flatMap((id, i) => (old[i]![IPAM_CLAIM_REFERENCE] ? [[id, old[i]![IPAM_CLAIM_REFERENCE]!] as const] : [])));
         const requested = parseNetworkSelection(newText);
         assert.ok(requested.ok);

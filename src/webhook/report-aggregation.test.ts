@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { Subject } from '../streams/rx.ts';
 import { createLogger } from '../telemetry/logger.ts';
-import { createPodAdmissionHandler, type AdmissionReview } from './admission.ts';
+import { createPodAdmissionHandler } from './admission.ts';
+import { admissionReview, ovnNad } from '../../test/objects.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import type { PodMutationReport } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
@@ -40,19 +41,7 @@ describe('admission of a pod with many unknown network elements', () => {
         done();
       },
     });
-    const red: NetworkAttachmentDefinition = {
-      metadata: { name: 'red', namespace: NS },
-      spec: {
-        config: JSON.stringify({
-          cniVersion: '0.4.0',
-          name: 'net-red',
-          type: 'ovn-k8s-cni-overlay',
-          topology: 'layer2',
-          subnets: '10.0.0.0/16',
-          allowPersistentIPs: true,
-        }),
-      },
-    };
+    const red = ovnNad('red');
     const vmi: VirtualMachineInstance = {
       metadata: { name: 'vm1', namespace: NS, uid: 'vmi-uid' },
       spec: { networks: [{ name: 'red', multus: { networkName: 'red' } }], domain: { devices: { interfaces: [{ name: 'red', bridge: {} }] } } },
@@ -92,19 +81,7 @@ describe('admission of a pod with many unknown network elements', () => {
       fetchVmi: async () => vmi,
       metrics: createWebhookMetrics(new Registry()),
     });
-    const review: AdmissionReview = {
-      apiVersion: 'admission.k8s.io/v1',
-      kind: 'AdmissionReview',
-      request: {
-        uid: 'req-1',
-        kind: { group: '', version: 'v1', kind: 'Pod' },
-        resource: { group: '', version: 'v1', resource: 'pods' },
-        namespace: NS,
-        operation: 'CREATE',
-        object: pod,
-      },
-    };
-    const out = await handle(review);
+    const out = await handle(admissionReview(pod));
     await new Promise((r) => setImmediate(r));
     assert.equal(out.response?.allowed, true);
     const unknownWarnings = (out.response?.warnings ?? []).filter((w) => /UnknownNetworkElement|matches no network/.test(w));
