@@ -13,6 +13,7 @@ import { after, before, describe } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import { setGateInCR } from '../kubevirt/kubevirt.ts';
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
@@ -229,7 +230,7 @@ describe('operability: the launcher-pod webhook through the real API server over
   operabilityCase(world, T, 'gate off in the KubeVirt CR: launcher pods are admitted unchanged and no claim is made', async (t) => {
     const c = running();
     const from = c.logs.length;
-    await world.setGateInCR(false);
+    await setGateInCR(world.api, false);
     await c.waitForLog('the gate turning off', gateLog(false), { from });
     try {
       const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
@@ -250,7 +251,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       t.diagnostic(`pod ${pod.metadata!.name} admitted unchanged; no claim in ${NO_CLAIM_WINDOW_MS} ms`);
     } finally {
       const back = c.logs.length;
-      await world.setGateInCR(true);
+      await setGateInCR(world.api, true);
       await c.waitForLog('the gate turning on again', gateLog(true), { from: back });
     }
     await standIn.deleteVM(vmNs, 'vm-gate-off');

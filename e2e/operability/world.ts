@@ -7,8 +7,8 @@
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { connect } from 'node:tls';
 import type { V1Pod } from '@kubernetes/client-node';
-import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
-import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
+import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
+import type { IPAMClaim, NetworkSelectionElement } from '../../src/kube/types.ts';
 import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
 import {
   buildVM,
@@ -21,10 +21,10 @@ import {
   type Vm,
   type Vmi,
 } from '../kubevirt/launcher-fixture.ts';
-import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { ControllerProcess, type ControllerOptions } from '../local/controller-process.ts';
+import { nadConfig } from '../suite/fixtures.ts';
 import { type Api, paths } from '../suite/kube.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
@@ -184,33 +184,12 @@ export class World {
 
   /** An OVN-Kubernetes layer2 NAD; persistent unless `persistent: false`. `network` is the config's `name`. */
   async createNad(namespace: string, name: string, o: { network: string; persistent?: boolean; subnets?: string }): Promise<void> {
-    const config = JSON.stringify({
-      cniVersion: '0.4.0',
-      name: o.network,
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: o.subnets ?? '10.200.0.0/24',
-      netAttachDefName: `${namespace}/${name}`,
-      ...(o.persistent === false ? {} : { allowPersistentIPs: true }),
-    });
+    const config = nadConfig(namespace, name, { network: o.network, allowPersistentIPs: o.persistent !== false, ...(o.subnets ? { subnets: o.subnets } : {}) });
     await this.create(paths.nads(namespace), {
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name, namespace },
       spec: { config },
-    });
-  }
-
-  /** Adds or removes PersistentIPs in the KubeVirt CR (other gates kept), guarded by resourceVersion. */
-  async setGateInCR(on: boolean): Promise<void> {
-    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
-    const cr = await this.get<KubeVirtCR>(path);
-    if (!cr) throw new Error('the KubeVirt CR is missing');
-    const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
-    if (on) gates.push(FEATURE_GATE);
-    await this.mergePatch(path, {
-      metadata: { resourceVersion: cr.metadata.resourceVersion },
-      spec: { configuration: { developerConfiguration: { featureGates: gates } } },
     });
   }
 
