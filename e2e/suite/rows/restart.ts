@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { admitDirectly, applyPatch, type AdmissionAnswer } from '../../local/admission.ts';
+import { poll } from '../../harness/index.ts';
+import { admitDirectly, applyPatch } from '../../local/admission.ts';
 import { localWebhookConfiguration } from '../../local/webhook-config.ts';
 import { renderLauncherPod, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
@@ -74,16 +75,17 @@ export function registerRestart(env: SuiteEnv): void {
           const launcher = renderLauncherPod(vmi, { name: 'virt-launcher-vm1-next' });
           const caBundle = await webhookCaBundle(env);
           const second = await env.spawnController({ name: 'webhook-startup-2', namespace: ns, extraArgs: ['--qps', '1', '--burst', '1'] });
-          const deadline = Date.now() + ADMISSION_DEADLINE_MS;
-          let answer: AdmissionAnswer | undefined;
           let attempts = 0;
-          while (!answer) {
-            attempts++;
-            const a = await admitDirectly(env.webhookPort, caBundle, launcher);
-            answer = a.status === 200 && a.allowed !== undefined ? a : undefined;
-            if (!answer && Date.now() > deadline) throw new Error(`the webhook did not answer within ${ADMISSION_DEADLINE_MS} ms`);
-            if (!answer) await sleep(2);
-          }
+          const answer = await poll(
+            "the restarted webhook's first answer",
+            ADMISSION_DEADLINE_MS,
+            async () => {
+              attempts++;
+              const a = await admitDirectly(env.webhookPort, caBundle, launcher);
+              return a.status === 200 && a.allowed !== undefined ? a : undefined;
+            },
+            { intervalMs: 2 },
+          );
           const answeredAt = new Date().toISOString();
           await second.waitReady(ADMISSION_DEADLINE_MS);
           const synced = (await second.waitForLog('caches synced', (l) => l.msg === 'caches synced')).time;
