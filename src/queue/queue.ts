@@ -146,11 +146,6 @@ export class WorkQueue {
     return this.#queue.length + this.#lowKeys.size;
   }
 
-  /** Keys currently handed out and not yet done. */
-  inFlight(): number {
-    return this.#processing.size;
-  }
-
   /** Keys scheduled by addAfter/addRateLimited whose delay has not passed yet. */
   delayedCount(): number {
     return this.#delayed.size;
