@@ -6,41 +6,14 @@ import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/i
 import { admissionReview, ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
-import {
-  BadAdmissionReviewError,
-  createPodAdmissionHandler,
-  vmiOf,
-  type AdmissionReview,
-  type Fetch,
-  type ObjectCache,
-  type PodAdmissionDeps,
-} from './admission.ts';
+import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type PodAdmissionDeps } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
-import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
+import { FakeCache } from '../../test/fake-cache.ts';
 
 const logger = createLogger('silent');
 const NS = 'vms';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
-
-class Cache<T extends { metadata: { name: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items: T[];
-  /** What an informer's events$ delivers: every object added to the cache. */
-  readonly events = new Subject<{ object: T }>();
-  constructor(items: T[] = []) {
-    this.items = items;
-  }
-  add(item: T): void {
-    this.items.push(item);
-    this.events.next({ object: item });
-  }
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name);
-  }
-  list(namespace?: string): T[] {
-    return this.items.filter((i) => namespace === undefined || i.metadata.namespace === namespace);
-  }
-}
 
 const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ovnNad(name, { persistent, namespace });
 const RED = nad('red', true);
@@ -129,19 +102,19 @@ function handler(setup: Setup) {
     if (setup.api === 'hang') return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
     return setup.api;
   };
-  const claims = new Cache(setup.claims ?? OWN_CLAIMS);
+  const claims = new FakeCache(setup.claims ?? OWN_CLAIMS);
   const claimCalls: string[] = [];
   const fetchClaim: Fetch<IPAMClaim> = async (namespace, name) => {
     claimCalls.push(`${namespace}/${name}`);
     if (setup.apiClaims === 'error') throw new Error('etcdserver: request timed out');
-    return (setup.apiClaims ? new Cache(setup.apiClaims) : claims).get(namespace, name);
+    return (setup.apiClaims ? new FakeCache(setup.apiClaims) : claims).get(namespace, name);
   };
   const events: { target: string; causes: { reason: string; message: string }[] }[] = [];
   const deps: PodAdmissionDeps = {
     logger,
     gateEnabled: () => setup.gate ?? true,
-    vmis: new Cache(setup.cached ?? []),
-    nads: new Cache(setup.nads ?? [RED, BLUE]),
+    vmis: new FakeCache(setup.cached ?? []),
+    nads: new FakeCache(setup.nads ?? [RED, BLUE]),
     claims,
     claimEvents: claims.events,
     fetchClaim,

@@ -7,6 +7,7 @@ import { Subject } from '../streams/rx.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler } from './admission.ts';
 import { admissionReview, ovnNad } from '../../test/objects.ts';
+import { FakeCache } from '../../test/fake-cache.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import type { PodMutationReport } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
@@ -56,17 +57,13 @@ describe('admission of a pod with many unknown network elements', () => {
         ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }],
       },
     };
-    const cache = <T extends { metadata: { name: string; namespace?: string } }>(items: T[]) => ({
-      get: (namespace: string | undefined, name: string) => items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name),
-      list: (namespace?: string) => items.filter((i) => namespace === undefined || i.metadata.namespace === namespace),
-    });
     const handle = createPodAdmissionHandler({
       logger: createLogger('debug', sink),
       gateEnabled: () => true,
-      vmis: cache([vmi]),
-      nads: cache([red]),
+      vmis: new FakeCache([vmi]),
+      nads: new FakeCache([red]),
       // The VM's own claim, so that the pod is admitted (docs/webhook-behaviour.md, which claim a pod may be pointed at).
-      claims: cache([
+      claims: new FakeCache([
         {
           metadata: {
             name: 'vm1.red',
