@@ -275,8 +275,7 @@ export class WorkQueue {
    */
   shutDown(options: ShutDownOptions = {}): Promise<ShutDownResult> {
     if (this.#shutdown) return this.#shutdown.promise;
-    let resolve!: (r: ShutDownResult) => void;
-    const promise = new Promise<ShutDownResult>((r) => (resolve = r));
+    const { promise, resolve } = Promise.withResolvers<ShutDownResult>();
     const drain = options.drain ?? false;
     const sd: Shutdown = { drain, expired: false, dropped: [], promise, resolve, settled: false };
     this.#shutdown = sd;
