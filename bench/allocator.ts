@@ -19,6 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { PoolAllocator, type ClaimAddresses } from '../src/allocator/allocator.ts';
 import { formatAddress } from '../src/allocator/address.ts';
 import { type Pool, parsePool } from '../src/allocator/pool.ts';
+import { median, round } from './lib/stats.ts';
 
 export interface AllocatorBenchOptions {
   /** Repetitions of each scenario; the median is reported. Default 5. */
@@ -250,17 +251,6 @@ function mulberry32(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
   };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-function round(x: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
 }
 
 function fmt(n: number): string {

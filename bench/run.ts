@@ -53,7 +53,7 @@ import {
   type SetupResult,
   type SteadyStepResult,
 } from './lib/scenarios.ts';
-import { round } from './lib/stats.ts';
+import { median, round } from './lib/stats.ts';
 import { barChart, lineChart } from './lib/svg.ts';
 
 const REPO = resolve(new URL('..', import.meta.url).pathname);
@@ -273,12 +273,6 @@ function clientSettingsLabel(s: ControllerSettings): string {
   const given = s.overridden ?? [];
   const origin = given.length === 0 ? "the Deployment's" : `given: ${given.map((k) => `--${k}`).join(', ')}; the rest the Deployment's`;
   return `concurrency ${s.concurrency}, --qps ${s.qps} --burst ${s.burst} (${origin})`;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 function gcRow(r: ColdStartResult['runtime']): string {

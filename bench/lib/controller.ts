@@ -4,11 +4,12 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../e2e/harness/controlplane.ts';
-import type { ManagedProcess } from '../../e2e/harness/process.ts';
+import { tailFile, type ManagedProcess } from '../../e2e/harness/process.ts';
 import { spawnTracked, stopTracked } from './processes.ts';
 import { parsePrometheus, sumOf, type Sample } from '../../e2e/local/controller-process.ts';
 import { bucketDelta, buckets } from './prom.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
+import { round } from './stats.ts';
 import { sleep } from '../../e2e/harness/kubehttp.ts';
 import { localArgs, shippedController } from './deployment.ts';
 
@@ -242,7 +243,7 @@ export class ControllerProcess {
   }
 
   #check(): void {
-    if (this.#p.hasExited()) throw new Error(`controller ${this.name} exited; its log ${this.logFile}:\n${tail(this.logFile)}`);
+    if (this.#p.hasExited()) throw new Error(`controller ${this.name} exited; its log ${this.logFile}:\n${tailFile(this.logFile, 30)}`);
   }
 
   /** Polls /readyz (a local HTTP call to the controller, not the API server) every 50 ms; returns performance.now(). */
@@ -428,17 +429,4 @@ export class ControllerProcess {
     if (this.#sampler) clearInterval(this.#sampler);
     await stopTracked(this.#p);
   }
-}
-
-function tail(file: string, n = 30): string {
-  try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-n).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-function round(x: number, digits = 2): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
 }
