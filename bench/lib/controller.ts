@@ -10,7 +10,7 @@ import { parsePrometheus, sumOf, type Sample } from '../../e2e/local/controller-
 import { bucketDelta, buckets } from './prom.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
 import { round } from './stats.ts';
-import { sleep } from '../../e2e/harness/kubehttp.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { localArgs, shippedController } from './deployment.ts';
 
 export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
