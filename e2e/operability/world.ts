@@ -1,9 +1,10 @@
 // What every operability file needs around the controller: its own world (one per file; the world of e2e/kubevirt:
 // a real control plane with KubeVirt's real CRDs, the KubeVirt CR with the PersistentIPs gate, the node and virt-api
-// stand-ins, and KubeVirt's real virt-controller where the file drives VMs), the controllers it starts, REST through the
-// suite's Api (independent of the controller's client), persistent and ordinary NADs, the URL-based webhook configuration, and
-// launcher pods made directly through the API (rendered as virt-controller renders them: ../kubevirt/launcher-fixture.ts)
-// where a test needs to see each admission itself, with virt-controller stopped meanwhile (withKubeVirtSilent).
+// stand-ins, and KubeVirt's real virt-controller where the file drives VMs), the controllers it starts, REST through
+// the suite's Api (independent of the controller's client), persistent and ordinary NADs, the URL-based webhook
+// configuration, and launcher pods made directly through the API (rendered as virt-controller renders them:
+// ../kubevirt/launcher-fixture.ts) where a test needs to see each admission itself, with virt-controller stopped
+// meanwhile (withKubeVirtSilent).
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { connect } from 'node:tls';
 import type { V1Pod } from '@kubernetes/client-node';
