@@ -19,6 +19,8 @@ import { writeFileSync } from 'node:fs';
 import { PoolAllocator, type ClaimAddresses } from '../src/allocator/allocator.ts';
 import { formatAddress } from '../src/allocator/address.ts';
 import { type Pool, parsePool } from '../src/allocator/pool.ts';
+import { fmtN } from './lib/report.ts';
+import { median, round } from './lib/stats.ts';
 
 export interface AllocatorBenchOptions {
   /** Repetitions of each scenario; the median is reported. Default 5. */
@@ -204,12 +206,12 @@ export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
   const rows: [string, string][] = [
     [`/16: ${r.slash16.inUse} of ${r.slash16.usable} in use (${r.slash16.freeIntervals} free intervals)`, ''],
     ['  allocations until exhausted', `${r.slash16.allocations}`],
-    ['  allocations per second', fmt(r.slash16.allocationsPerSecond)],
+    ['  allocations per second', fmtN(r.slash16.allocationsPerSecond)],
     ['  time per allocation', `${r.slash16.allocationMicros} µs`],
-    ['  churn (release + allocate) per second', fmt(r.slash16.churnOpsPerSecond)],
+    ['  churn (release + allocate) per second', fmtN(r.slash16.churnOpsPerSecond)],
     ['  state for 60,000 held addresses built in', `${r.slash16.setupMs} ms`],
     [`rebuild: ${r.rebuild.claims} dual-stack claims (${r.rebuild.addresses} addresses)`, `${r.rebuild.ms} ms`],
-    ['  claims per second', fmt(r.rebuild.claimsPerSecond)],
+    ['  claims per second', fmtN(r.rebuild.claimsPerSecond)],
     ['/64: parse + first allocation', `${r.ipv6_64.firstAllocationMicros} µs`],
     ['/64: request at the far end', `${r.ipv6_64.requestFarEndMicros} µs`],
     [`/64: rebuild ${r.rebuild.claims} scattered claims + allocate`, `${r.ipv6_64.rebuildThenAllocateMs} ms`],
@@ -250,21 +252,6 @@ function mulberry32(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
   };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-function round(x: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
-}
-
-function fmt(n: number): string {
-  return n.toLocaleString('en-US');
 }
 
 if (import.meta.main) {

@@ -7,7 +7,7 @@ import { dirname, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 
 interface Results {
-  meta: { date: string; loadavgStart: number[]; loadavgEnd: number[]; durationSeconds: number; experiment?: string | null };
+  meta: { date: string; loadavgStart: number[]; loadavgEnd: number[]; durationSeconds: number };
   'cold-start': {
     ratio: number;
     medianWritePhaseRatio?: number;

@@ -30,7 +30,6 @@ import { pinnedVersions, startControlPlane, type ControlPlane } from '../e2e/har
 import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
 import { summarizeHeap } from './heap-summary.ts';
 import { runScales } from './scales.ts';
-import { EXPERIMENTS, patchedDist } from './experiments/patched-dist.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { KubeHttp } from '../e2e/harness/kubehttp.ts';
@@ -54,7 +53,7 @@ import {
   type SetupResult,
   type SteadyStepResult,
 } from './lib/scenarios.ts';
-import { round } from './lib/stats.ts';
+import { median, round } from './lib/stats.ts';
 import { barChart, lineChart } from './lib/svg.ts';
 
 const REPO = resolve(new URL('..', import.meta.url).pathname);
@@ -81,8 +80,6 @@ const USAGE = `npm run bench -- [options]
                        controller scoped to its namespace (--namespace), alternating which of the pair goes first
   --skip-diagnostics   leave out the second limit run through the controller's own KubeClient
   --node-args "..."    extra node flags for every controller process (e.g. "--max-old-space-size=128")
-  --experiment A[,B]   run a patched copy of dist/ instead (bench/experiments/patched-dist.ts; none defined at
-                       present); the reports say so. Never the default.
   --cpu-prof           run the cold-start controller with --cpu-prof (profile kept in the temp dir)
   --heap-snapshot      after each cold start, a heap snapshot of the controller (live heap after a full GC)
   --keep-temp          keep the temp dir (control plane data, controller logs) after a successful run
@@ -129,8 +126,6 @@ interface Options {
   nodeArgs: string[];
   cpuProf: boolean;
   heapSnapshot: boolean;
-  /** Names from bench/experiments/patched-dist.ts, comma-separated on the command line. */
-  experiment: string[] | undefined;
   keepTemp: boolean;
   scales: number[];
   scaleChurn: boolean;
@@ -161,7 +156,6 @@ function parseOptions(argv: string[]): Options {
       'node-args': { type: 'string' },
       'cpu-prof': { type: 'boolean' },
       'heap-snapshot': { type: 'boolean' },
-      experiment: { type: 'string' },
       'keep-temp': { type: 'boolean' },
       scales: { type: 'string' },
       'scale-churn': { type: 'boolean' },
@@ -200,13 +194,6 @@ function parseOptions(argv: string[]): Options {
     nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter((a) => a !== ''),
     cpuProf: values['cpu-prof'] ?? false,
     heapSnapshot: values['heap-snapshot'] ?? false,
-    experiment: (() => {
-      const e = values.experiment;
-      if (e === undefined) return undefined;
-      const names = e.split(',').filter((x) => x !== '');
-      for (const name of names) if (!(name in EXPERIMENTS)) throw new Error(`--experiment: ${name} is not one of ${Object.keys(EXPERIMENTS).join(', ')}`);
-      return names;
-    })(),
     keepTemp: values['keep-temp'] ?? false,
     scales: (values.scales ?? '')
       .split(',')
@@ -286,12 +273,6 @@ function clientSettingsLabel(s: ControllerSettings): string {
   const given = s.overridden ?? [];
   const origin = given.length === 0 ? "the Deployment's" : `given: ${given.map((k) => `--${k}`).join(', ')}; the rest the Deployment's`;
   return `concurrency ${s.concurrency}, --qps ${s.qps} --burst ${s.burst} (${origin})`;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 function gcRow(r: ColdStartResult['runtime']): string {
@@ -643,8 +624,6 @@ async function main(): Promise<void> {
     resyncSeconds: 600,
   };
   const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-bench-'));
-  const controllerEntry = o.experiment ? patchedDist(o.experiment, tmp) : undefined;
-  if (o.experiment) log(`EXPERIMENT ${o.experiment}: controllers run ${controllerEntry}`);
   const loadStart = loadavg().map((x) => round(x, 2));
   log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
 
@@ -706,7 +685,6 @@ async function main(): Promise<void> {
         settings,
         setupConcurrency: o.setupConcurrency,
         nodeArgs: o.nodeArgs,
-        ...(controllerEntry ? { controllerEntry } : {}),
         log,
       },
     };
@@ -812,7 +790,6 @@ async function main(): Promise<void> {
         dir: tmp,
         settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' },
         nodeArgs: o.nodeArgs,
-        ...(controllerEntry ? { entry: controllerEntry } : {}),
       });
       running.push(c);
       controllerCommands.resync = c.commandLine;
@@ -910,7 +887,6 @@ async function main(): Promise<void> {
       commit,
       srcHadUncommittedChanges: dirtySrc,
       options: { ...o, out: relative(REPO, o.out) },
-      experiment: o.experiment ?? null,
       controllerFlags: Object.fromEntries(Object.entries(controllerCommands).map(([k, v]) => [k, v.replaceAll(tmp, 'TMP')])),
       setup,
     };
@@ -920,7 +896,6 @@ async function main(): Promise<void> {
       ['machine', `${metaJson.cpus} CPUs (${metaJson.cpuModel}), ${metaJson.memoryGiB} GiB`],
       ['load average (1/5/15 min) at start → end', `${loadStart.join(' / ')} → ${loadEnd.join(' / ')} (other jobs share the machine)`],
       ['Node / Kubernetes / etcd', `${metaJson.node} / ${k8sVersion} / ${metaJson.etcd}`],
-      ...(o.experiment ? ([['EXPERIMENT', `${o.experiment.join(' + ')}: controller from a patched copy of dist/ (not the shipped code)`]] as Row[]) : []),
       ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
       [
         'benchmark options',
@@ -933,16 +908,8 @@ async function main(): Promise<void> {
     const files = writeReport(
       o.out,
       {
-        title: `persistent-ips benchmark, ${o.scales.length ? `scales ${o.scales.map(fmtN).join(' / ')}` : `N = ${fmtN(o.vms)}`}${o.experiment ? ` — EXPERIMENT ${o.experiment.join(' + ')}` : ''}`,
+        title: `persistent-ips benchmark, ${o.scales.length ? `scales ${o.scales.map(fmtN).join(' / ')}` : `N = ${fmtN(o.vms)}`}`,
         intro: [
-          ...(o.experiment
-            ? [
-                `**EXPERIMENT \`${o.experiment.join(' + ')}\`: these figures are NOT the shipped controller.** The controller ran from a patched copy of dist/ (bench/experiments/patched-dist.ts), to measure what the change would bring:`,
-                '',
-                ...o.experiment.map((e) => `- ${e}: ${EXPERIMENTS[e]!.description}`),
-                '',
-              ]
-            : []),
           'Generated by `npm run bench` (bench/run.ts). A real local control plane (etcd, kube-apiserver, kube-controller-manager from e2e/harness) in a temp dir; the controller runs as its own process (`node dist/cli/main.js run ...`). See [README](../README.md) for the method.',
         ],
         rows: metaRows,

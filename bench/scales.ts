@@ -3,7 +3,8 @@
 import type { ControlPlane } from '../e2e/harness/index.ts';
 import { ControllerProcess } from './lib/controller.ts';
 import { quantityMiB, shippedController } from './lib/deployment.ts';
-import { sleep, type KubeHttp } from '../e2e/harness/kubehttp.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { fmtMs, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
 import { ClaimWatch } from './lib/claim-watch.ts';
 import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';

@@ -27,6 +27,7 @@ import { Agent as HttpsAgent, request } from 'node:https';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { median } from './lib/stats.ts';
 
 const STACKS = ['https', 'http2', 'undici-request', 'fetch-h1', 'fetch-h2', 'clientnode-fetch', 'kubeclient', 'kubeclient-h1'] as const;
 type Stack = (typeof STACKS)[number];
@@ -190,12 +191,6 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
   const result: ChildResult = { stack, wallS: (performance.now() - w0) / 1000, cpuS: (cpu.user + cpu.system) / 1e6, failed, importMs };
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 async function main(): Promise<void> {

@@ -1,7 +1,8 @@
 // Test-only builders for the objects decide() reads, and a tiny stand-in for the API server's handling of claim
 // writes. Shared by the unit tests here and, later, the e2e suite, so fixtures mean the same thing everywhere.
 
-import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../src/kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, Pod, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../src/kube/types.ts';
+import type { AdmissionReview } from '../src/webhook/admission.ts';
 import { apiVersionOf, resources } from '../src/kube/resources.ts';
 import { CLAIM_FINALIZER, KUBEVIRT_VM_FINALIZER, NAD_PERSISTENT_IPS_ANNOTATION, VM_LABEL } from '../src/claims/constants.ts';
 import type { Plan } from '../src/claims/decide.ts';
@@ -293,4 +294,21 @@ export function applyPlan(claims: readonly IPAMClaim[], plan: Plan): IPAMClaim[]
     }
   }
   return [...byName.values()];
+}
+
+/** The AdmissionReview the API server sends for a pod in NS; an UPDATE's `oldObject` defaults to the pod itself (no annotation changed). */
+export function admissionReview(pod: Pod, operation = 'CREATE', oldObject: Pod | undefined = operation === 'UPDATE' ? pod : undefined): AdmissionReview {
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'req-1',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      resource: { group: '', version: 'v1', resource: 'pods' },
+      namespace: NS,
+      operation,
+      object: pod,
+      ...(oldObject ? { oldObject } : {}),
+    },
+  };
 }

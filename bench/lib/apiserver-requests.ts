@@ -1,7 +1,7 @@
 // Write amplification, counted by the API server itself: `apiserver_request_total` from its /metrics, scraped
 // before and after a scenario and diffed per {verb, group, resource, subresource, code}.
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
-import { parseMetrics } from './prom.ts';
+import { parsePrometheus } from '../../e2e/local/controller-process.ts';
 
 export interface RequestRow {
   verb: string;
@@ -20,7 +20,7 @@ export async function scrapeRequests(kube: KubeHttp): Promise<RequestCounts> {
   const res = await kube.request('GET', '/metrics');
   if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
   const out: RequestCounts = new Map();
-  for (const s of parseMetrics(res.body, (n) => n === 'apiserver_request_total')) {
+  for (const s of parsePrometheus(res.body, (n) => n === 'apiserver_request_total')) {
     const row: RequestRow = {
       verb: s.labels.verb ?? '',
       group: s.labels.group ?? '',

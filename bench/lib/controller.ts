@@ -4,11 +4,13 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../e2e/harness/controlplane.ts';
-import type { ManagedProcess } from '../../e2e/harness/process.ts';
+import { tailFile, type ManagedProcess } from '../../e2e/harness/process.ts';
 import { spawnTracked, stopTracked } from './processes.ts';
-import { bucketDelta, buckets, parseMetrics, sum, type Sample } from './prom.ts';
+import { parsePrometheus, sumOf, type Sample } from '../../e2e/local/controller-process.ts';
+import { bucketDelta, buckets } from './prom.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
-import { sleep } from '../../e2e/harness/kubehttp.ts';
+import { round } from './stats.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { localArgs, shippedController } from './deployment.ts';
 
 export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
@@ -241,7 +243,7 @@ export class ControllerProcess {
   }
 
   #check(): void {
-    if (this.#p.hasExited()) throw new Error(`controller ${this.name} exited; its log ${this.logFile}:\n${tail(this.logFile)}`);
+    if (this.#p.hasExited()) throw new Error(`controller ${this.name} exited; its log ${this.logFile}:\n${tailFile(this.logFile, 30)}`);
   }
 
   /** Polls /readyz (a local HTTP call to the controller, not the API server) every 50 ms; returns performance.now(). */
@@ -265,19 +267,19 @@ export class ControllerProcess {
   async metrics(): Promise<Sample[]> {
     this.#check();
     const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(5000) });
-    return parseMetrics(await res.text());
+    return parsePrometheus(await res.text());
   }
 
   /** Reconciles so far and the queue's state. */
   async queueState(): Promise<{ reconciles: number; adds: number; depth: number; active: number; created: number; apiRequests: number }> {
     const m = await this.metrics();
     return {
-      reconciles: sum(m, 'controller_runtime_reconcile_total', { controller: CONTROLLER }),
-      adds: sum(m, 'workqueue_adds_total', { name: CONTROLLER }),
-      depth: sum(m, 'workqueue_depth', { name: CONTROLLER }),
-      active: sum(m, 'controller_runtime_active_workers', { controller: CONTROLLER }),
-      created: sum(m, 'persistent_ips_claims_created_total'),
-      apiRequests: sum(m, 'persistent_ips_api_requests_total'),
+      reconciles: sumOf(m, 'controller_runtime_reconcile_total', { controller: CONTROLLER }),
+      adds: sumOf(m, 'workqueue_adds_total', { name: CONTROLLER }),
+      depth: sumOf(m, 'workqueue_depth', { name: CONTROLLER }),
+      active: sumOf(m, 'controller_runtime_active_workers', { controller: CONTROLLER }),
+      created: sumOf(m, 'persistent_ips_claims_created_total'),
+      apiRequests: sumOf(m, 'persistent_ips_api_requests_total'),
     };
   }
 
@@ -310,14 +312,14 @@ export class ControllerProcess {
       const sample: MemorySample = { t: round((performance.now() - this.spawnAt) / 1000), rssKb: mem.rssKb, hwmKb: mem.hwmKb };
       try {
         const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(900) });
-        const m = parseMetrics(
+        const m = parsePrometheus(
           await res.text(),
           (n) => n.startsWith('process_resident') || n.startsWith('nodejs_heap_size') || n === 'nodejs_eventloop_lag_max_seconds',
         );
-        sample.residentBytes = sum(m, 'process_resident_memory_bytes');
-        sample.heapUsedBytes = sum(m, 'nodejs_heap_size_used_bytes');
-        sample.heapTotalBytes = sum(m, 'nodejs_heap_size_total_bytes');
-        sample.eventLoopLagMaxMs = Math.round(sum(m, 'nodejs_eventloop_lag_max_seconds') * 10_000) / 10;
+        sample.residentBytes = sumOf(m, 'process_resident_memory_bytes');
+        sample.heapUsedBytes = sumOf(m, 'nodejs_heap_size_used_bytes');
+        sample.heapTotalBytes = sumOf(m, 'nodejs_heap_size_total_bytes');
+        sample.eventLoopLagMaxMs = Math.round(sumOf(m, 'nodejs_eventloop_lag_max_seconds') * 10_000) / 10;
       } catch {
         /* metrics server not up yet, or busy: /proc still counts */
       }
@@ -340,10 +342,10 @@ export class ControllerProcess {
     for (const kind of kinds) {
       const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), since ? buckets(since, 'nodejs_gc_duration_seconds', { kind }) : new Map());
       const at = (le: number): number => d.get(le) ?? 0;
-      const count = sum(now, 'nodejs_gc_duration_seconds_count', { kind }) - (since ? sum(since, 'nodejs_gc_duration_seconds_count', { kind }) : 0);
+      const count = sumOf(now, 'nodejs_gc_duration_seconds_count', { kind }) - (since ? sumOf(since, 'nodejs_gc_duration_seconds_count', { kind }) : 0);
       gc[kind] = {
         count,
-        seconds: round(sum(now, 'nodejs_gc_duration_seconds_sum', { kind }) - (since ? sum(since, 'nodejs_gc_duration_seconds_sum', { kind }) : 0), 3),
+        seconds: round(sumOf(now, 'nodejs_gc_duration_seconds_sum', { kind }) - (since ? sumOf(since, 'nodejs_gc_duration_seconds_sum', { kind }) : 0), 3),
         over100ms: count - at(0.1),
         over1s: count - at(1),
       };
@@ -427,17 +429,4 @@ export class ControllerProcess {
     if (this.#sampler) clearInterval(this.#sampler);
     await stopTracked(this.#p);
   }
-}
-
-function tail(file: string, n = 30): string {
-  try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-n).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-function round(x: number, digits = 2): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
 }

@@ -1,5 +1,6 @@
 // What /proc says about a process: memory (VmRSS, VmHWM) and CPU time.
 import { readdirSync, readFileSync } from 'node:fs';
+import { round } from './stats.ts';
 
 const CLK_TCK = 100;
 
@@ -107,9 +108,4 @@ export class CpuWindow {
     for (const [k, v] of Object.entries(extra)) cpu[k] = round(v, 2);
     return { wallSeconds: round((performance.now() - this.#t0) / 1000, 2), cpuSeconds: cpu };
   }
-}
-
-export function round(x: number, digits = 2): number {
-  const f = 10 ** digits;
-  return Math.round(x * f) / f;
 }

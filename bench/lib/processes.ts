@@ -53,7 +53,3 @@ export function killAllSync(): void {
     }
   }
 }
-
-export function liveCount(): number {
-  return [...live].filter((p) => !p.hasExited()).length;
-}

@@ -1,39 +1,5 @@
-// Prometheus text format, just enough for counters and gauges: `name{label="value",...} number`.
-
-export interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-const LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/;
-const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
-
-/** Samples of the metrics whose names pass `want` (all when omitted). */
-export function parseMetrics(text: string, want?: (name: string) => boolean): Sample[] {
-  const out: Sample[] = [];
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = LINE.exec(line);
-    if (!m) continue;
-    const name = m[1]!;
-    if (want && !want(name)) continue;
-    const labels: Record<string, string> = {};
-    if (m[3]) for (const l of m[3].matchAll(LABEL)) labels[l[1]!] = l[2]!.replace(/\\(.)/g, '$1');
-    out.push({ name, labels, value: Number(m[4]) });
-  }
-  return out;
-}
-
-/** The sum of the samples of `name` whose labels match `match`. */
-export function sum(samples: readonly Sample[], name: string, match: Record<string, string> = {}): number {
-  let total = 0;
-  for (const s of samples) {
-    if (s.name !== name) continue;
-    if (Object.entries(match).every(([k, v]) => s.labels[k] === v)) total += s.value;
-  }
-  return total;
-}
+// Prometheus histograms, on the samples e2e/local/controller-process.ts parses.
+import type { Sample } from '../../e2e/local/controller-process.ts';
 
 /** Cumulative buckets (`le` → count) of histogram `name` for samples matching `match`, summed over other labels. */
 export function buckets(samples: readonly Sample[], name: string, match: Record<string, string> = {}): Map<number, number> {

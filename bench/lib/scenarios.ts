@@ -8,7 +8,8 @@ import { claimName } from '../../src/claims/index.ts';
 import { requestWindow, type WriteSummary } from './apiserver-requests.ts';
 import { ClaimWatch } from './claim-watch.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary, type RuntimeStats } from './controller.ts';
-import { sleep, type KubeHttp } from '../../e2e/harness/kubehttp.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { runPool } from './pool.ts';
 import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, paths, vmiStatusPatch, vmName } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
@@ -29,7 +30,7 @@ export interface BenchContext {
   nodeArgs: string[];
   /** Parallel requests of the warm-up (default 4). */
   concurrencyForWarmUp?: number;
-  /** The controller's entry point when not dist/cli/main.js (an --experiment's patched copy). */
+  /** The controller's entry point when not dist/cli/main.js (a bench/paired.ts arm's build). */
   controllerEntry?: string;
   /** Environment for the controllers over the Deployment's (bench/paired.ts arms). */
   controllerEnv?: Record<string, string>;

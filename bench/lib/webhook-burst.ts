@@ -7,7 +7,8 @@ import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt
 import type { ControllerProcess } from './controller.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { paths } from './objects.ts';
-import { bucketDelta, buckets, histogramQuantile, type Sample } from './prom.ts';
+import type { Sample } from '../../e2e/local/controller-process.ts';
+import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { percentile, round } from './stats.ts';
 
 export interface WebhookBurstResult {

@@ -7,14 +7,15 @@
 // other. Run after `npm run build`:
 //   node_modules/.bin/node --test --test-reporter=spec e2e/allocator/allocator.test.ts
 import assert from 'node:assert/strict';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort, type Cluster } from '../harness/index.ts';
-import { buildVM, parseNetworksAnnotation, type Vm } from '../kubevirt/launcher-fixture.ts';
+import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
 import { VirtCtl, waitFor } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { ControllerProcess, runCli } from '../local/controller-process.ts';
+import { paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
@@ -37,8 +38,6 @@ interface CoreEvent {
   message: string;
   involvedObject: { kind: string; name: string; uid?: string };
 }
-
-const podInterface = (network: string) => `pod${createHash('sha256').update(network).digest('hex').slice(0, 11)}`;
 
 class World {
   readonly kubevirt = new KubeVirtWorld({ ovnKubernetes: false, nodeIpam: 'element', controller: false, onLog: (l) => console.log(`[e2e allocator] ${l}`) });
@@ -81,13 +80,13 @@ class World {
 
   async namespace(slug: string): Promise<string> {
     const name = `alloc-${slug}-${this.runId}`;
-    await this.cluster.http.expect('POST', '/api/v1/namespaces', [201], { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+    await this.kubevirt.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
     return name;
   }
 
   /** A bridge + static IPAM NAD that opts into the allocator, its pool in annotations. */
   async allocatorNad(ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> {
-    await this.cluster.http.expect('POST', `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`, [201], {
+    await this.kubevirt.api.create(paths.nads(ns), {
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name, namespace: ns, annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: subnets, ...(exclude ? { [EXCLUDE]: exclude } : {}) } },
@@ -107,13 +106,11 @@ class World {
   }
 
   async claims(ns: string): Promise<Claim[]> {
-    const res = await this.cluster.http.expect('GET', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims`, [200]);
-    return res.json<{ items: Claim[] }>().items;
+    return (await this.kubevirt.api.list<Claim>(paths.claims(ns))).items;
   }
 
-  async claim(ns: string, name: string): Promise<Claim | undefined> {
-    const res = await this.cluster.http.request('GET', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/${name}`);
-    return res.status === 200 ? res.json<Claim>() : undefined;
+  claim(ns: string, name: string): Promise<Claim | undefined> {
+    return this.kubevirt.api.get<Claim>(paths.claims(ns, name));
   }
 
   /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
@@ -129,8 +126,7 @@ class World {
   }
 
   async events(ns: string, reason: string, involved: string): Promise<CoreEvent[]> {
-    const res = await this.cluster.http.expect('GET', `/api/v1/namespaces/${ns}/events`, [200]);
-    return res.json<{ items: CoreEvent[] }>().items.filter((e) => e.reason === reason && e.involvedObject.name === involved);
+    return (await this.kubevirt.api.list<CoreEvent>(paths.events(ns))).items.filter((e) => e.reason === reason && e.involvedObject.name === involved);
   }
 
   async describe(ns: string): Promise<string> {
@@ -155,15 +151,15 @@ class World {
 function startedWith(pod: V1Pod): unknown {
   dataElement(pod); // the element exists, with its reference
   const statuses = JSON.parse(pod.metadata?.annotations?.['k8s.v1.cni.cncf.io/network-status'] ?? '[]') as { interface?: string; ips?: string[] }[];
-  const ifaceStatus = statuses.find((s) => s.interface === podInterface('data'));
-  assert.ok(ifaceStatus, `launcher pod ${pod.metadata?.name} started with interface ${podInterface('data')}`);
+  const ifaceStatus = statuses.find((s) => s.interface === podInterfaceName('data'));
+  assert.ok(ifaceStatus, `launcher pod ${pod.metadata?.name} started with interface ${podInterfaceName('data')}`);
   return ifaceStatus.ips;
 }
 
 /** The launcher pod's element for the `data` network. */
 function dataElement(pod: V1Pod): Record<string, unknown> {
   const elements = parseNetworksAnnotation(pod.metadata?.annotations?.[NETWORKS]) ?? [];
-  const element = elements.find((e) => e.interface === podInterface('data'));
+  const element = elements.find((e) => e.interface === podInterfaceName('data'));
   assert.ok(element, `launcher pod ${pod.metadata?.name} has an element for network data: ${pod.metadata?.annotations?.[NETWORKS]}`);
   return element as Record<string, unknown>;
 }
@@ -242,7 +238,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
     const networkStatus = [
       { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
-      { name: `${ns}/br-static`, interface: podInterface('data'), ips: ['10.69.0.77'], mac: '02:00:00:00:00:01' },
+      { name: `${ns}/br-static`, interface: podInterfaceName('data'), ips: ['10.69.0.77'], mac: '02:00:00:00:00:01' },
     ];
     await world.cluster.http.expect(
       'PATCH',

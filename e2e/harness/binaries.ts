@@ -62,28 +62,7 @@ export const NOT_PREPARED_HINT =
 export async function ensureBinaries(onLog: (line: string) => void = () => {}, opts: { build?: boolean } = {}): Promise<Binaries> {
   const override = process.env.PERSISTENT_IPS_CONTROLPLANE_BIN;
   if (override) return binariesIn(override);
-  const build = opts.build ?? !buildForbiddenHere();
-  const stdout: string[] = [];
-  const code = await new Promise<number | string>((resolve, reject) => {
-    const child = spawn('bash', [BUILD_SCRIPT, ...(build ? [] : ['--check'])], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.setEncoding('utf8').on('data', (d: string) => stdout.push(d));
-    let partial = '';
-    child.stderr.setEncoding('utf8').on('data', (d: string) => {
-      const lines = (partial + d).split('\n');
-      partial = lines.pop() ?? '';
-      for (const l of lines) onLog(l);
-    });
-    child.on('error', reject);
-    child.on('close', (c, signal) => {
-      if (partial) onLog(partial);
-      resolve(c ?? signal ?? 'unknown');
-    });
-  });
-  if (!build && code === 3) throw new Error(`the control-plane binaries are not built: ${NOT_PREPARED_HINT}`);
-  if (code !== 0) throw new Error(`${BUILD_SCRIPT} failed (${code}); its output above says why`);
-  const binDir = stdout.join('').trim().split('\n').pop() ?? '';
-  if (!binDir) throw new Error(`${BUILD_SCRIPT} printed no bin directory`);
-  const bins = binariesIn(binDir);
+  const bins = binariesIn(await runBuildScript(BUILD_SCRIPT, 'the control plane', opts.build ?? !buildForbiddenHere(), onLog));
   for (const p of [bins.etcd, bins.kubeApiserver, bins.kubeControllerManager]) {
     if (!executable(p)) throw new Error(`${p} is missing after the build`);
   }

@@ -10,6 +10,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { ensureBinaries, kubectlPath } from './binaries.ts';
 import { startControlPlane, type ComponentName, type ControlPlane } from './controlplane.ts';
@@ -34,7 +35,6 @@ export interface ClusterState {
 }
 
 const COMPONENTS = new Set(['etcd', 'kube-apiserver', 'kube-controller-manager']);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function statePath(dir: string): string {
   return join(dir, 'state.json');

@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { binariesIn, ensureBinaries, type Binaries } from './binaries.ts';
 import { runKubectl, type KubectlOptions, type KubectlResult } from './kubectl.ts';
 import { KubeHttp, poll } from './kubehttp.ts';
-import { CRDS_DIR, pinnedVersions } from './paths.ts';
+import { CRDS_DIR } from './paths.ts';
 import { spawnLogged, stopProcess, type ManagedProcess } from './process.ts';
 
 export type ComponentName = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
@@ -489,9 +489,4 @@ export async function verifyGarbageCollector(
     async () => ((await http.get(`${base}/${dependentName}`)).status === 404 ? true : undefined),
     { intervalMs: 250, ...(opts.abort ? { abort: opts.abort } : {}) },
   );
-}
-
-/** The pinned Kubernetes version (what `/version` of a harness-started apiserver reports). */
-export function pinnedKubernetesVersion(): string {
-  return pinnedVersions().kubernetes;
 }

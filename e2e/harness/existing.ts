@@ -1,9 +1,7 @@
 // Tests can run against a cluster that already exists (PERSISTENT_IPS_EXISTING_KUBECONFIG) instead of starting one.
 import { KubeConfig } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startControlPlane, type Cluster, type StartOptions } from './controlplane.ts';
+import type { Cluster } from './controlplane.ts';
 import { runKubectl } from './kubectl.ts';
 import { KubeHttp, type KubeHttpOptions } from './kubehttp.ts';
 
@@ -39,15 +37,4 @@ export async function connectToCluster(kubeconfigPath: string): Promise<Cluster>
     owned: false,
     stop: async () => {},
   };
-}
-
-/**
- * The cluster for a test file: the one named by PERSISTENT_IPS_EXISTING_KUBECONFIG when set, else a fresh control
- * plane in `opts.dir` (default: a new directory under the system temp dir).
- */
-export async function startOrConnect(opts: Partial<StartOptions> = {}): Promise<Cluster> {
-  const existing = process.env[EXISTING_KUBECONFIG_ENV];
-  if (existing) return connectToCluster(existing);
-  const dir = opts.dir ?? join(tmpdir(), `persistent-ips-cp-${process.pid}-${Date.now().toString(36)}`);
-  return startControlPlane({ ...opts, dir });
 }

@@ -3,6 +3,7 @@
 // and what a benchmark measures is the controller, so the tools doing the checking share none of its code.
 import type { IncomingMessage } from 'node:http';
 import { Agent, request } from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface KubeResponse {
   status: number;
@@ -165,8 +166,6 @@ export class KubeHttp {
     this.#agent.destroy();
   }
 }
-
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Calls `probe` every `intervalMs` until it returns a value other than undefined, or throws after `timeoutMs` with

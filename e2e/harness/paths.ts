@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const CONTROLPLANE_MODULE_DIR = fileURLToPath(new URL('../controlplane/', import.meta.url));
 export const BUILD_SCRIPT = fileURLToPath(new URL('../controlplane/build.sh', import.meta.url));
 /** Test infrastructure: stand-in KubeVirt and NAD CRDs plus the shipped IPAMClaim CRD (e2e/crds/kustomization.yaml). */
 export const CRDS_DIR = fileURLToPath(new URL('../crds/', import.meta.url));

@@ -2,6 +2,7 @@
 // only, which then stops them in order), output appended to a log file, stopped with SIGTERM then SIGKILL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { track, untrack } from './reaper.ts';
 
 export interface ManagedProcess {
@@ -63,8 +64,6 @@ export function signalGroup(pid: number, signal: NodeJS.Signals): void {
     }
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls until `pid` is gone or `ms` elapsed; true when gone. Works for processes that are not our children. */
 export async function waitForExit(pid: number, ms: number): Promise<boolean> {

@@ -44,8 +44,3 @@ export function track(pid: number): void {
 export function untrack(pid: number): void {
   watcher?.stdin?.write(`-${pid}\n`);
 }
-
-/** The watcher's pid (for tests of the watcher itself). */
-export function watcherPid(): number | undefined {
-  return ensureWatcher()?.pid;
-}

@@ -19,6 +19,9 @@ import { join } from 'node:path';
 import { CRDS_DIR, IPAMCLAIM_CRD } from '../harness/paths.ts';
 import { freePort, poll, type Cluster } from '../harness/index.ts';
 import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from '../harness/process.ts';
+import { FEATURE_GATE } from '../../src/claims/constants.ts';
+import type { KubeVirtCR } from '../../src/kube/types.ts';
+import { type Api, paths } from '../suite/kube.ts';
 import type { KubeVirtBinaries } from './binaries.ts';
 import { selfSignedCertificate } from './certificate.ts';
 
@@ -47,6 +50,20 @@ export function crdDirWithRealKubeVirt(bins: KubeVirtBinaries, dir: string): str
 export interface KubeVirtCROptions {
   /** spec.configuration.developerConfiguration.featureGates. */
   featureGates: string[];
+}
+
+/** Adds or removes PersistentIPs in the KubeVirt CR's developerConfiguration.featureGates (other gates kept). */
+export async function setGateInCR(api: Api, on: boolean): Promise<void> {
+  const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
+  const cr = await api.get<KubeVirtCR>(path);
+  if (!cr) throw new Error(`KubeVirt CR ${KUBEVIRT_NAMESPACE}/${KUBEVIRT_CR_NAME} is missing`);
+  const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
+  if (on) gates.push(FEATURE_GATE);
+  // resourceVersion in a merge patch is a precondition: a concurrent change makes this fail instead of losing it
+  await api.mergePatch(path, {
+    metadata: { resourceVersion: cr.metadata.resourceVersion },
+    spec: { configuration: { developerConfiguration: { featureGates: gates } } },
+  });
 }
 
 /** The namespace `kubevirt` and the KubeVirt CR virt-controller reads its configuration from. */

@@ -16,7 +16,7 @@ import {
   MULTUS_NETWORKS_ANNOTATION,
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
-import { assertClaim, CLAIM_FINALIZER, deletedRv, expectedPodInterface, finalizerReleaseRv, firstRv, nadConfig } from '../suite/fixtures.ts';
+import { assertClaim, CLAIM_FINALIZER, deletedRv, expectedPodInterface, finalizerReleaseRv, firstRv, nadConfig, type NadOptions } from '../suite/fixtures.ts';
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
@@ -81,7 +81,8 @@ interface Element {
 
 // -- objects ------------------------------------------------------------------------------------------------------
 
-async function persistentNad(ns: string, name: string, network: string, extra: { role?: string; topology?: string; subnets?: string } = {}): Promise<void> {
+/** A NAD with an OVN-Kubernetes config (nadConfig): persistent unless `allowPersistentIPs: false`. */
+async function createNad(ns: string, name: string, network: string, extra: Omit<NadOptions, 'network'> = {}): Promise<void> {
   await world.api.create(paths.nads(ns), {
     apiVersion: 'k8s.cni.cncf.io/v1',
     kind: 'NetworkAttachmentDefinition',
@@ -246,7 +247,7 @@ async function waitMigrated(ns: string): Promise<void> {
  * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces).
  */
 async function tinyNetwork(ns: string, nad: string, network: string, subnet: string): Promise<void> {
-  await persistentNad(ns, nad, network, { subnets: subnet });
+  await createNad(ns, nad, network, { subnets: subnet });
 }
 
 const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
@@ -409,14 +410,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'create VM (running): claims for the persistent networks; the launcher pod virt-controller creates refers to them',
     async (ns, t) => {
-      await persistentNad(ns, 'nad-red', 'red');
-      await persistentNad(ns, 'nad-blue', 'tenant-blue', { topology: 'localnet' });
-      await world.api.create(paths.nads(ns), {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'nad-plain', namespace: ns },
-        spec: { config: nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }) },
-      });
+      await createNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-blue', 'tenant-blue', { topology: 'localnet' });
+      await createNad(ns, 'nad-plain', 'plain', { allowPersistentIPs: false });
       const vm = await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue', plain: 'nad-plain' } });
       const claims = await waitClaims(ns, ['vm1.red', 'vm1.blue']);
       const { vmi, pod } = await waitRunning(ns, 'vm1');
@@ -445,7 +441,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'VM stopped, then started again: VMI and pod go, the claims stay (finalizer, addresses); the new launcher pod refers to the same claims',
     async (ns) => {
-      await persistentNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-red', 'red');
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       const { vmi: first, pod: firstPod } = await waitRunning(ns, 'vm1');
       const before = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
@@ -475,7 +471,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     kvCase(
       `VM deleted (${propagationPolicy.toLowerCase()}): the claims keep their finalizer while the VMI exists; then they go, and so does the VM`,
       async (ns, t) => {
-        await persistentNad(ns, 'nad-red', 'red');
+        await createNad(ns, 'nad-red', 'red');
         await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
         await waitRunning(ns, 'vm1');
         await waitClaims(ns, ['vm1.red']);
@@ -503,7 +499,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'standalone VMI: the claim is owned by the VMI; it is released once the VMI is terminating with no launcher pod',
     async (ns, t) => {
-      await persistentNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-red', 'red');
       const created = await world.api.create<Vmi>(paths.vmis(ns), {
         apiVersion: 'kubevirt.io/v1',
         kind: 'VirtualMachineInstance',
@@ -534,7 +530,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'live migration (VirtualMachineInstanceMigration): the target launcher pod virt-controller creates refers to the same claims; the claims are not touched',
     async (ns) => {
-      await persistentNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-red', 'red');
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
       const claim = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
@@ -570,8 +566,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     "hotplug an interface, then hot-unplug another (LiveUpdate): a claim appears for the new one; the unplugged one's claim goes once it left the VMI",
     async (ns, t) => {
-      await persistentNad(ns, 'nad-red', 'red');
-      await persistentNad(ns, 'nad-blue', 'blue');
+      await createNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-blue', 'blue');
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       const { vmi } = await waitRunning(ns, 'vm1');
       const red = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
@@ -637,7 +633,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'primary user-defined network, template with networks (pod network, l2bridge binding): a claim for the pod network; the launcher pod refers to it',
     async (ns, t) => {
-      await persistentNad(ns, 'primary', 'tenant-primary', { role: 'primary' });
+      await createNad(ns, 'primary', 'tenant-primary', { role: 'primary' });
       const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const claim = (await waitClaims(ns, ['vm1.default'])).get('vm1.default')!;
       assert.equal(claim.spec.network, 'tenant-primary');
@@ -657,7 +653,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'primary user-defined network, template with no networks and no interfaces: KubeVirt gives the VMI the pod network `default`; a claim for it; the launcher pod refers to it',
     async (ns, t) => {
-      await persistentNad(ns, 'primary', 'tenant-primary', { role: 'primary' });
+      await createNad(ns, 'primary', 'tenant-primary', { role: 'primary' });
       await createVM(ns, 'vm1', { bare: true });
       const vmi = await waitFor('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')), { timeoutMs: EVENTUALLY_MS });
       // what virt-controller put on the VMI (no virt-api here: this is the VM controller's own defaulting)
@@ -676,13 +672,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     "a hotplug while the gate is off: virt-controller rebuilds the running pod's annotation without our references; the webhook carries the existing one over",
     async (ns, t) => {
-      await persistentNad(ns, 'nad-red', 'red');
-      await world.api.create(paths.nads(ns), {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'nad-plain', namespace: ns },
-        spec: { config: nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }) },
-      });
+      await createNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-plain', 'plain', { allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       await waitClaims(ns, ['vm1.red']);
       const { pod } = await waitRunning(ns, 'vm1');
@@ -698,12 +689,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it, and a migration target names it too',
     async (ns, t) => {
-      await world.api.create(paths.nads(ns), {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'nad-late', namespace: ns },
-        spec: { config: nadConfig(ns, 'nad-late', { network: 'late', allowPersistentIPs: false }) },
-      });
+      await createNad(ns, 'nad-late', 'late', { allowPersistentIPs: false });
       const vm = await createVM(ns, 'vm1', { secondary: { late: 'nad-late' } });
       const { vmi, pod } = await waitRunning(ns, 'vm1');
       assertReferences(pod, { late: undefined });
@@ -736,7 +722,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone',
     async (ns, t) => {
-      await persistentNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-red', 'red');
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       await waitClaims(ns, ['vm1.red']);
       const { vmi } = await waitRunning(ns, 'vm1');
@@ -770,7 +756,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     "a copied launcher pod (kubectl debug --copy-to: no owner reference, same labels and annotations) is never pointed at the VM's claim",
     async (ns, t) => {
-      await persistentNad(ns, 'nad-red', 'red');
+      await createNad(ns, 'nad-red', 'red');
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       await waitClaims(ns, ['vm1.red']);
       const { pod } = await waitRunning(ns, 'vm1');
@@ -801,8 +787,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'NAD swapped on a running VM (LiveUpdateNADRef, GA in v1.9): the new network gets a claim of its own for the migration target; the old claim is released once the source pod has finished',
     async (ns, t) => {
-      await persistentNad(ns, 'nad-a', 'net-a');
-      await persistentNad(ns, 'nad-b', 'net-b');
+      await createNad(ns, 'nad-a', 'net-a');
+      await createNad(ns, 'nad-b', 'net-b');
       await createVM(ns, 'vm1', { secondary: { red: 'nad-a' } });
       const old = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
@@ -974,12 +960,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     "addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod's reference, so the end of that pod does not free the address its VM holds",
     async (ns, t) => {
       await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
-      await world.api.create(paths.nads(ns), {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'nad-plain', namespace: ns },
-        spec: { config: nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }) },
-      });
+      await createNad(ns, 'nad-plain', 'plain', { allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { pod } = await waitRunning(ns, 'vm1');
       const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
@@ -1168,7 +1149,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'addresses (OVN-K): primary user-defined network (layer2, role primary), claim named by the legacy annotation k8s.ovn.org/primary-udn-ipamclaim: OVN-K gives the launcher pod its primary address through the claim; stop/start keeps it',
     async (ns) => {
-      await persistentNad(ns, 'primary', 'udn-legacy', { role: 'primary', subnets: '10.202.1.0/24' });
+      await createNad(ns, 'primary', 'udn-legacy', { role: 'primary', subnets: '10.202.1.0/24' });
       await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(first, 'vm1.default');
@@ -1200,7 +1181,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'addresses (OVN-K): primary user-defined network, address and MAC asked for: the default-network element names the claim with the requests; OVN-K gives exactly those, records them in the claim, and the VM keeps them across stop/start',
     async (ns) => {
-      await persistentNad(ns, 'primary', 'udn-element', { role: 'primary', subnets: '10.202.2.0/24' });
+      await createNad(ns, 'primary', 'udn-element', { role: 'primary', subnets: '10.202.2.0/24' });
       const mac = '02:5e:00:0a:ca:fe';
       const asked = ['10.202.2.77/24'];
       await createVM(ns, 'vm1', {

@@ -284,18 +284,6 @@ export class VirtCtl {
     );
   }
 
-  /** The VMI's launcher pods once `pred` holds for them (e.g. `(pods) => pods.length === 1`). */
-  waitForLauncherPods(ns: string, vmiName: string, pred: (pods: V1Pod[]) => boolean, opts: WaitOptions & { what?: string } = {}): Promise<V1Pod[]> {
-    return waitFor(
-      opts.what ?? `launcher pods of VMI ${ns}/${vmiName}`,
-      async () => {
-        const pods = await this.listLauncherPods(ns, vmiName);
-        return pred(pods) ? pods : undefined;
-      },
-      opts,
-    );
-  }
-
   async waitForPodGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
     await waitFor(`pod ${ns}/${name} to be gone`, async () => (await this.api.get(paths.pods(ns, name))) === undefined, opts);
   }

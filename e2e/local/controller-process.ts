@@ -32,22 +32,25 @@ export interface Sample {
   value: number;
 }
 
-/** Prometheus text exposition → samples. */
-export function parsePrometheus(text: string): Sample[] {
+const SAMPLE_LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/;
+const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+
+/** Prometheus text exposition → samples, of the metrics whose names pass `want` (all when omitted). */
+export function parsePrometheus(text: string, want?: (name: string) => boolean): Sample[] {
   const samples: Sample[] = [];
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
+    const m = SAMPLE_LINE.exec(line);
+    if (!m || (want && !want(m[1]!))) continue;
     const labels: Record<string, string> = {};
-    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+    if (m[3]) for (const l of m[3].matchAll(LABEL)) labels[l[1]!] = l[2]!.replace(/\\(.)/g, '$1');
     samples.push({ name: m[1]!, labels, value: Number(m[4]) });
   }
   return samples;
 }
 
 /** Sum of the samples of `name` whose labels include `labels`. */
-export function sumOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+export function sumOf(samples: readonly Sample[], name: string, labels: Record<string, string> = {}): number {
   return samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((n, s) => n + s.value, 0);
 }
 
@@ -179,10 +182,6 @@ export class ControllerProcess {
 
   get alive(): boolean {
     return this.#exit === undefined;
-  }
-
-  get exitStatus(): ExitStatus | undefined {
-    return this.#exit;
   }
 
   /** Why the process is gone (with its last output), or undefined while it runs. */

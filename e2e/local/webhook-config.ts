@@ -3,7 +3,7 @@
 // same rules, selectors and failure policy as an installation.
 
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { loadYaml } from '@kubernetes/client-node';
 
 const MANIFEST = resolve(import.meta.dirname, '..', '..', 'manifests', 'webhook', 'mutating_webhook_configuration.yaml');
@@ -35,5 +35,3 @@ export const controllerNamespace = {
 export function localWebhookFlags(port: number): string[] {
   return ['--webhook-bind-address', `127.0.0.1:${port}`, '--webhook-cert-host', '127.0.0.1', '--controller-namespace', CONTROLLER_NAMESPACE];
 }
-
-export const manifestPath = join(MANIFEST);

@@ -7,7 +7,7 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
-import { ControllerProcess } from '../local/controller-process.ts';
+import type { ControllerProcess } from '../local/controller-process.ts';
 import { paths, webhookPort, World } from './world.ts';
 
 const world = new World();
@@ -25,18 +25,12 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
       await world.setUp('apiserver-restart');
       ns = await world.namespace('ar');
       await world.createNad(ns, 'nad-red', { network: 'red' });
-      controller = await ControllerProcess.start({ name: 'restart', kubeconfig: world.cp.kubeconfigPath, logDir: world.dir, webhookPort: await webhookPort() });
+      controller = await world.startController({ name: 'restart', webhookPort: await webhookPort() });
     },
     { timeout: 120_000 },
   );
 
-  after(
-    async () => {
-      await controller?.stop().catch(() => undefined);
-      await world.tearDown();
-    },
-    { timeout: 120_000 },
-  );
+  after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(
     world,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe } from 'node:test';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
-import { ControllerProcess, sumOf, parsePrometheus } from '../local/controller-process.ts';
+import { sumOf, parsePrometheus, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
   CONTROLLER_NAMESPACE,
@@ -59,10 +59,8 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
       await world.setUp('certs');
       port = await webhookPort();
       await world.installWebhookConfiguration(port);
-      controller = await ControllerProcess.start({
+      controller = await world.startController({
         name: 'short-certs',
-        kubeconfig: world.cp.kubeconfigPath,
-        logDir: world.dir,
         webhookPort: port,
         extraArgs: ['--webhook-cert-validity', String(SERVING_VALIDITY_S), '--webhook-ca-validity', String(CA_VALIDITY_S)],
       });
@@ -75,13 +73,7 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
     { timeout: 120_000 },
   );
 
-  after(
-    async () => {
-      await controller?.stop().catch(() => undefined);
-      await world.tearDown();
-    },
-    { timeout: 120_000 },
-  );
+  after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(
     world,

@@ -20,7 +20,7 @@ import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
-import { ControllerProcess, sumOf, type ControllerOptions } from '../local/controller-process.ts';
+import { sumOf, type ControllerOptions, type ControllerProcess } from '../local/controller-process.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, webhookPort, World } from './world.ts';
 import { startLagProxy } from './lag-proxy.ts';
@@ -38,18 +38,10 @@ let controller: ControllerProcess | undefined;
 let standIn: VirtCtl;
 let ns = '';
 
-const controllerOptions = (name: string, extra: Partial<ControllerOptions> = {}): ControllerOptions => ({
-  name,
-  kubeconfig: world.cp.kubeconfigPath,
-  logDir: world.dir,
-  webhookPort: port,
-  ...extra,
-});
-
 async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
   await controller?.stop();
   controller = undefined;
-  controller = await ControllerProcess.start(controllerOptions(name, extra));
+  controller = await world.startController({ name, webhookPort: port, ...extra });
   return controller;
 }
 
@@ -149,7 +141,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
       await world.setUp('claim-ownership', { virtController: true });
       port = await webhookPort();
       await world.installWebhookConfiguration(port);
-      controller = await ControllerProcess.start(controllerOptions('main'));
+      controller = await world.startController({ name: 'main', webhookPort: port });
       await world.waitForCaBundle();
       ns = await world.namespace('own');
       await world.createNad(ns, 'nad-red', { network: 'red' });
@@ -158,13 +150,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     { timeout: 180_000 },
   );
 
-  after(
-    async () => {
-      await controller?.stop().catch(() => undefined);
-      await world.tearDown();
-    },
-    { timeout: 120_000 },
-  );
+  after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(world, T, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
     const c = controller!;

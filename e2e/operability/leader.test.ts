@@ -17,12 +17,9 @@ import { poll } from '../harness/index.ts';
 import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
-import { ControllerProcess, sumOf } from '../local/controller-process.ts';
+import { sumOf, type ControllerProcess } from '../local/controller-process.ts';
 import {
-  admitDirectly,
-  applyPatch,
   claimReferences,
-  ClaimWatch,
   CONTROLLER_NAMESPACE,
   expectedReferences,
   LEASE_NAME,
@@ -30,11 +27,12 @@ import {
   webhookPort,
   World,
   WEBHOOK_SECRET,
-  type AdmissionAnswer,
   type Lease,
   type PodCreation,
   type Secret,
 } from './world.ts';
+import { admitDirectly, applyPatch, type AdmissionAnswer } from '../local/admission.ts';
+import { kubeConfigFrom, WatchLog, type IPAMClaim } from '../suite/kube.ts';
 
 const world = new World();
 const T = tally('leader-election');
@@ -45,13 +43,8 @@ let portB = 0;
 let ns = '';
 let directNs = '';
 let standIn: VirtCtl;
-const controllers: ControllerProcess[] = [];
 
-const start = async (name: string, port: number): Promise<ControllerProcess> => {
-  const c = await ControllerProcess.start({ name, kubeconfig: world.cp.kubeconfigPath, logDir: world.dir, webhookPort: port, leaderElect: true });
-  controllers.push(c);
-  return c;
-};
+const start = (name: string, port: number): Promise<ControllerProcess> => world.startController({ name, webhookPort: port, leaderElect: true });
 const isLeader = async (c: ControllerProcess): Promise<number> => c.metric('leader_election_master_status');
 const reconciles = async (c: ControllerProcess): Promise<number> => c.metric('controller_runtime_reconcile_total');
 const identityOf = (c: ControllerProcess): string => String(c.logs.find((l) => l['component'] === 'leader-election' && l['identity'])?.['identity'] ?? '');
@@ -75,13 +68,7 @@ describe('operability: leader election between two controller processes', { time
     { timeout: 120_000 },
   );
 
-  after(
-    async () => {
-      for (const c of controllers) await c.stop().catch(() => undefined);
-      await world.tearDown();
-    },
-    { timeout: 120_000 },
-  );
+  after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(
     world,
@@ -96,7 +83,7 @@ describe('operability: leader election between two controller processes', { time
       assert.equal(await isLeader(b), 0, 'B: leader_election_master_status 0');
       assert.equal(await holder(), identityOf(a), `the Lease names A (${identityOf(a)})`);
       t.diagnostic(`A ${identityOf(a)} leads (webhook :${portA}); B ${identityOf(b)} stands by (webhook :${portB}, the configuration's URL)`);
-      const claims = await ClaimWatch.start(world, ns);
+      const claims = await WatchLog.start<IPAMClaim>(kubeConfigFrom(world.cp.kubeconfigPath), world.api, paths.claims(ns));
 
       // While A leads, only A reconciles.
       const [ra0, rb0] = [await reconciles(a), await reconciles(b)];
@@ -182,8 +169,9 @@ describe('operability: leader election between two controller processes', { time
         assert.deepEqual(claim.metadata.finalizers, [CLAIM_FINALIZER]);
       }
       claims.check();
-      const twice = want.filter((n) => claims.count('ADDED', n) !== 1);
-      const deleted = want.filter((n) => claims.count('DELETED', n) !== 0);
+      const count = (type: string, name: string) => claims.of(name).filter((e) => e.type === type).length;
+      const twice = want.filter((n) => count('ADDED', n) !== 1);
+      const deleted = want.filter((n) => count('DELETED', n) !== 0);
       claims.stop();
       assert.deepEqual(twice, [], 'every claim was created exactly once');
       assert.deepEqual(deleted, [], 'no claim was deleted');

@@ -4,7 +4,6 @@
 // retries back off quietly, and the controller recovers by itself once the namespace is created.
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
-import { ControllerProcess } from '../local/controller-process.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace } from '../local/webhook-config.ts';
 import { freePort } from '../harness/index.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
@@ -16,22 +15,13 @@ const T = tally('missing-namespace');
 const WITHOUT_NAMESPACE_MS = 12_000;
 
 describe('operability: the controller namespace does not exist yet', { timeout: 4 * 60_000 }, () => {
-  let controller: ControllerProcess | undefined;
   before(() => world.setUp('missing-namespace', { controllerNamespace: false }), { timeout: 120_000 });
-  after(
-    async () => {
-      await controller?.stop();
-      await world.tearDown();
-    },
-    { timeout: 60_000 },
-  );
+  after(() => world.tearDown(), { timeout: 60_000 });
   summaryAtEnd(world, T);
 
   operabilityCase(world, T, 'one error line naming the namespace and the fix, quiet retries with backoff, recovery once it is created', async (t) => {
-    controller = await ControllerProcess.start({
+    const controller = await world.startController({
       name: 'no-namespace',
-      kubeconfig: world.cp.kubeconfigPath,
-      logDir: world.dir,
       webhookPort: await freePort(),
       waitReady: false,
     });

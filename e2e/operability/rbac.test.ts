@@ -12,7 +12,7 @@ import { buildVM } from '../kubevirt/launcher-fixture.ts';
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
-import { ControllerProcess, isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
+import { isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
 import { coveredBy, docGrants, grantKey, parseCanIList, parseRbacDoc, type Grant } from './rbac-docs.ts';
 import {
   claimReferences,
@@ -68,7 +68,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const whoami = await runKubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'], { kubeconfig: saKubeconfig, binDir: world.cp.binDir });
       assert.equal(whoami.stdout.trim(), SA, 'the kubeconfig authenticates as the ServiceAccount');
 
-      const c = await ControllerProcess.start({ name: 'serviceaccount', kubeconfig: saKubeconfig, logDir: world.dir, webhookPort: port, leaderElect: true });
+      const c = await world.startController({ name: 'serviceaccount', kubeconfig: saKubeconfig, webhookPort: port, leaderElect: true });
       try {
         // The Lease, taken with get/create/update on leases only.
         const lease = await poll('the leader Lease to be held', 30_000, async () => {
@@ -148,7 +148,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     const token = (await world.cp.kubectl(['create', 'token', SA_NAME, '-n', CONTROLLER_NAMESPACE, '--duration', '1h'])).stdout.trim();
     const kubeconfig = join(world.dir, 'kubeconfig-serviceaccount-lagging');
     writeFileSync(kubeconfig, kubeconfigYaml(proxy.server, world.cp.caFile, token), { mode: 0o600 });
-    const c = await ControllerProcess.start({ name: 'serviceaccount-lagging', kubeconfig, logDir: world.dir, webhookPort: port });
+    const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig, webhookPort: port });
     try {
       const direct = await world.namespace('rbac-direct');
       await world.createNad(direct, 'nad-red', { network: 'red' });
@@ -291,10 +291,9 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
           (await world.cp.kubectl(['auth', 'can-i', `--as=${SA}`, 'list', 'virtualmachineinstances.kubevirt.io', '-n', n], { check: false })).stdout.trim();
         return (await may(watched)) === 'yes' && (await may(other)) === 'no' ? true : undefined;
       });
-      const c = await ControllerProcess.start({
+      const c = await world.startController({
         name: 'serviceaccount-namespaced',
         kubeconfig: saKubeconfig,
-        logDir: world.dir,
         webhookPort: port,
         extraArgs: ['--namespace', watched],
       });

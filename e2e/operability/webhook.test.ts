@@ -13,13 +13,12 @@ import { after, before, describe } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import { setGateInCR } from '../kubevirt/kubevirt.ts';
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
-import { ControllerProcess, sumOf, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
+import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
 import {
-  admitDirectly,
-  applyPatch,
   claimReferences,
   expectedReferences,
   networkElements,
@@ -31,6 +30,7 @@ import {
   CONTROLLER_NAMESPACE,
   type Secret,
 } from './world.ts';
+import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World();
 const T = tally('webhook');
@@ -59,17 +59,9 @@ let vmNs = '';
 /** Namespace where VMIs and launcher pods are created directly through the API (virt-controller silent). */
 let directNs = '';
 
-const controllerOptions = (name: string, extra: Partial<ControllerOptions> = {}): ControllerOptions => ({
-  name,
-  kubeconfig: world.cp.kubeconfigPath,
-  logDir: world.dir,
-  webhookPort: port,
-  ...extra,
-});
-
 async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
   await controller?.stop();
-  controller = await ControllerProcess.start(controllerOptions(name, extra));
+  controller = await world.startController({ name, webhookPort: port, ...extra });
   return controller;
 }
 
@@ -136,7 +128,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       await world.setUp('webhook', { virtController: true });
       port = await webhookPort();
       await world.installWebhookConfiguration(port);
-      controller = await ControllerProcess.start(controllerOptions('main'));
+      controller = await world.startController({ name: 'main', webhookPort: port });
       await world.waitForCaBundle();
       vmNs = await world.namespace('wh-vms');
       directNs = await world.namespace('wh-direct');
@@ -147,13 +139,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     { timeout: 180_000 },
   );
 
-  after(
-    async () => {
-      await controller?.stop().catch(() => undefined);
-      await world.tearDown();
-    },
-    { timeout: 120_000 },
-  );
+  after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(
     world,
@@ -244,7 +230,7 @@ describe('operability: the launcher-pod webhook through the real API server over
   operabilityCase(world, T, 'gate off in the KubeVirt CR: launcher pods are admitted unchanged and no claim is made', async (t) => {
     const c = running();
     const from = c.logs.length;
-    await world.setGateInCR(false);
+    await setGateInCR(world.api, false);
     await c.waitForLog('the gate turning off', gateLog(false), { from });
     try {
       const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
@@ -265,7 +251,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       t.diagnostic(`pod ${pod.metadata!.name} admitted unchanged; no claim in ${NO_CLAIM_WINDOW_MS} ms`);
     } finally {
       const back = c.logs.length;
-      await world.setGateInCR(true);
+      await setGateInCR(world.api, true);
       await c.waitForLog('the gate turning on again', gateLog(true), { from: back });
     }
     await standIn.deleteVM(vmNs, 'vm-gate-off');
@@ -422,7 +408,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
-        const c = await ControllerProcess.start(controllerOptions('main-startup-probe', { waitReady: false, kubeconfig }));
+        const c = await world.startController({ name: 'main-startup-probe', webhookPort: port, waitReady: false, kubeconfig });
         controller = c;
         t.after(async () => {
           await stopController();

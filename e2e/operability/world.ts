@@ -1,15 +1,15 @@
 // What every operability file needs around the controller: its own world (one per file; the world of e2e/kubevirt:
 // a real control plane with KubeVirt's real CRDs, the KubeVirt CR with the PersistentIPs gate, the node and virt-api
-// stand-ins, and KubeVirt's real virt-controller where the file drives VMs), plain REST access through the harness's
-// client (independent of the controller's), persistent and ordinary NADs, the URL-based webhook configuration, and
-// launcher pods made directly through the API (rendered as virt-controller renders them: ../kubevirt/launcher-fixture.ts)
-// where a test needs to see each admission itself, with virt-controller stopped meanwhile (withKubeVirtSilent).
+// stand-ins, and KubeVirt's real virt-controller where the file drives VMs), the controllers it starts, REST through
+// the suite's Api (independent of the controller's client), persistent and ordinary NADs, the URL-based webhook
+// configuration, and launcher pods made directly through the API (rendered as virt-controller renders them:
+// ../kubevirt/launcher-fixture.ts) where a test needs to see each admission itself, with virt-controller stopped
+// meanwhile (withKubeVirtSilent).
 import { randomBytes, X509Certificate } from 'node:crypto';
-import { request as httpsRequest, type Agent as HttpsAgent } from 'node:https';
 import { connect } from 'node:tls';
-import { KubeConfig, Watch, type V1Pod } from '@kubernetes/client-node';
-import { FEATURE_GATE, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
-import type { IPAMClaim, KubeVirtCR, NetworkSelectionElement } from '../../src/kube/types.ts';
+import type { V1Pod } from '@kubernetes/client-node';
+import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
+import type { IPAMClaim, NetworkSelectionElement } from '../../src/kube/types.ts';
 import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
 import {
   buildVM,
@@ -22,9 +22,11 @@ import {
   type Vm,
   type Vmi,
 } from '../kubevirt/launcher-fixture.ts';
-import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
+import { ControllerProcess, type ControllerOptions } from '../local/controller-process.ts';
+import { nadConfig } from '../suite/fixtures.ts';
+import { type Api, paths } from '../suite/kube.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -32,21 +34,7 @@ export const WEBHOOK_CONFIGURATION = 'persistent-ips-launcher-pods';
 export const WEBHOOK_SECRET = 'persistent-ips-webhook-cert';
 export const LEASE_NAME = 'persistent-ips-leader';
 
-const ns = (namespace: string) => `/namespaces/${encodeURIComponent(namespace)}`;
-const tail = (name?: string) => (name === undefined ? '' : `/${encodeURIComponent(name)}`);
-
-export const paths = {
-  namespaces: (name?: string) => `/api/v1/namespaces${tail(name)}`,
-  pods: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/pods${tail(name)}`,
-  secrets: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/secrets${tail(name)}`,
-  claims: (namespace: string, name?: string) => `/apis/k8s.cni.cncf.io/v1alpha1${ns(namespace)}/ipamclaims${tail(name)}`,
-  nads: (namespace: string, name?: string) => `/apis/k8s.cni.cncf.io/v1${ns(namespace)}/network-attachment-definitions${tail(name)}`,
-  vms: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachines${tail(name)}`,
-  vmis: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachineinstances${tail(name)}`,
-  kubeVirts: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/kubevirts${tail(name)}`,
-  leases: (namespace: string, name?: string) => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases${tail(name)}`,
-  webhookConfigurations: (name?: string) => `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations${tail(name)}`,
-};
+export { paths };
 
 export interface Secret {
   metadata: { name: string; resourceVersion?: string };
@@ -84,6 +72,7 @@ export class World {
   /** VMIs made directly while KubeVirt is silent: deleted before virt-controller starts again. */
   readonly #directVmis: { namespace: string; name: string }[] = [];
   #silent = false;
+  readonly #controllers: ControllerProcess[] = [];
 
   /**
    * Starts this file's world: control plane, KubeVirt's CRDs and CR (gate on), the node and virt-api stand-ins,
@@ -112,8 +101,17 @@ export class World {
     if (this.#kubevirt) this.#kubevirt.failed = true;
   }
 
+  /** Stops the controllers startController started, then the world. */
   async tearDown(): Promise<void> {
+    for (const c of this.#controllers.splice(0)) await c.stop().catch(() => undefined);
     await this.#kubevirt?.tearDown();
+  }
+
+  /** A controller against this world's API server (unless `kubeconfig` says otherwise), its log in the world's directory. */
+  async startController(o: Omit<ControllerOptions, 'kubeconfig' | 'logDir'> & { kubeconfig?: string }): Promise<ControllerProcess> {
+    const c = await ControllerProcess.start({ kubeconfig: this.cp.kubeconfigPath, logDir: this.dir, ...o });
+    this.#controllers.push(c);
+    return c;
   }
 
   /**
@@ -145,33 +143,30 @@ export class World {
       .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
   }
 
-  // -- REST -------------------------------------------------------------------------------------------------------
+  // -- REST (the suite's Api) -------------------------------------------------------------------------------------
 
-  async get<T>(path: string): Promise<T | undefined> {
-    const res = await this.cp.http.get(path);
-    if (res.status === 404) return undefined;
-    if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
-    return res.json<T>();
+  get api(): Api {
+    return this.#kubevirt!.api;
+  }
+
+  get<T>(path: string): Promise<T | undefined> {
+    return this.api.get<T>(path);
   }
 
   async list<T>(path: string): Promise<T[]> {
-    const res = await this.cp.http.expect('GET', path, [200]);
-    return res.json<{ items?: T[] }>().items ?? [];
+    return (await this.api.list<T>(path)).items;
   }
 
-  async create<T>(path: string, body: unknown): Promise<T> {
-    return (await this.cp.http.expect('POST', path, [201], body)).json<T>();
+  create<T>(path: string, body: unknown): Promise<T> {
+    return this.api.create<T>(path, body);
   }
 
-  async mergePatch<T>(path: string, body: unknown): Promise<T> {
-    return (await this.cp.http.expect('PATCH', path, [200], body, 'application/merge-patch+json')).json<T>();
+  mergePatch<T>(path: string, body: unknown): Promise<T> {
+    return this.api.mergePatch<T>(path, body);
   }
 
-  async delete(path: string, body?: unknown): Promise<boolean> {
-    const res = await this.cp.http.request('DELETE', path, body);
-    if (res.status === 404) return false;
-    if (res.status !== 200 && res.status !== 202) throw new Error(`DELETE ${path}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
-    return true;
+  delete(path: string): Promise<boolean> {
+    return this.api.delete(path);
   }
 
   async ensureNamespace(obj: { metadata: { name: string } } & Record<string, unknown>): Promise<void> {
@@ -190,33 +185,12 @@ export class World {
 
   /** An OVN-Kubernetes layer2 NAD; persistent unless `persistent: false`. `network` is the config's `name`. */
   async createNad(namespace: string, name: string, o: { network: string; persistent?: boolean; subnets?: string }): Promise<void> {
-    const config = JSON.stringify({
-      cniVersion: '0.4.0',
-      name: o.network,
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: o.subnets ?? '10.200.0.0/24',
-      netAttachDefName: `${namespace}/${name}`,
-      ...(o.persistent === false ? {} : { allowPersistentIPs: true }),
-    });
+    const config = nadConfig(namespace, name, { network: o.network, allowPersistentIPs: o.persistent !== false, ...(o.subnets ? { subnets: o.subnets } : {}) });
     await this.create(paths.nads(namespace), {
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name, namespace },
       spec: { config },
-    });
-  }
-
-  /** Adds or removes PersistentIPs in the KubeVirt CR (other gates kept), guarded by resourceVersion. */
-  async setGateInCR(on: boolean): Promise<void> {
-    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
-    const cr = await this.get<KubeVirtCR>(path);
-    if (!cr) throw new Error('the KubeVirt CR is missing');
-    const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
-    if (on) gates.push(FEATURE_GATE);
-    await this.mergePatch(path, {
-      metadata: { resourceVersion: cr.metadata.resourceVersion },
-      spec: { configuration: { developerConfiguration: { featureGates: gates } } },
     });
   }
 
@@ -353,89 +327,6 @@ export function secretCertificates(secret: Secret | undefined): { servingSerial?
 /** A free port for a webhook (the controller binds it; a test that points the configuration at it needs it first). */
 export const webhookPort = (): Promise<number> => freePort();
 
-export interface AdmissionAnswer {
-  /** HTTP status, or 0 when the connection or TLS handshake failed. */
-  status: number;
-  error?: string;
-  allowed?: boolean;
-  /** The decoded JSON patch, when the answer carries one. */
-  patch?: { op: string; path: string; value?: unknown }[];
-  message?: string;
-}
-
-/**
- * Sends a CREATE AdmissionReview for `pod` straight to a webhook server (https://127.0.0.1:port/mutate-v1-pod),
- * verifying its certificate against `ca` for the name 127.0.0.1, as the API server does with the caBundle.
- */
-export function admitDirectly(port: number, ca: string, pod: V1Pod, agent: HttpsAgent | false = false): Promise<AdmissionAnswer> {
-  const review = {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: randomBytes(8).toString('hex'),
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      namespace: pod.metadata?.namespace,
-      name: pod.metadata?.name,
-      operation: 'CREATE',
-      object: pod,
-    },
-  };
-  const body = JSON.stringify(review);
-  return new Promise((resolve) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path: '/mutate-v1-pod',
-        method: 'POST',
-        ca,
-        agent,
-        timeout: 5000,
-        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          try {
-            const r = (JSON.parse(text) as { response?: { allowed?: boolean; patch?: string; status?: { message?: string } } }).response;
-            resolve({
-              status: res.statusCode ?? 0,
-              ...(r?.allowed !== undefined ? { allowed: r.allowed } : {}),
-              ...(r?.patch ? { patch: JSON.parse(Buffer.from(r.patch, 'base64').toString('utf8')) as AdmissionAnswer['patch'] } : {}),
-              ...(r?.status?.message ? { message: r.status.message } : {}),
-            });
-          } catch {
-            resolve({ status: res.statusCode ?? 0, error: `not an AdmissionReview: ${text.slice(0, 200)}` });
-          }
-        });
-        res.on('error', (err) => resolve({ status: 0, error: err.message }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('no answer in 5 s')));
-    req.on('error', (err) => resolve({ status: 0, error: err.message }));
-    req.end(body);
-  });
-}
-
-/** Applies the add/replace operations of a webhook's JSON patch to a copy of `pod` (enough for what it returns). */
-export function applyPatch(pod: V1Pod, patch: { op: string; path: string; value?: unknown }[] | undefined): V1Pod {
-  const out = structuredClone(pod) as unknown as Record<string, unknown>;
-  for (const op of patch ?? []) {
-    if (op.op !== 'add' && op.op !== 'replace') throw new Error(`unexpected patch operation ${op.op} ${op.path}`);
-    const tokens = op.path
-      .split('/')
-      .slice(1)
-      .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
-    let node = out;
-    for (const t of tokens.slice(0, -1)) node = node[t] as Record<string, unknown>;
-    node[tokens.at(-1)!] = structuredClone(op.value);
-  }
-  return out as V1Pod;
-}
-
 /** A TLS handshake with 127.0.0.1:port that verifies the server's certificate against `ca` (for the IP 127.0.0.1). */
 export function verifiedHandshake(port: number, ca: string): Promise<{ authorized: boolean; error?: string; serial?: string }> {
   return new Promise((resolve) => {
@@ -452,67 +343,4 @@ export function verifiedHandshake(port: number, ca: string): Promise<{ authorize
     socket.setTimeout(3000, () => socket.destroy(new Error('TLS handshake timed out')));
     socket.on('error', (err) => resolve({ authorized: false, error: err.message }));
   });
-}
-
-/**
- * Every ADDED/MODIFIED/DELETED event of the claims of one namespace from the moment start() listed them, resumed from
- * the last resourceVersion if the connection ends: "no claim created twice, none deleted" is read from here.
- */
-export class ClaimWatch {
-  readonly events: { type: string; name: string; uid: string }[] = [];
-  #rv = '';
-  #stopped = false;
-  #abort: AbortController | undefined;
-  #error: string | undefined;
-  readonly #kc: KubeConfig;
-  readonly #path: string;
-
-  private constructor(kc: KubeConfig, path: string) {
-    this.#kc = kc;
-    this.#path = path;
-  }
-
-  static async start(world: World, namespace: string): Promise<ClaimWatch> {
-    const kc = new KubeConfig();
-    kc.loadFromFile(world.cp.kubeconfigPath);
-    const w = new ClaimWatch(kc, paths.claims(namespace));
-    const res = await world.cp.http.expect('GET', w.#path, [200]);
-    w.#rv = res.json<{ metadata: { resourceVersion: string } }>().metadata.resourceVersion;
-    await w.#connect();
-    return w;
-  }
-
-  async #connect(): Promise<void> {
-    if (this.#stopped) return;
-    this.#abort = await new Watch(this.#kc).watch(
-      this.#path,
-      { resourceVersion: this.#rv, allowWatchBookmarks: true },
-      (type: string, obj: IPAMClaim & { code?: number; message?: string }) => {
-        if (type === 'ERROR') {
-          this.#error = `watch of ${this.#path}: ${obj.code ?? ''} ${obj.message ?? ''}`;
-          return;
-        }
-        this.#rv = obj.metadata?.resourceVersion ?? this.#rv;
-        if (type !== 'BOOKMARK') this.events.push({ type, name: obj.metadata.name, uid: obj.metadata.uid ?? '' });
-      },
-      () => {
-        if (this.#stopped || this.#error) return;
-        setTimeout(() => void this.#connect().catch((e: unknown) => (this.#error = String(e))), 20);
-      },
-    );
-  }
-
-  /** Throws when the record may have a gap (the watch failed). */
-  check(): void {
-    if (this.#error) throw new Error(this.#error);
-  }
-
-  count(type: string, name: string): number {
-    return this.events.filter((e) => e.type === type && e.name === name).length;
-  }
-
-  stop(): void {
-    this.#stopped = true;
-    this.#abort?.abort();
-  }
 }

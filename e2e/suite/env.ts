@@ -7,16 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { it, type TestContext } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { KubeVirtCR } from '../../src/kube/types.ts';
-import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import type { Cluster } from '../harness/index.ts';
-import { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE } from '../kubevirt/kubevirt.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World } from '../kubevirt/world.ts';
 import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
 import { type Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
-
-export { KUBEVIRT_CR_NAME, KUBEVIRT_NAMESPACE };
 
 /**
  * The shared controller's --resync-period (seconds). Short on purpose: cases that must hold "after several
@@ -140,22 +135,6 @@ export class SuiteEnv {
   /** The controllers running now (for diagnostics). */
   controllers(): ControllerProcess[] {
     return [...(this.#shared ? [this.#shared] : []), ...this.#dedicated];
-  }
-
-  // -- the feature gate in the KubeVirt CR ---------------------------------------------------------------------------
-
-  /** Adds or removes PersistentIPs in the KubeVirt CR's developerConfiguration.featureGates (other gates kept). */
-  async setGateInCR(on: boolean): Promise<void> {
-    const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
-    const cr = await this.api.get<KubeVirtCR>(path);
-    if (!cr) throw new Error(`KubeVirt CR ${KUBEVIRT_NAMESPACE}/${KUBEVIRT_CR_NAME} is missing`);
-    const gates = (cr.spec?.configuration?.developerConfiguration?.featureGates ?? []).filter((g) => g !== FEATURE_GATE);
-    if (on) gates.push(FEATURE_GATE);
-    // resourceVersion in a merge patch is a precondition: a concurrent change makes this fail instead of losing it
-    await this.api.mergePatch(path, {
-      metadata: { resourceVersion: cr.metadata.resourceVersion },
-      spec: { configuration: { developerConfiguration: { featureGates: gates } } },
-    });
   }
 
   // -- namespaces -------------------------------------------------------------------------------------------------

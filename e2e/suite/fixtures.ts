@@ -1,10 +1,9 @@
 // Objects and checks the cases share: NADs, VMs, what a correct claim looks like (computed here from the spec, not
 // with the controller's own functions), waits, and the bounded "nothing happens" window.
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
-import { buildVM, type Vm, type Vmi, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
+import { buildVM, podInterfaceName, type Vm, type Vmi, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import type { ControllerProcess, LogLine } from '../local/controller-process.ts';
 import { SHARED_RESYNC_PERIOD_S, type CaseContext, type SuiteEnv } from './env.ts';
@@ -16,10 +15,7 @@ export const VM_LABEL = 'kubevirt.io/vm';
 /** A finalizer of "someone else" (another controller, an admin): the controller must leave it alone. */
 export const FOREIGN_FINALIZER = 'e2e.persistent-ips.test/hold';
 
-/** KubeVirt's pod interface name of a secondary network: "pod" + the first 11 hex digits of sha256(name). */
-export function expectedPodInterface(network: string): string {
-  return `pod${createHash('sha256').update(network).digest('hex').slice(0, 11)}`;
-}
+export { podInterfaceName as expectedPodInterface };
 
 /**
  * How long a case watches for something that must NOT happen (a write, a claim), after the controller had every
@@ -113,7 +109,7 @@ export function assertClaim(claim: IPAMClaim | undefined, owner: ExpectedOwner, 
   );
   assert.deepEqual(claim.metadata.finalizers, [CLAIM_FINALIZER], `${where}: finalizer`);
   assert.equal(claim.metadata.labels?.[VM_LABEL], owner.name, `${where}: label ${VM_LABEL}`);
-  assert.deepEqual(claim.spec, { network: cniNetwork, interface: expectedPodInterface(logicalNetwork) }, `${where}: spec`);
+  assert.deepEqual(claim.spec, { network: cniNetwork, interface: podInterfaceName(logicalNetwork) }, `${where}: spec`);
   assert.equal(claim.metadata.deletionTimestamp, undefined, `${where}: not terminating`);
 }
 

@@ -22,6 +22,9 @@ export const paths = {
   vms: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachines${tail(name)}`,
   vmis: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/virtualmachineinstances${tail(name)}`,
   kubeVirts: (namespace: string, name?: string) => `/apis/kubevirt.io/v1${ns(namespace)}/kubevirts${tail(name)}`,
+  secrets: (namespace: string, name?: string) => `/api/v1${ns(namespace)}/secrets${tail(name)}`,
+  leases: (namespace: string, name?: string) => `/apis/coordination.k8s.io/v1${ns(namespace)}/leases${tail(name)}`,
+  webhookConfigurations: (name?: string) => `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations${tail(name)}`,
 };
 
 export type JsonPatch = ({ op: 'add' | 'replace' | 'test'; path: string; value: unknown } | { op: 'remove'; path: string })[];

@@ -7,11 +7,6 @@ export type IPFamily = 4 | 6;
 
 export const FAMILY_BITS: Readonly<Record<IPFamily, number>> = { 4: 32, 6: 128 };
 
-/** The highest address of a family (255.255.255.255 or ffff:...:ffff) as a BigInt. */
-export function maxAddress(family: IPFamily): bigint {
-  return (1n << BigInt(FAMILY_BITS[family])) - 1n;
-}
-
 /** An address, optionally with the prefix length it was written with ("10.0.0.5/24" → prefix 24). */
 export interface ParsedAddress {
   family: IPFamily;

@@ -54,12 +54,6 @@ export class IntervalSet {
     return this.#find(x) >= 0;
   }
 
-  /** The interval containing x, if any. */
-  intervalOf(x: bigint): Interval | undefined {
-    const i = this.#find(x);
-    return i >= 0 ? { start: this.#starts[i]!, end: this.#ends[i]! } : undefined;
-  }
-
   /** The lowest member >= x, or undefined. */
   firstAtOrAfter(x: bigint): bigint | undefined {
     const i = this.#floor(x);

@@ -32,7 +32,7 @@ import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { type Pool, parsePool } from './pool.ts';
 
-export { ALLOCATOR_ANNOTATION, SUBNETS_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION } from '../claims/constants.ts';
+export { ALLOCATOR_ANNOTATION } from '../claims/constants.ts';
 
 export interface AllocatorNad {
   /** `namespace/name` */

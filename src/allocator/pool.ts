@@ -253,12 +253,6 @@ export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): Ad
   return { usable: false, code: 'AddressExcluded', message: `${text} is ${why}`, subnet };
 }
 
-/** "10.0.0.5" → "10.0.0.5/24", with the prefix of the pool subnet holding the address (undefined if none). */
-export function toPoolCidr(pool: Pool, family: IPFamily, value: bigint): string | undefined {
-  const s = subnetOf(pool, family, value);
-  return s ? formatCidr(family, value, s.prefix) : undefined;
-}
-
 /** The addresses of a subnet that may be handed out before excludes (see the header comment). */
 function hostRange(s: Cidr): { start: bigint; end: bigint } {
   const bits = FAMILY_BITS[s.family];

@@ -6,44 +6,17 @@ export {
   claimNameFor,
   claimNamesOf,
   decide,
-  hasWrites,
   needsLauncherPodRead,
   persistentNetworks,
-  type ClaimAdoption,
-  type ClaimLookup,
-  type ClaimOwner,
-  type ClaimWrite,
   type DecideInput,
-  type Finding,
   type NetworkVerdict,
-  type OwnerKind,
   type Plan,
   type Problem,
-  type ProblemReason,
-  type WantedClaim,
-  type WantedStatus,
 } from './decide.ts';
-export {
-  claimName,
-  collisionClaimName,
-  isDns1123Label,
-  isDns1123Subdomain,
-  MAX_SUBDOMAIN_LENGTH,
-  podInterfaceName,
-  PRIMARY_POD_INTERFACE,
-  referenceClaimName,
-  swapClaimName,
-} from './names.ts';
-export {
-  isOvnKubernetes,
-  OVN_K8S_CNI_TYPE,
-  parseCniConfig,
-  parseNadConfig,
-  type NadConfig,
-  type NadConfigProblem,
-} from './nad-config.ts';
-export { claimStanding, ownerUidsOf, type ClaimOwnerUids, type ClaimStanding, type ClaimStandingReason } from './standing.ts';
-export { DEFAULT_POD_NETWORK, effectiveVmiSpec } from './effective-spec.ts';
-export { nadKeyOfNetworkName, parseNadReference, type ObjectKey } from './nad-reference.ts';
+export { claimName, collisionClaimName, isDns1123Label, isDns1123Subdomain, podInterfaceName, referenceClaimName, swapClaimName } from './names.ts';
+export { parseNadConfig } from './nad-config.ts';
+export { claimStanding, ownerUidsOf, type ClaimStandingReason } from './standing.ts';
+export { effectiveVmiSpec } from './effective-spec.ts';
+export { nadKeyOfNetworkName, parseNadReference } from './nad-reference.ts';
 export { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, type NetworkInterfaces } from './launcher-pods.ts';
 export * from './network-selection.ts';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseCommandLine, defaultNetworkNad, UsageError } from './parser.ts';
+import { parseCommandLine, UsageError } from './parser.ts';
+import { defaultNetworkNad } from './run-flags.ts';
 
 describe('--default-network-nad', () => {
   it('NAMESPACE/NAME', () => {

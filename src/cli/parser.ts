@@ -22,7 +22,6 @@ export type ParsedCommand =
   | { command: 'none' };
 
 export { UsageError };
-export { defaultNetworkNad } from './run-flags.ts';
 
 function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
   return y.options(runFlags(env)).check((a) => {

@@ -8,6 +8,7 @@ import { allocatorServes } from '../allocator/nad.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
+import { nadKeyOfNetworkName } from '../claims/index.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from '../kube/client.ts';
 import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
 import { resources } from '../kube/resources.ts';
@@ -64,10 +65,6 @@ function controllerOf(vmi: VirtualMachineInstance): OwnerReference | undefined {
   return vmi.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === 'VirtualMachine');
 }
 
-function nadKey(reference: string, namespace: string): string {
-  return reference.includes('/') ? reference : `${namespace}/${reference}`;
-}
-
 /**
  * The PersistentIPs gate as the controller sees it without a --feature-gates override (which status cannot see):
  * undefined when the KubeVirt CRs could not be read.
@@ -119,7 +116,7 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
       if (!net || typeof net.name !== 'string') continue;
       const verdict = verdicts.get(net.name);
       if (net.pod !== undefined && !verdict) continue; // the cluster default network: not ours to keep
-      const ref = net.multus ? nadKey(net.multus.networkName, o.namespace) : undefined;
+      const ref = net.multus ? (nadKeyOfNetworkName(net.multus.networkName, o.namespace) ?? net.multus.networkName) : undefined;
       const row: StatusRow = {
         namespace: o.namespace,
         vm: o.name,

@@ -22,19 +22,3 @@ export function removeFinalizerPatch(current: readonly string[] | undefined, fin
     { op: 'replace', path: '/metadata/finalizers', value: current.filter((f) => f !== finalizer) },
   ];
 }
-
-/**
- * Adds `finalizer` if the list is still `current`. When the object has no list yet, a test on the list is impossible
- * (the path does not exist), so the resourceVersion the caller saw guards the write instead.
- */
-export function addFinalizerPatch(current: readonly string[] | undefined, finalizer: string, resourceVersion: string | undefined): JsonPatchOp[] | undefined {
-  if (current?.includes(finalizer)) return undefined;
-  if (current === undefined) {
-    const guard: JsonPatchOp[] = resourceVersion === undefined ? [] : [{ op: 'test', path: '/metadata/resourceVersion', value: resourceVersion }];
-    return [...guard, { op: 'add', path: '/metadata/finalizers', value: [finalizer] }];
-  }
-  return [
-    { op: 'test', path: '/metadata/finalizers', value: [...current] },
-    { op: 'add', path: '/metadata/finalizers/-', value: finalizer },
-  ];
-}

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { WatchDecodeError, parseWatchLine, parseWatchStream } from './watch-stream.ts';
-import { addFinalizerPatch, escapeJsonPointer, removeFinalizerPatch } from './patch.ts';
+import { escapeJsonPointer, removeFinalizerPatch } from './patch.ts';
 import { listAllPages } from './pager.ts';
 import { KubeApiError } from './errors.ts';
 
@@ -66,18 +66,6 @@ describe('finalizer patches', () => {
     ]);
     assert.equal(removeFinalizerPatch(['x'], 'kubevirt.io/persistent-ipam'), undefined);
     assert.equal(removeFinalizerPatch(undefined, 'kubevirt.io/persistent-ipam'), undefined);
-  });
-
-  it('adds a finalizer guarded by the list, or by resourceVersion when there is no list', () => {
-    assert.deepEqual(addFinalizerPatch(['x'], 'f', '5'), [
-      { op: 'test', path: '/metadata/finalizers', value: ['x'] },
-      { op: 'add', path: '/metadata/finalizers/-', value: 'f' },
-    ]);
-    assert.deepEqual(addFinalizerPatch(undefined, 'f', '5'), [
-      { op: 'test', path: '/metadata/resourceVersion', value: '5' },
-      { op: 'add', path: '/metadata/finalizers', value: ['f'] },
-    ]);
-    assert.equal(addFinalizerPatch(['f'], 'f', '5'), undefined);
   });
 
   it('escapes JSON pointer tokens', () => {

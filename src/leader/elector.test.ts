@@ -18,7 +18,7 @@ class FakeLeaseApi {
     this.clock = clock;
   }
 
-  client(name: string, mode: { down: false | 'reject' | 'hang' } = { down: false }): LeaseClient {
+  client(name: string, mode: Mode = { down: false }): LeaseClient {
     const guard = <T>(signal: AbortSignal, fn: () => T): Promise<T> => {
       if (mode.down === 'reject') return Promise.reject(new Error('connection refused'));
       if (mode.down === 'hang') {
@@ -70,13 +70,14 @@ interface Recorder {
   signals: AbortSignal[];
 }
 
-function elector(
-  api: FakeLeaseApi,
-  who: string,
-  rec: Recorder,
-  mode: { down: false | 'reject' | 'hang' } = { down: false },
-  work?: (signal: AbortSignal) => Promise<void>,
-) {
+type Mode = { down: false | 'reject' | 'hang' };
+
+function setUp(now = 0) {
+  const clock = new FakeClock(now);
+  return { clock, api: new FakeLeaseApi(clock), rec: { events: [], signals: [] } as Recorder };
+}
+
+function elector(api: FakeLeaseApi, who: string, rec: Recorder, mode: Mode = { down: false }, work?: (signal: AbortSignal) => Promise<void>) {
   return createLeaderElector({
     lease: ref,
     identity: who,
@@ -97,9 +98,7 @@ function elector(
 
 describe('leader elector', () => {
   it('acquires a missing Lease, then renews it every retry period without reading it', async () => {
-    const clock = new FakeClock(1_000_000);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
+    const { clock, api, rec } = setUp(1_000_000);
     const a = elector(api, 'a', rec);
     const done = a.run();
     await advance(clock, 0);
@@ -114,9 +113,7 @@ describe('leader elector', () => {
   });
 
   it('a standby waits while the leader renews, and never leads at the same time', async () => {
-    const clock = new FakeClock(0);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
+    const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
     const runA = a.run();
     await advance(clock, 0);
@@ -133,10 +130,8 @@ describe('leader elector', () => {
 
   for (const failure of ['reject', 'hang'] as const) {
     it(`a leader whose renewals ${failure === 'hang' ? 'hang' : 'fail'} stops at the renew deadline, before a standby can take over`, async () => {
-      const clock = new FakeClock(0);
-      const api = new FakeLeaseApi(clock);
-      const rec: Recorder = { events: [], signals: [] };
-      const modeA: { down: false | 'reject' | 'hang' } = { down: false };
+      const { clock, api, rec } = setUp();
+      const modeA: Mode = { down: false };
       const a = elector(api, 'a', rec, modeA);
       const runA = a.run();
       await advance(clock, 0);
@@ -163,9 +158,7 @@ describe('leader elector', () => {
   }
 
   it('a leader that finds another holder in the Lease stops at once', async () => {
-    const clock = new FakeClock(0);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
+    const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
     const runA = a.run();
     await advance(clock, 0);
@@ -183,9 +176,7 @@ describe('leader elector', () => {
   });
 
   it('stop() waits for the leader work, renewing meanwhile, then releases so a standby takes over at its next retry', async () => {
-    const clock = new FakeClock(0);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
+    const { clock, api, rec } = setUp();
     let finishWork!: () => void;
     const work = (signal: AbortSignal): Promise<void> =>
       new Promise<void>((resolve) => signal.addEventListener('abort', () => (finishWork = resolve), { once: true }));
@@ -219,10 +210,8 @@ describe('leader elector', () => {
   });
 
   it('after losing the Lease it competes again and can lead a new term with a fresh signal', async () => {
-    const clock = new FakeClock(0);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
-    const mode: { down: false | 'reject' | 'hang' } = { down: false };
+    const { clock, api, rec } = setUp();
+    const mode: Mode = { down: false };
     const a = elector(api, 'a', rec, mode);
     const runA = a.run();
     await advance(clock, 0);
@@ -243,9 +232,7 @@ describe('leader elector', () => {
   });
 
   it('stop() on a standby does not touch the Lease', async () => {
-    const clock = new FakeClock(0);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
+    const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
     const runA = a.run();
     await advance(clock, 0);
@@ -264,9 +251,7 @@ describe('leader elector', () => {
 
 describe('leader elector release', () => {
   it('releases even when its last write is stale (someone updated the Lease metadata meanwhile)', async () => {
-    const clock = new FakeClock(0);
-    const api = new FakeLeaseApi(clock);
-    const rec: Recorder = { events: [], signals: [] };
+    const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
     const runA = a.run();
     await advance(clock, 0);

@@ -146,11 +146,6 @@ export class WorkQueue {
     return this.#queue.length + this.#lowKeys.size;
   }
 
-  /** Keys currently handed out and not yet done. */
-  inFlight(): number {
-    return this.#processing.size;
-  }
-
   /** Keys scheduled by addAfter/addRateLimited whose delay has not passed yet. */
   delayedCount(): number {
     return this.#delayed.size;
@@ -280,8 +275,7 @@ export class WorkQueue {
    */
   shutDown(options: ShutDownOptions = {}): Promise<ShutDownResult> {
     if (this.#shutdown) return this.#shutdown.promise;
-    let resolve!: (r: ShutDownResult) => void;
-    const promise = new Promise<ShutDownResult>((r) => (resolve = r));
+    const { promise, resolve } = Promise.withResolvers<ShutDownResult>();
     const drain = options.drain ?? false;
     const sd: Shutdown = { drain, expired: false, dropped: [], promise, resolve, settled: false };
     this.#shutdown = sd;

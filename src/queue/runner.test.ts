@@ -5,21 +5,6 @@ import { WorkQueue } from './queue.ts';
 import { runWorkers, serverRetryDelayMs, TerminalError, isTerminalError, type ReconcileOutcome, type ReconcileResult } from './runner.ts';
 import { startResync } from './resync.ts';
 
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (v: T) => void;
-  reject: (e: unknown) => void;
-}
-function deferred<T = void>(): Deferred<T> {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 function setup(): { q: WorkQueue; clock: FakeClock } {
   const clock = new FakeClock();
   return { q: new WorkQueue({ name: 'test', clock }), clock };
@@ -29,7 +14,7 @@ describe('runWorkers', () => {
   it('runs a key once more, and only once, when it changes during its reconcile', async () => {
     const { q } = setup();
     const calls: string[] = [];
-    const gate = deferred();
+    const gate = Promise.withResolvers<void>();
     let first = true;
     const pool = runWorkers(q, 4, async (key) => {
       calls.push(key);
@@ -57,11 +42,11 @@ describe('runWorkers', () => {
     const { q } = setup();
     let running = 0;
     let peak = 0;
-    const gates: Deferred<void>[] = [];
+    const gates: PromiseWithResolvers<void>[] = [];
     const pool = runWorkers(q, 3, async () => {
       running++;
       peak = Math.max(peak, running);
-      const g = deferred();
+      const g = Promise.withResolvers<void>();
       gates.push(g);
       await g.promise;
       running--;
@@ -207,7 +192,7 @@ describe('runWorkers', () => {
 
   it('a graceful shutdown with drain finishes in-flight and queued work, then the workers exit', async () => {
     const { q } = setup();
-    const gate = deferred();
+    const gate = Promise.withResolvers<void>();
     const finished: string[] = [];
     const pool = runWorkers(q, 1, async (key) => {
       if (key === 'ns/a') await gate.promise;

@@ -10,10 +10,8 @@ describe('serveQueue', () => {
   it('reconciles queued keys while the signal is live, then lets the one in flight finish before resolving', async () => {
     const queue = new WorkQueue({ name: 'test' });
     const seen: string[] = [];
-    let release!: () => void;
-    const inFlight = new Promise<void>((r) => (release = r));
-    let started!: () => void;
-    const startedB = new Promise<void>((r) => (started = r));
+    const { promise: inFlight, resolve: release } = Promise.withResolvers<void>();
+    const { promise: startedB, resolve: started } = Promise.withResolvers<void>();
     let finishedB = false;
     const reconcile = async (key: string) => {
       seen.push(key);

@@ -3,8 +3,6 @@ import { pino, type Logger, type LevelWithSilent } from 'pino';
 
 export type { Logger };
 
-export const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-
 /**
  * JSON logs on stdout (or the given stream), one object per line, so that a cluster's log pipeline can index
  * namespace/name/reconcileID without parsing prose.

@@ -172,10 +172,8 @@ describe('telemetry server', () => {
   });
 
   it('close() lets an in-flight request finish, then refuses new connections', async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let entered!: () => void;
-    const inCheck = new Promise<void>((resolve) => (entered = resolve));
+    const { promise: gate, resolve: release } = Promise.withResolvers<void>();
+    const { promise: inCheck, resolve: entered } = Promise.withResolvers<void>();
     const server = createTelemetryServer({ logger, port: 0, host: '127.0.0.1' });
     server.addReadinessCheck('slow', async () => {
       entered();

@@ -3,57 +3,19 @@ import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
+import { admissionReview, ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
-import {
-  BadAdmissionReviewError,
-  createPodAdmissionHandler,
-  vmiOf,
-  type AdmissionReview,
-  type Fetch,
-  type ObjectCache,
-  type PodAdmissionDeps,
-} from './admission.ts';
+import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type PodAdmissionDeps } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
-import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
+import { FakeCache } from '../../test/fake-cache.ts';
 
 const logger = createLogger('silent');
 const NS = 'vms';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 
-class Cache<T extends { metadata: { name: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items: T[];
-  /** What an informer's events$ delivers: every object added to the cache. */
-  readonly events = new Subject<{ object: T }>();
-  constructor(items: T[] = []) {
-    this.items = items;
-  }
-  add(item: T): void {
-    this.items.push(item);
-    this.events.next({ object: item });
-  }
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name);
-  }
-  list(namespace?: string): T[] {
-    return this.items.filter((i) => namespace === undefined || i.metadata.namespace === namespace);
-  }
-}
-
-const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ({
-  metadata: { name, namespace },
-  spec: {
-    config: JSON.stringify({
-      cniVersion: '0.4.0',
-      name: `net-${name}`,
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: '10.0.0.0/16',
-      ...(persistent ? { allowPersistentIPs: true } : {}),
-    }),
-  },
-});
+const nad = (name: string, persistent: boolean, namespace = NS): NetworkAttachmentDefinition => ovnNad(name, { persistent, namespace });
 const RED = nad('red', true);
 const BLUE = nad('blue', false);
 
@@ -79,23 +41,6 @@ function launcher(networks: string[], options: { ownerUid?: string; labels?: Rec
         ...options.annotations,
       },
       ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: options.ownerUid ?? 'vmi-uid-1', controller: true }],
-    },
-  };
-}
-
-/** An UPDATE's `oldObject` defaults to the pod itself (an update that changes no annotation). */
-function review(pod: Pod, operation = 'CREATE', oldObject: Pod | undefined = operation === 'UPDATE' ? pod : undefined): AdmissionReview {
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: 'req-1',
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      namespace: NS,
-      operation,
-      object: pod,
-      ...(oldObject ? { oldObject } : {}),
     },
   };
 }
@@ -157,19 +102,19 @@ function handler(setup: Setup) {
     if (setup.api === 'hang') return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
     return setup.api;
   };
-  const claims = new Cache(setup.claims ?? OWN_CLAIMS);
+  const claims = new FakeCache(setup.claims ?? OWN_CLAIMS);
   const claimCalls: string[] = [];
   const fetchClaim: Fetch<IPAMClaim> = async (namespace, name) => {
     claimCalls.push(`${namespace}/${name}`);
     if (setup.apiClaims === 'error') throw new Error('etcdserver: request timed out');
-    return (setup.apiClaims ? new Cache(setup.apiClaims) : claims).get(namespace, name);
+    return (setup.apiClaims ? new FakeCache(setup.apiClaims) : claims).get(namespace, name);
   };
   const events: { target: string; causes: { reason: string; message: string }[] }[] = [];
   const deps: PodAdmissionDeps = {
     logger,
     gateEnabled: () => setup.gate ?? true,
-    vmis: new Cache(setup.cached ?? []),
-    nads: new Cache(setup.nads ?? [RED, BLUE]),
+    vmis: new FakeCache(setup.cached ?? []),
+    nads: new FakeCache(setup.nads ?? [RED, BLUE]),
     claims,
     claimEvents: claims.events,
     fetchClaim,
@@ -195,7 +140,7 @@ describe('pod admission handler', () => {
   it('VMI in the cache: patches, echoes the uid, JSONPatch type, no API call', async () => {
     const { handle, calls } = handler({ cached: [vmi(['red', 'blue'])] });
     const pod = launcher(['red', 'blue']);
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.apiVersion, 'admission.k8s.io/v1');
     assert.equal(out.kind, 'AdmissionReview');
     assert.equal(out.response?.uid, 'req-1');
@@ -214,7 +159,7 @@ describe('pod admission handler', () => {
     const elements = JSON.parse(pod.metadata.annotations![NETWORKS]!);
     elements.push({ name: 'passt-binding', namespace: 'default', 'cni-args': { logicNetworkName: 'default' } });
     pod.metadata.annotations![NETWORKS] = JSON.stringify(elements);
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.equal(out.response?.warnings, undefined);
     assert.deepEqual(calls, []);
@@ -222,7 +167,7 @@ describe('pod admission handler', () => {
 
   it("the claim is this VM's in the cache: counted as a cache hit, no wait, no API read", async () => {
     const { handle, claimCalls, registry } = handler({ cached: [vmi(['red'])], claimWaitMs: 2_000 });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(claimCalls, []);
     assert.match(await registry.metrics(), /persistent_ips_webhook_claim_lookups_total\{source="cache"\} 1/);
@@ -230,7 +175,7 @@ describe('pod admission handler', () => {
 
   it('VMI not in the cache yet: read from the API, then patched', async () => {
     const { handle, calls, registry } = handler({ api: vmi(['red']) });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(calls, [`${NS}/vm1`]);
     assert.match(await registry.metrics(), /persistent_ips_webhook_vmi_lookups_total\{source="api"\} 1/);
@@ -238,7 +183,7 @@ describe('pod admission handler', () => {
 
   it('the cache holds an earlier VMI of the same name (other uid): read from the API', async () => {
     const { handle, calls } = handler({ cached: [vmi(['blue'], 'old-uid')], api: vmi(['red']) });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(calls, [`${NS}/vm1`]);
   });
@@ -250,7 +195,7 @@ describe('pod admission handler', () => {
     const running = launcher(['red'], {
       annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
     });
-    const out = await handle(review(pod, 'UPDATE', running));
+    const out = await handle(admissionReview(pod, 'UPDATE', running));
     assert.deepEqual(calls, [`${NS}/vm1`]);
     assert.deepEqual(
       (patchedNetworks(pod, out) as { 'ipam-claim-reference': string }[]).map((e) => e['ipam-claim-reference']),
@@ -260,7 +205,7 @@ describe('pod admission handler', () => {
 
   it('the API cannot be read: denied with a clear, retryable message', async () => {
     const { handle, registry } = handler({ api: 'error' });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
     assert.match(out.response!.status!.message!, /VirtualMachineInstance vms\/vm1/);
@@ -271,14 +216,14 @@ describe('pod admission handler', () => {
 
   it('the API does not answer within the budget: denied before the API server times out', async () => {
     const { handle } = handler({ api: 'hang', budgetMs: 20 });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response!.status!.message!, /cannot read VirtualMachineInstance/);
   });
 
   it('the VMI does not exist (API 404): allowed unchanged, with a warning', async () => {
     const { handle } = handler({});
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response!.warnings![0]!, /does not exist/);
@@ -286,7 +231,7 @@ describe('pod admission handler', () => {
 
   it('the VMI was re-created (other uid than the pod owner): allowed unchanged, with a warning', async () => {
     const { handle } = handler({ api: vmi(['red'], 'new-uid') });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response!.warnings![0]!, /not the pod owner's vmi-uid-1/);
@@ -294,7 +239,7 @@ describe('pod admission handler', () => {
 
   it('ordinary networks only: admitted without looking the VMI up (even with the API down)', async () => {
     const { handle, calls } = handler({ api: 'error' });
-    const out = await handle(review(launcher(['blue'])));
+    const out = await handle(admissionReview(launcher(['blue'])));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.deepEqual(calls, []);
@@ -306,7 +251,7 @@ describe('pod admission handler', () => {
       [{ api: 'error' as const, gate: false }, launcher(['red'])],
     ] as const) {
       const { handle, calls } = handler(setup);
-      const out = await handle(review(pod));
+      const out = await handle(admissionReview(pod));
       assert.equal(out.response?.allowed, true);
       assert.equal(out.response?.patch, undefined);
       assert.deepEqual(calls, []);
@@ -317,28 +262,28 @@ describe('pod admission handler', () => {
     // An empty cache reads as "gate off, no persistent network": answering from it would admit the pod without
     // its references, for good.
     const { handle, calls } = handler({ cached: [vmi(['red'])], synced: false, gate: false });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
     assert.match(out.response?.status?.message ?? '', /starting.*retry/);
     assert.deepEqual(calls, []);
-    const other = await handle(review(launcher(['red'], { labels: { app: 'web' } })));
+    const other = await handle(admissionReview(launcher(['red'], { labels: { app: 'web' } })));
     assert.equal(other.response?.allowed, true, 'pods that are not launcher pods are never held up');
   });
 
   it('with --namespace, launcher pods of other namespaces are left alone (allowed unchanged, no lookups)', async () => {
     const { handle, calls } = handler({ cached: [vmi(['red'])], api: 'error', watchNamespace: 'elsewhere' });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.deepEqual(calls, []);
-    const inside = await handler({ cached: [vmi(['red'])], watchNamespace: NS }).handle(review(launcher(['red'])));
+    const inside = await handler({ cached: [vmi(['red'])], watchNamespace: NS }).handle(admissionReview(launcher(['red'])));
     assert.equal(inside.response?.patchType, 'JSONPatch', 'its own namespace is still served');
   });
 
   it('an unreadable networks annotation: admitted unchanged, with a warning', async () => {
     const { handle } = handler({ cached: [vmi(['red'])] });
-    const out = await handle(review(launcher([], { annotations: { [NETWORKS]: '[{"name":' } })));
+    const out = await handle(admissionReview(launcher([], { annotations: { [NETWORKS]: '[{"name":' } })));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response!.warnings![0]!, /cannot be read/);
@@ -354,17 +299,17 @@ describe('pod admission handler', () => {
         return RED;
       },
     });
-    assert.equal((await ok.handle(review(launcher(['red'])))).response?.patchType, 'JSONPatch');
+    assert.equal((await ok.handle(admissionReview(launcher(['red'])))).response?.patchType, 'JSONPatch');
     assert.deepEqual(fetched, [`${NS}/red`]);
     const failing = handler({ cached: [vmi(['red'])], nads: [BLUE], fetchNad: async () => Promise.reject(new Error('connection reset')) });
-    const out = await failing.handle(review(launcher(['red'])));
+    const out = await failing.handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response!.status!.message!, /NetworkAttachmentDefinition vms\/red/);
   });
 
   it('not a pod, another operation, or a subresource: admitted unchanged', async () => {
     const { handle } = handler({ api: 'error' });
-    const base = review(launcher(['red']));
+    const base = admissionReview(launcher(['red']));
     for (const request of [
       { ...base.request!, kind: { group: '', version: 'v1', kind: 'Service' } },
       { ...base.request!, operation: 'DELETE' },
@@ -398,7 +343,7 @@ describe('pod admission handler: built-in allocator networks', () => {
     };
     const { handle } = handler({ cached: [vmi(['red', 'blue'])], podAddresses });
     const pod = launcher(['red', 'blue']);
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.allowed, true);
     assert.deepEqual(patchedNetworks(pod, out), [
       { name: 'red', namespace: NS, interface: podInterfaceName('red'), ips: ['10.0.0.5/16'], 'ipam-claim-reference': 'vm1.red' },
@@ -412,7 +357,7 @@ describe('pod admission handler: built-in allocator networks', () => {
       cached: [vmi(['red'])],
       podAddresses: async () => new Map([['red', { deny: 'IPAMClaim vms/vm1.red for network "red" has no address yet' }]]),
     });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
     assert.match(out.response!.status!.message!, /vm1\.red for network "red" has no address yet/);
@@ -425,7 +370,7 @@ describe('pod admission handler: built-in allocator networks', () => {
       throw new ClaimLookupError({ kind: 'IPAMClaim', namespace: NS, name: 'vm1.red' }, new Error('connection reset'));
     };
     const { handle } = handler({ cached: [vmi(['red'])], podAddresses });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response!.status!.message!, /cannot read IPAMClaim vms\/vm1\.red: connection reset/);
   });
@@ -439,7 +384,7 @@ describe('pod admission handler: built-in allocator networks', () => {
         return new Map();
       },
     });
-    const out = await handle(review(launcher(['red']), 'UPDATE'));
+    const out = await handle(admissionReview(launcher(['red']), 'UPDATE'));
     assert.equal(out.response?.allowed, true);
     assert.equal(called, false);
   });
@@ -456,7 +401,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
 
   it("the old VM's terminating claim in cache and API: denied 503 naming the claim and the reason; an Event on the VM", async () => {
     const { handle, events, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD] });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
     assert.equal(out.response?.patch, undefined);
@@ -479,7 +424,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
   it('the cache still shows the old claim, the API already the new one: admitted with the reference', async () => {
     const { handle, events } = handler({ cached: [vmiOfVm()], claims: [OLD], apiClaims: [NEW] });
     const pod = launcher(['red']);
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.allowed, true);
     assert.deepEqual(patchedNetworks(pod, out), [{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]);
     assert.deepEqual(events, [{ target: 'VirtualMachine vm1 vm-uid-2', causes: [] }], 'an admission clears the denial Events');
@@ -489,7 +434,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     const { handle, claims, claimCalls, registry } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 2_000 });
     setTimeout(() => claims.add(NEW), 50);
     const pod = launcher(['red']);
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(claimCalls, [], 'found in the cache, no API read');
@@ -499,7 +444,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
   it('no claim at all (e.g. only standby replicas, nobody creating it): denied with ClaimNotFound after the wait and an API read', async () => {
     const { handle, claimCalls, events } = handler({ cached: [vmiOfVm()], claims: [], claimWaitMs: 60 });
     const started = Date.now();
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.ok(Date.now() - started >= 55, 'waited for the claim first');
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 503);
@@ -510,14 +455,14 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
 
   it('the claim cannot be read from the API: denied as a transient lookup failure, never admitted', async () => {
     const { handle } = handler({ cached: [vmiOfVm()], claims: [], apiClaims: 'error' });
-    const out = await handle(review(launcher(['red'])));
+    const out = await handle(admissionReview(launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response?.status?.message ?? '', /cannot read IPAMClaim vms\/vm1\.red/);
   });
 
   it('dry run: denied the same way, but no Event', async () => {
     const { handle, events } = handler({ cached: [vmiOfVm()], claims: [OLD] });
-    const r = review(launcher(['red']));
+    const r = admissionReview(launcher(['red']));
     r.request!.dryRun = true;
     const out = await handle(r);
     assert.equal(out.response?.allowed, false);
@@ -526,7 +471,7 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
 
   it('UPDATE of a running pod whose claim is not usable: allowed, no reference, nothing waited for or read', async () => {
     const { handle, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD], claimWaitMs: 2_000 });
-    const out = await handle(review(launcher(['red']), 'UPDATE'));
+    const out = await handle(admissionReview(launcher(['red']), 'UPDATE'));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.deepEqual(claimCalls, []);
@@ -572,7 +517,7 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
   for (const [name, setup] of states) {
     it(`${name}: the dropped reference is put back, and nothing is read`, async () => {
       const { handle, calls, claimCalls } = handler(setup);
-      const out = await handle(review(rebuilt, 'UPDATE', running));
+      const out = await handle(admissionReview(rebuilt, 'UPDATE', running));
       assert.equal(out.response?.allowed, true);
       assert.deepEqual(
         (patchedNetworks(rebuilt, out) as Record<string, string>[]).map((e) => e['ipam-claim-reference']),
@@ -584,7 +529,7 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
 
   it('an UPDATE that changes a reference of the running pod is refused', async () => {
     const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
-    const out = await handle(review(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', running));
+    const out = await handle(admissionReview(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', running));
     assert.equal(out.response?.allowed, false);
     assert.equal(out.response?.status?.code, 403);
     assert.match(out.response?.status?.message ?? '', /from vm1\.red to vm2\.red/);
@@ -592,13 +537,13 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
 
   it('a hotplugged element (new at this UPDATE) is decided as at CREATE: waits for its claim, then denied while it is missing; the old reference is carried all the same', async () => {
     const { handle, claimCalls } = handler({ cached: [vmi(['red', 'hot'])], claims: [claim('vm1.red')], claimWaitMs: 60 });
-    const out = await handle(review(launcher(['red', 'hot']), 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
+    const out = await handle(admissionReview(launcher(['red', 'hot']), 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response?.status?.message ?? '', /vm1\.hot/);
     assert.ok(claimCalls.includes(`${NS}/vm1.hot`), 'the API had the last word');
     const { handle: ready } = handler({ cached: [vmi(['red', 'hot'])] });
     const pod = launcher(['red', 'hot']);
-    const ok = await ready(review(pod, 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
+    const ok = await ready(admissionReview(pod, 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
     assert.deepEqual(
       (patchedNetworks(pod, ok) as Record<string, string>[]).map((e) => e['ipam-claim-reference']),
       ['vm1.red', 'vm1.hot'],
@@ -608,13 +553,13 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
   it("an element that gains a reference (the controller pointing a running pod at a claim made after it started) is checked: this VM's claim is admitted, another is refused", async () => {
     const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
     const bare = launcher(['red', 'blue']);
-    const ours = await handle(review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
+    const ours = await handle(admissionReview(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
     assert.equal(ours.response?.allowed, true);
     assert.equal(ours.response?.patch, undefined);
-    const theirs = await handle(review(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', bare));
+    const theirs = await handle(admissionReview(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', bare));
     assert.equal(theirs.response?.allowed, false);
     const gateOff = await handler({ cached: [vmi(['red', 'blue'])], gate: false }).handle(
-      review(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare),
+      admissionReview(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare),
     );
     assert.equal(gateOff.response?.allowed, false);
   });
@@ -629,7 +574,7 @@ describe("pod admission handler: a pod that is not its VMI's (copied, hand-made)
 
   it('no controller owner reference to the VMI: admitted unchanged, although kubevirt.io/domain names a VMI whose claim is there', async () => {
     const { handle, calls } = handler({ cached: [vmi(['red'])] });
-    const out = await handle(review(copied()));
+    const out = await handle(admissionReview(copied()));
     assert.equal(out.response?.allowed, true);
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response?.warnings?.[0] ?? '', /no controller owner reference/);
@@ -641,10 +586,10 @@ describe("pod admission handler: a pod that is not its VMI's (copied, hand-made)
     const withRef = copied({
       [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]),
     });
-    const out = await handle(review(withRef));
+    const out = await handle(admissionReview(withRef));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response?.status?.message ?? '', /names IPAMClaim vm1\.red.*no controller owner reference/);
-    const legacy = await handle(review(copied({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.default' })));
+    const legacy = await handle(admissionReview(copied({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.default' })));
     assert.equal(legacy.response?.allowed, false);
   });
 
@@ -654,7 +599,7 @@ describe("pod admission handler: a pod that is not its VMI's (copied, hand-made)
       ownerUid: 'someone-else',
       annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
     });
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.allowed, false);
   });
 });
@@ -666,11 +611,11 @@ describe('pod admission handler: a claim name that can collide (two or more dots
     dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
     const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('r.ed') }]) } });
     const { handle, claimCalls } = handler({ cached: [dotted], claims: [claim('vm1.r.ed')] });
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.ok(claimCalls.includes(`${NS}/vm1.r.ed`), `read ${claimCalls.join(', ')}`);
     const { handle: plain, claimCalls: none } = handler({ cached: [vmi(['red'])] });
-    await plain(review(launcher(['red'])));
+    await plain(admissionReview(launcher(['red'])));
     assert.deepEqual(none, []);
   });
 
@@ -682,7 +627,7 @@ describe('pod admission handler: a claim name that can collide (two or more dots
     const other = claim('vm1.r.ed', { ownerKind: 'VirtualMachine', ownerUid: 'uid-of-vm1.r' });
     other.metadata.ownerReferences![0]!.name = 'vm1.r';
     const { handle } = handler({ cached: [dotted], claims: [claim('vm1.r.ed')], apiClaims: [other] });
-    const out = await handle(review(pod));
+    const out = await handle(admissionReview(pod));
     assert.equal(out.response?.allowed, false);
   });
 });
@@ -695,13 +640,13 @@ describe('pod admission handler: a pod that names a claim is never waved through
     return pod;
   };
   it('with the gate off, at CREATE: refused', async () => {
-    const out = await handler({ cached: [vmi(['red'])], gate: false }).handle(review(named(launcher(['red']))));
+    const out = await handler({ cached: [vmi(['red'])], gate: false }).handle(admissionReview(named(launcher(['red']))));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response?.status?.message ?? '', /gate is off/);
   });
   it('an UPDATE that drops the launcher label and adds a reference: refused', async () => {
     const unlabelled = named(launcher(['red'], { labels: { app: 'x' } }));
-    const out = await handler({ cached: [vmi(['red'])] }).handle(review(unlabelled, 'UPDATE', launcher(['red'])));
+    const out = await handler({ cached: [vmi(['red'])] }).handle(admissionReview(unlabelled, 'UPDATE', launcher(['red'])));
     assert.equal(out.response?.allowed, false);
     assert.match(out.response?.status?.message ?? '', /not a virt-launcher pod/);
   });

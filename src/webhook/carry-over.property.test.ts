@@ -8,9 +8,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { podInterfaceName } from '../claims/names.ts';
+import { admissionReview, ovnNad } from '../../test/objects.ts';
+import { FakeCache } from '../../test/fake-cache.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
-import { createPodAdmissionHandler, type ObjectCache } from './admission.ts';
+import { createPodAdmissionHandler } from './admission.ts';
 import { IPAM_CLAIM_REFERENCE, parseNetworkSelection } from '../claims/network-selection.ts';
 import { Subject } from '../streams/rx.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
@@ -18,19 +20,6 @@ import { applyJsonPatch } from '../../test/json-patch.ts';
 const NS = 'vms';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const NADS = ['red', 'blue', 'green'];
-
-class Cache<T extends { metadata: { name: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items: T[];
-  constructor(items: T[]) {
-    this.items = items;
-  }
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name);
-  }
-  list(namespace?: string): T[] {
-    return this.items.filter((i) => namespace === undefined || i.metadata.namespace === namespace);
-  }
-}
 
 const elementArb: fc.Arbitrary<NetworkSelectionElement> = fc
   .record({
@@ -96,19 +85,7 @@ function pod(text: string): Pod {
   };
 }
 
-const nad = (name: string, persistent: boolean): NetworkAttachmentDefinition => ({
-  metadata: { name, namespace: NS },
-  spec: {
-    config: JSON.stringify({
-      cniVersion: '0.4.0',
-      name: `net-${name}`,
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: '10.0.0.0/16',
-      ...(persistent ? { allowPersistentIPs: true } : {}),
-    }),
-  },
-});
+const nad = (name: string, persistent: boolean): NetworkAttachmentDefinition => ovnNad(name, { persistent });
 
 const claim = (name: string): IPAMClaim => ({
   metadata: {
@@ -150,9 +127,9 @@ describe('carry-over at UPDATE (property)', () => {
           logger: createLogger('silent'),
           gateEnabled: () => state.gate,
           synced: () => state.synced,
-          vmis: new Cache(state.vmiCached ? [VMI] : []),
-          nads: new Cache(NADS.map((n) => nad(n, state.persistent.includes(n)))),
-          claims: new Cache(state.claims.map(claim)),
+          vmis: new FakeCache(state.vmiCached ? [VMI] : []),
+          nads: new FakeCache(NADS.map((n) => nad(n, state.persistent.includes(n)))),
+          claims: new FakeCache(state.claims.map(claim)),
           fetchVmi: async () => VMI,
           claimEvents: new Subject(),
           fetchClaim: async (_ns, name) => (state.claims.includes(name) ? claim(name) : undefined),
@@ -160,11 +137,7 @@ describe('carry-over at UPDATE (property)', () => {
         });
         const oldPod = pod(JSON.stringify(old));
         const newPod = pod(newText);
-        const out = await handle({
-          apiVersion: 'admission.k8s.io/v1',
-          kind: 'AdmissionReview',
-          request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: NS, operation: 'UPDATE', object: newPod, oldObject: oldPod },
-        });
+        const out = await handle(admissionReview(newPod, 'UPDATE', oldPod));
         const oldRefs = new Map(ids(old).flatMap((id, i) => (old[i]![IPAM_CLAIM_REFERENCE] ? [[id, old[i]![IPAM_CLAIM_REFERENCE]!] as const] : [])));
         const requested = parseNetworkSelection(newText);
         assert.ok(requested.ok);

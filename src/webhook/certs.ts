@@ -52,7 +52,6 @@ export const SECRET_KEYS = {
 } as const;
 
 export const DEFAULT_SECRET_NAME = 'persistent-ips-webhook-cert';
-export const DEFAULT_WEBHOOK_CONFIGURATION_NAME = 'persistent-ips-launcher-pods';
 
 const DAY = 24 * 60 * 60 * 1000;
 

@@ -4,6 +4,7 @@ import { claimName, collisionClaimName, persistentNetworks, podInterfaceName } f
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
 import { mayNeedReferences, mutateLauncherPod as mutateWith, type PodMutationInput } from './pod-mutation.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
+import { nad, nadMap } from '../../test/objects.ts';
 
 /** The mutation with the persistent networks computed as the admission handler does, once, from the same VMI and NADs. */
 const mutateLauncherPod = (input: Omit<PodMutationInput, 'persistent'>) =>
@@ -19,15 +20,6 @@ const withAnnotations = (v: VirtualMachineInstance, annotations: Record<string, 
   metadata: { ...v.metadata, annotations },
 });
 
-function nad(name: string, config: Record<string, unknown> | string, namespace = NS, annotations?: Record<string, string>): NetworkAttachmentDefinition {
-  return {
-    apiVersion: 'k8s.cni.cncf.io/v1',
-    kind: 'NetworkAttachmentDefinition',
-    metadata: { name, namespace, ...(annotations ? { annotations } : {}) },
-    spec: { config: typeof config === 'string' ? config : JSON.stringify(config) },
-  };
-}
-
 const ovn = (name: string, extra: Record<string, unknown>) => ({
   cniVersion: '0.4.0',
   name,
@@ -40,15 +32,11 @@ const ovn = (name: string, extra: Record<string, unknown>) => ({
 const NADS = [
   nad('red', ovn('tenant-red', { allowPersistentIPs: true })),
   nad('blue', ovn('tenant-blue', {})),
-  nad('bridge', { cniVersion: '0.4.0', name: 'br', type: 'bridge' }, NS, { 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }),
-  nad('red', ovn('other-red', { allowPersistentIPs: true }), 'other'),
+  nad('bridge', { cniVersion: '0.4.0', name: 'br', type: 'bridge' }, { annotations: { 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' } }),
+  nad('red', ovn('other-red', { allowPersistentIPs: true }), { namespace: 'other' }),
   nad('l3', ovn('l3net', { allowPersistentIPs: true, topology: 'layer3' })),
 ];
 const PRIMARY = nad('primary-udn', ovn('tenant-primary', { role: 'primary', allowPersistentIPs: true }));
-
-function nadMap(...nads: NetworkAttachmentDefinition[]): Map<string, NetworkAttachmentDefinition> {
-  return new Map(nads.map((n) => [`${n.metadata.namespace}/${n.metadata.name}`, n]));
-}
 
 function vmi(networks: VmNetwork[], interfaces: VmInterface[] = networks.map((n) => ({ name: n.name, bridge: {} }))): VirtualMachineInstance {
   return {

@@ -2,10 +2,12 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { Subject } from '../streams/rx.ts';
 import { createLogger } from '../telemetry/logger.ts';
-import { createPodAdmissionHandler, type AdmissionReview } from './admission.ts';
+import { createPodAdmissionHandler } from './admission.ts';
+import { admissionReview, ovnNad } from '../../test/objects.ts';
+import { FakeCache } from '../../test/fake-cache.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import type { PodMutationReport } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
@@ -40,19 +42,7 @@ describe('admission of a pod with many unknown network elements', () => {
         done();
       },
     });
-    const red: NetworkAttachmentDefinition = {
-      metadata: { name: 'red', namespace: NS },
-      spec: {
-        config: JSON.stringify({
-          cniVersion: '0.4.0',
-          name: 'net-red',
-          type: 'ovn-k8s-cni-overlay',
-          topology: 'layer2',
-          subnets: '10.0.0.0/16',
-          allowPersistentIPs: true,
-        }),
-      },
-    };
+    const red = ovnNad('red');
     const vmi: VirtualMachineInstance = {
       metadata: { name: 'vm1', namespace: NS, uid: 'vmi-uid' },
       spec: { networks: [{ name: 'red', multus: { networkName: 'red' } }], domain: { devices: { interfaces: [{ name: 'red', bridge: {} }] } } },
@@ -67,17 +57,13 @@ describe('admission of a pod with many unknown network elements', () => {
         ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }],
       },
     };
-    const cache = <T extends { metadata: { name: string; namespace?: string } }>(items: T[]) => ({
-      get: (namespace: string | undefined, name: string) => items.find((i) => i.metadata.namespace === namespace && i.metadata.name === name),
-      list: (namespace?: string) => items.filter((i) => namespace === undefined || i.metadata.namespace === namespace),
-    });
     const handle = createPodAdmissionHandler({
       logger: createLogger('debug', sink),
       gateEnabled: () => true,
-      vmis: cache([vmi]),
-      nads: cache([red]),
+      vmis: new FakeCache([vmi]),
+      nads: new FakeCache([red]),
       // The VM's own claim, so that the pod is admitted (docs/webhook-behaviour.md, which claim a pod may be pointed at).
-      claims: cache([
+      claims: new FakeCache([
         {
           metadata: {
             name: 'vm1.red',
@@ -92,19 +78,7 @@ describe('admission of a pod with many unknown network elements', () => {
       fetchVmi: async () => vmi,
       metrics: createWebhookMetrics(new Registry()),
     });
-    const review: AdmissionReview = {
-      apiVersion: 'admission.k8s.io/v1',
-      kind: 'AdmissionReview',
-      request: {
-        uid: 'req-1',
-        kind: { group: '', version: 'v1', kind: 'Pod' },
-        resource: { group: '', version: 'v1', resource: 'pods' },
-        namespace: NS,
-        operation: 'CREATE',
-        object: pod,
-      },
-    };
-    const out = await handle(review);
+    const out = await handle(admissionReview(pod));
     await new Promise((r) => setImmediate(r));
     assert.equal(out.response?.allowed, true);
     const unknownWarnings = (out.response?.warnings ?? []).filter((w) => /UnknownNetworkElement|matches no network/.test(w));

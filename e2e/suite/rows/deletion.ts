@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { buildVM, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
-import { e2eCase, inNamespace, type SuiteEnv } from '../env.ts';
+import { e2eCase, inNamespace, type CaseContext, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,
@@ -30,20 +30,27 @@ import { paths, type IPAMClaim } from '../kube.ts';
 
 const CLAIMS = ['vm1.red', 'vm1.blue'];
 
+/** VM vm1 running on the persistent networks red and blue, its claims made; its claims, VMI and VM watched from then on. */
+async function runningVmWatched(env: SuiteEnv, c: CaseContext, ns: string) {
+  await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+  await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+  await createRunningVM(env, ns, 'vm1', [
+    { name: 'red', nadName: 'nad-red' },
+    { name: 'blue', nadName: 'nad-blue' },
+  ]);
+  await waitForClaims(env, ns, CLAIMS);
+  return {
+    claimLog: await watchLog<IPAMClaim>(c, paths.claims(ns)),
+    vmiLog: await watchLog<Vmi>(c, paths.vmis(ns)),
+    vmLog: await watchLog<Vm>(c, paths.vms(ns)),
+  };
+}
+
 export function registerDeletion(env: SuiteEnv): void {
   describe('VM deleted (background)', () => {
     e2eCase(env, 'VM deleted (background): claims keep the finalizer while the VMI exists, lose it once the VMI is gone, then GC deletes them', async (c) => {
       const ns = await c.namespace('delete-background');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-      await createRunningVM(env, ns, 'vm1', [
-        { name: 'red', nadName: 'nad-red' },
-        { name: 'blue', nadName: 'nad-blue' },
-      ]);
-      await waitForClaims(env, ns, CLAIMS);
-      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
-      const vmLog = await watchLog<Vm>(c, paths.vms(ns));
+      const { claimLog, vmiLog, vmLog } = await runningVmWatched(env, c, ns);
       const logFrom = env.shared.logs.length;
 
       await env.stopVirtController();
@@ -83,16 +90,7 @@ export function registerDeletion(env: SuiteEnv): void {
   describe('VM deleted (foreground)', () => {
     e2eCase(env, 'VM deleted (foreground): GC marks the claims while the VM waits; the finalizer holds until the VMI is gone; then all go', async (c) => {
       const ns = await c.namespace('delete-foreground');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-      await createRunningVM(env, ns, 'vm1', [
-        { name: 'red', nadName: 'nad-red' },
-        { name: 'blue', nadName: 'nad-blue' },
-      ]);
-      await waitForClaims(env, ns, CLAIMS);
-      const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
-      const vmLog = await watchLog<Vm>(c, paths.vms(ns));
+      const { claimLog, vmiLog, vmLog } = await runningVmWatched(env, c, ns);
 
       await env.stopVirtController();
       try {

@@ -2,6 +2,7 @@
 // developerConfiguration.featureGates, read live, and --feature-gates, which wins when it names the gate.
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
+import { setGateInCR } from '../../kubevirt/kubevirt.ts';
 import type { Vm, Vmi } from '../../kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from '../../local/controller-process.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
@@ -27,7 +28,7 @@ const GATE_CHANGED = 'feature gate changed; reconciling every VM';
 /** Sets the gate in the KubeVirt CR and waits until `ctl` says it saw the change. */
 async function setGate(env: SuiteEnv, on: boolean, ctl: ControllerProcess = env.shared): Promise<void> {
   const from = ctl.logs.length;
-  await env.setGateInCR(on);
+  await setGateInCR(env.api, on);
   await ctl.waitForLog(`the gate turned ${on ? 'on' : 'off'}`, (l) => l.msg === GATE_CHANGED && l['enabled'] === on, { from });
 }
 
@@ -113,7 +114,7 @@ export function registerFeatureGate(env: SuiteEnv): void {
           await off.stop();
 
           // the CR says off; the flag says on
-          await env.setGateInCR(false);
+          await setGateInCR(env.api, false);
           try {
             const on = await env.startController({ name: 'gate-flag-true', namespace: ns, featureGates: 'PersistentIPs=true' });
             const synced2 = await on.waitForLog('caches synced', (l) => l.msg === 'caches synced');
@@ -121,7 +122,7 @@ export function registerFeatureGate(env: SuiteEnv): void {
             const claims = await waitForClaims(env, ns, ['vm1.red']);
             assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
           } finally {
-            await env.setGateInCR(true);
+            await setGateInCR(env.api, true);
           }
         });
       },

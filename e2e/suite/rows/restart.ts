@@ -4,9 +4,8 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { V1Pod } from '@kubernetes/client-node';
-import { randomUUID } from 'node:crypto';
-import { request as httpsRequest } from 'node:https';
+import { poll } from '../../harness/index.ts';
+import { admitDirectly, applyPatch } from '../../local/admission.ts';
 import { localWebhookConfiguration } from '../../local/webhook-config.ts';
 import { renderLauncherPod, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
@@ -42,85 +41,13 @@ async function whenLog<T extends IPAMClaim>(log: WatchLog<T>, what: string, pred
 /** How long the start-up case keeps asking the restarted webhook before giving up. */
 const ADMISSION_DEADLINE_MS = 30_000;
 
-interface AdmissionAnswer {
-  response: { uid: string; allowed: boolean; patchType?: string; patch?: string; status?: { message?: string }; warnings?: string[] };
-  /** The pod with the response's JSON patch applied to its networks annotation (undefined when not allowed). */
-  patched?: V1Pod;
-}
-
 /** The caBundle the controller keeps in the suite's MutatingWebhookConfiguration. */
 async function webhookCaBundle(env: SuiteEnv): Promise<Buffer> {
   const name = localWebhookConfiguration(0).metadata.name;
-  const cfg = await env.api.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(
-    `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${name}`,
-  );
+  const cfg = await env.api.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(paths.webhookConfigurations(name));
   const b64 = cfg?.webhooks[0]?.clientConfig.caBundle;
   if (!b64) throw new Error(`MutatingWebhookConfiguration ${name} has no caBundle`);
   return Buffer.from(b64, 'base64');
-}
-
-/** One AdmissionReview v1 for creating `pod`, sent to the webhook on 127.0.0.1:port, as the API server sends it. */
-function admissionReview(port: number, ca: Buffer, namespace: string, pod: V1Pod): Promise<AdmissionAnswer> {
-  const review = {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid: randomUUID(),
-      kind: { group: '', version: 'v1', kind: 'Pod' },
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      requestKind: { group: '', version: 'v1', kind: 'Pod' },
-      requestResource: { group: '', version: 'v1', resource: 'pods' },
-      namespace,
-      name: pod.metadata?.name,
-      operation: 'CREATE',
-      userInfo: { username: 'system:serviceaccount:kubevirt:kubevirt-controller' },
-      object: pod,
-      dryRun: false,
-      options: { apiVersion: 'meta.k8s.io/v1', kind: 'CreateOptions' },
-    },
-  };
-  const body = JSON.stringify(review);
-  return new Promise((resolve, reject) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        path: '/mutate-v1-pod',
-        method: 'POST',
-        ca,
-        timeout: 5000,
-        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (d: Buffer) => chunks.push(d));
-        res.on('end', () => {
-          try {
-            if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
-            const response = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { response: AdmissionAnswer['response'] }).response;
-            if (!response.allowed) return resolve({ response });
-            const ops = response.patch
-              ? (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as { op: string; path: string; value?: unknown }[])
-              : [];
-            const patched = structuredClone(pod);
-            const annotations = (patched.metadata!.annotations ??= {});
-            for (const op of ops) {
-              if (op.path === '/metadata/annotations' && op.value && typeof op.value === 'object') Object.assign(annotations, op.value);
-              const m = /^\/metadata\/annotations\/(.+)$/.exec(op.path);
-              if (m && (op.op === 'add' || op.op === 'replace') && typeof op.value === 'string')
-                annotations[m[1]!.replace(/~1/g, '/').replace(/~0/g, '~')] = op.value;
-            }
-            resolve({ response, patched });
-          } catch (err) {
-            reject(err instanceof Error ? err : new Error(String(err)));
-          }
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
-  });
 }
 
 export function registerRestart(env: SuiteEnv): void {
@@ -148,21 +75,23 @@ export function registerRestart(env: SuiteEnv): void {
           const launcher = renderLauncherPod(vmi, { name: 'virt-launcher-vm1-next' });
           const caBundle = await webhookCaBundle(env);
           const second = await env.spawnController({ name: 'webhook-startup-2', namespace: ns, extraArgs: ['--qps', '1', '--burst', '1'] });
-          const deadline = Date.now() + ADMISSION_DEADLINE_MS;
-          let answer: AdmissionAnswer | undefined;
           let attempts = 0;
-          while (!answer) {
-            attempts++;
-            answer = await admissionReview(env.webhookPort, caBundle, ns, launcher).catch(() => undefined);
-            if (!answer && Date.now() > deadline) throw new Error(`the webhook did not answer within ${ADMISSION_DEADLINE_MS} ms`);
-            if (!answer) await sleep(2);
-          }
+          const answer = await poll(
+            "the restarted webhook's first answer",
+            ADMISSION_DEADLINE_MS,
+            async () => {
+              attempts++;
+              const a = await admitDirectly(env.webhookPort, caBundle, launcher);
+              return a.status === 200 && a.allowed !== undefined ? a : undefined;
+            },
+            { intervalMs: 2 },
+          );
           const answeredAt = new Date().toISOString();
           await second.waitReady(ADMISSION_DEADLINE_MS);
           const synced = (await second.waitForLog('caches synced', (l) => l.msg === 'caches synced')).time;
           const gateKnown = second.logs.find((l) => l.msg === 'feature gate changed; reconciling every VM')?.time;
           c.t.diagnostic(
-            `first answer at ${answeredAt} after ${attempts} attempts: ${JSON.stringify(answer.response)}; ` +
+            `first answer at ${answeredAt} after ${attempts} attempts: ${JSON.stringify(answer)}; ` +
               `controller log: gate known at ${gateKnown}, caches synced at ${synced}`,
           );
           const outcomes = (await second.metrics())
@@ -170,15 +99,12 @@ export function registerRestart(env: SuiteEnv): void {
             .map((m) => `${JSON.stringify(m.labels)} ${m.value}`);
           c.t.diagnostic(`webhook outcomes of that process: ${outcomes.join('; ')}`);
           // control: once ready, the same request gets the reference
-          const control = await admissionReview(env.webhookPort, caBundle, ns, launcher);
-          assert.ok(control.patched, 'once ready, the webhook admits the pod');
-          assertPodReferences(control.patched, { red: 'vm1.red' });
+          const control = await admitDirectly(env.webhookPort, caBundle, launcher);
+          assert.equal(control.allowed, true, `once ready, the webhook admits the pod: ${JSON.stringify(control)}`);
+          assertPodReferences(applyPatch(launcher, control.patch), { red: 'vm1.red' });
 
           // the first answer: a refusal (virt-controller retries) is fine; admitting the pod unchanged is not
-          if (answer.response.allowed) {
-            assert.ok(answer.patched);
-            assertPodReferences(answer.patched, { red: 'vm1.red' });
-          }
+          if (answer.allowed) assertPodReferences(applyPatch(launcher, answer.patch), { red: 'vm1.red' });
         });
       },
     );
