@@ -24,8 +24,8 @@ import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
-import { apiVersionOf, type ResourceDescriptor, resources } from '../kube/resources.ts';
+import { KubeApiError, ifFound, isConflict, isNotFound } from '../kube/errors.ts';
+import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { interfacesOfNetwork, launcherPodSelector } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
@@ -453,7 +453,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
           { metadata: { resourceVersion }, status },
           { subresource: 'status', signal },
         ),
-      readClaim: (namespace, name, signal) => getOrUndefined<IPAMClaim>(client, resources.ipamClaims, namespace, name, signal),
+      readClaim: (namespace, name, signal) => ifFound(client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal })),
       listLauncherPods: async (namespace, vmiUid, signal) => {
         return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
       },
@@ -529,11 +529,11 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     podAddresses: createPodAddressLookup({
       allocatorNad: (namespace, name) => nads.get(namespace, name),
       fetchNad: async (namespace, name, signal) => {
-        const nad = await getOrUndefined<unknown>(client, resources.networkAttachmentDefinitions, namespace, name, signal);
+        const nad = await ifFound(client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
         return nad === undefined ? undefined : trimNetworkAttachmentDefinition(nad);
       },
       claims,
-      fetchClaim: (namespace, name, signal) => getOrUndefined<IPAMClaim>(client, resources.ipamClaims, namespace, name, signal),
+      fetchClaim: (namespace, name, signal) => ifFound(client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal })),
     }),
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       await barrier(signal);
@@ -550,19 +550,4 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       for (const s of subscriptions) s.unsubscribe();
     },
   };
-}
-
-async function getOrUndefined<T>(
-  client: KubeClient,
-  resource: ResourceDescriptor,
-  namespace: string,
-  name: string,
-  signal: AbortSignal,
-): Promise<T | undefined> {
-  try {
-    return await client.get<T>(resource, namespace, name, { signal });
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
 }

@@ -6,6 +6,7 @@ import {
   errorFromException,
   errorFromResponse,
   errorFromWatchStatus,
+  ifFound,
   isAlreadyExists,
   isConflict,
   isGone,
@@ -169,5 +170,14 @@ describe('errorFromException', () => {
   it('passes a KubeApiError through unchanged', () => {
     const e = errorFromResponse(404, status(404, 'NotFound'), claim, 'get');
     assert.equal(errorFromException(e, { kind: 'Other' }, 'list'), e);
+  });
+});
+
+describe('ifFound', () => {
+  it('a 404 is "there is none"; any other failure still rejects', async () => {
+    assert.deepEqual(await ifFound(Promise.resolve({ a: 1 })), { a: 1 });
+    assert.equal(await ifFound(Promise.reject(errorFromResponse(404, status(404, 'NotFound'), claim, 'get'))), undefined);
+    const forbidden = errorFromResponse(403, status(403, 'Forbidden'), claim, 'get');
+    await assert.rejects(ifFound(Promise.reject(forbidden)), (err) => err === forbidden);
   });
 });

@@ -257,6 +257,16 @@ const is =
     err instanceof KubeApiError && err.reason === reason;
 
 export const isNotFound = is('notFound');
+
+/** A read whose 404 means "there is none": resolves undefined then, rejects on any other failure. */
+export async function ifFound<T>(request: Promise<T>): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
 export const isAlreadyExists = is('alreadyExists');
 export const isConflict = is('conflict');
 export const isGone = is('gone');

@@ -33,7 +33,7 @@
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { claimNameFor, claimNamesOf, claimStanding, nadKeyOfNetworkName, ownerUidsOf, persistentNetworks, type NetworkVerdict } from '../claims/index.ts';
-import { isNotFound } from '../kube/errors.ts';
+import { ifFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
@@ -160,14 +160,8 @@ export function apiFetchers(client: Pick<KubeClient, 'get'>): {
 } {
   const fetcher =
     <T>(r: (typeof resources)[keyof typeof resources]): Fetch<T> =>
-    async (namespace, name, signal) => {
-      try {
-        return await client.get<T>(r, namespace, name, { signal });
-      } catch (error) {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      }
-    };
+    (namespace, name, signal) =>
+      ifFound(client.get<T>(r, namespace, name, { signal }));
   return {
     fetchVmi: fetcher(resources.virtualMachineInstances),
     fetchNad: fetcher(resources.networkAttachmentDefinitions),

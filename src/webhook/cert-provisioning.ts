@@ -12,7 +12,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { isAlreadyExists, isConflict, isNotFound } from '../kube/errors.ts';
+import { ifFound, isAlreadyExists, isConflict, isNotFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { ResourceDescriptor } from '../kube/resources.ts';
@@ -72,20 +72,12 @@ export function kubeCertStoreClient(
   client: Pick<KubeClient, 'get' | 'create' | 'replace' | 'jsonPatch'>,
   names: { namespace: string; secretName: string; webhookConfigurationName: string },
 ): CertStoreClient {
-  const orUndefined = async <T>(request: Promise<T>): Promise<T | undefined> => {
-    try {
-      return await request;
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
-  };
   return {
-    getSecret: (signal) => orUndefined(client.get<Secret>(SECRETS, names.namespace, names.secretName, { signal })),
+    getSecret: (signal) => ifFound(client.get<Secret>(SECRETS, names.namespace, names.secretName, { signal })),
     createSecret: (secret, signal) => client.create(SECRETS, secret, { signal }),
     updateSecret: (secret, signal) => client.replace(SECRETS, secret, { signal }),
     getWebhookConfiguration: (signal) =>
-      orUndefined(client.get<MutatingWebhookConfiguration>(MUTATING_WEBHOOK_CONFIGURATIONS, undefined, names.webhookConfigurationName, { signal })),
+      ifFound(client.get<MutatingWebhookConfiguration>(MUTATING_WEBHOOK_CONFIGURATIONS, undefined, names.webhookConfigurationName, { signal })),
     patchWebhookConfiguration: (patch, signal) =>
       client.jsonPatch<MutatingWebhookConfiguration>(MUTATING_WEBHOOK_CONFIGURATIONS, undefined, names.webhookConfigurationName, patch, { signal }),
   };
