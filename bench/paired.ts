@@ -21,7 +21,7 @@
 //
 // Example: node bench/paired.ts --vms 3000 --rounds 2 --settle-seconds 20 --arm 'before ref=HEAD~1' --arm 'after'
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +31,7 @@ import { shippedClientSettings } from './lib/deployment.ts';
 import { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeVirtCR } from './lib/objects.ts';
+import type { Sample as PromSample } from './lib/prom.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { ControllerProcess } from './lib/controller.ts';
@@ -90,6 +91,8 @@ function buildRef(ref: string, log: (l: string) => void): string {
       const tsc = join(REPO, 'node_modules', 'typescript', 'bin', 'tsc');
       execFileSync(process.execPath, [tsc, '-p', join(tree, 'tsconfig.build.json'), '--outDir', partial, '--noEmitOnError'], { cwd: tree, stdio: 'inherit' });
     }
+    // The bundle reads its package.json two folders above dist/cli/ (src/cli/parser.ts, --version), as in the image.
+    copyFileSync(join(tree, 'package.json'), join(REPO, '.paired', sha, 'package.json'));
     renameSync(partial, out);
   } finally {
     rmSync(partial, { recursive: true, force: true });
@@ -113,6 +116,12 @@ interface Sample {
   threads: Record<string, number>;
   /** CPU seconds the controller spent in the kernel (syscalls, page faults) over its life up to the sample. */
   systemSeconds: number | null;
+  /** CPU seconds of the controller's reaped child processes (command-line parser, certificate minting) up to the
+   * sample: not in cpuSeconds, which is the controller process's own. */
+  childSeconds: number | null;
+  /** The controller's reconciles and its API requests by `verb resource` (its own metrics, once idle; null with --vms 0). */
+  reconciles: number | null;
+  apiRequests: Record<string, number> | null;
 }
 
 async function main(): Promise<void> {
@@ -188,7 +197,8 @@ async function main(): Promise<void> {
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
         const threads = threadCpu(controller.pid, 2);
-        const sys = procCpuTimes(controller.pid)?.system;
+        const times = procCpuTimes(controller.pid);
+        const apiRequests = requestsByVerb(await controller.metrics());
         await controller.stop();
         const s: Sample = {
           arm: arm.name,
@@ -199,11 +209,14 @@ async function main(): Promise<void> {
           peakRssMiB: round((mem?.hwmKb ?? 0) / 1024, 1),
           settledRssMiB: settleMs > 0 && mem ? round(mem.rssKb / 1024, 1) : null,
           threads,
-          systemSeconds: sys === undefined ? null : round(sys, 2),
+          systemSeconds: times ? round(times.system, 2) : null,
+          childSeconds: times ? round(times.children, 2) : null,
+          reconciles: result.reconciles,
+          apiRequests,
         };
         samples.push(s);
         log(
-          `${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`,
+          `${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s; its child processes ${s.childSeconds} s (not counted above); ${s.reconciles} reconciles, API requests ${JSON.stringify(apiRequests)}`,
         );
         // The namespace stays: its claims carry our finalizer, so deleting it with no controller running would leave
         // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
@@ -254,6 +267,17 @@ async function main(): Promise<void> {
   process.stdout.write(`\n\`\`\`json\n${JSON.stringify({ vms, rounds, settleSeconds: settleMs / 1000, samples }, null, 1)}\n\`\`\`\n`);
 }
 
+/** The controller's API requests so far by `verb resource`. */
+function requestsByVerb(metrics: PromSample[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of metrics) {
+    if (m.name !== 'persistent_ips_api_requests_total') continue;
+    const key = `${m.labels.verb} ${m.labels.resource}`;
+    out[key] = (out[key] ?? 0) + m.value;
+  }
+  return out;
+}
+
 /** CPU seconds by thread name, rounded. */
 function threadCpu(pid: number, digits: number): Record<string, number> {
   return Object.fromEntries(Object.entries(procThreadCpuSeconds(pid)).map(([k, v]) => [k, round(v, digits)]));
@@ -275,7 +299,7 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
     const cpuSeconds = controller.cpuSeconds();
     const mem = procMemory(controller.pid);
     const threads = threadCpu(controller.pid, 3);
-    const sys = procCpuTimes(controller.pid)?.system;
+    const times = procCpuTimes(controller.pid);
     if (settleMs > 0) await sleep(settleMs);
     const settled = settleMs > 0 ? procMemory(controller.pid) : undefined;
     const s: Sample = {
@@ -287,10 +311,13 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
       peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1),
       settledRssMiB: settled ? round(settled.rssKb / 1024, 1) : null,
       threads,
-      systemSeconds: sys === undefined ? null : round(sys, 3),
+      systemSeconds: times ? round(times.system, 3) : null,
+      childSeconds: times ? round(times.children, 3) : null,
+      reconciles: null,
+      apiRequests: null,
     };
     base.log(
-      `${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s`,
+      `${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s; its child processes ${s.childSeconds} s (not counted above)`,
     );
     return s;
   } finally {

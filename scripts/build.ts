@@ -12,10 +12,12 @@
 //
 // Why a bundle: resolving, reading, compiling and linking the controller's ES modules one by one costs Node a
 // noticeable share of its start-up CPU and resident memory; one file for each process does not. Everything tsc
-// emits is bundled as is (same target, same class semantics). Names are kept: the `type` of an error in the logs is
-// its constructor's name, and without `keepNames` esbuild renames a class whose name collides with another module's
-// (js-yaml's YAMLException would read YAMLException2). It wraps each function expression in a call that sets its
-// name, also the closures a request creates; paired runs (bench/paired.ts) showed no measurable cost. Every
+// emits is bundled as is (same target, same class semantics). Names are not kept (scripts/bundle.ts BUNDLE_OPTIONS):
+// `keepNames` wraps each function expression in a call that sets its name, also the closures every request and watch
+// event creates, which paired cold starts (bench/paired.ts) showed as a share of the CPU per claim. Without it
+// esbuild renames the second of two top-level classes of one name, and the `type` of an error in the logs is its
+// constructor's name: the build fails if one of the project's own classes is renamed; of the packages', js-yaml's
+// YAMLException reads YAMLException2 (its `name` stays YAMLException). Every
 // dependency is bundled (prom-client too), so what runs needs no node_modules; the bundled packages' licences are written to
 // DIR/THIRD-PARTY-NOTICES.txt and their bill of materials to DIR/persistent-ips.cdx.json (scripts/bundle.ts).
 import { execFileSync } from 'node:child_process';

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { bundle } from './bundle.ts';
+import { bundle, renamedOwnClasses } from './bundle.ts';
 import { NOTICES_FILE, noticesPackageIds, SBOM_FILE, sbomPackageIds } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -80,5 +80,39 @@ describe("the bundle's SBOM and third-party notices", () => {
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the names of the bundle', () => {
+  it("refuses to rename one of the project's classes, whose name is the `type` of its errors in the logs", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'bundle-names-'));
+    try {
+      const file = (path: string, text: string): void => {
+        mkdirSync(dirname(join(root, path)), { recursive: true });
+        writeFileSync(join(root, path), text);
+      };
+      file('package.json', JSON.stringify({ name: 'fixture', version: '1.0.0', type: 'module' }));
+      file('src/a.js', 'export class Clash extends Error {}\n');
+      file('src/b.js', 'export class Clash extends Error {}\n');
+      file(
+        'src/main.js',
+        "import { Clash as A } from './a.js'; import { Clash as B } from './b.js'; console.log(new A().constructor.name, new B().constructor.name);\n",
+      );
+      file('src/alone.js', 'class Single extends Error {}\nconsole.log(new Single().constructor.name);\n');
+      const opts = { ownDir: join(root, 'src'), outdir: join(root, 'dist/cli') };
+      await assert.rejects(bundle({ ...opts, entryPoints: { main: join(root, 'src/main.js') } }), /classes of the project renamed in the bundle .*: Clash/);
+      await bundle({ ...opts, entryPoints: { main: join(root, 'src/alone.js') } });
+      assert.match(readFileSync(join(root, 'dist/cli/main.js'), 'utf8'), /\bSingle = class extends Error/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('tells a renamed class from one whose own name ends in digits', () => {
+    assert.deepEqual(renamedOwnClasses(['class Clash {}', 'class Ipv4 {}'], ['class Clash2 extends Error {}', 'class Ipv4 {}']), ['Clash']);
+    assert.deepEqual(renamedOwnClasses(['class Ipv4 {}', 'class Ipv {}'], ['class Ipv4 {}', 'class Ipv {}']), []);
+    assert.deepEqual(renamedOwnClasses(['class Ipv4Address {}'], ['var Ipv4Address = class Ipv4Address {}']), []);
+    assert.deepEqual(renamedOwnClasses(['class Schema {}'], ['var Schema = class Schema2 {}']), ['Schema']);
+    assert.deepEqual(renamedOwnClasses(['class Clash {}'], ['var Clash = class {};\nvar Clash2 = class extends Error {};']), ['Clash']);
   });
 });

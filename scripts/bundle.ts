@@ -3,7 +3,7 @@
 // (persistent-ips.cdx.json, CycloneDX JSON written by OWASP's esbuild plugin from the same build's metafile, so it
 // names only the packages that tree-shaking left in, as the notices do). The two lists must name the same packages.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 import { cyclonedxEsbuildPlugin } from '@cyclonedx/cyclonedx-esbuild';
 import { type BuildOptions, build } from 'esbuild';
 import { bundledPackages, NOTICES_FILE, noticesPackageIds, noticesText, SBOM_FILE, sbomPackageIds, unexpectedRequires } from './third-party-notices.ts';
@@ -26,7 +26,11 @@ export const BUNDLE_OPTIONS = {
   format: 'esm',
   platform: 'node',
   target: 'node24',
-  keepNames: true,
+  // No `__name(fn, 'name')` around every function expression: the closures a request or a watch event creates would
+  // each pay for it, and keep what it allocates. A class that esbuild renames (two modules of the bundle declare one
+  // of the same name: the second becomes Name2) would show the new name as its constructor's, which is the `type` of
+  // an error in the logs: bundle() refuses to rename one of the project's own (renamedOwnClasses).
+  keepNames: false,
   // Bundled CommonJS packages call require() for Node's built-ins; an ES module has no require of its own.
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
   logLevel: 'warning',
@@ -74,8 +78,39 @@ export async function bundle(options: BundleOptions): Promise<void> {
   const missing = (options.required ?? []).filter((name) => !packages.some((p) => p.name === name));
   if (missing.length > 0)
     throw new Error(`build: dependencies not in the bundle (unused, or loaded at run time by a name esbuild cannot follow): ${missing.join(', ')}`);
-  for (const file of Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))) {
+  const outputs = Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'));
+  for (const file of outputs) {
     const outside = unexpectedRequires(readFileSync(resolve(options.ownDir, file), 'utf8'));
     if (outside.length > 0) throw new Error(`build: ${file} requires modules that are not bundled: ${outside.join(', ')}`);
   }
+  const ownInputs = Object.keys(result.metafile.inputs)
+    .map((input) => resolve(options.ownDir, input))
+    .filter((file) => file.startsWith(options.ownDir + sep) && !file.includes(`${sep}node_modules${sep}`));
+  const renamed = renamedOwnClasses(
+    ownInputs.map((file) => readFileSync(file, 'utf8')),
+    outputs.map((file) => readFileSync(resolve(options.ownDir, file), 'utf8')),
+  );
+  if (renamed.length > 0)
+    throw new Error(`build: classes of the project renamed in the bundle (another module declares one of the same name): ${renamed.join(', ')}`);
+}
+
+/**
+ * The project's classes (declared in `ownSources`) that appear renamed in `outputs`: esbuild gives the second of two
+ * top-level classes of one name a numbered name (Name2), which becomes its constructor's name. A class of another
+ * package that collides with one of ours is reported too, since the text alone cannot tell which of the two moved.
+ */
+export function renamedOwnClasses(ownSources: readonly string[], outputs: readonly string[]): string[] {
+  const own = new Set<string>();
+  for (const text of ownSources) for (const m of text.matchAll(/\bclass\s+([A-Za-z_$][\w$]*)/g)) own.add(m[1]!);
+  const renamed = new Set<string>();
+  // `class Name2` or, as esbuild writes a module's top-level class, `var Name2 = class`, whose constructor takes the
+  // variable's name.
+  const numbered = /\bclass\s+([A-Za-z_$][\w$]*?)(\d+)\b|\b(?:var|let|const)\s+([A-Za-z_$][\w$]*?)(\d+)\s*=\s*class\b/g;
+  for (const text of outputs) {
+    for (const m of text.matchAll(numbered)) {
+      const [base, digits] = m[1] !== undefined ? [m[1], m[2]!] : [m[3]!, m[4]!];
+      if (own.has(base) && !own.has(base + digits)) renamed.add(base);
+    }
+  }
+  return [...renamed].sort();
 }

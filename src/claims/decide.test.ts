@@ -812,6 +812,23 @@ describe('properties', () => {
     );
   });
 
+  it('with no claims at all, names every wanted claim as a lookup that finds nothing does', () => {
+    fc.assert(
+      fc.property(inputArb, (input) => {
+        const bare: DecideInput = { ...input, claims: [] };
+        const plan = decide(bare);
+        const ownerSpec = bare.vm ? bare.vm.spec?.template?.spec : bare.vmi?.spec;
+        const named = persistentNetworks(bare.key, ownerSpec, bare.nads, () => undefined);
+        for (const w of plan.wanted) assert.equal(w.claim, named.find((v) => v.network === w.network)?.claim, `network ${w.network}`);
+        assert.deepEqual(
+          plan.creates.map((c) => c.metadata.name),
+          plan.wanted.filter((w) => w.status === 'wanted').map((w) => w.claim),
+        );
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
   it('applying every plan converges to a state that needs zero writes, each write guarded correctly', () => {
     fc.assert(
       fc.property(inputArb, (input) => {

@@ -279,7 +279,9 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
   const existing = new Map(claims.map((claim) => [claim.metadata.name, claim]));
   const claimedBy = new Map<string, string>();
 
-  const lookup: ClaimLookup = (name) => existing.get(name);
+  // With no claim at all, every name is the plain one (claimNameFor without a lookup), and the other names a network
+  // may have need not be hashed only to be looked up in vain.
+  const lookup: ClaimLookup | undefined = existing.size > 0 ? (name) => existing.get(name) : undefined;
   for (const { network, claim: name, claimSpec, problem } of persistentNetworks(input.key, owner.spec, input.nads, lookup)) {
     const block = (problem: Finding, retry = false): void => {
       plan.problems.push({ ...problem, network, claim: name });
@@ -663,6 +665,12 @@ function hasOurMark(claim: IPAMClaim, owner: Owner): boolean {
 
 interface Usage {
   vmName: string;
+  networks: readonly VmNetwork[];
+  /** Worked out by identitiesOf() when a claim is first judged against this usage. */
+  identities?: UsageIdentities;
+}
+
+interface UsageIdentities {
   networks: Set<string>;
   claimNames: Set<string>;
   interfaces: Set<string>;
@@ -680,20 +688,29 @@ function* networksOf(spec: VmiSpecLike | undefined, includeAbsent: boolean): Gen
   }
 }
 
+/** The networks in use, whose identities are only worked out if a claim is judged against them. */
+function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
+  return { vmName, networks };
+}
+
 /**
  * What identifies the claim of each network: its claim name, the name kubevirt/ipam-extensions gave it (claims
  * adopted after a switch from the reference implementation keep the reference's name), and its pod interface.
+ * Worked out once per decision, and only when there is a claim to judge: a VM without claims (every VM of a cold
+ * start) would otherwise hash names it never compares.
  */
-function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
-  const usage: Usage = { vmName, networks: new Set(), claimNames: new Set(), interfaces: new Set() };
-  for (const net of networks) {
-    usage.networks.add(net.name);
-    usage.claimNames.add(claimName(vmName, net.name));
-    usage.claimNames.add(collisionClaimName(vmName, net.name));
-    usage.claimNames.add(referenceClaimName(vmName, net.name));
-    usage.interfaces.add(net.pod || net.multus?.default ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name));
+function identitiesOf(usage: Usage): UsageIdentities {
+  if (usage.identities) return usage.identities;
+  const ids: UsageIdentities = { networks: new Set(), claimNames: new Set(), interfaces: new Set() };
+  for (const net of usage.networks) {
+    ids.networks.add(net.name);
+    ids.claimNames.add(claimName(usage.vmName, net.name));
+    ids.claimNames.add(collisionClaimName(usage.vmName, net.name));
+    ids.claimNames.add(referenceClaimName(usage.vmName, net.name));
+    ids.interfaces.add(net.pod || net.multus?.default ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name));
   }
-  return usage;
+  usage.identities = ids;
+  return ids;
 }
 
 /**
@@ -703,12 +720,13 @@ function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
  * network it has, so a renamed pod network's old claim is not kept for the VM's whole life.
  */
 function isUsed(claim: IPAMClaim, usage: Usage): boolean {
+  const ids = identitiesOf(usage);
   const iface = claim.spec?.interface;
-  if (usage.claimNames.has(claim.metadata.name)) return true;
+  if (ids.claimNames.has(claim.metadata.name)) return true;
   // A swap name (SWAP) carries the claim's own NAD network in its hash: recognised from the claim itself.
   const nadNetwork = claim.spec?.network;
-  if (typeof nadNetwork === 'string' && [...usage.networks].some((net) => swapClaimName(usage.vmName, net, nadNetwork) === claim.metadata.name)) return true;
-  return !!iface && iface !== PRIMARY_POD_INTERFACE && usage.interfaces.has(iface);
+  if (typeof nadNetwork === 'string' && [...ids.networks].some((net) => swapClaimName(usage.vmName, net, nadNetwork) === claim.metadata.name)) return true;
+  return !!iface && iface !== PRIMARY_POD_INTERFACE && ids.interfaces.has(iface);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -79,12 +79,13 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   addAll(sources.claims.byIndex(CLAIMS_BY_VM, key));
   addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_NAME, key));
   for (const uid of [vm?.metadata.uid, vmi?.metadata.uid]) if (uid) addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_UID, uid));
-  for (const spec of specs) {
-    for (const net of effectiveVmiSpec(spec)?.networks ?? []) {
-      claimKeys.add(keyOf(namespace, claimName(name, net.name)));
-      claimKeys.add(keyOf(namespace, collisionClaimName(name, net.name)));
-      claimKeys.add(keyOf(namespace, referenceClaimName(name, net.name)));
-    }
+  // The VM template and its VMI mostly list the same networks: each network's names once.
+  const networks = new Set<string>();
+  for (const spec of specs) for (const net of effectiveVmiSpec(spec)?.networks ?? []) networks.add(net.name);
+  for (const network of networks) {
+    claimKeys.add(keyOf(namespace, claimName(name, network)));
+    claimKeys.add(keyOf(namespace, collisionClaimName(name, network)));
+    claimKeys.add(keyOf(namespace, referenceClaimName(name, network)));
   }
   const claims: IPAMClaim[] = [];
   for (const claimKey of claimKeys) {

@@ -335,11 +335,15 @@ class Http2Transport implements Transport {
 
       stream.once('response', (h: IncomingHttpHeaders) => {
         responded = true;
-        const flat = flatHeaders(h);
+        let flat: Record<string, string> | undefined;
         let consumed = false;
         resolve({
           status: Number(h[':status'] ?? 0),
-          headers: flat,
+          // Read for an error answer (Retry-After, the Status); a successful one never needs them flattened.
+          get headers() {
+            flat ??= flatHeaders(h);
+            return flat;
+          },
           text: () => {
             if (consumed) return Promise.reject(new Error('response body already consumed'));
             consumed = true;
