@@ -31,7 +31,7 @@ import { shippedClientSettings } from './lib/deployment.ts';
 import { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeVirtCR } from './lib/objects.ts';
-import type { Sample as PromSample } from './lib/prom.ts';
+import type { Sample as PromSample } from '../e2e/local/controller-process.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
 import { ControllerProcess } from './lib/controller.ts';
