@@ -1,5 +1,6 @@
 // Test-only helpers shared by the webhook's tests (and the e2e suite): a small RFC 6902 applier that is strict
-// where the API server is strict, so a test fails on a patch the API server would reject.
+// where the API server is strict, so a test fails on a patch the API server would reject; and what the API server
+// answers when a patch's `test` op fails.
 
 import assert from 'node:assert/strict';
 import type { JsonPatchOp } from '../src/kube/patch.ts';
@@ -42,3 +43,14 @@ export function applyJsonPatch<T>(doc: T, patch: readonly JsonPatchOp[]): T {
   }
   return copy as T;
 }
+
+/** The body kube-apiserver v1.34.4 returned for a JSON patch whose `test` op failed, captured from a real server. */
+export const FAILED_TEST_OP_STATUS = {
+  kind: 'Status',
+  apiVersion: 'v1',
+  status: 'Failure',
+  message: 'the server rejected our request due to an error in our request',
+  reason: 'Invalid',
+  details: {},
+  code: 422,
+} as const;

@@ -4,6 +4,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
+import { FAILED_TEST_OP_STATUS } from '../../test/json-patch.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from './client.ts';
 import { KubeApiError, isConflict, isGone } from './errors.ts';
 import { removeFinalizerPatch } from './patch.ts';
@@ -151,17 +152,7 @@ describe('KubeClient', () => {
   });
 
   it('sends JSON patches with their content type; a failed test is a conflict', async () => {
-    const t = scripted(() =>
-      respond(422, {
-        kind: 'Status',
-        apiVersion: 'v1',
-        status: 'Failure',
-        message: 'the server rejected our request due to an error in our request',
-        reason: 'Invalid',
-        details: {},
-        code: 422,
-      }),
-    );
+    const t = scripted(() => respond(422, FAILED_TEST_OP_STATUS));
     const ops = removeFinalizerPatch(['a', 'kubevirt.io/persistent-ipam'], 'kubevirt.io/persistent-ipam') ?? [];
     await assert.rejects(new KubeClient(t).jsonPatch(resources.ipamClaims, 'ns1', 'c', ops), (e: unknown) => isConflict(e));
     const req = t.requests[0] as HttpRequest;

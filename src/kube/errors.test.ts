@@ -16,6 +16,7 @@ import {
   type ApiErrorReason,
   type ApiStatus,
 } from './errors.ts';
+import { FAILED_TEST_OP_STATUS } from '../../test/json-patch.ts';
 
 const claim = { kind: 'IPAMClaim', namespace: 'ns1', name: 'vm1.net1' };
 
@@ -54,16 +55,7 @@ describe('classifyStatus', () => {
   }
 
   it('treats a JSON patch that does not apply (as kube-apiserver 1.34 reports it) as a conflict', () => {
-    // The body kube-apiserver v1.34.4 returned for a failed `test` op, captured from a real server.
-    const s: ApiStatus = {
-      kind: 'Status',
-      apiVersion: 'v1',
-      status: 'Failure',
-      message: 'the server rejected our request due to an error in our request',
-      reason: 'Invalid',
-      details: {},
-      code: 422,
-    };
+    const s: ApiStatus = FAILED_TEST_OP_STATUS;
     assert.equal(classifyStatus(422, s, 'patch', { jsonPatch: true }), 'conflict');
     assert.equal(classifyStatus(422, s, 'patch'), 'invalid', 'not for other kinds of request');
     const legacy: ApiStatus = { kind: 'Status', code: 422, message: 'Testing value /metadata/finalizers failed' };
