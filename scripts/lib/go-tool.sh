@@ -2,7 +2,8 @@
 # Builds an unmodified upstream Go command from a wrapper Go module whose go.mod pins its version, once, into a cache
 # outside the work tree:
 #   ${PERSISTENT_IPS_CACHE:-$HOME/.cache/persistent-ips}/<TOOL>/<key>/bin/<TOOL>
-# <key> is the sha256 of the module's go.mod + go.sum + GO_TOOL_RECIPE. When the binary is there nothing is built.
+# <key> is the sha256 of the module's go.mod + go.sum + GO_TOOL_RECIPE (+ the tool's tool_configure, below). When the
+# binary is there nothing is built.
 # Progress goes to stderr; the last line on stdout is the binary's path. With `--check`: print the path and exit 0 when it is built,
 # exit 3 (no build) when not.
 #
@@ -17,6 +18,10 @@
 # and define:
 #   tool_ldflags VERSION   the -X flags that give the binary its version (a module build has no git data)
 #   tool_describe BIN      one line saying what was built (the binary's own version output)
+# and may define:
+#   tool_configure         run in a vendored copy of the module (vendor/ from `go mod vendor`, under the cache) before
+#                          the build, for a build-time choice the upstream project makes by regenerating a source file
+#                          (promtool's service-discovery plugins); the build then uses that copy (-mod=vendor)
 #
 # These tools run for seconds (a chart lint, a rules check, an SBOM scan) but link hundreds of packages, promtool
 # every service discovery's cloud SDK. Compiling their own packages without optimisation or inlining (-N -l) takes a
@@ -27,7 +32,7 @@ GO_TOOL_RECIPE=2 # bump when the build flags below change, so old caches are not
 go_tool_main() {
   local cache key out bin
   cache="${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}"
-  key="$({ cat "$MOD/go.mod" "$MOD/go.sum"; echo "recipe=$GO_TOOL_RECIPE"; } | sha256sum | cut -d' ' -f1)"
+  key="$({ cat "$MOD/go.mod" "$MOD/go.sum"; echo "recipe=$GO_TOOL_RECIPE"; declare -f tool_configure || true; } | sha256sum | cut -d' ' -f1)"
   out="$cache/$TOOL/$key"
   bin="$out/bin/$TOOL"
   log() { printf '[%s-build] %s\n' "$TOOL" "$*" >&2; }
@@ -47,16 +52,24 @@ go_tool_main() {
   if ! flock -n 9; then log "another build is running; waiting for it"; flock 9; fi
   if [ -x "$bin" ]; then log "cached (built by the other process): $bin"; echo "$bin"; exit 0; fi
 
-  local version t0
+  local version t0 src="$MOD" modflag=-mod=readonly
   version="$(awk -v m="$MODULE" '{ for (i = 1; i < NF; i++) if ($i == m) { print $(i + 1); exit } }' "$MOD/go.mod")"
   [ -n "$version" ] || { log "ERROR: $MOD/go.mod pins no version of $MODULE"; exit 1; }
   t0=$(date +%s)
   cd "$MOD"
   log "downloading the modules of $TOOL $version (go mod download; instant when already cached)"
   "$go" mod download >&2
+  if declare -F tool_configure >/dev/null; then
+    src="$out/src"
+    rm -rf "$src" && mkdir -p "$src" && cp "$MOD/go.mod" "$MOD/go.sum" "$src/"
+    (cd "$src" && "$go" mod vendor && tool_configure) >&2
+    modflag=-mod=vendor
+  fi
   log "modules ready ($(($(date +%s) - t0)) s); building $PACKAGE with $("$go" env GOVERSION) into $out"
-  "$go" build -trimpath -buildvcs=false -gcflags='all=-N -l' -gcflags='std=' -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
+  cd "$src"
+  "$go" build "$modflag" -trimpath -buildvcs=false -gcflags='all=-N -l' -gcflags='std=' -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
   mv -f "$bin.tmp" "$bin"
+  [ "$src" = "$MOD" ] || rm -rf "$src"
   log "$(tool_describe "$bin") built in $(($(date +%s) - t0)) s"
   echo "$bin"
 }
