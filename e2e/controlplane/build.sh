@@ -20,7 +20,7 @@ set -euo pipefail
 # editing this file during a build (which takes minutes) cannot break the running build.
 main() {
 
-RECIPE=2 # bump when the flags below change, so old caches are not reused
+RECIPE=2 # bump when the steps below change, so old caches are not reused (the flags are in the key already)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE_ROOT=${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}
 
@@ -28,7 +28,7 @@ TAG=controlplane-build
 # shellcheck source=../harness/source-build.sh
 source "$HERE/../harness/source-build.sh"
 
-KEY=$(cat "$HERE/go.sum" "$HERE/go.mod" <(printf 'recipe=%s\n' "$RECIPE") | sha256sum | cut -d' ' -f1)
+KEY=$(cat "$HERE/go.sum" "$HERE/go.mod" <(printf 'recipe=%s\n%s\n' "$RECIPE" "$GO_BUILD_FLAGS_KEY") | sha256sum | cut -d' ' -f1)
 OUT=$CACHE_ROOT/controlplane/$KEY
 BIN=$OUT/bin
 
@@ -130,7 +130,7 @@ for t in "${TARGETS[@]}"; do
   fi
   t0=$(date +%s)
   log "$name: building $pkg"
-  if with_heartbeat "building $name" "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$TMP/$name" "$pkg"; then
+  if with_heartbeat "building $name" "$GO" build "${GO_BUILD_SERVER[@]}" -ldflags "$LDFLAGS" -o "$TMP/$name" "$pkg"; then
     mv -f "$TMP/$name" "$BIN/$name"
     rm -f "$BIN/.$name.failed"
     log "$name: built in $(($(date +%s) - t0)) s (total $(elapsed) s)"

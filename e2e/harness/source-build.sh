@@ -1,6 +1,9 @@
 # Sourced by the build scripts of the components built from source (e2e/controlplane/build.sh, e2e/kubevirt/build.sh,
 # e2e/ovn-kubernetes/build.sh): their common steps, one copy. A script sets TAG (its log prefix) and calls these.
 
+# shellcheck source=../../scripts/lib/go-build-flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/go-build-flags.sh"
+
 log() { printf '[%s] %s\n' "$TAG" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$TAG" "$*" >&2; exit 1; }
 

@@ -21,7 +21,7 @@ set -euo pipefail
 
 main() {
 
-RECIPE=1 # bump when the flags below change, so old caches are not reused
+RECIPE=1 # bump when the steps below change, so old caches are not reused (the flags are in the key already)
 KUBEVIRT_VERSION=v1.9.0
 KUBEVIRT_COMMIT=79d34c1762169e5b0370ec491cef5ca12e6b504c
 TARBALL_NAME=kubevirt-$KUBEVIRT_VERSION.tar.gz
@@ -38,7 +38,7 @@ parse_build_args 20 "$@"
 find_shared_tarball kubevirt "$TARBALL_NAME" "${PERSISTENT_IPS_KUBEVIRT_SOURCE:-}" PERSISTENT_IPS_KUBEVIRT_SOURCE
 
 TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
-KEY=$( { printf 'tarball=%s\nrecipe=%s\n' "$TARBALL_SHA" "$RECIPE"; cat "$HERE/print-crds/main.go"; } | sha256sum | cut -d' ' -f1)
+KEY=$( { printf 'tarball=%s\nrecipe=%s\n%s\n' "$TARBALL_SHA" "$RECIPE" "$GO_BUILD_FLAGS_KEY"; cat "$HERE/print-crds/main.go"; } | sha256sum | cut -d' ' -f1)
 OUT=$CACHE_ROOT/kubevirt/$KEY
 BIN=$OUT/bin
 [[ $PRINT == 1 ]] && { echo "$BIN"; exit 0; }
@@ -85,7 +85,7 @@ cp "$HERE/print-crds/main.go" "$SRC/tools/persistent-ips-print-crds/main.go"
 cd "$SRC"
 t0=$(date +%s)
 log "print-crds: building"
-with_heartbeat "building print-crds" "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$BIN/print-crds.tmp" ./tools/persistent-ips-print-crds \
+with_heartbeat "building print-crds" "$GO" build "${GO_BUILD_SERVER[@]}" -ldflags "$LDFLAGS" -o "$BIN/print-crds.tmp" ./tools/persistent-ips-print-crds \
   || die "building print-crds failed; see the compiler output above"
 mv -f "$BIN/print-crds.tmp" "$BIN/print-crds"
 log "print-crds: built in $(($(date +%s) - t0)) s"
@@ -95,7 +95,7 @@ log "CRDs: $(grep -c '^kind: CustomResourceDefinition' "$BIN/kubevirt-crds.yaml"
 
 t0=$(date +%s)
 log "virt-controller: building ./cmd/virt-controller (~2 min and ~1.3 GB on 2 cores with a warm Go build cache)"
-with_heartbeat "building virt-controller" "$GO" build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$BIN/virt-controller.tmp" ./cmd/virt-controller \
+with_heartbeat "building virt-controller" "$GO" build "${GO_BUILD_SERVER[@]}" -ldflags "$LDFLAGS" -o "$BIN/virt-controller.tmp" ./cmd/virt-controller \
   || die "building virt-controller failed; see the compiler output above"
 mv -f "$BIN/virt-controller.tmp" "$BIN/virt-controller"
 log "virt-controller: built in $(($(date +%s) - t0)) s"

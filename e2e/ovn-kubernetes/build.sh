@@ -25,7 +25,7 @@ set -euo pipefail
 
 main() {
 
-RECIPE=2 # bump when the flags below change, so old caches are not reused
+RECIPE=2 # bump when the steps below change, so old caches are not reused (the flags are in the key already)
 OVNK_VERSION=v1.3.0
 TARBALL_NAME=ovn-kubernetes-$OVNK_VERSION.tar.gz
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,7 +41,7 @@ parse_build_args 25 "$@"
 find_shared_tarball ovn-kubernetes "$TARBALL_NAME" "${PERSISTENT_IPS_OVNK_SOURCE:-}" PERSISTENT_IPS_OVNK_SOURCE
 
 TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
-KEY=$(printf 'tarball=%s\nrecipe=%s\n' "$TARBALL_SHA" "$RECIPE" | sha256sum | cut -d' ' -f1)
+KEY=$(printf 'tarball=%s\nrecipe=%s\n%s\n' "$TARBALL_SHA" "$RECIPE" "$GO_BUILD_FLAGS_KEY" | sha256sum | cut -d' ' -f1)
 OUT=$CACHE_ROOT/ovn-kubernetes/$KEY
 BIN=$OUT/bin
 [[ $PRINT == 1 ]] && { echo "$BIN"; exit 0; }
@@ -105,10 +105,8 @@ export CGO_ENABLED=0 GOFLAGS=-mod=vendor
 cd "$MOD"
 t0=$(date +%s)
 log "ovnkube: building ./cmd/ovnkube (a few minutes and ~2 GB on 2 cores with a cold Go build cache)"
-# Without optimisation or inlining (-N -l), as scripts/lib/go-tool.sh builds the tools: a cold build is a good part
-# of a cold `npm test` on two cores, and the cluster manager allocates a handful of addresses per test; the standard
-# library keeps its usual flags, shared with the other builds in the Go build cache.
-with_heartbeat "building ovnkube" "$GO" build -trimpath -buildvcs=false -gcflags='all=-N -l' -gcflags='std=' -ldflags='-s -w' -o "$BIN/ovnkube.tmp" ./cmd/ovnkube \
+# Built as a tool (scripts/lib/go-build-flags.sh): the cluster manager allocates a handful of addresses per test.
+with_heartbeat "building ovnkube" "$GO" build "${GO_BUILD_TOOL[@]}" -ldflags='-s -w' -o "$BIN/ovnkube.tmp" ./cmd/ovnkube \
   || die "building ovnkube failed; see the compiler output above"
 mv -f "$BIN/ovnkube.tmp" "$BIN/ovnkube"
 log "ovnkube: built in $(($(date +%s) - t0)) s with $("$GO" env GOVERSION)"

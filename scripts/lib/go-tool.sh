@@ -23,16 +23,15 @@
 #                          the build, for a build-time choice the upstream project makes by regenerating a source file
 #                          (promtool's service-discovery plugins); the build then uses that copy (-mod=vendor)
 #
-# These tools run for seconds (a chart lint, a rules check, an SBOM scan) but link hundreds of packages, promtool
-# every service discovery's cloud SDK. Compiling their own packages without optimisation or inlining (-N -l) takes a
-# large part off the CPU of a cold build, the tail of a cold `npm test` on a 2-core machine; the standard library keeps
-# its usual flags, so its compiled packages stay shared with the other builds in the Go build cache.
-GO_TOOL_RECIPE=2 # bump when the build flags below change, so old caches are not reused
+# They are built with GO_BUILD_TOOL (scripts/lib/go-build-flags.sh says why).
+# shellcheck source=./go-build-flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go-build-flags.sh"
+GO_TOOL_RECIPE=2 # bump when the steps below change, so old caches are not reused (the flags are in the key already)
 
 go_tool_main() {
   local cache key out bin
   cache="${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}"
-  key="$({ cat "$MOD/go.mod" "$MOD/go.sum"; echo "recipe=$GO_TOOL_RECIPE"; declare -f tool_configure || true; } | sha256sum | cut -d' ' -f1)"
+  key="$({ cat "$MOD/go.mod" "$MOD/go.sum"; echo "recipe=$GO_TOOL_RECIPE $GO_BUILD_FLAGS_KEY"; declare -f tool_configure || true; } | sha256sum | cut -d' ' -f1)"
   out="$cache/$TOOL/$key"
   bin="$out/bin/$TOOL"
   log() { printf '[%s-build] %s\n' "$TOOL" "$*" >&2; }
@@ -67,7 +66,7 @@ go_tool_main() {
   fi
   log "modules ready ($(($(date +%s) - t0)) s); building $PACKAGE with $("$go" env GOVERSION) into $out"
   cd "$src"
-  "$go" build "$modflag" -trimpath -buildvcs=false -gcflags='all=-N -l' -gcflags='std=' -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
+  "$go" build "$modflag" "${GO_BUILD_TOOL[@]}" -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
   mv -f "$bin.tmp" "$bin"
   [ "$src" = "$MOD" ] || rm -rf "$src"
   log "$(tool_describe "$bin") built in $(($(date +%s) - t0)) s"
