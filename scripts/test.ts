@@ -221,7 +221,7 @@ async function e2ePhase(prepared: Prepared | undefined): Promise<boolean> {
       }
       lowerPriority(building);
       launched++;
-      say(`\n--- e2e ${launched}/${files.length} started: ${file}`);
+      say(`\n--- e2e ${launched}/${files.length} started ${fmt((Date.now() - started) / 1000)} into the run: ${file}`);
       const limitS = Math.min(FILE_LIMIT_S, Math.max(60, TOTAL_LIMIT_S - spent));
       const res = await run(file, process.execPath, ['--test', '--test-reporter=spec', '--test-force-exit', file], {
         limitS,

@@ -20,7 +20,8 @@
 
 import { persistentNetworks } from '../claims/decide.ts';
 import { parseNadReference } from '../claims/nad-reference.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, VirtualMachineInstance } from '../kube/types.ts';
+import { controllerRef } from '../claims/owners.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
 import { isAllocatorNad, readAllocatorNad } from './nad.ts';
 import { currentCondition } from './plan.ts';
 
@@ -128,7 +129,7 @@ export function addressesOf(claim: IPAMClaim | undefined, key: string, vmi: Virt
 function ownedByVmiOrItsVm(claim: IPAMClaim, vmi: VirtualMachineInstance): boolean {
   const uids = new Set<string>();
   if (vmi.metadata.uid) uids.add(vmi.metadata.uid);
-  const vmRef: OwnerReference | undefined = vmi.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === 'VirtualMachine');
+  const vmRef = controllerRef(vmi, 'VirtualMachine');
   if (vmRef?.uid) uids.add(vmRef.uid);
   return (claim.metadata.ownerReferences ?? []).some((r) => uids.has(r.uid));
 }

@@ -6,7 +6,8 @@
 // Pure over read-only caches.
 
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
-import type { IPAMClaim, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
+import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
 import { ADDRESSES_ANNOTATION, parseAddressesAnnotation } from './allocator.ts';
 
 export interface ReadCache<T> {
@@ -38,17 +39,6 @@ export interface OwnerLookup {
   owner?: OwnerTarget;
   /** The logical network (VM network `name`) of the claim, when found. */
   network?: string;
-}
-
-const KUBEVIRT_KINDS = new Set(['VirtualMachine', 'VirtualMachineInstance']);
-
-export function kubevirtOwner(claim: IPAMClaim): OwnerReference | undefined {
-  const refs = (claim.metadata.ownerReferences ?? []).filter((r) => KUBEVIRT_KINDS.has(r.kind) && r.apiVersion?.startsWith('kubevirt.io/'));
-  return refs.find((r) => r.controller === true) ?? refs[0];
-}
-
-function controllerUid(obj: { metadata: { ownerReferences?: OwnerReference[] } }, kind: string): string | undefined {
-  return obj.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === kind)?.uid;
 }
 
 /** The VM network of `spec` the claim belongs to: same claim name, or same pod interface. */
@@ -85,7 +75,7 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
     if (vm.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
     if (vm.metadata.deletionTimestamp) return { owner, request: { kind: 'gone', message: `${what} is being deleted` } };
     const vmi = vmis.get(namespace, ref.name);
-    if (vmi && controllerUid(vmi, 'VirtualMachine') === vm.metadata.uid) {
+    if (vmi && controllerRef(vmi, 'VirtualMachine')?.uid === vm.metadata.uid) {
       annotations = vmi.metadata.annotations;
       spec = vmi.spec;
     } else {

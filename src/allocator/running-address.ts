@@ -9,9 +9,9 @@
 // The pod list is read at the edge (loop.ts), only when an empty claim of a running VMI is about to be allocated.
 
 import { isRunningLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
-import type { IPAMClaim, OwnerReference, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { ReadCache } from './requests.ts';
-import { kubevirtOwner } from './requests.ts';
+import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
 
 export const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
 
@@ -64,7 +64,7 @@ export function runningVmiOf(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   if (!vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return undefined;
   if (ref.kind === 'VirtualMachine') {
     const vm = vms.get(namespace, ref.name);
-    const controller: OwnerReference | undefined = vmi.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === 'VirtualMachine');
+    const controller = controllerRef(vmi, 'VirtualMachine');
     if (!vm || vm.metadata.uid !== ref.uid || controller?.uid !== ref.uid) return undefined;
   } else if (vmi.metadata.uid !== ref.uid) {
     return undefined;

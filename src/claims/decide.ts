@@ -33,6 +33,7 @@ import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE,
 import { effectiveVmiSpec } from './effective-spec.ts';
 import { parseNadReference, type ObjectKey } from './nad-reference.ts';
 import { isOvnKubernetes, parseNadConfig, type NadConfig } from './nad-config.ts';
+import { controllerRef, kubevirtOwnerRefs } from './owners.ts';
 
 export interface DecideInput {
   /** The VM's namespace and name (a VMI has the same name as its VM). */
@@ -744,24 +745,8 @@ function isOwnedBy(claim: IPAMClaim, uid: string): boolean {
   return (claim.metadata.ownerReferences ?? []).some((ref) => ref.uid === uid);
 }
 
-function controllerRef(obj: KubeObject, kind: OwnerKind): OwnerReference | undefined {
-  return obj.metadata.ownerReferences?.find((ref) => ref.controller === true && ref.kind === kind);
-}
-
 function isAbsent(spec: VmiSpecLike | undefined, network: string): boolean {
   return spec?.domain?.devices?.interfaces?.find((iface) => iface?.name === network)?.state === 'absent';
-}
-
-const KUBEVIRT_GROUP = resources.virtualMachines.group;
-
-/** Owner references to KubeVirt VMs and VMIs, whatever their name. */
-function kubevirtOwnerRefs(claim: IPAMClaim): OwnerReference[] {
-  return (claim.metadata.ownerReferences ?? []).filter(
-    (ref) =>
-      (ref.kind === 'VirtualMachine' || ref.kind === 'VirtualMachineInstance') &&
-      typeof ref.apiVersion === 'string' &&
-      ref.apiVersion.startsWith(`${KUBEVIRT_GROUP}/`),
-  );
 }
 
 function writeRef(claim: IPAMClaim): ClaimWrite | undefined {

@@ -5,6 +5,7 @@ import type { Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { CREATED_BY_LABEL, LAUNCHER_LABEL, LAUNCHER_LABEL_VALUE } from './constants.ts';
 import { podInterfaceName } from './names.ts';
 import { nadKeyOfNetworkName } from './nad-reference.ts';
+import { controllerRef } from './owners.ts';
 
 /** The label selector of the launcher pods KubeVirt made for the VMI of uid `vmiUid`. */
 export function launcherPodSelector(vmiUid: string): string {
@@ -13,7 +14,7 @@ export function launcherPodSelector(vmiUid: string): string {
 
 /** A launcher pod of the VMI `vmiUid` that is alive: controller owner uid, not terminating, not finished. */
 export function isRunningLauncherPod(pod: Pod, vmiUid: string): boolean {
-  const owned = pod.metadata.ownerReferences?.some((r) => r.controller === true && r.kind === 'VirtualMachineInstance' && r.uid === vmiUid);
+  const owned = controllerRef(pod, 'VirtualMachineInstance')?.uid === vmiUid;
   const phase = pod.status?.phase;
   return owned === true && !pod.metadata.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
 }

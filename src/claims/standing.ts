@@ -5,6 +5,7 @@
 // Everything else is a denial the webhook answers with a retriable reason (KubeVirt retries the pod).
 
 import type { IPAMClaim, VirtualMachineInstance } from '../kube/types.ts';
+import { controllerRef } from './owners.ts';
 
 /** The uids a claim of this VMI's pods may be owned by: the VMI itself (standalone) and its controlling VM. */
 export interface ClaimOwnerUids {
@@ -26,7 +27,7 @@ export type ClaimStandingReason =
 export type ClaimStanding = { usable: true } | { usable: false; reason: ClaimStandingReason; message: string };
 
 export function ownerUidsOf(vmi: VirtualMachineInstance): ClaimOwnerUids {
-  const vmRef = vmi.metadata.ownerReferences?.find((ref) => ref.controller === true && ref.kind === 'VirtualMachine');
+  const vmRef = controllerRef(vmi, 'VirtualMachine');
   return {
     name: vmi.metadata.name,
     ...(vmi.metadata.uid ? { vmiUid: vmi.metadata.uid } : {}),

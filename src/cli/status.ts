@@ -8,11 +8,11 @@ import { allocatorServes } from '../allocator/nad.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
-import { nadKeyOfNetworkName } from '../claims/index.ts';
+import { controllerRef, kubevirtOwner, nadKeyOfNetworkName } from '../claims/index.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from '../kube/client.ts';
 import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
 import { resources } from '../kube/resources.ts';
-import type { IPAMClaim, KubeVirtCR, NetworkAttachmentDefinition, OwnerReference, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import type { IPAMClaim, KubeVirtCR, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
 import { trimIPAMClaim, trimKubeVirt, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
 import { describeGate, resolveGate, type GateState } from '../controller/feature-gate.ts';
 import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
@@ -54,17 +54,6 @@ export interface StatusInput {
   claims: readonly IPAMClaim[];
 }
 
-const KUBEVIRT_KINDS = new Set(['VirtualMachine', 'VirtualMachineInstance']);
-
-function ownerRef(claim: IPAMClaim): OwnerReference | undefined {
-  const refs = (claim.metadata.ownerReferences ?? []).filter((r) => KUBEVIRT_KINDS.has(r.kind));
-  return refs.find((r) => r.controller === true) ?? refs[0];
-}
-
-function controllerOf(vmi: VirtualMachineInstance): OwnerReference | undefined {
-  return vmi.metadata.ownerReferences?.find((r) => r.controller === true && r.kind === 'VirtualMachine');
-}
-
 /**
  * The PersistentIPs gate as the controller sees it without a --feature-gates override (which status cannot see):
  * undefined when the KubeVirt CRs could not be read.
@@ -96,7 +85,7 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
     });
   }
   for (const vmi of input.vmis) {
-    if (controllerOf(vmi)) continue;
+    if (controllerRef(vmi, 'VirtualMachine')) continue;
     owners.push({
       namespace: vmi.metadata.namespace ?? '',
       name: vmi.metadata.name,
@@ -153,7 +142,7 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
 
   for (const [key, claim] of claims) {
     if (used.has(key)) continue;
-    const ref = ownerRef(claim);
+    const ref = kubevirtOwner(claim);
     if (filter.vm !== undefined && ref?.name !== filter.vm) continue;
     const row: StatusRow = {
       namespace: claim.metadata.namespace ?? '',
@@ -205,7 +194,7 @@ function describeClaim(row: StatusRow, claim: IPAMClaim, ownerUid: string | unde
     row.condition = { status: cond.status, ...(cond.reason ? { reason: cond.reason } : {}), ...(cond.message ? { message: cond.message } : {}) };
   }
   if (claim.status?.ownerPod?.name) row.ownerPod = claim.status.ownerPod.name;
-  const ref = ownerRef(claim);
+  const ref = kubevirtOwner(claim);
   if (ref) {
     row.owner = `${ref.kind} ${ref.name}`;
     if (ownerUid !== undefined) row.ownerMatches = ref.uid === ownerUid;

@@ -32,7 +32,16 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { claimNameFor, claimNamesOf, claimStanding, nadKeyOfNetworkName, ownerUidsOf, persistentNetworks, type NetworkVerdict } from '../claims/index.ts';
+import {
+  claimNameFor,
+  claimNamesOf,
+  claimStanding,
+  controllerRef,
+  nadKeyOfNetworkName,
+  ownerUidsOf,
+  persistentNetworks,
+  type NetworkVerdict,
+} from '../claims/index.ts';
 import { ifFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { resources } from '../kube/resources.ts';
@@ -141,7 +150,7 @@ export interface DenialTarget {
 }
 
 export function denialTargetOf(vmi: VirtualMachineInstance, namespace: string): DenialTarget | undefined {
-  const vmRef = vmi.metadata.ownerReferences?.find((ref) => ref.controller === true && ref.kind === 'VirtualMachine');
+  const vmRef = controllerRef(vmi, 'VirtualMachine');
   if (vmRef?.uid) return { apiVersion: vmRef.apiVersion || 'kubevirt.io/v1', kind: 'VirtualMachine', namespace, name: vmRef.name, uid: vmRef.uid };
   if (!vmi.metadata.uid) return undefined;
   return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', namespace, name: vmi.metadata.name, uid: vmi.metadata.uid };
@@ -196,10 +205,9 @@ export function reviewResponse(response: AdmissionResponse): AdmissionReview {
  * the VMI's, and pointing it at the VM's claim would give it the VM's address.
  */
 export function vmiOf(pod: Pod): { name: string; uid: string } | undefined {
-  const owner = pod.metadata?.ownerReferences?.find(
-    (ref) => ref.controller === true && ref.kind === 'VirtualMachineInstance' && ref.apiVersion?.startsWith('kubevirt.io/'),
-  );
-  return owner?.name && owner.uid ? { name: owner.name, uid: owner.uid } : undefined;
+  // The API server lets an object have one controller reference at most.
+  const owner = controllerRef(pod, 'VirtualMachineInstance');
+  return owner?.apiVersion?.startsWith('kubevirt.io/') && owner.name && owner.uid ? { name: owner.name, uid: owner.uid } : undefined;
 }
 
 /** Two or more dots: `<vm>.<network>` may then be another VM's name for another network (a dotted-name collision). */
