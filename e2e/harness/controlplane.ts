@@ -318,16 +318,21 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
       ];
       const p = launch('kube-apiserver', bins.kubeApiserver, apiArgs);
       const server = `https://127.0.0.1:${port}`;
-      // The serving certificate is written at start-up, before the port is served.
-      const ca = await poll('kube-apiserver certificate', remaining(), async () => readFileSync(caFile), {
-        abort: diedReason(p),
-        intervalMs: 100,
-      });
-      const http = new KubeHttp({ server, token: secrets.token, ca });
-      await poll('kube-apiserver /readyz', remaining(), async () => ((await http.get('/readyz')).status === 200 ? true : undefined), {
+      // kube-apiserver writes its serving certificate and CA at start-up, before the port is served, but not
+      // atomically: a file read while empty or half-written would fail every later attempt as an untrusted chain
+      // (seen under load). So each attempt reads it again, and a changed file gets a new client.
+      let ca = '';
+      let current: KubeHttp | undefined;
+      const client = (): KubeHttp => {
+        const now = readFileSync(caFile, 'utf8');
+        if (current === undefined || now !== ca) [ca, current] = [now, new KubeHttp({ server, token: secrets.token, ca: now })];
+        return current;
+      };
+      await poll('kube-apiserver /readyz', remaining(), async () => ((await client().get('/readyz')).status === 200 ? true : undefined), {
         abort: diedReason(p),
         intervalMs: 250,
       });
+      const http = client();
       await poll(
         'GET /api/v1/namespaces/default',
         remaining(),
