@@ -3,8 +3,8 @@
 # e2e/harness/source-build.sh (control plane, KubeVirt, OVN-Kubernetes) and scripts/lib/go-tool.sh (helm, promtool,
 # syft). Each build's cache key includes GO_BUILD_FLAGS_KEY, so a change here rebuilds what it affects.
 #
-# No DWARF from the compiler (-dwarf=false): every binary is linked with -s -w, which throws it away, and producing it
-# is about a tenth of a cold compile's CPU (promtool: 229 against 209 CPU-s). The binaries are the same.
+# No DWARF from the compiler (-dwarf=false): every binary is linked with -s -w, which throws it away, so producing it
+# was compile CPU spent for nothing. The binaries are the same.
 #
 # GO_BUILD_SERVER: binaries that run through every test (kube-apiserver, virt-controller, ...), optimised as released.
 # GO_BUILD_TOOL: binaries that run for seconds (a chart lint, a rules check, an SBOM scan, OVN-K's cluster manager
