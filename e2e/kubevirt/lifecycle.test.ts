@@ -737,10 +737,14 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         { timeoutMs: EVENTUALLY_MS },
       );
       assert.deepEqual(adopted.metadata.finalizers, [CLAIM_FINALIZER]);
-      const events = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
-      assert.ok(
-        events.some((e) => e.reason === 'ClaimAdopted' && e.involvedObject?.uid === vmi.metadata.uid),
-        `a ClaimAdopted Event on the VMI: ${events.map((e) => e.reason).join(', ')}`,
+      // The Event is written after the claim's patch: wait for it, as a user reading `kubectl get events` would.
+      await waitFor(
+        'a ClaimAdopted Event on the VMI',
+        async () => {
+          const events = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
+          return events.some((e) => e.reason === 'ClaimAdopted' && e.involvedObject?.uid === vmi.metadata.uid);
+        },
+        { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
       );
       // a migration (a node drain would do the same): its target pod must be admitted, with the claim
       const target = await startMigration(ns, vmi);
