@@ -20,4 +20,4 @@ export { effectiveVmiSpec } from './effective-spec.ts';
 export { nadKeyOfNetworkName, parseNadReference } from './nad-reference.ts';
 export { interfacesOfNetwork, isRunningLauncherPod, launcherPodSelector, type NetworkInterfaces } from './launcher-pods.ts';
 export * from './network-selection.ts';
-export { controllerRef, kubevirtOwner, kubevirtOwnerRefs } from './owners.ts';
+export { controllerRef, isKubevirtRef, kubevirtOwner, kubevirtOwnerRefs } from './owners.ts';

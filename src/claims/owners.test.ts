@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IPAMClaim, OwnerReference } from '../kube/types.ts';
-import { controllerRef, kubevirtOwner, kubevirtOwnerRefs } from './owners.ts';
+import { controllerRef, isKubevirtRef, kubevirtOwner, kubevirtOwnerRefs } from './owners.ts';
 
 const ref = (kind: string, name: string, extra: Partial<OwnerReference> = {}): OwnerReference => ({
   apiVersion: kind === 'ReplicaSet' ? 'apps/v1' : 'kubevirt.io/v1',
@@ -24,6 +24,19 @@ describe('controllerRef', () => {
   ];
   for (const [what, refs, kind, expected] of cases) {
     it(what, () => assert.equal(controllerRef({ metadata: { name: 'x', ownerReferences: refs } }, kind)?.name, expected));
+  }
+});
+
+describe('isKubevirtRef', () => {
+  const cases: [string, string, boolean][] = [
+    ['kubevirt.io/v1', 'kubevirt.io/v1', true],
+    ['any version of the group', 'kubevirt.io/v1alpha3', true],
+    ['a group that only starts like it', 'kubevirt.io.example.com/v1', false],
+    ['a subgroup of it', 'pool.kubevirt.io/v1beta1', false],
+    ['the core group', 'v1', false],
+  ];
+  for (const [what, apiVersion, expected] of cases) {
+    it(what, () => assert.equal(isKubevirtRef(ref('VirtualMachine', 'vm1', { apiVersion })), expected));
   }
 });
 

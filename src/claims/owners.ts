@@ -11,14 +11,14 @@ export function controllerRef(obj: KubeObject, kind: string): OwnerReference | u
 
 const KUBEVIRT_GROUP = resources.virtualMachines.group;
 
+/** A reference into KubeVirt's API group (any version): a `VirtualMachine` of another group is not KubeVirt's. */
+export function isKubevirtRef(ref: OwnerReference): boolean {
+  return typeof ref.apiVersion === 'string' && ref.apiVersion.startsWith(`${KUBEVIRT_GROUP}/`);
+}
+
 /** The claim's owner references to KubeVirt VMs and VMIs (group kubevirt.io), whatever their name. */
 export function kubevirtOwnerRefs(claim: IPAMClaim): OwnerReference[] {
-  return (claim.metadata.ownerReferences ?? []).filter(
-    (ref) =>
-      (ref.kind === 'VirtualMachine' || ref.kind === 'VirtualMachineInstance') &&
-      typeof ref.apiVersion === 'string' &&
-      ref.apiVersion.startsWith(`${KUBEVIRT_GROUP}/`),
-  );
+  return (claim.metadata.ownerReferences ?? []).filter((ref) => (ref.kind === 'VirtualMachine' || ref.kind === 'VirtualMachineInstance') && isKubevirtRef(ref));
 }
 
 /** The claim's KubeVirt owner: the controller reference among them, else the first. */

@@ -3,20 +3,15 @@
 // informers' indexes.
 
 import { VM_LABEL } from '../claims/constants.ts';
-import { parseNadConfig } from '../claims/index.ts';
-import { resources } from '../kube/resources.ts';
+import { kubevirtOwnerRefs, parseNadConfig } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
-
-const ownerKinds = new Set<string>([resources.virtualMachines.kind, resources.virtualMachineInstances.kind]);
 
 /** Claims concern the VM/VMI they are owned by (any incarnation) and the VM their label names. */
 export function keysOfClaim(claim: IPAMClaim): string[] {
   const ns = claim.metadata.namespace;
   const out = new Set<string>();
-  for (const ref of claim.metadata.ownerReferences ?? []) {
-    if (ownerKinds.has(ref.kind) && ref.apiVersion.startsWith('kubevirt.io/')) out.add(keyOf(ns, ref.name));
-  }
+  for (const ref of kubevirtOwnerRefs(claim)) out.add(keyOf(ns, ref.name));
   const vm = claim.metadata.labels?.[VM_LABEL];
   if (vm) out.add(keyOf(ns, vm));
   return [...out];

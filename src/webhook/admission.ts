@@ -37,6 +37,7 @@ import {
   claimNamesOf,
   claimStanding,
   controllerRef,
+  isKubevirtRef,
   nadKeyOfNetworkName,
   ownerUidsOf,
   persistentNetworks,
@@ -44,7 +45,7 @@ import {
 } from '../claims/index.ts';
 import { ifFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { resources } from '../kube/resources.ts';
+import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { WebhookMetrics } from './metrics.ts';
@@ -151,9 +152,16 @@ export interface DenialTarget {
 
 export function denialTargetOf(vmi: VirtualMachineInstance, namespace: string): DenialTarget | undefined {
   const vmRef = controllerRef(vmi, 'VirtualMachine');
-  if (vmRef?.uid) return { apiVersion: vmRef.apiVersion || 'kubevirt.io/v1', kind: 'VirtualMachine', namespace, name: vmRef.name, uid: vmRef.uid };
+  if (vmRef?.uid)
+    return { apiVersion: vmRef.apiVersion || apiVersionOf(resources.virtualMachines), kind: 'VirtualMachine', namespace, name: vmRef.name, uid: vmRef.uid };
   if (!vmi.metadata.uid) return undefined;
-  return { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', namespace, name: vmi.metadata.name, uid: vmi.metadata.uid };
+  return {
+    apiVersion: apiVersionOf(resources.virtualMachineInstances),
+    kind: 'VirtualMachineInstance',
+    namespace,
+    name: vmi.metadata.name,
+    uid: vmi.metadata.uid,
+  };
 }
 
 /** A request that is not an AdmissionReview v1: the server answers HTTP 400. */
@@ -207,7 +215,7 @@ export function reviewResponse(response: AdmissionResponse): AdmissionReview {
 export function vmiOf(pod: Pod): { name: string; uid: string } | undefined {
   // The API server lets an object have one controller reference at most.
   const owner = controllerRef(pod, 'VirtualMachineInstance');
-  return owner?.apiVersion?.startsWith('kubevirt.io/') && owner.name && owner.uid ? { name: owner.name, uid: owner.uid } : undefined;
+  return owner && isKubevirtRef(owner) && owner.name && owner.uid ? { name: owner.name, uid: owner.uid } : undefined;
 }
 
 /** Two or more dots: `<vm>.<network>` may then be another VM's name for another network (a dotted-name collision). */
