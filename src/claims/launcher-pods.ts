@@ -16,7 +16,7 @@ export function launcherPodSelector(vmiUid: string): string {
 export function isRunningLauncherPod(pod: Pod, vmiUid: string): boolean {
   const owned = controllerRef(pod, 'VirtualMachineInstance')?.uid === vmiUid;
   const phase = pod.status?.phase;
-  return owned === true && !pod.metadata.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
+  return owned && !pod.metadata.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
 }
 
 /** The NAD (`namespace/name`) and the pod interface names (hashed, or the ordinal `net<N>`) of a secondary network. */
