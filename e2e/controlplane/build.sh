@@ -102,8 +102,11 @@ log "GOPROXY=$("$GO" env GOPROXY) GOMODCACHE=$("$GO" env GOMODCACHE) GOCACHE=$("
 cd "$HERE"
 DL_LOG=$(mktemp)
 trap 'rm -f "$DL_LOG"' EXIT
-log "downloading modules (go mod download; instant when already cached)"
-if ! with_heartbeat "downloading modules" "$GO" mod download >"$DL_LOG" 2>&1; then
+# Only what the targets need: the module also pins helm (scripts/helm/build.sh), whose modules its own step fetches.
+PKGS=()
+for t in "${TARGETS[@]}"; do PKGS+=("${t#*:}"); done
+log "downloading modules (go list -deps of the targets; instant when already cached)"
+if ! with_heartbeat "downloading modules" "$GO" list -deps "${PKGS[@]}" >"$DL_LOG" 2>&1; then
   cat "$DL_LOG" >&2
   die "could not download the Go modules listed in $HERE/go.mod from the module proxy ($("$GO" env GOPROXY)). Is it reachable? (If only the checksum database $("$GO" env GOSUMDB) fails, go.sum is committed and GOSUMDB=off is safe for this step.)"
 fi

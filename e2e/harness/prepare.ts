@@ -30,6 +30,11 @@ export interface PrepareStep {
    * the running files leave idle (links, downloads, files waiting on watches and grace periods).
    */
   background?: true;
+  /**
+   * The id of a step whose compiled packages this one reuses through the Go build cache: it starts only once that step
+   * is ready, so the two never compile the same packages side by side.
+   */
+  after?: string;
 }
 
 export const PREPARE_STEPS: PrepareStep[] = [
@@ -54,10 +59,11 @@ export const PREPARE_STEPS: PrepareStep[] = [
   {
     id: 'helm',
     usedBy: /\bpreparedTool\('helm'\)/,
-    what: 'helm (from its Go module helm.sh/helm/v3; e2e/install installs the chart with it)',
+    what: "helm (from its Go module helm.sh/helm/v3, through the control plane's module; e2e/install installs the chart with it)",
     script: fileURLToPath(new URL('../../scripts/helm/build.sh', import.meta.url)),
     tool: 'helm',
     background: true,
+    after: 'controlplane',
   },
   {
     id: 'promtool',
@@ -134,14 +140,21 @@ function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: 
   });
 }
 
-export async function prepare(say: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<boolean> {
+export async function prepare(say: (line: string) => void = (l) => process.stdout.write(`${l}\n`), steps: PrepareStep[] = PREPARE_STEPS): Promise<boolean> {
+  const done = new Map(steps.map((step) => [step.id, Promise.withResolvers<boolean>()]));
   const chain = async (steps: PrepareStep[]) => {
+    let ok = true;
     for (const step of steps) {
-      if (!(await runStep(step, say)).ok) return false;
+      if (ok && step.after && !(await done.get(step.after)!.promise)) {
+        say(`prepare: [${step.id}] not built: it reuses what [${step.after}] builds, and that step failed`);
+        ok = false;
+      }
+      ok = ok && (await runStep(step, say)).ok;
+      done.get(step.id)!.resolve(ok);
     }
-    return true;
+    return ok;
   };
-  const results = await Promise.all([chain(PREPARE_STEPS.filter((s) => !s.background)), chain(PREPARE_STEPS.filter((s) => s.background))]);
+  const results = await Promise.all([chain(steps.filter((s) => !s.background)), chain(steps.filter((s) => s.background))]);
   return results.every(Boolean);
 }
 

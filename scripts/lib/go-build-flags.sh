@@ -6,8 +6,9 @@
 # No DWARF from the compiler (-dwarf=false): every binary is linked with -s -w, which throws it away, so producing it
 # was compile CPU spent for nothing. The binaries are the same.
 #
-# GO_BUILD_SERVER: binaries that run through every test (kube-apiserver, virt-controller, ...), optimised as released.
-# GO_BUILD_TOOL: binaries that run for seconds (a chart lint, a rules check, an SBOM scan, OVN-K's cluster manager
+# GO_BUILD_SERVER: binaries that run through every test (kube-apiserver, virt-controller, ...), optimised as released;
+# also helm, built from the control plane's module to reuse its compiled packages, which it can only with these flags.
+# GO_BUILD_TOOL: binaries that run for seconds (a rules check, an SBOM scan, OVN-K's cluster manager
 # allocating a few addresses per test) but link hundreds of packages: their own packages compiled without optimisation
 # or inlining (-N -l), a large part of a cold build's CPU off the tail of a cold `npm test` on 2 cores. The standard
 # library keeps the server flags, so its compiled packages are shared by every build in the Go build cache.

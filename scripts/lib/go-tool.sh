@@ -23,7 +23,9 @@
 #                          the build, for a build-time choice the upstream project makes by regenerating a source file
 #                          (promtool's service-discovery plugins); the build then uses that copy (-mod=vendor)
 #
-# They are built with GO_BUILD_TOOL (scripts/lib/go-build-flags.sh says why).
+# They are built with GO_BUILD_TOOL (scripts/lib/go-build-flags.sh says why), unless the script sets the array
+#   TOOL_BUILD_FLAGS     the go build flags instead: GO_BUILD_SERVER for a tool built from the control plane's module
+#                        (helm), so that it reuses the packages the control plane compiled instead of compiling them again
 # shellcheck source=./go-build-flags.sh
 source "$(dirname "${BASH_SOURCE[0]}")/go-build-flags.sh"
 GO_TOOL_RECIPE=2 # bump when the steps below change, so old caches are not reused (the flags are in the key already)
@@ -64,9 +66,11 @@ go_tool_main() {
     (cd "$src" && "$go" mod vendor && tool_configure) >&2
     modflag=-mod=vendor
   fi
+  local -a flags=("${GO_BUILD_TOOL[@]}")
+  if declare -p TOOL_BUILD_FLAGS >/dev/null 2>&1; then flags=("${TOOL_BUILD_FLAGS[@]}"); fi
   log "modules ready ($(($(date +%s) - t0)) s); building $PACKAGE with $("$go" env GOVERSION) into $out"
   cd "$src"
-  "$go" build "$modflag" "${GO_BUILD_TOOL[@]}" -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
+  "$go" build "$modflag" "${flags[@]}" -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
   mv -f "$bin.tmp" "$bin"
   [ "$src" = "$MOD" ] || rm -rf "$src"
   log "$(tool_describe "$bin") built in $(($(date +%s) - t0)) s"
