@@ -7,12 +7,12 @@
 // Phases:
 //   typecheck, lint, unit, build  the package.json scripts of the same names (test:unit for unit)
 //   binaries                e2e/harness/prepare.ts: builds or finds the binaries the e2e files run (control plane,
-//                           KubeVirt, OVN-K, helm, promtool), outside any test. It starts with typecheck and runs beside
-//                           typecheck, unit and build: a cold build is mostly waiting on one core (downloads, links).
+//                           KubeVirt, OVN-K, helm, promtool), outside any test, one after another in that order. It
+//                           starts with typecheck and runs beside typecheck, unit and build.
 //   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, started
 //                           once the prepare steps it needs are ready (e2e/harness/prepare.ts `usedBy`, read through
 //                           the file's imports), so that the first files run while the last binaries build (10 nice
-//                           levels lower, so that the running files keep the time their deadlines assume); with
+//                           levels lower); with
 //                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
 //                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
 //                           files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run

@@ -34,40 +34,37 @@ describe('preparedTool: the tools a test runs by name', () => {
   }
 });
 
-describe('prepare: a step that reuses what another builds', () => {
+describe('prepare: the steps one after another', () => {
   const dir = mkdtempSync(join(tmpdir(), 'pips-prepare-order-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
   // A build script as prepare runs them: progress on stderr, the result as the last line of stdout.
-  const script = (name: string, body: string) => {
-    const file = join(dir, `${name}.sh`);
-    writeFileSync(file, `echo "${name} working" >&2\n${body}\n`);
-    return file;
+  const step = (id: string, body: string): PrepareStep => {
+    const script = join(dir, `${id}.sh`);
+    writeFileSync(script, `echo "${id} working" >&2\n${body}\n`);
+    return { id, what: `the ${id} build`, script };
   };
-  const run = async (base: string) => {
+  const run = async (first: string) => {
     const lines: string[] = [];
-    const steps: PrepareStep[] = [
-      { id: 'base', what: 'the base build', script: script('base', base) },
-      { id: 'own', what: 'an unrelated background build', script: script('own', 'echo own'), background: true },
-      { id: 'reuser', what: 'a build reusing the base', script: script('reuser', 'echo reuser'), background: true, after: 'base' },
-    ];
-    const ok = await prepare((l) => lines.push(l), steps);
+    const ok = await prepare((l) => lines.push(l), [step('first', first), step('second', 'echo second'), step('third', 'echo third')]);
     return { ok, at: (re: RegExp) => lines.findIndex((l) => re.test(l)), lines };
   };
 
-  it("starts only once that step is ready, while the chain's other steps need not wait", async () => {
-    const r = await run('sleep 0.5; echo base');
+  it('starts each step once the one before it is ready, in their order', async () => {
+    const r = await run('sleep 0.5; echo first');
     assert.equal(r.ok, true);
-    const baseReady = r.at(/^prepare: \[base\] ready/);
-    assert.ok(baseReady >= 0 && r.at(/^prepare: \[own\] ready/) < baseReady, r.lines.join('\n'));
-    assert.ok(r.at(/^prepare: a build reusing the base$/) > baseReady, r.lines.join('\n'));
-    assert.ok(r.at(/^prepare: \[reuser\] ready/) > baseReady);
+    const order = [/^prepare: \[first\] ready/, /^prepare: the second build$/, /^prepare: \[second\] ready/, /^prepare: the third build$/];
+    const at = order.map((re) => r.at(re));
+    assert.ok(
+      at.every((i, k) => i >= 0 && (k === 0 || i > at[k - 1]!)),
+      r.lines.join('\n'),
+    );
   });
 
-  it('is not built when that step fails, and says why', async () => {
+  it('stops at a step that fails, and names the steps it did not build', async () => {
     const r = await run('exit 1');
     assert.equal(r.ok, false);
-    assert.ok(r.at(/^prepare: \[base\] FAILED/) >= 0);
-    assert.equal(r.at(/^prepare: a build reusing the base$/), -1, 'its script never ran');
-    assert.ok(r.at(/^prepare: \[reuser\] not built: it reuses what \[base\] builds, and that step failed$/) >= 0, r.lines.join('\n'));
+    assert.ok(r.at(/^prepare: \[first\] FAILED/) >= 0, r.lines.join('\n'));
+    assert.equal(r.at(/^prepare: the second build$/), -1, 'the next script never ran');
+    assert.ok(r.at(/^prepare: not built, after \[first\] failed: \[second\] \[third\]$/) >= 0, r.lines.join('\n'));
   });
 });

@@ -24,17 +24,6 @@ export interface PrepareStep {
   script: string;
   /** The one binary the step builds, for the tools a test runs by name (preparedTool); with `--check`, the script prints its path when built and exits 3 when not. */
   tool?: 'helm' | 'promtool';
-  /**
-   * Built beside the other steps, one after another, at a lower CPU priority. For steps that one or two e2e files
-   * need, while nearly every file waits for the others: on two cores they then take the CPU that the other builds and
-   * the running files leave idle (links, downloads, files waiting on watches and grace periods).
-   */
-  background?: true;
-  /**
-   * The id of a step whose compiled packages this one reuses through the Go build cache: it starts only once that step
-   * is ready, so the two never compile the same packages side by side.
-   */
-  after?: string;
 }
 
 export const PREPARE_STEPS: PrepareStep[] = [
@@ -54,7 +43,6 @@ export const PREPARE_STEPS: PrepareStep[] = [
     usedBy: /\bovnKubernetes: true\b/,
     what: "OVN-Kubernetes v1.3.0: ovnkube, run as the cluster manager (the IPAM of OVN-K networks) in e2e/kubevirt (from the source tarball's vendor/)",
     script: fileURLToPath(new URL('../ovn-kubernetes/build.sh', import.meta.url)),
-    background: true,
   },
   {
     id: 'helm',
@@ -62,8 +50,6 @@ export const PREPARE_STEPS: PrepareStep[] = [
     what: "helm (from its Go module helm.sh/helm/v3, through the control plane's module; e2e/install installs the chart with it)",
     script: fileURLToPath(new URL('../../scripts/helm/build.sh', import.meta.url)),
     tool: 'helm',
-    background: true,
-    after: 'controlplane',
   },
   {
     id: 'promtool',
@@ -71,7 +57,6 @@ export const PREPARE_STEPS: PrepareStep[] = [
     what: 'promtool (from its Go module github.com/prometheus/prometheus; e2e/operability checks the alert rules with it)',
     script: fileURLToPath(new URL('../promtool/build.sh', import.meta.url)),
     tool: 'promtool',
-    background: true,
   },
 ];
 
@@ -110,8 +95,7 @@ function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: 
   const secs = () => ((Date.now() - t0) / 1000).toFixed(0);
   say(`prepare: ${step.what}`);
   return new Promise((resolve) => {
-    const [command, ...args] = step.background ? ['nice', '-n', '10', 'bash', step.script] : ['bash', step.script];
-    const child = spawn(command!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [step.script], { stdio: ['ignore', 'pipe', 'pipe'] });
     let last = Date.now();
     let output = '';
     const heartbeat = setInterval(() => {
@@ -140,22 +124,21 @@ function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: 
   });
 }
 
+/**
+ * Runs the steps one after another, in their order, and stops at the first that fails. One at a time, not side by
+ * side: each build is a `go build` that keeps both cores busy on its own, and a step built beside the one nearly every
+ * file waits for only delays it. Measured in a cold `npm test` on 2 cores (2026-11-27): while ovnkube built beside
+ * them, KubeVirt's print-crds took 288 s, and virt-controller, after ovnkube was done, 61 s. The steps that one or two
+ * files need come last; those files wait for them while the others run, and the builds take the CPU they leave.
+ */
 export async function prepare(say: (line: string) => void = (l) => process.stdout.write(`${l}\n`), steps: PrepareStep[] = PREPARE_STEPS): Promise<boolean> {
-  const done = new Map(steps.map((step) => [step.id, Promise.withResolvers<boolean>()]));
-  const chain = async (steps: PrepareStep[]) => {
-    let ok = true;
-    for (const step of steps) {
-      if (ok && step.after && !(await done.get(step.after)!.promise)) {
-        say(`prepare: [${step.id}] not built: it reuses what [${step.after}] builds, and that step failed`);
-        ok = false;
-      }
-      ok = ok && (await runStep(step, say)).ok;
-      done.get(step.id)!.resolve(ok);
-    }
-    return ok;
-  };
-  const results = await Promise.all([chain(steps.filter((s) => !s.background)), chain(steps.filter((s) => s.background))]);
-  return results.every(Boolean);
+  for (const [i, step] of steps.entries()) {
+    if ((await runStep(step, say)).ok) continue;
+    const rest = steps.slice(i + 1).map((s) => s.id);
+    if (rest.length > 0) say(`prepare: not built, after [${step.id}] failed: ${rest.map((id) => `[${id}]`).join(' ')}`);
+    return false;
+  }
+  return true;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
