@@ -12,10 +12,9 @@
 //   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, started
 //                           once the prepare steps it needs are ready (e2e/harness/prepare.ts `usedBy`, read through
 //                           the file's imports), so that the first files run while the last binaries build (10 nice
-//                           levels lower); with
-//                           a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) is
-//                           stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for all files, the
-//                           files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run
+//                           levels lower); with a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S
+//                           (default 600) is stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for
+//                           all files, the files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run
 //                           side by side, each output printed whole when it ends. Processes a file started are killed by the
 //                           harness's reaper when the file's process ends, however it ends.
 import { spawn, type ChildProcess } from 'node:child_process';

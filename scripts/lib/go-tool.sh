@@ -2,8 +2,8 @@
 # Builds an unmodified upstream Go command from a wrapper Go module whose go.mod pins its version, once, into a cache
 # outside the work tree:
 #   ${PERSISTENT_IPS_CACHE:-$HOME/.cache/persistent-ips}/<TOOL>/<key>/bin/<TOOL>
-# <key> is the sha256 of the module's go.mod + go.sum + GO_TOOL_RECIPE (+ the tool's tool_configure, below). When the
-# binary is there nothing is built.
+# <key> is the sha256 of the module's go.mod + go.sum + GO_TOOL_RECIPE (+ the tool's tool_configure and
+# TOOL_BUILD_FLAGS, below). When the binary is there nothing is built.
 # Progress goes to stderr; the last line on stdout is the binary's path. With `--check`: print the path and exit 0 when it is built,
 # exit 3 (no build) when not.
 #
@@ -33,7 +33,12 @@ GO_TOOL_RECIPE=2 # bump when the steps below change, so old caches are not reuse
 go_tool_main() {
   local cache key out bin
   cache="${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}"
-  key="$({ cat "$MOD/go.mod" "$MOD/go.sum"; echo "recipe=$GO_TOOL_RECIPE $GO_BUILD_FLAGS_KEY"; declare -f tool_configure || true; } | sha256sum | cut -d' ' -f1)"
+  key="$({
+    cat "$MOD/go.mod" "$MOD/go.sum"
+    echo "recipe=$GO_TOOL_RECIPE $GO_BUILD_FLAGS_KEY"
+    declare -f tool_configure || true
+    if declare -p TOOL_BUILD_FLAGS >/dev/null 2>&1; then echo "flags=${TOOL_BUILD_FLAGS[*]}"; fi
+  } | sha256sum | cut -d' ' -f1)"
   out="$cache/$TOOL/$key"
   bin="$out/bin/$TOOL"
   log() { printf '[%s-build] %s\n' "$TOOL" "$*" >&2; }
