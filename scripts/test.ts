@@ -145,7 +145,11 @@ function e2eFiles(): string[] {
   // The harness's own tests first: when the control plane cannot start, that file says so most plainly. Then the
   // longest files, longest first, so that the lanes end together instead of one running a long file alone at the end
   // (in a cold run the lane order matters among the files virt-controller releases at once); the rest by name.
-  const rank = (f: string) => (f.startsWith('e2e/harness/') ? -1 : LONGEST_FIRST.includes(f) ? LONGEST_FIRST.indexOf(f) : LONGEST_FIRST.length);
+  const rank = (f: string) => {
+    if (f.startsWith('e2e/harness/')) return -1;
+    const i = LONGEST_FIRST.indexOf(f);
+    return i < 0 ? LONGEST_FIRST.length : i;
+  };
   const ordered = [...all].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
   if (filters.length === 0) return ordered;
   const abs = filters.map((f) => relative(ROOT, resolve(f)));

@@ -33,11 +33,17 @@ GO_TOOL_RECIPE=2 # bump when the steps below change, so old caches are not reuse
 go_tool_main() {
   local cache key out bin
   cache="${PERSISTENT_IPS_CACHE:-${HOME:-/root}/.cache/persistent-ips}"
+  local -a flags=("${GO_BUILD_TOOL[@]}")
+  local own_flags=""
+  if declare -p TOOL_BUILD_FLAGS >/dev/null 2>&1; then
+    flags=("${TOOL_BUILD_FLAGS[@]}")
+    own_flags="flags=${flags[*]}"$'\n'
+  fi
   key="$({
     cat "$MOD/go.mod" "$MOD/go.sum"
     echo "recipe=$GO_TOOL_RECIPE $GO_BUILD_FLAGS_KEY"
     declare -f tool_configure || true
-    if declare -p TOOL_BUILD_FLAGS >/dev/null 2>&1; then echo "flags=${TOOL_BUILD_FLAGS[*]}"; fi
+    printf '%s' "$own_flags"
   } | sha256sum | cut -d' ' -f1)"
   out="$cache/$TOOL/$key"
   bin="$out/bin/$TOOL"
@@ -71,8 +77,6 @@ go_tool_main() {
     (cd "$src" && "$go" mod vendor && tool_configure) >&2
     modflag=-mod=vendor
   fi
-  local -a flags=("${GO_BUILD_TOOL[@]}")
-  if declare -p TOOL_BUILD_FLAGS >/dev/null 2>&1; then flags=("${TOOL_BUILD_FLAGS[@]}"); fi
   log "modules ready ($(($(date +%s) - t0)) s); building $PACKAGE with $("$go" env GOVERSION) into $out"
   cd "$src"
   "$go" build "$modflag" "${flags[@]}" -ldflags "-s -w $(tool_ldflags "$version")" -o "$bin.tmp" "$PACKAGE"
