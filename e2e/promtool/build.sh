@@ -8,7 +8,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../../scripts/lib/go-tool.sh
 source "$here/../../scripts/lib/go-tool.sh"
-TOOL=promtool MOD="$here" MODULE=github.com/prometheus/prometheus PACKAGE=github.com/prometheus/prometheus/cmd/promtool TOOLCHAIN=local
+TOOL=promtool MOD="$here" MODULE=github.com/prometheus/prometheus PACKAGE=github.com/prometheus/prometheus/cmd/promtool TOOLCHAIN=auto
 # Prometheus 3.x is published as module version v0.3MM.P: v0.308.1 is Prometheus 3.8.1.
 tool_ldflags() {
   [[ $1 =~ ^v0\.([0-9])([0-9]{2})\.([0-9]+)$ ]] || { echo "cannot read the Prometheus version from $1" >&2; exit 1; }
