@@ -31,9 +31,12 @@
 //   (phase Succeeded); migrations: the target side reports its domain (targetNodeAddress, targetNodeDomainDetected,
 //   targetNodeDomainReadyTimestamp) and the source side migrates once virt-controller has set the target up
 //   (startTimestamp, then completed, nodeName → target node).
+// Like those components, it is driven by watches (launcher pods, VMIs, claims): a pass runs when one changes, and at
+// least every idleMs for what no watch reports.
 // Not done: anything a real node does beyond these objects (no containers, no guest, no CNI configuration).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../harness/index.ts';
+import type { WatchHandle } from '../harness/kubehttp.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { Api, paths } from '../suite/kube.ts';
 
@@ -146,10 +149,26 @@ function macFor(seed: string): string {
   return b.map((x) => x.toString(16).padStart(2, '0')).join(':');
 }
 
+/**
+ * What a pass reacts to, watched as the kubelet and virt-handler watch their objects: a pass runs when one of them
+ * changes, not on a timer, so an idle world costs the API server no LISTs.
+ */
+const WATCHED = [
+  '/api/v1/pods?watch=true&labelSelector=kubevirt.io%3Dvirt-launcher',
+  '/apis/kubevirt.io/v1/virtualmachineinstances?watch=true',
+  '/apis/k8s.cni.cncf.io/v1alpha1/ipamclaims?watch=true',
+];
+
 export interface NodeStandInOptions {
   /** Log lines (what it did), for the kept work dir. */
   log?: (line: string) => void;
+  /** The least time between two passes: the changes of a burst are handled together. */
   intervalMs?: number;
+  /**
+   * The most time between two passes, changes or not: for what no watch reports (a NAD or a namespace label a pod
+   * waits for, the nodes' heartbeat, a failed pass, a watch being reopened).
+   */
+  idleMs?: number;
   /**
    * Who hands out secondary-network addresses: OVN-Kubernetes' cluster manager (read from the pod's
    * `k8s.ovn.org/pod-networks`), this stand-in (written to the claims), or the pod's element itself (`element`: the
@@ -168,6 +187,12 @@ export class NodeStandIn {
   readonly #api: Api;
   readonly #log: (line: string) => void;
   readonly #intervalMs: number;
+  readonly #idleMs: number;
+  /** A watched object changed since the current pass began: the next pass starts without waiting for idleMs. */
+  #changed = true;
+  #wake: (() => void) | undefined;
+  readonly #watches = new Set<WatchHandle>();
+  #watchLoops: Promise<void>[] = [];
   readonly #ipam: 'ovn-kubernetes' | 'standin' | 'element';
   /** Pods already logged as waiting for OVN-K's addresses (one line per pod, not one per pass). */
   readonly #waitingLogged = new Set<string>();
@@ -181,7 +206,8 @@ export class NodeStandIn {
   constructor(cluster: Cluster, opts: NodeStandInOptions = {}) {
     this.#api = new Api(cluster.http);
     this.#log = opts.log ?? (() => {});
-    this.#intervalMs = opts.intervalMs ?? 200;
+    this.#intervalMs = opts.intervalMs ?? 100;
+    this.#idleMs = opts.idleMs ?? 2000;
     this.#ipam = opts.ipam ?? 'standin';
   }
 
@@ -195,24 +221,61 @@ export class NodeStandIn {
       });
     }
     await this.#heartbeat();
+    this.#watchLoops = WATCHED.map((path) => this.#watch(path));
     this.#loop = this.#run();
   }
 
   async stop(): Promise<void> {
     this.#running = false;
+    for (const w of this.#watches) w.stop();
+    this.#wake?.();
     await this.#loop;
+    await Promise.all(this.#watchLoops);
+  }
+
+  readonly #changedNow = (): void => {
+    this.#changed = true;
+    this.#wake?.();
+  };
+
+  /** Keeps a watch on `path` open while running; every event, and every reopening, asks for a pass. */
+  async #watch(path: string): Promise<void> {
+    while (this.#running) {
+      try {
+        const w = await this.#api.http.watch(path, this.#changedNow);
+        this.#watches.add(w);
+        if (!this.#running) w.stop();
+        await w.done;
+        this.#watches.delete(w);
+      } catch (err) {
+        this.#log(`watch ${path} failed (passes still run every ${this.#idleMs} ms): ${String(err)}`);
+      }
+      this.#changedNow();
+      if (this.#running) await sleep(this.#idleMs);
+    }
   }
 
   async #run(): Promise<void> {
     while (this.#running) {
+      this.#changed = false;
       try {
         await this.pass();
         this.lastError = undefined;
       } catch (err) {
         this.lastError = String(err);
         this.#log(`pass failed (retrying): ${String(err)}`);
+        this.#changed = true;
       }
       await sleep(this.#intervalMs);
+      if (this.#changed || !this.#running) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.#idleMs - this.#intervalMs);
+        this.#wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#wake = undefined;
     }
   }
 
