@@ -37,14 +37,31 @@ export const EXPORTER_IMAGE = `quay.io/kubevirt/virt-exportserver:${KUBEVIRT_VER
  * IPAMClaim CRD is what OVN-Kubernetes ships; no real Multus here) and KubeVirt's own CRDs, all installed before the
  * controller manager starts so that its garbage collector knows them from the first discovery.
  */
-export function crdDirWithRealKubeVirt(bins: KubeVirtBinaries, dir: string): string {
+export function crdDirWithRealKubeVirt(bins: KubeVirtBinaries, dir: string, kubevirtCrds: 'all' | 'controller' = 'all'): string {
   const out = join(dir, 'crds');
   mkdirSync(out, { recursive: true });
   // The shipped IPAMClaim CRD, and the NAD stand-in of the test CRDs (e2e/crds).
   copyFileSync(IPAMCLAIM_CRD, join(out, 'ipamclaims.k8s.cni.cncf.io.yaml'));
   copyFileSync(join(CRDS_DIR, 'network-attachment-definitions.k8s.cni.cncf.io.yaml'), join(out, 'network-attachment-definitions.k8s.cni.cncf.io.yaml'));
-  copyFileSync(bins.crdsYaml, join(out, 'kubevirt-crds.yaml'));
+  if (kubevirtCrds === 'all') copyFileSync(bins.crdsYaml, join(out, 'kubevirt-crds.yaml'));
+  else writeFileSync(join(out, 'kubevirt-crds.yaml'), kubevirtCrdDocuments(readFileSync(bins.crdsYaml, 'utf8'), CONTROLLER_KUBEVIRT_CRDS));
   return out;
+}
+
+/**
+ * The KubeVirt CRDs the controller under test and the stand-ins read (the KubeVirt CR's gate, VMs, VMIs). A world
+ * without virt-controller installs only these: each CRD costs the API server CPU at every start (its storage,
+ * validation and OpenAPI), and virt-controller, which needs all of them, never runs there.
+ */
+export const CONTROLLER_KUBEVIRT_CRDS = ['kubevirts.kubevirt.io', 'virtualmachines.kubevirt.io', 'virtualmachineinstances.kubevirt.io'] as const;
+
+/** The documents of a multi-document CRD YAML (as print-crds writes it) whose metadata.name is in `names`, unchanged. */
+export function kubevirtCrdDocuments(yaml: string, names: readonly string[]): string {
+  const nameOf = (doc: string): string | undefined => /^metadata:\n(?: {2}.*\n)*? {2}name: (\S+)$/m.exec(doc)?.[1];
+  const kept = yaml.split(/^---$/m).filter((d) => names.includes(nameOf(d) ?? ''));
+  const missing = names.filter((n) => !kept.some((d) => nameOf(d) === n));
+  if (missing.length > 0) throw new Error(`KubeVirt's CRDs (print-crds) have no ${missing.join(', ')}`);
+  return kept.map((d) => `---${d}`).join('');
 }
 
 export interface KubeVirtCROptions {

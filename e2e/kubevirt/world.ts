@@ -57,6 +57,11 @@ export interface WorldOptions {
   /** Start virt-controller in setUp (default true); false: KubeVirt stays silent until startVirtController. */
   virtController?: boolean;
   /**
+   * KubeVirt's CRDs to install: all of them (default), or only those the controller and the stand-ins read
+   * (CONTROLLER_KUBEVIRT_CRDS), for a world where virt-controller never runs (startVirtController then refuses).
+   */
+  kubevirtCrds?: 'all' | 'controller';
+  /**
    * Without OVN-K, who gives pods their secondary addresses: the node stand-in as the IPAM plugin, writing the claims
    * (`standin`, default), or the CNI taking what the pod's element asks for (`element`: static IPAM, the built-in
    * allocator's networks, where the controller under test fills the claims).
@@ -99,7 +104,7 @@ export class World {
     this.dir = this.#opts.dir ?? mkdtempSync(join(tmpdir(), 'persistent-ips-e2e-kubevirt-'));
     this.cp = await startControlPlane({
       dir: join(this.dir, 'controlplane'),
-      crdDirs: [crdDirWithRealKubeVirt(bins, this.dir)],
+      crdDirs: [crdDirWithRealKubeVirt(bins, this.dir, this.#opts.kubevirtCrds)],
       ...(this.#opts.onLog ? { onLog: this.#opts.onLog } : {}),
       ...(this.#opts.handleSignals !== undefined ? { handleSignals: this.#opts.handleSignals } : {}),
     });
@@ -148,6 +153,10 @@ export class World {
   /** Starts virt-controller (again) and waits until it leads; each start logs to a directory of its own. */
   async startVirtController(): Promise<void> {
     if (!this.#bins) throw new Error('World.startVirtController before setUp');
+    if (this.#opts.kubevirtCrds === 'controller')
+      throw new Error(
+        "World.startVirtController: this world installed only the controller's KubeVirt CRDs (kubevirtCrds: 'controller'), virt-controller needs all of them",
+      );
     const n = this.#virtControllerStarts++;
     this.virtController = await startVirtController(this.cp, this.#bins, join(this.dir, n === 0 ? 'kubevirt' : `kubevirt-start-${n + 1}`));
   }

@@ -75,10 +75,11 @@ export class World {
   readonly #controllers: ControllerProcess[] = [];
 
   /**
-   * Starts this file's world: control plane, KubeVirt's CRDs and CR (gate on), the node and virt-api stand-ins,
-   * virt-controller when `virtController` (default false: files that drive no VM leave KubeVirt silent), and the
-   * controller namespace (labelled as in manifests/default, so the webhook skips it; unless `controllerNamespace:
-   * false`). The webhook configuration is the file's to install.
+   * Starts this file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller
+   * does not run) and CR (gate on), the node and virt-api stand-ins, virt-controller when `virtController` (default
+   * false: files that drive no VM leave KubeVirt silent), and the controller namespace (labelled as in
+   * manifests/default, so the webhook skips it; unless `controllerNamespace: false`). The webhook configuration is
+   * the file's to install.
    */
   async setUp(label: string, opts: { controllerNamespace?: boolean; virtController?: boolean } = {}): Promise<void> {
     this.#kubevirt = new KubeVirtWorld({
@@ -86,6 +87,7 @@ export class World {
       controller: false,
       webhook: false,
       virtController: opts.virtController ?? false,
+      kubevirtCrds: opts.virtController === true ? 'all' : 'controller',
       onLog: (l) => console.log(`[operability:${label}] ${l}`),
     });
     await this.#kubevirt.setUp();
