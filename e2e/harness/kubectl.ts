@@ -30,7 +30,11 @@ export async function runKubectl(args: string[], opts: KubectlOptions): Promise<
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  child.stdin.end(opts.input ?? '');
+  // kubectl may exit without reading its stdin (a command that takes no input, refused at once): writing to it then
+  // fails with EPIPE, which is not the command's outcome; its exit status and stderr are (seen once under a cold run's
+  // load, as an uncaught error that failed the test).
+  child.stdin.on('error', () => undefined);
+  child.stdin.end(opts.input);
   const code = await new Promise<number>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (c) => resolve(c ?? -1));
