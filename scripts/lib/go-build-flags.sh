@@ -14,9 +14,9 @@
 # library keeps the server flags, so its compiled packages are shared by every build in the Go build cache.
 #
 # Every compile starts with a 1 GiB heap before its first garbage collection (-d=gcstart=1024; the compiler's own
-# default is 128 MiB): Kubernetes' large generated packages otherwise collect many times on the way up. Measured on
-# 2026-11-27, empty build cache, k8s.io/api, apimachinery and client-go's typed clients, alternated: 204.0 and 205.0
-# CPU-s against 238.5 and 232.8 (-13 %), peak RSS of one compile 0.66 against 0.40 GB.
+# default is 128 MiB): Kubernetes' large generated packages otherwise collect many times on the way up, for compile
+# CPU that a cold run on two cores waits for (docs/testing.md has the measurement). Setting GOGC or GOMEMLIMIT instead
+# would turn the compiler's own starting heap off.
 GO_BUILD_SERVER=(-trimpath -buildvcs=false '-gcflags=all=-dwarf=false -d=gcstart=1024')
 GO_BUILD_TOOL=(-trimpath -buildvcs=false '-gcflags=all=-N -l -dwarf=false -d=gcstart=1024' '-gcflags=std=-dwarf=false -d=gcstart=1024')
 GO_BUILD_FLAGS_KEY="server=${GO_BUILD_SERVER[*]} tool=${GO_BUILD_TOOL[*]}"
