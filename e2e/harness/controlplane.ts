@@ -46,7 +46,7 @@ export interface Cluster {
   kubeconfigPath: string;
   /** e.g. https://127.0.0.1:PORT */
   server: string;
-  /** gitVersion from /version, e.g. v1.34.4. */
+  /** gitVersion from /version, e.g. v1.34.2. */
   version: string;
   /** An HTTPS client authenticated as the kubeconfig's user. */
   http: KubeHttp;

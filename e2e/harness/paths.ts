@@ -11,7 +11,7 @@ export const IPAMCLAIM_CRD = fileURLToPath(new URL('../../manifests/ipamclaim-cr
 export const CLI_SCRIPT = fileURLToPath(new URL('./cli.ts', import.meta.url));
 
 export interface PinnedVersions {
-  /** e.g. `v1.34.4`: what `/version` reports as gitVersion. */
+  /** e.g. `v1.34.2`: what `/version` reports as gitVersion. */
   kubernetes: string;
   /** e.g. `v3.6.4`. */
   etcd: string;

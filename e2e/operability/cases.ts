@@ -1,6 +1,6 @@
 // Named cases with their wall time, and the summary lines every operability file prints at its end (see
 // summaryAtEnd): the last file of a run prints the run's total,
-//   e2e operability: N cases against Kubernetes v1.34.4 (P passed, F failed; <areas>)
+//   e2e operability: N cases against Kubernetes v1.34.2 (P passed, F failed; <areas>)
 import { appendFileSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -85,7 +85,7 @@ function addToRun(t: Tally): { ran: number; passed: number; failed: number; area
 /**
  * Registers the file's summary (a root-level after hook: printed once every case has run): this file's counts, then
  * the line for every operability file of this run so far, which after the last file is the total:
- *   e2e operability: N cases against Kubernetes v1.34.4 (P passed, F failed; areas ...)
+ *   e2e operability: N cases against Kubernetes v1.34.2 (P passed, F failed; areas ...)
  */
 export function summaryAtEnd(world: World, t: Tally): void {
   after((ctx) => {
