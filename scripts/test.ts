@@ -14,8 +14,8 @@
 //                           the file's imports), so that the first files run while the last binaries build (10 nice
 //                           levels lower); with a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S
 //                           (default 600) is stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for
-//                           all files, the files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 2) files run
-//                           side by side, each output printed whole when it ends. Processes a file started are killed by the
+//                           all files, the files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 3) files run
+//                           side by side, one fewer while binaries still build; each output printed whole when it ends. Processes a file started are killed by the
 //                           harness's reaper when the file's process ends, however it ends.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { globSync, statSync } from 'node:fs';
@@ -29,8 +29,13 @@ type Phase = (typeof PHASES)[number];
 
 const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 600);
 const TOTAL_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_TIMEOUT_S'] ?? 3000);
-/** e2e files run side by side (each in its own process group, on its own control plane and ports). */
-const JOBS = Number(process.env['PERSISTENT_IPS_E2E_JOBS'] ?? 2);
+/**
+ * e2e files run side by side (each in its own process group, on its own control plane and ports). While binaries
+ * still build, one fewer: each `go build` keeps both cores busy, and the files wait on it anyway. Once the builds are
+ * done, the files alone leave the cores idle for a third of the time (waits for grace periods, watches, quiet windows),
+ * which the last lane fills.
+ */
+const JOBS = Number(process.env['PERSISTENT_IPS_E2E_JOBS'] ?? 3);
 const QUIET_HEARTBEAT_MS = 30_000;
 const KILL_GRACE_MS = 15_000;
 
@@ -251,7 +256,13 @@ async function e2ePhase(prepared: Prepared | undefined): Promise<boolean> {
       if (!res.ok) allOk = false;
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(JOBS, files.length)) }, lane));
+  const lanes = Math.max(1, Math.min(JOBS, files.length));
+  const whileBuilding = Math.max(1, lanes - 1);
+  const afterBuild = async (): Promise<void> => {
+    while (prepared !== undefined && !prepared.finished) await prepared.changed;
+    if (prepared?.failed === undefined) await lane();
+  };
+  await Promise.all([...Array.from({ length: whileBuilding }, lane), ...Array.from({ length: lanes - whileBuilding }, afterBuild)]);
   fileLines.push(...lines);
   return allOk;
 }
