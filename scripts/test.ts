@@ -14,9 +14,10 @@
 //                           the file's imports), so that the first files run while the last binaries build (10 nice
 //                           levels lower); with a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S
 //                           (default 600) is stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for
-//                           all files, the files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 3) files run
-//                           side by side, one fewer while binaries still build; each output printed whole when it ends. Processes a file started are killed by the
-//                           harness's reaper when the file's process ends, however it ends.
+//                           all files, the files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 3)
+//                           files run side by side, one fewer while binaries still build; each output printed whole
+//                           when it ends. Processes a file started are killed by the harness's reaper when the file's
+//                           process ends, however it ends.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { globSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -31,11 +32,14 @@ const FILE_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] ?? 
 const TOTAL_LIMIT_S = Number(process.env['PERSISTENT_IPS_E2E_TIMEOUT_S'] ?? 3000);
 /**
  * e2e files run side by side (each in its own process group, on its own control plane and ports). While binaries
- * still build, one fewer: each `go build` keeps both cores busy, and the files wait on it anyway. Once the builds are
- * done, the files alone leave the cores idle for a third of the time (waits for grace periods, watches, quiet windows),
- * which the last lane fills.
+ * still build, one fewer: each `go build` keeps both cores busy on its own. Once the builds are done, the files alone
+ * leave the cores idle while they wait (grace periods, watches, quiet windows), and the last lane fills that.
  */
 const JOBS = Number(process.env['PERSISTENT_IPS_E2E_JOBS'] ?? 3);
+if (!Number.isInteger(JOBS) || JOBS < 1) {
+  process.stderr.write(`test: PERSISTENT_IPS_E2E_JOBS must be a whole number of at least 1, not ${JSON.stringify(process.env['PERSISTENT_IPS_E2E_JOBS'])}\n`);
+  process.exit(2);
+}
 const QUIET_HEARTBEAT_MS = 30_000;
 const KILL_GRACE_MS = 15_000;
 
