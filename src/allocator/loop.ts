@@ -532,7 +532,6 @@ export function createAllocator(options: AllocatorOptions): Allocator {
         const nad = await ifFound(client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
         return nad === undefined ? undefined : trimNetworkAttachmentDefinition(nad);
       },
-      claims,
       fetchClaim: (namespace, name, signal) => ifFound(client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal })),
     }),
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { persistentNetworks, swapClaimName, withClaimNames } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
-import { ClaimLookupError, addressesOf, createPodAddressLookup } from './pod-addresses.ts';
+import { ClaimLookupError, addressesOf, createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { NS, allocatorNad, claim, nad } from '../../test/allocator-world.ts';
 
 const vmi: VirtualMachineInstance = {
@@ -62,7 +63,7 @@ describe('addressesOf: what a claim means for the launcher pod', () => {
     );
     assert.match(
       deny(claim('vm1', 'blue', 'blue', { ips: ['10.0.0.5/24'], ownerUid: 'an-older-vm1' })),
-      /belongs to VirtualMachine vm1 \(uid an-older-vm1\), not to this VM/,
+      /belongs to VirtualMachine vm1 \(uid an-older-vm1\), not to vm1 \(uid uid-vm-vm1\).*\(network "blue"\)/,
     );
   });
   it("a claim that keeps an address the pool no longer covers: the pod still gets the claim's address", () => {
@@ -76,21 +77,62 @@ describe('createPodAddressLookup', () => {
     [`${NS}/nad-blue`, allocatorNad('nad-blue', 'blue', '10.0.0.0/24')],
     [`${NS}/nad-plain`, nad('nad-plain', 'plain', { 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' })],
   ]);
+  /** The lookup as the webhook calls it: the verdicts named among the claims it resolved for the pod. */
+  const run = (lookup: PodAddressLookup, resolved: IPAMClaim[], given: ReadonlyMap<string, NetworkAttachmentDefinition> = nads) => {
+    const claims = new Map(resolved.map((c) => [c.metadata.name, c]));
+    const verdicts = withClaimNames('vm1', persistentNetworks({ namespace: NS, name: 'vm1' }, vmi.spec, given), (n) => claims.get(n));
+    return lookup(NS, vmi, given, verdicts, claims, new AbortController().signal);
+  };
 
-  it('only allocator networks; the cache first, the API when the cache shows no address', async () => {
+  it('only allocator networks; a claim shown without addresses is read again from the API', async () => {
     const fetched: string[] = [];
-    const cached = claim('vm1', 'blue', 'blue');
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
-      claims: { get: (_ns, name) => (name === 'vm1.blue' ? cached : undefined) },
       fetchClaim: async (ns, name) => {
         fetched.push(`${ns}/${name}`);
         return claim('vm1', 'blue', 'blue', { ips: ['10.0.0.1/24'] });
       },
     });
-    const out = await lookup(NS, vmi, nads, new AbortController().signal);
+    const out = await run(lookup, [claim('vm1', 'blue', 'blue'), claim('vm1', 'plain', 'plain')]);
     assert.deepEqual([...out], [['blue', { ips: ['10.0.0.1/24'] }]]);
     assert.deepEqual(fetched, [`${NS}/vm1.blue`]);
+  });
+
+  it('the addresses come from the claim the reference names, never from another claim of the same network', async () => {
+    // A NAD swapped on a running VM: the old claim (another NAD network, still used by the old pod) keeps its
+    // address; the new pod is pointed at the swap claim, so its `ips` must be the swap claim's.
+    const old = claim('vm1', 'blue', 'blue-before', { ips: ['10.0.0.7/24'] });
+    const swapped = {
+      ...claim('vm1', 'blue', 'blue', { ips: ['10.0.0.9/24'] }),
+      metadata: { ...claim('vm1', 'blue', 'blue').metadata, name: swapClaimName('vm1', 'blue', 'blue'), uid: 'uid-swap' },
+    };
+    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => assert.fail('no read: both claims hold addresses') });
+    assert.deepEqual([...(await run(lookup, [old, swapped]))], [['blue', { ips: ['10.0.0.9/24'] }]]);
+    // Only the old claim resolved (the swap claim not made yet): no address lent from it, the pod waits.
+    const waiting = (await run(lookup, [old])).get('blue');
+    assert.ok(waiting && 'deny' in waiting, JSON.stringify(waiting));
+    assert.match(waiting.deny, /is for network "blue-before", but the VM's NAD is now network "blue"/);
+  });
+
+  it("a claim replaced or deleted between the webhook's read and the API read lends no address", async () => {
+    for (const answer of [
+      undefined,
+      { ...claim('vm1', 'blue', 'blue', { ips: ['10.0.0.3/24'] }), metadata: { ...claim('vm1', 'blue', 'blue').metadata, uid: 'uid-new-claim' } },
+    ]) {
+      const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => answer });
+      const r = (await run(lookup, [claim('vm1', 'blue', 'blue')])).get('blue');
+      assert.ok(r && 'deny' in r, JSON.stringify(r));
+      assert.match(r.deny, /vm1\.blue for network "blue" was deleted or replaced while the launcher pod was admitted/);
+    }
+  });
+
+  it('a terminating claim lends no address, even one it still holds', async () => {
+    const c = claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] });
+    c.metadata.deletionTimestamp = '2025-01-02T00:00:00Z';
+    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => c });
+    const r = (await run(lookup, [c])).get('blue');
+    assert.ok(r && 'deny' in r, JSON.stringify(r));
+    assert.match(r.deny, /is being deleted/);
   });
 
   it('a NAD the allocator cache has not seen yet is read from the API (the given one may lack the annotations)', async () => {
@@ -99,22 +141,16 @@ describe('createPodAddressLookup', () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
       fetchNad: async (_ns, name) => (name === 'nad-blue' ? allocatorNad('nad-blue', 'blue', '10.0.0.0/24') : nads.get(`${NS}/${name}`)),
-      claims: { get: (_ns, name) => (name === 'vm1.blue' ? claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] }) : undefined) },
       fetchClaim: async () => undefined,
     });
-    assert.deepEqual([...(await lookup(NS, vmi, trimmed, new AbortController().signal))], [['blue', { ips: ['10.0.0.4/24'] }]]);
+    assert.deepEqual([...(await run(lookup, [claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] })], trimmed))], [['blue', { ips: ['10.0.0.4/24'] }]]);
   });
 
   it('a NAD whose pool cannot be served: the denial says why', async () => {
     const broken = new Map(nads);
     broken.set(`${NS}/nad-blue`, allocatorNad('nad-blue', 'blue', '10.0.0.0/33'));
-    const lookup = createPodAddressLookup({
-      allocatorNad: () => undefined,
-      claims: { get: () => claim('vm1', 'blue', 'blue') },
-      fetchClaim: async () => claim('vm1', 'blue', 'blue'),
-    });
-    const out = await lookup(NS, vmi, broken, new AbortController().signal);
-    const r = out.get('blue');
+    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => claim('vm1', 'blue', 'blue') });
+    const r = (await run(lookup, [claim('vm1', 'blue', 'blue')], broken)).get('blue');
     assert.ok(r && 'deny' in r);
     assert.match(r.deny, /cannot be served: subnets: "10\.0\.0\.0\/33" has an invalid prefix length/);
   });
@@ -131,13 +167,12 @@ describe('createPodAddressLookup', () => {
       const fetched: string[] = [];
       const lookup = createPodAddressLookup({
         allocatorNad: (_ns, name) => (name === 'nad-blue' ? ovn : undefined),
-        claims: { get: () => c },
         fetchClaim: async (ns, name) => {
           fetched.push(`${ns}/${name}`);
           return c;
         },
       });
-      const out = await lookup(NS, vmi, new Map([...nads, [`${NS}/nad-blue`, ovn]]), new AbortController().signal);
+      const out = await run(lookup, [c], new Map([...nads, [`${NS}/nad-blue`, ovn]]));
       assert.deepEqual([...out], [], `claim ${held ? 'with' : 'without'} addresses: the allocator path does not apply`);
       assert.deepEqual(fetched, [], 'not even read');
     }
@@ -146,12 +181,8 @@ describe('createPodAddressLookup', () => {
   it('a failed API read is a ClaimLookupError naming the claim', async () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
-      claims: { get: () => undefined },
       fetchClaim: async () => Promise.reject(new Error('etcd timeout')),
     });
-    await assert.rejects(
-      lookup(NS, vmi, nads, new AbortController().signal),
-      (err: unknown) => err instanceof ClaimLookupError && err.object.name === 'vm1.blue',
-    );
+    await assert.rejects(run(lookup, [claim('vm1', 'blue', 'blue')]), (err: unknown) => err instanceof ClaimLookupError && err.object.name === 'vm1.blue');
   });
 });

@@ -15,12 +15,14 @@
 //   this VM's.
 // - The NAD is OVN-Kubernetes' (the allocator refuses to serve it, nad.ts): nothing here; OVN-Kubernetes hands the pod
 //   its claim's addresses.
-// Reads are cache first; a claim the cache shows without addresses is read again from the API before a denial (the
-// cache may simply not have caught up with the allocator's write).
+// The claim is the one the webhook points the element at (its name chosen among the claims the webhook resolved,
+// by the same rule as the mutation's): the pod's `ips` and its `ipam-claim-reference` always name one claim. A claim
+// shown without addresses is read again from the API, and taken only if it is still the same claim by uid (the
+// allocator's write may simply not have been seen yet).
 
-import { persistentNetworks } from '../claims/decide.ts';
+import type { NetworkVerdict } from '../claims/decide.ts';
 import { parseNadReference } from '../claims/nad-reference.ts';
-import { controllerRef } from '../claims/owners.ts';
+import { claimStanding, ownerUidsOf } from '../claims/standing.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
 import { isAllocatorNad, readAllocatorNad } from './nad.ts';
 import { currentCondition } from './plan.ts';
@@ -45,23 +47,27 @@ export interface PodAddressDeps {
   allocatorNad(namespace: string, name: string): NetworkAttachmentDefinition | undefined;
   /** GET a NAD the allocator's cache has not seen yet; undefined for 404, throws on any other failure. */
   fetchNad?(namespace: string, name: string, signal: AbortSignal): Promise<NetworkAttachmentDefinition | undefined>;
-  claims: { get(namespace: string | undefined, name: string): IPAMClaim | undefined };
   /** GET a claim; undefined for 404, throws on any other failure. */
   fetchClaim(namespace: string, name: string, signal: AbortSignal): Promise<IPAMClaim | undefined>;
 }
 
-/** Network (VMI network name) → addresses or denial, for the allocator networks of `vmi` only. */
+/**
+ * Network (VMI network name) → addresses or denial, for the allocator networks of `vmi` only. `verdicts`: the VMI's
+ * persistent networks with their claim names as the mutation chooses them (withClaimNames over `claims`); `claims`:
+ * by name, the claims the webhook resolved for the pod.
+ */
 export type PodAddressLookup = (
   namespace: string,
   vmi: VirtualMachineInstance,
   nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+  verdicts: readonly NetworkVerdict[],
+  claims: ReadonlyMap<string, IPAMClaim>,
   signal: AbortSignal,
 ) => Promise<Map<string, PodAddresses>>;
 
 export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
-  return async (namespace, vmi, nads, signal) => {
+  return async (namespace, vmi, nads, verdicts, claims, signal) => {
     const out = new Map<string, PodAddresses>();
-    const verdicts = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads, (name) => deps.claims.get(namespace, name));
     for (const verdict of verdicts) {
       if (!verdict.claimSpec) continue;
       const net = vmi.spec?.networks?.find((n) => n?.name === verdict.network);
@@ -87,15 +93,23 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
       if (read.refused !== undefined) continue;
       const poolProblems = read.problems;
 
-      let claim = deps.claims.get(namespace, verdict.claim);
-      if (!claim?.status?.ips?.length) {
+      let claim = claims.get(verdict.claim);
+      if (claim && !claim.status?.ips?.length) {
+        let fresh: IPAMClaim | undefined;
         try {
-          claim = await deps.fetchClaim(namespace, verdict.claim, signal);
+          fresh = await deps.fetchClaim(namespace, verdict.claim, signal);
         } catch (err) {
           throw new ClaimLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : err);
         }
+        if (fresh?.metadata.uid !== claim.metadata.uid) {
+          out.set(verdict.network, {
+            deny: `IPAMClaim ${namespace}/${verdict.claim} for network "${verdict.network}" was deleted or replaced while the launcher pod was admitted`,
+          });
+          continue;
+        }
+        claim = fresh;
       }
-      const result = addressesOf(claim, `${namespace}/${verdict.claim}`, vmi, verdict.network);
+      const result = addressesOf(claim, `${namespace}/${verdict.claim}`, vmi, verdict.network, verdict.claimSpec.network);
       if ('deny' in result && poolProblems.length > 0 && !claim?.status?.ips?.length) {
         result.deny += `; NetworkAttachmentDefinition ${ref.namespace}/${ref.name} cannot be served: ${poolProblems.join('; ')}`;
       }
@@ -105,16 +119,18 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
   };
 }
 
-/** What one claim means for the pod of `vmi` (pure). */
-export function addressesOf(claim: IPAMClaim | undefined, key: string, vmi: VirtualMachineInstance, network: string): PodAddresses {
+/**
+ * What one claim means for the pod of `vmi` (pure). `expectedNetwork`: the `spec.network` of the NAD the VMI names now.
+ * Only a claim the pod may be pointed at (claims/standing.ts: this VM's by uid, not being deleted, for that network)
+ * lends it addresses.
+ */
+export function addressesOf(claim: IPAMClaim | undefined, key: string, vmi: VirtualMachineInstance, network: string, expectedNetwork?: string): PodAddresses {
   const on = `network "${network}"`;
   if (!claim) {
     return { deny: `IPAMClaim ${key} for ${on} does not exist yet; it is created for the VM and gets its addresses moments later` };
   }
-  if (!ownedByVmiOrItsVm(claim, vmi)) {
-    const owners = (claim.metadata.ownerReferences ?? []).map((r) => `${r.kind} ${r.name} (uid ${r.uid})`).join(', ') || 'nobody';
-    return { deny: `IPAMClaim ${key} for ${on} belongs to ${owners}, not to this VM; its addresses are not this VM's` };
-  }
+  const standing = claimStanding(claim, key, ownerUidsOf(vmi), expectedNetwork);
+  if (!standing.usable) return { deny: `${standing.message} (${on})` };
   const cond = currentCondition(claim);
   const ips = claim.status?.ips ?? [];
   if (cond?.status === 'False' && (cond.reason === 'IPAddressConflict' || ips.length === 0)) {
@@ -124,12 +140,4 @@ export function addressesOf(claim: IPAMClaim | undefined, key: string, vmi: Virt
     return { deny: `IPAMClaim ${key} for ${on} has no address yet; the allocator records it moments after the claim is created` };
   }
   return { ips: [...ips] };
-}
-
-function ownedByVmiOrItsVm(claim: IPAMClaim, vmi: VirtualMachineInstance): boolean {
-  const uids = new Set<string>();
-  if (vmi.metadata.uid) uids.add(vmi.metadata.uid);
-  const vmRef = controllerRef(vmi, 'VirtualMachine');
-  if (vmRef?.uid) uids.add(vmRef.uid);
-  return (claim.metadata.ownerReferences ?? []).some((r) => uids.has(r.uid));
 }

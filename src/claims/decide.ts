@@ -444,6 +444,15 @@ export function claimNameFor(vmName: string, network: string, lookup?: ClaimLook
   return holders.length > 0 && !holders.includes(vmName) ? alternative : plain;
 }
 
+/**
+ * NAME for each verdict that gets a claim: the name claimNameFor() picks among the claims `lookup` shows. The pod
+ * mutation and the allocator's pod addresses both take the names from here, with the same claims, so a launcher
+ * pod's `ips` always come from the claim its reference names.
+ */
+export function withClaimNames(vmName: string, verdicts: readonly NetworkVerdict[], lookup: ClaimLookup): NetworkVerdict[] {
+  return verdicts.map((v) => (v.claimSpec ? { ...v, claim: claimNameFor(vmName, v.network, lookup, v.claimSpec.network) } : v));
+}
+
 /** Every name the claim of `network` of VM `vmName` may have: plain, collision, and (with its NAD network) swap. */
 export function claimNamesOf(vmName: string, network: string, nadNetwork?: string): string[] {
   const names = [claimName(vmName, network), collisionClaimName(vmName, network)];

@@ -12,6 +12,7 @@ export {
   type NetworkVerdict,
   type Plan,
   type Problem,
+  withClaimNames,
 } from './decide.ts';
 export { claimName, collisionClaimName, isDns1123Label, isDns1123Subdomain, podInterfaceName, referenceClaimName, swapClaimName } from './names.ts';
 export { parseNadConfig } from './nad-config.ts';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
+import { ClaimLookupError, createPodAddressLookup, type PodAddressLookup } from '../allocator/pod-addresses.ts';
+import { allocatorNad } from '../../test/allocator-world.ts';
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
 import { admissionReview, ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
@@ -350,6 +351,26 @@ describe('pod admission handler: built-in allocator networks', () => {
       { name: 'blue', namespace: NS, interface: podInterfaceName('blue') },
     ]);
     assert.deepEqual(lookups, [`${NS}/vm1`]);
+  });
+
+  it('the ips and the claim reference name one claim, even when the cache shows another claim of the network', async () => {
+    // A NAD swapped on a running VM: the cache still shows only the old claim (another NAD network, with its
+    // address); the API shows the swap claim too, and the pod is pointed at it, so its `ips` must be that claim's.
+    const red = allocatorNad('red', 'net-red', '10.0.0.0/24');
+    const old: IPAMClaim = { ...claim('vm1.red', { network: 'net-before' }), status: { ips: ['10.0.0.7/24'] } };
+    const swapName = swapClaimName('vm1', 'red', 'net-red');
+    const swapped: IPAMClaim = { ...claim(swapName), status: { ips: ['10.0.0.9/24'] } };
+    const podAddresses = createPodAddressLookup({
+      allocatorNad: (_ns, name) => (name === 'red' ? red : undefined),
+      fetchClaim: async () => assert.fail('no read: both claims hold addresses'),
+    });
+    const { handle } = handler({ cached: [vmi(['red'])], nads: [red], claims: [old], apiClaims: [old, swapped], podAddresses });
+    const pod = launcher(['red']);
+    const out = await handle(admissionReview(pod));
+    assert.equal(out.response?.allowed, true, JSON.stringify(out.response?.status));
+    assert.deepEqual(patchedNetworks(pod, out), [
+      { name: 'red', namespace: NS, interface: podInterfaceName('red'), ips: ['10.0.0.9/24'], 'ipam-claim-reference': swapName },
+    ]);
   });
 
   it('the claim has no address yet: denied with the reason and a retry promise', async () => {

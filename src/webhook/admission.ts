@@ -41,6 +41,7 @@ import {
   nadKeyOfNetworkName,
   ownerUidsOf,
   persistentNetworks,
+  withClaimNames,
   type NetworkVerdict,
 } from '../claims/index.ts';
 import { ifFound } from '../kube/errors.ts';
@@ -502,7 +503,8 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       let addresses: Map<string, PodAddresses> | undefined;
       if (deps.podAddresses && request.operation === 'CREATE') {
         try {
-          addresses = await deps.podAddresses(namespace, v, nads, signal);
+          const named = withClaimNames(v.metadata.name, persistent, (name) => claims.get(name));
+          addresses = await deps.podAddresses(namespace, v, nads, named, claims, signal);
         } catch (error) {
           if (!(error instanceof ClaimLookupError)) throw error;
           throw new TransientLookupError(error.object, error.cause);

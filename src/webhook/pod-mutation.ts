@@ -30,7 +30,7 @@ import {
 import { parseAddressesAnnotation } from '../allocator/allocator.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
 import {
-  claimNameFor,
+  withClaimNames,
   claimStanding,
   effectiveVmiSpec,
   nadKeyOfNetworkName,
@@ -191,8 +191,7 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
 
   const annotations = pod.metadata?.annotations ?? {};
   // The caller's verdicts name every claim `<vm>.<network>`; which name applies depends on the claims (NAME).
-  const lookup = (name: string): IPAMClaim | undefined => input.claims.get(name);
-  const verdicts = input.persistent.map((v) => (v.claimSpec ? { ...v, claim: claimNameFor(vmi.metadata.name, v.network, lookup, v.claimSpec.network) } : v));
+  const verdicts = withClaimNames(vmi.metadata.name, input.persistent, (name) => input.claims.get(name));
   const owners = ownerUidsOf(vmi);
   const isCreate = input.operation === 'CREATE';
   /** At CREATE every element is decided; at UPDATE only the fresh ones (new, or gaining a reference). */
