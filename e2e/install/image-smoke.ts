@@ -52,7 +52,7 @@ describe('container image: the unpacked rootfs runs under chroot against a local
     async () => {
       await controller?.stop();
       await cp?.stop();
-      if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
+      if (dir && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(dir, { recursive: true, force: true });
     },
     { timeout: 60_000 },
   );

@@ -77,7 +77,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     async () => {
       for (const l of launched) await l.stop();
       await cp?.stop();
-      if (dir && process.env['PERSISTENT_IPS_KEEP'] !== '1') rmSync(dir, { recursive: true, force: true });
+      if (dir && !process.env['PERSISTENT_IPS_E2E_KEEP']) rmSync(dir, { recursive: true, force: true });
     },
     { timeout: 120_000 },
   );

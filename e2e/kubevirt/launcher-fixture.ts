@@ -118,10 +118,6 @@ export type Vm = Omit<VirtualMachine, 'spec' | 'status'> & {
   status?: VmStatus;
 };
 
-export const VMI_PHASES = ['Pending', 'Scheduling', 'Scheduled', 'Running', 'Succeeded', 'Failed', 'Unknown'] as const;
-
-export const isFinalPhase = (phase: string | undefined): boolean => phase === 'Succeeded' || phase === 'Failed';
-
 // ---------------------------------------------------------------------------------------------------------------
 // Pod interface names and the networks annotation.
 
@@ -131,7 +127,6 @@ export function podInterfaceName(networkName: string): string {
 }
 
 export const isMultusSecondary = (net: VmNetwork): boolean => net.multus !== undefined && net.multus.default !== true;
-export const isPrimary = (net: VmNetwork): boolean => net.pod !== undefined || net.multus?.default === true;
 
 /** `name` or `namespace/name` of a NAD, the namespace defaulting to the VMI's (KubeVirt's rule). */
 export function nadNamespacedName(vmiNamespace: string, networkName: string): { namespace: string; name: string } {
@@ -226,11 +221,6 @@ export function launcherPodName(vmiName: string, vmiUid: string, purpose: string
 
 export function controllerRefTo(owner: { apiVersion: string; kind: string; name: string; uid: string }): OwnerReference {
   return { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid, controller: true, blockOwnerDeletion: true };
-}
-
-/** The controller reference of an object, if any. */
-export function controllerOf(meta: { ownerReferences?: OwnerReference[] } | undefined): OwnerReference | undefined {
-  return meta?.ownerReferences?.find((r) => r.controller === true);
 }
 
 export function isControlledBy(meta: { ownerReferences?: { controller?: boolean; uid: string }[] } | undefined, uid: string | undefined): boolean {

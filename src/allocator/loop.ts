@@ -429,6 +429,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
   const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event), log, undefined, { component: 'persistent-ips-allocator' });
   const allocatorMetrics = metrics ? createAllocatorMetrics(metrics.registry as Registry) : undefined;
+  const readClaim = (namespace: string, name: string, signal: AbortSignal) => ifFound(client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal }));
 
   const loop = createLoop({
     name: ALLOCATOR_QUEUE,
@@ -453,7 +454,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
           { metadata: { resourceVersion }, status },
           { subresource: 'status', signal },
         ),
-      readClaim: (namespace, name, signal) => ifFound(client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal })),
+      readClaim,
       listLauncherPods: async (namespace, vmiUid, signal) => {
         return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
       },
@@ -532,7 +533,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
         const nad = await ifFound(client.get<unknown>(resources.networkAttachmentDefinitions, namespace, name, { signal }));
         return nad === undefined ? undefined : trimNetworkAttachmentDefinition(nad);
       },
-      fetchClaim: (namespace, name, signal) => ifFound(client.get<IPAMClaim>(resources.ipamClaims, namespace, name, { signal })),
+      fetchClaim: readClaim,
     }),
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       await barrier(signal);

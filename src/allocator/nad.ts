@@ -28,7 +28,7 @@
 // NADs say; the NADs that set the switch are told why (AllocatorRefused), and its launcher pods get no `ips`.
 
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
-import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
+import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig, splitList } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { type Pool, parsePool } from './pool.ts';
 
@@ -76,12 +76,6 @@ function annotation(nad: NetworkAttachmentDefinition, key: string): string | und
 export function isAllocatorNad(nad: NetworkAttachmentDefinition | undefined): boolean {
   return nad !== undefined && annotation(nad, ALLOCATOR_ANNOTATION)?.trim().toLowerCase() === 'true';
 }
-
-const splitList = (value: string): string[] =>
-  value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
 
 /** Whether the allocator serves this NAD itself: the switch is on and the NAD is not OVN-Kubernetes'. */
 export function allocatorServes(nad: NetworkAttachmentDefinition | undefined): boolean {

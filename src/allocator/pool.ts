@@ -22,6 +22,7 @@
 // ("192.0.2.1" or "192.0.2.1/32"); callers that know the gateway from elsewhere (e.g. an `ipam.gateway` key) can
 // pass it as `gateway`, which is excluded the same way and validated to lie inside the pool.
 
+import { splitList } from '../claims/nad-config.ts';
 import { type IPFamily, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 
@@ -106,7 +107,7 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
 
   // Subnets.
   const subnets: Cidr[] = [];
-  const subnetItems = splitList(spec.subnets, 'subnets', problems);
+  const subnetItems = listOf(spec.subnets, 'subnets', problems);
   if (subnetItems === undefined && (spec.subnets === undefined || spec.subnets === null)) {
     problems.push({ code: 'NoSubnets', message: 'subnets is missing: a pool needs at least one CIDR' });
   } else if (subnetItems !== undefined && subnetItems.length === 0) {
@@ -140,7 +141,7 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
 
   // Excludes.
   const excludes: Cidr[] = [];
-  for (const item of splitList(spec.excludeSubnets, 'excludeSubnets', problems) ?? []) {
+  for (const item of listOf(spec.excludeSubnets, 'excludeSubnets', problems) ?? []) {
     const r = parseCidrOrAddress(item);
     if (!r.ok) {
       problems.push({ code: 'InvalidExclude', message: `excludeSubnets: ${r.message}`, value: item });
@@ -166,7 +167,7 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
 
   // Gateways.
   const gateways: PoolAddress[] = [];
-  for (const item of splitList(spec.gateway, 'gateway', problems) ?? []) {
+  for (const item of listOf(spec.gateway, 'gateway', problems) ?? []) {
     const r = parseAddress(item);
     if (!r.ok) {
       problems.push({ code: 'InvalidGateway', message: `gateway: ${r.message}`, value: item });
@@ -279,14 +280,9 @@ function listOrNone(subnets: readonly Cidr[], family: IPFamily): string {
 }
 
 /** A list value: comma-separated string or array of strings. undefined when absent or of the wrong type. */
-function splitList(value: unknown, key: string, problems: PoolProblem[]): string[] | undefined {
+function listOf(value: unknown, key: string, problems: PoolProblem[]): string[] | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value === 'string') {
-    return value
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '');
-  }
+  if (typeof value === 'string') return splitList(value);
   if (Array.isArray(value)) {
     const out: string[] = [];
     for (const v of value) {

@@ -34,7 +34,8 @@ export interface NadConfig {
 
 type JsonObject = Record<string, unknown>;
 
-function isObject(value: unknown): value is JsonObject {
+/** A JSON object: not null, not an array. */
+export function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -142,7 +143,8 @@ export function parseCniConfig(text: unknown): NadConfig {
   return result;
 }
 
-function splitList(raw: string): string[] {
+/** A comma-separated list, each entry trimmed, empty entries dropped. */
+export function splitList(raw: string): string[] {
   return raw
     .split(',')
     .map((entry) => entry.trim())

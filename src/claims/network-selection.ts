@@ -5,6 +5,7 @@
 
 import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from './constants.ts';
+import { isObject } from './nad-config.ts';
 
 export const IPAM_CLAIM_REFERENCE = 'ipam-claim-reference';
 
@@ -13,10 +14,6 @@ export type NetworkSelection = { ok: true; format: 'json' | 'list'; elements: Ne
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const INTERFACE = /^[^\s,/@]+$/;
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Parses the value of a networks (or default-network) annotation. An empty value selects no network. */
 export function parseNetworkSelection(text: unknown): NetworkSelection {

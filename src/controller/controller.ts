@@ -83,8 +83,8 @@ export function createController(options: ControllerOptions): Controller {
     }),
     sources.claims.events$.subscribe((e) => {
       if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
-      // Our own create or patch coming back: nothing for the VM's reconcile to learn (half the reconciles of a
-      // cold start otherwise, and the same share of the work queue during churn).
+      // Our own create or patch coming back: nothing for the VM's reconcile to learn (every claim a cold start or a
+      // churn creates would otherwise reconcile its VM once more).
       else if (overlay.observeUpdated(objectKey(e.object), e.object, e.type === 'add')) return;
       for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key, priorityOf(e));
     }),

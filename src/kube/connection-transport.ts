@@ -44,9 +44,9 @@ function pluginTransport(conn: ConnectionConfig, options: TransportOptions): Tra
 
 /**
  * A keep-alive pool for one server with one set of TLS options. node:https names a pool by concatenating every
- * connection option, the CA and client certificate included, three times per request; with a 1-2 KB CA that was
- * about a seventh of all the memory a cold start allocated. Every request of a transport connects the same way, so
- * the first name is the name.
+ * connection option, the CA and client certificate included, three times per request: with a CA of a kilobyte or two,
+ * a large share of all the memory a cold start allocates. Every request of a transport connects the same way, so the
+ * first name is the name.
  */
 class OneServerAgent extends HttpsAgent {
   #name: string | undefined;
@@ -56,7 +56,7 @@ class OneServerAgent extends HttpsAgent {
   }
 }
 
-/** node:http(s) over one keep-alive pool: about a third of the CPU per request of WHATWG fetch (bench/transport.ts). */
+/** node:http(s) over one keep-alive pool: far less CPU per request than WHATWG fetch (bench/transport.ts measures both). */
 export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
   const { cluster } = conn;
   const url = new URL(cluster.server);

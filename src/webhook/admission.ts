@@ -32,6 +32,7 @@
 
 import { ClaimLookupError, type PodAddresses, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { isObject } from '../claims/nad-config.ts';
 import {
   claimNameFor,
   claimNamesOf,
@@ -185,10 +186,6 @@ export function apiFetchers(client: Pick<KubeClient, 'get'>): {
     fetchNad: fetcher(resources.networkAttachmentDefinitions),
     fetchClaim: fetcher(resources.ipamClaims),
   };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Validates the envelope; throws BadAdmissionReviewError when it is not an AdmissionReview v1 with a request. */
