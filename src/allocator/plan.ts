@@ -11,6 +11,8 @@
 // - An empty claim whose VMI runs takes the address its running launcher pod has (network-status, running-address.ts),
 //   never a new one: when that address is outside the pool, excluded or held by another claim, the claim is refused
 //   and reported. Such claims are served before any other, so a dynamic choice never takes the address a VM has.
+//   While an empty claim's VM may be running with an address nobody could read (its pods unreadable, its owner not
+//   in the cache yet), no new address is handed out on the network at all: any free-looking one could be that one.
 // - A claim keeps its addresses forever; a request that differs from them is reported, never applied.
 // - Every claim of the network ends with the condition IPsAllocated: True/SuccessfulAllocation when it holds valid
 //   addresses, False with OVN-Kubernetes' reasons otherwise. A claim whose condition already says so is not written:
@@ -90,6 +92,10 @@ export function planNetwork(input: PlanInput): NetworkPlan {
 
   // The addresses running VMs have are taken first: a dynamic choice must not take one of them.
   const takesRunning = (c: PlanClaim) => c.running?.kind === 'addresses' && (c.claim.status?.ips?.length ?? 0) === 0;
+  // ...and while one of them is not known, no new address is handed out (the pass is repeated once it is).
+  const unread = ordered.find(
+    (c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp && (c.running?.kind === 'unknown' || c.request.kind === 'wait'),
+  );
   for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {
@@ -149,6 +155,10 @@ export function planNetwork(input: PlanInput): NetworkPlan {
         want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
         continue;
       }
+    }
+    if (held.length === 0 && unread) {
+      plan.skipped.push({ key: c.key, why: `no new address while the VM of ${unread.key} may be running with one not read yet` });
+      continue;
     }
     const requested = c.request.kind === 'addresses' ? c.request.addresses : [];
     const result = allocator.allocate(c.key, { requested });

@@ -136,6 +136,24 @@ describe('the choice: an empty claim of a running VM takes the address the VM ha
     },
     { name: 'pods unread: left for later', claims: [pc(vm1, { kind: 'unknown', message: 'cannot read' })], ips: {}, skipped: [`${NS}/vm1.data`] },
     {
+      name: "one VM's pods unread: no new address for anyone (it could be that VM's), held ones still confirmed",
+      claims: [pc(held), pc(vm0), pc(vm1, { kind: 'unknown', message: 'cannot read' })],
+      ips: { 'vm9.data': ['10.0.0.5/24'] },
+      skipped: [`${NS}/vm0.data`, `${NS}/vm1.data`],
+    },
+    {
+      name: 'an owner not cached yet (it may run): likewise',
+      claims: [pc(vm0), pc(vm1, undefined, { kind: 'wait', message: 'VirtualMachine vms/vm1 is not known yet' })],
+      ips: {},
+      skipped: [`${NS}/vm0.data`, `${NS}/vm1.data`],
+    },
+    {
+      name: 'a running address is still taken while another VM is unread',
+      claims: [pc(vm0, at(['10.0.0.5'])), pc(vm1, { kind: 'unknown', message: 'cannot read' })],
+      ips: { 'vm0.data': ['10.0.0.5/24'] },
+      skipped: [`${NS}/vm1.data`],
+    },
+    {
       name: 'a static request that differs: the running address wins, with a warning',
       claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.9'], source: 'x' })],
       ips: { 'vm1.data': ['10.0.0.5/24'] },
