@@ -138,9 +138,21 @@ describe('carry-over at UPDATE (property)', () => {
         const oldPod = pod(JSON.stringify(old));
         const newPod = pod(newText);
         const out = await handle(admissionReview(newPod, 'UPDATE', oldPod));
-        const oldRefs = new Map(ids(old).flatMap((id, i) => (old[i]![IPAM_CLAIM_REFERENCE] ? [[id, old[i]![IPAM_CLAIM_REFERENCE]!] as const] : [])));
         const requested = parseNetworkSelection(newText);
         assert.ok(requested.ok);
+        // What each element of the new object had: by NAD and interface, or (a NAD swap) by an interface whose old
+        // element is gone.
+        const oldIds = ids(old);
+        const newIds = ids(requested.elements);
+        const gone = new Map(old.flatMap((e, i) => (e.interface && !newIds.includes(oldIds[i]!) ? [[e.interface, i] as const] : [])));
+        const oldRefs = new Map<string, string>();
+        newIds.forEach((id, i) => {
+          const iface = requested.elements[i]!.interface;
+          const j = oldIds.includes(id) ? oldIds.lastIndexOf(id) : iface ? gone.get(iface) : undefined;
+          if (iface && !oldIds.includes(id)) gone.delete(iface);
+          const ref = j === undefined ? undefined : old[j]![IPAM_CLAIM_REFERENCE];
+          if (ref) oldRefs.set(id, ref);
+        });
         const changed = ids(requested.elements).some((id, i) => {
           const now = requested.elements[i]![IPAM_CLAIM_REFERENCE];
           return oldRefs.has(id) && now !== undefined && now !== oldRefs.get(id);

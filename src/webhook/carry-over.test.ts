@@ -53,3 +53,43 @@ describe('carry-over of what the webhook wrote at CREATE', () => {
     assert.equal(elementsOf(result.pod)[0]?.ips, undefined);
   });
 });
+
+describe('carry-over across a NAD swap (the same pod interface under another NAD)', () => {
+  // A NAD swapped on a running VM, then a NIC hotplugged before the migration: virt-controller rebuilds the running
+  // source pod's annotation from the VMI spec, which names the new NAD on the interface still attached to the old one.
+  const source = pod([{ name: 'nad-a', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red', ips: ['10.0.0.7/24'] }]);
+
+  it('the element keeps the reference and addresses it started with; only the hotplugged element is fresh', () => {
+    const rebuilt = pod([
+      { name: 'nad-b', namespace: 'vms', interface: 'pod16367aacb67' },
+      { name: 'blue', namespace: 'vms', interface: 'podb1b' },
+    ]);
+    const result = carryOverReferences(source, rebuilt, 'vms');
+    assert.deepEqual(result.refusals, []);
+    assert.deepEqual(result.fresh, [1]);
+    assert.deepEqual(elementsOf(result.pod)[0], {
+      name: 'nad-b',
+      namespace: 'vms',
+      interface: 'pod16367aacb67',
+      'ipam-claim-reference': 'vm1.red',
+      ips: ['10.0.0.7/24'],
+    });
+    assert.deepEqual(result.carried, [{ annotation: MULTUS_NETWORKS_ANNOTATION, element: 'vms/nad-b@pod16367aacb67', claim: 'vm1.red' }]);
+    assert.deepEqual(elementsOf(applyJsonPatch(rebuilt, result.patch)), elementsOf(result.pod));
+  });
+
+  it('naming another claim on that interface is a changed reference: refused', () => {
+    const renamed = pod([{ name: 'nad-b', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red-0123456789' }]);
+    const result = carryOverReferences(source, renamed, 'vms');
+    assert.equal(result.refusals.length, 1);
+    assert.match(result.refusals[0]!, /would change its IPAMClaim reference from vm1\.red to vm1\.red-0123456789/);
+  });
+
+  it('an element gone with its interface (an unplug) goes with its reference', () => {
+    const unplugged = pod([{ name: 'nad-b', namespace: 'vms', interface: 'podb1b' }]);
+    const result = carryOverReferences(source, unplugged, 'vms');
+    assert.deepEqual(result.carried, []);
+    assert.deepEqual(result.fresh, [0]);
+    assert.equal(elementsOf(result.pod)[0]?.['ipam-claim-reference'], undefined);
+  });
+});

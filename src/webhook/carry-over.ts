@@ -6,7 +6,11 @@
 // changed since the reference was written while the running VM keeps its address.
 //
 // Elements are matched by NAD (namespace/name) and interface; elements without an interface by their order among
-// those of the same NAD. With a carried reference go the `ips` the old element had and the new one lacks (what the
+// those of the same NAD. An element whose NAD changed under the same interface is the same attachment: KubeVirt
+// names a pod interface after the VM network, not the NAD, and rebuilds a running pod's annotation from the VMI spec,
+// which after a NAD swap names the new NAD while the pod is still the one attached to the old network (the new
+// network's claim is for the migration target, a CREATE). Dropping that reference would let the old claim, and the
+// address the guest still has, be released. With a carried reference go the `ips` the old element had and the new one lacks (what the
 // built-in allocator wrote at CREATE). What this function does not decide: an element new at this UPDATE, or an element that gains
 // a reference its old self did not have. Those are `fresh`, for the caller to decide with CREATE's checks.
 
@@ -85,16 +89,28 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
       continue;
     }
     const elements = newSelection.elements.map((e) => ({ ...e }));
+    const newIds = identities(elements, namespace);
+    // Old elements gone from the new object, by interface: a new element on that interface under another NAD is them.
+    const goneByInterface = new Map<string, string>();
+    for (const [id, i] of oldIndexOf) {
+      const iface = oldElements[i]?.interface;
+      if (typeof iface === 'string' && iface !== '' && !newIds.includes(id)) goneByInterface.set(iface, id);
+    }
     let touched = false;
-    identities(elements, namespace).forEach((id, i) => {
+    newIds.forEach((id, i) => {
       const element = elements[i]!;
-      const had = oldRefs.get(id);
+      let from: string | undefined = id;
+      if (!oldIds.has(id) && typeof element.interface === 'string') {
+        from = goneByInterface.get(element.interface);
+        goneByInterface.delete(element.interface);
+      }
+      const had = from === undefined ? undefined : oldRefs.get(from);
       const has = referenceOf(element);
       if (had !== undefined && has === undefined) {
         element[IPAM_CLAIM_REFERENCE] = had;
         // The addresses the built-in allocator gave this pod at CREATE go with its reference: the pod still has
         // them, and its element is where static IPAM and anyone reading the pod find them.
-        const oldIps = oldElements[oldIndexOf.get(id)!]?.ips;
+        const oldIps = oldElements[oldIndexOf.get(from!)!]?.ips;
         if (element.ips === undefined && oldIps !== undefined) element.ips = [...oldIps];
         touched = true;
         result.carried.push({ annotation, element: id.replace(/#\d+$/, ''), claim: had });
