@@ -40,6 +40,7 @@ import {
   churn,
   coldStart,
   createVms,
+  gcRow,
   limit,
   restart,
   resync,
@@ -273,14 +274,6 @@ function clientSettingsLabel(s: ControllerSettings): string {
   const given = s.overridden ?? [];
   const origin = given.length === 0 ? "the Deployment's" : `given: ${given.map((k) => `--${k}`).join(', ')}; the rest the Deployment's`;
   return `concurrency ${s.concurrency}, --qps ${s.qps} --burst ${s.burst} (${origin})`;
-}
-
-function gcRow(r: ColdStartResult['runtime']): string {
-  const gc = Object.entries(r.gc)
-    .filter(([, v]) => v.count > 0)
-    .map(([k, v]) => `${k} ${v.count}× ${v.seconds.toFixed(2)} s${v.over100ms ? ` (${v.over100ms} > 0.1 s)` : ''}`)
-    .join(', ');
-  return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
 }
 
 function coldStartSection(

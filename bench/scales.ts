@@ -8,7 +8,7 @@ import type { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { fmtMs, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
 import { ClaimWatch } from './lib/claim-watch.ts';
 import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
-import { churn, coldStart, createVms, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
+import { churn, coldStart, createVms, gcRow, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
 import { round } from './lib/stats.ts';
 import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
 import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
@@ -388,12 +388,4 @@ export async function runScales(
     json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },
   };
   return { k8sVersion, setup: firstSetup, commands, sections: [section] };
-}
-
-function gcRow(r: ColdStartResult['runtime']): string {
-  const gc = Object.entries(r.gc)
-    .filter(([, v]) => v.count > 0)
-    .map(([k, v]) => `${k} ${v.count}× ${v.seconds.toFixed(2)} s`)
-    .join(', ');
-  return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
 }

@@ -594,3 +594,12 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     loadavgAfter,
   };
 }
+
+/** A report row: the controller's collections by kind (with how many took over 0.1 s) and its worst event-loop delay. */
+export function gcRow(r: ColdStartResult['runtime']): string {
+  const gc = Object.entries(r.gc)
+    .filter(([, v]) => v.count > 0)
+    .map(([k, v]) => `${k} ${v.count}× ${v.seconds.toFixed(2)} s${v.over100ms ? ` (${v.over100ms} > 0.1 s)` : ''}`)
+    .join(', ');
+  return `${gc || 'none'}; worst event-loop delay ${r.eventLoopLagMaxMs ?? 'n/a'} ms`;
+}
