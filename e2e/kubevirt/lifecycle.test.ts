@@ -16,7 +16,18 @@ import {
   MULTUS_NETWORKS_ANNOTATION,
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
-import { assertClaim, CLAIM_FINALIZER, deletedRv, expectedPodInterface, finalizerReleaseRv, firstRv, nadConfig, type NadOptions } from '../suite/fixtures.ts';
+import {
+  assertClaim,
+  CLAIM_FINALIZER,
+  createPersistentNad,
+  deletedRv,
+  expectedPodInterface,
+  finalizerReleaseRv,
+  firstRv,
+  nadConfig,
+  ownerOf,
+  waitForClaims,
+} from '../suite/fixtures.ts';
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
@@ -80,16 +91,6 @@ interface Element {
 }
 
 // -- objects ------------------------------------------------------------------------------------------------------
-
-/** A NAD with an OVN-Kubernetes config (nadConfig): persistent unless `allowPersistentIPs: false`. */
-async function createNad(ns: string, name: string, network: string, extra: Omit<NadOptions, 'network'> = {}): Promise<void> {
-  await world.api.create(paths.nads(ns), {
-    apiVersion: 'k8s.cni.cncf.io/v1',
-    kind: 'NetworkAttachmentDefinition',
-    metadata: { name, namespace: ns },
-    spec: { config: nadConfig(ns, name, { network, ...extra }) },
-  });
-}
 
 interface VmOptions {
   /** Secondary networks: logical name → NAD name. */
@@ -157,17 +158,6 @@ async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: Pod) 
 
 async function waitGone(what: string, path: string): Promise<void> {
   await waitFor(`${what} to be gone`, async () => (await world.api.get(path)) === undefined, { timeoutMs: EVENTUALLY_MS, intervalMs: 200 });
-}
-
-async function waitClaims(ns: string, names: string[], timeoutMs = EVENTUALLY_MS): Promise<Map<string, IPAMClaim>> {
-  return waitFor(
-    `IPAMClaims ${names.join(', ')} in ${ns}`,
-    async () => {
-      const claims = new Map((await world.api.claims(ns)).map((c) => [c.metadata.name, c]));
-      return names.every((n) => claims.get(n) && !claims.get(n)!.metadata.deletionTimestamp) ? claims : undefined;
-    },
-    { timeoutMs, intervalMs: 200 },
-  );
 }
 
 function elements(pod: Pod, annotation = MULTUS_NETWORKS_ANNOTATION): Element[] {
@@ -247,7 +237,7 @@ async function waitMigrated(ns: string): Promise<void> {
  * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces).
  */
 async function tinyNetwork(ns: string, nad: string, network: string, subnet: string): Promise<void> {
-  await createNad(ns, nad, network, { subnets: subnet });
+  await createPersistentNad(world, ns, nad, { network, subnets: subnet });
 }
 
 const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
@@ -366,8 +356,6 @@ async function hotplug(ns: string, vmName: string, name: string, nad: string): P
   });
 }
 
-const owner = (o: Obj, kind: 'VirtualMachine' | 'VirtualMachineInstance') => ({ kind, name: o.metadata.name, uid: o.metadata.uid! });
-
 /** A case: fresh namespace, the namespace's state attached on failure. */
 function kvCase(
   name: string,
@@ -410,15 +398,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'create VM (running): claims for the persistent networks; the launcher pod virt-controller creates refers to them',
     async (ns, t) => {
-      await createNad(ns, 'nad-red', 'red');
-      await createNad(ns, 'nad-blue', 'tenant-blue', { topology: 'localnet' });
-      await createNad(ns, 'nad-plain', 'plain', { allowPersistentIPs: false });
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(world, ns, 'nad-blue', { network: 'tenant-blue', topology: 'localnet' });
+      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
       const vm = await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue', plain: 'nad-plain' } });
-      const claims = await waitClaims(ns, ['vm1.red', 'vm1.blue']);
+      const claims = await waitForClaims(world, ns, ['vm1.red', 'vm1.blue']);
       const { vmi, pod } = await waitRunning(ns, 'vm1');
       assert.deepEqual([...(await world.api.claims(ns)).map((c) => c.metadata.name)].sort(), ['vm1.blue', 'vm1.red']);
-      assertClaim(claims.get('vm1.red'), owner(vm, 'VirtualMachine'), 'red', 'red');
-      assertClaim(claims.get('vm1.blue'), owner(vm, 'VirtualMachine'), 'blue', 'tenant-blue');
+      assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
+      assertClaim(claims.get('vm1.blue'), ownerOf(vm, 'VirtualMachine'), 'blue', 'tenant-blue');
       // the VMI and pod are virt-controller's: owner chain VM → VMI → pod
       assert.ok(controlledBy(vmi, vm.metadata.uid), 'the VMI is controlled by the VM');
       assert.equal(pod.metadata.labels?.['kubevirt.io'], 'virt-launcher');
@@ -441,10 +429,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'VM stopped, then started again: VMI and pod go, the claims stay (finalizer, addresses); the new launcher pod refers to the same claims',
     async (ns) => {
-      await createNad(ns, 'nad-red', 'red');
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       const { vmi: first, pod: firstPod } = await waitRunning(ns, 'vm1');
-      const before = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
+      const before = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
       // OVN-K's cluster manager recorded the address in the claim when it allocated for the pod
       const ips = await waitFor('status.ips of vm1.red', async () => (await world.api.claim(ns, 'vm1.red'))?.status?.ips, { timeoutMs: EVENTUALLY_MS });
 
@@ -471,10 +459,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     kvCase(
       `VM deleted (${propagationPolicy.toLowerCase()}): the claims keep their finalizer while the VMI exists; then they go, and so does the VM`,
       async (ns, t) => {
-        await createNad(ns, 'nad-red', 'red');
+        await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
         await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
         await waitRunning(ns, 'vm1');
-        await waitClaims(ns, ['vm1.red']);
+        await waitForClaims(world, ns, ['vm1.red']);
         const claims = await record<IPAMClaim>(t, paths.claims(ns));
         const vmis = await record(t, paths.vmis(ns));
         await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy });
@@ -499,15 +487,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'standalone VMI: the claim is owned by the VMI; it is released once the VMI is terminating with no launcher pod',
     async (ns, t) => {
-      await createNad(ns, 'nad-red', 'red');
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       const created = await world.api.create<Vmi>(paths.vmis(ns), {
         apiVersion: 'kubevirt.io/v1',
         kind: 'VirtualMachineInstance',
         metadata: { name: 'solo', namespace: ns },
         spec: vmSpec({ secondary: { red: 'nad-red' } }),
       });
-      const claims = await waitClaims(ns, ['solo.red']);
-      assertClaim(claims.get('solo.red'), owner(created, 'VirtualMachineInstance'), 'red', 'red');
+      const claims = await waitForClaims(world, ns, ['solo.red']);
+      assertClaim(claims.get('solo.red'), ownerOf(created, 'VirtualMachineInstance'), 'red', 'red');
       const { pod } = await waitRunning(ns, 'solo');
       assertReferences(pod, { red: 'solo.red' });
       const claimLog = await record<IPAMClaim>(t, paths.claims(ns));
@@ -530,10 +518,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'live migration (VirtualMachineInstanceMigration): the target launcher pod virt-controller creates refers to the same claims; the claims are not touched',
     async (ns) => {
-      await createNad(ns, 'nad-red', 'red');
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      const claim = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
+      const claim = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
       const settled = await waitFor(
         'the IPAM plugin to record the address',
         async () => {
@@ -566,11 +554,11 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     "hotplug an interface, then hot-unplug another (LiveUpdate): a claim appears for the new one; the unplugged one's claim goes once it left the VMI",
     async (ns, t) => {
-      await createNad(ns, 'nad-red', 'red');
-      await createNad(ns, 'nad-blue', 'blue');
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       const { vmi } = await waitRunning(ns, 'vm1');
-      const red = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
+      const red = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
 
       // hotplug: add blue to the VM template; virt-controller copies it to the running VMI (LiveUpdate)
       const vm = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
@@ -585,8 +573,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
           },
         },
       });
-      const blue = (await waitClaims(ns, ['vm1.blue'])).get('vm1.blue')!;
-      assertClaim(blue, owner(vm, 'VirtualMachine'), 'blue', 'blue');
+      const blue = (await waitForClaims(world, ns, ['vm1.blue'])).get('vm1.blue')!;
+      assertClaim(blue, ownerOf(vm, 'VirtualMachine'), 'blue', 'blue');
       // without Multus's dynamic networks controller, the interface reaches the guest through a migration to a pod
       // that has it (virt-controller marks the VMI MigrationRequired after 15 s; the workload updater migrates)
       const { pod: withBlue } = await waitRunning(
@@ -633,9 +621,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'primary user-defined network, template with networks (pod network, l2bridge binding): a claim for the pod network; the launcher pod refers to it',
     async (ns, t) => {
-      await createNad(ns, 'primary', 'tenant-primary', { role: 'primary' });
+      await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
       const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
-      const claim = (await waitClaims(ns, ['vm1.default'])).get('vm1.default')!;
+      const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
       assert.equal(claim.spec.network, 'tenant-primary');
       assert.deepEqual(
         claim.metadata.ownerReferences?.map((r) => r.uid),
@@ -653,13 +641,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'primary user-defined network, template with no networks and no interfaces: KubeVirt gives the VMI the pod network `default`; a claim for it; the launcher pod refers to it',
     async (ns, t) => {
-      await createNad(ns, 'primary', 'tenant-primary', { role: 'primary' });
+      await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
       await createVM(ns, 'vm1', { bare: true });
       const vmi = await waitFor('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')), { timeoutMs: EVENTUALLY_MS });
       // what virt-controller put on the VMI (no virt-api here: this is the VM controller's own defaulting)
       t.diagnostic(`VMI networks: ${JSON.stringify(vmi.spec.networks)}; interfaces: ${JSON.stringify(vmi.spec.domain.devices.interfaces)}`);
       assert.deepEqual(vmi.spec.networks, [{ name: 'default', pod: {} }]);
-      const claim = (await waitClaims(ns, ['vm1.default'])).get('vm1.default')!;
+      const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
       assert.equal(claim.spec.network, 'tenant-primary');
       const { pod } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(pod, 'vm1.default');
@@ -672,10 +660,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     "a hotplug while the gate is off: virt-controller rebuilds the running pod's annotation without our references; the webhook carries the existing one over",
     async (ns, t) => {
-      await createNad(ns, 'nad-red', 'red');
-      await createNad(ns, 'nad-plain', 'plain', { allowPersistentIPs: false });
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
+      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      await waitClaims(ns, ['vm1.red']);
+      await waitForClaims(world, ns, ['vm1.red']);
       const { pod } = await waitRunning(ns, 'vm1');
       assertReferences(pod, { red: 'vm1.red' });
       t.after(() => setGate(true));
@@ -689,12 +677,12 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it, and a migration target names it too',
     async (ns, t) => {
-      await createNad(ns, 'nad-late', 'late', { allowPersistentIPs: false });
+      await createPersistentNad(world, ns, 'nad-late', { network: 'late', allowPersistentIPs: false });
       const vm = await createVM(ns, 'vm1', { secondary: { late: 'nad-late' } });
       const { vmi, pod } = await waitRunning(ns, 'vm1');
       assertReferences(pod, { late: undefined });
       await world.api.mergePatch(paths.nads(ns, 'nad-late'), { spec: { config: nadConfig(ns, 'nad-late', { network: 'late' }) } });
-      await waitClaims(ns, ['vm1.late']);
+      await waitForClaims(world, ns, ['vm1.late']);
       const pointed = await waitFor(
         'the running pod to name the claim made after it started',
         async () => {
@@ -722,9 +710,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone',
     async (ns, t) => {
-      await createNad(ns, 'nad-red', 'red');
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      await waitClaims(ns, ['vm1.red']);
+      await waitForClaims(world, ns, ['vm1.red']);
       const { vmi } = await waitRunning(ns, 'vm1');
       await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
       await waitGone('the VM', paths.vms(ns, 'vm1'));
@@ -760,9 +748,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     "a copied launcher pod (kubectl debug --copy-to: no owner reference, same labels and annotations) is never pointed at the VM's claim",
     async (ns, t) => {
-      await createNad(ns, 'nad-red', 'red');
+      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      await waitClaims(ns, ['vm1.red']);
+      await waitForClaims(world, ns, ['vm1.red']);
       const { pod } = await waitRunning(ns, 'vm1');
       const full = (await world.api.get<Pod & { spec: Record<string, unknown> }>(paths.pods(ns, pod.metadata.name)))!;
       const copy = (name: string, annotations: Record<string, string>) => ({
@@ -791,10 +779,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'NAD swapped on a running VM (LiveUpdateNADRef, GA in v1.9): the new network gets a claim of its own for the migration target; the old claim is released once the source pod has finished',
     async (ns, t) => {
-      await createNad(ns, 'nad-a', 'net-a');
-      await createNad(ns, 'nad-b', 'net-b');
+      await createPersistentNad(world, ns, 'nad-a', { network: 'net-a' });
+      await createPersistentNad(world, ns, 'nad-b', { network: 'net-b' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-a' } });
-      const old = (await waitClaims(ns, ['vm1.red'])).get('vm1.red')!;
+      const old = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
       assertReferences(source, { red: 'vm1.red' });
       const vm = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
@@ -964,7 +952,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     "addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod's reference, so the end of that pod does not free the address its VM holds",
     async (ns, t) => {
       await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
-      await createNad(ns, 'nad-plain', 'plain', { allowPersistentIPs: false });
+      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { pod } = await waitRunning(ns, 'vm1');
       const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
@@ -1153,7 +1141,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'addresses (OVN-K): primary user-defined network (layer2, role primary), claim named by the legacy annotation k8s.ovn.org/primary-udn-ipamclaim: OVN-K gives the launcher pod its primary address through the claim; stop/start keeps it',
     async (ns) => {
-      await createNad(ns, 'primary', 'udn-legacy', { role: 'primary', subnets: '10.202.1.0/24' });
+      await createPersistentNad(world, ns, 'primary', { network: 'udn-legacy', role: 'primary', subnets: '10.202.1.0/24' });
       await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(first, 'vm1.default');
@@ -1185,7 +1173,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   kvCase(
     'addresses (OVN-K): primary user-defined network, address and MAC asked for: the default-network element names the claim with the requests; OVN-K gives exactly those, records them in the claim, and the VM keeps them across stop/start',
     async (ns) => {
-      await createNad(ns, 'primary', 'udn-element', { role: 'primary', subnets: '10.202.2.0/24' });
+      await createPersistentNad(world, ns, 'primary', { network: 'udn-element', role: 'primary', subnets: '10.202.2.0/24' });
       const mac = '02:5e:00:0a:ca:fe';
       const asked = ['10.202.2.77/24'];
       await createVM(ns, 'vm1', {

@@ -53,7 +53,7 @@ export function nadConfig(namespace: string, nadName: string, o: NadOptions): st
 }
 
 /** Creates a NAD with `config` as its spec.config (a string, possibly invalid or empty, as users write them). */
-export async function createNad(env: SuiteEnv, namespace: string, name: string, config: string): Promise<NetworkAttachmentDefinition> {
+export async function createNad(env: Pick<SuiteEnv, 'api'>, namespace: string, name: string, config: string): Promise<NetworkAttachmentDefinition> {
   return env.api.create<NetworkAttachmentDefinition>(paths.nads(namespace), {
     apiVersion: 'k8s.cni.cncf.io/v1',
     kind: 'NetworkAttachmentDefinition',
@@ -62,7 +62,7 @@ export async function createNad(env: SuiteEnv, namespace: string, name: string, 
   });
 }
 
-export async function createPersistentNad(env: SuiteEnv, namespace: string, name: string, o: NadOptions): Promise<NetworkAttachmentDefinition> {
+export async function createPersistentNad(env: Pick<SuiteEnv, 'api'>, namespace: string, name: string, o: NadOptions): Promise<NetworkAttachmentDefinition> {
   return createNad(env, namespace, name, nadConfig(namespace, name, o));
 }
 
@@ -114,7 +114,12 @@ export function assertClaim(claim: IPAMClaim | undefined, owner: ExpectedOwner, 
 }
 
 /** Waits until every claim in `names` exists (not terminating) and returns them by name. */
-export async function waitForClaims(env: SuiteEnv, namespace: string, names: string[], timeoutMs = EVENTUALLY_MS): Promise<Map<string, IPAMClaim>> {
+export async function waitForClaims(
+  env: Pick<SuiteEnv, 'api'>,
+  namespace: string,
+  names: string[],
+  timeoutMs = EVENTUALLY_MS,
+): Promise<Map<string, IPAMClaim>> {
   return waitFor(
     `IPAMClaims ${names.join(', ')} in ${namespace}`,
     async () => {

@@ -14,9 +14,16 @@ export function launcherPodSelector(vmiUid: string): string {
 
 /** A launcher pod of the VMI `vmiUid` that is alive: controller owner uid, not terminating, not finished. */
 export function isRunningLauncherPod(pod: Pod, vmiUid: string): boolean {
-  const owned = controllerRef(pod, 'VirtualMachineInstance')?.uid === vmiUid;
+  return isUnfinishedLauncherPod(pod, vmiUid) && !pod.metadata.deletionTimestamp;
+}
+
+/**
+ * A launcher pod of the VMI `vmiUid` that may still use its addresses: not finished, terminating or not. A pod being
+ * deleted still runs its guest through the grace period (up to minutes), on the addresses its elements' claims hold.
+ */
+export function isUnfinishedLauncherPod(pod: Pod, vmiUid: string): boolean {
   const phase = pod.status?.phase;
-  return owned && !pod.metadata.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
+  return controllerRef(pod, 'VirtualMachineInstance')?.uid === vmiUid && phase !== 'Succeeded' && phase !== 'Failed';
 }
 
 /** The NAD (`namespace/name`) and the pod interface names (hashed, or the ordinal `net<N>`) of a secondary network. */

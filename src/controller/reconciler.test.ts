@@ -5,11 +5,13 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CLAIM_FINALIZER } from '../claims/constants.ts';
-import { claimOf, multus, nadMap, ovnNad, virtualMachine, vmiOf, DELETED_AT } from '../../test/objects.ts';
+import { CLAIM_FINALIZER, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import { podInterfaceName, swapClaimName } from '../claims/names.ts';
+import { claimOf, multus, nadMap, NS, ovnNad, virtualMachine, vmiOf, DELETED_AT } from '../../test/objects.ts';
 import type { KubeClient } from '../kube/client.ts';
+import { KubeApiError } from '../kube/errors.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
-import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { registerIndexes } from '../sources/indexes.ts';
 import { objectKey, Store } from '../sources/store.ts';
 import { createLogger } from '../telemetry/logger.ts';
@@ -84,6 +86,103 @@ describe('reconciler: a claim it deletes is released at once, in either order of
       // Whether the late watch event then runs the key again no longer matters (it used to be taken for the delete's
       // echo, and the finalizer stayed until the resync).
       assert.equal(typeof echoTaken, 'boolean');
+    });
+  }
+});
+
+describe('reconciler: a claim left from an earlier NAD (SWAP) lives as long as a launcher pod may use it', () => {
+  // The VM's `red` network was moved from nad-a to nad-b while it ran; its new claim exists. The old claim goes only
+  // once no launcher pod of the VMI names it: a pod being deleted still runs the guest on the old address through
+  // its grace period.
+  const vm = virtualMachine({ networks: [multus('red', 'nad-b')] });
+  const vmi = vmiOf(vm);
+  const old = claimOf(vm, 'red', { network: 'net-nad-a' });
+  const swapped = claimOf(vm, 'red', { name: swapClaimName(vm.metadata.name, 'red', 'net-nad-b'), network: 'net-nad-b' });
+  const sourcePod = (status: { phase: string; terminating: boolean }): Pod => ({
+    metadata: {
+      name: 'virt-launcher-vm1-source',
+      namespace: NS,
+      ...(status.terminating ? { deletionTimestamp: DELETED_AT } : {}),
+      ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: vm.metadata.name, uid: vmi.metadata.uid!, controller: true }],
+      annotations: {
+        [MULTUS_NETWORKS_ANNOTATION]: JSON.stringify([
+          { name: 'nad-a', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': old.metadata.name },
+        ]),
+      },
+    },
+    status: { phase: status.phase },
+  });
+  const cases = [
+    { name: 'running', pod: { phase: 'Running', terminating: false }, deleted: [] },
+    { name: 'being deleted, guest still shutting down', pod: { phase: 'Running', terminating: true }, deleted: [] },
+    { name: 'finished', pod: { phase: 'Succeeded', terminating: true }, deleted: [old.metadata.name] },
+  ];
+  for (const c of cases) {
+    it(`source pod ${c.name}: ${c.deleted.length === 0 ? 'the old claim stays' : 'the old claim is deleted'}`, async () => {
+      const sources = world(vm, vmi, [old, swapped], [ovnNad('nad-a'), ovnNad('nad-b')]);
+      const deleted: string[] = [];
+      const client = {
+        delete: async (_r: unknown, _ns: string, name: string) => {
+          deleted.push(name);
+          return { ...old, metadata: { ...old.metadata, deletionTimestamp: DELETED_AT, resourceVersion: '11' } };
+        },
+        jsonPatch: async () => ({ ...old, metadata: { ...old.metadata, finalizers: [], resourceVersion: '12' } }),
+        create: async () => assert.fail('nothing to create'),
+        get: async () => assert.fail('nothing to read'),
+        list: async () => ({ items: [sourcePod(c.pod)] }),
+      } as unknown as KubeClient;
+      const recorder = new EventRecorder(async () => undefined, log);
+      const reconcile = reconcileOf(
+        createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay: new WriteOverlay(), log }),
+      );
+      await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+      assert.deepEqual(deleted, c.deleted);
+    });
+  }
+});
+
+describe('reconciler: a release decided without a cached VMI is checked against the API', () => {
+  // The VM is being deleted and the cache shows no VMI: FINALIZER-OWNER-GONE would release the claim. The VMI may
+  // only be missing from the cache (started a moment ago, or its watch being re-established) while its pod runs.
+  const vm = virtualMachine({ networks: [multus('red', 'red')], deleting: true });
+  const vmi = vmiOf(virtualMachine({ networks: [multus('red', 'red')] }));
+  const red = { ...claimOf(vm, 'red'), metadata: { ...claimOf(vm, 'red').metadata, deletionTimestamp: DELETED_AT } };
+  for (const c of [
+    { name: 'the API has the VMI: the finalizer stays', api: vmi, released: [] as string[] },
+    { name: 'the API has no VMI either: the finalizer goes', api: undefined, released: [red.metadata.name] },
+  ]) {
+    it(c.name, async () => {
+      const sources = world(vm, vmi, [red], [ovnNad('red')]);
+      sources.vmis.delete(vmi);
+      const reads: string[] = [];
+      const released: string[] = [];
+      const client = {
+        get: async (_r: unknown, ns: string, name: string) => {
+          reads.push(`${ns}/${name}`);
+          if (c.api) return structuredClone(c.api);
+          throw new KubeApiError({
+            reason: 'notFound',
+            code: 404,
+            object: { kind: 'VirtualMachineInstance', namespace: ns, name },
+            verb: 'get',
+            message: 'not found',
+          });
+        },
+        jsonPatch: async (_r: unknown, _ns: string, name: string) => {
+          released.push(name);
+          return { ...red, metadata: { ...red.metadata, finalizers: [], resourceVersion: '12' } };
+        },
+        delete: async () => assert.fail('nothing to delete'),
+        create: async () => assert.fail('nothing to create'),
+        list: async () => ({ items: [] }),
+      } as unknown as KubeClient;
+      const recorder = new EventRecorder(async () => undefined, log);
+      const reconcile = reconcileOf(
+        createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay: new WriteOverlay(), log }),
+      );
+      await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+      assert.deepEqual(reads, [`${NS}/${vm.metadata.name}`]);
+      assert.deepEqual(released, c.released);
     });
   }
 });

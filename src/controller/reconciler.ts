@@ -10,7 +10,7 @@ import {
   collisionClaimName,
   decide,
   effectiveVmiSpec,
-  isRunningLauncherPod,
+  isUnfinishedLauncherPod,
   launcherPodSelector,
   namedClaims,
   needsLauncherPodRead,
@@ -19,7 +19,7 @@ import {
   type Plan,
 } from '../claims/index.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
+import { ifFound, isAlreadyExists, isConflict, isInvalid, isNotFound, isTerminalApiError } from '../kube/errors.ts';
 import { removeFinalizerPatch, type JsonPatchOp } from '../kube/patch.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VmiSpecLike } from '../kube/types.ts';
@@ -27,7 +27,7 @@ import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
 import { CLAIMS_BY_OWNER_NAME, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
 import { keyOf, objectKey } from '../sources/store.ts';
-import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
+import { trimNetworkAttachmentDefinition, trimVirtualMachineInstance } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
 import { type LoopReconciler, type Request, requestOf } from './loop.ts';
@@ -132,14 +132,26 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
 }
 
 /**
- * The claims named by the VMI's launcher pods that are neither finished nor being deleted (decide's SWAP). No VMI:
- * no pod can name any.
+ * The claims named by the VMI's launcher pods that have not finished (decide's SWAP): a pod being deleted still runs
+ * its guest on those claims' addresses through its grace period. No VMI: no pod can name any.
  */
 async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<Set<string>> {
   const uid = input.vmi?.metadata.uid;
   if (!uid) return new Set();
   const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(uid), signal });
-  return new Set(pods.items.filter((pod) => isRunningLauncherPod(pod, uid)).flatMap(namedClaims));
+  return new Set(pods.items.filter((pod) => isUnfinishedLauncherPod(pod, uid)).flatMap(namedClaims));
+}
+
+/**
+ * A plan that deletes a claim or releases its finalizer, decided while the cache shows no VMI of the key, is checked
+ * against the API first: the VMI may exist and run on the claim while the cache has not shown it yet (a VM started
+ * and then deleted or edited at once, a VMI watch being re-established). Freeing an address is worth one read; the
+ * steady state, which frees nothing, reads nothing. Returns the input with the VMI the API has, if any.
+ */
+async function withUncachedVmi(input: DecideInput, plan: Plan, client: KubeClient, signal: AbortSignal): Promise<DecideInput | undefined> {
+  if (input.vmi || (plan.deletes.length === 0 && plan.removeFinalizers.length === 0)) return undefined;
+  const found = await ifFound(client.get<unknown>(resources.virtualMachineInstances, input.key.namespace, input.key.name, { signal }));
+  return found === undefined ? undefined : { ...input, vmi: trimVirtualMachineInstance(found) };
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
@@ -281,9 +293,19 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const input = await readLauncherPods(await fillMissingNads(gatherInput(request, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
     return { input, log };
   };
-  const applyPlan = async ({ namespace }: Request, { input, log }: Gathered, first: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
-    // SWAP: only the first decision can tell that the running pods must be read; decide again with them.
-    const plan = first.needsPodRead ? decide({ ...input, namedByRunningPods: await claimsNamedByRunningPods(input, deps.client, ctx.signal) }) : first;
+  /** SWAP: only a first decision can tell that the running pods must be read; decide again with them. */
+  const withPods = async (input: DecideInput, plan: Plan, signal: AbortSignal): Promise<Plan> =>
+    plan.needsPodRead ? decide({ ...input, namedByRunningPods: await claimsNamedByRunningPods(input, deps.client, signal) }) : plan;
+  const applyPlan = async ({ namespace }: Request, gathered: Gathered, first: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
+    const { log } = gathered;
+    let input = gathered.input;
+    let plan = await withPods(input, first, ctx.signal);
+    const uncached = await withUncachedVmi(input, plan, deps.client, ctx.signal);
+    if (uncached) {
+      log.debug('the API has a VMI the cache does not show yet; deciding again with it');
+      input = await readLauncherPods(uncached, deps.client, ctx.signal);
+      plan = await withPods(input, decide(input), ctx.signal);
+    }
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
     const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
     const problems = [...plan.problems, ...running.problems];
