@@ -168,8 +168,16 @@ describe('reconciler: a release decided without a cached VMI is checked against 
             message: 'not found',
           });
         },
-        jsonPatch: async (_r: unknown, _ns: string, name: string) => {
+        jsonPatch: async (_r: unknown, _ns: string, name: string, ops: readonly JsonPatchOp[]) => {
           released.push(name);
+          // Guarded by the claim the decision saw: same uid, unchanged since (a claim garbage collection has just
+          // stripped of a VM deleted with --cascade=orphan is ORPHAN's to re-own), same finalizers.
+          assert.deepEqual(ops, [
+            { op: 'test', path: '/metadata/uid', value: red.metadata.uid },
+            { op: 'test', path: '/metadata/resourceVersion', value: red.metadata.resourceVersion },
+            { op: 'test', path: '/metadata/finalizers', value: [CLAIM_FINALIZER] },
+            { op: 'replace', path: '/metadata/finalizers', value: [] },
+          ]);
           return { ...red, metadata: { ...red.metadata, finalizers: [], resourceVersion: '12' } };
         },
         delete: async () => assert.fail('nothing to delete'),

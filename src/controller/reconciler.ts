@@ -232,9 +232,15 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
     const current = overlay.view(claimKey, deps.sources.claims.getByKey(claimKey));
     const ops = removeFinalizerPatch(current?.metadata.finalizers, CLAIM_FINALIZER);
     if (!ops) continue;
-    // The uid test keeps a patch from landing on a new claim of the same name; the finalizer-list test (in ops)
-    // keeps it from clobbering a concurrent finalizer change.
-    const guarded: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops];
+    // The uid test keeps a patch from landing on a new claim of the same name; the resourceVersion test, from landing
+    // on a claim that changed since the decision (garbage collection stripping a VM deleted with --cascade=orphan
+    // makes it ORPHAN's to re-own, not ours to release); the finalizer-list test (in ops), from clobbering a
+    // concurrent finalizer change.
+    const guarded: JsonPatchOp[] = [
+      { op: 'test', path: '/metadata/uid', value: write.uid },
+      { op: 'test', path: '/metadata/resourceVersion', value: write.resourceVersion },
+      ...ops,
+    ];
     try {
       const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, guarded, { signal });
       overlay.record(claimKey, write.resourceVersion, updated);
