@@ -35,6 +35,22 @@ function world(vm: VirtualMachine, vmi: VirtualMachineInstance, claims: IPAMClai
   return { vms, vmis, nads: nadStore, claims: claimStore };
 }
 
+/** One reconcile of `vm`'s key through a client stub; a verb the case does not give fails the test (list: nothing). */
+function reconcileOnce(vm: VirtualMachine, sources: ReturnType<typeof world>, verbs: Record<string, unknown>, overlay = new WriteOverlay()) {
+  const refuse = (verb: string) => async () => assert.fail(`no ${verb} expected`);
+  const client = {
+    get: refuse('get'),
+    create: refuse('create'),
+    delete: refuse('delete'),
+    jsonPatch: refuse('jsonPatch'),
+    list: async () => ({ items: [] }),
+    ...verbs,
+  } as unknown as KubeClient;
+  const recorder = new EventRecorder(async () => undefined, log);
+  const reconcile = reconcileOf(createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log }));
+  return reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+}
+
 describe('reconciler: a claim it deletes is released at once, in either order of answer and watch event', () => {
   for (const order of ['watch event first', 'answer first'] as const) {
     it(order, async () => {
@@ -54,22 +70,21 @@ describe('reconciler: a claim it deletes is released at once, in either order of
       };
       const patches: { name: string; ops: readonly JsonPatchOp[] }[] = [];
       let echoTaken: boolean | undefined;
-      const client = {
-        delete: async () => {
-          if (order === 'watch event first') echoTaken = deliverWatchEvent();
-          return terminating;
+      const result = await reconcileOnce(
+        vm,
+        sources,
+        {
+          delete: async () => {
+            if (order === 'watch event first') echoTaken = deliverWatchEvent();
+            return terminating;
+          },
+          jsonPatch: async (_r: unknown, _ns: string, name: string, ops: readonly JsonPatchOp[]) => {
+            patches.push({ name, ops });
+            return { ...terminating, metadata: { ...terminating.metadata, finalizers: [], resourceVersion: '12' } };
+          },
         },
-        jsonPatch: async (_r: unknown, _ns: string, name: string, ops: readonly JsonPatchOp[]) => {
-          patches.push({ name, ops });
-          return { ...terminating, metadata: { ...terminating.metadata, finalizers: [], resourceVersion: '12' } };
-        },
-        create: async () => assert.fail('nothing to create'),
-        get: async () => assert.fail('nothing to read'),
-        list: async () => ({ items: [] }),
-      } as unknown as KubeClient;
-      const recorder = new EventRecorder(async () => undefined, log);
-      const reconcile = reconcileOf(createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log }));
-      const result = await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+        overlay,
+      );
       if (order === 'answer first') echoTaken = deliverWatchEvent();
 
       // Released within the reconcile that deleted it: no later event or resync is needed.
@@ -121,21 +136,14 @@ describe('reconciler: a claim left from an earlier NAD (SWAP) lives as long as a
     it(`source pod ${c.name}: ${c.deleted.length === 0 ? 'the old claim stays' : 'the old claim is deleted'}`, async () => {
       const sources = world(vm, vmi, [old, swapped], [ovnNad('nad-a'), ovnNad('nad-b')]);
       const deleted: string[] = [];
-      const client = {
+      await reconcileOnce(vm, sources, {
         delete: async (_r: unknown, _ns: string, name: string) => {
           deleted.push(name);
           return { ...old, metadata: { ...old.metadata, deletionTimestamp: DELETED_AT, resourceVersion: '11' } };
         },
         jsonPatch: async () => ({ ...old, metadata: { ...old.metadata, finalizers: [], resourceVersion: '12' } }),
-        create: async () => assert.fail('nothing to create'),
-        get: async () => assert.fail('nothing to read'),
         list: async () => ({ items: [sourcePod(c.pod)] }),
-      } as unknown as KubeClient;
-      const recorder = new EventRecorder(async () => undefined, log);
-      const reconcile = reconcileOf(
-        createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay: new WriteOverlay(), log }),
-      );
-      await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+      });
       assert.deepEqual(deleted, c.deleted);
     });
   }
@@ -156,7 +164,7 @@ describe('reconciler: a release decided without a cached VMI is checked against 
       sources.vmis.delete(vmi);
       const reads: string[] = [];
       const released: string[] = [];
-      const client = {
+      await reconcileOnce(vm, sources, {
         get: async (_r: unknown, ns: string, name: string) => {
           reads.push(`${ns}/${name}`);
           if (c.api) return structuredClone(c.api);
@@ -180,15 +188,7 @@ describe('reconciler: a release decided without a cached VMI is checked against 
           ]);
           return { ...red, metadata: { ...red.metadata, finalizers: [], resourceVersion: '12' } };
         },
-        delete: async () => assert.fail('nothing to delete'),
-        create: async () => assert.fail('nothing to create'),
-        list: async () => ({ items: [] }),
-      } as unknown as KubeClient;
-      const recorder = new EventRecorder(async () => undefined, log);
-      const reconcile = reconcileOf(
-        createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay: new WriteOverlay(), log }),
-      );
-      await reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+      });
       assert.deepEqual(reads, [`${NS}/${vm.metadata.name}`]);
       assert.deepEqual(released, c.released);
     });

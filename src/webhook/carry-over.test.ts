@@ -18,26 +18,30 @@ describe('carry-over of what the webhook wrote at CREATE', () => {
   // virt-controller rebuilds a running launcher pod's networks annotation from the VMI spec (hotplug of another NIC):
   // the element of the allocator's network comes back without the reference and without the addresses.
   const created = pod([{ name: 'red', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red', ips: ['10.0.0.7/24'] }]);
-  const rebuilt = pod([
-    { name: 'red', namespace: 'vms', interface: 'pod16367aacb67' },
-    { name: 'blue', namespace: 'vms', interface: 'podb1b' },
-  ]);
-
-  it('the element gets back its reference and the addresses it started with; the new element is left to decide', () => {
-    const result = carryOverReferences(created, rebuilt, 'vms');
-    assert.deepEqual(result.refusals, []);
-    assert.deepEqual(result.fresh, [1]);
-    assert.deepEqual(elementsOf(result.pod)[0], {
-      name: 'red',
-      namespace: 'vms',
-      interface: 'pod16367aacb67',
-      'ipam-claim-reference': 'vm1.red',
-      ips: ['10.0.0.7/24'],
+  // The rebuilt element names the NAD the VMI spec names now: the same one (a hotplug of another NIC), or another on
+  // the same pod interface (a NAD swap on the running VM, then a hotplug before the migration).
+  for (const nad of ['red', 'nad-b']) {
+    it(`the element (NAD ${nad}) gets back its reference and the addresses it started with; the new element is left to decide`, () => {
+      const again = pod([
+        { name: nad, namespace: 'vms', interface: 'pod16367aacb67' },
+        { name: 'blue', namespace: 'vms', interface: 'podb1b' },
+      ]);
+      const result = carryOverReferences(created, again, 'vms');
+      assert.deepEqual(result.refusals, []);
+      assert.deepEqual(result.fresh, [1]);
+      assert.deepEqual(elementsOf(result.pod)[0], {
+        name: nad,
+        namespace: 'vms',
+        interface: 'pod16367aacb67',
+        'ipam-claim-reference': 'vm1.red',
+        ips: ['10.0.0.7/24'],
+      });
+      assert.deepEqual(elementsOf(result.pod)[1], { name: 'blue', namespace: 'vms', interface: 'podb1b' });
+      assert.deepEqual(result.carried, [{ annotation: MULTUS_NETWORKS_ANNOTATION, element: `vms/${nad}@pod16367aacb67`, claim: 'vm1.red' }]);
+      // The patch, applied to the request's object, gives the same pod.
+      assert.deepEqual(elementsOf(applyJsonPatch(again, result.patch)), elementsOf(result.pod));
     });
-    assert.deepEqual(elementsOf(result.pod)[1], { name: 'blue', namespace: 'vms', interface: 'podb1b' });
-    // The patch, applied to the request's object, gives the same pod.
-    assert.deepEqual(elementsOf(applyJsonPatch(rebuilt, result.patch)), elementsOf(result.pod));
-  });
+  }
 
   it('addresses the new element names are its own: only a missing list is carried', () => {
     const withIps = pod([{ name: 'red', namespace: 'vms', interface: 'pod16367aacb67', ips: ['10.0.0.9/24'] }]);
@@ -52,42 +56,18 @@ describe('carry-over of what the webhook wrote at CREATE', () => {
     assert.deepEqual(result.patch, []);
     assert.equal(elementsOf(result.pod)[0]?.ips, undefined);
   });
-});
 
-describe('carry-over across a NAD swap (the same pod interface under another NAD)', () => {
-  // A NAD swapped on a running VM, then a NIC hotplugged before the migration: virt-controller rebuilds the running
-  // source pod's annotation from the VMI spec, which names the new NAD on the interface still attached to the old one.
-  const source = pod([{ name: 'nad-a', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red', ips: ['10.0.0.7/24'] }]);
-
-  it('the element keeps the reference and addresses it started with; only the hotplugged element is fresh', () => {
-    const rebuilt = pod([
-      { name: 'nad-b', namespace: 'vms', interface: 'pod16367aacb67' },
-      { name: 'blue', namespace: 'vms', interface: 'podb1b' },
-    ]);
-    const result = carryOverReferences(source, rebuilt, 'vms');
-    assert.deepEqual(result.refusals, []);
-    assert.deepEqual(result.fresh, [1]);
-    assert.deepEqual(elementsOf(result.pod)[0], {
-      name: 'nad-b',
-      namespace: 'vms',
-      interface: 'pod16367aacb67',
-      'ipam-claim-reference': 'vm1.red',
-      ips: ['10.0.0.7/24'],
-    });
-    assert.deepEqual(result.carried, [{ annotation: MULTUS_NETWORKS_ANNOTATION, element: 'vms/nad-b@pod16367aacb67', claim: 'vm1.red' }]);
-    assert.deepEqual(elementsOf(applyJsonPatch(rebuilt, result.patch)), elementsOf(result.pod));
-  });
-
+  // After a NAD swap: another claim named on that interface, or the interface gone.
   it('naming another claim on that interface is a changed reference: refused', () => {
     const renamed = pod([{ name: 'nad-b', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.red-0123456789' }]);
-    const result = carryOverReferences(source, renamed, 'vms');
+    const result = carryOverReferences(created, renamed, 'vms');
     assert.equal(result.refusals.length, 1);
     assert.match(result.refusals[0]!, /would change its IPAMClaim reference from vm1\.red to vm1\.red-0123456789/);
   });
 
   it('an element gone with its interface (an unplug) goes with its reference', () => {
     const unplugged = pod([{ name: 'nad-b', namespace: 'vms', interface: 'podb1b' }]);
-    const result = carryOverReferences(source, unplugged, 'vms');
+    const result = carryOverReferences(created, unplugged, 'vms');
     assert.deepEqual(result.carried, []);
     assert.deepEqual(result.fresh, [0]);
     assert.equal(elementsOf(result.pod)[0]?.['ipam-claim-reference'], undefined);
