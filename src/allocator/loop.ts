@@ -306,6 +306,9 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const raced = outcomes.some((o) => o === 'raced' || o === 'rejected');
     const unknown = outcomes.includes('unknown');
     if (planned.skipped.length > 0) log.debug({ network, skipped: planned.skipped }, 'claims left for later');
+    // Pods that cannot be read are an error worth a warning; an owner the cache has not shown yet is a moment's wait.
+    if (planned.withheld)
+      log[input.podsUnread ? 'warn' : 'debug']({ network, claims: planned.skipped.length }, `no new address on the network while ${planned.withheld}`);
     return { requeue: raced || unknown || input.unsettled || input.podsUnread };
   };
 

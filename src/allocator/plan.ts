@@ -68,6 +68,8 @@ export interface NetworkPlan {
   events: PlanEvent[];
   /** Claims left for later, and why (owner not cached yet, owner gone, terminating). */
   skipped: { key: string; why: string }[];
+  /** No new address was handed out on the network: why (a claim whose VM may run with an address not read yet). */
+  withheld?: string;
   report: RebuildReport;
   allocator: PoolAllocator;
 }
@@ -157,7 +159,8 @@ export function planNetwork(input: PlanInput): NetworkPlan {
       }
     }
     if (held.length === 0 && unread) {
-      plan.skipped.push({ key: c.key, why: `no new address while the VM of ${unread.key} may be running with one not read yet` });
+      plan.withheld = `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`;
+      plan.skipped.push({ key: c.key, why: `no new address while ${plan.withheld}` });
       continue;
     }
     const requested = c.request.kind === 'addresses' ? c.request.addresses : [];

@@ -1094,6 +1094,21 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     assert.equal(hasWrites(next), false);
   });
 
+  it('a stopped VM deleted with orphan propagation: the claims keep the finalizer until GC has stripped the VM, then ORPHAN deletes them', () => {
+    // GC puts `orphan` on the VM and frees its dependents one at a time; released before that, a claim would be left
+    // with neither owner nor finalizer, like a hand-made one, holding its address for ever.
+    const deleting = vm({ deleting: true, finalizers: ['orphan'] });
+    const claims = both(deleting);
+    assert.deepEqual(writes(run({ vm: deleting, nads: NADS, claims })), NONE);
+    // GC has stripped them (the VM may still show its finalizer, or be gone): ORPHAN's to delete
+    const stripped = claims.map(orphaned);
+    const plan = run({ nads: NADS, claims: stripped });
+    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue', 'vm1.green'] });
+    // the same VM, deleted in the background, lets go at once as before
+    const background = vm({ deleting: true });
+    assert.deepEqual(writes(run({ vm: background, nads: NADS, claims: both(background) })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+  });
+
   it('a VM of that name that adopted the VMI owns them', () => {
     const again = vm({ uid: 'vm-uid-2' });
     const plan = run({ vm: again, vmi: vmiOf(again), nads: NADS, claims: both(theVm).map(orphaned) });

@@ -630,10 +630,17 @@ export function needsLauncherPodRead({ vmi, claims }: Pick<DecideInput, 'vmi' | 
   return claims.some((claim) => hasFinalizer(claim) && isOwnedBy(claim, vmi.metadata.uid!));
 }
 
+/** The finalizer garbage collection puts on an object deleted with propagation Orphan, until its dependents are freed. */
+const ORPHAN_FINALIZER = 'orphan';
+
 function ownersAllGone(refs: readonly OwnerReference[], { vm, vmi, launcherPodsGone }: DecideInput): boolean {
   return refs.every((ref) => {
     if (ref.kind === 'VirtualMachine') {
       const vmAlive = vm !== undefined && vm.metadata.uid === ref.uid && !isTerminating(vm);
+      // `--cascade=orphan`: until garbage collection has stripped the VM from its dependents (then it drops the
+      // `orphan` finalizer), the claim is about to become ORPHAN's, which re-owns or deletes it; released now, it
+      // would end up with neither owner nor finalizer, like a hand-made claim, and keep its address for ever.
+      if (vm?.metadata.uid === ref.uid && vm.metadata.finalizers?.includes(ORPHAN_FINALIZER)) return false;
       // A VMI of this name with no controller may be this VM's, orphaned (`--cascade=orphan`: garbage collection
       // strips the VM from the VMI and from the claims one object at a time, in any order): it still runs on the
       // claim, which ORPHAN then gives it. Only a VMI controlled by another VM is not this VM's.

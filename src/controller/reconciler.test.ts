@@ -136,7 +136,7 @@ describe('reconciler: a claim left from an earlier NAD (SWAP) lives as long as a
     it(`source pod ${c.name}: ${c.deleted.length === 0 ? 'the old claim stays' : 'the old claim is deleted'}`, async () => {
       const sources = world(vm, vmi, [old, swapped], [ovnNad('nad-a'), ovnNad('nad-b')]);
       const deleted: string[] = [];
-      await reconcileOnce(vm, sources, {
+      const result = await reconcileOnce(vm, sources, {
         delete: async (_r: unknown, _ns: string, name: string) => {
           deleted.push(name);
           return { ...old, metadata: { ...old.metadata, deletionTimestamp: DELETED_AT, resourceVersion: '11' } };
@@ -145,6 +145,8 @@ describe('reconciler: a claim left from an earlier NAD (SWAP) lives as long as a
         list: async () => ({ items: [sourcePod(c.pod)] }),
       });
       assert.deepEqual(deleted, c.deleted);
+      // A claim kept for a pod being deleted is looked at again until the pod has finished: no event of ours says when.
+      assert.equal(result.requeue, c.name.startsWith('being deleted'));
     });
   }
 });

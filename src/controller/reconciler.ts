@@ -133,13 +133,15 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
 
 /**
  * The claims named by the VMI's launcher pods that have not finished (decide's SWAP): a pod being deleted still runs
- * its guest on those claims' addresses through its grace period. No VMI: no pod can name any.
+ * its guest on those claims' addresses through its grace period. `terminating`: one of them is being deleted, and
+ * no event of ours says when it has finished. No VMI: no pod can name any.
  */
-async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<Set<string>> {
+async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<{ names: Set<string>; terminating: boolean }> {
   const uid = input.vmi?.metadata.uid;
-  if (!uid) return new Set();
+  if (!uid) return { names: new Set(), terminating: false };
   const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(uid), signal });
-  return new Set(pods.items.filter((pod) => isUnfinishedLauncherPod(pod, uid)).flatMap(namedClaims));
+  const naming = pods.items.filter((pod) => isUnfinishedLauncherPod(pod, uid) && namedClaims(pod).length > 0);
+  return { names: new Set(naming.flatMap(namedClaims)), terminating: naming.some((pod) => !!pod.metadata.deletionTimestamp) };
 }
 
 /**
@@ -299,9 +301,16 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const input = await readLauncherPods(await fillMissingNads(gatherInput(request, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
     return { input, log };
   };
-  /** SWAP: only a first decision can tell that the running pods must be read; decide again with them. */
-  const withPods = async (input: DecideInput, plan: Plan, signal: AbortSignal): Promise<Plan> =>
-    plan.needsPodRead ? decide({ ...input, namedByRunningPods: await claimsNamedByRunningPods(input, deps.client, signal) }) : plan;
+  /**
+   * SWAP: only a first decision can tell that the running pods must be read; decide again with them. A claim kept
+   * for a pod being deleted is looked at again (backoff) until that pod has finished.
+   */
+  const withPods = async (input: DecideInput, plan: Plan, signal: AbortSignal): Promise<Plan> => {
+    if (!plan.needsPodRead) return plan;
+    const pods = await claimsNamedByRunningPods(input, deps.client, signal);
+    const again = decide({ ...input, namedByRunningPods: pods.names });
+    return pods.terminating ? { ...again, retry: true } : again;
+  };
   const applyPlan = async ({ namespace }: Request, gathered: Gathered, first: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
     const { log } = gathered;
     let input = gathered.input;
@@ -309,7 +318,7 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const uncached = await withUncachedVmi(input, plan, deps.client, ctx.signal);
     if (uncached) {
       log.debug('the API has a VMI the cache does not show yet; deciding again with it');
-      input = await readLauncherPods(uncached, deps.client, ctx.signal);
+      input = await readLauncherPods(await fillMissingNads(uncached, deps.client, log, ctx.signal), deps.client, ctx.signal);
       plan = await withPods(input, decide(input), ctx.signal);
     }
     const raced = await apply(plan, namespace, deps, log, ctx.signal);

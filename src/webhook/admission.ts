@@ -500,8 +500,8 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       let addresses: Map<string, PodAddresses> | undefined;
       if (deps.podAddresses && request.operation === 'CREATE') {
         try {
-          const named = withClaimNames(v.metadata.name, persistent, (name) => claims.get(name));
-          addresses = await deps.podAddresses(namespace, v, nads, named, claims, signal);
+          const verdicts = withClaimNames(v.metadata.name, persistent, (name) => claims.get(name));
+          addresses = await deps.podAddresses(namespace, v, nads, verdicts, claims, signal);
         } catch (error) {
           if (!(error instanceof ClaimLookupError)) throw error;
           throw new TransientLookupError(error.object, error.cause);

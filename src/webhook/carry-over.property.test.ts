@@ -144,7 +144,8 @@ describe('carry-over at UPDATE (property)', () => {
         // element is gone.
         const oldIds = ids(old);
         const newIds = ids(requested.elements);
-        const gone = new Map(old.flatMap((e, i) => (e.interface && !newIds.includes(oldIds[i]!) ? [[e.interface, i] as const] : [])));
+        const hashed = (iface: string | undefined): iface is string => iface !== undefined && /^pod[0-9a-f]{11}$/.test(iface);
+        const gone = new Map(old.flatMap((e, i) => (hashed(e.interface) && !newIds.includes(oldIds[i]!) ? [[e.interface, i] as const] : [])));
         const oldRefs = new Map<string, string>();
         newIds.forEach((id, i) => {
           const iface = requested.elements[i]!.interface;

@@ -72,4 +72,14 @@ describe('carry-over of what the webhook wrote at CREATE', () => {
     assert.deepEqual(result.fresh, [0]);
     assert.equal(elementsOf(result.pod)[0]?.['ipam-claim-reference'], undefined);
   });
+
+  it('an ordinal interface (net<N>) names a position, not a network: no reference crosses NADs on it', () => {
+    const ordinal = pod([
+      { name: 'nad-a', namespace: 'vms', interface: 'net1', 'ipam-claim-reference': 'vm1.a' },
+      { name: 'nad-b', namespace: 'vms', interface: 'net2', 'ipam-claim-reference': 'vm1.b' },
+    ]);
+    const result = carryOverReferences(ordinal, pod([{ name: 'nad-b', namespace: 'vms', interface: 'net1' }]), 'vms');
+    assert.deepEqual(result.carried, []);
+    assert.deepEqual(result.fresh, [0]);
+  });
 });
