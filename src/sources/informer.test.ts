@@ -45,6 +45,8 @@ interface Harness {
   lists: string[];
   restarts: string[];
   completed: () => boolean;
+  /** Starts the informer and waits until it has listed and opened its watch. */
+  watching: () => Promise<void>;
 }
 
 function harness(): Harness {
@@ -71,7 +73,12 @@ function harness(): Harness {
     next: (e) => events.push(`${e.type} ${e.object.metadata.name}${e.finalStateUnknown ? '?' : ''}`),
     complete: () => (done = true),
   });
-  return { inf, lw, clock, events, lists, restarts, completed: () => done };
+  const watching = async (): Promise<void> => {
+    inf.start();
+    await inf.synced;
+    await flushPromises();
+  };
+  return { inf, lw, clock, events, lists, restarts, completed: () => done, watching };
 }
 
 describe('Informer', () => {
@@ -104,9 +111,7 @@ describe('Informer', () => {
     const seenInCache: (string | undefined)[] = [];
     h.inf.events$.subscribe((e) => seenInCache.push(h.inf.get('ns1', e.object.metadata.name)?.metadata.resourceVersion));
     h.lw.answerList(page([raw('a', '5'), raw('b', '6')], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.push(
       { type: 'ADDED', object: raw('c', '11') },
       { type: 'MODIFIED', object: raw('a', '12', { ips: ['10.0.0.5/24'] }) },
@@ -126,9 +131,7 @@ describe('Informer', () => {
   it('resumes at once from the last resourceVersion when the server closes the watch', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '25' } } });
     h.lw.lastWatch?.end();
     await flushPromises();
@@ -142,9 +145,7 @@ describe('Informer', () => {
   it('on a watch ERROR 410 relists and emits the difference against the cache', async () => {
     const h = harness();
     h.lw.answerList(page([raw('a', '1'), raw('b', '1'), raw('c', '1'), raw('r', '1', { uid: 'old' })], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.push({ type: 'MODIFIED', object: raw('a', '11', { ips: ['10.0.0.1/24'] }) });
     await flushPromises();
     h.events.length = 0;
@@ -167,9 +168,7 @@ describe('Informer', () => {
     const h = harness();
     h.lw.answerList(page([raw('a', '1')], '10'), page([raw('b', '2')], '20'));
     h.lw.failNextWatch(gone());
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     assert.deepEqual(h.events, ['add a', 'delete a?', 'add b']);
     assert.equal(h.lw.watches.length, 1);
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '20');
@@ -179,9 +178,7 @@ describe('Informer', () => {
   it('restarts a silent watch from where it was, without backoff', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     const first = h.lw.lastWatch;
     h.clock.advance(59_999);
     first?.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '12' } } });
@@ -202,9 +199,7 @@ describe('Informer', () => {
   it('reconnects after errors with growing jittered backoff, resumes from the same resourceVersion, and resets after progress', async () => {
     const h = harness();
     h.lw.answerList(page([raw('a', '1')], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.fail(transient());
     await flushPromises();
     assert.equal(h.inf.state, 'backoff');
@@ -233,9 +228,7 @@ describe('Informer', () => {
   it('after an outage, a 410 relists at once instead of inheriting the outage backoff, and an unanswered server is retried within seconds', async () => {
     const h = harness();
     h.lw.answerList(page([raw('a', '1')], '10'), page([raw('a', '1'), raw('b', '2')], '30'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     // The server is gone: every reconnect fails without an answer. The waits grow, but stay short.
     const waits: number[] = [];
     h.lw.lastWatch?.fail(transient());
@@ -264,9 +257,7 @@ describe('Informer', () => {
   it('keeps the long backoff for failures the server answers (5xx)', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     const unavailable = (): KubeApiError =>
       new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'IPAMClaim' }, verb: 'watch', message: 'unavailable' });
     const waits: number[] = [];
@@ -285,9 +276,7 @@ describe('Informer', () => {
   it('treats a watch ERROR other than 410 as a connection error', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.push({ type: 'ERROR', object: { kind: 'Status', code: 500, reason: 'InternalError', message: 'etcd hiccup' } });
     await flushPromises();
     assert.deepEqual(h.clock.pendingDelays(), [400]);
@@ -298,9 +287,7 @@ describe('Informer', () => {
   it('backs off when a watch closes at once without any event', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.end();
     await flushPromises();
     assert.equal(h.inf.state, 'backoff');
@@ -331,9 +318,7 @@ describe('Informer', () => {
   it('stop during backoff ends everything: no restart, no timers, stream completed', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.fail(transient());
     await flushPromises();
     assert.equal(h.inf.state, 'backoff');
@@ -351,9 +336,7 @@ describe('Informer', () => {
   it('stop while watching aborts the watch request', async () => {
     const h = harness();
     h.lw.answerList(page([], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     await h.inf.stop();
     assert.equal(h.lw.lastWatch?.request.signal.aborted, true);
     assert.equal(h.lw.watches.length, 1);
@@ -374,9 +357,7 @@ describe('Informer', () => {
     const h = harness();
     h.inf.addIndex(CLAIMS_BY_VM, claimsByVm);
     h.lw.answerList(page([raw('vm1.a', '1', { vm: 'vm1' })], '10'));
-    h.inf.start();
-    await h.inf.synced;
-    await flushPromises();
+    await h.watching();
     h.lw.lastWatch?.push({ type: 'ADDED', object: raw('vm1.b', '11', { vm: 'vm1' }) }, { type: 'DELETED', object: raw('vm1.a', '12', { vm: 'vm1' }) });
     await flushPromises();
     assert.deepEqual(h.inf.indexKeys(CLAIMS_BY_VM, 'ns1/vm1'), ['ns1/vm1.b']);
