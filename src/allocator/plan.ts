@@ -98,6 +98,9 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   const unread = ordered.find(
     (c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp && (c.running?.kind === 'unknown' || c.request.kind === 'wait'),
   );
+  const withheld = unread
+    ? `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`
+    : undefined;
   for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {
@@ -158,9 +161,9 @@ export function planNetwork(input: PlanInput): NetworkPlan {
         continue;
       }
     }
-    if (held.length === 0 && unread) {
-      plan.withheld = `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`;
-      plan.skipped.push({ key: c.key, why: `no new address while ${plan.withheld}` });
+    if (held.length === 0 && withheld) {
+      plan.withheld = withheld;
+      plan.skipped.push({ key: c.key, why: `no new address while ${withheld}` });
       continue;
     }
     const requested = c.request.kind === 'addresses' ? c.request.addresses : [];

@@ -47,6 +47,13 @@ export function podInterfaceName(networkName: string): string {
   return memoised(podInterfaceNames, networkName, () => `pod${sha256Hex(networkName).slice(0, 11)}`);
 }
 
+const HASHED_POD_INTERFACE = /^pod[0-9a-f]{11}$/;
+
+/** Whether a pod interface name is podInterfaceName()'s form, which names one VM network (the older `net<N>` is a position). */
+export function isHashedPodInterfaceName(name: string | undefined): name is string {
+  return name !== undefined && HASHED_POD_INTERFACE.test(name);
+}
+
 const CLAIM_HASH_LENGTH = 10;
 
 /**

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { podInterfaceName } from '../claims/names.ts';
+import { isHashedPodInterfaceName, podInterfaceName } from '../claims/names.ts';
 import { admissionReview, ovnNad } from '../../test/objects.ts';
 import { FakeCache } from '../../test/fake-cache.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
@@ -144,8 +144,7 @@ describe('carry-over at UPDATE (property)', () => {
         // element is gone.
         const oldIds = ids(old);
         const newIds = ids(requested.elements);
-        const hashed = (iface: string | undefined): iface is string => iface !== undefined && /^pod[0-9a-f]{11}$/.test(iface);
-        const gone = new Map(old.flatMap((e, i) => (hashed(e.interface) && !newIds.includes(oldIds[i]!) ? [[e.interface, i] as const] : [])));
+        const gone = new Map(old.flatMap((e, i) => (isHashedPodInterfaceName(e.interface) && !newIds.includes(oldIds[i]!) ? [[e.interface, i] as const] : [])));
         const oldRefs = new Map<string, string>();
         newIds.forEach((id, i) => {
           const iface = requested.elements[i]!.interface;

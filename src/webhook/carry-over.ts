@@ -7,14 +7,16 @@
 //
 // Elements are matched by NAD (namespace/name) and interface; elements without an interface by their order among
 // those of the same NAD. An element whose NAD changed under the same hashed interface name is the same attachment:
-// KubeVirt names such an interface after the VM network (`pod` + a hash of its name), not the NAD, and rebuilds a running pod's annotation from the VMI spec,
-// which after a NAD swap names the new NAD while the pod is still the one attached to the old network (the new
+// KubeVirt names such an interface after the VM network, not the NAD, and rebuilds a running pod's annotation from
+// the VMI spec, which after a NAD swap names the new NAD while the pod is still attached to the old network (the new
 // network's claim is for the migration target, a CREATE). Dropping that reference would let the old claim, and the
-// address the guest still has, be released. With a carried reference go the `ips` the old element had and the new one lacks (what the
-// built-in allocator wrote at CREATE). What this function does not decide: an element new at this UPDATE, or an element that gains
-// a reference its old self did not have. Those are `fresh`, for the caller to decide with CREATE's checks.
+// address the guest still has, be released. With a carried reference go the `ips` the old element had and the new
+// one lacks (what the built-in allocator wrote at CREATE). What this function does not decide: an element new at
+// this UPDATE, or an element that gains a reference its old self did not have. Those are `fresh`, for the caller to
+// decide with CREATE's checks.
 
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
+import { isHashedPodInterfaceName } from '../claims/names.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
 import { elementNamespace, IPAM_CLAIM_REFERENCE, parseNetworkSelection, referenceOf, serializeNetworkSelection } from '../claims/network-selection.ts';
@@ -45,9 +47,6 @@ export interface CarryOver {
 }
 
 const path = (annotation: string): string => `/metadata/annotations/${escapeJsonPointer(annotation)}`;
-
-/** KubeVirt's hashed pod interface name, which names one VM network. The older ordinal `net<N>` is a position only. */
-const NETWORK_INTERFACE = /^pod[0-9a-f]{11}$/;
 
 /** `namespace/name@interface`, or `namespace/name#k` for the k-th element of that NAD without an interface. */
 function identities(elements: readonly NetworkSelectionElement[], namespace: string): string[] {
@@ -97,7 +96,7 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
     const goneByInterface = new Map<string, string>();
     for (const [id, i] of oldIndexOf) {
       const iface = oldElements[i]?.interface;
-      if (typeof iface === 'string' && NETWORK_INTERFACE.test(iface) && !newIds.includes(id)) goneByInterface.set(iface, id);
+      if (isHashedPodInterfaceName(iface) && !newIds.includes(id)) goneByInterface.set(iface, id);
     }
     let touched = false;
     newIds.forEach((id, i) => {
