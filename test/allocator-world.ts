@@ -117,6 +117,7 @@ export class FakeWorld {
 
   constructor() {
     registerIndexes({ nads: this.nads, claims: this.claims }, 'allocator');
+    registerIndexes({ vmis: this.vmis }, 'shared');
   }
 
   /** Creates a claim on the server and in the cache (as if its ADDED event was delivered). */

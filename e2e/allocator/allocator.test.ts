@@ -14,7 +14,7 @@ import { freePort, type Cluster } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
 import { VirtCtl, waitFor } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
-import { ControllerProcess, runCli } from '../local/controller-process.ts';
+import { ControllerProcess, type LogLine, runCli } from '../local/controller-process.ts';
 import { paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
@@ -214,52 +214,89 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     );
   });
 
-  e2eCase('a VM running before its NAD opts in: the claim takes the address its pod has (network-status), not a new one', async (_t, used) => {
-    const ns = await world.namespace('running');
-    used.push(ns);
-    const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
-    // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.77 from some IPAM.
-    await world.cluster.http.expect('POST', nads, [201], {
-      apiVersion: 'k8s.cni.cncf.io/v1',
-      kind: 'NetworkAttachmentDefinition',
-      metadata: { name: 'br-static', namespace: ns },
-      spec: {
-        config: JSON.stringify({
-          cniVersion: '0.4.0',
-          name: 'e2e-running',
-          type: 'bridge',
-          bridge: 'br-e2e',
-          capabilities: { ips: true },
-          ipam: { type: 'static' },
-        }),
-      },
-    });
-    await world.createVM(ns, 'vm1', 'br-static');
-    const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    const networkStatus = [
-      { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
-      { name: `${ns}/br-static`, interface: podInterfaceName('data'), ips: ['10.69.0.77'], mac: '02:00:00:00:00:01' },
-    ];
-    await world.cluster.http.expect(
-      'PATCH',
-      `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`,
-      [200],
-      { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } },
-      'application/merge-patch+json',
-    );
-    assert.equal(await world.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
-    // Now the NAD opts in: persistence and the allocator, a pool whose lowest free address is not the pod's.
-    await world.cluster.http.expect(
-      'PATCH',
-      `${nads}/br-static`,
-      [200],
-      { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } },
-      'application/merge-patch+json',
-    );
-    const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
-    assert.deepEqual(claim.status?.ips, ['10.69.0.77/24'], 'the address the running VM has, with the pool prefix');
-    assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
-  });
+  e2eCase(
+    'a VM running before its NAD opts in: its claim takes the address its pod has, and until that claim exists no other VM gets that address',
+    async (_t, used) => {
+      const ns = await world.namespace('running');
+      used.push(ns);
+      const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
+      // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.2 from some IPAM.
+      await world.cluster.http.expect('POST', nads, [201], {
+        apiVersion: 'k8s.cni.cncf.io/v1',
+        kind: 'NetworkAttachmentDefinition',
+        metadata: { name: 'br-static', namespace: ns },
+        spec: {
+          config: JSON.stringify({
+            cniVersion: '0.4.0',
+            name: 'e2e-running',
+            type: 'bridge',
+            bridge: 'br-e2e',
+            capabilities: { ips: true },
+            ipam: { type: 'static' },
+          }),
+        },
+      });
+      await world.createVM(ns, 'vm1', 'br-static');
+      const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      const networkStatus = [
+        { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
+        { name: `${ns}/br-static`, interface: podInterfaceName('data'), ips: ['10.69.0.2'], mac: '02:00:00:00:00:01' },
+      ];
+      await world.cluster.http.expect(
+        'PATCH',
+        `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`,
+        [200],
+        { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } },
+        'application/merge-patch+json',
+      );
+      assert.equal(await world.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
+      // vm1's claim cannot be made for now: a hand-made object holds its name (on another network, so the allocator
+      // leaves it alone; its label brings vm1 back to the controller when it goes). A stopped VM on the same NAD gets
+      // its claim at once.
+      await world.kubevirt.api.create(paths.claims(ns), {
+        apiVersion: 'k8s.cni.cncf.io/v1alpha1',
+        kind: 'IPAMClaim',
+        metadata: { name: 'vm1.data', namespace: ns, labels: { 'kubevirt.io/vm': 'vm1' } },
+        spec: { network: 'e2e-unrelated', interface: 'net1' },
+      });
+      await world.createVM(ns, 'vm2', 'br-static', { running: false });
+      // Now the NAD opts in: persistence and the allocator; the lowest free address is the one vm1 has.
+      const from = world.controller.logs.length;
+      await world.cluster.http.expect(
+        'PATCH',
+        `${nads}/br-static`,
+        [200],
+        { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } },
+        'application/merge-patch+json',
+      );
+      await waitFor(`IPAMClaim ${ns}/vm2.data`, () => world.claim(ns, 'vm2.data'), { timeoutMs: EVENTUALLY_MS });
+      // Whichever comes first: the allocator says it holds the network back, or vm2 is given an address.
+      const withheld = (l: LogLine) => typeof l.msg === 'string' && l.msg.includes(`no new address on the network while VMI ${ns}/vm1 runs`);
+      const vm2 = await waitFor(
+        'the allocator to hold the network back, or to give vm2 an address',
+        async () => {
+          const c = await world.claim(ns, 'vm2.data');
+          return world.controller.logsMatching(withheld, from).length > 0 || (c?.status?.ips?.length ?? 0) > 0 ? c : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      assert.deepEqual(vm2.status?.ips ?? [], [], 'vm2 is not given the address vm1 runs with');
+
+      await world.kubevirt.api.delete(paths.claims(ns, 'vm1.data'));
+      const claim = await waitFor(
+        `IPAMClaim ${ns}/vm1.data of vm1 with its address`,
+        async () => {
+          const c = await world.claim(ns, 'vm1.data');
+          return c?.spec.network === 'e2e-running' && c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True') ? c : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      assert.deepEqual(claim.status?.ips, ['10.69.0.2/24'], 'the address the running VM has, with the pool prefix');
+      assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
+      assert.deepEqual((await world.waitForCondition(ns, 'vm2.data', 'True')).status?.ips, ['10.69.0.3/24'], 'vm2 gets the next one');
+    },
+    180_000,
+  );
 
   e2eCase('stop/start and live migration keep the address: same claim, unwritten, same ips in every new launcher pod', async (t, used) => {
     const ns = await world.namespace('keep');

@@ -32,7 +32,7 @@ import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import type { ReconcileResult, WorkQueue } from '../queue/index.ts';
 import { createLoop, type LoopReconciler, requestKey, requestOf } from '../controller/loop.ts';
 import type { Sources } from '../sources/kinds.ts';
-import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes } from '../sources/indexes.ts';
+import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes, vmisByNad } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -43,7 +43,7 @@ import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overla
 import { conditionsWith, type NetworkPlan, type PlanClaim, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
-import { runningAddresses, runningVmiOf, type RunningAddresses } from './running-address.ts';
+import { runningAddresses, runningVmiOf, type RunningAddresses, unclaimedRunningVmi, type VmisByNad } from './running-address.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
 
@@ -71,7 +71,7 @@ export interface NetworkReconcilerDeps {
   nads: IndexedCache<NetworkAttachmentDefinition>;
   claims: IndexedCache<IPAMClaim>;
   vms: ReadCache<VirtualMachine>;
-  vmis: ReadCache<VirtualMachineInstance>;
+  vmis: ReadCache<VirtualMachineInstance> & VmisByNad;
   overlay: WriteOverlay;
   writeStatus: StatusWriter;
   readClaim: ClaimReader;
@@ -87,6 +87,8 @@ export interface NetworkReconcilerDeps {
 }
 
 type WriteOutcome = 'written' | 'raced' | 'gone' | 'unknown' | 'rejected';
+
+const hasActivePods = (vmi: VirtualMachineInstance): boolean => Object.keys(vmi.status?.activePods ?? {}).length > 0;
 
 /** Whether the API server certainly did not apply the request (an answer that rejects it). */
 function certainlyNotApplied(err: unknown): boolean {
@@ -248,6 +250,14 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
         ...(running ? { running } : {}),
       });
     }
+    // Only a claim about to get an address needs the VMIs looked at: a steady state does not walk them.
+    if (input.claims.some((c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp)) {
+      const unclaimed = unclaimedRunningVmi(network, nads, deps.vmis, (namespace, name) => {
+        const key = `${namespace}/${name}`;
+        return overlay.view(key, deps.claims.getByKey(key));
+      });
+      if (unclaimed !== undefined) input.unclaimed = unclaimed;
+    }
     return input;
   };
 
@@ -275,7 +285,13 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
         forget: true,
       };
     if (state.kind === 'invalid') return { reports: [{ scope, causes: nadCauses(nads, state.problems, new Map()) }], forget: true, problems: state.problems };
-    const plan = planNetwork({ network, pool: state.pool, now: input.now, claims: input.claims });
+    const plan = planNetwork({
+      network,
+      pool: state.pool,
+      now: input.now,
+      claims: input.claims,
+      ...(input.unclaimed !== undefined ? { unclaimed: input.unclaimed } : {}),
+    });
     return {
       reports: [{ scope, causes: nadCauses(nads, new Map(), state.warnings) }],
       network: plan,
@@ -306,9 +322,12 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const raced = outcomes.some((o) => o === 'raced' || o === 'rejected');
     const unknown = outcomes.includes('unknown');
     if (planned.skipped.length > 0) log.debug({ network, skipped: planned.skipped }, 'claims left for later');
-    // Pods that cannot be read are an error worth a warning; an owner the cache has not shown yet is a moment's wait.
-    if (planned.withheld)
-      log[input.podsUnread ? 'warn' : 'debug']({ network, claims: planned.skipped.length }, `no new address on the network while ${planned.withheld}`);
+    // Pods that cannot be read are an error worth a warning; an owner the cache has not shown yet is a moment's wait;
+    // a VMI without its claim is a transition (the claims loop makes it within moments) users may want to follow.
+    if (planned.withheld) {
+      const level = input.podsUnread ? 'warn' : input.unclaimed !== undefined && planned.withheld === input.unclaimed ? 'info' : 'debug';
+      log[level]({ network, claims: planned.skipped.length }, `no new address on the network while ${planned.withheld}`);
+    }
     return { requeue: raced || unknown || input.unsettled || input.podsUnread };
   };
 
@@ -339,6 +358,8 @@ interface NetworkInput {
   unsettled: boolean;
   /** Launcher pods that could not be read: their claims wait. */
   podsUnread: boolean;
+  /** A VMI running on the network without a claim yet (looked for only while a claim waits for an address). */
+  unclaimed?: string;
   now: string;
 }
 
@@ -497,6 +518,15 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
       for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
+    }),
+    // A VMI with no claim yet can hold a network's new addresses back (unclaimedRunningVmi): its start and end are
+    // looked at again, through the NADs it names.
+    vmis.events$.subscribe((e) => {
+      if (e.type === 'update' && e.old && hasActivePods(e.old) === hasActivePods(e.object)) return;
+      for (const key of vmisByNad(e.object)) {
+        const nad = nads.getByKey(key);
+        if (nad) for (const network of nadNetwork(nad)) enqueueNetwork(network);
+      }
     }),
   ];
 

@@ -12,7 +12,8 @@
 //   never a new one: when that address is outside the pool, excluded or held by another claim, the claim is refused
 //   and reported. Such claims are served before any other, so a dynamic choice never takes the address a VM has.
 //   While an empty claim's VM may be running with an address nobody could read (its pods unreadable, its owner not
-//   in the cache yet), no new address is handed out on the network at all: any free-looking one could be that one.
+//   in the cache yet), or a VMI runs on the network without a claim yet, no new address is handed out on the network
+//   at all: any free-looking one could be the one that VM has.
 // - A claim keeps its addresses forever; a request that differs from them is reported, never applied.
 // - Every claim of the network ends with the condition IPsAllocated: True/SuccessfulAllocation when it holds valid
 //   addresses, False with OVN-Kubernetes' reasons otherwise. A claim whose condition already says so is not written:
@@ -40,6 +41,8 @@ export interface PlanInput {
   network: string;
   pool: Pool;
   claims: readonly PlanClaim[];
+  /** A VMI that may run on the network with an address no claim records yet (running-address.ts): no new address. */
+  unclaimed?: string;
   /** RFC 3339, for lastTransitionTime. */
   now: string;
 }
@@ -100,7 +103,7 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   );
   const withheld = unread
     ? `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`
-    : undefined;
+    : input.unclaimed;
   for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {

@@ -59,7 +59,8 @@ describe('what the running launcher pods have on a network', () => {
     ['no address listed', [launcherPod('p1', VMI_UID, [entry([])])], { kind: 'none' }],
     ['finished pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { phase: 'Succeeded' })], { kind: 'none' }],
     ['failed pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { phase: 'Failed' })], { kind: 'none' }],
-    ['terminating pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { deleting: true })], { kind: 'none' }],
+    // Its guest keeps the address through the grace period: the VM's claim keeps it too, so no one else gets it.
+    ['terminating pod', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { deleting: true })], { kind: 'addresses', ips: ['10.0.0.5'], pods: ['p1'] }],
     ['pod of another VMI (a copy)', [launcherPod('p1', VMI_UID, [entry(['10.0.0.5'])], { ownerUid: 'uid-other' })], { kind: 'none' }],
     [
       'migration: both pods agree',
@@ -261,5 +262,96 @@ describe('allocator pass: the pod read at the edge', () => {
     const ev = w.events.find((e) => e.involvedObject.name === 'vm1');
     assert.equal(ev?.reason, 'AddressInUse');
     assert.match(ev!.message, /the VM has 10\.0\.0\.42 .*virt-launcher-vm1-abc.*held by vms\/vm9\.data/);
+  });
+});
+
+describe('allocator pass: a VMI running on the network before its claim exists', () => {
+  // vm1 runs on nad-blue with 10.0.0.1 (given by whatever served the NAD before), and its claim is not made yet;
+  // vm2 is a new VM whose claim is the lowest-free candidate.
+  const setUp = () => {
+    const w = new FakeWorld();
+    w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24'));
+    for (const name of ['vm1', 'vm2']) w.vms.upsert(vm(name, NETS));
+    w.vmis.upsert(runningVmi('vm1', NETS));
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, [{ name: `${NS}/nad-blue`, interface: IFACE, ips: ['10.0.0.1'] }])]);
+    w.addClaim(claim('vm2', 'data', NET));
+    return w;
+  };
+  const vm1Claim = () => {
+    const c = claim('vm1', 'data', NET, { created: '2025-01-01T00:00:05Z' });
+    c.spec.interface = IFACE;
+    return c;
+  };
+
+  it('no new address while it runs unclaimed; once its claim exists, the claim takes its address and the new VM the next', async () => {
+    const w = setUp();
+    await w.pass(NET);
+    assert.deepEqual(w.writes, [], 'vm2 got nothing: 10.0.0.1 looked free but vm1 has it');
+    w.addClaim(vm1Claim());
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.1/24']);
+    assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.2/24']);
+  });
+
+  const rows: { name: string; change: (w: FakeWorld) => void }[] = [
+    { name: 'it has no launcher pod (yet, or any more)', change: (w) => w.vmis.upsert(runningVmi('vm1', NETS, [])) },
+    {
+      name: 'its interface on the network is being unplugged (no claim is wanted for it)',
+      change: (w) => {
+        const vmi = runningVmi('vm1', NETS);
+        vmi.spec!.domain = { devices: { interfaces: [{ name: 'other' }, { name: 'data', state: 'absent' }] } };
+        w.vmis.upsert(vmi);
+      },
+    },
+    {
+      name: 'it names the NAD from another namespace (no claim is ever made across namespaces)',
+      change: (w) => {
+        const vmi = runningVmi('vm1', NETS, undefined, 'elsewhere');
+        vmi.spec!.networks = [{ name: 'data', multus: { networkName: `${NS}/nad-blue` } }];
+        w.vmis.delete(runningVmi('vm1', NETS));
+        w.vmis.upsert(vmi);
+      },
+    },
+  ];
+  for (const row of rows) {
+    it(`counted only while it may hold an address a claim should record: not when ${row.name}`, async () => {
+      const w = setUp();
+      row.change(w);
+      await w.pass(NET);
+      assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.1/24']);
+    });
+  }
+
+  it("a claim of that name that is not its own (an earlier VM's, or another network's) does not count", async () => {
+    for (const c of [claim('vm1', 'data', NET, { ownerUid: 'uid-vm-earlier' }), claim('vm1', 'data', 'red')]) {
+      const w = setUp();
+      w.addClaim(c);
+      await w.pass(NET);
+      assert.deepEqual(w.writes, [], `${JSON.stringify(c.metadata.ownerReferences)} ${c.spec.network}`);
+    }
+  });
+
+  it('a claim being deleted still counts: it holds the address until it is gone', async () => {
+    const w = setUp();
+    const c = vm1Claim();
+    c.metadata.deletionTimestamp = '2025-01-01T00:00:09Z';
+    c.status = { ips: ['10.0.0.1/24'] };
+    w.addClaim(c);
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.2/24']);
+  });
+
+  it('a terminating VMI: the claim made while its guest still runs takes the address it has', async () => {
+    const w = new FakeWorld();
+    w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24'));
+    w.vms.upsert(vm('vm1', NETS));
+    const vmi = runningVmi('vm1', NETS);
+    vmi.metadata.deletionTimestamp = '2025-01-01T00:00:09Z';
+    w.vmis.upsert(vmi);
+    const status = [{ name: `${NS}/nad-blue`, interface: IFACE, ips: ['10.0.0.42'] }];
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status, { deleting: true })]);
+    w.addClaim(vm1Claim());
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.42/24']);
   });
 });

@@ -8,8 +8,10 @@
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
 // The pod list is read at the edge (loop.ts), only when an empty claim of a running VMI is about to be allocated.
 
-import { isRunningLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
-import type { IPAMClaim, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { claimNamesOf, isAbsent, isUnfinishedLauncherPod, nadKeyOfNetworkName, type NetworkInterfaces, ownerUidsOf } from '../claims/index.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import { VMIS_BY_NAD } from '../sources/indexes.ts';
+import { objectKey } from '../sources/store.ts';
 import type { ReadCache } from './requests.ts';
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
 
@@ -53,15 +55,16 @@ export function parseNetworkStatus(text: string | undefined): NetworkStatusEntry
 }
 
 /**
- * The running VMI whose launcher pods hold the claim's current address, if the claim's owner has one: the VMI of the
- * owning VM (controlled by it) or the owning VMI itself, not terminating, with at least one active pod.
+ * The VMI whose launcher pods hold the claim's current address, if the claim's owner has one: the VMI of the owning VM
+ * (controlled by it) or the owning VMI itself, with at least one active pod. A terminating VMI counts: its guest keeps
+ * the address through the pods' grace period, and the claim of that same VM is the one that should keep it.
  */
 export function runningVmiOf(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, vmis: ReadCache<VirtualMachineInstance>): VirtualMachineInstance | undefined {
   const ref = kubevirtOwner(claim);
   if (!ref) return undefined;
   const namespace = claim.metadata.namespace ?? '';
   const vmi = vmis.get(namespace, ref.name);
-  if (!vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return undefined;
+  if (!vmi?.metadata.uid) return undefined;
   if (ref.kind === 'VirtualMachine') {
     const vm = vms.get(namespace, ref.name);
     const controller = controllerRef(vmi, 'VirtualMachine');
@@ -80,7 +83,7 @@ function bare(ip: string): string {
 }
 
 /**
- * What the running launcher pods of `vmiUid` say about one network: the addresses listed for its interface (matched by
+ * What the unfinished launcher pods of `vmiUid` (terminating ones too) say about one network: the addresses listed for its interface (matched by
  * interface name and NAD, as the webhook matches elements). Pods that do not list the network say nothing (a pod
  * still being wired); pods that list different addresses make the answer `invalid` (a migration whose two pods
  * disagree cannot be settled by choosing one).
@@ -88,7 +91,7 @@ function bare(ip: string): string {
 export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterfaces, namespace: string): RunningAddresses {
   const seen: { pod: string; ips: string[] }[] = [];
   for (const pod of pods) {
-    if (!isRunningLauncherPod(pod, vmiUid)) continue;
+    if (!isUnfinishedLauncherPod(pod, vmiUid)) continue;
     const entries = parseNetworkStatus(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]);
     const entry = entries.find(
       (e) => e.interface !== undefined && iface.names.has(e.interface) && qualified(e.name, namespace) === iface.nad && e.ips.length > 0,
@@ -111,4 +114,43 @@ export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: Ne
 /** Multus names the NAD `namespace/name`; a bare name is the pod's namespace. */
 function qualified(name: string, namespace: string): string {
   return name.includes('/') ? name : `${namespace}/${name}`;
+}
+
+/** The VMIs of a cache by the NADs their spec names (sources/indexes.ts). */
+export interface VmisByNad {
+  byIndex(index: typeof VMIS_BY_NAD, value: string): VirtualMachineInstance[];
+}
+
+/**
+ * A VMI that may be running with an address of the network that no claim records yet, described; undefined when there
+ * is none. Its launcher pods predate its claim (the gate turned on, a NAD made persistent or switched to the allocator
+ * while it ran, the controller installed on a live cluster), so whatever gave them their address, the pool does not
+ * know it until the claims loop has made the claim and the claim has taken it. Until then any free-looking address
+ * could be that one. Counted: a VMI with active pods that names one of the network's NADs of its own namespace (no
+ * claim is ever made across namespaces) on an interface not being unplugged, and owns, by uid, none of the names its
+ * claim of that network may have. Pure over the caches.
+ */
+export function unclaimedRunningVmi(
+  network: string,
+  nads: readonly NetworkAttachmentDefinition[],
+  vmis: VmisByNad,
+  claimOf: (namespace: string, name: string) => IPAMClaim | undefined,
+): string | undefined {
+  for (const nad of nads) {
+    const nadKey = objectKey(nad);
+    const namespace = nad.metadata.namespace ?? '';
+    for (const vmi of vmis.byIndex(VMIS_BY_NAD, nadKey)) {
+      if (vmi.metadata.namespace !== namespace || Object.keys(vmi.status?.activePods ?? {}).length === 0) continue;
+      const owners = ownerUidsOf(vmi);
+      const owns = (claim: IPAMClaim | undefined) =>
+        claim?.spec?.network === network && (claim.metadata.ownerReferences ?? []).some((r) => !!r.uid && (r.uid === owners.vmUid || r.uid === owners.vmiUid));
+      for (const net of vmi.spec?.networks ?? []) {
+        if (!net?.multus || net.multus.default || typeof net.name !== 'string' || isAbsent(vmi.spec, net.name)) continue;
+        if (nadKeyOfNetworkName(net.multus.networkName, namespace) !== nadKey) continue;
+        if (claimNamesOf(vmi.metadata.name, net.name, network).some((name) => owns(claimOf(namespace, name)))) continue;
+        return `VMI ${namespace}/${vmi.metadata.name} runs on NetworkAttachmentDefinition ${nadKey} (VM network "${net.name}") without a claim of its own yet`;
+      }
+    }
+  }
+  return undefined;
 }

@@ -761,7 +761,8 @@ function isOwnedBy(claim: IPAMClaim, uid: string): boolean {
   return (claim.metadata.ownerReferences ?? []).some((ref) => ref.uid === uid);
 }
 
-function isAbsent(spec: VmiSpecLike | undefined, network: string): boolean {
+/** The VM network's interface is being unplugged (`state: absent`): no claim is wanted for it. */
+export function isAbsent(spec: VmiSpecLike | undefined, network: string): boolean {
   return spec?.domain?.devices?.interfaces?.find((iface) => iface?.name === network)?.state === 'absent';
 }
 

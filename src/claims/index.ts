@@ -6,6 +6,7 @@ export {
   claimNameFor,
   claimNamesOf,
   decide,
+  isAbsent,
   needsLauncherPodRead,
   persistentNetworks,
   type DecideInput,
