@@ -1059,6 +1059,35 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     assert.equal(hasWrites(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: after, namedByRunningPods: new Set([swap]) })), false);
     assert.equal(hasWrites(run({ vm: theVm, nads: NADS, claims: after })), false);
   });
+
+  it('SWAP there and back (n1 → n2 → n1), or on to a third NAD before the migration ended: the middle claim is released too once no running pod names it', () => {
+    const theVm = vm();
+    const middle = claimOf(theVm, 'blue', { name: swapClaimName(VM_NAME, 'blue', 'net-red'), network: 'net-red', uid: 'uid-middle' });
+    const rows: { name: string; claims: IPAMClaim[]; current: string }[] = [
+      // Back on the first NAD: vm1.blue (net-blue) is the claim again.
+      { name: 'back', claims: [claimOf(theVm, 'blue'), middle], current: 'vm1.blue' },
+      // On to a third NAD: the VM's claim is the net-blue swap claim, and both earlier ones go.
+      {
+        name: 'third',
+        claims: [
+          claimOf(theVm, 'blue', { network: 'net-first' }),
+          middle,
+          claimOf(theVm, 'blue', { name: swapClaimName(VM_NAME, 'blue', 'net-blue'), uid: 'uid-current' }),
+        ],
+        current: swapClaimName(VM_NAME, 'blue', 'net-blue'),
+      },
+    ];
+    for (const row of rows) {
+      row.claims.push(claimOf(theVm, 'green'));
+      const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: row.claims });
+      assert.equal(plan.needsPodRead, true, row.name);
+      assert.deepEqual(plan.wanted.find((w) => w.network === 'blue')?.claim, row.current, row.name);
+      const earlier = row.claims.map((c) => c.metadata.name).filter((n) => n !== row.current && n !== 'vm1.green');
+      assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: row.claims, namedByRunningPods: new Set(earlier) })), NONE, row.name);
+      const done = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: row.claims, namedByRunningPods: new Set([row.current]) });
+      assert.deepEqual(writes(done), { ...NONE, deletes: [...earlier].sort() }, row.name);
+    }
+  });
 });
 
 describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {

@@ -392,7 +392,10 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
  * SWAP, the end: the network's claim is `current`, made for NAD network `nadNetwork`; a claim of ours under another
  * of the network's names, made for another NAD network, is what the VM used before its NAD was swapped. It is kept
  * while a running launcher pod names it (the migration source, until it finishes; OVN-Kubernetes frees a pod's
- * addresses at its deletion unless its element names a claim that holds them), then deleted and released.
+ * addresses at its deletion unless its element names a claim that holds them), then deleted and released. "Another
+ * of the network's names" includes the swap name of any earlier NAD network, read from the claim itself: after
+ * n1 → n2 → n1, or n1 → n2 → n3 before a migration finished, the n2 claim is one too, and would otherwise hold its
+ * address until the VM is deleted.
  */
 function planSuperseded(
   input: DecideInput,
@@ -403,10 +406,11 @@ function planSuperseded(
   nadNetwork: string,
   plan: Plan,
 ): void {
-  for (const name of claimNamesOf(input.key.name, network, nadNetwork)) {
-    const old = existing.get(name);
-    if (name === current || !old || old.spec?.network === nadNetwork || isTerminating(old) || !isOwnedBy(old, owner.ref.uid) || !hasOurMark(old, owner))
+  for (const [name, old] of existing) {
+    const oldNetwork = old.spec?.network;
+    if (name === current || typeof oldNetwork !== 'string' || oldNetwork === nadNetwork || !claimNamesOf(input.key.name, network, oldNetwork).includes(name))
       continue;
+    if (isTerminating(old) || !isOwnedBy(old, owner.ref.uid) || !hasOurMark(old, owner)) continue;
     const write = writeRef(old);
     if (!write || !kubevirtOwnerRefs(old).every((ref) => ref.name === input.key.name)) continue;
     if (input.namedByRunningPods === undefined) plan.needsPodRead = true;
