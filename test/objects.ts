@@ -278,8 +278,10 @@ export function applyPlan(claims: readonly IPAMClaim[], plan: Plan): IPAMClaim[]
   }
   for (const write of plan.adopts) {
     const current = guard(write);
-    if ((current.metadata.ownerReferences ?? []).length > 0) throw new Error(`${write.name} has owners: an adoption's add would replace them`);
-    current.metadata.ownerReferences = [write.owner];
+    const owners = current.metadata.ownerReferences ?? [];
+    if (owners.length > 0 !== write.append) throw new Error(`${write.name} has ${owners.length} owners: an adoption with append ${write.append} is wrong`);
+    if ([...owners, write.owner].filter((o) => o.controller === true).length > 1) throw new Error(`${write.name}: more than one controller`);
+    current.metadata.ownerReferences = [...owners, write.owner];
     current.metadata.resourceVersion = next();
   }
   for (const write of plan.deletes) {

@@ -711,20 +711,40 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone',
     async (ns, t) => {
       await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      await waitForClaims(world, ns, ['vm1.red']);
+      await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
+      await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue' } });
+      await waitForClaims(world, ns, ['vm1.blue', 'vm1.red']);
       const { vmi } = await waitRunning(ns, 'vm1');
+      // Someone (a backup tool, say) made vm1.blue depend on an object of theirs too: that owner stays through it all.
+      const keeper = await world.api.create<{ metadata: { uid: string } }>(`/api/v1/namespaces/${ns}/configmaps`, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'keeper', namespace: ns },
+      });
+      const keeperRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'keeper', uid: keeper.metadata.uid };
+      await world.api.jsonPatch(paths.claims(ns, 'vm1.blue'), [{ op: 'add', path: '/metadata/ownerReferences/-', value: keeperRef }]);
       await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
       await waitGone('the VM', paths.vms(ns, 'vm1'));
-      const adopted = await waitFor(
-        'the claim owned by the VMI',
-        async () => {
-          const c = await world.api.claim(ns, 'vm1.red');
-          return c?.metadata.ownerReferences?.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') ? c : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      const ownedByVmi = (name: string) =>
+        waitFor(
+          `${name} owned by the VMI`,
+          async () => {
+            const c = await world.api.claim(ns, name);
+            return c?.metadata.ownerReferences?.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') ? c : undefined;
+          },
+          { timeoutMs: EVENTUALLY_MS },
+        );
+      const adopted = await ownedByVmi('vm1.red');
       assert.deepEqual(adopted.metadata.finalizers, [CLAIM_FINALIZER]);
+      const shared = await ownedByVmi('vm1.blue');
+      assert.deepEqual(
+        shared.metadata.ownerReferences?.map((r) => [r.kind, r.uid, r.controller ?? false]),
+        [
+          ['ConfigMap', keeper.metadata.uid, false],
+          ['VirtualMachineInstance', vmi.metadata.uid, true],
+        ],
+        'the VMI joins the other owner',
+      );
       // The Event is written after the claim's patch: wait for it, as a user reading `kubectl get events` would.
       await waitFor(
         'a ClaimAdopted Event on the VMI',
@@ -736,11 +756,22 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       );
       // a migration (a node drain would do the same): its target pod must be admitted, with the claim
       const target = await startMigration(ns, vmi);
-      assertReferences(target, { red: 'vm1.red' });
-      t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.red`);
+      assertReferences(target, { red: 'vm1.red', blue: 'vm1.blue' });
+      t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.red and vm1.blue`);
       await world.api.delete(paths.vmis(ns, 'vm1'));
       await waitGone('the VMI', paths.vmis(ns, 'vm1'));
       await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.red'));
+      // vm1.blue is released, not deleted: its other owner still holds it, and garbage collection removes it with it.
+      await waitFor(
+        'vm1.blue released, still owned by the ConfigMap',
+        async () => {
+          const c = await world.api.claim(ns, 'vm1.blue');
+          return c && !c.metadata.deletionTimestamp && (c.metadata.finalizers ?? []).length === 0 ? c : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      await world.api.delete(`/api/v1/namespaces/${ns}/configmaps/keeper`);
+      await waitGone('vm1.blue, with its other owner', paths.claims(ns, 'vm1.blue'));
     },
     'orphan',
   );

@@ -27,12 +27,12 @@ import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, ifFound, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { interfacesOfNetwork, launcherPodSelector } from '../claims/index.ts';
+import { interfacesOfNetwork, launcherPodSelector, ownerUidsOf } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import type { ReconcileResult, WorkQueue } from '../queue/index.ts';
 import { createLoop, type LoopReconciler, requestKey, requestOf } from '../controller/loop.ts';
 import type { Sources } from '../sources/kinds.ts';
-import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes, vmisByNad } from '../sources/indexes.ts';
+import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
@@ -43,7 +43,7 @@ import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overla
 import { conditionsWith, type NetworkPlan, type PlanClaim, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
-import { runningAddresses, runningVmiOf, type RunningAddresses, unclaimedRunningVmi, type VmisByNad } from './running-address.ts';
+import { addressesInUse, runningAddresses, runningVmiOf, type RunningAddresses, type VmisByNad, vmisOnNetwork } from './running-address.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
 
@@ -51,6 +51,8 @@ const NETWORK_PREFIX = 'network:';
 const NAD_PREFIX = 'nad:';
 /** Status writes of one pass in flight at once. */
 const WRITE_CONCURRENCY = 16;
+/** Launcher pod lists of one pass in flight at once. */
+const POD_READ_CONCURRENCY = 8;
 
 // ---------------------------------------------------------------------------------------------------------------
 // One pass over one network.
@@ -87,8 +89,6 @@ export interface NetworkReconcilerDeps {
 }
 
 type WriteOutcome = 'written' | 'raced' | 'gone' | 'unknown' | 'rejected';
-
-const hasActivePods = (vmi: VirtualMachineInstance): boolean => Object.keys(vmi.status?.activePods ?? {}).length > 0;
 
 /** Whether the API server certainly did not apply the request (an answer that rejects it). */
 function certainlyNotApplied(err: unknown): boolean {
@@ -188,6 +188,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
   const runningOf = async (
     claim: IPAMClaim,
     lookup: OwnerLookup,
+    nadKeys: ReadonlySet<string>,
     podsOf: Map<string, Promise<Pod[]>>,
     signal: AbortSignal,
   ): Promise<RunningAddresses | undefined> => {
@@ -196,7 +197,8 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const vmi = runningVmiOf(claim, deps.vms, deps.vmis);
     const namespace = claim.metadata.namespace ?? '';
     const iface = vmi ? interfacesOfNetwork(vmi, lookup.network, namespace) : undefined;
-    if (!vmi?.metadata.uid || !iface) return undefined;
+    // A VMI still on a NAD of another network (its VM's NAD swapped, the move pending) has no address on this one.
+    if (!vmi?.metadata.uid || !iface || !nadKeys.has(iface.nad)) return undefined;
     const uid = vmi.metadata.uid;
     let pods = podsOf.get(uid);
     if (!pods) podsOf.set(uid, (pods = deps.listLauncherPods(namespace, uid, signal)));
@@ -228,6 +230,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
       claims: [],
       unsettled: false,
       podsUnread: false,
+      inUse: [],
       now: now()
         .toISOString()
         .replace(/\.\d{3}Z$/, 'Z'),
@@ -236,11 +239,12 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     input.unsettled = await settlePending(network, signal);
     const keys = new Set([...deps.claims.indexKeys(CLAIMS_BY_NETWORK, network), ...overlay.keysOf(network)]);
     const podsOf = new Map<string, Promise<Pod[]>>();
+    const nadKeys = new Set(nads.map(objectKey));
     for (const key of keys) {
       const claim = overlay.view(key, deps.claims.getByKey(key));
       if (!claim || claim.spec?.network !== network) continue;
       const lookup = ownerRequest(claim, deps.vms, deps.vmis);
-      const running = await runningOf(claim, lookup, podsOf, signal);
+      const running = await runningOf(claim, lookup, nadKeys, podsOf, signal);
       if (running?.kind === 'unknown') input.podsUnread = true;
       input.claims.push({
         key: objectKey(claim),
@@ -250,13 +254,37 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
         ...(running ? { running } : {}),
       });
     }
-    // Only a claim about to get an address needs the VMIs looked at: a steady state does not walk them.
-    if (input.claims.some((c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp)) {
-      const unclaimed = unclaimedRunningVmi(network, nads, deps.vmis, (namespace, name) => {
-        const key = `${namespace}/${name}`;
-        return overlay.view(key, deps.claims.getByKey(key));
+    // Only while a claim is about to get an address: the pods of running VMs whose addresses no claim records (nor
+    // will in this pass: no claim, one being deleted, refused, or not served yet) are read, and those addresses held
+    // back. A steady state reads nothing.
+    if (deps.listLauncherPods && input.claims.some((c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp)) {
+      const covered = new Set<string>();
+      for (const c of input.claims) {
+        const records = (c.claim.status?.ips?.length ?? 0) > 0 || c.running?.kind === 'addresses';
+        if (records && !c.claim.metadata.deletionTimestamp) for (const ref of c.claim.metadata.ownerReferences ?? []) covered.add(ref.uid);
+      }
+      const strays = vmisOnNetwork(nads, deps.vmis).filter(({ vmi }) => {
+        const owners = ownerUidsOf(vmi);
+        return !(owners.vmiUid && covered.has(owners.vmiUid)) && !(owners.vmUid && covered.has(owners.vmUid));
       });
-      if (unclaimed !== undefined) input.unclaimed = unclaimed;
+      const list = deps.listLauncherPods;
+      await mapLimit(strays, POD_READ_CONCURRENCY, async (on) => {
+        const { namespace = '', name, uid = '' } = on.vmi.metadata;
+        const holder = `VMI ${namespace}/${name} (no claim records its address)`;
+        let pods = podsOf.get(uid);
+        if (!pods) podsOf.set(uid, (pods = list(namespace, uid, signal)));
+        try {
+          const ips = addressesInUse(await pods, on);
+          if (ips.length > 0) input.inUse.push({ holder, ips });
+        } catch (err) {
+          log.warn(
+            { vmi: `${namespace}/${name}`, err },
+            'cannot read the launcher pods of a running VM whose address no claim records; no new address on its network',
+          );
+          input.podsUnread = true;
+          input.inUseUnknown ??= `the launcher pods of VMI ${namespace}/${name}, which runs on the network and whose address no claim records, cannot be read`;
+        }
+      });
     }
     return input;
   };
@@ -290,7 +318,8 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
       pool: state.pool,
       now: input.now,
       claims: input.claims,
-      ...(input.unclaimed !== undefined ? { unclaimed: input.unclaimed } : {}),
+      inUse: input.inUse,
+      ...(input.inUseUnknown !== undefined ? { inUseUnknown: input.inUseUnknown } : {}),
     });
     return {
       reports: [{ scope, causes: nadCauses(nads, new Map(), state.warnings) }],
@@ -322,12 +351,10 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     const raced = outcomes.some((o) => o === 'raced' || o === 'rejected');
     const unknown = outcomes.includes('unknown');
     if (planned.skipped.length > 0) log.debug({ network, skipped: planned.skipped }, 'claims left for later');
-    // Pods that cannot be read are an error worth a warning; an owner the cache has not shown yet is a moment's wait;
-    // a VMI without its claim is a transition (the claims loop makes it within moments) users may want to follow.
-    if (planned.withheld) {
-      const level = input.podsUnread ? 'warn' : input.unclaimed !== undefined && planned.withheld === input.unclaimed ? 'info' : 'debug';
-      log[level]({ network, claims: planned.skipped.length }, `no new address on the network while ${planned.withheld}`);
-    }
+    // Pods that cannot be read are an error worth a warning; an owner the cache has not shown yet is a moment's wait.
+    if (planned.withheld)
+      log[input.podsUnread ? 'warn' : 'debug']({ network, claims: planned.skipped.length }, `no new address on the network while ${planned.withheld}`);
+    if (input.inUse.length > 0) log.debug({ network, inUse: input.inUse }, 'addresses of running VMs that no claim records are held back');
     return { requeue: raced || unknown || input.unsettled || input.podsUnread };
   };
 
@@ -358,8 +385,10 @@ interface NetworkInput {
   unsettled: boolean;
   /** Launcher pods that could not be read: their claims wait. */
   podsUnread: boolean;
-  /** A VMI running on the network without a claim yet (looked for only while a claim waits for an address). */
-  unclaimed?: string;
+  /** Addresses running VMs use on the network that no claim records (looked for only while a claim waits). */
+  inUse: { holder: string; ips: string[] }[];
+  /** Why some of those could not be read, if so: no new address then. */
+  inUseUnknown?: string;
   now: string;
 }
 
@@ -518,15 +547,6 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
       for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
-    }),
-    // A VMI with no claim yet can hold a network's new addresses back (unclaimedRunningVmi): its start and end are
-    // looked at again, through the NADs it names.
-    vmis.events$.subscribe((e) => {
-      if (e.type === 'update' && e.old && hasActivePods(e.old) === hasActivePods(e.object)) return;
-      for (const key of vmisByNad(e.object)) {
-        const nad = nads.getByKey(key);
-        if (nad) for (const network of nadNetwork(nad)) enqueueNetwork(network);
-      }
     }),
   ];
 

@@ -11,15 +11,16 @@
 // - An empty claim whose VMI runs takes the address its running launcher pod has (network-status, running-address.ts),
 //   never a new one: when that address is outside the pool, excluded or held by another claim, the claim is refused
 //   and reported. Such claims are served before any other, so a dynamic choice never takes the address a VM has.
-//   While an empty claim's VM may be running with an address nobody could read (its pods unreadable, its owner not
-//   in the cache yet), or a VMI runs on the network without a claim yet, no new address is handed out on the network
-//   at all: any free-looking one could be the one that VM has.
+//   The addresses of running VMs whose claims do not record them (and will not in this pass) are held back. While an
+//   empty claim's VM may be running with an address nobody could read (its pods unreadable, its owner not in the
+//   cache yet), no new address is handed out on the network at all: any free-looking one could be that one.
 // - A claim keeps its addresses forever; a request that differs from them is reported, never applied.
 // - Every claim of the network ends with the condition IPsAllocated: True/SuccessfulAllocation when it holds valid
 //   addresses, False with OVN-Kubernetes' reasons otherwise. A claim whose condition already says so is not written:
 //   a steady state costs no write.
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
+import { parseAddress } from './address.ts';
 import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
@@ -41,8 +42,13 @@ export interface PlanInput {
   network: string;
   pool: Pool;
   claims: readonly PlanClaim[];
-  /** A VMI that may run on the network with an address no claim records yet (running-address.ts): no new address. */
-  unclaimed?: string;
+  /**
+   * Addresses launcher pods use on the network that no claim records, nor will in this pass (running-address.ts): held
+   * back from the pool. `holder` names the VMI, for messages.
+   */
+  inUse?: readonly { holder: string; ips: readonly string[] }[];
+  /** Some of those could not be read (why): no new address is handed out on the network. */
+  inUseUnknown?: string;
   /** RFC 3339, for lastTransitionTime. */
   now: string;
 }
@@ -83,7 +89,11 @@ export type Outcome = AllocationErrorCode | 'Success';
 export function planNetwork(input: PlanInput): NetworkPlan {
   const allocator = new PoolAllocator(input.pool);
   const ordered = [...input.claims].sort(byAge);
-  const report = allocator.rebuild(ordered.map((c) => ({ key: c.key, ips: c.claim.status?.ips ?? [] })));
+  // An address a claim holds is that claim's (a conflict with a pod is not ours to report); the others are held
+  // back under the VMI's name, so that neither a new nor a requested address can be one of them.
+  const held = new Set(ordered.flatMap((c) => (c.claim.status?.ips ?? []).map(addressKey)));
+  const inUse = (input.inUse ?? []).map((u) => ({ key: u.holder, ips: u.ips.filter((ip) => !held.has(addressKey(ip))) })).filter((u) => u.ips.length > 0);
+  const report = allocator.rebuild([...ordered.map((c) => ({ key: c.key, ips: c.claim.status?.ips ?? [] })), ...inUse]);
   const plan: NetworkPlan = { writes: [], events: [], skipped: [], report, allocator };
 
   const conflictOf = new Map<string, string>();
@@ -103,7 +113,7 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   );
   const withheld = unread
     ? `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`
-    : input.unclaimed;
+    : input.inUseUnknown;
   for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {
@@ -259,4 +269,10 @@ function byAge(a: PlanClaim, b: PlanClaim): number {
   const tb = b.claim.metadata.creationTimestamp ?? '';
   if (ta !== tb) return ta < tb ? -1 : 1;
   return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/** One address whatever its spelling (prefix length, IPv6 zeros); an unreadable string stands for itself. */
+function addressKey(ip: unknown): string {
+  const r = parseAddress(ip, { allowPrefix: true });
+  return r.ok ? `${r.value.family}:${r.value.value}` : String(ip);
 }

@@ -4,11 +4,15 @@
 // leader points the running pod's element at the claim (src/controller/running-pods.ts), so the next launcher pod (a
 // migration target) is given the claim's addresses, and they must be the ones the guest has (issue 26, point 3).
 //
+// The same goes for a VM whose claim does not record its address yet and will not in this pass (its claim not made
+// yet, never to be made, being deleted, or refused): whatever gave its pods their address, no other claim may get
+// it. Its addresses are held back from the pool for the pass (plan.ts, `inUse`).
+//
 // The address the pod has is read from its `k8s.v1.cni.cncf.io/network-status` annotation (written by Multus). This
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
-// The pod list is read at the edge (loop.ts), only when an empty claim of a running VMI is about to be allocated.
+// The pod lists are read at the edge (loop.ts), only while a claim of the network is about to get an address.
 
-import { claimNamesOf, isAbsent, isUnfinishedLauncherPod, nadKeyOfNetworkName, type NetworkInterfaces, ownerUidsOf } from '../claims/index.ts';
+import { interfacesOfNetwork, isUnfinishedLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { VMIS_BY_NAD } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
@@ -82,13 +86,8 @@ function bare(ip: string): string {
   return slash < 0 ? ip : ip.slice(0, slash);
 }
 
-/**
- * What the unfinished launcher pods of `vmiUid` (terminating ones too) say about one network: the addresses listed for its interface (matched by
- * interface name and NAD, as the webhook matches elements). Pods that do not list the network say nothing (a pod
- * still being wired); pods that list different addresses make the answer `invalid` (a migration whose two pods
- * disagree cannot be settled by choosing one).
- */
-export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterfaces, namespace: string): RunningAddresses {
+/** What each unfinished launcher pod of `vmiUid` (terminating ones too) lists for one network's interface. */
+function podAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterfaces, namespace: string): { pod: string; ips: string[] }[] {
   const seen: { pod: string; ips: string[] }[] = [];
   for (const pod of pods) {
     if (!isUnfinishedLauncherPod(pod, vmiUid)) continue;
@@ -96,9 +95,19 @@ export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: Ne
     const entry = entries.find(
       (e) => e.interface !== undefined && iface.names.has(e.interface) && qualified(e.name, namespace) === iface.nad && e.ips.length > 0,
     );
-    if (!entry) continue;
-    seen.push({ pod: pod.metadata.name, ips: [...new Set(entry.ips.map(bare))].sort() });
+    if (entry) seen.push({ pod: pod.metadata.name, ips: [...new Set(entry.ips.map(bare))].sort() });
   }
+  return seen;
+}
+
+/**
+ * What the unfinished launcher pods of `vmiUid` (terminating ones too) say about one network: the addresses listed
+ * for its interface (matched by interface name and NAD, as the webhook matches elements). Pods that do not list the
+ * network say nothing (a pod still being wired); pods that list different addresses make the answer `invalid` (a
+ * migration whose two pods disagree cannot be settled by choosing one).
+ */
+export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterfaces, namespace: string): RunningAddresses {
+  const seen = podAddresses(pods, vmiUid, iface, namespace);
   if (seen.length === 0) return { kind: 'none' };
   const first = seen[0]!;
   const other = seen.find((s) => s.ips.join(',') !== first.ips.join(','));
@@ -121,36 +130,44 @@ export interface VmisByNad {
   byIndex(index: typeof VMIS_BY_NAD, value: string): VirtualMachineInstance[];
 }
 
+/** A VMI with launcher pods on the network, and the interfaces it has there. */
+export interface VmiOnNetwork {
+  vmi: VirtualMachineInstance;
+  ifaces: NetworkInterfaces[];
+}
+
 /**
- * A VMI that may be running with an address of the network that no claim records yet, described; undefined when there
- * is none. Its launcher pods predate its claim (the gate turned on, a NAD made persistent or switched to the allocator
- * while it ran, the controller installed on a live cluster), so whatever gave them their address, the pool does not
- * know it until the claims loop has made the claim and the claim has taken it. Until then any free-looking address
- * could be that one. Counted: a VMI with active pods that names one of the network's NADs of its own namespace (no
- * claim is ever made across namespaces) on an interface not being unplugged, and owns, by uid, none of the names its
- * claim of that network may have. Pure over the caches.
+ * Every VMI with active pods (terminating or not) that names one of the network's NADs, with its interfaces on them.
+ * A VMI of another namespace counts too: no claim is made for it, but Multus attaches a NAD across namespaces unless
+ * told not to, so its pods may have an address of the pool. Pure over the cache.
  */
-export function unclaimedRunningVmi(
-  network: string,
-  nads: readonly NetworkAttachmentDefinition[],
-  vmis: VmisByNad,
-  claimOf: (namespace: string, name: string) => IPAMClaim | undefined,
-): string | undefined {
+export function vmisOnNetwork(nads: readonly NetworkAttachmentDefinition[], vmis: VmisByNad): VmiOnNetwork[] {
+  const out = new Map<string, VmiOnNetwork>();
   for (const nad of nads) {
     const nadKey = objectKey(nad);
-    const namespace = nad.metadata.namespace ?? '';
     for (const vmi of vmis.byIndex(VMIS_BY_NAD, nadKey)) {
-      if (vmi.metadata.namespace !== namespace || Object.keys(vmi.status?.activePods ?? {}).length === 0) continue;
-      const owners = ownerUidsOf(vmi);
-      const owns = (claim: IPAMClaim | undefined) =>
-        claim?.spec?.network === network && (claim.metadata.ownerReferences ?? []).some((r) => !!r.uid && (r.uid === owners.vmUid || r.uid === owners.vmiUid));
-      for (const net of vmi.spec?.networks ?? []) {
-        if (!net?.multus || net.multus.default || typeof net.name !== 'string' || isAbsent(vmi.spec, net.name)) continue;
-        if (nadKeyOfNetworkName(net.multus.networkName, namespace) !== nadKey) continue;
-        if (claimNamesOf(vmi.metadata.name, net.name, network).some((name) => owns(claimOf(namespace, name)))) continue;
-        return `VMI ${namespace}/${vmi.metadata.name} runs on NetworkAttachmentDefinition ${nadKey} (VM network "${net.name}") without a claim of its own yet`;
-      }
+      const namespace = vmi.metadata.namespace ?? '';
+      if (!vmi.metadata.uid || Object.keys(vmi.status?.activePods ?? {}).length === 0) continue;
+      const ifaces = (vmi.spec?.networks ?? [])
+        .filter((net) => net?.multus && !net.multus.default && typeof net.name === 'string')
+        .map((net) => interfacesOfNetwork(vmi, net.name, namespace))
+        .filter((iface): iface is NetworkInterfaces => iface?.nad === nadKey);
+      if (ifaces.length === 0) continue;
+      const seen = out.get(vmi.metadata.uid);
+      if (seen) seen.ifaces.push(...ifaces);
+      else out.set(vmi.metadata.uid, { vmi, ifaces });
     }
   }
-  return undefined;
+  return [...out.values()];
+}
+
+/**
+ * Every address the unfinished launcher pods of a VMI list on the given interfaces, bare and without repeats (pods
+ * that disagree give them all: each may be in use).
+ */
+export function addressesInUse(pods: readonly Pod[], on: VmiOnNetwork): string[] {
+  const uid = on.vmi.metadata.uid ?? '';
+  const namespace = on.vmi.metadata.namespace ?? '';
+  const ips = on.ifaces.flatMap((iface) => podAddresses(pods, uid, iface, namespace).flatMap((p) => p.ips));
+  return [...new Set(ips)].sort();
 }

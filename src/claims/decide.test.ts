@@ -791,9 +791,8 @@ const inputArb = fc
 const ofThisKey = (c: IPAMClaim): boolean => {
   const refs = (c.metadata.ownerReferences ?? []).filter((r) => r.apiVersion.startsWith('kubevirt.io/'));
   const kinds = ['VirtualMachine', 'VirtualMachineInstance'];
-  // ORPHAN: no owner at all, and both our finalizer and our label for this VM.
-  const orphanOfOurs =
-    (c.metadata.ownerReferences ?? []).length === 0 && !!c.metadata.finalizers?.includes(CLAIM_FINALIZER) && c.metadata.labels?.[VM_LABEL] === VM_NAME;
+  // ORPHAN: no KubeVirt owner (others may have been added by someone), and both our finalizer and our label for this VM.
+  const orphanOfOurs = refs.length === 0 && !!c.metadata.finalizers?.includes(CLAIM_FINALIZER) && c.metadata.labels?.[VM_LABEL] === VM_NAME;
   return orphanOfOurs || (refs.length > 0 && refs.every((r) => r.name === VM_NAME && kinds.includes(r.kind)));
 };
 
@@ -853,8 +852,15 @@ describe('properties', () => {
           const target = byName.get(write.name);
           assert.ok(target && ofThisKey(target), write.name);
         }
-        for (const adoption of plan.adopts)
-          assert.deepEqual(byName.get(adoption.name)?.metadata.ownerReferences ?? [], [], `${adoption.name}: only an ownerless claim is adopted`);
+        for (const adoption of plan.adopts) {
+          const owners = byName.get(adoption.name)?.metadata.ownerReferences ?? [];
+          assert.ok(!owners.some((r) => r.apiVersion.startsWith('kubevirt.io/')), `${adoption.name}: only a claim without a KubeVirt owner is adopted`);
+          assert.equal(adoption.append, owners.length > 0, `${adoption.name}: other owners are kept`);
+        }
+        for (const d of plan.deletes) {
+          const owners = byName.get(d.name)?.metadata.ownerReferences ?? [];
+          assert.ok(owners.length === 0 || owners.some((r) => r.apiVersion.startsWith('kubevirt.io/')), `${d.name}: a claim someone else owns is not deleted`);
+        }
         const touched = [...plan.adopts, ...plan.removeFinalizers, ...plan.deletes].map((w) => w.name);
         assert.equal(new Set(touched).size, touched.length);
         for (const create of plan.creates) assert.ok(!byName.has(create.metadata.name));
@@ -1188,6 +1194,34 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     assert.ok(!plan.removeFinalizers.some((w) => w.name === 'vm1.blue'));
     assert.ok(!plan.adopts.some((w) => w.name === 'vm1.blue'));
     assert.deepEqual(writes(run({ nads: NADS, claims: [deleted] })).removeFinalizers, ['vm1.blue']);
+  });
+
+  it('an owner reference someone else added survives the orphan deletion: the claim is owned again beside it, or only released', () => {
+    const foreign = { apiVersion: 'example.com/v1', kind: 'Backup', name: 'nightly', uid: 'backup-uid', controller: true };
+    const withForeign = (c: IPAMClaim): IPAMClaim => {
+      const copy = orphaned(c);
+      copy.metadata.ownerReferences = [foreign];
+      return copy;
+    };
+    const claims = both(theVm).map(withForeign);
+    const vmi = freed();
+    const plan = run({ vmi, nads: NADS, claims });
+    assert.deepEqual(
+      plan.adopts.map((a) => [a.name, a.owner.uid, a.owner.controller, a.append]),
+      [
+        ['vm1.blue', vmi.metadata.uid, false, true],
+        ['vm1.green', vmi.metadata.uid, false, true],
+      ],
+    );
+    assert.deepEqual(reasons(plan), []);
+    const adopted = applyPlan(claims, plan);
+    assert.deepEqual(
+      adopted[0]!.metadata.ownerReferences!.map((o) => o.uid),
+      ['backup-uid', vmi.metadata.uid],
+    );
+    assert.equal(hasWrites(run({ vmi, nads: NADS, claims: adopted })), false);
+    // Once no VM and no VMI of that name is left: our finalizer goes, the claim is not ours alone to delete.
+    assert.deepEqual(writes(run({ nads: NADS, claims })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
   });
 
   it('a claim of a network the owner no longer has: deleted and released, not adopted', () => {

@@ -115,9 +115,11 @@ export interface WantedClaim {
   reason?: ProblemReason;
 }
 
-/** An ownerless claim of ours given back an owner reference, guarded by its uid and resourceVersion. */
+/** A claim of ours that lost its KubeVirt owner given one back, guarded by its uid and resourceVersion. */
 export interface ClaimAdoption extends ClaimWrite {
   owner: OwnerReference;
+  /** The claim has other owners (not KubeVirt's), which the new reference joins rather than replaces. */
+  append: boolean;
 }
 
 export interface Plan {
@@ -189,15 +191,17 @@ export function decide(input: DecideInput): Plan {
 
 // ---------------------------------------------------------------------------------------------------------------
 // ORPHAN: `kubectl delete vm --cascade=orphan` keeps the VMI running, and garbage collection strips the VM from the
-// owner references of its claims. A claim with no owner at all that carries our finalizer AND our label for this
+// owner references of its claims. A claim with no KubeVirt owner that carries our finalizer AND our label for this
 // key is ours (a hand-made claim has neither; EXISTING-NOT-OWNED keeps the "never adopt" rule for it). While the
 // owner of this key lives (the VMI, standalone now, or a VM of that name that adopted it) and uses the network, the
 // claim is owned again, so that the VM's pods may use it and garbage collection releases it with its owner. Once no
 // VM and no VMI of this name is left, or the owner no longer has the network, it is deleted and released. In
 // between (the VM still terminating, the VMI not yet freed of it) nothing is done: their events bring the key back.
+// An owner reference someone else added (not KubeVirt's) stays: the new one joins it, and such a claim is only
+// released, never deleted, since its other owner still holds it (its garbage collection removes it).
 
 function isOrphanOfOurs(claim: IPAMClaim, vmName: string): boolean {
-  return (claim.metadata.ownerReferences ?? []).length === 0 && hasFinalizer(claim) && claim.metadata.labels?.[VM_LABEL] === vmName;
+  return kubevirtOwnerRefs(claim).length === 0 && hasFinalizer(claim) && claim.metadata.labels?.[VM_LABEL] === vmName;
 }
 
 function planOrphan(claim: IPAMClaim, write: ClaimWrite, owner: Owner | undefined, input: DecideInput, inUse: Usage, plan: Plan): void {
@@ -206,14 +210,18 @@ function planOrphan(claim: IPAMClaim, write: ClaimWrite, owner: Owner | undefine
     // Deleted by someone while its VM uses it: the finalizer holds the address until the network is no longer used
     // (then the branch below releases it), as FINALIZER-DELETED-UNUSED does for an owned claim.
     if (isTerminating(claim)) return;
+    const others = claim.metadata.ownerReferences ?? [];
+    // The API server allows one controller among an object's owners.
+    const controller = !others.some((ref) => ref.controller === true);
     plan.adopts.push({
       ...write,
-      owner: { apiVersion: owner.apiVersion, kind: owner.ref.kind, name: owner.ref.name, uid: owner.ref.uid, controller: true, blockOwnerDeletion: true },
+      owner: { apiVersion: owner.apiVersion, kind: owner.ref.kind, name: owner.ref.name, uid: owner.ref.uid, controller, blockOwnerDeletion: true },
+      append: others.length > 0,
     });
     return;
   }
   if (!alive && (input.vm !== undefined || input.vmi !== undefined)) return;
-  if (isTerminating(claim)) plan.removeFinalizers.push(write);
+  if (isTerminating(claim) || (claim.metadata.ownerReferences ?? []).length > 0) plan.removeFinalizers.push(write);
   else plan.deletes.push(write);
 }
 
@@ -358,7 +366,7 @@ function planWantedClaims(input: DecideInput, owner: Owner, claims: readonly IPA
       // plugin keys its allocation on the claim as it is.
       plan.wanted.push({ network, claim: name, status: 'created' });
       planSuperseded(input, owner, existing, network, name, claimSpec.network, plan);
-    } else if (refs.length === 0 && isOrphanOfOurs(found, input.key.name)) {
+    } else if (isOrphanOfOurs(found, input.key.name)) {
       // ORPHAN (below): ours, owned again by this plan.
       plan.wanted.push({ network, claim: name, status: 'created' });
     } else if (refs.length === 0) {
@@ -765,8 +773,7 @@ function isOwnedBy(claim: IPAMClaim, uid: string): boolean {
   return (claim.metadata.ownerReferences ?? []).some((ref) => ref.uid === uid);
 }
 
-/** The VM network's interface is being unplugged (`state: absent`): no claim is wanted for it. */
-export function isAbsent(spec: VmiSpecLike | undefined, network: string): boolean {
+function isAbsent(spec: VmiSpecLike | undefined, network: string): boolean {
   return spec?.domain?.devices?.interfaces?.find((iface) => iface?.name === network)?.state === 'absent';
 }
 

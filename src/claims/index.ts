@@ -6,7 +6,6 @@ export {
   claimNameFor,
   claimNamesOf,
   decide,
-  isAbsent,
   needsLauncherPodRead,
   persistentNetworks,
   type DecideInput,

@@ -207,12 +207,14 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
   if (failures.length > 0) throw failures[0];
   for (const adoption of plan.adopts) {
     const claimKey = keyOf(namespace, adoption.name);
-    // The claim has no owner reference at all (decide's ORPHAN): `add` creates the list. uid and resourceVersion
-    // tests keep it from landing on another claim of that name, or on one someone changed meanwhile.
+    // decide's ORPHAN: `add` creates the list, or joins the owners someone else gave the claim. uid and
+    // resourceVersion tests keep it from landing on another claim of that name, or on one someone changed meanwhile.
     const ops: JsonPatchOp[] = [
       { op: 'test', path: '/metadata/uid', value: adoption.uid },
       { op: 'test', path: '/metadata/resourceVersion', value: adoption.resourceVersion },
-      { op: 'add', path: '/metadata/ownerReferences', value: [adoption.owner] },
+      adoption.append
+        ? { op: 'add', path: '/metadata/ownerReferences/-', value: adoption.owner }
+        : { op: 'add', path: '/metadata/ownerReferences', value: [adoption.owner] },
     ];
     try {
       const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, adoption.name, ops, { signal });
