@@ -296,6 +296,24 @@ const rows: Row[] = [
     denials: ['default'],
   },
   {
+    // virt-controller copies the VMI's annotations to the pod: a template annotation reaches it unchecked by anyone else.
+    name: 'no persistent pod network, but the pod names a claim for it anyway (legacy annotation, default-network element): refused',
+    input: {
+      pod: pod({
+        [NETWORKS]: json([el('blue', 'blue')]),
+        [LEGACY]: 'victim.default',
+        [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'victim.default' }]),
+      }),
+      vmi: vmi([multus('blue', 'blue')]),
+    },
+    denials: [DEFAULT_NET, LEGACY],
+  },
+  {
+    name: 'a pod network that is not persistent, and a claim named for it: refused',
+    input: { pod: pod({ [LEGACY]: 'victim.default' }), vmi: vmi([{ name: 'default', pod: {} }]) },
+    denials: [LEGACY],
+  },
+  {
     name: 'primary UDN whose default-network element names the right claim but the legacy annotation another: refused',
     input: {
       pod: pod({ [LEGACY]: 'someone-else', [DEFAULT_NET]: json([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }),

@@ -47,6 +47,7 @@ import {
   IPAM_CLAIM_REFERENCE,
   isBindingPluginElement,
   parseNetworkSelection,
+  referenceOf,
   serializeNetworkSelection,
 } from '../claims/network-selection.ts';
 
@@ -373,6 +374,26 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
           result.references.push({ annotation: MULTUS_DEFAULT_NETWORK_ANNOTATION, network: primary.network, claim: primary.claim });
         }
       }
+    }
+  }
+
+  // No persistent pod network (none, not persistent, or blocked): a claim named for the pod network anyway (a template
+  // annotation virt-controller copied to the pod, another webhook) is vouched for by nothing, and OVN-Kubernetes would
+  // hand the pod that claim's addresses.
+  if (!primary && isCreate) {
+    const fromElements = defaultNetwork?.ok ? defaultNetwork.elements.map((e) => referenceOf(e)).filter((r): r is string => r !== undefined) : [];
+    const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+    const named = [
+      ...fromElements.map((claim) => [MULTUS_DEFAULT_NETWORK_ANNOTATION, claim] as const),
+      ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
+    ];
+    for (const [annotation, claim] of named) {
+      result.denials.push({
+        network: annotation,
+        claim,
+        reason: 'ForeignClaimReference',
+        message: `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim; nothing shows that claim is this VM's, so the pod is refused`,
+      });
     }
   }
 
