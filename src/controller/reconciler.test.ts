@@ -196,3 +196,62 @@ describe('reconciler: a release decided without a cached VMI is checked against 
     });
   }
 });
+
+describe('reconciler: a claim made for a running VMI gets its running pod pointed at it at once', () => {
+  // The NAD was made persistent while the VM ran: no claim, a launcher pod whose element names none.
+  const vm = virtualMachine({ networks: [multus('red', 'red')] });
+  const runningPod: Pod = {
+    metadata: {
+      name: 'virt-launcher-vm1-abcde',
+      namespace: NS,
+      uid: 'pod-uid-1',
+      ownerReferences: [
+        { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: vm.metadata.name, uid: vmiOf(vm).metadata.uid!, controller: true },
+      ],
+      annotations: { [MULTUS_NETWORKS_ANNOTATION]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red') }]) },
+    },
+    status: { phase: 'Running' },
+  };
+  for (const running of [true, false]) {
+    it(
+      running ? 'the VMI has a launcher pod: the key runs again now, and that pass points the pod at the claim' : 'no launcher pod: no second pass',
+      async () => {
+        const vmi = vmiOf(vm, running ? {} : { activePods: {} });
+        const sources = world(vm, vmi, [], [ovnNad('red')]);
+        const overlay = new WriteOverlay();
+        const created: IPAMClaim[] = [];
+        const create = async (_r: unknown, body: IPAMClaim) => {
+          const stored = {
+            ...structuredClone(body),
+            metadata: { ...body.metadata, uid: 'claim-uid', resourceVersion: '20', creationTimestamp: '2099-01-01T00:00:00Z' },
+          };
+          created.push(stored);
+          return stored;
+        };
+        const first = await reconcileOnce(vm, sources, { create }, overlay);
+        assert.deepEqual(
+          created.map((c) => c.metadata.name),
+          ['vm1.red'],
+        );
+        assert.deepEqual(first, running ? { requeueAfter: 0 } : { requeue: false });
+        if (!running) return;
+        const patches: JsonPatchOp[][] = [];
+        await reconcileOnce(
+          vm,
+          sources,
+          {
+            list: async () => ({ items: [runningPod] }),
+            jsonPatch: async (_r: unknown, _ns: string, _n: string, ops: JsonPatchOp[]) => {
+              patches.push(ops);
+              return runningPod;
+            },
+          },
+          overlay,
+        );
+        const written = patches.flat().flatMap((op) => (op.op === 'replace' && typeof op.value === 'string' ? [op.value] : []))[0];
+        assert.ok(written, JSON.stringify(patches));
+        assert.equal(JSON.parse(written)[0]['ipam-claim-reference'], 'vm1.red');
+      },
+    );
+  }
+});
