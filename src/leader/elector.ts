@@ -13,6 +13,7 @@
 
 import type { Logger } from '../telemetry/logger.ts';
 import { realClock, type Clock, type TimerHandle } from '../kube/clock.ts';
+import { AbandonInFlight } from '../queue/serve.ts';
 import {
   DEFAULT_TIMING,
   JITTER_FACTOR,
@@ -189,7 +190,8 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
   const endTerm = (reason: string, lost: boolean): void => {
     if (!leading) return;
     leading = false;
-    termController?.abort(new Error(reason));
+    // Lost: nothing of the term may write on (queue/serve.ts). Stepping down: in-flight work drains.
+    termController?.abort(lost ? new AbandonInFlight(reason) : new Error(reason));
     options.isLeaderGauge?.set(0);
     if (lost) log.warn({ reason }, 'stopped leading');
     else log.info({ reason }, 'stepping down');

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import { WorkQueue } from './queue.ts';
-import { serveQueue } from './serve.ts';
+import { AbandonInFlight, serveQueue } from './serve.ts';
 
 const logger = pino({ level: 'silent' });
 
@@ -40,6 +40,32 @@ describe('serveQueue', () => {
     assert.equal(finishedB, true);
     assert.deepEqual([...seen].sort(), ['a', 'b']);
     assert.equal(queue.shuttingDown, true, 'the queue takes no more work');
+  });
+
+  it('a lost lease (AbandonInFlight): the reconcile in flight is cancelled at once, not drained', async () => {
+    for (const lost of [true, false]) {
+      const queue = new WorkQueue({ name: 'test' });
+      const { promise: started, resolve: start } = Promise.withResolvers<void>();
+      let cancelled = false;
+      const reconcile = async (_key: string, ctx: { signal: AbortSignal }) => {
+        start();
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+        cancelled = true;
+      };
+      const leader = new AbortController();
+      queue.add('a');
+      const serving = serveQueue(
+        queue,
+        { concurrency: 1, reconcile, keys: () => [], resyncIntervalMs: 3_600_000, drainTimeoutMs: 60_000, logger },
+        leader.signal,
+      );
+      await started;
+      leader.abort(lost ? new AbandonInFlight('lease not renewed') : new Error('shutting down'));
+      await new Promise((r) => setTimeout(r, 20));
+      assert.equal(cancelled, lost, lost ? 'cancelled without waiting for the drain' : 'a graceful stop lets it run');
+      queue.shutDown({ timeoutMs: 0 });
+      await serving;
+    }
   });
 
   it('returns at once when leadership ended before it started', async () => {

@@ -18,6 +18,15 @@ export interface ServeOptions {
   metrics?: ReconcileMetrics;
 }
 
+/**
+ * An abort reason that cancels in-flight work at once instead of draining it: a leader that lost its Lease may already
+ * have a successor, and whatever it still wrote could race what the successor decides (two allocator passes choosing
+ * from different views could hand one address out twice).
+ */
+export class AbandonInFlight extends Error {
+  override readonly name = 'AbandonInFlight';
+}
+
 export async function serveQueue(queue: WorkQueue, options: ServeOptions, signal: AbortSignal): Promise<void> {
   const { logger } = options;
   const pool = runWorkers(queue, options.concurrency, options.reconcile, { logger, ...(options.metrics ? { metrics: options.metrics } : {}) });
@@ -27,7 +36,7 @@ export async function serveQueue(queue: WorkQueue, options: ServeOptions, signal
     else signal.addEventListener('abort', () => resolve(), { once: true });
   });
   resync.stop();
-  const result = await queue.shutDown({ timeoutMs: options.drainTimeoutMs });
+  const result = await queue.shutDown({ timeoutMs: signal.reason instanceof AbandonInFlight ? 0 : options.drainTimeoutMs });
   if (result.timedOut) logger.warn({ queue: queue.name, abandoned: result.abandoned }, 'work still running at the shutdown deadline');
   await pool.done;
   logger.info({ queue: queue.name }, 'workers stopped');
