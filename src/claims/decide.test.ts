@@ -244,11 +244,16 @@ describe('spec section 5: lifecycle', () => {
     );
   });
 
-  it('hot-unplug (state: absent): once the interface is gone from the VMI, its claim is deleted', () => {
+  it('hot-unplug (state: absent): once the interface is gone from the VMI and from every launcher pod, its claim is deleted', () => {
     const theVm = unplugging();
     const vmi = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green')] });
     const claims = claimsOf(theVm, 'blue', 'green');
-    const plan = run({ vm: theVm, vmi, nads: NADS, claims });
+    const first = run({ vm: theVm, vmi, nads: NADS, claims });
+    assert.equal(first.needsPodRead, true, 'the launcher pods are read first');
+    assert.deepEqual(writes(first), NONE);
+    // A pod still has the element (the unplug ends with a migration): OVN-Kubernetes would free the address under it.
+    assert.deepEqual(writes(run({ vm: theVm, vmi, nads: NADS, claims, namedByRunningPods: new Set(['vm1.blue', 'vm1.green']) })), NONE);
+    const plan = run({ vm: theVm, vmi, nads: NADS, claims, namedByRunningPods: new Set(['vm1.green']) });
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
     assert.deepEqual(plan.deletes[0], {
       name: 'vm1.blue',
@@ -304,7 +309,7 @@ describe('spec section 5: lifecycle', () => {
 
   it('feature gate turned off: claims of unplugged networks are still cleaned up', () => {
     const theVm = virtualMachine({ networks: [podNetwork(), multus('green', 'green')] });
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false });
+    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false, namedByRunningPods: new Set() });
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
   });
 
@@ -991,7 +996,7 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
     const renamed = virtualMachine({ networks: [podNetwork('pod0')] });
     const running = run({ vm: renamed, vmi: vmiOf(before), nads, claims: [old] });
     assert.deepEqual(writes(running), { ...NONE, creates: ['vm1.pod0'] }, 'kept while the running VMI has it');
-    const restarted = run({ vm: renamed, vmi: vmiOf(renamed), nads, claims: [old] });
+    const restarted = run({ vm: renamed, vmi: vmiOf(renamed), nads, claims: [old], namedByRunningPods: new Set() });
     assert.deepEqual(writes(restarted), { ...NONE, creates: ['vm1.pod0'], deletes: ['vm1.default'] }, 'eth0 alone does not keep it');
   });
 

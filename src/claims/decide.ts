@@ -180,7 +180,11 @@ export function decide(input: DecideInput): Plan {
     if (hasFinalizer(claim) && (ownersAllGone(refs, input) || deletedAndUnused(claim, owner, inVmi))) {
       plan.removeFinalizers.push(write);
     } else if (owner && !owner.terminating && isUnplugged(claim, owner, inUse) && !plan.deletes.some((d) => d.uid === write.uid)) {
-      plan.deletes.push(write);
+      // A launcher pod may still have the interface after the VMI dropped it (an unplug that ends with a migration,
+      // Multus without its dynamic networks controller), and OVN-Kubernetes would free the address under it: as for
+      // SWAP, the claim goes once no unfinished launcher pod names it.
+      if (input.vmi && input.namedByRunningPods === undefined) plan.needsPodRead = true;
+      else if (!input.namedByRunningPods?.has(claim.metadata.name)) plan.deletes.push(write);
     }
   }
   plan.adopts.sort(byName);
