@@ -40,4 +40,24 @@ describe('emptyClaimsOfRunningVmi', () => {
   ];
   for (const [name, vmiCreated, c, expected] of rows) it(name, () => assert.deepEqual(empties(vmiCreated, c), expected));
   it('gate off: nothing read', () => assert.deepEqual(empties('2026-01-01T00:00:00Z', claim('2026-01-01T00:05:00Z'), false), []));
+  it("a claim for the NAD the VM names now while the VMI still runs on another (a swap pending): not the running pod's", () => {
+    const swapped = virtualMachine({ networks: [multus('blue', 'red')] });
+    const c = claimOf(swapped, 'blue', { network: 'net-red' });
+    delete c.status;
+    c.metadata.creationTimestamp = '2026-01-01T00:05:00Z';
+    const input = {
+      key: { namespace: vm.metadata.namespace!, name: vm.metadata.name },
+      vm: swapped,
+      vmi: running('2026-01-01T00:00:00Z'),
+      nads: nadMap(ovnNad('blue'), ovnNad('red')),
+      claims: [c],
+      gateEnabled: true,
+    };
+    const plan = decide(input);
+    assert.deepEqual(
+      plan.wanted.map((w) => [w.claim, w.status]),
+      [['vm1.blue', 'created']],
+    );
+    assert.deepEqual(emptyClaimsOfRunningVmi(input, plan), []);
+  });
 });

@@ -16,6 +16,7 @@ import {
   isRunningLauncherPod,
   launcherPodSelector,
   MULTUS_NETWORKS_ANNOTATION,
+  parseNadConfig,
   parseNetworkSelection,
   referenceOf,
   serializeNetworkSelection,
@@ -31,11 +32,16 @@ export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { netwo
   const { vmi } = input;
   if (!input.gateEnabled || !plan.owner || !vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return [];
   if (Object.keys(vmi.status?.activePods ?? {}).length === 0) return [];
-  const secondary = new Set((vmi.spec?.networks ?? []).filter((n) => n?.multus && !n.multus.default).map((n) => n.name));
+  const namespace = vmi.metadata.namespace ?? input.key.namespace;
   const byName = new Map(input.claims.map((c) => [c.metadata.name, c]));
   return plan.wanted.flatMap((w) => {
     const claim = byName.get(w.claim);
-    if (w.status !== 'created' || !claim || !secondary.has(w.network) || (claim.status?.ips?.length ?? 0) > 0) return [];
+    if (w.status !== 'created' || !claim || (claim.status?.ips?.length ?? 0) > 0) return [];
+    // The running pod's element is on the NAD the VMI names; a claim made for another NAD network (the VM's NAD
+    // swapped, the move pending) is not for it, and the webhook would refuse the patch.
+    const iface = interfacesOfNetwork(vmi, w.network, namespace);
+    const nad = iface ? input.nads.get(iface.nad) : undefined;
+    if (!nad || parseNadConfig(nad).networkName !== claim.spec?.network) return [];
     // A claim that existed before the VMI was there before its pods, which the webhook pointed at it at CREATE.
     if (!madeAfter(claim, vmi)) return [];
     return [{ network: w.network, claim }];
