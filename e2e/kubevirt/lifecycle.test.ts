@@ -1184,6 +1184,12 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(firstNet.role, 'primary');
       assert.deepEqual(firstNet.ip_addresses, ips, "the launcher pod's primary-network entry has the claim's address");
       assert.equal(claim.status.ownerPod?.name, first.metadata.name);
+      // An update that drops the running pod's reference (here by hand) goes through the webhook, which puts it back:
+      // OVN-K would otherwise free the claim's address at the pod's deletion.
+      const dropped = await world.api.jsonPatch<Pod>(paths.pods(ns, first.metadata.name), [
+        { op: 'remove', path: `/metadata/annotations/${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION.replace('/', '~1')}` },
+      ]);
+      assert.equal(dropped.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], 'vm1.default', 'the reference is carried over');
 
       await setRunStrategy(ns, 'vm1', 'Halted');
       await waitGone('the VMI', paths.vmis(ns, 'vm1'));
