@@ -300,3 +300,19 @@ test(`${ADDRESSES_ANNOTATION} annotation parsing never throws and reports bad in
   // Valid interfaces survive a bad neighbour.
   assert.deepEqual(parseAddressesAnnotation('{"__proto__": ["nope"], "net2": ["192.0.2.1"]}').requests.get('net2'), ['192.0.2.1']);
 });
+
+test('PoolAllocator.hold (addresses in use that no claim records): takes the free ones of the pool for the key, skips held, excluded, foreign and unreadable ones', () => {
+  const parsed = parsePool({ subnets: '10.0.0.0/29', excludeSubnets: '10.0.0.6' });
+  assert.ok(parsed.ok);
+  const a = new PoolAllocator(parsed.pool);
+  a.rebuild([{ key: 'ns/c1', ips: ['10.0.0.1/29'] }]);
+  assert.deepEqual(a.hold('VMI ns/vm', ['10.0.0.1', '10.0.0.2', '10.0.0.6', '192.168.0.1', 'fd00::1', 'nonsense']), ['10.0.0.2']);
+  assert.equal(a.holderOf('10.0.0.1'), 'ns/c1');
+  assert.equal(a.holderOf('10.0.0.2'), 'VMI ns/vm');
+  const next = a.allocate('ns/c2');
+  assert.ok(next.ok);
+  assert.deepEqual(next.ips, ['10.0.0.3/29']);
+  const asked = a.allocate('ns/c3', { requested: ['10.0.0.2'] });
+  assert.ok(!asked.ok);
+  assert.match(asked.message, /already held by VMI ns\/vm/);
+});

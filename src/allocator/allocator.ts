@@ -296,6 +296,29 @@ export class PoolAllocator {
     return { ok: true, ips: next.held.map((h) => h.text), changed: true, warnings };
   }
 
+  /**
+   * Marks free addresses of the pool as held by `key` without any request or claim: a running VM's address that no
+   * claim records, kept from being handed out. Addresses already held, not in the pool, excluded or unreadable are
+   * skipped (none of them can be handed out anyway). Returns the ones it took.
+   */
+  hold(key: string, ips: Iterable<string>): string[] {
+    const state = this.#claims.get(key) ?? { held: [], invalid: [] };
+    const taken: string[] = [];
+    for (const text of ips) {
+      const r = parseAddress(text, { allowPrefix: true });
+      if (!r.ok || !this.pool.families.includes(r.value.family)) continue;
+      const { family, value } = r.value;
+      const fam = this.#family(family);
+      if (fam.holders.has(value) || !fam.free.has(value)) continue;
+      fam.free.delete(value);
+      fam.holders.set(value, [key]);
+      state.held.push({ family, value, text });
+      taken.push(text);
+    }
+    if (state.held.length > 0) this.#claims.set(key, state);
+    return taken;
+  }
+
   /** Frees everything the key holds (an address still held by another key stays taken). Returns what it held. */
   release(key: string): string[] {
     const state = this.#claims.get(key);

@@ -40,7 +40,7 @@ import { type Cause, EventRecorder } from '../controller/events.ts';
 import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
 import { ALLOCATOR_ANNOTATION, isAllocatorNad, type NetworkState, readAllocatorNad, resolveNetwork } from './nad.ts';
 import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overlay.ts';
-import { conditionsWith, type NetworkPlan, type PlanClaim, planNetwork, type StatusWrite } from './plan.ts';
+import { conditionsWith, type InUse, type NetworkPlan, type PlanClaim, planNetwork, type StatusWrite } from './plan.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { ownerRequest, type OwnerLookup, type ReadCache } from './requests.ts';
 import { addressesInUse, runningAddresses, runningVmiOf, type RunningAddresses, type VmisByNad, vmisOnNetwork } from './running-address.ts';
@@ -254,28 +254,36 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
         ...(running ? { running } : {}),
       });
     }
-    // Only while a claim is about to get an address: the pods of running VMs whose addresses no claim records (nor
-    // will in this pass: no claim, one being deleted, refused, or not served yet) are read, and those addresses held
-    // back. A steady state reads nothing.
-    if (deps.listLauncherPods && input.claims.some((c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp)) {
+    // Only while a claim is about to get a new address: the pods of running VMs none of whose claims of the network
+    // holds an address are read, and what they use is held back (plan.ts). A steady state reads nothing.
+    const families = state.pool.families.length;
+    const willAllocate = (c: PlanClaim) =>
+      (c.claim.status?.ips?.length ?? 0) < families &&
+      !c.claim.metadata.deletionTimestamp &&
+      (c.request.kind === 'none' || c.request.kind === 'addresses') &&
+      c.running?.kind !== 'invalid' &&
+      c.running?.kind !== 'unknown';
+    if (deps.listLauncherPods && input.claims.some(willAllocate)) {
       const covered = new Set<string>();
       for (const c of input.claims) {
-        const records = (c.claim.status?.ips?.length ?? 0) > 0 || c.running?.kind === 'addresses';
-        if (records && !c.claim.metadata.deletionTimestamp) for (const ref of c.claim.metadata.ownerReferences ?? []) covered.add(ref.uid);
+        if ((c.claim.status?.ips?.length ?? 0) > 0) for (const ref of c.claim.metadata.ownerReferences ?? []) covered.add(ref.uid);
       }
-      const strays = vmisOnNetwork(nads, deps.vmis).filter(({ vmi }) => {
-        const owners = ownerUidsOf(vmi);
-        return !(owners.vmiUid && covered.has(owners.vmiUid)) && !(owners.vmUid && covered.has(owners.vmUid));
-      });
       const list = deps.listLauncherPods;
-      await mapLimit(strays, POD_READ_CONCURRENCY, async (on) => {
+      await mapLimit(vmisOnNetwork(nads, deps.vmis), POD_READ_CONCURRENCY, async (on) => {
+        const owners = ownerUidsOf(on.vmi);
+        const uids = [owners.vmiUid, owners.vmUid].filter((u): u is string => u !== undefined);
+        if (uids.some((u) => covered.has(u))) return;
         const { namespace = '', name, uid = '' } = on.vmi.metadata;
-        const holder = `VMI ${namespace}/${name} (no claim records its address)`;
         let pods = podsOf.get(uid);
         if (!pods) podsOf.set(uid, (pods = list(namespace, uid, signal)));
         try {
           const ips = addressesInUse(await pods, on);
-          if (ips.length > 0) input.inUse.push({ holder, ips });
+          if (ips.length === 0) return;
+          // Its own claims that take these addresses in this pass (running-address.ts): held back only if they do not.
+          const claims = input.claims
+            .filter((c) => c.running?.kind === 'addresses' && (c.claim.metadata.ownerReferences ?? []).some((r) => uids.includes(r.uid)))
+            .map((c) => c.key);
+          input.inUse.push({ holder: `VMI ${namespace}/${name} (no claim records its address)`, ips, ...(claims.length > 0 ? { claims } : {}) });
         } catch (err) {
           log.warn(
             { vmi: `${namespace}/${name}`, err },
@@ -385,8 +393,8 @@ interface NetworkInput {
   unsettled: boolean;
   /** Launcher pods that could not be read: their claims wait. */
   podsUnread: boolean;
-  /** Addresses running VMs use on the network that no claim records (looked for only while a claim waits). */
-  inUse: { holder: string; ips: string[] }[];
+  /** Addresses running VMs use on the network that no claim holds (looked for only while a claim waits). */
+  inUse: InUse[];
   /** Why some of those could not be read, if so: no new address then. */
   inUseUnknown?: string;
   now: string;

@@ -20,7 +20,6 @@
 //   a steady state costs no write.
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
-import { parseAddress } from './address.ts';
 import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
@@ -42,15 +41,21 @@ export interface PlanInput {
   network: string;
   pool: Pool;
   claims: readonly PlanClaim[];
-  /**
-   * Addresses launcher pods use on the network that no claim records, nor will in this pass (running-address.ts): held
-   * back from the pool. `holder` names the VMI, for messages.
-   */
-  inUse?: readonly { holder: string; ips: readonly string[] }[];
+  /** Addresses launcher pods use on the network that no claim holds (running-address.ts): held back from the pool. */
+  inUse?: readonly InUse[];
   /** Some of those could not be read (why): no new address is handed out on the network. */
   inUseUnknown?: string;
   /** RFC 3339, for lastTransitionTime. */
   now: string;
+}
+
+/** The addresses one running VMI's launcher pods use on the network, while no claim of the VM holds any. */
+export interface InUse {
+  /** Names the VMI, for messages ("held by ..."). */
+  holder: string;
+  ips: readonly string[];
+  /** The VM's own claims of the network (keys), which may take these addresses in this pass. */
+  claims?: readonly string[];
 }
 
 /** The status to write to one claim. `ips` is what status.ips must hold afterwards (unchanged ones included). */
@@ -89,11 +94,7 @@ export type Outcome = AllocationErrorCode | 'Success';
 export function planNetwork(input: PlanInput): NetworkPlan {
   const allocator = new PoolAllocator(input.pool);
   const ordered = [...input.claims].sort(byAge);
-  // An address a claim holds is that claim's (a conflict with a pod is not ours to report); the others are held
-  // back under the VMI's name, so that neither a new nor a requested address can be one of them.
-  const held = new Set(ordered.flatMap((c) => (c.claim.status?.ips ?? []).map(addressKey)));
-  const inUse = (input.inUse ?? []).map((u) => ({ key: u.holder, ips: u.ips.filter((ip) => !held.has(addressKey(ip))) })).filter((u) => u.ips.length > 0);
-  const report = allocator.rebuild([...ordered.map((c) => ({ key: c.key, ips: c.claim.status?.ips ?? [] })), ...inUse]);
+  const report = allocator.rebuild(ordered.map((c) => ({ key: c.key, ips: c.claim.status?.ips ?? [] })));
   const plan: NetworkPlan = { writes: [], events: [], skipped: [], report, allocator };
 
   const conflictOf = new Map<string, string>();
@@ -114,7 +115,15 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   const withheld = unread
     ? `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`
     : input.inUseUnknown;
-  for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
+  // Addresses running VMs use that no claim records are held back under the VMI's name, so that neither a new nor a
+  // requested address can be one of them (one a claim holds stays that claim's: hold() skips it). A VMI whose own
+  // claim takes its address in this pass is held back only after that, for whatever the claim did not take (refused).
+  const takers = ordered.filter(takesRunning);
+  const takerKeys = new Set(takers.map((c) => c.key));
+  const linked = (u: InUse) => (u.claims ?? []).some((k) => takerKeys.has(k));
+  for (const u of input.inUse ?? []) if (!linked(u)) allocator.hold(u.holder, u.ips);
+  for (const [i, c] of [...takers, ...ordered.filter((c) => !takesRunning(c))].entries()) {
+    if (i === takers.length) for (const u of input.inUse ?? []) if (linked(u)) allocator.hold(u.holder, u.ips);
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {
       if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
@@ -269,10 +278,4 @@ function byAge(a: PlanClaim, b: PlanClaim): number {
   const tb = b.claim.metadata.creationTimestamp ?? '';
   if (ta !== tb) return ta < tb ? -1 : 1;
   return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
-}
-
-/** One address whatever its spelling (prefix length, IPv6 zeros); an unreadable string stands for itself. */
-function addressKey(ip: unknown): string {
-  const r = parseAddress(ip, { allowPrefix: true });
-  return r.ok ? `${r.value.family}:${r.value.value}` : String(ip);
 }

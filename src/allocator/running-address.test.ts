@@ -355,6 +355,23 @@ describe('allocator pass: the address of a running VM that no claim records is n
     });
   }
 
+  it('its claim is refused (one of its addresses is outside the pool): the address it does have in the pool is still held back', async () => {
+    const w = setUp();
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, [{ ...status[0]!, ips: ['10.0.0.1', 'fd00:1::7'] }])]);
+    w.addClaim(vm1Claim());
+    await w.pass(NET);
+    assert.equal(w.server.get(`${NS}/vm1.data`)!.status!.conditions![0]!.reason, 'InternalError');
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), []);
+    assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.2/24']);
+  });
+
+  it('no claim about to get an address (its VM being deleted): no pod is read', async () => {
+    const w = setUp();
+    w.vms.upsert({ ...vm('vm2', NETS), metadata: { ...vm('vm2', NETS).metadata, deletionTimestamp: '2025-01-01T00:00:10Z' } });
+    await w.pass(NET);
+    assert.deepEqual(w.podReads, []);
+  });
+
   it('a claim asking for that address is refused, naming the VM that has it', async () => {
     const w = setUp();
     w.vms.upsert(vm('vm3', NETS, { data: ['10.0.0.1'] }));

@@ -333,12 +333,12 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
       log.warn({ problems: plan.problems }, 'persistence blocked, and no VM or VMI to report it on');
     }
     if (plan.retry) log.debug({ problems: plan.problems.map((p) => p.reason) }, 'waiting; will retry with backoff');
-    const requeue = raced || plan.retry || running.retry;
     // A claim made just now for a running VMI: the next pass sees it (the overlay holds our create) and points the
     // running pod at it (pointRunningPods). Our create's own event is not one that brings the key back, and waiting
-    // for another event or the resync would leave a migration meanwhile to give its target a new address.
-    if (!requeue && plan.creates.length > 0 && hasRunningPods(input.vmi)) return { requeueAfter: 0 };
-    return { requeue };
+    // for another event or the resync would leave a migration meanwhile to give its target a new address. Through the
+    // key's backoff (5 ms the first time), so that a create that keeps failing quietly cannot spin.
+    const madeForRunningVmi = plan.creates.length > 0 && hasRunningPods(input.vmi);
+    return { requeue: raced || plan.retry || running.retry || madeForRunningVmi };
   };
   return { gather, decide: ({ input }) => decide(input), apply: applyPlan };
 }
