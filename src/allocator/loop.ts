@@ -32,11 +32,12 @@ import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import type { ReconcileResult, WorkQueue } from '../queue/index.ts';
 import { createLoop, type LoopReconciler, requestKey, requestOf } from '../controller/loop.ts';
 import type { Sources } from '../sources/kinds.ts';
-import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes } from '../sources/indexes.ts';
+import { CLAIMS_BY_NETWORK, CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes, vmisByNad } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { type Cause, EventRecorder } from '../controller/events.ts';
+import { familyOfAddress } from './address.ts';
 import { createAllocatorMetrics, type AllocatorMetrics } from './metrics.ts';
 import { ALLOCATOR_ANNOTATION, isAllocatorNad, type NetworkState, readAllocatorNad, resolveNetwork } from './nad.ts';
 import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overlay.ts';
@@ -89,6 +90,8 @@ export interface NetworkReconcilerDeps {
 }
 
 type WriteOutcome = 'written' | 'raced' | 'gone' | 'unknown' | 'rejected';
+
+const hasActivePods = (vmi: VirtualMachineInstance): boolean => Object.keys(vmi.status?.activePods ?? {}).length > 0;
 
 /** Whether the API server certainly did not apply the request (an answer that rejects it). */
 function certainlyNotApplied(err: unknown): boolean {
@@ -251,28 +254,38 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
         claim,
         request: lookup.request,
         ...(lookup.owner ? { owner: lookup.owner } : {}),
+        ...(lookup.network !== undefined ? { network: lookup.network } : {}),
         ...(running ? { running } : {}),
       });
     }
     // Only while a claim is about to get a new address: the pods of running VMs none of whose claims of the network
     // holds an address are read, and what they use is held back (plan.ts). A steady state reads nothing.
-    const families = state.pool.families.length;
-    const willAllocate = (c: PlanClaim) =>
-      (c.claim.status?.ips?.length ?? 0) < families &&
-      !c.claim.metadata.deletionTimestamp &&
-      (c.request.kind === 'none' || c.request.kind === 'addresses') &&
-      c.running?.kind !== 'invalid' &&
-      c.running?.kind !== 'unknown';
+    const { families } = state.pool;
+    const lacksFamily = (ips: readonly string[]) => {
+      const have = new Set(ips.map(familyOfAddress));
+      return families.some((f) => !have.has(f));
+    };
+    // As plan.ts decides: a claim holding some addresses is completed whatever else is true of it; an empty one only
+    // when it is served at all.
+    const willAllocate = (c: PlanClaim) => {
+      const held = c.claim.status?.ips ?? [];
+      if (!lacksFamily(held)) return false;
+      if (held.length > 0) return true;
+      const served = c.request.kind === 'none' || c.request.kind === 'addresses';
+      return served && !c.claim.metadata.deletionTimestamp && c.running?.kind !== 'invalid' && c.running?.kind !== 'unknown';
+    };
     if (deps.listLauncherPods && input.claims.some(willAllocate)) {
+      // A VMI's interface whose claim holds addresses is the claim's; any other may use an address no claim holds.
       const covered = new Set<string>();
       for (const c of input.claims) {
-        if ((c.claim.status?.ips?.length ?? 0) > 0) for (const ref of c.claim.metadata.ownerReferences ?? []) covered.add(ref.uid);
+        if ((c.claim.status?.ips?.length ?? 0) === 0 || c.network === undefined) continue;
+        for (const ref of c.claim.metadata.ownerReferences ?? []) covered.add(`${ref.uid}/${c.network}`);
       }
       const list = deps.listLauncherPods;
       await mapLimit(vmisOnNetwork(nads, deps.vmis), POD_READ_CONCURRENCY, async (on) => {
         const owners = ownerUidsOf(on.vmi);
         const uids = [owners.vmiUid, owners.vmUid].filter((u): u is string => u !== undefined);
-        if (uids.some((u) => covered.has(u))) return;
+        if (on.ifaces.every((iface) => uids.some((u) => covered.has(`${u}/${iface.network}`)))) return;
         const { namespace = '', name, uid = '' } = on.vmi.metadata;
         let pods = podsOf.get(uid);
         if (!pods) podsOf.set(uid, (pods = list(namespace, uid, signal)));
@@ -555,6 +568,15 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
       for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
+    }),
+    // A VMI's pods may hold addresses no claim records (plan.ts, inUse): when it gains or loses its pods, a claim refused
+    // because of them may now be served.
+    vmis.events$.subscribe((e) => {
+      if (e.type === 'update' && e.old && hasActivePods(e.old) === hasActivePods(e.object)) return;
+      for (const key of vmisByNad(e.object)) {
+        const nad = nads.getByKey(key);
+        if (nad) for (const network of nadNetwork(nad)) enqueueNetwork(network);
+      }
     }),
   ];
 

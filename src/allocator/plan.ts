@@ -20,6 +20,7 @@
 //   a steady state costs no write.
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
+import { familyOfAddress, parseAddress } from './address.ts';
 import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
@@ -35,6 +36,8 @@ export interface PlanClaim {
   owner?: OwnerTarget;
   /** For an empty claim of a running VMI: what its running launcher pods have on the network (absent: not looked). */
   running?: RunningAddresses;
+  /** The VM network (`spec.networks[].name`) of the owner the claim is for, when known. */
+  network?: string;
 }
 
 export interface PlanInput {
@@ -115,15 +118,17 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   const withheld = unread
     ? `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`
     : input.inUseUnknown;
-  // Addresses running VMs use that no claim records are held back under the VMI's name, so that neither a new nor a
-  // requested address can be one of them (one a claim holds stays that claim's: hold() skips it). A VMI whose own
-  // claim takes its address in this pass is held back only after that, for whatever the claim did not take (refused).
-  const takers = ordered.filter(takesRunning);
-  const takerKeys = new Set(takers.map((c) => c.key));
-  const linked = (u: InUse) => (u.claims ?? []).some((k) => takerKeys.has(k));
-  for (const u of input.inUse ?? []) if (!linked(u)) allocator.hold(u.holder, u.ips);
-  for (const [i, c] of [...takers, ...ordered.filter((c) => !takesRunning(c))].entries()) {
-    if (i === takers.length) for (const u of input.inUse ?? []) if (linked(u)) allocator.hold(u.holder, u.ips);
+  // Addresses running VMs use that no claim holds are held back under the VMI's name from the start, so that neither a
+  // new nor a requested address can be one of them (one a claim holds stays that claim's: hold() skips it). A VMI's
+  // own empty claim takes them: they are released for its own allocation only, and held again if it took nothing.
+  const inUse = input.inUse ?? [];
+  for (const u of inUse) allocator.hold(u.holder, u.ips);
+  /** Whether an allocation for these addresses would pick a new one (a family of the pool they have none of). */
+  const lacksFamily = (ips: readonly string[]): boolean => {
+    const families = new Set(ips.flatMap((ip) => familyOfAddress(ip) ?? []));
+    return input.pool.families.some((f) => !families.has(f));
+  };
+  const serve = (c: PlanClaim): void => {
     const held = c.claim.status?.ips ?? [];
     const tell = (type: PlanEvent['type'], reason: string, message: string) => {
       if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
@@ -139,35 +144,41 @@ export function planNetwork(input: PlanInput): NetworkPlan {
     if (conflict !== undefined) {
       // Neither holder is changed: which one is right is not ours to guess.
       refuse('IPAddressConflict', `${conflict}; neither claim is changed, delete the wrong one to resolve it`);
-      continue;
+      return;
     }
     if (held.length === 0) {
       if (c.claim.metadata.deletionTimestamp) {
         plan.skipped.push({ key: c.key, why: 'the claim is being deleted' });
-        continue;
+        return;
       }
       if (c.request.kind === 'wait' || c.request.kind === 'gone') {
         plan.skipped.push({ key: c.key, why: c.request.message });
-        continue;
+        return;
       }
       if (c.request.kind === 'invalid') {
         refuse('InvalidRequest', `the requested addresses cannot be read: ${c.request.message}`);
-        continue;
+        return;
       }
       const running = c.running ?? { kind: 'none' };
       if (running.kind === 'unknown') {
         plan.skipped.push({ key: c.key, why: running.message });
-        continue;
+        return;
       }
       if (running.kind === 'invalid') {
         refuse('InvalidRequest', `${running.message}; no address is handed out until they agree`);
-        continue;
+        return;
       }
       if (running.kind === 'addresses') {
+        // A family the pod has no address of is filled from the pool: not while an address in use is unknown.
+        if (withheld && lacksFamily(running.ips)) {
+          plan.withheld = withheld;
+          plan.skipped.push({ key: c.key, why: `no new address while ${withheld}` });
+          return;
+        }
         const choice = takeRunningAddress(allocator, c.key, running, input.network);
         if (!choice.ok) {
           refuse(choice.error, choice.message);
-          continue;
+          return;
         }
         if (c.request.kind === 'addresses') {
           const asked = c.request.addresses.map(bareAddress).sort().join(', ');
@@ -180,19 +191,19 @@ export function planNetwork(input: PlanInput): NetworkPlan {
           }
         }
         want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
-        continue;
+        return;
       }
     }
-    if (held.length === 0 && withheld) {
+    if (withheld && lacksFamily(held)) {
       plan.withheld = withheld;
       plan.skipped.push({ key: c.key, why: `no new address while ${withheld}` });
-      continue;
+      return;
     }
     const requested = c.request.kind === 'addresses' ? c.request.addresses : [];
     const result = allocator.allocate(c.key, { requested });
     if (!result.ok) {
       refuse(result.error, result.message);
-      continue;
+      return;
     }
     for (const warning of result.warnings) tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: ${warning}`);
     const message =
@@ -204,6 +215,20 @@ export function planNetwork(input: PlanInput): NetworkPlan {
     const text =
       previous?.status === 'True' && previous.reason === ALLOCATION_CONDITION_REASON.Success && !result.changed ? (previous.message ?? message) : message;
     want(plan, c, result.ips, result.changed, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, text, input.now));
+  };
+  for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
+    const own = c.running?.kind === 'addresses' ? inUse.filter((u) => u.claims?.includes(c.key)) : [];
+    const running = new Set(c.running?.kind === 'addresses' ? c.running.ips.map(addressKey) : []);
+    for (const u of own) {
+      // Its other addresses (a second interface on the network) stay held: a family it lacks is not filled from them.
+      allocator.release(u.holder);
+      allocator.hold(
+        u.holder,
+        u.ips.filter((ip) => !running.has(addressKey(ip))),
+      );
+    }
+    serve(c);
+    if ((allocator.ipsOf(c.key)?.length ?? 0) === 0) for (const u of own) allocator.hold(u.holder, u.ips);
   }
   return plan;
 }
@@ -278,4 +303,10 @@ function byAge(a: PlanClaim, b: PlanClaim): number {
   const tb = b.claim.metadata.creationTimestamp ?? '';
   if (ta !== tb) return ta < tb ? -1 : 1;
   return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/** One address whatever its spelling (prefix length, IPv6 zeros); an unreadable string stands for itself. */
+function addressKey(ip: unknown): string {
+  const r = parseAddress(ip, { allowPrefix: true });
+  return r.ok ? `${r.value.family}:${r.value.value}` : String(ip);
 }

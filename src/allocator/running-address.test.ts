@@ -317,10 +317,10 @@ describe('allocator pass: the address of a running VM that no claim records is n
     {
       name: 'a terminating migration target with another address: both are held back, the claim is refused',
       change: (w) => {
-        w.pods.get(VMI_UID)!.push(launcherPod('virt-launcher-vm1-xyz', VMI_UID, [{ ...status[0]!, ips: ['10.0.0.3'] }], { deleting: true }));
+        w.pods.get(VMI_UID)!.push(launcherPod('virt-launcher-vm1-xyz', VMI_UID, [{ ...status[0]!, ips: ['10.0.0.2'] }], { deleting: true }));
         w.addClaim(vm1Claim());
       },
-      vm2: ['10.0.0.2/24'],
+      vm2: ['10.0.0.3/24'],
       vm1: [],
     },
     { name: 'its claim exists: the claim takes it, vm2 the next', change: (w) => w.addClaim(vm1Claim()), vm2: ['10.0.0.2/24'], vm1: ['10.0.0.1/24'] },
@@ -362,6 +362,44 @@ describe('allocator pass: the address of a running VM that no claim records is n
     await w.pass(NET);
     assert.equal(w.server.get(`${NS}/vm1.data`)!.status!.conditions![0]!.reason, 'InternalError');
     assert.deepEqual(w.held().get(`${NS}/vm1.data`), []);
+    assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.2/24']);
+  });
+
+  it("dual stack: a running VM's claim fills the family its pod lacks without taking another running VM's address", async () => {
+    const w = new FakeWorld();
+    w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24,fd00::/64'));
+    for (const name of ['vm1', 'vm2']) {
+      w.vms.upsert(vm(name, NETS));
+      w.vmis.upsert(runningVmi(name, NETS));
+    }
+    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, [{ ...status[0]!, ips: ['10.0.0.7'] }])]);
+    w.pods.set('uid-vmi-vm2', [launcherPod('virt-launcher-vm2-abc', 'uid-vmi-vm2', [{ ...status[0]!, ips: ['10.0.0.8', 'fd00::1'] }])]);
+    w.addClaim(vm1Claim());
+    const c2 = claim('vm2', 'data', NET, { created: '2025-01-01T00:00:06Z' });
+    c2.spec.interface = IFACE;
+    w.addClaim(c2);
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.7/24', 'fd00::2/64']);
+    assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.8/24', 'fd00::1/64']);
+  });
+
+  it('a VM with two interfaces on the network, one of them without a claim holding its address: that address is held back', async () => {
+    const w = new FakeWorld();
+    w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24'));
+    w.nads.upsert(allocatorNad('nad-blue2', NET, '10.0.0.0/24'));
+    const two = [...NETS, { name: 'data2', nad: 'nad-blue2' }];
+    w.vms.upsert(vm('vm1', two));
+    w.vms.upsert(vm('vm2', NETS));
+    w.vmis.upsert(runningVmi('vm1', two));
+    w.pods.set(VMI_UID, [
+      launcherPod('virt-launcher-vm1-abc', VMI_UID, [
+        { ...status[0]!, ips: ['10.0.0.5'] },
+        { name: `${NS}/nad-blue2`, interface: podInterfaceName('data2'), ips: ['10.0.0.1'] },
+      ]),
+    ]);
+    w.addClaim(vm1Claim({ ips: ['10.0.0.5/24'] }));
+    w.addClaim(claim('vm2', 'data', NET, { created: '2025-01-01T00:00:06Z' }));
+    await w.pass(NET);
     assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.2/24']);
   });
 

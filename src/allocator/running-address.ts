@@ -130,10 +130,10 @@ export interface VmisByNad {
   byIndex(index: typeof VMIS_BY_NAD, value: string): VirtualMachineInstance[];
 }
 
-/** A VMI with launcher pods on the network, and the interfaces it has there. */
+/** A VMI with launcher pods on the network, and the interfaces it has there (with their VM network names). */
 export interface VmiOnNetwork {
   vmi: VirtualMachineInstance;
-  ifaces: NetworkInterfaces[];
+  ifaces: (NetworkInterfaces & { network: string })[];
 }
 
 /**
@@ -148,10 +148,11 @@ export function vmisOnNetwork(nads: readonly NetworkAttachmentDefinition[], vmis
     for (const vmi of vmis.byIndex(VMIS_BY_NAD, nadKey)) {
       const namespace = vmi.metadata.namespace ?? '';
       if (!vmi.metadata.uid || Object.keys(vmi.status?.activePods ?? {}).length === 0) continue;
-      const ifaces = (vmi.spec?.networks ?? [])
-        .filter((net) => net?.multus && !net.multus.default && typeof net.name === 'string')
-        .map((net) => interfacesOfNetwork(vmi, net.name, namespace))
-        .filter((iface): iface is NetworkInterfaces => iface?.nad === nadKey);
+      const ifaces = (vmi.spec?.networks ?? []).flatMap((net) => {
+        if (!net?.multus || net.multus.default || typeof net.name !== 'string') return [];
+        const iface = interfacesOfNetwork(vmi, net.name, namespace);
+        return iface?.nad === nadKey ? [{ ...iface, network: net.name }] : [];
+      });
       if (ifaces.length === 0) continue;
       const seen = out.get(vmi.metadata.uid);
       if (seen) seen.ifaces.push(...ifaces);
