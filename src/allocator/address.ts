@@ -116,13 +116,13 @@ function libraryValue(family: IPFamily, addr: string): bigint | string {
   return value;
 }
 
-/** Canonical text: dotted quad, or RFC 5952 IPv6 (lowercase, longest run of ≥ 2 zero groups as "::"). */
 /** The family of an address (bare or CIDR form); undefined when it is not one. */
 export function familyOfAddress(ip: unknown): IPFamily | undefined {
   const r = parseAddress(ip, { allowPrefix: true });
   return r.ok ? r.value.family : undefined;
 }
 
+/** Canonical text: dotted quad, or RFC 5952 IPv6 (lowercase, longest run of ≥ 2 zero groups as "::"). */
 export function formatAddress(family: IPFamily, value: bigint): string {
   if (family === 4) return formatV4(Number(value));
   const groups: number[] = [];

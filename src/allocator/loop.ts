@@ -262,8 +262,8 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps) {
     // holds an address are read, and what they use is held back (plan.ts). A steady state reads nothing.
     const { families } = state.pool;
     const lacksFamily = (ips: readonly string[]) => {
-      const have = new Set(ips.map(familyOfAddress));
-      return families.some((f) => !have.has(f));
+      const have = ips.map(familyOfAddress);
+      return !have.includes(undefined) && families.some((f) => !have.includes(f));
     };
     // As plan.ts decides: a claim holding some addresses is completed whatever else is true of it; an empty one only
     // when it is served at all.

@@ -125,8 +125,10 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   for (const u of inUse) allocator.hold(u.holder, u.ips);
   /** Whether an allocation for these addresses would pick a new one (a family of the pool they have none of). */
   const lacksFamily = (ips: readonly string[]): boolean => {
-    const families = new Set(ips.flatMap((ip) => familyOfAddress(ip) ?? []));
-    return input.pool.families.some((f) => !families.has(f));
+    const families = ips.map(familyOfAddress);
+    // A string that is not an address is refused as it is (InvalidAddress), whatever is withheld.
+    if (families.includes(undefined)) return false;
+    return input.pool.families.some((f) => !families.includes(f));
   };
   const serve = (c: PlanClaim): void => {
     const held = c.claim.status?.ips ?? [];
@@ -227,6 +229,9 @@ export function planNetwork(input: PlanInput): NetworkPlan {
         u.ips.filter((ip) => !running.has(addressKey(ip))),
       );
     }
+    // An address another running VM uses too stays held by that VM, whichever was read first: the claim is refused,
+    // naming it, rather than record an address two VMs have.
+    if (own.length > 0) for (const o of inUse) if (!own.includes(o)) allocator.hold(o.holder, o.ips);
     serve(c);
     if ((allocator.ipsOf(c.key)?.length ?? 0) === 0) for (const u of own) allocator.hold(u.holder, u.ips);
   }

@@ -383,6 +383,18 @@ describe('allocator pass: the address of a running VM that no claim records is n
     assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.8/24', 'fd00::1/64']);
   });
 
+  it('two running VMs with one address, only one of them with a claim: the claim is refused, naming the other VM, whichever pods were read first', async () => {
+    const w = setUp();
+    w.vms.upsert(vm('vm3', NETS));
+    w.vmis.upsert(runningVmi('vm3', NETS));
+    w.pods.set('uid-vmi-vm3', [launcherPod('virt-launcher-vm3-abc', 'uid-vmi-vm3', status)]);
+    w.addClaim(vm1Claim());
+    await w.pass(NET);
+    assert.deepEqual(w.held().get(`${NS}/vm1.data`), []);
+    assert.match(w.server.get(`${NS}/vm1.data`)!.status!.conditions![0]!.message!, /held by VMI vms\/vm3 \(no claim records its address\)/);
+    assert.deepEqual(w.held().get(`${NS}/vm2.data`), ['10.0.0.2/24']);
+  });
+
   it('a VM with two interfaces on the network, one of them without a claim holding its address: that address is held back', async () => {
     const w = new FakeWorld();
     w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24'));
