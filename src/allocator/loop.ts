@@ -27,7 +27,7 @@ import type { KubeClient } from '../kube/client.ts';
 import { KubeApiError, ifFound, isConflict, isNotFound } from '../kube/errors.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
-import { interfacesOfNetwork, launcherPodSelector, ownerUidsOf } from '../claims/index.ts';
+import { hasActivePods, interfacesOfNetwork, launcherPodSelector, ownerUidsOf } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import type { ReconcileResult, WorkQueue } from '../queue/index.ts';
 import { createLoop, type LoopReconciler, requestKey, requestOf } from '../controller/loop.ts';
@@ -90,8 +90,6 @@ export interface NetworkReconcilerDeps {
 }
 
 type WriteOutcome = 'written' | 'raced' | 'gone' | 'unknown' | 'rejected';
-
-const hasActivePods = (vmi: VirtualMachineInstance): boolean => Object.keys(vmi.status?.activePods ?? {}).length > 0;
 
 /** Whether the API server certainly did not apply the request (an answer that rejects it). */
 function certainlyNotApplied(err: unknown): boolean {

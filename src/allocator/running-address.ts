@@ -12,7 +12,7 @@
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
 // The pod lists are read at the edge (loop.ts), only while a claim of the network is about to get an address.
 
-import { interfacesOfNetwork, isUnfinishedLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
+import { hasActivePods, interfacesOfNetwork, isUnfinishedLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { VMIS_BY_NAD } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
@@ -76,7 +76,7 @@ export function runningVmiOf(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   } else if (vmi.metadata.uid !== ref.uid) {
     return undefined;
   }
-  if (Object.keys(vmi.status?.activePods ?? {}).length === 0) return undefined;
+  if (!hasActivePods(vmi)) return undefined;
   return vmi;
 }
 
@@ -147,7 +147,7 @@ export function vmisOnNetwork(nads: readonly NetworkAttachmentDefinition[], vmis
     const nadKey = objectKey(nad);
     for (const vmi of vmis.byIndex(VMIS_BY_NAD, nadKey)) {
       const namespace = vmi.metadata.namespace ?? '';
-      if (!vmi.metadata.uid || Object.keys(vmi.status?.activePods ?? {}).length === 0) continue;
+      if (!vmi.metadata.uid || !hasActivePods(vmi)) continue;
       const ifaces = (vmi.spec?.networks ?? []).flatMap((net) => {
         if (!net?.multus || net.multus.default || typeof net.name !== 'string') return [];
         const iface = interfacesOfNetwork(vmi, net.name, namespace);

@@ -19,6 +19,13 @@ export { parseNadConfig } from './nad-config.ts';
 export { claimStanding, ownerUidsOf, type ClaimStandingReason } from './standing.ts';
 export { effectiveVmiSpec } from './effective-spec.ts';
 export { nadKeyOfNetworkName, parseNadReference } from './nad-reference.ts';
-export { interfacesOfNetwork, isRunningLauncherPod, isUnfinishedLauncherPod, launcherPodSelector, type NetworkInterfaces } from './launcher-pods.ts';
+export {
+  hasActivePods,
+  interfacesOfNetwork,
+  isRunningLauncherPod,
+  isUnfinishedLauncherPod,
+  launcherPodSelector,
+  type NetworkInterfaces,
+} from './launcher-pods.ts';
 export * from './network-selection.ts';
 export { controllerRef, isKubevirtRef, kubevirtOwner, kubevirtOwnerRefs } from './owners.ts';

@@ -12,6 +12,11 @@ export function launcherPodSelector(vmiUid: string): string {
   return `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE},${CREATED_BY_LABEL}=${vmiUid}`;
 }
 
+/** Whether KubeVirt lists launcher pods for the VMI (`status.activePods`): its guest may run on an address. */
+export function hasActivePods(vmi: VirtualMachineInstance): boolean {
+  return Object.keys(vmi.status?.activePods ?? {}).length > 0;
+}
+
 /** A launcher pod of the VMI `vmiUid` that is alive: controller owner uid, not terminating, not finished. */
 export function isRunningLauncherPod(pod: Pod, vmiUid: string): boolean {
   return isUnfinishedLauncherPod(pod, vmiUid) && !pod.metadata.deletionTimestamp;

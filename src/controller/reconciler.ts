@@ -10,6 +10,7 @@ import {
   collisionClaimName,
   decide,
   effectiveVmiSpec,
+  hasActivePods,
   isUnfinishedLauncherPod,
   launcherPodSelector,
   namedClaims,
@@ -344,5 +345,5 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
 }
 
 function hasRunningPods(vmi: DecideInput['vmi']): boolean {
-  return !!vmi && !vmi.metadata.deletionTimestamp && Object.keys(vmi.status?.activePods ?? {}).length > 0;
+  return !!vmi && !vmi.metadata.deletionTimestamp && hasActivePods(vmi);
 }

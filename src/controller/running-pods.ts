@@ -11,6 +11,7 @@
 import type { Logger } from 'pino';
 import {
   elementNamespace,
+  hasActivePods,
   interfacesOfNetwork,
   IPAM_CLAIM_REFERENCE,
   isRunningLauncherPod,
@@ -31,7 +32,7 @@ import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } 
 export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { network: string; claim: IPAMClaim }[] {
   const { vmi } = input;
   if (!input.gateEnabled || !plan.owner || !vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return [];
-  if (Object.keys(vmi.status?.activePods ?? {}).length === 0) return [];
+  if (!hasActivePods(vmi)) return [];
   const namespace = vmi.metadata.namespace ?? input.key.namespace;
   const byName = new Map(input.claims.map((c) => [c.metadata.name, c]));
   return plan.wanted.flatMap((w) => {
