@@ -672,3 +672,85 @@ describe('pod admission handler: a pod that names a claim is never waved through
     assert.match(out.response?.status?.message ?? '', /not a virt-launcher pod/);
   });
 });
+
+describe('pod admission handler: no pod but a launcher pod of the VM may name its claim (claim-guard.ts)', () => {
+  const plain = (annotations: Record<string, string>): Pod => ({ metadata: { name: 'web', namespace: NS, labels: { app: 'web' }, annotations } });
+  const reference = JSON.stringify([{ name: 'red', namespace: NS, 'ipam-claim-reference': 'vm1.red' }]);
+
+  it('a plain pod naming a claim: refused 403 naming pod and claim, without any lookup, even before the caches synced', async () => {
+    const { handle, calls, claimCalls, registry } = handler({ api: 'error', synced: false });
+    const out = await handle(admissionReview(plain({ [NETWORKS]: reference })));
+    assert.equal(out.response?.allowed, false);
+    assert.equal(out.response?.status?.code, 403);
+    assert.match(out.response?.status?.message ?? '', /pod vms\/web names IPAMClaim vm1\.red .* not a virt-launcher pod/);
+    assert.deepEqual([calls, claimCalls], [[], []]);
+    assert.match(await registry.metrics(), /persistent_ips_webhook_admissions_total\{result="denied"\} 1/);
+  });
+
+  it('a plain pod without a reference: admitted unchanged, no lookup', async () => {
+    const { handle, calls } = handler({ api: 'error' });
+    const out = await handle(admissionReview(plain({ [NETWORKS]: 'red' })));
+    assert.deepEqual(out.response, { uid: 'req-1', allowed: true });
+    assert.deepEqual(calls, []);
+  });
+
+  it('pods/status UPDATE adding a reference to a plain pod: refused; one keeping its old reference: admitted', async () => {
+    const { handle } = handler({});
+    const adding = admissionReview(plain({ [NETWORKS]: reference }), 'UPDATE', plain({ [NETWORKS]: 'red' }));
+    const out = await handle({ ...adding, request: { ...adding.request!, subResource: 'status' } });
+    assert.equal(out.response?.status?.code, 403);
+    const keeping = admissionReview(plain({ [NETWORKS]: reference, note: 'x' }), 'UPDATE', plain({ [NETWORKS]: reference }));
+    assert.equal((await handle({ ...keeping, request: { ...keeping.request!, subResource: 'status' } })).response?.allowed, true);
+  });
+
+  it('pods/status UPDATE of a launcher pod goes through the same carry-over as pods: a changed reference is refused', async () => {
+    const { handle } = handler({ cached: [vmi(['red'])] });
+    const running = launcher(['red'], {
+      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
+    });
+    const changed = launcher(['red'], {
+      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm2.red' }]) },
+    });
+    const review = admissionReview(changed, 'UPDATE', running);
+    const out = await handle({ ...review, request: { ...review.request!, subResource: 'status' } });
+    assert.equal(out.response?.allowed, false);
+    assert.match(out.response?.status?.message ?? '', /would change its IPAMClaim reference from vm1\.red to vm2\.red/);
+  });
+
+  it('a Binding carrying a claim annotation: refused; a Binding without: admitted', async () => {
+    const { handle } = handler({});
+    const binding = (annotations?: Record<string, string>) => ({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: {
+        uid: 'req-b',
+        kind: { group: '', version: 'v1', kind: 'Binding' },
+        resource: { group: '', version: 'v1', resource: 'pods' },
+        subResource: 'binding',
+        namespace: NS,
+        name: 'virt-launcher-vm1-x',
+        operation: 'CREATE',
+        object: {
+          apiVersion: 'v1',
+          kind: 'Binding',
+          metadata: { name: 'virt-launcher-vm1-x', ...(annotations ? { annotations } : {}) },
+          target: { kind: 'Node', name: 'n1' },
+        },
+      },
+    });
+    const out = await handle(binding({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.red' }));
+    assert.equal(out.response?.status?.code, 403);
+    assert.match(out.response?.status?.message ?? '', /Binding of pod vms\/virt-launcher-vm1-x may not carry annotation k8s\.ovn\.org\/primary-udn-ipamclaim/);
+    assert.deepEqual((await handle(binding())).response, { uid: 'req-b', allowed: true });
+  });
+
+  it('a launcher pod whose reference is spelled in another letter case (what Go reads, JSON.parse does not): refused', async () => {
+    const { handle } = handler({ cached: [vmi(['red'])] });
+    const pod = launcher(['red'], {
+      annotations: { [NETWORKS]: `[{"name":"red","namespace":"${NS}","interface":"${podInterfaceName('red')}","IPAM-Claim-Reference":"vm2.red"}]` },
+    });
+    const out = await handle(admissionReview(pod));
+    assert.equal(out.response?.status?.code, 403);
+    assert.match(out.response?.status?.message ?? '', /spells "ipam-claim-reference" as "IPAM-Claim-Reference"/);
+  });
+});

@@ -56,6 +56,7 @@ import { carryOverReferences } from './carry-over.ts';
 import { elementNamespace, IPAM_CLAIM_REFERENCE, namedClaims, parseNetworkSelection } from '../claims/network-selection.ts';
 import { isLauncherPod, mayNeedReferences, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
+import { annotationsOf, guardClaimReferences } from './claim-guard.ts';
 
 export interface AdmissionRequest {
   uid: string;
@@ -410,17 +411,41 @@ export function createPodAdmissionHandler(deps: PodAdmissionDeps): PodAdmissionH
       response: { uid, allowed: true, ...(warnings.length ? { warnings } : {}) },
       outcome,
     });
-    const isPod = (request.kind?.group ?? '') === '' && request.kind?.kind === 'Pod' && !request.subResource;
-    if (!isPod || (request.operation !== 'CREATE' && request.operation !== 'UPDATE') || !isObject(request.object)) return allow('skipped');
+    const operation = request.operation;
+    const core = (request.kind?.group ?? '') === '';
+    // pods/status is an UPDATE of the whole pod, annotations included; a Binding's annotations are merged into the pod.
+    const isPod = core && request.kind?.kind === 'Pod' && (!request.subResource || (request.subResource === 'status' && operation === 'UPDATE'));
+    const isBinding = core && request.kind?.kind === 'Binding' && request.subResource === 'binding';
+    if ((!isPod && !isBinding) || (operation !== 'CREATE' && operation !== 'UPDATE') || !isObject(request.object)) return allow('skipped');
     const pod = request.object as unknown as Pod;
     if (!isObject(pod.metadata)) return allow('skipped');
     const namespace = request.namespace || pod.metadata.namespace || '';
+    if (deps.watchNamespace !== undefined && namespace !== deps.watchNamespace) return allow('skipped');
     const generateName = (pod.metadata as { generateName?: unknown }).generateName;
     const podName: string = pod.metadata.name || request.name || (typeof generateName === 'string' ? generateName : '');
-    const plog = log.child({ namespace, pod: podName, operation: request.operation, uid, ...(request.dryRun ? { dryRun: true } : {}) });
-    const oldPod = request.operation === 'UPDATE' && isObject(request.oldObject) ? (request.oldObject as unknown as Pod) : undefined;
-    if (!isLauncherPod(pod) && !(oldPod && isLauncherPod(oldPod))) return allow('skipped');
-    if (deps.watchNamespace !== undefined && namespace !== deps.watchNamespace) return allow('skipped');
+    const plog = log.child({
+      namespace,
+      pod: podName,
+      operation,
+      uid,
+      ...(request.subResource ? { subResource: request.subResource } : {}),
+      ...(request.dryRun ? { dryRun: true } : {}),
+    });
+    const oldPod = operation === 'UPDATE' && isObject(request.oldObject) ? (request.oldObject as unknown as Pod) : undefined;
+    const launcher = isPod && (isLauncherPod(pod) || (oldPod !== undefined && isLauncherPod(oldPod)));
+    const guarded = guardClaimReferences({
+      kind: isBinding ? 'Binding' : 'Pod',
+      operation,
+      subject: `${namespace}/${podName}`,
+      annotations: annotationsOf(pod),
+      ...(oldPod ? { oldAnnotations: annotationsOf(oldPod) } : {}),
+      launcher,
+    });
+    if (guarded) {
+      plog.warn({ rule: guarded.rule, claims: guarded.claims }, guarded.message);
+      return { response: { uid, allowed: false, status: { code: 403, reason: 'Forbidden', message: guarded.message } }, outcome: 'denied' };
+    }
+    if (!launcher) return allow('skipped');
 
     // UPDATE: every reference of the running pod is carried over first, from the two objects alone (carry-over.ts):
     // nothing below (the gate, the caches, the NADs) may take one away. Only fresh elements are decided.
