@@ -1,5 +1,6 @@
 // AdmissionReview v1 in, AdmissionReview v1 out, for launcher pods: find the pod's VMI and NADs (caches first, the
-// API when the caches have not seen them), run the pure mutation, and answer.
+// API when the caches have not seen them), run the pure mutation, and answer. Every request first passes
+// claim-guard.ts, which refuses (403) any other pod, and any Binding, that would name a claim.
 //
 // ERROR BEHAVIOUR (see docs/webhook-behaviour.md; docs/webhook.md explains failurePolicy Fail):
 // - The VMI cannot be read (API error or timeout, when the cache has not seen it): DENY, with a message that names
