@@ -270,11 +270,16 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     const owner = claim.metadata.ownerReferences?.find((r) => r.kind === 'VirtualMachine');
     assert.equal(owner?.uid, vmUid, 'the claim is owned by its VM (by uid)');
     assert.equal(claim.spec.network, 'tenantblue');
-    // Self-managed certificate: the controller published its CA in the installed webhook configuration.
-    const caBundle = (
-      await cp.kubectl(['get', 'mutatingwebhookconfiguration', 'persistent-ips-launcher-pods', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}'])
-    ).stdout;
-    assert.ok(caBundle.length > 100, 'caBundle set by the controller');
+    // Self-managed certificate: the controller published its CA in every entry of the installed webhook configuration,
+    // the two that keep other pods and Bindings from naming a claim (issue 43) included.
+    const config = JSON.parse((await cp.kubectl(['get', 'mutatingwebhookconfiguration', 'persistent-ips-launcher-pods', '-o', 'json'])).stdout) as {
+      webhooks: { name: string; clientConfig: { caBundle?: string } }[];
+    };
+    assert.deepEqual(
+      config.webhooks.map((w) => w.name),
+      ['launcher-pods-create', 'launcher-pods-hotplug', 'claim-references', 'pod-bindings'].map((w) => `${w}.persistent-ips.kubevirt.io`),
+    );
+    for (const w of config.webhooks) assert.ok((w.clientConfig.caBundle ?? '').length > 100, `${w.name}: caBundle set by the controller`);
     const rules = JSON.parse((await cp.kubectl(['get', 'clusterrole', 'persistent-ips-controller', '-o', 'jsonpath={.rules}'])).stdout) as unknown;
     installs.push({ path, args: spec.args, rules });
     await l.stop();

@@ -82,9 +82,17 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
           runStrategy: 'Always',
           template: {
             spec: {
-              networks: [{ name: 'default', pod: {} }, { name: 'red', multus: { networkName: 'nad-red' } }],
+              networks: [
+                { name: 'default', pod: {} },
+                { name: 'red', multus: { networkName: 'nad-red' } },
+              ],
               domain: {
-                devices: { interfaces: [{ name: 'default', binding: { name: 'l2bridge' } }, { name: 'red', bridge: {} }] },
+                devices: {
+                  interfaces: [
+                    { name: 'default', binding: { name: 'l2bridge' } },
+                    { name: 'red', bridge: {} },
+                  ],
+                },
                 resources: { requests: { memory: '128Mi' } },
               },
               terminationGracePeriodSeconds: 0,
@@ -118,7 +126,10 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
     const attempts: [string, Record<string, string>][] = [
       ['(a) networks element', { [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') }],
       ['(b) primary-UDN annotation', { [OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION]: 'vm1.default' }],
-      ['(c) default-network element', { [MULTUS_DEFAULT_NETWORK_ANNOTATION]: JSON.stringify([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) }],
+      [
+        '(c) default-network element',
+        { [MULTUS_DEFAULT_NETWORK_ANNOTATION]: JSON.stringify([{ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.default' }]) },
+      ],
     ];
     for (const [i, [what, annotations]] of attempts.entries()) {
       refused(await as(['create', '-f', '-'], plainPod(`thief-${i}`, annotations, STANDIN_NODES[0])), NOT_A_LAUNCHER, what);
@@ -129,7 +140,11 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       ['key in another letter case', `[{"name":"nad-red","namespace":"${ns}","IPAM-Claim-Reference":"vm1.red"}]`],
       ['key spelled with a \\u escape', `[{"name":"nad-red","namespace":"${ns}","\\u0069pam-claim-reference":"vm1.red"}]`],
     ]) {
-      refused(await as(['create', '-f', '-'], plainPod('thief-spelled', { [MULTUS_NETWORKS_ANNOTATION]: text! }, STANDIN_NODES[0])), /cannot be checked/, what!);
+      refused(
+        await as(['create', '-f', '-'], plainPod('thief-spelled', { [MULTUS_NETWORKS_ANNOTATION]: text! }, STANDIN_NODES[0])),
+        /cannot be checked/,
+        what!,
+      );
     }
   });
 
@@ -146,13 +161,21 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
     );
     const patch = (annotations: Record<string, string>) => JSON.stringify({ metadata: { annotations } });
-    refused(await as(['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]), NOT_A_LAUNCHER, '(d) pods');
+    refused(
+      await as(['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
+      NOT_A_LAUNCHER,
+      '(d) pods',
+    );
     refused(
       await as(['patch', 'pod', 'web', '-n', ns, '--subresource=status', '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
       NOT_A_LAUNCHER,
       '(d) pods/status',
     );
-    refused(await as(['annotate', 'pod', 'web', '-n', ns, `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION}=vm1.default`]), NOT_A_LAUNCHER, '(d) primary-UDN annotation');
+    refused(
+      await as(['annotate', 'pod', 'web', '-n', ns, `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION}=vm1.default`]),
+      NOT_A_LAUNCHER,
+      '(d) primary-UDN annotation',
+    );
     const web = (await world.api.get<Pod>(paths.pods(ns, 'web')))!;
     assert.equal(web.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION], red(), 'the annotation is unchanged');
     assert.equal(web.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], undefined);
