@@ -4,7 +4,7 @@
 // stand-in (node-standin.ts) do the rest, and the `wait` option (on by default) waits for that.
 import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
-import { type Api, paths } from '../suite/kube.ts';
+import { type Api, type JsonPatch, paths } from '../suite/kube.ts';
 import { isControlledBy, isMigrationInProgress, LAUNCHER_SELECTOR, MIGRATION_JOB_LABEL, type Vm, type Vmi } from './launcher-fixture.ts';
 
 export interface WaitOptions {
@@ -162,22 +162,20 @@ export class VirtCtl {
    */
   async hotplugInterface(ns: string, vmName: string, req: HotplugRequest, opts: OpOptions = {}): Promise<Vmi | undefined> {
     await this.#settled(ns, vmName, opts);
-    const vm = await this.getVM(ns, vmName);
-    if (!vm) throw new Error(`VM ${ns}/${vmName} not found`);
-    const spec = vm.spec?.template?.spec;
-    const ifaces = spec?.domain?.devices?.interfaces ?? [];
-    const nets = spec?.networks ?? [];
-    if (!ifaces.some((i) => i.name === req.networkName)) {
-      await this.api.jsonPatch(paths.vms(ns, vmName), [
-        { op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion },
+    await this.#editVM(ns, vmName, (vm) => {
+      const spec = vm.spec?.template?.spec;
+      const ifaces = spec?.domain?.devices?.interfaces ?? [];
+      const nets = spec?.networks ?? [];
+      if (ifaces.some((i) => i.name === req.networkName)) return [];
+      return [
         { op: 'replace', path: '/spec/template/spec/networks', value: [...nets, { name: req.networkName, multus: { networkName: req.nadName } }] },
         {
           op: 'replace',
           path: '/spec/template/spec/domain/devices/interfaces',
           value: [...ifaces, { name: req.networkName, bridge: {}, ...(req.macAddress ? { macAddress: req.macAddress } : {}) }],
         },
-      ]);
-    }
+      ];
+    });
     if (opts.wait === false) return undefined;
     const vmi = await this.getVMI(ns, vmName);
     if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
@@ -197,16 +195,13 @@ export class VirtCtl {
   async hotUnplugInterface(ns: string, vmName: string, networkName: string | string[], opts: OpOptions = {}): Promise<Vmi | undefined> {
     const names = typeof networkName === 'string' ? [networkName] : networkName;
     await this.#settled(ns, vmName, opts);
-    const vm = await this.getVM(ns, vmName);
-    if (!vm) throw new Error(`VM ${ns}/${vmName} not found`);
-    const ifaces = vm.spec?.template?.spec?.domain?.devices?.interfaces ?? [];
-    const ops = ifaces.flatMap((iface, idx) =>
-      names.includes(iface.name) && iface.state !== 'absent'
-        ? [{ op: 'add' as const, path: `/spec/template/spec/domain/devices/interfaces/${idx}/state`, value: 'absent' }]
-        : [],
+    await this.#editVM(ns, vmName, (vm) =>
+      (vm.spec?.template?.spec?.domain?.devices?.interfaces ?? []).flatMap((iface, idx) =>
+        names.includes(iface.name) && iface.state !== 'absent'
+          ? [{ op: 'add' as const, path: `/spec/template/spec/domain/devices/interfaces/${idx}/state`, value: 'absent' }]
+          : [],
+      ),
     );
-    if (ops.length > 0)
-      await this.api.jsonPatch(paths.vms(ns, vmName), [{ op: 'test', path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion }, ...ops]);
     if (opts.wait === false) return undefined;
     const vmi = await this.getVMI(ns, vmName);
     if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
@@ -221,6 +216,24 @@ export class VirtCtl {
    * Waits until a running VMI has no migration in progress and no MigrationRequired condition: a NIC change issued
    * while an earlier one's migration is still pending was seen to wait for a migration KubeVirt never started.
    */
+  /**
+   * Edits the VM as `kubectl edit` does: the patch applies only to the object it was computed from (a `test` of the
+   * resourceVersion), and when someone wrote it in between (virt-controller updates the VM's status at any time; the
+   * failed test is HTTP 422), it is read and computed again.
+   */
+  async #editVM(ns: string, vmName: string, opsOf: (vm: Vm) => JsonPatch): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const vm = await this.getVM(ns, vmName);
+      if (!vm) throw new Error(`VM ${ns}/${vmName} not found`);
+      const ops = opsOf(vm);
+      if (ops.length === 0) return;
+      const test = { op: 'test' as const, path: '/metadata/resourceVersion', value: vm.metadata.resourceVersion };
+      const res = await this.api.http.request('PATCH', paths.vms(ns, vmName), [test, ...ops], 'application/json-patch+json');
+      if (res.status === 200) return;
+      if (res.status !== 422 || attempt === 5) throw new Error(`PATCH ${paths.vms(ns, vmName)}: HTTP ${res.status}: ${res.body.slice(0, 400)}`);
+    }
+  }
+
   async #settled(ns: string, vmName: string, opts: WaitOptions): Promise<void> {
     if (!(await this.getVMI(ns, vmName))) return;
     await waitFor(
