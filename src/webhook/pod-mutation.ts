@@ -18,28 +18,15 @@
 // - Built-in allocator networks (`addresses`, at CREATE only): the element also gets `ips`, exactly the claim's
 //   addresses, or the pod is denied (`denials`) when the claim has none (docs/allocator.md, "Pod admission").
 
-import { isIPv4, isIPv6 } from 'node:net';
 import {
-  ADDRESSES_ANNOTATION,
   LAUNCHER_LABEL,
   LAUNCHER_LABEL_VALUE,
   MULTUS_DEFAULT_NETWORK_ANNOTATION,
   MULTUS_NETWORKS_ANNOTATION,
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../claims/constants.ts';
-import { parseAddressesAnnotation } from '../allocator/allocator.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
-import {
-  withClaimNames,
-  claimStanding,
-  effectiveVmiSpec,
-  nadKeyOfNetworkName,
-  ownerUidsOf,
-  parseNadConfig,
-  podInterfaceName,
-  type ClaimStandingReason,
-  type NetworkVerdict,
-} from '../claims/index.ts';
+import { withClaimNames, claimStanding, effectiveVmiSpec, ownerUidsOf, type ClaimStandingReason, type NetworkVerdict } from '../claims/index.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import {
@@ -50,6 +37,9 @@ import {
   referenceOf,
   serializeNetworkSelection,
 } from '../claims/network-selection.ts';
+import { isPodNetwork, primaryRequests, SecondaryMatcher } from './pod-networks.ts';
+
+export { mayNeedReferences } from './pod-networks.ts';
 
 /** The cluster default network NAD that OVN-Kubernetes' primary-UDN support expects in the default-network element. */
 export const DEFAULT_CLUSTER_NETWORK = { namespace: 'ovn-kubernetes', name: 'default' } as const;
@@ -137,27 +127,6 @@ export interface PodDenial {
   claim?: string;
 }
 
-/** A Multus secondary network of the VMI, with what identifies its element in the pod. */
-interface SecondaryNetwork {
-  network: string;
-  nadKey: string;
-  hashedInterface: string;
-  ordinalInterface: string;
-}
-
-function secondaryNetworksOf(vmi: VirtualMachineInstance, namespace: string): SecondaryNetwork[] {
-  const result: SecondaryNetwork[] = [];
-  let ordinal = 0;
-  for (const net of vmi.spec?.networks ?? []) {
-    if (!net?.multus || net.multus.default) continue;
-    ordinal++;
-    const nadKey = nadKeyOfNetworkName(net.multus.networkName, namespace);
-    if (nadKey === undefined || typeof net.name !== 'string') continue;
-    result.push({ network: net.name, nadKey, hashedInterface: podInterfaceName(net.name), ordinalInterface: `net${ordinal}` });
-  }
-  return result;
-}
-
 function foreignReference(verdict: NetworkVerdict, where: string, named: string): PodDenial {
   return {
     network: verdict.network,
@@ -182,9 +151,29 @@ export function isLauncherPod(pod: Pod): boolean {
 
 const annotationPath = (key: string): string => `/metadata/annotations/${escapeJsonPointer(key)}`;
 
+/** What the steps of one mutation share: the input, the VMI as KubeVirt runs it, and what they add to. */
+interface Mutation {
+  input: PodMutationInput;
+  vmi: VirtualMachineInstance;
+  owners: ReturnType<typeof ownerUidsOf>;
+  result: PodMutation;
+  ops: JsonPatchOp[];
+}
+
+/** At CREATE every element is decided; at UPDATE only the fresh ones (new, or gaining a reference). */
+const decided = (m: Mutation, i: number): boolean => m.input.operation === 'CREATE' || (m.input.fresh?.has(i) ?? false);
+
+/** Whether the pod may be pointed at `verdict.claim`; a claim that is not usable denies the pod (KubeVirt retries). */
+function usable(m: Mutation, verdict: NetworkVerdict): boolean {
+  const standing = claimStanding(m.input.claims.get(verdict.claim), verdict.claim, m.owners, verdict.claimSpec?.network);
+  if (standing.usable) return true;
+  m.result.denials.push({ network: verdict.network, claim: verdict.claim, reason: standing.reason, message: standing.message });
+  return false;
+}
+
 export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const result: PodMutation = { patch: [], references: [], reports: [], staleVmiSuspected: false, denials: [] };
-  const { pod, namespace } = input;
+  const { pod } = input;
   // The VMI as KubeVirt runs it (its defaulting already did this to a VMI from the API; a no-op then).
   const vmi: VirtualMachineInstance = { ...input.vmi, spec: effectiveVmiSpec(input.vmi.spec) };
   if (!isLauncherPod(pod)) return { ...result, skipped: 'NotALauncherPod' };
@@ -193,28 +182,8 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const annotations = pod.metadata?.annotations ?? {};
   // The caller's verdicts name every claim `<vm>.<network>`; which name applies depends on the claims (NAME).
   const verdicts = withClaimNames(vmi.metadata.name, input.persistent, (name) => input.claims.get(name));
-  const owners = ownerUidsOf(vmi);
-  const isCreate = input.operation === 'CREATE';
-  /** At CREATE every element is decided; at UPDATE only the fresh ones (new, or gaining a reference). */
-  const decided = (i: number): boolean => isCreate || (input.fresh?.has(i) ?? false);
-  /** Whether the pod may be pointed at `verdict.claim`; a claim that is not usable denies the pod (KubeVirt retries). */
-  const usable = (verdict: NetworkVerdict): boolean => {
-    const standing = claimStanding(input.claims.get(verdict.claim), verdict.claim, owners, verdict.claimSpec?.network);
-    if (standing.usable) return true;
-    result.denials.push({ network: verdict.network, claim: verdict.claim, reason: standing.reason, message: standing.message });
-    return false;
-  };
-  const persistent = new Map<string, NetworkVerdict>();
-  for (const verdict of verdicts) {
-    if (verdict.claimSpec) persistent.set(verdict.network, verdict);
-    else if (verdict.problem) {
-      result.reports.push({
-        reason: 'PersistenceBlocked',
-        network: verdict.network,
-        message: `network "${verdict.network}" gets no claim reference: ${verdict.problem.message}`,
-      });
-    }
-  }
+  const m: Mutation = { input, vmi, owners: ownerUidsOf(vmi), result, ops: [] };
+  const persistent = persistentByNetwork(m, verdicts);
 
   // Read both annotations first: a pod with an unreadable one is left alone entirely.
   const networksText = annotations[MULTUS_NETWORKS_ANNOTATION];
@@ -238,235 +207,198 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
     return { ...result, skipped: 'UnreadableAnnotation' };
   }
 
-  const ops: JsonPatchOp[] = [];
-  if (pod.metadata?.annotations === undefined) ops.push({ op: 'add', path: '/metadata/annotations', value: {} });
-  const before = ops.length;
-
-  // Secondary networks.
-  if (networks?.ok) {
-    const elements = networks.elements.map((element) => ({ ...element }));
-    const secondaries = secondaryNetworksOf(vmi, namespace);
-    const taken = new Set<string>();
-    const matchOf = (element: NetworkSelectionElement, key: string): SecondaryNetwork | undefined => {
-      const candidates = secondaries.filter((s) => s.nadKey === key);
-      const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
-      return iface
-        ? (candidates.find((c) => c.hashedInterface === iface) ?? candidates.find((c) => c.ordinalInterface === iface))
-        : candidates.find((c) => !taken.has(c.network));
-    };
-    let changed = false;
-    elements.forEach((element, i) => {
-      const key = `${elementNamespace(element, namespace)}/${element.name}`;
-      const existingRef = element[IPAM_CLAIM_REFERENCE];
-      const named = typeof existingRef === 'string' && existingRef !== '' ? existingRef : undefined;
-      if (!decided(i)) {
-        // A running pod's element: its reference (if any) was carried over from the old object; only mark which
-        // network it serves, so that a network whose element is untouched is not reported as missing.
-        const match = isBindingPluginElement(element) ? undefined : matchOf(element, key);
-        if (match) taken.add(match.network);
-        return;
-      }
-      if (isBindingPluginElement(element)) {
-        if (named !== undefined) result.denials.push(unverifiedReference(i, key, named));
-        return;
-      }
-      const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
-      const match = matchOf(element, key);
-      if (!match && named !== undefined) {
-        // Nothing shows that the claim this element names is this VM's: the IPAM plugin would hand the pod its
-        // addresses. A stale cached VMI is read again by the caller, and the denial stands only if it persists.
-        result.staleVmiSuspected = true;
-        result.denials.push(unverifiedReference(i, key, named));
-        return;
-      }
-      if (!match) {
-        result.staleVmiSuspected = true;
-        result.reports.push({
-          reason: 'UnknownNetworkElement',
-          message: `element ${i} (${key}${iface ? `@${iface}` : ''}) matches no network of VirtualMachineInstance ${namespace}/${vmi.metadata.name}; left unchanged`,
-        });
-        return;
-      }
-      taken.add(match.network);
-      const verdict = persistent.get(match.network);
-      if (!verdict) {
-        // A reference on a network that gets none from us (not persistent, gate-blocked...): nothing shows it is
-        // this VM's claim.
-        if (named !== undefined) result.denials.push(unverifiedReference(i, key, named));
-        return;
-      }
-      // A reference to another claim, written by someone else: nothing proves that claim is this VM's, and the IPAM
-      // plugin would hand the pod its addresses, so the pod is refused.
-      if (named !== undefined && named !== verdict.claim) {
-        result.denials.push(foreignReference(verdict, `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION}`, named));
-        return;
-      }
-      if (!usable(verdict)) return;
-      const addresses = input.operation === 'CREATE' ? input.addresses?.get(match.network) : undefined;
-      if (addresses && 'deny' in addresses) result.denials.push({ network: match.network, message: addresses.deny });
-      else if (addresses) {
-        const asked = Array.isArray(element.ips) ? element.ips : [];
-        if (asked.length === 0) {
-          element.ips = [...addresses.ips];
-          changed = true;
-        } else if ([...asked].sort().join() !== [...addresses.ips].sort().join()) {
-          const message = `element ${i} (${key}) asks for ${asked.join(', ')}, but IPAMClaim ${verdict.claim} holds ${addresses.ips.join(', ')}`;
-          result.denials.push({ network: match.network, message });
-        }
-      }
-      if (named !== undefined) return;
-      element[IPAM_CLAIM_REFERENCE] = verdict.claim;
-      changed = true;
-      result.references.push({ annotation: MULTUS_NETWORKS_ANNOTATION, network: match.network, claim: verdict.claim });
-    });
-    for (const verdict of persistent.values()) {
-      if (!isPodNetwork(vmi, verdict.network) && !taken.has(verdict.network)) {
-        result.reports.push({
-          reason: 'MissingNetworkElement',
-          network: verdict.network,
-          message: `persistent network "${verdict.network}" has no element in the pod's ${MULTUS_NETWORKS_ANNOTATION}`,
-        });
-      }
-    }
-    if (changed) {
-      const value = serializeNetworkSelection(elements);
-      if (value !== networksText) ops.push({ op: 'replace', path: annotationPath(MULTUS_NETWORKS_ANNOTATION), value });
-    }
-  }
-
-  // Primary user-defined network. OVN-Kubernetes before December 2025 reads the claim only from the pod annotation
-  // k8s.ovn.org/primary-udn-ipamclaim; later releases read `ipam-claim-reference` of the default-network element
-  // first and fall back to that annotation. So the annotation is always set, and the element is written only where
-  // it carries something the annotation cannot, IP or MAC requests (Multus then requires its NAD to exist:
-  // --default-network-nad), or where the pod already has one (it only gets the reference).
-  if (primary && input.operation === 'CREATE') {
-    const cluster = input.clusterDefaultNetwork ?? DEFAULT_CLUSTER_NETWORK;
-    const current = defaultNetwork?.ok ? defaultNetwork.elements[0] : undefined;
-    const existing = current?.[IPAM_CLAIM_REFERENCE];
-    const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
-    const requests = primaryRequests(vmi, primary.network, input.nads, namespace);
-    const foreignElement = typeof existing === 'string' && existing !== '' && existing !== primary.claim;
-    const foreignLegacy = typeof legacy === 'string' && legacy !== '' && legacy !== primary.claim;
-    if (foreignElement || foreignLegacy) {
-      // Either one is enough for some OVN-Kubernetes release to hand the pod another claim's addresses.
-      if (foreignElement) result.denials.push(foreignReference(primary, MULTUS_DEFAULT_NETWORK_ANNOTATION, existing));
-      if (foreignLegacy) result.denials.push(foreignReference(primary, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy));
-    } else if (!usable(primary)) {
-      // Denied: no reference to a claim that is not this VM's.
-    } else if ('problem' in requests) {
-      result.denials.push({ network: primary.network, message: requests.problem });
-    } else {
-      if (legacy !== primary.claim) {
-        ops.push({ op: legacy === undefined ? 'add' : 'replace', path: annotationPath(OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION), value: primary.claim });
-        result.references.push({ annotation: OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, network: primary.network, claim: primary.claim });
-      }
-      const wanted = current !== undefined || requests.ips.length > 0 || requests.mac !== undefined;
-      if (wanted) {
-        // Respect an existing element (its network, namespace, interface, requests...): only what is missing is added.
-        const element: NetworkSelectionElement = current ? { ...current } : { name: cluster.name, namespace: cluster.namespace };
-        if (current && !current.namespace) element.namespace = namespace;
-        if (requests.ips.length > 0 && !Array.isArray(element.ips)) element.ips = requests.ips;
-        if (requests.mac !== undefined && typeof element.mac !== 'string') element.mac = requests.mac;
-        element[IPAM_CLAIM_REFERENCE] = primary.claim;
-        const value = serializeNetworkSelection([element]);
-        if (value !== defaultText) {
-          ops.push({ op: defaultText === undefined ? 'add' : 'replace', path: annotationPath(MULTUS_DEFAULT_NETWORK_ANNOTATION), value });
-          result.references.push({ annotation: MULTUS_DEFAULT_NETWORK_ANNOTATION, network: primary.network, claim: primary.claim });
-        }
-      }
-    }
-  }
-
-  // No persistent pod network (none, not persistent, or blocked): a claim named for the pod network anyway (a template
-  // annotation virt-controller copied to the pod, another webhook) is vouched for by nothing, and OVN-Kubernetes would
-  // hand the pod that claim's addresses.
-  if (!primary && isCreate) {
-    const fromElements = defaultNetwork?.ok ? defaultNetwork.elements.map((e) => referenceOf(e)).filter((r): r is string => r !== undefined) : [];
-    const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
-    const named = [
-      ...fromElements.map((claim) => [MULTUS_DEFAULT_NETWORK_ANNOTATION, claim] as const),
-      ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
-    ];
-    for (const [annotation, claim] of named) {
-      result.denials.push({
-        network: annotation,
-        claim,
-        reason: 'ForeignClaimReference',
-        message: `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim; nothing shows that claim is this VM's, so the pod is refused`,
-      });
-    }
-  }
-
-  result.patch = ops.length > before ? ops : [];
+  if (pod.metadata?.annotations === undefined) m.ops.push({ op: 'add', path: '/metadata/annotations', value: {} });
+  const before = m.ops.length;
+  if (networks?.ok) mutateSecondaryNetworks(m, networks.elements, networksText, persistent);
+  const defaultElements = defaultNetwork?.ok ? defaultNetwork.elements : [];
+  if (primary && input.operation === 'CREATE') mutatePrimaryNetwork(m, primary, defaultElements[0], defaultText);
+  if (!primary && input.operation === 'CREATE') refuseUnvouchedPodNetworkClaims(m, defaultElements);
+  result.patch = m.ops.length > before ? m.ops : [];
   return result;
 }
 
-/**
- * What the VMI asks of its primary user-defined network: addresses (the `network.kubevirt.io/addresses` annotation,
- * by interface name; a bare address gets the prefix length of the primary NAD's first subnet of its family, as
- * OVN-Kubernetes wants CIDRs) and the interface's MAC. A request that cannot be honoured is a `problem`: the pod is
- * denied rather than started with an address the VM did not ask for.
- */
-function primaryRequests(
-  vmi: VirtualMachineInstance,
-  network: string,
-  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
-  namespace: string,
-): { ips: string[]; mac?: string } | { problem: string } {
-  const iface = vmi.spec?.domain?.devices?.interfaces?.find((i) => i?.name === network);
-  const mac = typeof iface?.macAddress === 'string' && iface.macAddress !== '' ? iface.macAddress : undefined;
-  const text = vmi.metadata.annotations?.[ADDRESSES_ANNOTATION];
-  if (text === undefined) return { ips: [], ...(mac ? { mac } : {}) };
-  const parsed = parseAddressesAnnotation(text);
-  const problem = parsed.problems.find((p) => p.interface === network || p.interface === undefined);
-  if (problem) return { problem: `${problem.message} (VirtualMachineInstance ${namespace}/${vmi.metadata.name})` };
-  const asked = parsed.requests.get(network) ?? [];
-  const subnets =
-    [...nads.entries()]
-      .filter(([key]) => key.startsWith(`${namespace}/`))
-      .map(([, nad]) => parseNadConfig(nad))
-      .find((config) => config.role === 'primary')?.subnets ?? [];
-  const ips: string[] = [];
-  for (const address of asked) {
-    if (address.includes('/')) {
-      ips.push(address);
-      continue;
+/** The persistent networks by name; a network kept from persistence is reported. */
+function persistentByNetwork(m: Mutation, verdicts: readonly NetworkVerdict[]): Map<string, NetworkVerdict> {
+  const persistent = new Map<string, NetworkVerdict>();
+  for (const verdict of verdicts) {
+    if (verdict.claimSpec) persistent.set(verdict.network, verdict);
+    else if (verdict.problem) {
+      m.result.reports.push({
+        reason: 'PersistenceBlocked',
+        network: verdict.network,
+        message: `network "${verdict.network}" gets no claim reference: ${verdict.problem.message}`,
+      });
     }
-    const family = isIPv4(address) ? 4 : isIPv6(address) ? 6 : 0;
-    const subnet = subnets.find((s) => (family === 4 ? isIPv4(s.split('/')[0] ?? '') : isIPv6(s.split('/')[0] ?? '')));
-    const prefix = subnet?.split('/')[1];
-    if (family === 0 || !prefix) {
-      return { problem: `${ADDRESSES_ANNOTATION} asks for ${address} on network "${network}", which has no IPv${family || '4/6'} subnet to take it from` };
-    }
-    ips.push(`${address}/${prefix}`);
   }
-  return { ips, ...(mac ? { mac } : {}) };
+  return persistent;
 }
 
-function isPodNetwork(vmi: VirtualMachineInstance, network: string): boolean {
-  return (vmi.spec?.networks ?? []).some((n) => n?.name === network && n.pod !== undefined && n.pod !== null);
-}
-
-/**
- * Whether a launcher pod may need a reference at all, judged from the NADs alone (no VMI): an element whose NAD
- * allows persistent IPs or is not known, or a persistent primary network in the namespace. It lets the webhook admit
- * the pods of VMs on ordinary networks without reading their VMI, so that a VMI that cannot be read delays only the
- * VMs that need persistence. `nads` is keyed `namespace/name` as in PodMutationInput. An unreadable annotation says
- * yes (the full path reports it).
- */
-export function mayNeedReferences(pod: Pod, namespace: string, nads: ReadonlyMap<string, NetworkAttachmentDefinition>): boolean {
-  for (const [key, nad] of nads) {
-    if (!key.startsWith(`${namespace}/`)) continue;
-    const config = parseNadConfig(nad);
-    if (config.role === 'primary' && config.allowPersistentIPs) return true;
-  }
-  const text = pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION];
-  if (text === undefined) return false;
-  const parsed = parseNetworkSelection(text);
-  if (!parsed.ok) return true;
-  return parsed.elements.some((element) => {
-    if (isBindingPluginElement(element)) return false;
-    const nad = nads.get(`${elementNamespace(element, namespace)}/${element.name}`);
-    return nad === undefined || parseNadConfig(nad).allowPersistentIPs;
+/** Secondary networks: each decided element of a persistent network gets its claim's reference (and addresses). */
+function mutateSecondaryNetworks(
+  m: Mutation,
+  parsed: readonly NetworkSelectionElement[],
+  text: string | undefined,
+  persistent: ReadonlyMap<string, NetworkVerdict>,
+): void {
+  const elements = parsed.map((element) => ({ ...element }));
+  const matcher = new SecondaryMatcher(m.vmi, m.input.namespace);
+  let changed = false;
+  elements.forEach((element, i) => {
+    if (decideElement(m, matcher, persistent, element, i)) changed = true;
   });
+  for (const verdict of persistent.values()) {
+    if (!isPodNetwork(m.vmi, verdict.network) && !matcher.taken.has(verdict.network)) {
+      m.result.reports.push({
+        reason: 'MissingNetworkElement',
+        network: verdict.network,
+        message: `persistent network "${verdict.network}" has no element in the pod's ${MULTUS_NETWORKS_ANNOTATION}`,
+      });
+    }
+  }
+  if (changed) {
+    const value = serializeNetworkSelection(elements);
+    if (value !== text) m.ops.push({ op: 'replace', path: annotationPath(MULTUS_NETWORKS_ANNOTATION), value });
+  }
+}
+
+/** One element of the networks annotation, changed in place; whether it changed. */
+function decideElement(
+  m: Mutation,
+  matcher: SecondaryMatcher,
+  persistent: ReadonlyMap<string, NetworkVerdict>,
+  element: NetworkSelectionElement,
+  i: number,
+): boolean {
+  const { result, input } = m;
+  const key = `${elementNamespace(element, input.namespace)}/${element.name}`;
+  const existingRef = element[IPAM_CLAIM_REFERENCE];
+  const named = typeof existingRef === 'string' && existingRef !== '' ? existingRef : undefined;
+  if (!decided(m, i)) {
+    // A running pod's element: its reference (if any) was carried over from the old object; only mark which
+    // network it serves, so that a network whose element is untouched is not reported as missing.
+    const match = isBindingPluginElement(element) ? undefined : matcher.match(element, key);
+    if (match) matcher.taken.add(match.network);
+    return false;
+  }
+  if (isBindingPluginElement(element)) {
+    if (named !== undefined) result.denials.push(unverifiedReference(i, key, named));
+    return false;
+  }
+  const iface = typeof element.interface === 'string' && element.interface !== '' ? element.interface : undefined;
+  const match = matcher.match(element, key);
+  if (!match && named !== undefined) {
+    // Nothing shows that the claim this element names is this VM's: the IPAM plugin would hand the pod its
+    // addresses. A stale cached VMI is read again by the caller, and the denial stands only if it persists.
+    result.staleVmiSuspected = true;
+    result.denials.push(unverifiedReference(i, key, named));
+    return false;
+  }
+  if (!match) {
+    result.staleVmiSuspected = true;
+    result.reports.push({
+      reason: 'UnknownNetworkElement',
+      message: `element ${i} (${key}${iface ? `@${iface}` : ''}) matches no network of VirtualMachineInstance ${input.namespace}/${m.vmi.metadata.name}; left unchanged`,
+    });
+    return false;
+  }
+  matcher.taken.add(match.network);
+  const verdict = persistent.get(match.network);
+  if (!verdict) {
+    // A reference on a network that gets none from us (not persistent, gate-blocked...): nothing shows it is
+    // this VM's claim.
+    if (named !== undefined) result.denials.push(unverifiedReference(i, key, named));
+    return false;
+  }
+  // A reference to another claim, written by someone else: nothing proves that claim is this VM's, and the IPAM
+  // plugin would hand the pod its addresses, so the pod is refused.
+  if (named !== undefined && named !== verdict.claim) {
+    result.denials.push(foreignReference(verdict, `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION}`, named));
+    return false;
+  }
+  if (!usable(m, verdict)) return false;
+  const withIps = allocatedIps(m, element, `element ${i} (${key})`, match.network, verdict.claim);
+  if (named !== undefined) return withIps;
+  element[IPAM_CLAIM_REFERENCE] = verdict.claim;
+  result.references.push({ annotation: MULTUS_NETWORKS_ANNOTATION, network: match.network, claim: verdict.claim });
+  return true;
+}
+
+/** Built-in allocator networks, at CREATE: the element gets exactly its claim's addresses, or the pod is denied. */
+function allocatedIps(m: Mutation, element: NetworkSelectionElement, where: string, network: string, claim: string): boolean {
+  const addresses = m.input.operation === 'CREATE' ? m.input.addresses?.get(network) : undefined;
+  if (!addresses) return false;
+  if ('deny' in addresses) {
+    m.result.denials.push({ network, message: addresses.deny });
+    return false;
+  }
+  const asked = Array.isArray(element.ips) ? element.ips : [];
+  if (asked.length === 0) {
+    element.ips = [...addresses.ips];
+    return true;
+  }
+  if ([...asked].sort().join() !== [...addresses.ips].sort().join()) {
+    m.result.denials.push({ network, message: `${where} asks for ${asked.join(', ')}, but IPAMClaim ${claim} holds ${addresses.ips.join(', ')}` });
+  }
+  return false;
+}
+
+// Primary user-defined network. OVN-Kubernetes before December 2025 reads the claim only from the pod annotation
+// k8s.ovn.org/primary-udn-ipamclaim; later releases read `ipam-claim-reference` of the default-network element
+// first and fall back to that annotation. So the annotation is always set, and the element is written only where
+// it carries something the annotation cannot, IP or MAC requests (Multus then requires its NAD to exist:
+// --default-network-nad), or where the pod already has one (it only gets the reference).
+function mutatePrimaryNetwork(m: Mutation, primary: NetworkVerdict, current: NetworkSelectionElement | undefined, defaultText: string | undefined): void {
+  const { input, result } = m;
+  const existing = current?.[IPAM_CLAIM_REFERENCE];
+  const legacy = input.pod.metadata?.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+  const requests = primaryRequests(m.vmi, primary.network, input.nads, input.namespace);
+  const foreignElement = typeof existing === 'string' && existing !== '' && existing !== primary.claim;
+  const foreignLegacy = typeof legacy === 'string' && legacy !== '' && legacy !== primary.claim;
+  if (foreignElement || foreignLegacy) {
+    // Either one is enough for some OVN-Kubernetes release to hand the pod another claim's addresses.
+    if (foreignElement) result.denials.push(foreignReference(primary, MULTUS_DEFAULT_NETWORK_ANNOTATION, existing));
+    if (foreignLegacy) result.denials.push(foreignReference(primary, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy));
+    return;
+  }
+  if (!usable(m, primary)) return; // Denied: no reference to a claim that is not this VM's.
+  if ('problem' in requests) {
+    result.denials.push({ network: primary.network, message: requests.problem });
+    return;
+  }
+  if (legacy !== primary.claim) {
+    m.ops.push({ op: legacy === undefined ? 'add' : 'replace', path: annotationPath(OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION), value: primary.claim });
+    result.references.push({ annotation: OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, network: primary.network, claim: primary.claim });
+  }
+  if (current === undefined && requests.ips.length === 0 && requests.mac === undefined) return;
+  // Respect an existing element (its network, namespace, interface, requests...): only what is missing is added.
+  const cluster = input.clusterDefaultNetwork ?? DEFAULT_CLUSTER_NETWORK;
+  const element: NetworkSelectionElement = current ? { ...current } : { name: cluster.name, namespace: cluster.namespace };
+  if (current && !current.namespace) element.namespace = input.namespace;
+  if (requests.ips.length > 0 && !Array.isArray(element.ips)) element.ips = requests.ips;
+  if (requests.mac !== undefined && typeof element.mac !== 'string') element.mac = requests.mac;
+  element[IPAM_CLAIM_REFERENCE] = primary.claim;
+  const value = serializeNetworkSelection([element]);
+  if (value === defaultText) return;
+  m.ops.push({ op: defaultText === undefined ? 'add' : 'replace', path: annotationPath(MULTUS_DEFAULT_NETWORK_ANNOTATION), value });
+  result.references.push({ annotation: MULTUS_DEFAULT_NETWORK_ANNOTATION, network: primary.network, claim: primary.claim });
+}
+
+// No persistent pod network (none, not persistent, or blocked): a claim named for the pod network anyway (a template
+// annotation virt-controller copied to the pod, another webhook) is vouched for by nothing, and OVN-Kubernetes would
+// hand the pod that claim's addresses.
+function refuseUnvouchedPodNetworkClaims(m: Mutation, defaultElements: readonly NetworkSelectionElement[]): void {
+  const fromElements = defaultElements.map((e) => referenceOf(e)).filter((r): r is string => r !== undefined);
+  const legacy = m.input.pod.metadata?.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+  const named = [
+    ...fromElements.map((claim) => [MULTUS_DEFAULT_NETWORK_ANNOTATION, claim] as const),
+    ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
+  ];
+  for (const [annotation, claim] of named) {
+    m.result.denials.push({
+      network: annotation,
+      claim,
+      reason: 'ForeignClaimReference',
+      message: `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim; nothing shows that claim is this VM's, so the pod is refused`,
+    });
+  }
 }

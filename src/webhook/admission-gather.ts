@@ -1,0 +1,252 @@
+// The reads of an admission: the VMI, the NADs and the claims, from the caches first and the API when the caches
+// have not seen them (admission.ts's header says what each failure means). A failed API read throws
+// TransientLookupError, which the handler answers with a retriable refusal (LookupFailed).
+
+import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
+import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
+import {
+  claimNameFor,
+  claimNamesOf,
+  claimStanding,
+  nadKeyOfNetworkName,
+  ownerUidsOf,
+  persistentNetworks,
+  withClaimNames,
+  type NetworkVerdict,
+} from '../claims/index.ts';
+import { elementNamespace, parseNetworkSelection } from '../claims/network-selection.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { NetworkFacts, Owner } from './admission-decide.ts';
+import type { PodAdmissionDeps } from './admission-types.ts';
+
+export type GatherDeps = Pick<
+  PodAdmissionDeps,
+  'vmis' | 'nads' | 'fetchVmi' | 'fetchNad' | 'claims' | 'claimEvents' | 'fetchClaim' | 'metrics' | 'podAddresses'
+>;
+
+export class TransientLookupError extends Error {
+  override readonly name = 'TransientLookupError';
+  readonly object: { kind: string; namespace: string; name: string };
+  constructor(object: { kind: string; namespace: string; name: string }, cause: unknown) {
+    super(`cannot read ${object.kind} ${object.namespace}/${object.name}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.object = object;
+  }
+}
+
+export async function fetchVmi(deps: GatherDeps, namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> {
+  try {
+    const vmi = await deps.fetchVmi(namespace, name, signal);
+    deps.metrics?.vmiLookups.inc({ source: vmi ? 'api' : 'api_not_found' });
+    return vmi;
+  } catch (error) {
+    deps.metrics?.vmiLookups.inc({ source: 'api_error' });
+    throw new TransientLookupError({ kind: 'VirtualMachineInstance', namespace, name }, signal.aborted ? signal.reason : error);
+  }
+}
+
+/** The VMI the owner reference names: the cache's when it has that incarnation, else the API's. */
+export async function readVmi(
+  deps: GatherDeps,
+  namespace: string,
+  owner: Owner,
+  signal: AbortSignal,
+): Promise<{ value: VirtualMachineInstance | undefined; fromApi: boolean }> {
+  const cached = deps.vmis.get(namespace, owner.name);
+  if (cached && cached.metadata.uid === owner.uid) {
+    deps.metrics?.vmiLookups.inc({ source: 'cache' });
+    return { value: cached, fromApi: false };
+  }
+  // The cache has not seen this VMI (just created) or holds an earlier incarnation of the name.
+  return { value: await fetchVmi(deps, namespace, owner.name, signal), fromApi: true };
+}
+
+function namespaceNads(deps: GatherDeps, namespace: string): Map<string, NetworkAttachmentDefinition> {
+  return new Map(deps.nads.list(namespace).map((nad) => [`${nad.metadata.namespace ?? namespace}/${nad.metadata.name}`, nad]));
+}
+
+/** From the caches only: the namespace's NADs and those the pod's elements name (for mayNeedReferences). */
+export function nadsForPod(deps: GatherDeps, pod: Pod, namespace: string): Map<string, NetworkAttachmentDefinition> {
+  const map = namespaceNads(deps, namespace);
+  const selection = parseNetworkSelection(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
+  for (const element of selection.ok ? selection.elements : []) {
+    const ns = elementNamespace(element, namespace);
+    const nad = map.has(`${ns}/${element.name}`) ? undefined : deps.nads.get(ns, element.name);
+    if (nad) map.set(`${ns}/${element.name}`, nad);
+  }
+  return map;
+}
+
+/** What the pure mutation needs: the namespace's NADs and those the VMI references, from the API if not cached. */
+async function nadsForVmi(
+  deps: GatherDeps,
+  vmi: VirtualMachineInstance,
+  namespace: string,
+  signal: AbortSignal,
+): Promise<Map<string, NetworkAttachmentDefinition>> {
+  const map = namespaceNads(deps, namespace);
+  for (const net of vmi.spec?.networks ?? []) {
+    const key = net?.multus ? nadKeyOfNetworkName(net.multus.networkName, namespace) : undefined;
+    if (!key || map.has(key)) continue;
+    const [ns, name] = key.split('/') as [string, string];
+    const cached = deps.nads.get(ns, name);
+    if (cached) {
+      map.set(key, cached);
+      continue;
+    }
+    if (!deps.fetchNad) continue;
+    try {
+      const fetched = await deps.fetchNad(ns, name, signal);
+      if (fetched) map.set(key, fetched);
+    } catch (error) {
+      throw new TransientLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ns, name }, signal.aborted ? signal.reason : error);
+    }
+  }
+  return map;
+}
+
+/** Everything the mutation of a pod of `vmi` needs read: its NADs, its persistent networks' claims, their addresses. */
+export async function readNetworks(
+  deps: GatherDeps,
+  operation: string,
+  namespace: string,
+  vmi: VirtualMachineInstance,
+  waitUntil: number,
+  signal: AbortSignal,
+): Promise<NetworkFacts> {
+  const nads = await nadsForVmi(deps, vmi, namespace, signal);
+  // Once per admission: the claims wait and the mutation work on the same verdicts.
+  const persistent = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads);
+  const claims = await claimsForVmi(deps, { vmi, namespace, waitUntil, signal }, persistent);
+  if (!deps.podAddresses || operation !== 'CREATE') return { nads, persistent, claims };
+  return { nads, persistent, claims, addresses: await addressesOf(deps.podAddresses, namespace, vmi, nads, persistent, claims, signal) };
+}
+
+async function addressesOf(
+  podAddresses: PodAddressLookup,
+  namespace: string,
+  vmi: VirtualMachineInstance,
+  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
+  persistent: readonly NetworkVerdict[],
+  claims: ReadonlyMap<string, IPAMClaim>,
+  signal: AbortSignal,
+): ReturnType<PodAddressLookup> {
+  try {
+    const verdicts = withClaimNames(vmi.metadata.name, persistent, (name) => claims.get(name));
+    return await podAddresses(namespace, vmi, nads, verdicts, claims, signal);
+  } catch (error) {
+    if (!(error instanceof ClaimLookupError)) throw error;
+    throw new TransientLookupError(error.object, error.cause);
+  }
+}
+
+interface ClaimRead {
+  vmi: VirtualMachineInstance;
+  namespace: string;
+  waitUntil: number;
+  signal: AbortSignal;
+}
+
+/**
+ * The claims the pod's persistent networks would be pointed at. A claim the cache shows as this VM's is taken as
+ * is (uids are never reused, and a claim of ours that is deleted meanwhile keeps its finalizer while this VMI
+ * runs). Any other answer is not trusted yet (at CREATE, and for the fresh elements of an UPDATE): the cache is
+ * watched until `waitUntil` (the controller may be creating the claim, or releasing a leftover of an earlier VM of
+ * the same name), then the API has the last word.
+ */
+async function claimsForVmi(deps: GatherDeps, read: ClaimRead, persistent: readonly NetworkVerdict[]): Promise<Map<string, IPAMClaim>> {
+  const owners = ownerUidsOf(read.vmi);
+  const out = new Map<string, IPAMClaim>();
+  for (const verdict of persistent) {
+    if (!verdict.claimSpec) continue;
+    for (const [name, claim] of await claimsOfNetwork(deps, read, owners, verdict.network, verdict.claimSpec.network)) out.set(name, claim);
+  }
+  return out;
+}
+
+/** Two or more dots: `<vm>.<network>` may then be another VM's name for another network (a dotted-name collision). */
+function mayCollide(claim: string): boolean {
+  return claim.indexOf('.') !== claim.lastIndexOf('.');
+}
+
+async function claimsOfNetwork(
+  deps: GatherDeps,
+  { vmi, namespace, waitUntil, signal }: ClaimRead,
+  owners: ReturnType<typeof ownerUidsOf>,
+  network: string,
+  nadNetwork: string | undefined,
+): Promise<ReadonlyMap<string, IPAMClaim>> {
+  // Every name the network's claim may have (claimNameFor): which one applies depends on the claims themselves.
+  const names = claimNamesOf(vmi.metadata.name, network, nadNetwork);
+  const fromCache = () =>
+    new Map(
+      names.flatMap((n) => {
+        const c = deps.claims.get(namespace, n);
+        return c ? [[n, c] as const] : [];
+      }),
+    );
+  const chosen = (view: ReadonlyMap<string, IPAMClaim>) => claimNameFor(vmi.metadata.name, network, (n) => view.get(n), nadNetwork);
+  const usable = (view: ReadonlyMap<string, IPAMClaim>) => {
+    const name = chosen(view);
+    return claimStanding(view.get(name), name, owners, nadNetwork).usable;
+  };
+  // A name with two or more dots can be another VM's claim that the cache has not shown yet: the chosen claim
+  // is confirmed by the API before a pod is pointed at it.
+  let view: ReadonlyMap<string, IPAMClaim> = fromCache();
+  if (usable(view) && !mayCollide(chosen(view))) {
+    deps.metrics?.claimLookups.inc({ source: 'cache' });
+    return view;
+  }
+  const keys = new Set(names.map((n) => `${namespace}/${n}`));
+  while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {
+    // Listening before the cache is read again: a change in between is not lost.
+    const change = nextChange(deps, keys, waitUntil, signal);
+    view = fromCache();
+    if (usable(view)) {
+      change.cancel();
+      break;
+    }
+    await change.settled;
+    view = fromCache();
+  }
+  const fromApi = !usable(view) || mayCollide(chosen(view));
+  deps.metrics?.claimLookups.inc({ source: fromApi ? 'api' : 'cache_after_wait' });
+  return fromApi ? await fetchClaims(deps, namespace, names, signal) : view;
+}
+
+async function fetchClaims(deps: GatherDeps, namespace: string, names: readonly string[], signal: AbortSignal): Promise<Map<string, IPAMClaim>> {
+  const fetched = new Map<string, IPAMClaim>();
+  for (const name of names) {
+    try {
+      const claim = await deps.fetchClaim(namespace, name, signal);
+      if (claim) fetched.set(name, claim);
+    } catch (error) {
+      throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name }, signal.aborted ? signal.reason : error);
+    }
+  }
+  return fetched;
+}
+
+/** Settles at the next change of a claim of `keys` in the cache, at `until`, or when `signal` aborts. */
+function nextChange(deps: GatherDeps, keys: ReadonlySet<string>, until: number, signal: AbortSignal): { settled: Promise<void>; cancel(): void } {
+  let cancel = (): void => undefined;
+  const settled = new Promise<void>((resolve) => {
+    let subscription: { unsubscribe(): void } | undefined;
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      signal.removeEventListener('abort', finish);
+      subscription?.unsubscribe();
+      resolve();
+    };
+    cancel = finish;
+    const timer = setTimeout(finish, Math.max(0, until - Date.now()));
+    signal.addEventListener('abort', finish, { once: true });
+    subscription = deps.claimEvents.subscribe(({ object }) => {
+      if (keys.has(`${object.metadata.namespace}/${object.metadata.name}`)) finish();
+    });
+    if (done) subscription.unsubscribe();
+  });
+  return { settled, cancel };
+}
