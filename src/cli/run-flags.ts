@@ -6,7 +6,7 @@ import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { splitSuites, tlsProfile } from '../telemetry/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
-import type { RunOptions } from './run.ts';
+import type { RunOptions } from './run-options.ts';
 
 /** A flag's value is wrong: thrown by the checks, reported as a usage error. */
 export class BadValue extends Error {}
