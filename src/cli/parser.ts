@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { UsageError } from './exit-codes.ts';
 import { bad, BadValue, checkRunArgs, rejectRepeats, runFlags, toRunOptions } from './run-flags.ts';
-import type { RunOptions } from './run.ts';
+import type { RunOptions } from './run-options.ts';
 import type { StatusOptions } from './status.ts';
 
 export const EPILOG = `Exit codes: 0 ok, 1 failure, 2 bad flags, 3 no kubeconfig found, 4 cluster unreachable, 5 credentials rejected.

@@ -6,7 +6,7 @@ import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { splitSuites, tlsProfile } from '../telemetry/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
-import type { RunOptions } from './run.ts';
+import type { RunOptions } from './run-options.ts';
 
 /** A flag's value is wrong: thrown by the checks, reported as a usage error. */
 export class BadValue extends Error {}
@@ -31,8 +31,31 @@ export function rejectRepeats(argv: Record<string, unknown>, singles: readonly s
 
 const positive = (n: number) => Number.isFinite(n) && n > 0;
 
-/** The flags of `run`; `env` decides the default bind addresses (in a pod or not). */
+/** The flags of `run`, in the order of `--help`; `env` decides the default bind addresses (in a pod or not). */
 export function runFlags(env: NodeJS.ProcessEnv) {
+  return {
+    ...processFlags(),
+    ...telemetryFlags(env),
+    ...pacingFlags(),
+    ...webhookFlags(env),
+    ...tlsFlags(),
+    'default-network-nad': {
+      type: 'string',
+      requiresArg: true,
+      default: 'ovn-kubernetes/default',
+      describe:
+        'NAMESPACE/NAME of the cluster default network NAD, named in the v1.multus-cni.io/default-network element written for primary user-defined networks (OpenShift: openshift-ovn-kubernetes/default)',
+    },
+    'allocator': {
+      type: 'boolean',
+      default: true,
+      describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off',
+    },
+  } satisfies Record<string, Options>;
+}
+
+/** Which cluster, which namespace, how many workers, what the log says, whether replicas take turns. */
+function processFlags() {
   return {
     'kubeconfig': {
       type: 'string',
@@ -61,6 +84,12 @@ export function runFlags(env: NodeJS.ProcessEnv) {
       describe:
         'Namespace of the Lease and the webhook certificate Secret. Default: $POD_NAMESPACE, then persistent-ips-system (never the kubeconfig context namespace)',
     },
+  } satisfies Record<string, Options>;
+}
+
+/** The metrics and health-probe servers. */
+function telemetryFlags(env: NodeJS.ProcessEnv) {
+  return {
     'metrics-bind-address': {
       type: 'string',
       requiresArg: true,
@@ -86,6 +115,12 @@ export function runFlags(env: NodeJS.ProcessEnv) {
       defaultDescription: '127.0.0.1:8081; :8081 in a pod',
       describe: 'Address of /healthz and /readyz; 0 disables them',
     },
+  } satisfies Record<string, Options>;
+}
+
+/** How fast it may call the API server, how often it repasses everything, how long it drains. */
+function pacingFlags() {
+  return {
     'qps': { type: 'number', requiresArg: true, default: 200, describe: 'Client-side limit of API requests per second (like client-go QPS)' },
     'burst': { type: 'number', requiresArg: true, default: 400, describe: 'Client-side burst of API requests above --qps' },
     'resync-period': {
@@ -95,6 +130,12 @@ export function runFlags(env: NodeJS.ProcessEnv) {
       describe: 'Seconds between full passes over every VM (repairs anything missed; costs no writes in a steady state)',
     },
     'graceful-shutdown-timeout': { type: 'number', requiresArg: true, default: 30, describe: 'Seconds to let in-flight reconciles finish on shutdown' },
+  } satisfies Record<string, Options>;
+}
+
+/** The launcher-pod webhook and its certificate. */
+function webhookFlags(env: NodeJS.ProcessEnv) {
+  return {
     'webhook-bind-address': {
       type: 'string',
       requiresArg: true,
@@ -140,6 +181,12 @@ export function runFlags(env: NodeJS.ProcessEnv) {
       describe: 'Seconds a self-made serving certificate is valid (default one year); rotated at 2/3',
     },
     'webhook-ca-validity': { type: 'number', requiresArg: true, describe: 'Seconds the self-made CA is valid (default five years)' },
+  } satisfies Record<string, Options>;
+}
+
+/** The TLS of the webhook and of the secure metrics server. */
+function tlsFlags() {
+  return {
     'tls-min-version': {
       type: 'string',
       requiresArg: true,
@@ -154,18 +201,6 @@ export function runFlags(env: NodeJS.ProcessEnv) {
       defaultDescription: 'TLS 1.3 suites, and for TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305 only',
       describe:
         'Comma-separated IANA cipher suite names, as for Kubernetes components (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 suites stay on unless some are named',
-    },
-    'default-network-nad': {
-      type: 'string',
-      requiresArg: true,
-      default: 'ovn-kubernetes/default',
-      describe:
-        'NAMESPACE/NAME of the cluster default network NAD, named in the v1.multus-cni.io/default-network element written for primary user-defined networks (OpenShift: openshift-ovn-kubernetes/default)',
-    },
-    'allocator': {
-      type: 'boolean',
-      default: true,
-      describe: 'Allocate addresses for networks whose NAD sets persistent-ips.kubevirt.io/allocator: "true" (docs/allocator.md); --no-allocator turns it off',
     },
   } satisfies Record<string, Options>;
 }

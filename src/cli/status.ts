@@ -8,11 +8,12 @@ import { allocatorServes } from '../allocator/nad.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
-import { controllerRef, kubevirtOwner, nadKeyOfNetworkName } from '../claims/index.ts';
+import { controllerRef, kubevirtOwner, nadKeyOfNetworkName, type NetworkVerdict } from '../claims/index.ts';
 import { ClusterUnreachableError, KubeClient, KubeConfigError, loadKubeConfig } from '../kube/client.ts';
 import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, KubeVirtCR, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import type { KubeObject, VmNetwork } from '../kube/types.ts';
 import { trimIPAMClaim, trimKubeVirt, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
 import { describeGate, resolveGate, type GateState } from '../controller/feature-gate.ts';
 import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
@@ -64,14 +65,43 @@ export function gateOf(input: Pick<StatusInput, 'kubeVirts'>): GateState | undef
 
 /** One row per network of every VM and standalone VMI, plus one per claim that none of them uses. Sorted. */
 export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): StatusRow[] {
-  const gate = gateOf(input);
-  const nads = new Map(input.nads.map((n) => [`${n.metadata.namespace}/${n.metadata.name}`, n]));
-  const claims = new Map(input.claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
-  const vmis = new Map(input.vmis.map((v) => [`${v.metadata.namespace}/${v.metadata.name}`, v]));
-  const used = new Set<string>();
-  const rows: StatusRow[] = [];
+  const joined: Joined = { gate: gateOf(input), nads: byKey(input.nads), claims: byKey(input.claims), used: new Set<string>() };
+  const rows = ownersOf(input, byKey(input.vmis))
+    .filter((o) => filter.vm === undefined || o.name === filter.vm)
+    .flatMap((o) => networkRows(o, joined));
+  // After the networks: only then is it known which claims they use.
+  rows.push(...unusedClaimRows(joined, filter));
+  return rows.sort(
+    (a, b) =>
+      cmp(a.namespace, b.namespace) ||
+      cmp(a.vm === '' ? '\uffff' : a.vm, b.vm === '' ? '\uffff' : b.vm) ||
+      cmp(a.network, b.network) ||
+      cmp(a.claim ?? '', b.claim ?? ''),
+  );
+}
 
-  const owners: { namespace: string; name: string; kind: StatusRow['kind']; uid: string | undefined; status: string; spec: VmiSpecLike | undefined }[] = [];
+/** What the rows are joined from: NADs and claims by `namespace/name`, and the claims some network uses. */
+interface Joined {
+  gate: GateState | undefined;
+  nads: Map<string, NetworkAttachmentDefinition>;
+  claims: Map<string, IPAMClaim>;
+  used: Set<string>;
+}
+
+const byKey = <T extends KubeObject>(objects: readonly T[]): Map<string, T> => new Map(objects.map((o) => [`${o.metadata.namespace}/${o.metadata.name}`, o]));
+
+/** What a row's networks belong to: a VM, or a VMI no VM controls. */
+interface Owner {
+  namespace: string;
+  name: string;
+  kind: StatusRow['kind'];
+  uid: string | undefined;
+  status: string;
+  spec: VmiSpecLike | undefined;
+}
+
+function ownersOf(input: StatusInput, vmis: Map<string, VirtualMachineInstance>): Owner[] {
+  const owners: Owner[] = [];
   for (const vm of input.vms) {
     const ns = vm.metadata.namespace ?? '';
     const vmi = vmis.get(`${ns}/${vm.metadata.name}`);
@@ -95,53 +125,66 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
       spec: vmi.spec,
     });
   }
+  return owners;
+}
 
-  for (const o of owners) {
-    if (filter.vm !== undefined && o.name !== filter.vm) continue;
-    const verdicts = new Map(
-      persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(`${o.namespace}/${n}`)).map((v) => [v.network, v]),
-    );
-    for (const net of o.spec?.networks ?? []) {
-      if (!net || typeof net.name !== 'string') continue;
-      const verdict = verdicts.get(net.name);
-      if (net.pod !== undefined && !verdict) continue; // the cluster default network: not ours to keep
-      const ref = net.multus ? (nadKeyOfNetworkName(net.multus.networkName, o.namespace) ?? net.multus.networkName) : undefined;
-      const row: StatusRow = {
-        namespace: o.namespace,
-        vm: o.name,
-        kind: o.kind,
-        vmStatus: o.status,
-        network: net.name,
-        nad: ref ?? '(pod network)',
-        allocator: ref !== undefined && allocatorServes(nads.get(ref)),
-        persistent: verdict?.claimSpec !== undefined,
-        ips: [],
-      };
-      if (verdict?.problem) row.problem = { reason: verdict.problem.reason, message: verdict.problem.message };
-      if (verdict) {
-        row.claim = verdict.claim;
-        const claim = claims.get(`${o.namespace}/${verdict.claim}`);
-        if (claim) {
-          used.add(`${o.namespace}/${verdict.claim}`);
-          describeClaim(row, claim, o.uid);
-        } else if (!row.problem) {
-          row.problem = missingClaim(verdict.claim, gate);
-        }
-      } else if (ref !== undefined) {
-        const nad = nads.get(ref);
-        row.problem = nad
-          ? {
-              reason: 'NadNotPersistent',
-              message: `NetworkAttachmentDefinition ${ref} does not allow persistent IPs ("allowPersistentIPs": true in its config, or the annotation ${NAD_PERSISTENT_IPS_ANNOTATION}: "true"): an ordinary network, no claim`,
-            }
-          : { reason: 'NetworkAttachmentDefinitionNotFound', message: `NetworkAttachmentDefinition ${ref} does not exist` };
-      }
-      rows.push(row);
-    }
+/** The rows of one owner's networks, but the cluster default network when it is not kept persistent. */
+function networkRows(o: Owner, joined: Joined): StatusRow[] {
+  const { nads, claims } = joined;
+  const verdicts = new Map(
+    persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(`${o.namespace}/${n}`)).map((v) => [v.network, v]),
+  );
+  const rows: StatusRow[] = [];
+  for (const net of o.spec?.networks ?? []) {
+    if (!net || typeof net.name !== 'string') continue;
+    const verdict = verdicts.get(net.name);
+    if (net.pod !== undefined && !verdict) continue; // the cluster default network: not ours to keep
+    rows.push(networkRow(o, net, verdict, joined));
   }
+  return rows;
+}
 
-  for (const [key, claim] of claims) {
-    if (used.has(key)) continue;
+function networkRow(o: Owner, net: VmNetwork, verdict: NetworkVerdict | undefined, joined: Joined): StatusRow {
+  const { nads, claims } = joined;
+  const ref = net.multus ? (nadKeyOfNetworkName(net.multus.networkName, o.namespace) ?? net.multus.networkName) : undefined;
+  const row: StatusRow = {
+    namespace: o.namespace,
+    vm: o.name,
+    kind: o.kind,
+    vmStatus: o.status,
+    network: net.name,
+    nad: ref ?? '(pod network)',
+    allocator: ref !== undefined && allocatorServes(nads.get(ref)),
+    persistent: verdict?.claimSpec !== undefined,
+    ips: [],
+  };
+  if (verdict?.problem) row.problem = { reason: verdict.problem.reason, message: verdict.problem.message };
+  if (verdict) {
+    row.claim = verdict.claim;
+    const claim = claims.get(`${o.namespace}/${verdict.claim}`);
+    if (claim) {
+      joined.used.add(`${o.namespace}/${verdict.claim}`);
+      describeClaim(row, claim, o.uid);
+    } else if (!row.problem) {
+      row.problem = missingClaim(verdict.claim, joined.gate);
+    }
+  } else if (ref !== undefined) {
+    const nad = nads.get(ref);
+    row.problem = nad
+      ? {
+          reason: 'NadNotPersistent',
+          message: `NetworkAttachmentDefinition ${ref} does not allow persistent IPs ("allowPersistentIPs": true in its config, or the annotation ${NAD_PERSISTENT_IPS_ANNOTATION}: "true"): an ordinary network, no claim`,
+        }
+      : { reason: 'NetworkAttachmentDefinitionNotFound', message: `NetworkAttachmentDefinition ${ref} does not exist` };
+  }
+  return row;
+}
+
+/** A row for every claim no network uses (of the VM the filter names, when it names one). */
+function unusedClaimRows(joined: Joined, filter: { vm?: string }): StatusRow[] {
+  const rows: StatusRow[] = [];
+  for (const [key, claim] of joined.claims) {
+    if (joined.used.has(key)) continue;
     const ref = kubevirtOwner(claim);
     if (filter.vm !== undefined && ref?.name !== filter.vm) continue;
     const row: StatusRow = {
@@ -165,14 +208,7 @@ export function buildStatus(input: StatusInput, filter: { vm?: string } = {}): S
     describeClaim(row, claim, undefined);
     rows.push(row);
   }
-
-  return rows.sort(
-    (a, b) =>
-      cmp(a.namespace, b.namespace) ||
-      cmp(a.vm === '' ? '\uffff' : a.vm, b.vm === '' ? '\uffff' : b.vm) ||
-      cmp(a.network, b.network) ||
-      cmp(a.claim ?? '', b.claim ?? ''),
-  );
+  return rows;
 }
 
 /** Why a claim that should exist does not: the gate first, because with it off nothing is created at all. */
@@ -230,12 +266,12 @@ export function stateOf(row: StatusRow): string {
   return row.allocator ? 'Waiting for the allocator' : 'Waiting for the IPAM plugin';
 }
 
-/** The table, and below it the messages behind every row that is not fine. */
 /** The first line of the table: the gate, because with it off every other line is moot. */
 export function gateLine(gate: GateState | undefined): string {
   return gate ? `PersistentIPs feature gate: ${describeGate(gate)}` : 'PersistentIPs feature gate: unknown (the KubeVirt CR could not be read)';
 }
 
+/** The table, and below it the messages behind every row that is not fine. */
 export function renderTable(rows: readonly StatusRow[], options: { showNamespace: boolean; gate?: GateState | undefined }): string {
   const header = 'gate' in options ? `${gateLine(options.gate)}\n\n` : '';
   if (rows.length === 0) return `${header}No VMs, VMIs or IPAMClaims found.\n`;
