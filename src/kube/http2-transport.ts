@@ -257,23 +257,27 @@ class Http2Transport implements Transport {
     return check;
   }
 
+  /** HTTP/2's pseudo-headers, then the connection's fixed ones, the request's own, and the current bearer token. */
+  #headers(req: HttpRequest): OutgoingHttpHeaders {
+    const headers: OutgoingHttpHeaders = {
+      ':method': req.method,
+      ':authority': this.#authority,
+      ':path': this.#basePath + req.path + queryString(req.query),
+      ...this.#o.auth.fixed,
+    };
+    if (req.headers) for (const name in req.headers) headers[name.toLowerCase()] = req.headers[name];
+    const bearer = this.#o.auth.authorization();
+    if (bearer) headers.authorization = bearer;
+    if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
+    return headers;
+  }
+
   #send(conn: Connection, req: HttpRequest, mayRetry: boolean): Promise<HttpResponse> {
     const { session } = conn;
     const signal = req.signal;
-    const { constants } = http2Module();
     let stream: ClientHttp2Stream;
     try {
-      const headers: OutgoingHttpHeaders = {
-        ':method': req.method,
-        ':authority': this.#authority,
-        ':path': this.#basePath + req.path + queryString(req.query),
-        ...this.#o.auth.fixed,
-      };
-      if (req.headers) for (const name in req.headers) headers[name.toLowerCase()] = req.headers[name];
-      const bearer = this.#o.auth.authorization();
-      if (bearer) headers.authorization = bearer;
-      if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
-      stream = session.request(headers, { endStream: req.body === undefined });
+      stream = session.request(this.#headers(req), { endStream: req.body === undefined });
     } catch (err) {
       return Promise.reject(err); // e.g. a header HTTP/2 cannot carry: the request's fault, not the connection's
     }
@@ -283,101 +287,132 @@ class Http2Transport implements Transport {
     const timeoutMs = this.#o.timeoutMs;
 
     return new Promise<HttpResponse>((resolve, reject) => {
-      let responded = false;
-      let closed = false;
-      let failure: unknown;
+      const exchange = new Exchange(stream);
       let timer: NodeJS.Timeout | undefined;
-      // CANCEL, not the INTERNAL_ERROR a destroy(err) would send: the server should see a client that left.
-      const cancel = (why: unknown): void => {
-        failure ??= why;
-        stream.close(constants.NGHTTP2_CANCEL);
-        // ...and a reader of the body learns why, as from an aborted HTTP/1.1 response.
-        stream.destroy(why instanceof Error ? why : new Error(String(why)));
-      };
-      const onAbort = (): void => cancel(signal?.reason);
-      /**
-       * The body ended with END_STREAM; a reset or a lost connection also ends it, with a code other than 0. (A reset
-       * with NO_ERROR before END_STREAM, which no conforming server sends mid-body, cannot be told apart; a declared
-       * content-length that was not met is caught by nghttp2 itself.)
-       */
-      const complete = (): boolean => stream.rstCode === undefined || stream.rstCode === constants.NGHTTP2_NO_ERROR;
+      const onAbort = (): void => exchange.cancel(signal?.reason);
       stream.once('close', () => {
-        closed = true;
+        exchange.closed = true;
         if (timer) clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (--conn.open === 0 && !session.destroyed) {
           session.unref();
           this.#idleSpare(conn);
         }
-        if (responded) return;
-        // Not processed by the server, so safe to send again once, even a POST, as Go's client does: refused (by the
-        // server, or after its GOAWAY; RFC 9113 §8.7), or never sent because the connection was already closing. Our
-        // own cancel closes with CANCEL and never lands here.
-        const refused = stream.rstCode === constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || isStreamError(failure));
-        const unsent = DEAD_CONNECTION_CODES.has(errorCode(failure));
-        if (unsent) this.#retire(conn, true);
-        if (mayRetry && (refused || unsent)) {
-          this.#request(req, false).then(resolve, reject);
-          return;
-        }
-        reject(failure ?? connectionReset());
+        if (exchange.responded) return;
+        if (this.#unprocessed(conn, exchange) && mayRetry) this.#request(req, false).then(resolve, reject);
+        else reject(exchange.failureOrReset());
       });
       stream.on('error', (err) => {
-        failure ??= err;
+        exchange.failure ??= err;
       });
       if (!req.streaming) {
         timer = setTimeout(() => {
-          cancel(timeoutError(timeoutMs));
+          exchange.cancel(timeoutError(timeoutMs));
           conn.ping(); // a connection that died silently fails every request until it is found out
         }, timeoutMs);
       }
       signal?.addEventListener('abort', onAbort, { once: true });
-
       stream.once('response', (h: IncomingHttpHeaders) => {
-        responded = true;
-        let flat: Record<string, string> | undefined;
-        let consumed = false;
-        resolve({
-          status: Number(h[':status'] ?? 0),
-          // Read for an error answer (Retry-After, the Status); a successful one never needs them flattened.
-          get headers() {
-            flat ??= flatHeaders(h);
-            return flat;
-          },
-          text: () => {
-            if (consumed) return Promise.reject(new Error('response body already consumed'));
-            consumed = true;
-            return new Promise<string>((ok, fail) => {
-              const chunks: Buffer[] = [];
-              let ended = false;
-              const finish = (): void => {
-                ended = true;
-                ok(utf8Body(chunks));
-              };
-              stream.on('data', (c: Buffer) => chunks.push(c));
-              stream.once('end', () => {
-                if (complete()) finish(); // else cut off: 'close' says why
-              });
-              const onClose = (): void => {
-                if (ended) return;
-                // Closed before text() was called: an empty body had nothing to buffer, so it ended and closed at once.
-                if (failure === undefined && stream.readableEnded && complete()) finish();
-                else fail(failure ?? connectionReset());
-              };
-              if (closed) onClose();
-              else stream.once('close', onClose);
-            });
-          },
-          stream: () => {
-            if (consumed) return null;
-            consumed = true;
-            return checkedBody(stream, complete, () => failure ?? connectionReset());
-          },
-        });
+        exchange.responded = true;
+        resolve(responseOf(h, exchange));
       });
       if (req.body !== undefined) stream.end(req.body);
     });
   }
+
+  /**
+   * Whether a stream closed without an answer was not processed by the server, so is safe to send again once, even
+   * a POST, as Go's client does: refused (by the server, or after its GOAWAY; RFC 9113 §8.7), or never sent because
+   * the connection was already closing (which is then retired). Our own cancel closes with CANCEL and is neither.
+   */
+  #unprocessed(conn: Connection, { stream, failure }: Exchange): boolean {
+    const refused = stream.rstCode === http2Module().constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || isStreamError(failure));
+    const unsent = DEAD_CONNECTION_CODES.has(errorCode(failure));
+    if (unsent) this.#retire(conn, true);
+    return refused || unsent;
+  }
+}
+
+/** One request's stream: whether it was answered, and how it ended, for the body readers that come after. */
+class Exchange {
+  readonly stream: ClientHttp2Stream;
+  responded = false;
+  closed = false;
+  failure: unknown;
+
+  constructor(stream: ClientHttp2Stream) {
+    this.stream = stream;
+  }
+
+  // CANCEL, not the INTERNAL_ERROR a destroy(err) would send: the server should see a client that left.
+  cancel(why: unknown): void {
+    this.failure ??= why;
+    this.stream.close(http2Module().constants.NGHTTP2_CANCEL);
+    // ...and a reader of the body learns why, as from an aborted HTTP/1.1 response.
+    this.stream.destroy(why instanceof Error ? why : new Error(String(why)));
+  }
+
+  /**
+   * The body ended with END_STREAM; a reset or a lost connection also ends it, with a code other than 0. (A reset
+   * with NO_ERROR before END_STREAM, which no conforming server sends mid-body, cannot be told apart; a declared
+   * content-length that was not met is caught by nghttp2 itself.)
+   */
+  complete(): boolean {
+    const code = this.stream.rstCode;
+    return code === undefined || code === http2Module().constants.NGHTTP2_NO_ERROR;
+  }
+
+  failureOrReset(): unknown {
+    return this.failure ?? connectionReset();
+  }
+}
+
+/** The answer to one request; its body is read once, as text or as a stream. */
+function responseOf(h: IncomingHttpHeaders, exchange: Exchange): HttpResponse {
+  let flat: Record<string, string> | undefined;
+  let consumed = false;
+  return {
+    status: Number(h[':status'] ?? 0),
+    // Read for an error answer (Retry-After, the Status); a successful one never needs them flattened.
+    get headers() {
+      flat ??= flatHeaders(h);
+      return flat;
+    },
+    text: () => {
+      if (consumed) return Promise.reject(new Error('response body already consumed'));
+      consumed = true;
+      return bodyText(exchange);
+    },
+    stream: () => {
+      if (consumed) return null;
+      consumed = true;
+      return checkedBody(exchange);
+    },
+  };
+}
+
+function bodyText(exchange: Exchange): Promise<string> {
+  const { stream } = exchange;
+  return new Promise<string>((ok, fail) => {
+    const chunks: Buffer[] = [];
+    let ended = false;
+    const finish = (): void => {
+      ended = true;
+      ok(utf8Body(chunks));
+    };
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.once('end', () => {
+      if (exchange.complete()) finish(); // else cut off: 'close' says why
+    });
+    const onClose = (): void => {
+      if (ended) return;
+      // Closed before text() was called: an empty body had nothing to buffer, so it ended and closed at once.
+      if (exchange.failure === undefined && stream.readableEnded && exchange.complete()) finish();
+      else fail(exchange.failureOrReset());
+    };
+    if (exchange.closed) onClose();
+    else stream.once('close', onClose);
+  });
 }
 
 function errorCode(err: unknown): string {
@@ -390,7 +425,7 @@ function isStreamError(err: unknown): boolean {
 }
 
 /** The body's chunks; a body cut off by a reset or a lost connection throws instead of ending as if complete. */
-async function* checkedBody(stream: ClientHttp2Stream, complete: () => boolean, why: () => unknown): AsyncGenerator<Uint8Array> {
-  for await (const chunk of stream) yield chunk as Uint8Array;
-  if (!complete()) throw why();
+async function* checkedBody(exchange: Exchange): AsyncGenerator<Uint8Array> {
+  for await (const chunk of exchange.stream) yield chunk as Uint8Array;
+  if (!exchange.complete()) throw exchange.failureOrReset();
 }

@@ -75,208 +75,226 @@ export interface LeaderElector {
 type AttemptResult = { kind: 'held' } | { kind: 'other'; holder: string } | { kind: 'error' };
 
 export function createLeaderElector(options: LeaderElectorOptions): LeaderElector {
-  const timing: LeaderElectionTiming = { ...DEFAULT_TIMING, ...options.timing };
-  validateTiming(timing);
-  const { client, callbacks, identity } = options;
-  const clock = options.clock ?? realClock;
-  const random = options.random ?? Math.random;
-  const log = options.logger.child({ component: 'leader-election', lease: `${options.lease.namespace}/${options.lease.name}`, identity });
+  return new Elector(options);
+}
 
-  let observation: Observation | undefined;
-  let lastHolder: string | undefined;
+// While we hold the Lease (from acquisition to loss or release) we renew it; a term of leadership (the leader's
+// signal) lies within: it ends at loss, or at stop() while we go on holding until the work has wound down.
+class Elector implements LeaderElector {
+  readonly #o: LeaderElectorOptions;
+  readonly #timing: LeaderElectionTiming;
+  readonly #clock: Clock;
+  readonly #random: () => number;
+  readonly #log: Logger;
+  #observation: Observation | undefined;
+  #lastHolder: string | undefined;
   /** The Lease as we last wrote it while holding it: the base of fast renewals and of the release. */
-  let written: Lease | undefined;
-  let stopping = false;
-  const stopController = new AbortController();
-  let running: Promise<void> | undefined;
+  #written: Lease | undefined;
+  #stopping = false;
+  readonly #stopController = new AbortController();
+  #running: Promise<void> | undefined;
+  #holding = false;
+  #leading = false;
+  #termController: AbortController | undefined; // aborted when the term ends (lost or stop): the leader's signal
+  #lossController: AbortController | undefined; // aborted only when the Lease is lost: cancels in-flight renewals
+  #deadlineTimer: TimerHandle | undefined;
+  #lastRenewAt = 0;
+  #wake: (() => void) | undefined;
 
-  // While we hold the Lease (from acquisition to loss or release) we renew it; a term of leadership (the leader's
-  // signal) lies within: it ends at loss, or at stop() while we go on holding until the work has wound down.
-  let holding = false;
-  let leading = false;
-  let termController: AbortController | undefined; // aborted when the term ends (lost or stop): the leader's signal
-  let lossController: AbortController | undefined; // aborted only when the Lease is lost: cancels in-flight renewals
-  let deadlineTimer: TimerHandle | undefined;
-  let lastRenewAt = 0;
-  let wake: (() => void) | undefined;
+  constructor(options: LeaderElectorOptions) {
+    this.#timing = { ...DEFAULT_TIMING, ...options.timing };
+    validateTiming(this.#timing);
+    this.#o = options;
+    this.#clock = options.clock ?? realClock;
+    this.#random = options.random ?? Math.random;
+    const lease = `${options.lease.namespace}/${options.lease.name}`;
+    this.#log = options.logger.child({ component: 'leader-election', lease, identity: options.identity });
+  }
 
-  const sleep = (ms: number): Promise<void> =>
-    new Promise<void>((resolve) => {
-      const handle = clock.setTimeout(() => {
-        wake = undefined;
-        resolve();
-      }, ms);
-      wake = () => {
-        clock.clearTimeout(handle);
-        wake = undefined;
-        resolve();
-      };
-    });
-  const wakeUp = (): void => wake?.();
+  run(): Promise<void> {
+    this.#running ??= this.#loop();
+    return this.#running;
+  }
 
-  const noteHolder = (holder: string): void => {
-    if (holder === lastHolder) return;
-    lastHolder = holder;
-    log.info({ holder }, holder === '' ? 'lease released' : 'new leader observed');
-    try {
-      callbacks.onNewLeader?.(holder);
-    } catch (error) {
-      log.error({ err: error }, 'onNewLeader failed');
+  async stop(): Promise<void> {
+    if (!this.#stopping) {
+      this.#stopping = true;
+      this.#stopController.abort(new Error('leader election stopped'));
+      this.#endTerm('shutting down', false);
+      this.#wakeUp();
     }
-  };
+    await this.#running;
+  }
 
-  const withTimeout = (signal: AbortSignal, ms: number): { signal: AbortSignal; done: () => void } => {
-    const controller = new AbortController();
-    const handle = clock.setTimeout(() => controller.abort(new Error(`lease request timed out after ${ms} ms`)), ms);
-    return { signal: AbortSignal.any([signal, controller.signal]), done: () => clock.clearTimeout(handle) };
-  };
+  isLeader(): boolean {
+    return this.#leading;
+  }
 
-  /** One acquire-or-renew attempt, as client-go's tryAcquireOrRenew. */
-  const attempt = async (signal: AbortSignal): Promise<AttemptResult> => {
-    const startedAt = clock.now();
-    // Fast path while holding: renew what we wrote, without reading first. On failure (a conflict means someone
-    // else wrote), read and decide.
-    if (holding && written) {
-      try {
-        written = await client.update(renewedLease(written, startedAt), signal);
-        return { kind: 'held' };
-      } catch (error) {
-        if (signal.aborted) return { kind: 'error' };
-        log.debug({ err: error }, 'lease renewal without read failed; reading the lease');
-        written = undefined;
+  leader(): string | undefined {
+    return this.#lastHolder;
+  }
+
+  async #loop(): Promise<void> {
+    const { retryPeriodMs, renewDeadlineMs } = this.#timing;
+    while (!this.#stopping) {
+      const startedAt = this.#clock.now();
+      const { signal, done } = this.#withTimeout(this.#stopController.signal, renewDeadlineMs);
+      const result = await this.#tryAcquireOrRenew(signal);
+      done();
+      if (this.#stopping) {
+        // Acquired just as we were told to stop: hand it back at once.
+        if (result.kind === 'held') {
+          this.#holding = true;
+          await this.#release();
+        }
+        break;
       }
-    }
-    try {
-      const current = await client.get(signal);
-      const now = clock.now();
-      observation = observe(observation, current, now, timing);
-      if (current) noteHolder(current.spec?.holderIdentity ?? '');
-      const action = decideLeaseAction(now, options.lease, current, observation, identity, timing);
-      switch (action.kind) {
-        case 'wait':
-          return { kind: 'other', holder: action.holder };
-        case 'create':
-          written = await client.create(action.lease, signal);
-          break;
-        case 'update':
-          written = await client.update(action.lease, signal);
-          break;
+      if (result.kind === 'held') {
+        this.#lastRenewAt = startedAt;
+        await this.#lead();
+        continue;
       }
-      observation = observe(observation, written, clock.now(), timing);
-      noteHolder(identity);
-      return { kind: 'held' };
-    } catch (error) {
-      if (!signal.aborted) log.warn({ err: error }, holding ? 'failed to renew the lease' : 'failed to acquire the lease');
-      return { kind: 'error' };
+      await this.#sleep(retryPeriodMs * (1 + this.#random() * (JITTER_FACTOR - 1)));
     }
-  };
-
-  const armDeadline = (): void => {
-    if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
-    deadlineTimer = clock.setTimeout(
-      () => {
-        deadlineTimer = undefined;
-        loseLease(`lease not renewed within ${timing.renewDeadlineMs} ms`);
-      },
-      lastRenewAt + timing.renewDeadlineMs - clock.now(),
-    );
-  };
-  const disarmDeadline = (): void => {
-    if (deadlineTimer !== undefined) clock.clearTimeout(deadlineTimer);
-    deadlineTimer = undefined;
-  };
-
-  /** Ends the term: the leader's signal fires, then onStoppedLeading. Exactly once per term. */
-  const endTerm = (reason: string, lost: boolean): void => {
-    if (!leading) return;
-    leading = false;
-    // Lost: nothing of the term may write on (queue/serve.ts). Stepping down: in-flight work drains.
-    termController?.abort(lost ? new AbandonInFlight(reason) : new Error(reason));
-    options.isLeaderGauge?.set(0);
-    if (lost) log.warn({ reason }, 'stopped leading');
-    else log.info({ reason }, 'stepping down');
-    try {
-      callbacks.onStoppedLeading();
-    } catch (error) {
-      log.error({ err: error }, 'onStoppedLeading failed');
-    }
-  };
-
-  /** We can no longer be sure to hold the Lease: stop at once, before anyone else may take it. */
-  const loseLease = (reason: string): void => {
-    if (!holding) return;
-    holding = false;
-    written = undefined;
-    disarmDeadline();
-    lossController?.abort(new Error(reason));
-    if (leading) endTerm(reason, true);
-    else log.warn({ reason }, 'lost the lease while stepping down');
-    wakeUp();
-  };
-
-  const startTerm = (): Promise<void> => {
-    holding = true;
-    leading = true;
-    termController = new AbortController();
-    lossController = new AbortController();
-    armDeadline();
-    options.isLeaderGauge?.set(1);
-    log.info('started leading');
-    const signal = termController.signal;
-    return Promise.resolve()
-      .then(() => callbacks.onStartedLeading(signal))
-      .then(
-        () => undefined,
-        (error: unknown) => log.error({ err: error }, 'the leader work failed'),
-      );
-  };
+    this.#log.info('leader election stopped');
+  }
 
   /** Holds the Lease from a successful acquisition until it is lost or, after stop(), released. */
-  const lead = async (): Promise<void> => {
-    const work = startTerm();
-    const loss = lossController!.signal;
+  async #lead(): Promise<void> {
+    const work = this.#startTerm();
+    const loss = this.#lossController!.signal;
     let workDone = false;
     void work.then(() => {
       workDone = true;
       // Only a stepping-down leader waits for the work; a leader whose work returned early keeps its rhythm.
-      if (stopping) wakeUp();
+      if (this.#stopping) this.#wakeUp();
     });
     for (;;) {
-      if (loss.aborted || (stopping && workDone)) break;
-      await sleep(timing.retryPeriodMs);
-      if (loss.aborted || (stopping && workDone)) continue;
-      const startedAt = clock.now();
-      const result = await attempt(loss);
-      if (loss.aborted) continue;
-      if (result.kind === 'held') {
-        lastRenewAt = startedAt;
-        armDeadline();
-      } else if (result.kind === 'other') {
-        loseLease(`lease is held by ${result.holder}`);
-      } else if (renewDeadlineExceeded(clock.now(), lastRenewAt, timing)) {
-        // The deadline timer normally fired first; this covers a timer delayed by a blocked event loop.
-        loseLease(`lease not renewed within ${timing.renewDeadlineMs} ms`);
-      }
+      if (loss.aborted || (this.#stopping && workDone)) break;
+      await this.#sleep(this.#timing.retryPeriodMs);
+      if (loss.aborted || (this.#stopping && workDone)) continue;
+      await this.#renew(loss);
     }
-    if (holding) await release();
+    if (this.#holding) await this.#release();
     // A lost term's work may still be winding down: never start a new term over it.
     await work;
-  };
+  }
 
-  const release = async (): Promise<void> => {
-    let base = written;
-    holding = false;
-    written = undefined;
-    disarmDeadline();
-    const { signal, done } = withTimeout(new AbortController().signal, timing.renewDeadlineMs);
+  /** One renewal while holding; a Lease found held by another, or not renewed by the deadline, is lost. */
+  async #renew(loss: AbortSignal): Promise<void> {
+    const startedAt = this.#clock.now();
+    const result = await this.#tryAcquireOrRenew(loss);
+    if (loss.aborted) return;
+    if (result.kind === 'held') {
+      this.#lastRenewAt = startedAt;
+      this.#armDeadline();
+    } else if (result.kind === 'other') {
+      this.#loseLease(`lease is held by ${result.holder}`);
+    } else if (renewDeadlineExceeded(this.#clock.now(), this.#lastRenewAt, this.#timing)) {
+      // The deadline timer normally fired first; this covers a timer delayed by a blocked event loop.
+      this.#loseLease(`lease not renewed within ${this.#timing.renewDeadlineMs} ms`);
+    }
+  }
+
+  /** One acquire-or-renew attempt, as client-go's tryAcquireOrRenew. */
+  async #tryAcquireOrRenew(signal: AbortSignal): Promise<AttemptResult> {
+    // Fast path while holding: renew what we wrote, without reading first. On failure (a conflict means someone
+    // else wrote), read and decide.
+    if (this.#holding && this.#written) {
+      const renewed = await this.#renewWithoutRead(signal, this.#written);
+      if (renewed) return renewed;
+    }
+    try {
+      return await this.#readAndDecide(signal);
+    } catch (error) {
+      if (!signal.aborted) this.#log.warn({ err: error }, this.#holding ? 'failed to renew the lease' : 'failed to acquire the lease');
+      return { kind: 'error' };
+    }
+  }
+
+  /** The fast renewal; undefined when the Lease must be read. */
+  async #renewWithoutRead(signal: AbortSignal, written: Lease): Promise<AttemptResult | undefined> {
+    try {
+      this.#written = await this.#o.client.update(renewedLease(written, this.#clock.now()), signal);
+      return { kind: 'held' };
+    } catch (error) {
+      if (signal.aborted) return { kind: 'error' };
+      this.#log.debug({ err: error }, 'lease renewal without read failed; reading the lease');
+      this.#written = undefined;
+      return undefined;
+    }
+  }
+
+  async #readAndDecide(signal: AbortSignal): Promise<AttemptResult> {
+    const { client, identity } = this.#o;
+    const current = await client.get(signal);
+    const now = this.#clock.now();
+    this.#observation = observe(this.#observation, current, now, this.#timing);
+    if (current) this.#noteHolder(current.spec?.holderIdentity ?? '');
+    const action = decideLeaseAction(now, this.#o.lease, current, this.#observation, identity, this.#timing);
+    if (action.kind === 'wait') return { kind: 'other', holder: action.holder };
+    this.#written = await (action.kind === 'create' ? client.create(action.lease, signal) : client.update(action.lease, signal));
+    this.#observation = observe(this.#observation, this.#written, this.#clock.now(), this.#timing);
+    this.#noteHolder(identity);
+    return { kind: 'held' };
+  }
+
+  #startTerm(): Promise<void> {
+    this.#holding = true;
+    this.#leading = true;
+    this.#termController = new AbortController();
+    this.#lossController = new AbortController();
+    this.#armDeadline();
+    this.#o.isLeaderGauge?.set(1);
+    this.#log.info('started leading');
+    const signal = this.#termController.signal;
+    return Promise.resolve()
+      .then(() => this.#o.callbacks.onStartedLeading(signal))
+      .then(
+        () => undefined,
+        (error: unknown) => this.#log.error({ err: error }, 'the leader work failed'),
+      );
+  }
+
+  /** Ends the term: the leader's signal fires, then onStoppedLeading. Exactly once per term. */
+  #endTerm(reason: string, lost: boolean): void {
+    if (!this.#leading) return;
+    this.#leading = false;
+    // Lost: nothing of the term may write on (queue/serve.ts). Stepping down: in-flight work drains.
+    this.#termController?.abort(lost ? new AbandonInFlight(reason) : new Error(reason));
+    this.#o.isLeaderGauge?.set(0);
+    if (lost) this.#log.warn({ reason }, 'stopped leading');
+    else this.#log.info({ reason }, 'stepping down');
+    this.#safely('onStoppedLeading', () => this.#o.callbacks.onStoppedLeading());
+  }
+
+  /** We can no longer be sure to hold the Lease: stop at once, before anyone else may take it. */
+  #loseLease(reason: string): void {
+    if (!this.#holding) return;
+    this.#holding = false;
+    this.#written = undefined;
+    this.#disarmDeadline();
+    this.#lossController?.abort(new Error(reason));
+    if (this.#leading) this.#endTerm(reason, true);
+    else this.#log.warn({ reason }, 'lost the lease while stepping down');
+    this.#wakeUp();
+  }
+
+  async #release(): Promise<void> {
+    const { client, identity } = this.#o;
+    let base = this.#written;
+    this.#holding = false;
+    this.#written = undefined;
+    this.#disarmDeadline();
+    const { signal, done } = this.#withTimeout(new AbortController().signal, this.#timing.renewDeadlineMs);
     try {
       // First with our last write; if that is stale (or missing), with what the API holds, if it is still ours.
       for (let attempt = 0; attempt < 2; attempt++) {
         const current = base ?? (await client.get(signal));
         if (current?.spec?.holderIdentity !== identity) return;
         try {
-          await client.update(releasedLease(current, clock.now()), signal);
-          log.info('released the lease');
+          await client.update(releasedLease(current, this.#clock.now()), signal);
+          this.#log.info('released the lease');
           return;
         } catch (error) {
           if (base === undefined || signal.aborted) throw error;
@@ -284,51 +302,66 @@ export function createLeaderElector(options: LeaderElectorOptions): LeaderElecto
         }
       }
     } catch (error) {
-      log.warn({ err: error }, 'failed to release the lease; a standby takes over when it expires');
+      this.#log.warn({ err: error }, 'failed to release the lease; a standby takes over when it expires');
     } finally {
       done();
     }
-  };
+  }
 
-  const loop = async (): Promise<void> => {
-    while (!stopping) {
-      const startedAt = clock.now();
-      const { signal, done } = withTimeout(stopController.signal, timing.renewDeadlineMs);
-      const result = await attempt(signal);
-      done();
-      if (stopping) {
-        // Acquired just as we were told to stop: hand it back at once.
-        if (result.kind === 'held') {
-          holding = true;
-          await release();
-        }
-        break;
-      }
-      if (result.kind === 'held') {
-        lastRenewAt = startedAt;
-        await lead();
-        continue;
-      }
-      await sleep(timing.retryPeriodMs * (1 + random() * (JITTER_FACTOR - 1)));
+  #armDeadline(): void {
+    this.#disarmDeadline();
+    this.#deadlineTimer = this.#clock.setTimeout(
+      () => {
+        this.#deadlineTimer = undefined;
+        this.#loseLease(`lease not renewed within ${this.#timing.renewDeadlineMs} ms`);
+      },
+      this.#lastRenewAt + this.#timing.renewDeadlineMs - this.#clock.now(),
+    );
+  }
+
+  #disarmDeadline(): void {
+    if (this.#deadlineTimer !== undefined) this.#clock.clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = undefined;
+  }
+
+  #noteHolder(holder: string): void {
+    if (holder === this.#lastHolder) return;
+    this.#lastHolder = holder;
+    this.#log.info({ holder }, holder === '' ? 'lease released' : 'new leader observed');
+    this.#safely('onNewLeader', () => this.#o.callbacks.onNewLeader?.(holder));
+  }
+
+  /** A callback that throws is logged; it does not break the election. */
+  #safely(name: string, callback: () => void): void {
+    try {
+      callback();
+    } catch (error) {
+      this.#log.error({ err: error }, `${name} failed`);
     }
-    log.info('leader election stopped');
-  };
+  }
 
-  return {
-    run() {
-      running ??= loop();
-      return running;
-    },
-    async stop() {
-      if (!stopping) {
-        stopping = true;
-        stopController.abort(new Error('leader election stopped'));
-        endTerm('shutting down', false);
-        wakeUp();
-      }
-      await running;
-    },
-    isLeader: () => leading,
-    leader: () => lastHolder,
-  };
+  #withTimeout(signal: AbortSignal, ms: number): { signal: AbortSignal; done: () => void } {
+    const controller = new AbortController();
+    const handle = this.#clock.setTimeout(() => controller.abort(new Error(`lease request timed out after ${ms} ms`)), ms);
+    return { signal: AbortSignal.any([signal, controller.signal]), done: () => this.#clock.clearTimeout(handle) };
+  }
+
+  /** A pause that stop() or the loss of the Lease cuts short (wakeUp). */
+  #sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const handle = this.#clock.setTimeout(() => {
+        this.#wake = undefined;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        this.#clock.clearTimeout(handle);
+        this.#wake = undefined;
+        resolve();
+      };
+    });
+  }
+
+  #wakeUp(): void {
+    this.#wake?.();
+  }
 }
