@@ -10,7 +10,7 @@
 //
 // The address the pod has is read from its `k8s.v1.cni.cncf.io/network-status` annotation (written by Multus). This
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
-// The pod lists are read at the edge (loop.ts), only while a claim of the network is about to get an address.
+// The pod lists are read at the edge (gather.ts), only while a claim of the network is about to get an address.
 
 import { hasActivePods, interfacesOfNetwork, isUnfinishedLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
