@@ -21,12 +21,28 @@
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
 import { familyOfAddress, parseAddress } from './address.ts';
-import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
+import { type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
 import type { RunningAddresses } from './running-address.ts';
 
 export const CONDITION_TYPE = 'IPsAllocated';
+
+/**
+ * The IPAMClaim condition `IPsAllocated` reason for each outcome. The claim API knows four reasons; refusals that
+ * are not conflicts or exhaustion map to InternalError (as OVN-Kubernetes does for its unclassified allocation
+ * errors) and the condition message carries the precise reason.
+ */
+export const ALLOCATION_CONDITION_REASON: Readonly<Record<AllocationErrorCode | 'Success', string>> = {
+  Success: 'SuccessfulAllocation',
+  SubnetExhausted: 'SubnetExhausted',
+  IPAddressConflict: 'IPAddressConflict',
+  AddressInUse: 'IPAddressConflict',
+  AddressOutsidePool: 'InternalError',
+  AddressExcluded: 'InternalError',
+  InvalidAddress: 'InternalError',
+  InvalidRequest: 'InternalError',
+};
 
 export interface PlanClaim {
   /** `namespace/name` */

@@ -27,7 +27,7 @@ import {
   MULTUS_NETWORKS_ANNOTATION,
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../claims/constants.ts';
-import { parseAddressesAnnotation } from '../allocator/allocator.ts';
+import { parseAddressesAnnotation } from '../allocator/addresses-annotation.ts';
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
 import {
   withClaimNames,
