@@ -1,13 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  ADDRESSES_ANNOTATION,
-  ALLOCATION_CONDITION_REASON,
-  type AllocateResult,
-  type AllocationErrorCode,
-  PoolAllocator,
-  parseAddressesAnnotation,
-} from './allocator.ts';
+import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
+import { parseAddressesAnnotation } from './addresses-annotation.ts';
+import { type AllocateResult, type AllocationErrorCode, PoolAllocator } from './allocator.ts';
+import { ALLOCATION_CONDITION_REASON } from './plan.ts';
 import { type PoolSpec, parsePool } from './pool.ts';
 
 function allocator(spec: PoolSpec): PoolAllocator {

@@ -22,7 +22,6 @@
 import { type IPFamily, familyName, formatAddress, formatCidr, parseAddress } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 import { type Pool, classifyAddress, subnetOf } from './pool.ts';
-import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
 
 /** What a claim holds, as written in `IPAMClaim.status.ips` ("10.0.0.5/24"; a bare address is accepted). */
 export interface ClaimAddresses {
@@ -79,28 +78,14 @@ export type AllocateResult =
       /** E.g. a static request that differs from what the key already holds (it is not applied). */
       warnings: string[];
     }
-  | { ok: false; error: AllocationErrorCode; message: string };
+  | Refusal;
+
+export type Refusal = { ok: false; error: AllocationErrorCode; message: string };
 
 export interface AllocateOptions {
   /** Specific addresses, bare or CIDR form, at most one per family. Empty means "any free address". */
   requested?: readonly string[];
 }
-
-/**
- * The IPAMClaim condition `IPsAllocated` reason for each outcome. The claim API knows four reasons; refusals that
- * are not conflicts or exhaustion map to InternalError (as OVN-Kubernetes does for its unclassified allocation
- * errors) and the condition message carries the precise reason.
- */
-export const ALLOCATION_CONDITION_REASON: Readonly<Record<AllocationErrorCode | 'Success', string>> = {
-  Success: 'SuccessfulAllocation',
-  SubnetExhausted: 'SubnetExhausted',
-  IPAddressConflict: 'IPAddressConflict',
-  AddressInUse: 'IPAddressConflict',
-  AddressOutsidePool: 'InternalError',
-  AddressExcluded: 'InternalError',
-  InvalidAddress: 'InternalError',
-  InvalidRequest: 'InternalError',
-};
 
 export interface FamilyStats {
   family: IPFamily;
@@ -213,84 +198,35 @@ export class PoolAllocator {
 
   allocate(key: string, opts: AllocateOptions = {}): AllocateResult {
     const state = this.#claims.get(key);
-    if (state) {
-      const refusal = this.#checkHeld(key, state);
-      if (refusal) return refusal;
-    }
+    const refusal = state && this.#checkHeld(key, state);
+    if (refusal) return refusal;
     const held = state?.held ?? [];
     const missing = this.pool.families.filter((f) => !held.some((h) => h.family === f));
     const requested = opts.requested ?? [];
+    if (missing.length === 0) return { ok: true, ips: held.map((h) => h.text), changed: false, warnings: this.#requestMismatch(key, held, requested) };
 
-    if (missing.length === 0) {
-      const warnings = this.#requestMismatch(key, held, requested);
-      return { ok: true, ips: held.map((h) => h.text), changed: false, warnings };
-    }
-
-    const wanted = this.#parseRequest(requested);
+    const wanted = parseRequest(requested);
     if (!wanted.ok) return wanted;
     for (const [family, want] of wanted.byFamily) {
       if (this.pool.families.includes(family)) continue;
       const verdict = classifyAddress(this.pool, family, want.value); // a family the pool does not have
-      if (!verdict.usable) return { ok: false, error: verdict.code, message: `requested ${verdict.message}` };
+      if (!verdict.usable) return refuse(verdict.code, `requested ${verdict.message}`);
     }
-    const warnings: string[] = [];
     const picks: Held[] = [];
     const exhausted: IPFamily[] = [];
     for (const family of missing) {
-      const fam = this.#family(family);
-      const want = wanted.byFamily.get(family);
-      if (want !== undefined) {
-        const verdict = classifyAddress(this.pool, family, want.value);
-        if (!verdict.usable) return { ok: false, error: verdict.code, message: `requested ${verdict.message}` };
-        if (want.prefix !== undefined && want.prefix !== verdict.subnet.prefix) {
-          return {
-            ok: false,
-            error: 'InvalidRequest',
-            message: `requested ${want.text}, but the pool subnet is ${verdict.subnet.text}:` + ` give the address alone or with /${verdict.subnet.prefix}`,
-          };
-        }
-        const holders = fam.holders.get(want.value);
-        if (holders) {
-          return {
-            ok: false,
-            error: 'AddressInUse',
-            message: `requested ${formatAddress(family, want.value)} is already held by ${holders.join(', ')}`,
-          };
-        }
-        picks.push({ family, value: want.value, text: formatCidr(family, want.value, verdict.subnet.prefix) });
-        continue;
-      }
-      const value = fam.free.first();
-      if (value === undefined) {
-        exhausted.push(family);
-        continue;
-      }
-      picks.push({ family, value, text: formatCidr(family, value, subnetOf(this.pool, family, value)!.prefix) });
+      const pick = this.#pick(family, wanted.byFamily.get(family));
+      if (pick === undefined) exhausted.push(family);
+      else if ('ok' in pick) return pick;
+      else picks.push(pick);
     }
+    if (exhausted.length > 0) return refuse('SubnetExhausted', exhausted.map((f) => this.#exhausted(f)).join('; '));
     const extra = [...wanted.byFamily].filter(([family]) => !missing.includes(family)).map(([, w]) => w.text);
-    if (extra.length > 0) warnings.push(...this.#requestMismatch(key, held, extra));
-    if (exhausted.length > 0) {
-      return {
-        ok: false,
-        error: 'SubnetExhausted',
-        message: exhausted
-          .map((f) => {
-            const subnets = this.pool.subnets.filter((s) => s.family === f).map((s) => s.text);
-            const size = this.#usable(f).size;
-            return `no free ${familyName(f)} address left in ${subnets.join(', ')} (${size} usable, all in use)`;
-          })
-          .join('; '),
-      };
-    }
+    const warnings = this.#requestMismatch(key, held, extra);
 
     // Commit: every check passed, so the whole set is taken at once.
     const next: ClaimState = state ?? { held: [], invalid: [] };
-    for (const pick of picks) {
-      const fam = this.#family(pick.family);
-      fam.free.delete(pick.value);
-      fam.holders.set(pick.value, [key]);
-      next.held.push(pick);
-    }
+    for (const pick of picks) this.#take(key, next, pick);
     next.held.sort((a, b) => a.family - b.family);
     this.#claims.set(key, next);
     return { ok: true, ips: next.held.map((h) => h.text), changed: true, warnings };
@@ -310,9 +246,7 @@ export class PoolAllocator {
       const { family, value } = r.value;
       const fam = this.#family(family);
       if (fam.holders.has(value) || !fam.free.has(value)) continue;
-      fam.free.delete(value);
-      fam.holders.set(value, [key]);
-      state.held.push({ family, value, text });
+      this.#take(key, state, { family, value, text });
       taken.push(text);
     }
     if (state.held.length > 0) this.#claims.set(key, state);
@@ -422,32 +356,52 @@ export class PoolAllocator {
   }
 
   /** Why a key's existing holding cannot be confirmed, if it cannot. */
-  #checkHeld(key: string, state: ClaimState): AllocateResult | undefined {
+  #checkHeld(key: string, state: ClaimState): Refusal | undefined {
     if (state.invalid.length > 0) {
-      return {
-        ok: false,
-        error: 'InvalidAddress',
-        message: `claim ${key} holds ${state.invalid.map((s) => JSON.stringify(s)).join(', ')}, not an IP address`,
-      };
+      return refuse('InvalidAddress', `claim ${key} holds ${state.invalid.map((s) => JSON.stringify(s)).join(', ')}, not an IP address`);
     }
     for (const h of state.held) {
       const holders = this.#family(h.family).holders.get(h.value) ?? [];
       if (holders.length > 1) {
         const others = holders.filter((k) => k !== key).sort();
-        return {
-          ok: false,
-          error: 'IPAddressConflict',
-          message: `${formatAddress(h.family, h.value)} is held by ${key} and also by ${others.join(', ')}`,
-        };
+        return refuse('IPAddressConflict', `${formatAddress(h.family, h.value)} is held by ${key} and also by ${others.join(', ')}`);
       }
     }
     for (const h of state.held) {
       const verdict = classifyAddress(this.pool, h.family, h.value);
-      if (!verdict.usable) {
-        return { ok: false, error: verdict.code, message: `claim ${key}: ${verdict.message}` };
-      }
+      if (!verdict.usable) return refuse(verdict.code, `claim ${key}: ${verdict.message}`);
     }
     return undefined;
+  }
+
+  /** The address a missing family gets: the requested one if it may be handed out, else the lowest free one (none: undefined). */
+  #pick(family: IPFamily, want: RequestedAddress | undefined): Held | Refusal | undefined {
+    const fam = this.#family(family);
+    if (want === undefined) {
+      const value = fam.free.first();
+      return value === undefined ? undefined : { family, value, text: formatCidr(family, value, subnetOf(this.pool, family, value)!.prefix) };
+    }
+    const verdict = classifyAddress(this.pool, family, want.value);
+    if (!verdict.usable) return refuse(verdict.code, `requested ${verdict.message}`);
+    if (want.prefix !== undefined && want.prefix !== verdict.subnet.prefix) {
+      const subnet = verdict.subnet;
+      return refuse('InvalidRequest', `requested ${want.text}, but the pool subnet is ${subnet.text}: give the address alone or with /${subnet.prefix}`);
+    }
+    const holders = fam.holders.get(want.value);
+    if (holders) return refuse('AddressInUse', `requested ${formatAddress(family, want.value)} is already held by ${holders.join(', ')}`);
+    return { family, value: want.value, text: formatCidr(family, want.value, verdict.subnet.prefix) };
+  }
+
+  #take(key: string, state: ClaimState, h: Held): void {
+    const fam = this.#family(h.family);
+    fam.free.delete(h.value);
+    fam.holders.set(h.value, [key]);
+    state.held.push(h);
+  }
+
+  #exhausted(family: IPFamily): string {
+    const subnets = this.pool.subnets.filter((s) => s.family === family).map((s) => s.text);
+    return `no free ${familyName(family)} address left in ${subnets.join(', ')} (${this.#usable(family).size} usable, all in use)`;
   }
 
   #requestMismatch(key: string, held: readonly Held[], requested: readonly string[]): string[] {
@@ -465,95 +419,29 @@ export class PoolAllocator {
         ` and the addresses of a claim never change (delete the claim to get new ones)`,
     ];
   }
-
-  /** Syntax only: whether each requested address is usable is checked for the families actually allocated. */
-  #parseRequest(
-    requested: readonly string[],
-  ): { ok: true; byFamily: Map<IPFamily, { value: bigint; prefix?: number; text: string }> } | { ok: false; error: AllocationErrorCode; message: string } {
-    const byFamily = new Map<IPFamily, { value: bigint; prefix?: number; text: string }>();
-    for (const text of requested) {
-      const r = parseAddress(text, { allowPrefix: true });
-      if (!r.ok) return { ok: false, error: 'InvalidRequest', message: `requested address ${r.message}` };
-      const { family, value, prefix } = r.value;
-      if (byFamily.has(family)) {
-        return {
-          ok: false,
-          error: 'InvalidRequest',
-          message: `requested ${requested.join(', ')}: at most one ${familyName(family)} address per interface`,
-        };
-      }
-      byFamily.set(family, prefix === undefined ? { value, text } : { value, prefix, text });
-    }
-    return { ok: true, byFamily };
-  }
 }
 
 const EMPTY = IntervalSet.from([]);
 
-// ---------------------------------------------------------------------------------------------------------------
-// The VMI annotation asking for specific addresses.
-
-// ADDRESSES_ANNOTATION (src/claims/constants.ts), on a VMI or the VM template: JSON object, KubeVirt interface name →
-// list of addresses (bare or CIDR).
-export { ADDRESSES_ANNOTATION };
-
-export interface AddressesAnnotation {
-  /** Interface name → requested addresses, for interfaces whose entry is valid. */
-  requests: Map<string, string[]>;
-  /**
-   * What is wrong. A problem naming an `interface` means that interface's request was dropped: the caller must
-   * not fall back to a dynamic address for it (the user asked for something specific), but report and wait.
-   */
-  problems: { interface?: string; message: string }[];
+interface RequestedAddress {
+  value: bigint;
+  prefix?: number;
+  text: string;
 }
 
-/** Parses the annotation value. Never throws; absent or empty means no requests. */
-export function parseAddressesAnnotation(value: unknown): AddressesAnnotation {
-  const requests = new Map<string, string[]>();
-  const problems: AddressesAnnotation['problems'] = [];
-  if (value === undefined || value === null || value === '') return { requests, problems };
-  if (typeof value !== 'string') {
-    problems.push({ message: `${ADDRESSES_ANNOTATION} must be a JSON string, got ${typeof value}` });
-    return { requests, problems };
+/** Syntax only: whether each requested address is usable is checked for the families actually allocated. */
+function parseRequest(requested: readonly string[]): { ok: true; byFamily: Map<IPFamily, RequestedAddress> } | Refusal {
+  const byFamily = new Map<IPFamily, RequestedAddress>();
+  for (const text of requested) {
+    const r = parseAddress(text, { allowPrefix: true });
+    if (!r.ok) return refuse('InvalidRequest', `requested address ${r.message}`);
+    const { family, value, prefix } = r.value;
+    if (byFamily.has(family)) return refuse('InvalidRequest', `requested ${requested.join(', ')}: at most one ${familyName(family)} address per interface`);
+    byFamily.set(family, prefix === undefined ? { value, text } : { value, prefix, text });
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value);
-  } catch (err) {
-    problems.push({
-      message: `${ADDRESSES_ANNOTATION} is not valid JSON (${err instanceof Error ? err.message : String(err)})`,
-    });
-    return { requests, problems };
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    problems.push({
-      message: `${ADDRESSES_ANNOTATION} must be a JSON object mapping interface names to address lists,` + ` e.g. {"net1": ["192.0.2.10"]}`,
-    });
-    return { requests, problems };
-  }
-  for (const [iface, list] of Object.entries(parsed)) {
-    if (iface === '') {
-      problems.push({ message: `${ADDRESSES_ANNOTATION}: an interface name is empty` });
-      continue;
-    }
-    if (!Array.isArray(list)) {
-      const message = `${ADDRESSES_ANNOTATION}: "${iface}" must map to a list of addresses`;
-      problems.push({ interface: iface, message });
-      continue;
-    }
-    const bad: string[] = [];
-    const families = new Set<IPFamily>();
-    for (const item of list) {
-      const r = parseAddress(item, { allowPrefix: true });
-      if (!r.ok) bad.push(r.message);
-      else if (families.has(r.value.family)) bad.push(`more than one ${familyName(r.value.family)} address`);
-      else families.add(r.value.family);
-    }
-    if (bad.length > 0) {
-      problems.push({ interface: iface, message: `${ADDRESSES_ANNOTATION}: "${iface}": ${bad.join('; ')}` });
-      continue;
-    }
-    requests.set(iface, list as string[]);
-  }
-  return { requests, problems };
+  return { ok: true, byFamily };
+}
+
+function refuse(error: AllocationErrorCode, message: string): Refusal {
+  return { ok: false, error, message };
 }

@@ -21,12 +21,28 @@
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
 import { familyOfAddress, parseAddress } from './address.ts';
-import { ALLOCATION_CONDITION_REASON, type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
+import { type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
 import type { RunningAddresses } from './running-address.ts';
 
 export const CONDITION_TYPE = 'IPsAllocated';
+
+/**
+ * The IPAMClaim condition `IPsAllocated` reason for each outcome. The claim API knows four reasons; refusals that
+ * are not conflicts or exhaustion map to InternalError (as OVN-Kubernetes does for its unclassified allocation
+ * errors) and the condition message carries the precise reason.
+ */
+export const ALLOCATION_CONDITION_REASON: Readonly<Record<AllocationErrorCode | 'Success', string>> = {
+  Success: 'SuccessfulAllocation',
+  SubnetExhausted: 'SubnetExhausted',
+  IPAddressConflict: 'IPAddressConflict',
+  AddressInUse: 'IPAddressConflict',
+  AddressOutsidePool: 'InternalError',
+  AddressExcluded: 'InternalError',
+  InvalidAddress: 'InternalError',
+  InvalidRequest: 'InternalError',
+};
 
 export interface PlanClaim {
   /** `namespace/name` */
@@ -99,7 +115,28 @@ export function planNetwork(input: PlanInput): NetworkPlan {
   const ordered = [...input.claims].sort(byAge);
   const report = allocator.rebuild(ordered.map((c) => ({ key: c.key, ips: c.claim.status?.ips ?? [] })));
   const plan: NetworkPlan = { writes: [], events: [], skipped: [], report, allocator };
+  const pass: Pass = { input, plan, conflictOf: conflictsByClaim(report), withheld: withheldBecause(ordered, input.inUseUnknown) };
+  // Addresses running VMs use that no claim holds are held back under the VMI's name from the start, so that neither a
+  // new nor a requested address can be one of them (one a claim holds stays that claim's: hold() skips it). A VMI's
+  // own empty claim takes them: they are released for its own allocation only, and held again if it took nothing.
+  const inUse = input.inUse ?? [];
+  for (const u of inUse) allocator.hold(u.holder, u.ips);
+  // The addresses running VMs have are taken first: a dynamic choice must not take one of them.
+  for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) serveBesideInUse(pass, c, inUse);
+  return plan;
+}
 
+/** What the steps of one pass share. */
+interface Pass {
+  input: PlanInput;
+  plan: NetworkPlan;
+  /** Claim key → the conflicts it is in, as its messages say them. */
+  conflictOf: Map<string, string>;
+  /** Why no new address is handed out on the network in this pass, if so. */
+  withheld: string | undefined;
+}
+
+function conflictsByClaim(report: RebuildReport): Map<string, string> {
   const conflictOf = new Map<string, string>();
   for (const conflict of report.conflicts) {
     for (const key of conflict.keys) {
@@ -108,134 +145,143 @@ export function planNetwork(input: PlanInput): NetworkPlan {
       conflictOf.set(key, conflictOf.has(key) ? `${conflictOf.get(key)}; ${text}` : text);
     }
   }
+  return conflictOf;
+}
 
-  // The addresses running VMs have are taken first: a dynamic choice must not take one of them.
-  const takesRunning = (c: PlanClaim) => c.running?.kind === 'addresses' && (c.claim.status?.ips?.length ?? 0) === 0;
-  // ...and while one of them is not known, no new address is handed out (the pass is repeated once it is).
+/** While the VM of an empty claim may run with an address not read yet, no new address is handed out (the pass is repeated once it is). */
+function withheldBecause(ordered: readonly PlanClaim[], inUseUnknown: string | undefined): string | undefined {
   const unread = ordered.find(
     (c) => (c.claim.status?.ips?.length ?? 0) === 0 && !c.claim.metadata.deletionTimestamp && (c.running?.kind === 'unknown' || c.request.kind === 'wait'),
   );
-  const withheld = unread
-    ? `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`
-    : input.inUseUnknown;
-  // Addresses running VMs use that no claim holds are held back under the VMI's name from the start, so that neither a
-  // new nor a requested address can be one of them (one a claim holds stays that claim's: hold() skips it). A VMI's
-  // own empty claim takes them: they are released for its own allocation only, and held again if it took nothing.
-  const inUse = input.inUse ?? [];
-  for (const u of inUse) allocator.hold(u.holder, u.ips);
-  /** Whether an allocation for these addresses would pick a new one (a family of the pool they have none of). */
-  const lacksFamily = (ips: readonly string[]): boolean => {
-    const families = ips.map(familyOfAddress);
-    // A string that is not an address is refused as it is (InvalidAddress), whatever is withheld.
-    if (families.includes(undefined)) return false;
-    return input.pool.families.some((f) => !families.includes(f));
-  };
-  const serve = (c: PlanClaim): void => {
-    const held = c.claim.status?.ips ?? [];
-    const tell = (type: PlanEvent['type'], reason: string, message: string) => {
-      if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
-    };
-    const refuse = (code: Outcome, message: string) => {
-      const reason = code === 'Success' ? ALLOCATION_CONDITION_REASON.Success : ALLOCATION_CONDITION_REASON[code];
-      // The condition is on the claim already; the Event, on the VM, says which claim.
-      want(plan, c, held, false, condition(c.claim, 'False', reason, message, input.now));
-      tell('Warning', code, `IPAMClaim ${c.key} on network "${input.network}": ${message}`);
-    };
+  if (!unread) return inUseUnknown;
+  return `the VM of ${unread.key} may be running with an address not read yet (${unread.running?.kind === 'unknown' ? unread.running.message : 'its owner is not known yet'})`;
+}
 
-    const conflict = conflictOf.get(c.key);
-    if (conflict !== undefined) {
-      // Neither holder is changed: which one is right is not ours to guess.
-      refuse('IPAddressConflict', `${conflict}; neither claim is changed, delete the wrong one to resolve it`);
-      return;
-    }
-    if (held.length === 0) {
-      if (c.claim.metadata.deletionTimestamp) {
-        plan.skipped.push({ key: c.key, why: 'the claim is being deleted' });
-        return;
-      }
-      if (c.request.kind === 'wait' || c.request.kind === 'gone') {
-        plan.skipped.push({ key: c.key, why: c.request.message });
-        return;
-      }
-      if (c.request.kind === 'invalid') {
-        refuse('InvalidRequest', `the requested addresses cannot be read: ${c.request.message}`);
-        return;
-      }
-      const running = c.running ?? { kind: 'none' };
-      if (running.kind === 'unknown') {
-        plan.skipped.push({ key: c.key, why: running.message });
-        return;
-      }
-      if (running.kind === 'invalid') {
-        refuse('InvalidRequest', `${running.message}; no address is handed out until they agree`);
-        return;
-      }
-      if (running.kind === 'addresses') {
-        // A family the pod has no address of is filled from the pool: not while an address in use is unknown.
-        if (withheld && lacksFamily(running.ips)) {
-          plan.withheld = withheld;
-          plan.skipped.push({ key: c.key, why: `no new address while ${withheld}` });
-          return;
-        }
-        const choice = takeRunningAddress(allocator, c.key, running, input.network);
-        if (!choice.ok) {
-          refuse(choice.error, choice.message);
-          return;
-        }
-        if (c.request.kind === 'addresses') {
-          const asked = c.request.addresses.map(bareAddress).sort().join(', ');
-          if (asked !== running.ips.join(', ')) {
-            tell(
-              'Warning',
-              'StaticAddressNotApplied',
-              `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`,
-            );
-          }
-        }
-        want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
-        return;
-      }
-    }
-    if (withheld && lacksFamily(held)) {
-      plan.withheld = withheld;
-      plan.skipped.push({ key: c.key, why: `no new address while ${withheld}` });
-      return;
-    }
-    const requested = c.request.kind === 'addresses' ? c.request.addresses : [];
-    const result = allocator.allocate(c.key, { requested });
-    if (!result.ok) {
-      refuse(result.error, result.message);
-      return;
-    }
-    for (const warning of result.warnings) tell('Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: ${warning}`);
-    const message =
-      result.changed && held.length === 0
-        ? `allocated ${result.ips.join(', ')} from network "${input.network}"`
-        : `holds ${result.ips.join(', ')} on network "${input.network}"`;
-    const previous = currentCondition(c.claim);
-    // Keep the message of an unchanged success, so that re-confirming an allocation never writes.
-    const text =
-      previous?.status === 'True' && previous.reason === ALLOCATION_CONDITION_REASON.Success && !result.changed ? (previous.message ?? message) : message;
-    want(plan, c, result.ips, result.changed, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, text, input.now));
-  };
-  for (const c of [...ordered.filter(takesRunning), ...ordered.filter((c) => !takesRunning(c))]) {
-    const own = c.running?.kind === 'addresses' ? inUse.filter((u) => u.claims?.includes(c.key)) : [];
-    const running = new Set(c.running?.kind === 'addresses' ? c.running.ips.map(addressKey) : []);
-    for (const u of own) {
-      // Its other addresses (a second interface on the network) stay held: a family it lacks is not filled from them.
-      allocator.release(u.holder);
-      allocator.hold(
-        u.holder,
-        u.ips.filter((ip) => !running.has(addressKey(ip))),
+function takesRunning(c: PlanClaim): boolean {
+  return c.running?.kind === 'addresses' && (c.claim.status?.ips?.length ?? 0) === 0;
+}
+
+/** Serves one claim with the addresses its own running VM uses (`inUse`) released to it alone, held again if it took nothing. */
+function serveBesideInUse(pass: Pass, c: PlanClaim, inUse: readonly InUse[]): void {
+  const { allocator } = pass.plan;
+  const own = c.running?.kind === 'addresses' ? inUse.filter((u) => u.claims?.includes(c.key)) : [];
+  const running = new Set(c.running?.kind === 'addresses' ? c.running.ips.map(addressKey) : []);
+  for (const u of own) {
+    // Its other addresses (a second interface on the network) stay held: a family it lacks is not filled from them.
+    allocator.release(u.holder);
+    allocator.hold(
+      u.holder,
+      u.ips.filter((ip) => !running.has(addressKey(ip))),
+    );
+  }
+  // An address another running VM uses too stays held by that VM, whichever was read first: the claim is refused,
+  // naming it, rather than record an address two VMs have.
+  if (own.length > 0) for (const o of inUse) if (!own.includes(o)) allocator.hold(o.holder, o.ips);
+  serve(pass, c);
+  if ((allocator.ipsOf(c.key)?.length ?? 0) === 0) for (const u of own) allocator.hold(u.holder, u.ips);
+}
+
+function serve(pass: Pass, c: PlanClaim): void {
+  const conflict = pass.conflictOf.get(c.key);
+  if (conflict !== undefined) {
+    // Neither holder is changed: which one is right is not ours to guess.
+    refuse(pass, c, 'IPAddressConflict', `${conflict}; neither claim is changed, delete the wrong one to resolve it`);
+    return;
+  }
+  const held = c.claim.status?.ips ?? [];
+  if (held.length === 0 && serveEmpty(pass, c)) return;
+  if (waitsForWithheld(pass, c, held)) return;
+  const { input, plan } = pass;
+  const result = plan.allocator.allocate(c.key, { requested: c.request.kind === 'addresses' ? c.request.addresses : [] });
+  if (!result.ok) {
+    refuse(pass, c, result.error, result.message);
+    return;
+  }
+  for (const warning of result.warnings) tell(plan, c, 'Warning', 'StaticAddressNotApplied', `IPAMClaim ${c.key}: ${warning}`);
+  const message =
+    result.changed && held.length === 0
+      ? `allocated ${result.ips.join(', ')} from network "${input.network}"`
+      : `holds ${result.ips.join(', ')} on network "${input.network}"`;
+  const previous = currentCondition(c.claim);
+  // Keep the message of an unchanged success, so that re-confirming an allocation never writes.
+  const text =
+    previous?.status === 'True' && previous.reason === ALLOCATION_CONDITION_REASON.Success && !result.changed ? (previous.message ?? message) : message;
+  want(plan, c, result.ips, result.changed, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, text, input.now));
+}
+
+/**
+ * Why an empty claim gets nothing in this pass, in the order the rules are checked: left for later (`skip`) or
+ * refused as an InvalidRequest (`refuse`). Undefined: it is served.
+ */
+function emptyClaimExit(c: PlanClaim): { skip: string } | { refuse: string } | undefined {
+  if (c.claim.metadata.deletionTimestamp) return { skip: 'the claim is being deleted' };
+  if (c.request.kind === 'wait' || c.request.kind === 'gone') return { skip: c.request.message };
+  if (c.request.kind === 'invalid') return { refuse: `the requested addresses cannot be read: ${c.request.message}` };
+  if (c.running?.kind === 'unknown') return { skip: c.running.message };
+  if (c.running?.kind === 'invalid') return { refuse: `${c.running.message}; no address is handed out until they agree` };
+  return undefined;
+}
+
+/** Serves an empty claim that is left for later, refused, or whose VM runs. False: it is allocated as any other. */
+function serveEmpty(pass: Pass, c: PlanClaim): boolean {
+  const exit = emptyClaimExit(c);
+  if (exit && 'skip' in exit) pass.plan.skipped.push({ key: c.key, why: exit.skip });
+  else if (exit) refuse(pass, c, 'InvalidRequest', exit.refuse);
+  else if (c.running?.kind === 'addresses') serveRunning(pass, c, c.running);
+  else return false;
+  return true;
+}
+
+/** An empty claim whose VM runs takes the address the VM has, never a new one. */
+function serveRunning(pass: Pass, c: PlanClaim, running: { ips: readonly string[]; pods: readonly string[] }): void {
+  const { input, plan } = pass;
+  // A family the pod has no address of is filled from the pool: not while an address in use is unknown.
+  if (waitsForWithheld(pass, c, running.ips)) return;
+  const choice = takeRunningAddress(plan.allocator, c.key, running, input.network);
+  if (!choice.ok) {
+    refuse(pass, c, choice.error, choice.message);
+    return;
+  }
+  if (c.request.kind === 'addresses') {
+    const asked = c.request.addresses.map(bareAddress).sort().join(', ');
+    if (asked !== running.ips.join(', ')) {
+      tell(
+        plan,
+        c,
+        'Warning',
+        'StaticAddressNotApplied',
+        `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`,
       );
     }
-    // An address another running VM uses too stays held by that VM, whichever was read first: the claim is refused,
-    // naming it, rather than record an address two VMs have.
-    if (own.length > 0) for (const o of inUse) if (!own.includes(o)) allocator.hold(o.holder, o.ips);
-    serve(c);
-    if ((allocator.ipsOf(c.key)?.length ?? 0) === 0) for (const u of own) allocator.hold(u.holder, u.ips);
   }
-  return plan;
+  want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
+}
+
+/** Whether the claim is left for later because it needs a new address while none is handed out (recorded as such). */
+function waitsForWithheld(pass: Pass, c: PlanClaim, ips: readonly string[]): boolean {
+  if (!pass.withheld || !lacksFamily(pass.input.pool, ips)) return false;
+  pass.plan.withheld = pass.withheld;
+  pass.plan.skipped.push({ key: c.key, why: `no new address while ${pass.withheld}` });
+  return true;
+}
+
+/** Whether an allocation for these addresses would pick a new one (a family of the pool they have none of). */
+function lacksFamily(pool: Pool, ips: readonly string[]): boolean {
+  const families = ips.map(familyOfAddress);
+  // A string that is not an address is refused as it is (InvalidAddress), whatever is withheld.
+  if (families.includes(undefined)) return false;
+  return pool.families.some((f) => !families.includes(f));
+}
+
+function refuse(pass: Pass, c: PlanClaim, code: AllocationErrorCode, message: string): void {
+  const reason = ALLOCATION_CONDITION_REASON[code];
+  // The condition is on the claim already; the Event, on the VM, says which claim.
+  want(pass.plan, c, c.claim.status?.ips ?? [], false, condition(c.claim, 'False', reason, message, pass.input.now));
+  tell(pass.plan, c, 'Warning', code, `IPAMClaim ${c.key} on network "${pass.input.network}": ${message}`);
+}
+
+function tell(plan: NetworkPlan, c: PlanClaim, type: PlanEvent['type'], reason: string, message: string): void {
+  if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
 }
 
 export type RunningChoice = { ok: true; ips: string[]; message: string } | { ok: false; error: AllocationErrorCode; message: string };

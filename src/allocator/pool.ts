@@ -95,25 +95,42 @@ export type PoolParseResult = { ok: true; pool: Pool } | { ok: false; problems: 
 export function parsePool(spec: PoolSpec): PoolParseResult {
   const problems: PoolProblem[] = [];
   const warnings: string[] = [];
+  checkTopology(spec.topology, problems);
+  const subnets = parseSubnets(spec.subnets, problems, warnings);
+  const excludes = parseExcludes(spec.excludeSubnets, subnets, problems, warnings);
+  const gateways = parseGateways(spec.gateway, subnets, problems);
+  const families = ([4, 6] as const).filter((f) => subnets.some((s) => s.family === f));
+  const usable = usableSpace(families, subnets, excludes, gateways, problems);
+  if (problems.length > 0) return { ok: false, problems, warnings };
+  const canonical = [
+    `subnets=${subnets.map((s) => s.text).join(',')}`,
+    `excludeSubnets=${excludes.map((s) => s.text).join(',')}`,
+    ...(gateways.length > 0 ? [`gateway=${gateways.map((g) => g.text).join(',')}`] : []),
+  ].join(';');
+  return { ok: true, pool: { families, subnets, excludes, gateways, usable, canonical, warnings } };
+}
 
-  if (spec.topology !== undefined && typeof spec.topology !== 'string') {
+function checkTopology(topology: unknown, problems: PoolProblem[]): void {
+  if (topology !== undefined && typeof topology !== 'string') {
     problems.push({ code: 'InvalidType', message: `topology must be a string` });
-  } else if (typeof spec.topology === 'string' && spec.topology.toLowerCase() === 'layer3') {
+  } else if (typeof topology === 'string' && topology.toLowerCase() === 'layer3') {
     problems.push({
       code: 'UnsupportedTopology',
       message: 'topology layer3 gives every node its own subnet; a cluster-wide pool needs layer2 or localnet',
     });
   }
+}
 
-  // Subnets.
+/** The subnets, sorted, each valid entry kept (an overlap is a problem, not a reason to drop one). */
+function parseSubnets(raw: unknown, problems: PoolProblem[], warnings: string[]): Cidr[] {
   const subnets: Cidr[] = [];
-  const subnetItems = listOf(spec.subnets, 'subnets', problems);
-  if (subnetItems === undefined && (spec.subnets === undefined || spec.subnets === null)) {
+  const items = listOf(raw, 'subnets', problems);
+  if (items === undefined && (raw === undefined || raw === null)) {
     problems.push({ code: 'NoSubnets', message: 'subnets is missing: a pool needs at least one CIDR' });
-  } else if (subnetItems !== undefined && subnetItems.length === 0) {
+  } else if (items !== undefined && items.length === 0) {
     problems.push({ code: 'NoSubnets', message: 'subnets is empty: a pool needs at least one CIDR' });
   }
-  for (const item of subnetItems ?? []) {
+  for (const item of items ?? []) {
     const r = parseSubnetEntry(item);
     if (!r.ok) problems.push({ code: 'InvalidSubnet', message: `subnets: ${r.message}`, value: item });
     else {
@@ -138,10 +155,13 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
       }
     }
   }
+  return subnets;
+}
 
-  // Excludes.
+/** The excludes that lie inside a subnet, sorted. */
+function parseExcludes(raw: unknown, subnets: readonly Cidr[], problems: PoolProblem[], warnings: string[]): Cidr[] {
   const excludes: Cidr[] = [];
-  for (const item of listOf(spec.excludeSubnets, 'excludeSubnets', problems) ?? []) {
+  for (const item of listOf(raw, 'excludeSubnets', problems) ?? []) {
     const r = parseCidrOrAddress(item);
     if (!r.ok) {
       problems.push({ code: 'InvalidExclude', message: `excludeSubnets: ${r.message}`, value: item });
@@ -163,11 +183,13 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
     }
     excludes.push(ex);
   }
-  excludes.sort(cidrOrder);
+  return excludes.sort(cidrOrder);
+}
 
-  // Gateways.
+/** The gateways that lie inside a subnet, sorted, each once. */
+function parseGateways(raw: unknown, subnets: readonly Cidr[], problems: PoolProblem[]): PoolAddress[] {
   const gateways: PoolAddress[] = [];
-  for (const item of listOf(spec.gateway, 'gateway', problems) ?? []) {
+  for (const item of listOf(raw, 'gateway', problems) ?? []) {
     const r = parseAddress(item);
     if (!r.ok) {
       problems.push({ code: 'InvalidGateway', message: `gateway: ${r.message}`, value: item });
@@ -185,10 +207,17 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
     }
     if (!gateways.some((g) => g.family === family && g.value === value)) gateways.push({ family, value, text });
   }
-  gateways.sort((a, b) => a.family - b.family || cmp(a.value, b.value));
+  return gateways.sort((a, b) => a.family - b.family || cmp(a.value, b.value));
+}
 
-  // Usable space per family.
-  const families = ([4, 6] as const).filter((f) => subnets.some((s) => s.family === f));
+/** Usable space per family: the subnets' host ranges minus excludes and gateways; an empty family is a problem. */
+function usableSpace(
+  families: readonly IPFamily[],
+  subnets: readonly Cidr[],
+  excludes: readonly Cidr[],
+  gateways: readonly PoolAddress[],
+  problems: PoolProblem[],
+): Partial<Record<IPFamily, IntervalSet>> {
   const usable: Partial<Record<IPFamily, IntervalSet>> = {};
   for (const family of families) {
     const own = subnets.filter((s) => s.family === family);
@@ -208,14 +237,7 @@ export function parsePool(spec: PoolSpec): PoolParseResult {
       });
     }
   }
-
-  if (problems.length > 0) return { ok: false, problems, warnings };
-  const canonical = [
-    `subnets=${subnets.map((s) => s.text).join(',')}`,
-    `excludeSubnets=${excludes.map((s) => s.text).join(',')}`,
-    ...(gateways.length > 0 ? [`gateway=${gateways.map((g) => g.text).join(',')}`] : []),
-  ].join(';');
-  return { ok: true, pool: { families, subnets, excludes, gateways, usable, canonical, warnings } };
+  return usable;
 }
 
 /** The subnet of the pool containing an address, if any. */

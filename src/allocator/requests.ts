@@ -8,7 +8,8 @@
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
 import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
-import { ADDRESSES_ANNOTATION, parseAddressesAnnotation } from './allocator.ts';
+import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
+import { parseAddressesAnnotation } from './addresses-annotation.ts';
 
 export interface ReadCache<T> {
   get(namespace: string | undefined, name: string): T | undefined;
