@@ -1,6 +1,6 @@
 // One reconcile of one key (`namespace/vmName`): read a snapshot from the caches, let the pure decision say what
-// must change, write exactly that, and report what blocks persistence. Every rule lives in src/claims/decide.ts;
-// this file only moves data in and out.
+// must change, write exactly that, and report what blocks persistence. Every rule lives in src/claims/ (named in the
+// header of decide.ts); this file only moves data in and out.
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
