@@ -52,7 +52,7 @@ export function createController(options: ControllerOptions): Controller {
   const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event), log.child({ component: 'events' }), metrics);
   const gate = new FeatureGate(options.gateOverride, sources.kubeVirts, metrics);
-  const summary = new Summary(sources, log);
+  const summary = new WorkerSummary(sources, log);
   const gateEnabled = (): boolean => gate.state.enabled;
   const loop = createLoop({
     name: CONTROLLER_NAME,
@@ -153,7 +153,7 @@ class FeatureGate {
 }
 
 /** The workers' running totals, and the info line that sums up what they did since the last one. */
-class Summary {
+class WorkerSummary {
   readonly tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
   #reported = { ...this.tally };
   readonly #sources: Sources;
