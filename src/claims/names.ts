@@ -88,7 +88,7 @@ export function claimName(vmName: string, networkName: string): string {
  * The name of a network's claim when `<vm>.<network>` is already the claim of ANOTHER VM: a dotted-name collision
  * (VM `a` with network `b.c` and VM `a.b` with network `c` both give `a.b.c`). It is the hashed form of claimName(),
  * `<vm>.<readable>-<hash>`, whose hash covers "<vm>/<network>", so the two VMs of a collision never share it. Which
- * of the two names a network uses is decided by claimNameFor() (decide.ts) from the claims that exist; for a name
+ * of the two names a network uses is decided by claimNameFor() (naming.ts) from the claims that exist; for a name
  * that is not valid in its plain form, this is claimName() itself.
  */
 export function collisionClaimName(vmName: string, networkName: string): string {
@@ -99,7 +99,7 @@ export function collisionClaimName(vmName: string, networkName: string): string 
  * The name of a network's claim while the VM's earlier claim of that network, made for another NAD network, is still
  * used by a running pod: a NAD swapped on a running VM (KubeVirt's LiveUpdateNADRef migrates the VM to a pod on the
  * new NAD). `<vm>.<readable>-<hash>` with the hash over "<vm>/<network>/<NAD network>", so it differs from the other
- * two names and from the name of any other NAD network. Which name applies is decided by claimNameFor() (decide.ts).
+ * two names and from the name of any other NAD network. Which name applies is decided by claimNameFor() (naming.ts).
  */
 export function swapClaimName(vmName: string, networkName: string, nadNetwork: string): string {
   return hashedClaimName(vmName, networkName, nadNetwork);

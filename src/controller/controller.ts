@@ -15,7 +15,7 @@ import { describeGate, type GateOverride, type GateState, resolveGate } from './
 import { keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
 import { createLoop } from './loop.ts';
 import { createReconciler, type ReconcileTally } from './reconciler.ts';
-import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
+import type { ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
 const CONTROLLER_NAME = 'virtualmachine-ipamclaims';
@@ -51,32 +51,60 @@ export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
   const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event), log.child({ component: 'events' }), metrics);
-
-  let gate = resolveGate(options.gateOverride, sources.kubeVirts.list());
-  metrics?.featureGate.set({ name: FEATURE_GATE }, gate.enabled ? 1 : 0);
-  const gateEnabled = (): boolean => gate.enabled;
-  const allKeys = (): Set<string> => {
-    const keys = new Set<string>([...sources.vms.keys(), ...sources.vmis.keys()]);
-    // Claims whose VM and VMI are both gone still need their finalizers released.
-    for (const claim of sources.claims.list()) for (const key of keysOfClaim(claim)) keys.add(key);
-    return keys;
-  };
-  const nadLookup: NadKeyLookup = {
-    referencing: (nadKey) => [...sources.vms.indexKeys(VMS_BY_NAD, nadKey), ...sources.vmis.indexKeys(VMIS_BY_NAD, nadKey)],
-    inNamespace: (ns) => [...sources.vms.keys(ns), ...sources.vmis.keys(ns)],
-  };
-
-  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
+  const gate = new FeatureGate(options.gateOverride, sources.kubeVirts, metrics);
+  const summary = new WorkerSummary(sources, log);
+  const gateEnabled = (): boolean => gate.state.enabled;
   const loop = createLoop({
     name: CONTROLLER_NAME,
-    reconciler: createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally, ...(metrics ? { metrics } : {}) }),
-    keys: allKeys,
+    reconciler: createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally: summary.tally, ...(metrics ? { metrics } : {}) }),
+    keys: () => allKeys(sources),
     log,
     ...(metrics ? { metrics } : {}),
   });
   const { queue } = loop;
+  const subscriptions = [
+    ...mapEventsToKeys(sources, queue, overlay, recorder),
+    sources.kubeVirts.events$.subscribe(() => {
+      if (gate.refresh(log)) for (const key of allKeys(sources)) queue.add(key);
+    }),
+  ];
 
-  const subscriptions: Subscription[] = [
+  return {
+    queue,
+    gate: () => gate.state,
+    async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
+      log.info({ concurrency: options.concurrency, gate: gate.state }, 'starting workers');
+      const summaries = setInterval(() => summary.report(queue), options.summaryIntervalMs ?? 60_000);
+      summaries.unref();
+      // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
+      try {
+        const serving = { concurrency: options.concurrency, resyncIntervalMs: options.resyncIntervalMs ?? 600_000, drainTimeoutMs };
+        await loop.serve(serving, signal, (key, ctx) => summary.count(() => loop.reconcile(key, ctx)));
+      } finally {
+        clearInterval(summaries);
+        summary.report(queue);
+      }
+    },
+    dispose(): void {
+      for (const s of subscriptions) s.unsubscribe();
+    },
+  };
+}
+
+function allKeys(sources: Sources): Set<string> {
+  const keys = new Set<string>([...sources.vms.keys(), ...sources.vmis.keys()]);
+  // Claims whose VM and VMI are both gone still need their finalizers released.
+  for (const claim of sources.claims.list()) for (const key of keysOfClaim(claim)) keys.add(key);
+  return keys;
+}
+
+/** The keys each VM, VMI, claim and NAD event concerns, into the queue. */
+function mapEventsToKeys(sources: Sources, queue: WorkQueue, overlay: WriteOverlay, recorder: EventRecorder): Subscription[] {
+  const nadLookup: NadKeyLookup = {
+    referencing: (nadKey) => [...sources.vms.indexKeys(VMS_BY_NAD, nadKey), ...sources.vmis.indexKeys(VMIS_BY_NAD, nadKey)],
+    inNamespace: (ns) => [...sources.vms.keys(ns), ...sources.vmis.keys(ns)],
+  };
+  return [
     merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
       if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
       queue.add(objectKey(e.object), priorityOf(e));
@@ -91,36 +119,67 @@ export function createController(options: ControllerOptions): Controller {
     sources.nads.events$.subscribe((e) => {
       for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key, priorityOf(e));
     }),
-    sources.kubeVirts.events$.subscribe(() => {
-      const next = resolveGate(options.gateOverride, sources.kubeVirts.list());
-      if (next.enabled === gate.enabled) {
-        gate = next;
-        return;
-      }
-      gate = next;
-      metrics?.featureGate.set({ name: FEATURE_GATE }, next.enabled ? 1 : 0);
-      // While the KubeVirt CRs are first listed the gate is being learnt, not changed: the state is logged once,
-      // at info, when the caches have synced (run.ts).
-      const level = sources.kubeVirts.hasSynced ? 'info' : 'debug';
-      log[level]({ gate: FEATURE_GATE, enabled: next.enabled, source: next.source, state: describeGate(next) }, 'feature gate changed; reconciling every VM');
-      for (const key of allKeys()) queue.add(key);
-    }),
   ];
+}
 
-  const reconcile = async (key: string, ctx: ReconcileContext): Promise<ReconcileResult> => {
-    tally.reconciles++;
+/** The feature gate as the KubeVirt CRs (or the override) set it, and its metric. */
+class FeatureGate {
+  state: GateState;
+  readonly #override: GateOverride;
+  readonly #kubeVirts: Sources['kubeVirts'];
+  readonly #metrics: Metrics | undefined;
+
+  constructor(override: GateOverride, kubeVirts: Sources['kubeVirts'], metrics: Metrics | undefined) {
+    this.#override = override;
+    this.#kubeVirts = kubeVirts;
+    this.#metrics = metrics;
+    this.state = resolveGate(override, kubeVirts.list());
+    metrics?.featureGate.set({ name: FEATURE_GATE }, this.state.enabled ? 1 : 0);
+  }
+
+  /** Resolves the gate again after a KubeVirt CR changed. True when that switched it on or off. */
+  refresh(log: Logger): boolean {
+    const next = resolveGate(this.#override, this.#kubeVirts.list());
+    const changed = next.enabled !== this.state.enabled;
+    this.state = next;
+    if (!changed) return false;
+    this.#metrics?.featureGate.set({ name: FEATURE_GATE }, next.enabled ? 1 : 0);
+    // While the KubeVirt CRs are first listed the gate is being learnt, not changed: the state is logged once,
+    // at info, when the caches have synced (run.ts).
+    const level = this.#kubeVirts.hasSynced ? 'info' : 'debug';
+    log[level]({ gate: FEATURE_GATE, enabled: next.enabled, source: next.source, state: describeGate(next) }, 'feature gate changed; reconciling every VM');
+    return true;
+  }
+}
+
+/** The workers' running totals, and the info line that sums up what they did since the last one. */
+class WorkerSummary {
+  readonly tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
+  #reported = { ...this.tally };
+  readonly #sources: Sources;
+  readonly #log: Logger;
+
+  constructor(sources: Sources, log: Logger) {
+    this.#sources = sources;
+    this.#log = log;
+  }
+
+  async count(reconcile: () => Promise<ReconcileResult>): Promise<ReconcileResult> {
+    this.tally.reconciles++;
     try {
-      return await loop.reconcile(key, ctx);
+      return await reconcile();
     } catch (err) {
-      tally.errors++;
+      this.tally.errors++;
       throw err;
     }
-  };
-  let reported = { ...tally };
-  const summarize = (): void => {
-    if (tally.reconciles === reported.reconciles) return;
-    const since = (k: keyof typeof tally): number => tally[k] - reported[k];
-    log.info(
+  }
+
+  report(queue: WorkQueue): void {
+    const { tally } = this;
+    if (tally.reconciles === this.#reported.reconciles) return;
+    const since = (k: keyof typeof tally): number => tally[k] - this.#reported[k];
+    const sources = this.#sources;
+    this.#log.info(
       {
         reconciles: since('reconciles'),
         claimsCreated: since('created'),
@@ -134,26 +193,6 @@ export function createController(options: ControllerOptions): Controller {
       },
       'summary since the last one',
     );
-    reported = { ...tally };
-  };
-
-  return {
-    queue,
-    gate: () => gate,
-    async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
-      log.info({ concurrency: options.concurrency, gate }, 'starting workers');
-      const summaries = setInterval(summarize, options.summaryIntervalMs ?? 60_000);
-      summaries.unref();
-      // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
-      try {
-        await loop.serve({ concurrency: options.concurrency, resyncIntervalMs: options.resyncIntervalMs ?? 600_000, drainTimeoutMs }, signal, reconcile);
-      } finally {
-        clearInterval(summaries);
-        summarize();
-      }
-    },
-    dispose(): void {
-      for (const s of subscriptions) s.unsubscribe();
-    },
-  };
+    this.#reported = { ...tally };
+  }
 }

@@ -1,6 +1,6 @@
 // One reconcile of one key (`namespace/vmName`): read a snapshot from the caches, let the pure decision say what
-// must change, write exactly that, and report what blocks persistence. Every rule lives in src/claims/decide.ts;
-// this file only moves data in and out.
+// must change, write exactly that, and report what blocks persistence. Every rule lives in src/claims/ (named in the
+// header of decide.ts); this file only moves data in and out.
 
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
@@ -159,84 +159,103 @@ async function withUncachedVmi(input: DecideInput, plan: Plan, client: KubeClien
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
 async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: Logger, signal: AbortSignal): Promise<boolean> {
-  const { client, overlay, metrics } = deps;
-  const claimsApi = resources.ipamClaims;
-  let raced = false;
-  const onError = (err: unknown, what: string, claim: string, guardedPatch = false): void => {
-    if (isNotFound(err)) return; // already gone: what we wanted
-    // Some API server versions answer a failed JSON-patch `test` with a bare 422, indistinguishable from an invalid
-    // patch; ours are built from the cached object, so a 422 there means the object changed: look again.
-    if (isConflict(err) || isAlreadyExists(err) || (guardedPatch && isInvalid(err))) {
-      log.debug({ claim, err }, `${what} raced with another change; will look again`);
-      raced = true;
-      return;
-    }
-    if (isTerminalApiError(err)) throw new TerminalError(`${what} of IPAMClaim ${namespace}/${claim} was rejected`, { cause: err });
-    throw err;
-  };
+  const writes = new PlanWrites(namespace, deps, log, signal);
+  await writes.createAll(plan.creates);
+  for (const adoption of plan.adopts) await writes.adopt(adoption);
+  for (const write of plan.removeFinalizers) await writes.release(write);
+  for (const write of plan.deletes) await writes.delete(write);
+  return writes.raced;
+}
 
-  // A VM's claims are independent objects: created side by side, so a new VM waits for one round trip, not one
-  // per network. Every create is attempted; the first failure that is not a race is raised once all have settled.
-  const failures: unknown[] = [];
-  await Promise.all(
-    plan.creates.map(async (claim) => {
-      const claimKey = keyOf(namespace, claim.metadata.name);
-      overlay.beginCreate(claimKey);
-      let created: IPAMClaim | null = null;
-      try {
-        created = await client.create<IPAMClaim>(claimsApi, claim, { signal });
-        overlay.endCreate(claimKey, created);
-        metrics?.claimsCreated.inc();
-        if (deps.tally) deps.tally.created++;
-        log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
-      } catch (err) {
-        if (created === null && overlay.endCreate(claimKey, null)) {
-          // A claim of this name appeared while our create was in flight, and its watch event was taken for our
-          // echo: it is not ours, so whatever the error, the decision must be made again with it in the cache.
-          log.debug({ claim: claim.metadata.name, err }, 'create failed while a claim of that name appeared; will look again');
-          raced = true;
-          return;
-        }
-        try {
-          onError(err, 'create', claim.metadata.name);
-        } catch (raised) {
-          failures.push(raised);
-        }
+type ClaimWrite = Plan['removeFinalizers'][number];
+
+/** Each ReconcileTally count, and the metric that counts the same writes. */
+const METRIC_OF = { created: 'claimsCreated', finalizersRemoved: 'finalizersRemoved', deleted: 'claimsDeleted' } as const;
+
+/**
+ * The writes of one plan to the claims of one namespace. Each write the API server accepts is recorded the same way:
+ * in the write overlay (so that the next reconcile does not act on a cache that has not shown it yet), and counted.
+ */
+class PlanWrites {
+  /** Something raced with us: the key should run again. */
+  raced = false;
+  readonly #namespace: string;
+  readonly #deps: ReconcilerDeps;
+  readonly #log: Logger;
+  readonly #signal: AbortSignal;
+
+  constructor(namespace: string, deps: ReconcilerDeps, log: Logger, signal: AbortSignal) {
+    this.#namespace = namespace;
+    this.#deps = deps;
+    this.#log = log;
+    this.#signal = signal;
+  }
+
+  /**
+   * A VM's claims are independent objects: created side by side, so a new VM waits for one round trip, not one per
+   * network. Every create is attempted; the first failure that is not a race is raised once all have settled.
+   */
+  async createAll(claims: readonly IPAMClaim[]): Promise<void> {
+    const failures: unknown[] = [];
+    await Promise.all(claims.map((claim) => this.#create(claim, failures)));
+    if (failures.length > 0) throw failures[0];
+  }
+
+  async #create(claim: IPAMClaim, failures: unknown[]): Promise<void> {
+    const { client, overlay } = this.#deps;
+    const claimKey = keyOf(this.#namespace, claim.metadata.name);
+    overlay.beginCreate(claimKey);
+    let created: IPAMClaim | null = null;
+    try {
+      created = await client.create<IPAMClaim>(resources.ipamClaims, claim, { signal: this.#signal });
+      overlay.endCreate(claimKey, created);
+      this.#count('created');
+      this.#log.debug({ claim: claim.metadata.name, network: claim.spec.network }, 'created IPAMClaim');
+    } catch (err) {
+      if (created === null && overlay.endCreate(claimKey, null)) {
+        // A claim of this name appeared while our create was in flight, and its watch event was taken for our
+        // echo: it is not ours, so whatever the error, the decision must be made again with it in the cache.
+        this.#log.debug({ claim: claim.metadata.name, err }, 'create failed while a claim of that name appeared; will look again');
+        this.raced = true;
+        return;
       }
-    }),
-  );
-  if (failures.length > 0) throw failures[0];
-  for (const adoption of plan.adopts) {
-    const claimKey = keyOf(namespace, adoption.name);
+      try {
+        this.#failed(err, 'create', claim.metadata.name);
+      } catch (raised) {
+        failures.push(raised);
+      }
+    }
+  }
+
+  async adopt(adoption: Plan['adopts'][number]): Promise<void> {
+    const { owner } = adoption;
     // decide's ORPHAN: `add` creates the list, or joins the owners someone else gave the claim. uid and
     // resourceVersion tests keep it from landing on another claim of that name, or on one someone changed meanwhile.
     const ops: JsonPatchOp[] = [
       { op: 'test', path: '/metadata/uid', value: adoption.uid },
       { op: 'test', path: '/metadata/resourceVersion', value: adoption.resourceVersion },
-      adoption.append
-        ? { op: 'add', path: '/metadata/ownerReferences/-', value: adoption.owner }
-        : { op: 'add', path: '/metadata/ownerReferences', value: [adoption.owner] },
+      adoption.append ? { op: 'add', path: '/metadata/ownerReferences/-', value: owner } : { op: 'add', path: '/metadata/ownerReferences', value: [owner] },
     ];
     try {
-      const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, adoption.name, ops, { signal });
-      overlay.record(claimKey, adoption.resourceVersion, updated);
-      log.info({ claim: adoption.name, owner: `${adoption.owner.kind} ${adoption.owner.name}` }, 'IPAMClaim without an owner (orphan deletion) owned again');
-      await deps.recorder.notice(
-        { apiVersion: adoption.owner.apiVersion, kind: adoption.owner.kind, namespace, name: adoption.owner.name, uid: adoption.owner.uid },
+      await this.#patch(adoption.name, adoption.resourceVersion, ops);
+      this.#log.info({ claim: adoption.name, owner: `${owner.kind} ${owner.name}` }, 'IPAMClaim without an owner (orphan deletion) owned again');
+      await this.#deps.recorder.notice(
+        { apiVersion: owner.apiVersion, kind: owner.kind, namespace: this.#namespace, name: owner.name, uid: owner.uid },
         {
           reason: 'ClaimAdopted',
-          message: `IPAMClaim ${adoption.name} had lost its owner (the VM was deleted with --cascade=orphan); it is owned by this ${adoption.owner.kind} again`,
+          message: `IPAMClaim ${adoption.name} had lost its owner (the VM was deleted with --cascade=orphan); it is owned by this ${owner.kind} again`,
         },
       );
     } catch (err) {
-      onError(err, 'adoption', adoption.name, true);
+      this.#failed(err, 'adoption', adoption.name, true);
     }
   }
-  for (const write of plan.removeFinalizers) {
-    const claimKey = keyOf(namespace, write.name);
-    const current = overlay.view(claimKey, deps.sources.claims.getByKey(claimKey));
+
+  async release(write: ClaimWrite): Promise<void> {
+    const claimKey = keyOf(this.#namespace, write.name);
+    const current = this.#deps.overlay.view(claimKey, this.#deps.sources.claims.getByKey(claimKey));
     const ops = removeFinalizerPatch(current?.metadata.finalizers, CLAIM_FINALIZER);
-    if (!ops) continue;
+    if (!ops) return;
     // The uid test keeps a patch from landing on a new claim of the same name; the resourceVersion test, from landing
     // on a claim that changed since the decision (garbage collection stripping a VM deleted with --cascade=orphan
     // makes it ORPHAN's to re-own, not ours to release); the finalizer-list test (in ops), from clobbering a
@@ -247,47 +266,61 @@ async function apply(plan: Plan, namespace: string, deps: ReconcilerDeps, log: L
       ...ops,
     ];
     try {
-      const updated = await client.jsonPatch<IPAMClaim>(claimsApi, namespace, write.name, guarded, { signal });
-      overlay.record(claimKey, write.resourceVersion, updated);
-      metrics?.finalizersRemoved.inc();
-      if (deps.tally) deps.tally.finalizersRemoved++;
-      log.debug({ claim: write.name }, 'removed finalizer from IPAMClaim');
+      await this.#patch(write.name, write.resourceVersion, guarded, 'finalizersRemoved');
+      this.#log.debug({ claim: write.name }, 'removed finalizer from IPAMClaim');
     } catch (err) {
-      onError(err, 'finalizer removal', write.name, true);
+      this.#failed(err, 'finalizer removal', write.name, true);
     }
   }
-  for (const write of plan.deletes) {
-    const claimKey = keyOf(namespace, write.name);
+
+  async delete(write: ClaimWrite): Promise<void> {
     try {
-      const result = await client.delete(claimsApi, namespace, write.name, {
+      const result = await this.#deps.client.delete(resources.ipamClaims, this.#namespace, write.name, {
         preconditions: { uid: write.uid, resourceVersion: write.resourceVersion },
-        signal,
+        signal: this.#signal,
       });
       const stillThere = (result as IPAMClaim | undefined)?.kind === resources.ipamClaims.kind ? (result as IPAMClaim) : null;
-      overlay.record(claimKey, write.resourceVersion, stillThere);
-      metrics?.claimsDeleted.inc();
-      if (deps.tally) deps.tally.deleted++;
-      log.debug({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
+      this.#record(write.name, write.resourceVersion, stillThere, 'deleted');
+      this.#log.debug({ claim: write.name }, 'deleted IPAMClaim of a network the VM no longer has');
       // Unused (Plan.deletes): released now, from the answer, whatever the watch shows and whenever it does.
       const ops = stillThere ? removeFinalizerPatch(stillThere.metadata.finalizers, CLAIM_FINALIZER) : undefined;
       if (stillThere && ops) {
-        const released = await client.jsonPatch<IPAMClaim>(
-          claimsApi,
-          namespace,
-          write.name,
-          [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops],
-          { signal },
-        );
-        overlay.record(claimKey, write.resourceVersion, released);
-        metrics?.finalizersRemoved.inc();
-        if (deps.tally) deps.tally.finalizersRemoved++;
-        log.debug({ claim: write.name }, 'removed finalizer from the IPAMClaim just deleted');
+        await this.#patch(write.name, write.resourceVersion, [{ op: 'test', path: '/metadata/uid', value: write.uid }, ...ops], 'finalizersRemoved');
+        this.#log.debug({ claim: write.name }, 'removed finalizer from the IPAMClaim just deleted');
       }
     } catch (err) {
-      onError(err, 'delete', write.name, true);
+      this.#failed(err, 'delete', write.name, true);
     }
   }
-  return raced;
+
+  async #patch(name: string, before: string, ops: JsonPatchOp[], counted?: keyof ReconcileTally): Promise<void> {
+    const updated = await this.#deps.client.jsonPatch<IPAMClaim>(resources.ipamClaims, this.#namespace, name, ops, { signal: this.#signal });
+    this.#record(name, before, updated, counted);
+  }
+
+  /** A write of claim `name` made against resourceVersion `before` that the API server answered with `answer`. */
+  #record(name: string, before: string, answer: IPAMClaim | null, counted?: keyof ReconcileTally): void {
+    this.#deps.overlay.record(keyOf(this.#namespace, name), before, answer);
+    if (counted) this.#count(counted);
+  }
+
+  #count(what: keyof ReconcileTally): void {
+    this.#deps.metrics?.[METRIC_OF[what]].inc();
+    if (this.#deps.tally) this.#deps.tally[what]++;
+  }
+
+  #failed(err: unknown, what: string, claim: string, guardedPatch = false): void {
+    if (isNotFound(err)) return; // already gone: what we wanted
+    // Some API server versions answer a failed JSON-patch `test` with a bare 422, indistinguishable from an invalid
+    // patch; ours are built from the cached object, so a 422 there means the object changed: look again.
+    if (isConflict(err) || isAlreadyExists(err) || (guardedPatch && isInvalid(err))) {
+      this.#log.debug({ claim, err }, `${what} raced with another change; will look again`);
+      this.raced = true;
+      return;
+    }
+    if (isTerminalApiError(err)) throw new TerminalError(`${what} of IPAMClaim ${this.#namespace}/${claim} was rejected`, { cause: err });
+    throw err;
+  }
 }
 
 /** What one reconcile works on: the decision's input, and the reconcile's logger. */
