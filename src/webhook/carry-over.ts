@@ -133,23 +133,31 @@ export function carryOverReferences(oldPod: Pod | undefined, newPod: Pod, namesp
     }
   }
 
+  if (carryLegacy(oldAnnotations, newPod, result, annotations)) changed = true;
+
+  if (changed) result.pod = { ...newPod, metadata: { ...newPod.metadata, annotations } } as Pod;
+  return result;
+}
+
+/**
+ * The primary network's claim in `k8s.ovn.org/primary-udn-ipamclaim`: carried over when the update drops it; a change
+ * or a new one is refused (it is named at CREATE only). Writes into `result` and `annotations`; true when carried.
+ */
+function carryLegacy(oldAnnotations: Record<string, string>, newPod: Pod, result: CarryOver, annotations: Record<string, string>): boolean {
   const legacy = OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION;
   const had = oldAnnotations[legacy];
-  const has = newAnnotations[legacy];
+  const has = newPod.metadata?.annotations?.[legacy];
   if (typeof had === 'string' && had !== '') {
     if (has === undefined || has === '') {
       if (newPod.metadata?.annotations === undefined) result.patch.push({ op: 'add', path: '/metadata/annotations', value: {} });
       result.patch.push({ op: has === undefined ? 'add' : 'replace', path: path(legacy), value: had });
       annotations[legacy] = had;
       result.carried.push({ annotation: legacy, element: legacy, claim: had });
-      changed = true;
-    } else if (has !== had) {
-      result.refusals.push(`annotation ${legacy} would change from ${had} to ${has}; a running pod keeps the claim it started with`);
+      return true;
     }
+    if (has !== had) result.refusals.push(`annotation ${legacy} would change from ${had} to ${has}; a running pod keeps the claim it started with`);
   } else if (typeof has === 'string' && has !== '') {
     result.refusals.push(`a running pod cannot gain annotation ${legacy} (${has}); the primary network's claim is named at CREATE only`);
   }
-
-  if (changed) result.pod = { ...newPod, metadata: { ...newPod.metadata, annotations } } as Pod;
-  return result;
+  return false;
 }
