@@ -151,7 +151,8 @@ async function child(stack: Stack, jobFile: string): Promise<void> {
     case 'kubeclient':
     case 'kubeclient-h1': {
       if (stack === 'kubeclient-h1') process.env.DISABLE_HTTP2 = '1';
-      const { KubeClient, loadKubeConfig } = await import('../src/kube/client.ts');
+      const { KubeClient } = await import('../src/kube/client.ts');
+      const { loadKubeConfig } = await import('../src/kube/load-kubeconfig.ts');
       const { resources } = await import('../src/kube/resources.ts');
       const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig }).connection);
       post = async (i) => {

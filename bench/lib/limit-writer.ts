@@ -69,7 +69,8 @@ function post(body: Job['claims'][number]): Promise<number> {
 
 let send: (body: Job['claims'][number]) => Promise<number> = post;
 if (job.client === 'project') {
-  const { KubeClient, loadKubeConfig } = await import('../../src/kube/client.ts');
+  const { KubeClient } = await import('../../src/kube/client.ts');
+  const { loadKubeConfig } = await import('../../src/kube/load-kubeconfig.ts');
   const { resources } = await import('../../src/kube/resources.ts');
   const { KubeApiError } = await import('../../src/kube/errors.ts');
   const client = KubeClient.fromKubeConfig(loadKubeConfig({ path: job.kubeconfig! }).connection);

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { EventRecorder, namespaceGoing } from '../../src/controller/events.ts';
-import { KubeClient, loadKubeConfig } from '../../src/kube/client.ts';
+import { KubeClient } from '../../src/kube/client.ts';
+import { loadKubeConfig } from '../../src/kube/load-kubeconfig.ts';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { poll, startControlPlane, type ControlPlane } from '../harness/index.ts';
 
