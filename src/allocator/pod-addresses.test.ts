@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { persistentNetworks, swapClaimName, withClaimNames } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
-import { ClaimLookupError, addressesOf, createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
+import { TransientLookupError, addressesOf, createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { NS, allocatorNad, claim, nad } from '../../test/allocator-world.ts';
 
 const vmi: VirtualMachineInstance = {
@@ -178,11 +178,11 @@ describe('createPodAddressLookup', () => {
     }
   });
 
-  it('a failed API read is a ClaimLookupError naming the claim', async () => {
+  it('a failed API read is a TransientLookupError naming the claim', async () => {
     const lookup = createPodAddressLookup({
       allocatorNad: () => undefined,
       fetchClaim: async () => Promise.reject(new Error('etcd timeout')),
     });
-    await assert.rejects(run(lookup, [claim('vm1', 'blue', 'blue')]), (err: unknown) => err instanceof ClaimLookupError && err.object.name === 'vm1.blue');
+    await assert.rejects(run(lookup, [claim('vm1', 'blue', 'blue')]), (err: unknown) => err instanceof TransientLookupError && err.object.name === 'vm1.blue');
   });
 });

@@ -32,9 +32,9 @@ export type PodAddresses =
   /** Deny the pod; `message` says why and what happens next. */
   | { deny: string };
 
-/** A claim read failed: the admission cannot be decided now (the webhook denies, KubeVirt retries). */
-export class ClaimLookupError extends Error {
-  override readonly name = 'ClaimLookupError';
+/** A read failed (API error or timeout): the admission cannot be decided now (the webhook denies, KubeVirt retries). */
+export class TransientLookupError extends Error {
+  override readonly name = 'TransientLookupError';
   readonly object: { kind: string; namespace: string; name: string };
   constructor(object: { kind: string; namespace: string; name: string }, cause: unknown) {
     super(`cannot read ${object.kind} ${object.namespace}/${object.name}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
@@ -83,7 +83,10 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
           try {
             nad = await deps.fetchNad(ref.namespace, ref.name, signal);
           } catch (err) {
-            throw new ClaimLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ref.namespace, name: ref.name }, signal.aborted ? signal.reason : err);
+            throw new TransientLookupError(
+              { kind: 'NetworkAttachmentDefinition', namespace: ref.namespace, name: ref.name },
+              signal.aborted ? signal.reason : err,
+            );
           }
         }
       }
@@ -99,7 +102,7 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
         try {
           fresh = await deps.fetchClaim(namespace, verdict.claim, signal);
         } catch (err) {
-          throw new ClaimLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : err);
+          throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : err);
         }
         if (fresh?.metadata.uid !== claim.metadata.uid) {
           out.set(verdict.network, {

@@ -2,7 +2,9 @@
 // have not seen them (admission.ts's header says what each failure means). A failed API read throws
 // TransientLookupError, which the handler answers with a retriable refusal (LookupFailed).
 
-import { ClaimLookupError, type PodAddressLookup } from '../allocator/pod-addresses.ts';
+import { TransientLookupError } from '../allocator/pod-addresses.ts';
+
+export { TransientLookupError };
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import {
   claimNameFor,
@@ -23,15 +25,6 @@ export type GatherDeps = Pick<
   PodAdmissionDeps,
   'vmis' | 'nads' | 'fetchVmi' | 'fetchNad' | 'claims' | 'claimEvents' | 'fetchClaim' | 'metrics' | 'podAddresses'
 >;
-
-export class TransientLookupError extends Error {
-  override readonly name = 'TransientLookupError';
-  readonly object: { kind: string; namespace: string; name: string };
-  constructor(object: { kind: string; namespace: string; name: string }, cause: unknown) {
-    super(`cannot read ${object.kind} ${object.namespace}/${object.name}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
-    this.object = object;
-  }
-}
 
 export async function fetchVmi(deps: GatherDeps, namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> {
   try {
@@ -118,25 +111,9 @@ export async function readNetworks(
   const persistent = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads);
   const claims = await claimsForVmi(deps, { vmi, namespace, waitUntil, signal }, persistent);
   if (!deps.podAddresses || operation !== 'CREATE') return { nads, persistent, claims };
-  return { nads, persistent, claims, addresses: await addressesOf(deps.podAddresses, namespace, vmi, nads, persistent, claims, signal) };
-}
-
-async function addressesOf(
-  podAddresses: PodAddressLookup,
-  namespace: string,
-  vmi: VirtualMachineInstance,
-  nads: ReadonlyMap<string, NetworkAttachmentDefinition>,
-  persistent: readonly NetworkVerdict[],
-  claims: ReadonlyMap<string, IPAMClaim>,
-  signal: AbortSignal,
-): ReturnType<PodAddressLookup> {
-  try {
-    const verdicts = withClaimNames(vmi.metadata.name, persistent, (name) => claims.get(name));
-    return await podAddresses(namespace, vmi, nads, verdicts, claims, signal);
-  } catch (error) {
-    if (!(error instanceof ClaimLookupError)) throw error;
-    throw new TransientLookupError(error.object, error.cause);
-  }
+  // A failed read throws TransientLookupError, which the handler answers with a retriable refusal.
+  const verdicts = withClaimNames(vmi.metadata.name, persistent, (name) => claims.get(name));
+  return { nads, persistent, claims, addresses: await deps.podAddresses(namespace, vmi, nads, verdicts, claims, signal) };
 }
 
 interface ClaimRead {

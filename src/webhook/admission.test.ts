@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { ClaimLookupError, createPodAddressLookup, type PodAddressLookup } from '../allocator/pod-addresses.ts';
+import { TransientLookupError, createPodAddressLookup, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { allocatorNad } from '../../test/allocator-world.ts';
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
 import { admissionReview, ovnNad } from '../../test/objects.ts';
@@ -388,7 +388,7 @@ describe('pod admission handler: built-in allocator networks', () => {
 
   it('the claim cannot be read: denied as a transient lookup failure', async () => {
     const podAddresses: PodAddressLookup = async () => {
-      throw new ClaimLookupError({ kind: 'IPAMClaim', namespace: NS, name: 'vm1.red' }, new Error('connection reset'));
+      throw new TransientLookupError({ kind: 'IPAMClaim', namespace: NS, name: 'vm1.red' }, new Error('connection reset'));
     };
     const { handle } = handler({ cached: [vmi(['red'])], podAddresses });
     const out = await handle(admissionReview(launcher(['red'])));
