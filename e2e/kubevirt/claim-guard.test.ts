@@ -70,7 +70,7 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       ns = await world.namespace('guard', { [OVN_PRIMARY_UDN_NAMESPACE_LABEL]: '' });
       // alice may do anything with pods in this namespace, and nothing else: only admission can stop her.
       await world.cp.kubectl(['create', 'role', 'pod-writer', '-n', ns, '--verb=get,list,watch,create,update,patch,delete', '--resource=pods,pods/status']);
-      await world.cp.kubectl(['create', 'role', 'pod-binder', '-n', ns, '--verb=create', '--resource=pods/binding']);
+      await world.cp.kubectl(['create', 'role', 'pod-binder', '-n', ns, '--verb=create', '--resource=pods/binding,bindings']);
       for (const role of ['pod-writer', 'pod-binder']) await world.cp.kubectl(['create', 'rolebinding', role, '-n', ns, `--role=${role}`, `--user=${ALICE}`]);
       await createPersistentNad(world, ns, 'primary', { network: `guard-primary-${world.runId}`, role: 'primary', subnets: '10.204.0.0/28' });
       await createPersistentNad(world, ns, 'nad-red', { network: `guard-red-${world.runId}`, subnets: '10.204.1.0/28' });
@@ -201,6 +201,12 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       await as(['create', '--raw', `/api/v1/namespaces/${ns}/pods/pending/binding`, '-f', '-'], binding),
       /admission webhook "pod-bindings\.persistent-ips\.kubevirt\.io" denied the request: persistent-ips: a Binding of pod .*\/pending may not carry annotation k8s\.v1\.cni\.cncf\.io\/networks/,
       '(e) Binding',
+    );
+    // The older namespaced `bindings` resource merges a Binding's annotations into the pod the same way.
+    refused(
+      await as(['create', '--raw', `/api/v1/namespaces/${ns}/bindings`, '-f', '-'], binding),
+      /admission webhook "pod-bindings\.persistent-ips\.kubevirt\.io" denied the request: persistent-ips: a Binding of pod .*\/pending may not carry/,
+      '(e) Binding through the bindings resource',
     );
     const pending = (await world.api.get<Pod>(paths.pods(ns, 'pending')))!;
     assert.equal(pending.spec?.nodeName, undefined);

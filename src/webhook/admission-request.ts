@@ -24,9 +24,10 @@ export interface ClassifiedRequest {
 export function classifyRequest(request: AdmissionRequest, watchNamespace: string | undefined): ClassifiedRequest | undefined {
   const operation = request.operation;
   const core = (request.kind?.group ?? '') === '';
-  // pods/status is an UPDATE of the whole pod, annotations included; a Binding's annotations are merged into the pod.
+  // pods/status is an UPDATE of the whole pod, annotations included. A Binding's annotations are merged into the pod,
+  // whether it is posted to pods/binding or to the older namespaced `bindings` resource (no subresource).
   const isPod = core && request.kind?.kind === 'Pod' && (!request.subResource || (request.subResource === 'status' && operation === 'UPDATE'));
-  const isBinding = core && request.kind?.kind === 'Binding' && request.subResource === 'binding';
+  const isBinding = core && request.kind?.kind === 'Binding';
   if ((!isPod && !isBinding) || (operation !== 'CREATE' && operation !== 'UPDATE') || !isObject(request.object)) return undefined;
   const pod = request.object as unknown as Pod;
   if (!isObject(pod.metadata)) return undefined;

@@ -740,6 +740,10 @@ describe('pod admission handler: no pod but a launcher pod of the VM may name it
     });
     const out = await handle(binding({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.red' }));
     assert.equal(out.response?.status?.code, 403);
+    // The older namespaced `bindings` resource does the same as pods/binding, with no subresource.
+    const legacy = binding({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.red' });
+    const viaBindings = { ...legacy, request: { ...legacy.request, resource: { group: '', version: 'v1', resource: 'bindings' }, subResource: undefined } };
+    assert.equal((await handle(viaBindings)).response?.status?.code, 403);
     assert.match(out.response?.status?.message ?? '', /Binding of pod vms\/virt-launcher-vm1-x may not carry annotation k8s\.ovn\.org\/primary-udn-ipamclaim/);
     assert.deepEqual((await handle(binding())).response, { uid: 'req-b', allowed: true });
   });
