@@ -27,6 +27,7 @@ import {
   secretToState,
   stateToSecretData,
   webhooksTrust,
+  type CertPlan,
   type CertPolicy,
   type CertState,
   type MutatingWebhookConfiguration,
@@ -126,178 +127,215 @@ function lostWriteRace(error: unknown): boolean {
 }
 
 export function createSelfManagedCertificates(options: SelfManagedOptions): SelfManagedCertificates {
-  const policy: CertPolicy = { ...DEFAULT_CERT_POLICY, ...options.policy };
-  const clock = options.clock ?? realClock;
-  const resyncMs = options.resyncMs ?? 60_000;
-  const log = options.logger.child({ component: 'webhook-certificates', secret: `${options.namespace}/${options.secretName}` });
-  const stopController = new AbortController();
-  let served: CertKeyPair | undefined;
-  let nextCheckAt = 0;
-  let loop: Promise<void> | undefined;
+  return new SelfManaged(options);
+}
+
+const fingerprint = (pem: string | undefined): string | undefined => {
+  try {
+    return pem ? new X509Certificate(pem).fingerprint256 : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** What one pass read of the webhook configuration: `known` false when it could not be read. */
+type ConfigRead = { known: true; config: MutatingWebhookConfiguration | undefined } | { known: false };
+
+class SelfManaged implements SelfManagedCertificates {
+  readonly #options: SelfManagedOptions;
+  readonly #policy: CertPolicy;
+  readonly #clock: Clock;
+  readonly #resyncMs: number;
+  readonly #log: Logger;
+  readonly #stop = new AbortController();
+  #served: CertKeyPair | undefined;
+  #nextCheckAt = 0;
+  #loop: Promise<void> | undefined;
   /** CA fingerprint → when we first saw (or made) the webhook configuration trust it. */
-  const trustedSince = new Map<string, number>();
-  let warnedNoConfig = false;
-  let retryMs = RETRY_INITIAL_MS;
+  readonly #trustedSince = new Map<string, number>();
+  #warnedNoConfig = false;
+  #retryMs = RETRY_INITIAL_MS;
   /** The namespace was missing at the last attempt (said once at error level; repeats go to debug). */
-  let namespaceMissing = false;
+  #namespaceMissing = false;
 
-  const fingerprint = (pem: string | undefined): string | undefined => {
-    try {
-      return pem ? new X509Certificate(pem).fingerprint256 : undefined;
-    } catch {
-      return undefined;
+  constructor(options: SelfManagedOptions) {
+    this.#options = options;
+    this.#policy = { ...DEFAULT_CERT_POLICY, ...options.policy };
+    this.#clock = options.clock ?? realClock;
+    this.#resyncMs = options.resyncMs ?? 60_000;
+    this.#log = options.logger.child({ component: 'webhook-certificates', secret: `${options.namespace}/${options.secretName}` });
+  }
+
+  async start(): Promise<void> {
+    // The first pass is awaited so that the caller can serve (and report ready) at once; the loop goes on.
+    this.#loop = this.#run(await this.#attempt());
+  }
+
+  async stop(): Promise<void> {
+    this.#stop.abort(new Error('stopped'));
+    await this.#loop;
+  }
+
+  current = (): CertKeyPair | undefined => this.#served;
+  ready = (): boolean => this.#served !== undefined;
+
+  async reconcile(): Promise<CertState> {
+    const signal = this.#stop.signal;
+    for (let race = 0; ; race++) {
+      const secret = await this.#options.client.getSecret(signal);
+      const read = await this.#readConfig(signal);
+      let state = secretToState(secret);
+      const now = this.#clock.now();
+      if (read.known) this.#noteTrust(read.config, state, now);
+      const plan = planCertificates(now, state, this.#policy, this.#trustedSinceOf(state));
+      const wanted = await applyPlan(now, state, plan, this.#policy);
+      if (!sameState(state, wanted)) {
+        if (!(await this.#writeSecret(plan, wanted, secret, race, signal))) continue;
+        state = wanted;
+        if (read.known) this.#noteTrust(read.config, state, now);
+      }
+      // Serve first, then publish: a routine change serves only what the published caBundle already trusts.
+      this.#serve(state.serving);
+      if (read.known && read.config) await this.#publish(read.config, state, signal);
+      const after = planCertificates(this.#clock.now(), state, this.#policy, this.#trustedSince.get(fingerprint(state.ca?.certPem) ?? ''));
+      this.#nextCheckAt = after.newCa || after.newServing ? this.#clock.now() : after.nextCheckAt;
+      return state;
     }
-  };
+  }
 
-  const serve = (pair: CertKeyPair | undefined): void => {
+  #trustedSinceOf(state: CertState): number | undefined {
+    const print = fingerprint(state.ca?.certPem);
+    return print === undefined ? undefined : this.#trustedSince.get(print);
+  }
+
+  async #readConfig(signal: AbortSignal): Promise<ConfigRead> {
+    try {
+      const config = await this.#options.client.getWebhookConfiguration(signal);
+      if (!config && !this.#warnedNoConfig) {
+        this.#warnedNoConfig = true;
+        this.#log.warn(
+          { webhookConfiguration: this.#options.webhookConfigurationName },
+          'the MutatingWebhookConfiguration does not exist; its caBundle will be set once it does',
+        );
+      }
+      return { known: true, config };
+    } catch (error) {
+      // Without knowing what the API servers trust, never switch to a new CA; everything else goes on.
+      this.#log.warn({ err: error, webhookConfiguration: this.#options.webhookConfigurationName }, 'cannot read the MutatingWebhookConfiguration');
+      return { known: false };
+    }
+  }
+
+  /** Writes the wanted state; false when another replica wrote first and the pass must read again. */
+  async #writeSecret(plan: CertPlan, wanted: CertState, secret: Secret | undefined, race: number, signal: AbortSignal): Promise<boolean> {
+    // While the namespace is missing every retry would say this again; the first attempt said it.
+    if (plan.reasons.length > 0)
+      this.#log[this.#namespaceMissing ? 'debug' : 'info'](
+        { newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons },
+        'renewing webhook certificates',
+      );
+    try {
+      const object = this.#secretObject(wanted, secret);
+      if (secret) await this.#options.client.updateSecret(object, signal);
+      else await this.#options.client.createSecret(object, signal);
+      return true;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (!secret && isNotFound(error)) throw new NamespaceMissingError(this.#options.namespace, error);
+      // Anything but a lost race (API server down, RBAC, a webhook refusing Secrets) is retried with backoff by the
+      // loop; re-reading at once would only repeat the failure.
+      if (!lostWriteRace(error) || race + 1 >= MAX_WRITE_RACES) throw error;
+      this.#log.debug({ error: errorMessage(error) }, 'another replica wrote the certificate Secret first; reading it again');
+      return false;
+    }
+  }
+
+  async #publish(config: MutatingWebhookConfiguration, state: CertState, signal: AbortSignal): Promise<void> {
+    const patch = caBundlePatch(config, state.bundle);
+    if (patch.length === 0) return;
+    await this.#options.client.patchWebhookConfiguration(patch, signal);
+    this.#log.info({ webhookConfiguration: this.#options.webhookConfigurationName, cas: state.bundle.length }, 'published the webhook CA bundle');
+    // The patch went through: the API servers trust the bundle from now on (plus their propagation delay).
+    const current = fingerprint(state.ca?.certPem);
+    if (current && !this.#trustedSince.has(current)) this.#trustedSince.set(current, this.#clock.now());
+  }
+
+  #serve(pair: CertKeyPair | undefined): void {
+    const served = this.#served;
     if (!pair || (served && served.certPem === pair.certPem && served.keyPem === pair.keyPem)) return;
-    options.onCertificate(pair);
-    served = pair;
-    log.info({ notAfter: new X509Certificate(pair.certPem).validTo }, 'serving a new webhook certificate');
-  };
+    this.#options.onCertificate(pair);
+    this.#served = pair;
+    this.#log.info({ notAfter: new X509Certificate(pair.certPem).validTo }, 'serving a new webhook certificate');
+  }
 
-  const noteTrust = (config: MutatingWebhookConfiguration | undefined, state: CertState, now: number): void => {
+  #noteTrust(config: MutatingWebhookConfiguration | undefined, state: CertState, now: number): void {
     const print = fingerprint(state.ca?.certPem);
     if (!print || !state.ca) return;
     // No configuration: nobody calls the webhook through a caBundle, so nothing can break by using the CA.
     const trusts = config === undefined || webhooksTrust(config, state.ca.certPem);
-    if (!trusts) trustedSince.delete(print);
-    else if (!trustedSince.has(print)) trustedSince.set(print, now);
-  };
+    if (!trusts) this.#trustedSince.delete(print);
+    else if (!this.#trustedSince.has(print)) this.#trustedSince.set(print, now);
+  }
 
-  const secretObject = (state: CertState, existing: Secret | undefined): Secret => ({
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
-      ...(existing?.metadata ?? {}),
-      name: options.secretName,
-      namespace: options.namespace,
-      labels: { ...(existing?.metadata.labels ?? {}), 'app.kubernetes.io/name': 'persistent-ips', 'app.kubernetes.io/component': 'webhook-certificate' },
-    },
-    // The type of an existing Secret cannot change; a new one is a TLS Secret (tls.crt/tls.key are present).
-    type: existing?.type ?? 'kubernetes.io/tls',
-    data: stateToSecretData(state),
-  });
-
-  const reconcile = async (): Promise<CertState> => {
-    const signal = stopController.signal;
-    for (let race = 0; ; race++) {
-      const secret = await options.client.getSecret(signal);
-      let config: MutatingWebhookConfiguration | undefined;
-      let configKnown = true;
-      try {
-        config = await options.client.getWebhookConfiguration(signal);
-        if (!config && !warnedNoConfig) {
-          warnedNoConfig = true;
-          log.warn(
-            { webhookConfiguration: options.webhookConfigurationName },
-            'the MutatingWebhookConfiguration does not exist; its caBundle will be set once it does',
-          );
-        }
-      } catch (error) {
-        // Without knowing what the API servers trust, never switch to a new CA; everything else goes on.
-        configKnown = false;
-        log.warn({ err: error, webhookConfiguration: options.webhookConfigurationName }, 'cannot read the MutatingWebhookConfiguration');
-      }
-      let state = secretToState(secret);
-      const now = clock.now();
-      if (configKnown) noteTrust(config, state, now);
-      const print = fingerprint(state.ca?.certPem);
-      const plan = planCertificates(now, state, policy, print === undefined ? undefined : trustedSince.get(print));
-      const wanted = await applyPlan(now, state, plan, policy);
-      if (!sameState(state, wanted)) {
-        // While the namespace is missing every retry would say this again; the first attempt said it.
-        if (plan.reasons.length > 0)
-          log[namespaceMissing ? 'debug' : 'info']({ newCa: plan.newCa, newServing: plan.newServing, reasons: plan.reasons }, 'renewing webhook certificates');
-        try {
-          const object = secretObject(wanted, secret);
-          if (secret) await options.client.updateSecret(object, signal);
-          else await options.client.createSecret(object, signal);
-        } catch (error) {
-          if (signal.aborted) throw error;
-          if (!secret && isNotFound(error)) throw new NamespaceMissingError(options.namespace, error);
-          // Anything but a lost race (API server down, RBAC, a webhook refusing Secrets) is retried with backoff by
-          // the loop; re-reading at once would only repeat the failure.
-          if (!lostWriteRace(error) || race + 1 >= MAX_WRITE_RACES) throw error;
-          log.debug({ error: errorMessage(error) }, 'another replica wrote the certificate Secret first; reading it again');
-          continue;
-        }
-        state = wanted;
-        if (configKnown) noteTrust(config, state, now);
-      }
-      // Serve first, then publish: a routine change serves only what the published caBundle already trusts.
-      serve(state.serving);
-      if (configKnown && config) {
-        const patch = caBundlePatch(config, state.bundle);
-        if (patch.length > 0) {
-          await options.client.patchWebhookConfiguration(patch, signal);
-          log.info({ webhookConfiguration: options.webhookConfigurationName, cas: state.bundle.length }, 'published the webhook CA bundle');
-          // The patch went through: the API servers trust the bundle from now on (plus their propagation delay).
-          const current = fingerprint(state.ca?.certPem);
-          if (current && !trustedSince.has(current)) trustedSince.set(current, clock.now());
-        }
-      }
-      const after = planCertificates(clock.now(), state, policy, trustedSince.get(fingerprint(state.ca?.certPem) ?? ''));
-      nextCheckAt = after.newCa || after.newServing ? clock.now() : after.nextCheckAt;
-      return state;
-    }
-  };
+  #secretObject(state: CertState, existing: Secret | undefined): Secret {
+    return {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        ...(existing?.metadata ?? {}),
+        name: this.#options.secretName,
+        namespace: this.#options.namespace,
+        labels: { ...(existing?.metadata.labels ?? {}), 'app.kubernetes.io/name': 'persistent-ips', 'app.kubernetes.io/component': 'webhook-certificate' },
+      },
+      // The type of an existing Secret cannot change; a new one is a TLS Secret (tls.crt/tls.key are present).
+      type: existing?.type ?? 'kubernetes.io/tls',
+      data: stateToSecretData(state),
+    };
+  }
 
   /** One pass, never throwing; resolves with how long to wait before the next, or undefined once stopped. */
-  const attempt = async (): Promise<number | undefined> => {
+  async #attempt(): Promise<number | undefined> {
     try {
-      await reconcile();
+      await this.reconcile();
     } catch (error) {
-      if (stopController.signal.aborted) return undefined;
-      const delay = retryMs;
-      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
-      if (error instanceof NamespaceMissingError) {
-        if (!namespaceMissing) {
-          namespaceMissing = true;
-          log.error(
-            { namespace: error.namespace },
-            `namespace ${error.namespace} does not exist, so the webhook certificate Secret cannot be stored and the webhook cannot serve: ` +
-              `create the namespace, or point --controller-namespace (or POD_NAMESPACE) at the namespace the controller is installed in; retrying quietly`,
-          );
-        } else {
-          log.debug({ namespace: error.namespace, retryInMs: delay }, 'the controller namespace still does not exist');
-        }
-      } else {
-        log.error({ err: error, retryInMs: delay }, 'failed to provision the webhook certificate; retrying');
-      }
+      if (this.#stop.signal.aborted) return undefined;
+      const delay = this.#retryMs;
+      this.#retryMs = Math.min(this.#retryMs * 2, RETRY_MAX_MS);
+      this.#reportFailure(error, delay);
       return delay;
     }
-    if (namespaceMissing) {
-      namespaceMissing = false;
-      log.info({ namespace: options.namespace }, 'the controller namespace exists now; the webhook certificate is provisioned');
+    if (this.#namespaceMissing) {
+      this.#namespaceMissing = false;
+      this.#log.info({ namespace: this.#options.namespace }, 'the controller namespace exists now; the webhook certificate is provisioned');
     }
-    retryMs = RETRY_INITIAL_MS;
-    return Math.max(0, Math.min(nextCheckAt - clock.now(), resyncMs));
-  };
+    this.#retryMs = RETRY_INITIAL_MS;
+    return Math.max(0, Math.min(this.#nextCheckAt - this.#clock.now(), this.#resyncMs));
+  }
 
-  const run = async (firstDelay: number | undefined): Promise<void> => {
-    for (let delay = firstDelay; delay !== undefined; delay = await attempt()) {
+  #reportFailure(error: unknown, delay: number): void {
+    if (!(error instanceof NamespaceMissingError)) {
+      this.#log.error({ err: error, retryInMs: delay }, 'failed to provision the webhook certificate; retrying');
+    } else if (!this.#namespaceMissing) {
+      this.#namespaceMissing = true;
+      this.#log.error(
+        { namespace: error.namespace },
+        `namespace ${error.namespace} does not exist, so the webhook certificate Secret cannot be stored and the webhook cannot serve: ` +
+          `create the namespace, or point --controller-namespace (or POD_NAMESPACE) at the namespace the controller is installed in; retrying quietly`,
+      );
+    } else {
+      this.#log.debug({ namespace: error.namespace, retryInMs: delay }, 'the controller namespace still does not exist');
+    }
+  }
+
+  async #run(firstDelay: number | undefined): Promise<void> {
+    for (let delay = firstDelay; delay !== undefined; delay = await this.#attempt()) {
       try {
-        await sleep(clock, delay, stopController.signal);
+        await sleep(this.#clock, delay, this.#stop.signal);
       } catch {
         return;
       }
     }
-  };
-
-  return {
-    reconcile,
-    async start() {
-      // The first pass is awaited so that the caller can serve (and report ready) at once; the loop goes on.
-      loop = run(await attempt());
-    },
-    async stop() {
-      stopController.abort(new Error('stopped'));
-      await loop;
-    },
-    current: () => served,
-    ready: () => served !== undefined,
-  };
+  }
 }
 
 function errorMessage(error: unknown): string {
