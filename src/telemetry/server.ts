@@ -91,11 +91,6 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
   const serveHealth = options.health ?? true;
   const closeTimeoutMs = options.closeTimeoutMs ?? 5000;
 
-  const reply = (res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void => {
-    res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
-    res.end(res.req.method === 'HEAD' ? undefined : body);
-  };
-
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -117,18 +112,7 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       return;
     }
     if (options.registry && url.pathname === '/metrics') {
-      if (options.authorize) {
-        const decision = await options.authorize(req.headers.authorization, 'get', url.pathname);
-        if (decision.status !== 200) {
-          if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
-          else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
-          if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
-          reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
-          return;
-        }
-      }
-      const text = await options.registry.metrics();
-      reply(res, 200, text, options.registry.contentType);
+      await serveMetrics(req, res, options.registry, options.authorize, log);
       return;
     }
     reply(res, 404, 'not found\n');
@@ -171,4 +155,31 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       httpsServer.setSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
     },
   };
+}
+
+function reply(res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void {
+  res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+/** GET /metrics, behind the authorisation check when there is one. */
+async function serveMetrics(
+  req: IncomingMessage,
+  res: ServerResponse,
+  registry: NonNullable<TelemetryServerOptions['registry']>,
+  authorize: TelemetryServerOptions['authorize'],
+  log: Logger,
+): Promise<void> {
+  if (authorize) {
+    const decision = await authorize(req.headers.authorization, 'get', '/metrics');
+    if (decision.status !== 200) {
+      if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
+      else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
+      if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
+      reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
+      return;
+    }
+  }
+  const text = await registry.metrics();
+  reply(res, 200, text, registry.contentType);
 }

@@ -107,46 +107,6 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
   const tlsSettings = { minVersion: tls.minVersion, ciphers: tls.ciphers, honorCipherOrder: true };
   let certificate: CertKeyPair | undefined;
 
-  const send = (res: ServerResponse, status: number, body: unknown): void => {
-    const text = typeof body === 'string' ? `${body}\n` : JSON.stringify(body);
-    res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json' });
-    res.end(text);
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<number> => {
-    const path = new URL(req.url ?? '/', 'https://localhost').pathname;
-    if (path !== MUTATE_POD_PATH) throw new HttpError(404, 'not found');
-    if (req.method !== 'POST') {
-      res.setHeader('allow', 'POST');
-      throw new HttpError(405, 'method not allowed');
-    }
-    const type = req.headers['content-type'] ?? '';
-    if (!/^application\/json\b/i.test(type)) throw new HttpError(415, `expected application/json, got ${type || 'no content type'}`);
-    const raw = await readBody(req, maxBodyBytes);
-    let body: unknown;
-    try {
-      body = JSON.parse(raw.toString('utf8'));
-    } catch (error) {
-      throw new HttpError(400, `body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
-    }
-    // Aborts the API fallbacks if the API server gives up on us (closed connection).
-    const aborter = new AbortController();
-    const onClose = (): void => {
-      if (!res.writableFinished) aborter.abort(new Error('the client closed the connection'));
-    };
-    res.on('close', onClose);
-    try {
-      const review = await options.mutatePod(body, aborter.signal);
-      send(res, 200, review);
-      return 200;
-    } catch (error) {
-      if (error instanceof BadAdmissionReviewError) throw new HttpError(400, error.message);
-      throw error;
-    } finally {
-      res.off('close', onClose);
-    }
-  };
-
   const server: Server = createServer(tlsSettings, (req, res) => {
     const started = process.hrtime.bigint();
     metrics?.inFlight.inc({ webhook: MUTATE_POD_PATH });
@@ -155,7 +115,7 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       metrics?.requests.inc({ webhook: MUTATE_POD_PATH, code: String(status) });
       metrics?.latency.observe({ webhook: MUTATE_POD_PATH }, Number(process.hrtime.bigint() - started) / 1e9);
     };
-    handle(req, res).then(done, (error: unknown) => {
+    handle(req, res, options, maxBodyBytes).then(done, (error: unknown) => {
       const status = error instanceof HttpError ? error.status : 500;
       if (status === 500) log.error({ err: error, path: req.url }, 'admission request failed');
       else log.warn({ status, reason: (error as Error).message, path: req.url }, 'rejected admission request');
@@ -189,4 +149,45 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       return closeGracefully(server, closeTimeoutMs);
     },
   };
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const text = typeof body === 'string' ? `${body}\n` : JSON.stringify(body);
+  res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/json' });
+  res.end(text);
+}
+
+/** One AdmissionReview request: checks the path, method, content type and body, then asks the handler. */
+async function handle(req: IncomingMessage, res: ServerResponse, options: WebhookServerOptions, maxBodyBytes: number): Promise<number> {
+  const path = new URL(req.url ?? '/', 'https://localhost').pathname;
+  if (path !== MUTATE_POD_PATH) throw new HttpError(404, 'not found');
+  if (req.method !== 'POST') {
+    res.setHeader('allow', 'POST');
+    throw new HttpError(405, 'method not allowed');
+  }
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/json\b/i.test(type)) throw new HttpError(415, `expected application/json, got ${type || 'no content type'}`);
+  const raw = await readBody(req, maxBodyBytes);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch (error) {
+    throw new HttpError(400, `body is not JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  // Aborts the API fallbacks if the API server gives up on us (closed connection).
+  const aborter = new AbortController();
+  const onClose = (): void => {
+    if (!res.writableFinished) aborter.abort(new Error('the client closed the connection'));
+  };
+  res.on('close', onClose);
+  try {
+    const review = await options.mutatePod(body, aborter.signal);
+    send(res, 200, review);
+    return 200;
+  } catch (error) {
+    if (error instanceof BadAdmissionReviewError) throw new HttpError(400, error.message);
+    throw error;
+  } finally {
+    res.off('close', onClose);
+  }
 }
