@@ -719,25 +719,12 @@ describe('pod admission handler: no pod but a launcher pod of the VM may name it
 
   it('a Binding carrying a claim annotation: refused; a Binding without: admitted', async () => {
     const { handle } = handler({});
-    const binding = (annotations?: Record<string, string>) => ({
-      apiVersion: 'admission.k8s.io/v1',
-      kind: 'AdmissionReview',
-      request: {
-        uid: 'req-b',
-        kind: { group: '', version: 'v1', kind: 'Binding' },
-        resource: { group: '', version: 'v1', resource: 'pods' },
-        subResource: 'binding',
-        namespace: NS,
-        name: 'virt-launcher-vm1-x',
-        operation: 'CREATE',
-        object: {
-          apiVersion: 'v1',
-          kind: 'Binding',
-          metadata: { name: 'virt-launcher-vm1-x', ...(annotations ? { annotations } : {}) },
-          target: { kind: 'Node', name: 'n1' },
-        },
-      },
-    });
+    // What the API server sends for pods/binding: the Binding as the object, the pod's name as the request's.
+    const binding = (annotations?: Record<string, string>) => {
+      const review = admissionReview({ metadata: { name: 'virt-launcher-vm1-x', ...(annotations ? { annotations } : {}) } });
+      const object = { apiVersion: 'v1', kind: 'Binding', ...review.request!.object!, target: { kind: 'Node', name: 'n1' } };
+      return { ...review, request: { ...review.request!, kind: { group: '', version: 'v1', kind: 'Binding' }, subResource: 'binding', object } };
+    };
     const out = await handle(binding({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.red' }));
     assert.equal(out.response?.status?.code, 403);
     // The older namespaced `bindings` resource does the same as pods/binding, with no subresource.
@@ -745,7 +732,7 @@ describe('pod admission handler: no pod but a launcher pod of the VM may name it
     const viaBindings = { ...legacy, request: { ...legacy.request, resource: { group: '', version: 'v1', resource: 'bindings' }, subResource: undefined } };
     assert.equal((await handle(viaBindings)).response?.status?.code, 403);
     assert.match(out.response?.status?.message ?? '', /Binding of pod vms\/virt-launcher-vm1-x may not carry annotation k8s\.ovn\.org\/primary-udn-ipamclaim/);
-    assert.deepEqual((await handle(binding())).response, { uid: 'req-b', allowed: true });
+    assert.deepEqual((await handle(binding())).response, { uid: 'req-1', allowed: true });
   });
 
   it('a launcher pod whose reference is spelled in another letter case (what Go reads, JSON.parse does not): refused', async () => {
