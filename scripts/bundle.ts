@@ -19,7 +19,7 @@ export interface BundleOptions {
   required?: readonly string[];
 }
 
-/** How the controller is bundled; bench/client-node-rss.ts bundles its arms the same way. */
+/** How the controller is bundled. */
 export const BUNDLE_OPTIONS = {
   bundle: true,
   splitting: true,

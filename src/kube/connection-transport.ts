@@ -56,7 +56,7 @@ class OneServerAgent extends HttpsAgent {
   }
 }
 
-/** node:http(s) over one keep-alive pool: far less CPU per request than WHATWG fetch (bench/transport.ts measures both). */
+/** node:http(s) over one keep-alive pool: far less CPU per request than WHATWG fetch (measured by the since removed bench/transport.ts, commit 75b041a). */
 export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
   const { cluster } = conn;
   const url = new URL(cluster.server);

@@ -1,7 +1,7 @@
 // HTTP/2 to the API server, as client-go speaks it by default: every request and watch of the process is a stream
 // on one TLS connection. A cold start's writes leave in groups (the token bucket releases them on a grid); over
 // HTTP/1.1 each request of a group needs its own socket, TLS record and read, while here a group shares them, which
-// costs the client less CPU per request (bench/transport.ts compares the two).
+// costs the client less CPU per request (docs/architecture.md §7 compares the two).
 //
 // A server that does not offer h2 (a TLS-terminating proxy speaking only HTTP/1.1) is detected from the handshake
 // and the transport falls back to node:https for good; DISABLE_HTTP2 (client-go's switch) skips HTTP/2 altogether.
