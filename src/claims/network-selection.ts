@@ -98,19 +98,19 @@ export function referenceOf(element: NetworkSelectionElement | undefined): strin
   return typeof ref === 'string' && ref !== '' ? ref : undefined;
 }
 
+/** The annotations a claim reference lives in, in the order messages list them. */
+export const CLAIM_ANNOTATIONS = [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION] as const;
+
+/** The IPAMClaims one of CLAIM_ANNOTATIONS names, where the IPAM plugin would read them (none when it cannot be read). */
+export function claimsNamedIn(annotations: Readonly<Record<string, unknown>> | undefined, key: (typeof CLAIM_ANNOTATIONS)[number]): string[] {
+  const text = annotations?.[key];
+  if (typeof text !== 'string' || text === '') return [];
+  if (key === OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION) return [text];
+  const selection = parseNetworkSelection(text);
+  return selection.ok ? selection.elements.flatMap((e) => referenceOf(e) ?? []) : [];
+}
+
 /** Every IPAMClaim a pod's annotations name, where the IPAM plugin would read it. */
 export function namedClaims(pod: Pod): string[] {
-  const annotations = pod.metadata?.annotations ?? {};
-  const names: string[] = [];
-  for (const annotation of [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION]) {
-    const selection = parseNetworkSelection(annotations[annotation] ?? '');
-    if (!selection.ok) continue;
-    for (const element of selection.elements) {
-      const ref = referenceOf(element);
-      if (ref !== undefined) names.push(ref);
-    }
-  }
-  const legacy = annotations[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
-  if (typeof legacy === 'string' && legacy !== '') names.push(legacy);
-  return names;
+  return CLAIM_ANNOTATIONS.flatMap((key) => claimsNamedIn(pod.metadata?.annotations, key));
 }

@@ -22,7 +22,7 @@
 import type { PodAddresses } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { controllerRef, isKubevirtRef, type NetworkVerdict } from '../claims/index.ts';
-import { IPAM_CLAIM_REFERENCE, namedClaims, parseNetworkSelection } from '../claims/network-selection.ts';
+import { namedClaims, parseNetworkSelection, referenceOf } from '../claims/network-selection.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { CarryOver } from './carry-over.ts';
 import { allow, deny, refusal, type LogLine, type Verdict } from './admission-verdicts.ts';
@@ -86,10 +86,7 @@ export function claimsToProve(subject: Pod, carry: CarryOver | undefined): strin
   if (!carry) return namedClaims(subject);
   const selection = parseNetworkSelection(subject.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
   if (!selection.ok) return [];
-  return carry.fresh.flatMap((i) => {
-    const ref = selection.elements[i]?.[IPAM_CLAIM_REFERENCE];
-    return typeof ref === 'string' && ref !== '' ? [ref] : [];
-  });
+  return carry.fresh.flatMap((i) => referenceOf(selection.elements[i]) ?? []);
 }
 
 const podOf = (f: AdmissionFacts): string => `${f.namespace}/${f.podName}`;

@@ -19,12 +19,9 @@
 // folds to ipam-claim-reference under another spelling, or text that looks like a non-empty reference but does not
 // parse is therefore refused rather than guessed at. virt-controller writes none of these.
 
-import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
+import { OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
 import { isObject } from '../claims/nad-config.ts';
-import { IPAM_CLAIM_REFERENCE, parseNetworkSelection, referenceOf } from '../claims/network-selection.ts';
-
-/** The annotations a claim reference lives in, in the order messages list them. */
-export const CLAIM_ANNOTATIONS = [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION] as const;
+import { CLAIM_ANNOTATIONS, claimsNamedIn, IPAM_CLAIM_REFERENCE, parseNetworkSelection } from '../claims/network-selection.ts';
 
 export type GuardRule = 'BindingCarriesClaimKeys' | 'UnreadableReference' | 'NotALauncherPod';
 
@@ -72,16 +69,8 @@ export function unreadableReference(text: string): string | undefined {
   return undefined;
 }
 
-/** The claims an annotation names, by the parser every other module uses (after unreadableReference passed). */
-function claimsIn(annotations: Annotations | undefined, key: string): string[] {
-  const text = textOf(annotations, key);
-  if (key === OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION) return text === '' ? [] : [text];
-  const selection = parseNetworkSelection(text);
-  return selection.ok ? selection.elements.flatMap((e) => referenceOf(e) ?? []) : [];
-}
-
 /** The claim annotations a request sets: all at CREATE, those whose value changed at UPDATE. */
-function touched(input: GuardInput): string[] {
+function touched(input: GuardInput): (typeof CLAIM_ANNOTATIONS)[number][] {
   return CLAIM_ANNOTATIONS.filter((key) => input.operation === 'CREATE' || textOf(input.annotations, key) !== textOf(input.oldAnnotations, key));
 }
 
@@ -92,7 +81,7 @@ const rules: readonly ((input: GuardInput) => GuardRefusal | undefined)[] = [
     if (keys.length === 0) return undefined;
     return {
       rule: 'BindingCarriesClaimKeys',
-      claims: keys.flatMap((key) => claimsIn(input.annotations, key)),
+      claims: keys.flatMap((key) => claimsNamedIn(input.annotations, key)),
       message: `persistent-ips: a Binding of pod ${input.subject} may not carry annotation ${keys.join(', ')}: the API server would copy it into the pod past admission, and only a VM's launcher pods may name its IPAMClaim`,
     };
   },
@@ -113,8 +102,8 @@ const rules: readonly ((input: GuardInput) => GuardRefusal | undefined)[] = [
   function notALauncherPod(input) {
     if (input.kind !== 'Pod' || input.launcher) return undefined;
     const added = touched(input).flatMap((key) => {
-      const before = new Set(input.operation === 'UPDATE' ? claimsIn(input.oldAnnotations, key) : []);
-      return claimsIn(input.annotations, key)
+      const before = new Set(input.operation === 'UPDATE' ? claimsNamedIn(input.oldAnnotations, key) : []);
+      return claimsNamedIn(input.annotations, key)
         .filter((claim) => !before.has(claim))
         .map((claim) => ({ key, claim }));
     });
