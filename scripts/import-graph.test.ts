@@ -39,62 +39,44 @@ export function cycles(graph: Map<string, string[]>): string[][] {
   return knots(graph).map((component) => loopThrough(graph, new Set(component)));
 }
 
-/** The strongly connected components of more than one file (or of one file importing itself). */
+/**
+ * Breadth first from `start` (inside `within`, when given): each file reached → the file it was first reached from.
+ * `start` itself is reached only through a loop, and then by a shortest one.
+ */
+function reachedFrom(graph: Map<string, string[]>, start: string, within?: Set<string>): Map<string, string> {
+  const previous = new Map<string, string>();
+  const queue = [start];
+  for (let i = 0; i < queue.length; i++) {
+    for (const w of graph.get(queue[i]!) ?? []) {
+      if (previous.has(w) || (within !== undefined && !within.has(w))) continue;
+      previous.set(w, queue[i]!);
+      queue.push(w);
+    }
+  }
+  return previous;
+}
+
+/** The strongly connected components of more than one file (or of one file importing itself): files that reach each other. */
 export function knots(graph: Map<string, string[]>): string[][] {
-  // Tarjan's strongly connected components, then one concrete loop through each component for the message.
-  let counter = 0;
-  const index = new Map<string, number>();
-  const low = new Map<string, number>();
-  const stack: string[] = [];
-  const onStack = new Set<string>();
+  const reach = new Map([...graph.keys()].map((v) => [v, reachedFrom(graph, v)]));
+  const found = new Set<string>();
   const components: string[][] = [];
-  const visit = (v: string): void => {
-    index.set(v, counter);
-    low.set(v, counter++);
-    stack.push(v);
-    onStack.add(v);
-    for (const w of graph.get(v) ?? []) {
-      if (!index.has(w)) {
-        visit(w);
-        low.set(v, Math.min(low.get(v)!, low.get(w)!));
-      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
-    }
-    if (low.get(v) === index.get(v)) {
-      const component: string[] = [];
-      let w: string;
-      do {
-        w = stack.pop()!;
-        onStack.delete(w);
-        component.push(w);
-      } while (w !== v);
-      if (component.length > 1 || (graph.get(v) ?? []).includes(v)) components.push(component);
-    }
-  };
-  for (const v of graph.keys()) if (!index.has(v)) visit(v);
-  return components.map((component) => component.sort());
+  for (const v of [...graph.keys()].sort()) {
+    if (found.has(v) || !reach.get(v)!.has(v)) continue;
+    const component = [...reach.get(v)!.keys()].filter((w) => reach.get(w)?.has(v)).sort();
+    for (const w of component) found.add(w);
+    components.push(component);
+  }
+  return components;
 }
 
 /** A shortest closed path inside one strongly connected component, from its first file in sort order. */
 function loopThrough(graph: Map<string, string[]>, members: Set<string>): string[] {
   const start = [...members].sort()[0]!;
-  const previous = new Map<string, string>();
-  const queue = [start];
-  for (let i = 0; i < queue.length; i++) {
-    const v = queue[i]!;
-    for (const w of graph.get(v) ?? []) {
-      if (!members.has(w)) continue;
-      if (w === start) {
-        const path = [start];
-        for (let u: string | undefined = v; u !== undefined && u !== start; u = previous.get(u)) path.splice(1, 0, u);
-        return [...path, start];
-      }
-      if (!previous.has(w)) {
-        previous.set(w, v);
-        queue.push(w);
-      }
-    }
-  }
-  return [start, start];
+  const previous = reachedFrom(graph, start, members);
+  const path = [start];
+  for (let u = previous.get(start); u !== undefined && u !== start; u = previous.get(u)) path.unshift(u);
+  return [start, ...path];
 }
 
 /** The folders of src (`src/kube`, ...) and, for each folder it imports, the first production file import doing so. */
