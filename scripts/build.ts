@@ -24,7 +24,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
-import { bundle } from './bundle.ts';
+import { bundle, controllerEntries } from './bundle.ts';
 import { NOTICES_FILE, SBOM_FILE } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -80,11 +80,7 @@ try {
   mkdirSync(partial, { recursive: true });
   const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
   await bundle({
-    entryPoints: {
-      main: join(stage, 'cli', 'main.js'),
-      'parse-worker': join(stage, 'cli', 'parse-worker.js'),
-      'mint-worker': join(stage, 'webhook', 'mint-worker.js'),
-    },
+    entryPoints: controllerEntries(stage, '.js'),
     ownDir: stage,
     outdir: join(partial, 'cli'),
     required: Object.keys(manifest.dependencies ?? {}),

@@ -3,10 +3,24 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { bundle, renamedOwnClasses } from './bundle.ts';
+import { bundle, controllerEntries, renamedOwnClasses } from './bundle.ts';
 import { NOTICES_FILE, noticesPackageIds, SBOM_FILE, sbomPackageIds } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
+
+/** Runs `body` with a fresh scratch folder and a writer of files under it, then removes the folder. */
+async function inScratch(prefix: string, body: (root: string, file: (path: string, text: string) => void) => Promise<void>): Promise<void> {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  const file = (path: string, text: string): void => {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  };
+  try {
+    await body(root, file);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
 
 /** The package lists of a bundle's two files, read back from disk. */
 function lists(dir: string): { notices: string[]; sbom: string[] } {
@@ -17,13 +31,8 @@ function lists(dir: string): { notices: string[]; sbom: string[] } {
 }
 
 describe("the bundle's SBOM and third-party notices", () => {
-  it('name the same packages: scoped, nested in two versions, without one whose code tree-shaking removed', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'bundle-'));
-    try {
-      const file = (path: string, text: string): void => {
-        mkdirSync(dirname(join(root, path)), { recursive: true });
-        writeFileSync(join(root, path), text);
-      };
+  it('name the same packages: scoped, nested in two versions, without one whose code tree-shaking removed', () =>
+    inScratch('bundle-', async (root, file) => {
       const pkg = (dir: string, manifest: object, code: string): void => {
         file(`${dir}/package.json`, JSON.stringify({ main: 'index.js', license: 'MIT', ...manifest }));
         file(`${dir}/index.js`, code);
@@ -51,21 +60,13 @@ describe("the bundle's SBOM and third-party notices", () => {
         bundle({ entryPoints: { main: join(root, 'src/main.js') }, ownDir: join(root, 'src'), outdir: join(root, 'dist/cli'), required: ['shaken'] }),
         /dependencies not in the bundle .*: shaken/,
       );
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
-  });
+    }));
 
-  it('name the same packages for the controller itself (its sources bundled as the build bundles them)', async () => {
-    const out = mkdtempSync(join(tmpdir(), 'bundle-src-'));
-    try {
+  it('name the same packages for the controller itself (its sources bundled as the build bundles them)', () =>
+    inScratch('bundle-src-', async (out) => {
       const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
       await bundle({
-        entryPoints: {
-          main: join(ROOT, 'src/cli/main.ts'),
-          'parse-worker': join(ROOT, 'src/cli/parse-worker.ts'),
-          'mint-worker': join(ROOT, 'src/webhook/mint-worker.ts'),
-        },
+        entryPoints: controllerEntries(join(ROOT, 'src'), '.ts'),
         ownDir: join(ROOT, 'src'),
         outdir: join(out, 'cli'),
         required: Object.keys(manifest.dependencies),
@@ -77,20 +78,12 @@ describe("the bundle's SBOM and third-party notices", () => {
           sbom.some((id) => id.startsWith(`${name}@`)),
           `${name} is listed`,
         );
-    } finally {
-      rmSync(out, { recursive: true, force: true });
-    }
-  });
+    }));
 });
 
 describe('the names of the bundle', () => {
-  it("refuses to rename one of the project's classes, whose name is the `type` of its errors in the logs", async () => {
-    const root = mkdtempSync(join(tmpdir(), 'bundle-names-'));
-    try {
-      const file = (path: string, text: string): void => {
-        mkdirSync(dirname(join(root, path)), { recursive: true });
-        writeFileSync(join(root, path), text);
-      };
+  it("refuses to rename one of the project's classes, whose name is the `type` of its errors in the logs", () =>
+    inScratch('bundle-names-', async (root, file) => {
       file('package.json', JSON.stringify({ name: 'fixture', version: '1.0.0', type: 'module' }));
       file('src/a.js', 'export class Clash extends Error {}\n');
       file('src/b.js', 'export class Clash extends Error {}\n');
@@ -103,10 +96,7 @@ describe('the names of the bundle', () => {
       await assert.rejects(bundle({ ...opts, entryPoints: { main: join(root, 'src/main.js') } }), /classes of the project renamed in the bundle .*: Clash/);
       await bundle({ ...opts, entryPoints: { main: join(root, 'src/alone.js') } });
       assert.match(readFileSync(join(root, 'dist/cli/main.js'), 'utf8'), /\bSingle = class extends Error/);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
-  });
+    }));
 
   it('tells a renamed class from one whose own name ends in digits', () => {
     assert.deepEqual(renamedOwnClasses(['class Clash {}', 'class Ipv4 {}'], ['class Clash2 extends Error {}', 'class Ipv4 {}']), ['Clash']);

@@ -19,6 +19,13 @@ export interface BundleOptions {
   required?: readonly string[];
 }
 
+/** The controller's entry modules under `dir` (the CLI and its two short-lived child processes), by output name. */
+export const controllerEntries = (dir: string, ext: '.js' | '.ts'): Record<string, string> => ({
+  main: join(dir, 'cli', `main${ext}`),
+  'parse-worker': join(dir, 'cli', `parse-worker${ext}`),
+  'mint-worker': join(dir, 'webhook', `mint-worker${ext}`),
+});
+
 /** How the controller is bundled. */
 export const BUNDLE_OPTIONS = {
   bundle: true,

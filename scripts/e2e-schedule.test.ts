@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { getPriority } from 'node:os';
 import { lowerGroupPriority, Prepared, stepsNeededBy } from './e2e-schedule.ts';
 
@@ -47,34 +47,24 @@ describe('e2e files and the prepare steps they wait for', () => {
     const pgid = group.pid!;
     const mine = getPriority();
     try {
-      const members = () => {
-        const out = spawn('ps', ['-o', 'pid=,ni=', '-g', String(pgid)]);
-        return new Promise<number[]>((res) => {
-          let text = '';
-          out.stdout.on('data', (d) => (text += d));
-          out.on('close', () =>
-            res(
-              text
-                .trim()
-                .split('\n')
-                .map((l) => Number(l.trim().split(/\s+/)[1]))
-                .sort((a, b) => a - b),
-            ),
-          );
-        });
-      };
+      const members = (): number[] =>
+        spawnSync('ps', ['-o', 'pid=,ni=', '-g', String(pgid)], { encoding: 'utf8' })
+          .stdout.trim()
+          .split('\n')
+          .map((l) => Number(l.trim().split(/\s+/)[1]))
+          .sort((a, b) => a - b);
       // Until the group is whole: `nice` sets its priority only after bash has forked it, so a loaded machine can show
       // the third process at the shell's priority for a moment.
       let before: number[] = [];
       for (let i = 0; i < 250 && !(before.length === 3 && before[2] === 5); i++) {
         await new Promise((r) => setTimeout(r, 20));
-        before = await members();
+        before = members();
       }
       assert.deepEqual(before, [0, 0, 5]);
       assert.equal(lowerGroupPriority(pgid, 10), undefined);
-      assert.deepEqual(await members(), [10, 10, 15]);
+      assert.deepEqual(members(), [10, 10, 15]);
       assert.equal(lowerGroupPriority(pgid, 10), undefined);
-      assert.deepEqual(await members(), [19, 19, 19], 'capped at 19');
+      assert.deepEqual(members(), [19, 19, 19], 'capped at 19');
       assert.equal(getPriority(), mine, 'the caller is not in the group and keeps its priority');
     } finally {
       process.kill(-pgid, 'SIGKILL');

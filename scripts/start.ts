@@ -46,6 +46,14 @@ async function againstNamedCluster(plan: Extract<StartPlan, { mode: 'cluster' }>
   child.on('exit', (code) => process.exit(code ?? 1));
 }
 
+/** Calls `read` every 250 ms until it gives a value or `ms` have passed; its last answer. */
+async function poll<T>(ms: number, read: () => Promise<T | undefined>): Promise<T | undefined> {
+  for (const end = Date.now() + ms; ; await new Promise((r) => setTimeout(r, 250))) {
+    const value = await read();
+    if (value !== undefined || Date.now() >= end) return value;
+  }
+}
+
 async function local(dirFlag: string | undefined): Promise<void> {
   const dir = resolve(dirFlag ?? join(root, '.cluster', 'local'));
   say("persistent-ips: starting a local control plane with KubeVirt's virt-controller and OVN-Kubernetes' cluster manager");
@@ -87,32 +95,22 @@ async function local(dirFlag: string | undefined): Promise<void> {
       void stopAll(1);
     });
     const examples = join(root, 'manifests', 'examples');
-    const applied = await world.cp.kubectl([
-      'apply',
-      '-f',
-      join(examples, 'namespace.yaml'),
-      '-f',
-      join(examples, 'nad-persistent.yaml'),
-      '-f',
-      join(examples, 'vm.yaml'),
-    ]);
+    const applied = await world.cp.kubectl(['apply', ...['namespace.yaml', 'nad-persistent.yaml', 'vm.yaml'].flatMap((f) => ['-f', join(examples, f)])]);
     if (applied.code !== 0) throw new Error(`kubectl apply of the examples failed: ${applied.stderr}`);
     const created = Date.now();
     // The claim is the controller's; its status.ips is OVN-K's, written once the launcher pod has its address.
-    let ips: string[] = [];
-    while (Date.now() - created < 90_000 && ips.length === 0) {
+    const ips = await poll(90_000, async () => {
       const r = await world.cp.kubectl(['get', 'ipamclaim', '-n', 'vm-demo', 'vm-a.tenantblue', '-o', 'jsonpath={.status.ips}'], { check: false });
-      ips = r.code === 0 && r.stdout.trim() !== '' ? (JSON.parse(r.stdout) as string[]) : [];
-      if (ips.length === 0) await new Promise((r2) => setTimeout(r2, 250));
-    }
-    if (ips.length === 0) throw new Error(`the claim vm-a.tenantblue got no address within 90 s; see the logs in ${dir}`);
+      const found = r.code === 0 && r.stdout.trim() !== '' ? (JSON.parse(r.stdout) as string[]) : [];
+      return found.length > 0 ? found : undefined;
+    });
+    if (ips === undefined) throw new Error(`the claim vm-a.tenantblue got no address within 90 s; see the logs in ${dir}`);
     const given = Date.now();
     // the VMI runs once the node stand-in saw OVN-K's address on the launcher pod (and virt-controller moved it on)
-    while (Date.now() - given < 30_000) {
+    await poll(30_000, async () => {
       const r = await world.cp.kubectl(['get', 'vmi', '-n', 'vm-demo', 'vm-a', '-o', 'jsonpath={.status.phase}'], { check: false });
-      if (r.stdout.trim() === 'Running') break;
-      await new Promise((r2) => setTimeout(r2, 250));
-    }
+      return r.stdout.trim() === 'Running' || undefined;
+    });
     const shown = await world.cp.kubectl(['get', 'vm,vmi,ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
     say(`\nThe example VM's claim holds ${ips.join(', ')}, given by OVN-Kubernetes ${((given - created) / 1000).toFixed(1)} s after the VM was created:\n`);
     say(shown.stdout);

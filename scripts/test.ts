@@ -4,20 +4,11 @@
 //   node scripts/test.ts                      all phases: runtime typecheck lint unit build binaries e2e
 //   node scripts/test.ts binaries e2e [FILTER...]  (npm run test:e2e -- e2e/suite)
 //
-// Phases:
-//   typecheck, lint, unit, build  the package.json scripts of the same names (test:unit for unit)
-//   binaries                e2e/harness/prepare.ts: builds or finds the binaries the e2e files run (control plane,
-//                           KubeVirt, OVN-K, helm, promtool), outside any test, one after another in that order. It
-//                           starts with typecheck and runs beside typecheck, unit and build.
-//   e2e                     each e2e/**/*.test.ts file in its own `node --test` run, in its own process group, started
-//                           once the prepare steps it needs are ready (e2e/harness/prepare.ts `usedBy`, read through
-//                           the file's imports), so that the first files run while the last binaries build (10 nice
-//                           levels lower); with a watchdog: a file that runs past PERSISTENT_IPS_E2E_FILE_TIMEOUT_S
-//                           (default 600) is stopped and named; past PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000) for
-//                           all files, the files not yet run are named and skipped. PERSISTENT_IPS_E2E_JOBS (default 3)
-//                           files run side by side, one fewer while binaries still build; each output printed whole
-//                           when it ends. Processes a file started are killed by the harness's reaper when the file's
-//                           process ends, however it ends.
+// `binaries` (e2e/harness/prepare.ts) runs beside typecheck, unit and build; each e2e file runs in a `node --test` and
+// a process group of its own as soon as the prepare steps it needs are ready (docs/testing.md has the schedule and
+// why). Limits: PERSISTENT_IPS_E2E_FILE_TIMEOUT_S (default 600) a file, PERSISTENT_IPS_E2E_TIMEOUT_S (default 3000)
+// all files; PERSISTENT_IPS_E2E_JOBS (default 3) files side by side, one fewer while binaries build. The harness's
+// reaper kills whatever a file started when the file's process ends, however it ends.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { globSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
@@ -135,8 +126,6 @@ function run(
     });
   });
 }
-
-const npmRun = (script: string) => run(script, 'npm', ['run', '--silent', script]);
 
 /** The files that take a minute or more, by their length in the cold runs of 2026-11-27 (2 cores), longest first. */
 const LONGEST_FIRST = [
@@ -290,10 +279,11 @@ if (ok && wanted.includes('binaries')) {
     return res.ok;
   });
 }
-ok = ok && (await phase('typecheck', async () => (await npmRun('typecheck')).ok));
-ok = ok && (await phase('lint', async () => (await npmRun('lint')).ok));
-ok = ok && (await phase('unit', async () => (await npmRun('test:unit')).ok));
-ok = ok && (await phase('build', async () => (await npmRun('build')).ok));
+// The package.json scripts of the same names (test:unit for unit).
+for (const name of ['typecheck', 'lint', 'unit', 'build'] as const) {
+  const script = name === 'unit' ? 'test:unit' : name;
+  ok = ok && (await phase(name, async () => (await run(script, 'npm', ['run', '--silent', script])).ok));
+}
 if (!ok && building?.pid) {
   // Nothing will use the binaries of this run; a later run finds what was built in the cache.
   say('test: stopping the binaries build');

@@ -64,13 +64,7 @@ export function authorLine(author: unknown): string | undefined {
 
 /** Reads one package folder: its package.json and its licence files. */
 export function readPackage(dir: string): BundledPackage {
-  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
-    name?: unknown;
-    version?: unknown;
-    license?: unknown;
-    licenses?: unknown;
-    author?: unknown;
-  };
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Record<string, unknown>;
   if (typeof manifest.name !== 'string' || typeof manifest.version !== 'string')
     throw new Error(`third-party notices: ${join(dir, 'package.json')} has no name or version`);
   const files = readdirSync(dir, { withFileTypes: true })
@@ -130,16 +124,7 @@ export function sbomPackageIds(bom: { components?: CdxComponent[] }, type = 'npm
   const ids = new Set<string>();
   const visit = (list: CdxComponent[] | undefined): void => {
     for (const c of list ?? []) {
-      if (c.scope !== 'excluded' && c.purl?.startsWith(prefix)) {
-        ids.add(
-          c.purl
-            .slice(prefix.length)
-            .replace(/[?#].*$/, '')
-            .split('/')
-            .map(decodeURIComponent)
-            .join('/'),
-        );
-      }
+      if (c.scope !== 'excluded' && c.purl?.startsWith(prefix)) ids.add(decodeURIComponent(c.purl.slice(prefix.length).replace(/[?#].*$/, '')));
       visit(c.components);
     }
   };

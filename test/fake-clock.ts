@@ -1,5 +1,5 @@
-// Test doubles for the Clock. Not part of the build (tsconfig.build.json excludes src/**/testing.ts), so they never
-// ship in dist/ or the npm package.
+// Test doubles for the Clock. Outside src (tsconfig.build.json's rootDir), so they never ship in dist/ or the npm
+// package.
 import type { Clock, TimerHandle } from '../src/kube/clock.ts';
 
 interface FakeTimer {

@@ -45,18 +45,12 @@ export class ScriptedWatch implements AsyncIterable<WatchEvent> {
 
   #drain(): void {
     const w = this.#waiting;
-    if (!w) return;
+    if (!w || (this.#buffer.length === 0 && this.#error === undefined && !this.#ended)) return;
+    this.#waiting = undefined;
     const next = this.#buffer.shift();
-    if (next) {
-      this.#waiting = undefined;
-      w.resolve({ value: next, done: false });
-    } else if (this.#error !== undefined) {
-      this.#waiting = undefined;
-      w.reject(this.#error);
-    } else if (this.#ended) {
-      this.#waiting = undefined;
-      w.resolve({ value: undefined, done: true });
-    }
+    if (next) w.resolve({ value: next, done: false });
+    else if (this.#error !== undefined) w.reject(this.#error);
+    else w.resolve({ value: undefined, done: true });
   }
 
   [Symbol.asyncIterator](): AsyncIterator<WatchEvent> {

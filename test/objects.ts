@@ -90,14 +90,7 @@ export interface VmiOptions {
 /** The VMI KubeVirt makes for a VM: same name and namespace, controlled by the VM. */
 export function vmiOf(vm: VirtualMachine, opts: VmiOptions = {}): VirtualMachineInstance {
   const spec = opts.networks ? vmiSpec(opts.networks) : structuredClone(vm.spec?.template?.spec ?? {});
-  const owner: OwnerReference = {
-    apiVersion: apiVersionOf(resources.virtualMachines),
-    kind: 'VirtualMachine',
-    name: vm.metadata.name,
-    uid: vm.metadata.uid ?? '',
-    controller: true,
-    blockOwnerDeletion: true,
-  };
+  const owner = { ...ownerRefTo(vm), apiVersion: apiVersionOf(resources.virtualMachines), kind: 'VirtualMachine' };
   return instance(vm.metadata.name, vm.metadata.namespace ?? NS, spec, [owner], opts);
 }
 
