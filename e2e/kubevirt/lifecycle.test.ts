@@ -9,32 +9,20 @@
 //   npm run test:prepare          # builds the control plane, virt-controller and ovnkube (cached)
 //   npm run build && node_modules/.bin/node --test --test-concurrency=1 e2e/kubevirt/lifecycle.test.ts
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { after, before, describe, type TestContext } from 'node:test';
 import {
   ADDRESSES_ANNOTATION,
   MULTUS_DEFAULT_NETWORK_ANNOTATION,
   MULTUS_NETWORKS_ANNOTATION,
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
-import {
-  assertClaim,
-  CLAIM_FINALIZER,
-  createPersistentNad,
-  deletedRv,
-  expectedPodInterface,
-  finalizerReleaseRv,
-  firstRv,
-  nadConfig,
-  ownerOf,
-  waitForClaims,
-} from '../suite/fixtures.ts';
+import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, firstRv, nadConfig, waitForClaims } from '../suite/fixtures.ts';
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
-import { EVENTUALLY_MS, waitFor, World } from './world.ts';
+import { EVENTUALLY_MS, waitFor, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
-const CASE_TIMEOUT_MS = 240_000;
 
 interface Meta {
   name: string;
@@ -356,29 +344,6 @@ async function hotplug(ns: string, vmName: string, name: string, nad: string): P
   });
 }
 
-/** A case: fresh namespace, the namespace's state attached on failure. */
-function kvCase(
-  name: string,
-  fn: (ns: string, t: TestContext) => Promise<void>,
-  slug: string,
-  opts: { todo?: string; namespaceLabels?: Record<string, string> } = {},
-): void {
-  const { namespaceLabels, ...testOpts } = opts;
-  it(name, { timeout: CASE_TIMEOUT_MS, ...testOpts }, async (t) => {
-    const ns = await world.namespace(slug, namespaceLabels);
-    const t0 = Date.now();
-    try {
-      await fn(ns, t);
-    } catch (err) {
-      if (!opts.todo) world.failed = true;
-      t.diagnostic(await world.describe(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
-      throw err;
-    } finally {
-      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    }
-  });
-}
-
 // -- the rows -----------------------------------------------------------------------------------------------------
 
 describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () => {
@@ -395,232 +360,11 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   );
   after(() => world.tearDown(), { timeout: 60_000 });
 
-  kvCase(
-    'create VM (running): claims for the persistent networks; the launcher pod virt-controller creates refers to them',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(world, ns, 'nad-blue', { network: 'tenant-blue', topology: 'localnet' });
-      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
-      const vm = await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue', plain: 'nad-plain' } });
-      const claims = await waitForClaims(world, ns, ['vm1.red', 'vm1.blue']);
-      const { vmi, pod } = await waitRunning(ns, 'vm1');
-      assert.deepEqual([...(await world.api.claims(ns)).map((c) => c.metadata.name)].sort(), ['vm1.blue', 'vm1.red']);
-      assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
-      assertClaim(claims.get('vm1.blue'), ownerOf(vm, 'VirtualMachine'), 'blue', 'tenant-blue');
-      // the VMI and pod are virt-controller's: owner chain VM → VMI → pod
-      assert.ok(controlledBy(vmi, vm.metadata.uid), 'the VMI is controlled by the VM');
-      assert.equal(pod.metadata.labels?.['kubevirt.io'], 'virt-launcher');
-      assertReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
-      // KubeVirt rewrites the networks annotation of the RUNNING pod from the VMI spec (GenerateFromActivePod, while
-      // status.interfaces does not list the interfaces yet), without the references: the webhook's UPDATE rule is what
-      // keeps them (see README.md, "Where KubeVirt differed")
-      const update = await world.controller.waitForLog(
-        'an UPDATE admission of the running launcher pod',
-        (l) => l['operation'] === 'UPDATE' && l['pod'] === pod.metadata.name && l['namespace'] === ns,
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      t.diagnostic(`webhook on virt-controller's rewrite: ${JSON.stringify(update)}`);
-      assertReferences((await world.api.get<Pod>(paths.pods(ns, pod.metadata.name)))!, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
-      t.diagnostic(`launcher pod ${pod.metadata.name}: ${pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-    },
-    'create',
-  );
-
-  kvCase(
-    'VM stopped, then started again: VMI and pod go, the claims stay (finalizer, addresses); the new launcher pod refers to the same claims',
-    async (ns) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      const { vmi: first, pod: firstPod } = await waitRunning(ns, 'vm1');
-      const before = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
-      // OVN-K's cluster manager recorded the address in the claim when it allocated for the pod
-      const ips = await waitFor('status.ips of vm1.red', async () => (await world.api.claim(ns, 'vm1.red'))?.status?.ips, { timeoutMs: EVENTUALLY_MS });
-
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the first launcher pod', paths.pods(ns, firstPod.metadata.name));
-      const stopped = await world.api.claim(ns, 'vm1.red');
-      assert.ok(stopped && !stopped.metadata.deletionTimestamp, 'the claim stays while the VM is stopped');
-      assert.deepEqual(stopped.metadata.finalizers, [CLAIM_FINALIZER]);
-      assert.deepEqual(stopped.status?.ips, ips, 'the address stays in status.ips');
-
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { vmi, pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== first.metadata.uid);
-      assertReferences(pod, { red: 'vm1.red' });
-      const after = await world.api.claim(ns, 'vm1.red');
-      assert.equal(after?.metadata.uid, before.metadata.uid, 'the same claim object');
-      assert.deepEqual(after?.status?.ips, ips, 'the same address');
-      assert.notEqual(vmi.metadata.uid, first.metadata.uid, 'a new VMI');
-    },
-    'stop-start',
-  );
-
-  for (const propagationPolicy of ['Background', 'Foreground'] as const) {
-    kvCase(
-      `VM deleted (${propagationPolicy.toLowerCase()}): the claims keep their finalizer while the VMI exists; then they go, and so does the VM`,
-      async (ns, t) => {
-        await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-        await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-        await waitRunning(ns, 'vm1');
-        await waitForClaims(world, ns, ['vm1.red']);
-        const claims = await record<IPAMClaim>(t, paths.claims(ns));
-        const vmis = await record(t, paths.vmis(ns));
-        await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy });
-        await waitGone('the VM', paths.vms(ns, 'vm1'));
-        await waitGone('the claim', paths.claims(ns, 'vm1.red'));
-        claims.check();
-        vmis.check();
-        const vmiGone = deletedRv(vmis, 'vm1');
-        const released = finalizerReleaseRv(claims, 'vm1.red');
-        assert.ok(vmiGone !== undefined && released !== undefined, `recorded the VMI's deletion (${vmiGone}) and the finalizer's release (${released})`);
-        assert.ok(released > vmiGone, `the finalizer went (rv ${released}) only after the VMI was gone (rv ${vmiGone})`);
-        if (propagationPolicy === 'Foreground') {
-          const marked = claims.of('vm1.red').find((e) => e.obj.metadata.deletionTimestamp && e.obj.metadata.finalizers?.includes(CLAIM_FINALIZER));
-          assert.ok(marked, 'the garbage collector marked the claim for deletion while our finalizer held it');
-          assert.ok(marked.rv < vmiGone, 'the claim was marked while the VMI still existed');
-        }
-      },
-      `delete-${propagationPolicy.toLowerCase()}`,
-    );
-  }
-
-  kvCase(
-    'standalone VMI: the claim is owned by the VMI; it is released once the VMI is terminating with no launcher pod',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      const created = await world.api.create<Vmi>(paths.vmis(ns), {
-        apiVersion: 'kubevirt.io/v1',
-        kind: 'VirtualMachineInstance',
-        metadata: { name: 'solo', namespace: ns },
-        spec: vmSpec({ secondary: { red: 'nad-red' } }),
-      });
-      const claims = await waitForClaims(world, ns, ['solo.red']);
-      assertClaim(claims.get('solo.red'), ownerOf(created, 'VirtualMachineInstance'), 'red', 'red');
-      const { pod } = await waitRunning(ns, 'solo');
-      assertReferences(pod, { red: 'solo.red' });
-      const claimLog = await record<IPAMClaim>(t, paths.claims(ns));
-      const podLog = await record(t, paths.pods(ns));
-      await world.api.delete(paths.vmis(ns, 'solo'));
-      await waitGone('the VMI', paths.vmis(ns, 'solo'));
-      await waitGone('the claim', paths.claims(ns, 'solo.red'));
-      claimLog.check();
-      podLog.check();
-      const podGone = deletedRv(podLog, pod.metadata.name);
-      const released = finalizerReleaseRv(claimLog, 'solo.red');
-      assert.ok(
-        podGone !== undefined && released !== undefined && released > podGone,
-        `the finalizer went (rv ${released}) after the launcher pod was gone (rv ${podGone})`,
-      );
-    },
-    'standalone',
-  );
-
-  kvCase(
-    'live migration (VirtualMachineInstanceMigration): the target launcher pod virt-controller creates refers to the same claims; the claims are not touched',
-    async (ns) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      const claim = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
-      const settled = await waitFor(
-        'the IPAM plugin to record the address',
-        async () => {
-          const c = await world.api.claim(ns, 'vm1.red');
-          return c?.status?.ips?.length ? c : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      const target = await startMigration(ns, vmi);
-      assertReferences(target, { red: 'vm1.red' });
-      await waitMigrated(ns);
-      const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
-      assert.equal(now.metadata.name, target.metadata.name, 'the VMI now runs in the target pod');
-      // KubeVirt keeps the finished source pod (Completed) until the VMI goes, and lists it in activePods
-      const sourceAfter = await world.api.get<Pod>(paths.pods(ns, source.metadata.name));
-      assert.equal(sourceAfter?.status?.phase, 'Succeeded', 'the source launcher pod stays, completed');
-      const vmiAfter = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
-      assert.deepEqual(
-        Object.keys(vmiAfter?.status?.activePods ?? {}).sort(),
-        [source.metadata.uid!, target.metadata.uid!].sort(),
-        'activePods lists both pods',
-      );
-      const after = await world.api.claim(ns, 'vm1.red');
-      assert.equal(after?.metadata.uid, claim.metadata.uid);
-      assert.equal(after?.metadata.resourceVersion, settled.metadata.resourceVersion, 'the claim was not written during the migration');
-    },
-    'migration',
-  );
-
-  kvCase(
-    "hotplug an interface, then hot-unplug another (LiveUpdate): a claim appears for the new one; the unplugged one's claim goes once it left the VMI",
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      const { vmi } = await waitRunning(ns, 'vm1');
-      const red = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
-
-      // hotplug: add blue to the VM template; virt-controller copies it to the running VMI (LiveUpdate)
-      const vm = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
-      const spec = vm.spec.template.spec;
-      await world.api.mergePatch(paths.vms(ns, 'vm1'), {
-        spec: {
-          template: {
-            spec: {
-              networks: [...(spec.networks ?? []), { name: 'blue', multus: { networkName: 'nad-blue' } }],
-              domain: { devices: { interfaces: [...(spec.domain.devices.interfaces ?? []), { name: 'blue', bridge: {} }] } },
-            },
-          },
-        },
-      });
-      const blue = (await waitForClaims(world, ns, ['vm1.blue'])).get('vm1.blue')!;
-      assertClaim(blue, ownerOf(vm, 'VirtualMachine'), 'blue', 'blue');
-      // without Multus's dynamic networks controller, the interface reaches the guest through a migration to a pod
-      // that has it (virt-controller marks the VMI MigrationRequired after 15 s; the workload updater migrates)
-      const { pod: withBlue } = await waitRunning(
-        ns,
-        'vm1',
-        (_v, p) => elements(p).some((e) => e.interface === expectedPodInterface('blue')) && p.metadata.labels?.['kubevirt.io/migrationJobUID'] !== undefined,
-      );
-      assertReferences(withBlue, { red: 'vm1.red', blue: 'vm1.blue' });
-      assert.equal((await world.api.claim(ns, 'vm1.red'))?.metadata.uid, red.metadata.uid, 'the existing claim is kept');
-      t.diagnostic(`after hotplug: VMI ${vmi.metadata.name} in ${withBlue.metadata.name}: ${withBlue.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-
-      // Let the hotplug settle first: its migration completed and virt-controller has cleared MigrationRequired. An
-      // unplug issued while the hotplug's condition still stands was seen to wait for a migration KubeVirt never
-      // started (a loaded CI machine): that is KubeVirt's sequencing, not what this row is about.
-      await waitFor(
-        'the hotplug to settle (migration completed, MigrationRequired cleared)',
-        async () => {
-          const v = await world.api.get<Vmi & { status?: { conditions?: { type: string; status: string }[] } }>(paths.vmis(ns, 'vm1'));
-          const required = v?.status?.conditions?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
-          return v?.status?.migrationState?.completed && !required ? v : undefined;
-        },
-        { timeoutMs: 2 * EVENTUALLY_MS },
-      );
-
-      // hot-unplug red: state absent on the VM template
-      const vm2 = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
-      const ifaces = (vm2.spec.template.spec.domain.devices.interfaces ?? []).map((i) => (i.name === 'red' ? { ...i, state: 'absent' } : i));
-      await world.api.mergePatch(paths.vms(ns, 'vm1'), { spec: { template: { spec: { domain: { devices: { interfaces: ifaces } } } } } });
-      await waitFor(
-        'red to leave the VMI spec',
-        async () => {
-          const v = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
-          return v && !(v.spec.networks ?? []).some((n) => n.name === 'red') ? v : undefined;
-        },
-        { timeoutMs: 2 * EVENTUALLY_MS },
-      );
-      await waitGone('the claim of the unplugged interface', paths.claims(ns, 'vm1.red'));
-      const left = await world.api.claim(ns, 'vm1.blue');
-      assert.equal(left?.metadata.uid, blue.metadata.uid, 'the other claim stays');
-    },
-    'hotplug',
-  );
-
-  kvCase(
+  worldCase(
+    world,
     'primary user-defined network, template with networks (pod network, l2bridge binding): a claim for the pod network; the launcher pod refers to it',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('udn-template');
       await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
       const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
@@ -633,14 +377,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assertPrimaryReference(pod, 'vm1.default');
       t.diagnostic(`launcher pod annotations: ${JSON.stringify(pod.metadata.annotations)}`);
     },
-    'udn-template',
   );
 
   // The controller reads the VM template the way KubeVirt builds the VMI from it (src/claims/effective-spec.ts): a
   // template with no networks and no interfaces runs with the pod network `default`, which gets its claim.
-  kvCase(
+  worldCase(
+    world,
     'primary user-defined network, template with no networks and no interfaces: KubeVirt gives the VMI the pod network `default`; a claim for it; the launcher pod refers to it',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('udn-bare');
       await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
       await createVM(ns, 'vm1', { bare: true });
       const vmi = await waitFor('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')), { timeoutMs: EVENTUALLY_MS });
@@ -652,14 +397,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const { pod } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(pod, 'vm1.default');
     },
-    'udn-bare',
   );
 
   // -- issue 26: the edges (spec §8, last bullets) -------------------------------------------------------------
 
-  kvCase(
+  worldCase(
+    world,
     "a hotplug while the gate is off: virt-controller rebuilds the running pod's annotation without our references; the webhook carries the existing one over",
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('gate-off-hotplug');
       await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
@@ -671,12 +417,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
       assertReferences(rebuilt, { red: 'vm1.red', plain: undefined });
     },
-    'gate-off-hotplug',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it, and a migration target names it too',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('late-claim');
       await createPersistentNad(world, ns, 'nad-late', { network: 'late', allowPersistentIPs: false });
       const vm = await createVM(ns, 'vm1', { secondary: { late: 'nad-late' } });
       const { vmi, pod } = await waitRunning(ns, 'vm1');
@@ -704,12 +451,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const target = await startMigration(ns, vmi);
       assertReferences(target, { late: 'vm1.late' });
     },
-    'late-claim',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('orphan');
       await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue' } });
@@ -773,12 +521,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await world.api.delete(`/api/v1/namespaces/${ns}/configmaps/keeper`);
       await waitGone('vm1.blue, with its other owner', paths.claims(ns, 'vm1.blue'));
     },
-    'orphan',
   );
 
-  kvCase(
+  worldCase(
+    world,
     "a copied launcher pod (kubectl debug --copy-to: no owner reference, same labels and annotations) is never pointed at the VM's claim",
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('copied-pod');
       await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       await waitForClaims(world, ns, ['vm1.red']);
@@ -804,12 +553,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       t.diagnostic(`copy admitted without a reference: ${created.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
       await world.api.delete(paths.pods(ns, created.metadata.name));
     },
-    'copied-pod',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'NAD swapped on a running VM (LiveUpdateNADRef, GA in v1.9): the new network gets a claim of its own for the migration target; the old claim is released once the source pod has finished',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('nad-swap');
       await createPersistentNad(world, ns, 'nad-a', { network: 'net-a' });
       await createPersistentNad(world, ns, 'nad-b', { network: 'net-b' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-a' } });
@@ -847,14 +597,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal((await world.api.claim(ns, swapped.metadata.name))?.metadata.uid, swapped.metadata.uid, 'the new claim stays');
       t.diagnostic(`old claim ${old.metadata.uid} released; VMI ${vmi.metadata.name} runs on ${swapped.metadata.name}`);
     },
-    'nad-swap',
   );
 
   // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see tinyNetwork) -----
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): stop/start keeps the address OVN-K gave; while the VM is stopped the address stays held (the /30 is full for a third VM); IPsAllocated and ownerPod as OVN-K writes them, shown by `persistent-ips status`',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-stop-start');
       await tinyNetwork(ns, 'nad-t', 'tiny-stop', '10.201.1.0/30');
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
@@ -900,12 +651,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(after?.status?.ownerPod?.name, first.metadata.name, 'ownerPod is not rewritten for the new pod');
       assert.equal(ipsAllocated(after)?.status, 'True');
     },
-    'addr-stop-start',
   );
 
-  kvCase(
+  worldCase(
+    world,
     "addresses (OVN-K): live migration: the target pod gets the source pod's address and MAC; once the source pod is deleted the address is still held (the /30 is full for a third VM)",
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-migration');
       await tinyNetwork(ns, 'nad-t', 'tiny-migration', '10.201.2.0/30');
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
@@ -933,12 +685,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
       assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
     },
-    'addr-migration',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): VM deleted: its address returns to the pool, and a VM that found the range full gets that address only then',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-delete');
       await tinyNetwork(ns, 'nad-t', 'tiny-delete', '10.201.3.0/30');
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       await waitRunning(ns, 'vm1');
@@ -974,14 +727,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         'no other claim held the address before',
       );
     },
-    'addr-delete',
   );
 
   // The edges of issue 26 where OVN-K is the one that would free or hand out again an address a running VM holds.
 
-  kvCase(
+  worldCase(
+    world,
     "addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod's reference, so the end of that pod does not free the address its VM holds",
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-gate-off');
       await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
       await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
@@ -1008,12 +762,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
       await assertStillHeld(ns, 'nad-t', ips, 'after the pod ended');
     },
-    'addr-gate-off',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K), issue 26: a claim made after its pod runs is filled with the address that pod has; the migration target gets it, and it stays held once the source pod is deleted',
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-late-claim');
       const config = (persistent: boolean) => nadConfig(ns, 'nad-t', { network: 'tiny-late', subnets: '10.201.5.0/30', allowPersistentIPs: persistent });
       await world.api.create(paths.nads(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1',
@@ -1044,12 +799,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
       assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
     },
-    'addr-late-claim',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K), issue 26: kubectl delete vm --cascade=orphan: the running VMI keeps its claim and its address; no new VM gets it',
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-orphan');
       await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
       const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { pod } = await waitRunning(ns, 'vm1');
@@ -1072,15 +828,16 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(claim.status?.ips, ips);
       assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
     },
-    'addr-orphan',
   );
 
   // The controller under test restarts: what it left behind (claims, references) must carry the VM through, and a
   // restart in a steady state writes nothing.
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): our controller restarts while the VM is stopped and started again: the new launcher pod waits for the webhook (failurePolicy Fail), then gets the same address; the claim is not written across the restart; no other VM gets the address',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-restart');
       await tinyNetwork(ns, 'nad-t', 'tiny-restart', '10.201.7.0/30');
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
@@ -1160,18 +917,19 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         'no other claim ever held the address',
       );
     },
-    'addr-restart',
   );
 
   // Primary user-defined networks: the cluster manager allocates for them with network segmentation on and the
   // namespace labelled k8s.ovn.org/primary-user-defined-network (../ovn-kubernetes/cluster-manager.ts). OVN-K v1.3
   // takes the claim from the default-network element's ipam-claim-reference, else from the legacy annotation
   // k8s.ovn.org/primary-udn-ipamclaim (pkg/util/multi_network.go, GetPodNADToNetworkMappingWithActiveNetwork).
-  const udnNamespace = { namespaceLabels: { [OVN_PRIMARY_UDN_NAMESPACE_LABEL]: '' } };
+  const udnLabels = { [OVN_PRIMARY_UDN_NAMESPACE_LABEL]: '' };
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): primary user-defined network (layer2, role primary), claim named by the legacy annotation k8s.ovn.org/primary-udn-ipamclaim: OVN-K gives the launcher pod its primary address through the claim; stop/start keeps it',
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-udn-legacy', udnLabels);
       await createPersistentNad(world, ns, 'primary', { network: 'udn-legacy', role: 'primary', subnets: '10.202.1.0/24' });
       await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
@@ -1203,13 +961,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(net.mac_address, firstNet.mac_address, 'and the same MAC');
       assert.equal((await world.api.claim(ns, 'vm1.default'))?.status?.ownerPod?.name, first.metadata.name, 'ownerPod is not rewritten');
     },
-    'addr-udn-legacy',
-    udnNamespace,
   );
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): primary user-defined network, address and MAC asked for: the default-network element names the claim with the requests; OVN-K gives exactly those, records them in the claim, and the VM keeps them across stop/start',
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-udn-element', udnLabels);
       await createPersistentNad(world, ns, 'primary', { network: 'udn-element', role: 'primary', subnets: '10.202.2.0/24' });
       const mac = '02:5e:00:0a:ca:fe';
       const asked = ['10.202.2.77/24'];
@@ -1243,7 +1001,5 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(net.mac_address, mac);
       assert.deepEqual((await world.api.claim(ns, 'vm1.default'))?.status?.ips, asked);
     },
-    'addr-udn-element',
-    udnNamespace,
   );
 });

@@ -1,7 +1,7 @@
 // Spec §5 row "create VM (running)".
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { parseNetworksAnnotation } from '../../kubevirt/launcher-fixture.ts';
+import { isControlledBy, parseNetworksAnnotation } from '../../kubevirt/launcher-fixture.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
@@ -61,7 +61,10 @@ export function registerCreateVm(env: SuiteEnv): void {
         ]);
         const found = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
         const tClaims = Date.now() - t0;
-        const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        const { vmi, pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        // the VMI and pod are virt-controller's: owner chain VM → VMI → pod
+        assert.ok(isControlledBy(vmi.metadata, vm.metadata.uid), 'the VMI is controlled by the VM');
+        assert.equal(pod.metadata?.labels?.['kubevirt.io'], 'virt-launcher');
 
         // read back with kubectl, an independent client
         const out = await env.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
@@ -80,6 +83,16 @@ export function registerCreateVm(env: SuiteEnv): void {
 
         // the launcher pod (as admitted, through the controller's webhook) points the IPAM plugin at the claims
         assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
+        // KubeVirt rewrites the networks annotation of the RUNNING pod from the VMI spec (GenerateFromActivePod, while
+        // status.interfaces does not list the interfaces yet), without the references: the webhook's UPDATE rule is what
+        // keeps them (e2e/kubevirt/README.md, "Where KubeVirt differed")
+        const update = await env.shared.waitForLog(
+          'an UPDATE admission of the running launcher pod',
+          (l) => l['operation'] === 'UPDATE' && l['pod'] === pod.metadata?.name && l['namespace'] === ns,
+          { timeoutMs: 2 * EVENTUALLY_MS },
+        );
+        c.t.diagnostic(`webhook on virt-controller's rewrite: ${JSON.stringify(update)}`);
+        assertPodReferences((await env.api.get<PodLike>(paths.pods(ns, pod.metadata!.name!)))!, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
 
         const warnings = (await namespaceEvents(env.cluster, ns)).filter((e) => e.type === 'Warning');
         c.t.diagnostic(

@@ -27,6 +27,7 @@ import {
   EVENTUALLY_MS,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
+import { assertPodReferences } from './create-vm.ts';
 
 const CLAIMS = ['vm1.red', 'vm1.blue'];
 
@@ -53,7 +54,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const { claimLog, vmiLog, vmLog } = await runningVmWatched(env, c, ns);
       const logFrom = env.shared.logs.length;
 
-      await env.stopVirtController();
+      await env.world.stopVirtController();
       try {
         await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=background', '--wait=false']);
         await env.kv.waitForVM(ns, 'vm1', (vm) => !!vm.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS, what: 'VM vm1 terminating' });
@@ -64,7 +65,7 @@ export function registerDeletion(env: SuiteEnv): void {
         for (const claim of held) assert.ok(hasOurFinalizer(claim) && !claim.metadata.deletionTimestamp, `${claim.metadata.name} held`);
         assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
       } finally {
-        await env.startVirtController();
+        await env.world.startVirtController();
       }
 
       for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
@@ -92,7 +93,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const ns = await c.namespace('delete-foreground');
       const { claimLog, vmiLog, vmLog } = await runningVmWatched(env, c, ns);
 
-      await env.stopVirtController();
+      await env.world.stopVirtController();
       try {
         await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=foreground', '--wait=false']);
         // garbage collection marks the blocking dependents (the claims) for deletion; our finalizer holds them
@@ -111,7 +112,7 @@ export function registerDeletion(env: SuiteEnv): void {
         assert.ok(vm.metadata.finalizers?.includes('foregroundDeletion'), 'the VM waits for its dependents (foregroundDeletion)');
         assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
       } finally {
-        await env.startVirtController();
+        await env.world.startVirtController();
       }
 
       await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
@@ -143,13 +144,15 @@ export function registerDeletion(env: SuiteEnv): void {
         metadata: { name: 'vmi1', namespace: ns, labels: template.metadata?.labels },
         spec: template.spec,
       });
-      const { vmi } = await env.kv.waitForVMIRunning(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
+      const { vmi, pod } = await env.kv.waitForVMIRunning(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
       const claims = await waitForClaims(env, ns, ['vmi1.red']);
       assertClaim(claims.get('vmi1.red'), ownerOf(vmi, 'VirtualMachineInstance'), 'red', 'red');
+      assertPodReferences(pod, { red: 'vmi1.red' });
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+      const podLog = await watchLog(c, paths.pods(ns));
 
-      await env.stopVirtController();
+      await env.world.stopVirtController();
       try {
         await env.api.delete(paths.vmis(ns, 'vmi1'));
         const terminating = await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS });
@@ -157,13 +160,14 @@ export function registerDeletion(env: SuiteEnv): void {
         await assertQuiet(claimLog, 'the claim while its VMI is terminating with an active pod');
         assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held');
       } finally {
-        await env.startVirtController();
+        await env.world.startVirtController();
       }
 
       await waitForClaimGone(env, ns, 'vmi1.red');
       await env.kv.waitForVMIGone(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
       await waitForDeletedEvents(vmiLog, ['vmi1'], EVENTUALLY_MS);
       await waitForDeletedEvents(claimLog, ['vmi1.red'], EVENTUALLY_MS);
+      await waitForDeletedEvents(podLog, [pod.metadata!.name!], EVENTUALLY_MS);
       const podless = firstRv(
         vmiLog,
         'vmi1',
@@ -172,6 +176,8 @@ export function registerDeletion(env: SuiteEnv): void {
       const released = finalizerReleaseRv(claimLog, 'vmi1.red');
       assert.ok(podless && released, 'both recorded');
       assert.ok(released > podless, `finalizer released (rv ${released}) only once the VMI was terminating with no active pod (rv ${podless})`);
+      const podGone = deletedRv(podLog, pod.metadata!.name!)!;
+      assert.ok(released > podGone, `finalizer released (rv ${released}) only after the launcher pod was gone (rv ${podGone})`);
       const vmiGone = deletedRv(vmiLog, 'vmi1')!;
       const deleting = deletionStartRv(claimLog, 'vmi1.red')!;
       assert.ok(deleting > vmiGone, `claim deleted (rv ${deleting}) by garbage collection once the VMI was gone (rv ${vmiGone})`);
@@ -184,7 +190,7 @@ export function registerDeletion(env: SuiteEnv): void {
         const ns = await c.namespace('standalone-starting');
         await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
         const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
-        await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+        await env.world.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
         try {
           const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
             apiVersion: 'kubevirt.io/v1',
@@ -236,7 +242,7 @@ export function registerDeletion(env: SuiteEnv): void {
           await waitForClaimGone(env, ns, 'vmi1.red');
           await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
         } finally {
-          await env.startVirtController();
+          await env.world.startVirtController();
         }
       },
     );

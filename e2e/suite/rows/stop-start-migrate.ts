@@ -10,11 +10,11 @@ const IPS = { 'vm1.red': ['10.200.0.17/24', 'fd00:200::17/64'], 'vm1.blue': ['10
 
 /** A running VM on two persistent networks whose claims carry addresses (as the IPAM plugin would write them). */
 async function runningVmWithAddresses(c: CaseContext, slug: string) {
-  const { env } = c;
+  const env = c.world;
   const ns = await c.namespace(slug);
   await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
   await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-  const { vm } = await createRunningVM(env, ns, 'vm1', [
+  const { vm, vmi } = await createRunningVM(env, ns, 'vm1', [
     { name: 'red', nadName: 'nad-red' },
     { name: 'blue', nadName: 'nad-blue' },
   ]);
@@ -22,7 +22,7 @@ async function runningVmWithAddresses(c: CaseContext, slug: string) {
   for (const [name, ips] of Object.entries(IPS)) await writeClaimIps(env, ns, name, [...ips]);
   const claims = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x]));
   for (const [name, ips] of Object.entries(IPS)) assert.deepEqual(claims.get(name)?.status?.ips, [...ips]);
-  return { ns, vm, claims };
+  return { ns, vm, vmi, claims };
 }
 
 /** The claims are exactly `before`: same objects (uid), never written (resourceVersion), same addresses. */
@@ -71,14 +71,15 @@ export function registerStopStartMigrate(env: SuiteEnv): void {
 
   describe('VM started again', () => {
     e2eCase(env, 'VM started again: the same claim objects are reused (no write, same addresses); the new launcher pod refers to them', async (c) => {
-      const { ns, claims } = await runningVmWithAddresses(c, 'vm-restarted');
+      const { ns, vmi: first, claims } = await runningVmWithAddresses(c, 'vm-restarted');
       await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       const stopped = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x]));
       assertUnchanged(claims, [...stopped.values()], 'after stop');
       const log = await watchLog<IPAMClaim>(c, paths.claims(ns));
 
       const vmi = await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      assert.ok(vmi?.metadata.uid, 'a new VMI runs');
+      assert.ok(vmi?.metadata.uid, 'a VMI runs');
+      assert.notEqual(vmi.metadata.uid, first.metadata.uid, 'a new VMI');
       const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       await assertQuiet(log, `claims of restarted VM ${ns}/vm1`);
       assertUnchanged(claims, await env.api.claims(ns), 'after start');
@@ -102,7 +103,13 @@ export function registerStopStartMigrate(env: SuiteEnv): void {
       const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       assert.equal(pod.metadata!.name, result.targetPod, 'the VMI runs in the target pod');
       // KubeVirt keeps the source pod, completed, until the VMI goes (e2e/kubevirt/README.md, difference 4)
-      await env.kv.waitForPodCompleted(ns, source.metadata!.name!, { timeoutMs: EVENTUALLY_MS });
+      const completed = await env.kv.waitForPodCompleted(ns, source.metadata!.name!, { timeoutMs: EVENTUALLY_MS });
+      assert.equal(completed.status?.phase, 'Succeeded', 'the source launcher pod stays, completed');
+      assert.deepEqual(
+        Object.keys((await env.kv.getVMI(ns, 'vm1'))?.status?.activePods ?? {}).sort(),
+        [source.metadata!.uid!, pod.metadata!.uid!].sort(),
+        'activePods lists both pods',
+      );
 
       await assertQuiet(log, `claims of migrated VM ${ns}/vm1`);
       assertUnchanged(claims, await env.api.claims(ns), 'after migration');
