@@ -20,6 +20,9 @@ import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, 
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
+import { setGateInCR } from './kubevirt.ts';
+import { VirtCtl } from './virtctl.ts';
+import { assertPodReferences, podElements } from './flows.ts';
 import { EVENTUALLY_MS, waitFor, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
@@ -35,8 +38,6 @@ interface Meta {
   ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[];
 }
 interface Obj {
-  apiVersion?: string;
-  kind?: string;
   metadata: Meta;
 }
 interface Network {
@@ -47,7 +48,6 @@ interface Network {
 interface Iface {
   name: string;
   bridge?: object;
-  masquerade?: object;
   binding?: { name: string };
   macAddress?: string;
   state?: string;
@@ -58,8 +58,6 @@ interface Vmi extends Obj {
     phase?: string;
     nodeName?: string;
     activePods?: Record<string, string>;
-    interfaces?: { name?: string; infoSource?: string; podInterfaceName?: string }[];
-    migrationState?: { completed?: boolean; targetPod?: string };
   };
 }
 interface Vm extends Obj {
@@ -69,15 +67,6 @@ interface Pod extends Obj {
   spec: { nodeName?: string };
   status?: { phase?: string };
 }
-interface Element {
-  name: string;
-  namespace?: string;
-  interface?: string;
-  ips?: string[];
-  mac?: string;
-  'ipam-claim-reference'?: string;
-}
-
 // -- objects ------------------------------------------------------------------------------------------------------
 
 interface VmOptions {
@@ -119,6 +108,19 @@ async function setRunStrategy(ns: string, name: string, runStrategy: 'Always' | 
   await world.api.mergePatch(paths.vms(ns, name), { spec: { runStrategy } });
 }
 
+/** Starts VM vm1 again and waits until a new VMI (not `first`) runs in its launcher pod. */
+async function startVm1(ns: string, first: Vmi): Promise<{ vmi: Vmi; pod: Pod }> {
+  await setRunStrategy(ns, 'vm1', 'Always');
+  return waitRunning(ns, 'vm1', (v) => v.metadata.uid !== first.metadata.uid);
+}
+
+/** Stops VM vm1 and waits until its VMI and its launcher pod `pod` are gone. */
+async function stopVm1(ns: string, pod: Pod): Promise<void> {
+  await setRunStrategy(ns, 'vm1', 'Halted');
+  await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+  await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
+}
+
 // -- reads and waits ----------------------------------------------------------------------------------------------
 
 const controlledBy = (o: Obj, uid: string | undefined) => o.metadata.ownerReferences?.some((r) => r.controller && r.uid === uid) ?? false;
@@ -148,19 +150,22 @@ async function waitGone(what: string, path: string): Promise<void> {
   await waitFor(`${what} to be gone`, async () => (await world.api.get(path)) === undefined, { timeoutMs: EVENTUALLY_MS, intervalMs: 200 });
 }
 
-function elements(pod: Pod, annotation = MULTUS_NETWORKS_ANNOTATION): Element[] {
-  const text = pod.metadata.annotations?.[annotation];
-  return text ? (JSON.parse(text) as Element[]) : [];
-}
-
-/** Each logical network's element in the pod's networks annotation (found by KubeVirt's pod interface name) names `claim`. */
-function assertReferences(pod: Pod, expected: Record<string, string | undefined>): void {
-  const els = elements(pod);
-  for (const [network, claim] of Object.entries(expected)) {
-    const el = els.find((e) => e.interface === expectedPodInterface(network));
-    assert.ok(el, `launcher pod ${pod.metadata.name} has an element for network ${network}: ${pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-    assert.equal(el['ipam-claim-reference'], claim, `launcher pod ${pod.metadata.name}, network ${network}: ipam-claim-reference`);
-  }
+/** Waits for an Event with `reason` (and a message matching `message`) about the object `uid`; returns it. */
+async function waitForEvent(
+  ns: string,
+  uid: string | undefined,
+  reason: string,
+  what: string,
+  message = /(?:)/,
+): Promise<{ reason?: string; message?: string }> {
+  return waitFor(
+    what,
+    async () => {
+      const events = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(paths.events(ns))).items;
+      return events.find((e) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? ''));
+    },
+    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
+  );
 }
 
 /** Records every change of a collection from now on (stopped when the case ends). */
@@ -182,7 +187,7 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
     `launcher pod ${pod.metadata.name}: ${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION} names ${claim}`,
   );
   assert.deepEqual(
-    elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION),
+    podElements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION),
     [],
     `launcher pod ${pod.metadata.name}: no ${MULTUS_DEFAULT_NETWORK_ANNOTATION} element without IP/MAC requests`,
   );
@@ -308,39 +313,25 @@ async function primaryPodNetwork(ns: string, podName: string, nad: string): Prom
  * gate back on.
  */
 async function hotplugWithGateOff(ns: string, pod: Pod): Promise<Pod> {
-  const from = world.controller.logs.length;
   await setGate(false);
-  await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
-  await hotplug(ns, 'vm1', 'plain', 'nad-plain');
+  await new VirtCtl(world.api).hotplugInterface(ns, 'vm1', { networkName: 'plain', nadName: 'nad-plain' }, { wait: false });
   return waitFor(
     'virt-controller to add the hotplugged element to the running pod',
     async () => {
       const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+      return p && podElements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
     },
     { timeoutMs: EVENTUALLY_MS },
   );
 }
 
+/** Sets the gate in the KubeVirt CR and waits until the controller under test has seen it. */
 async function setGate(on: boolean): Promise<void> {
-  await world.api.mergePatch(paths.kubeVirts('kubevirt', 'kubevirt'), {
-    spec: { configuration: { developerConfiguration: { featureGates: on ? ['PersistentIPs'] : [] } } },
-  });
-}
-
-/** Adds network `name` (NAD `nad`, bridge binding) to the VM template; virt-controller copies it to the running VMI. */
-async function hotplug(ns: string, vmName: string, name: string, nad: string): Promise<void> {
-  const vm = (await world.api.get<Vm>(paths.vms(ns, vmName)))!;
-  const spec = vm.spec.template.spec;
-  await world.api.mergePatch(paths.vms(ns, vmName), {
-    spec: {
-      template: {
-        spec: {
-          networks: [...(spec.networks ?? []), { name, multus: { networkName: nad } }],
-          domain: { devices: { interfaces: [...(spec.domain.devices.interfaces ?? []), { name, bridge: {} }] } },
-        },
-      },
-    },
+  const from = world.controller.logs.length;
+  await setGateInCR(world.api, on);
+  await world.controller.waitForLog(`the gate turned ${on ? 'on' : 'off'}`, (l) => l['enabled'] === on && l['gate'] === 'PersistentIPs', {
+    from,
+    timeoutMs: EVENTUALLY_MS,
   });
 }
 
@@ -359,25 +350,6 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     { timeout: 240_000 },
   );
   after(() => world.tearDown(), { timeout: 60_000 });
-
-  worldCase(
-    world,
-    'primary user-defined network, template with networks (pod network, l2bridge binding): a claim for the pod network; the launcher pod refers to it',
-    async ({ namespace, t }) => {
-      const ns = await namespace('udn-template');
-      await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
-      const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
-      const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
-      assert.equal(claim.spec.network, 'tenant-primary');
-      assert.deepEqual(
-        claim.metadata.ownerReferences?.map((r) => r.uid),
-        [vm.metadata.uid],
-      );
-      const { pod } = await waitRunning(ns, 'vm1');
-      assertPrimaryReference(pod, 'vm1.default');
-      t.diagnostic(`launcher pod annotations: ${JSON.stringify(pod.metadata.annotations)}`);
-    },
-  );
 
   // The controller reads the VM template the way KubeVirt builds the VMI from it (src/claims/effective-spec.ts): a
   // template with no networks and no interfaces runs with the pod network `default`, which gets its claim.
@@ -403,68 +375,17 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
 
   worldCase(
     world,
-    "a hotplug while the gate is off: virt-controller rebuilds the running pod's annotation without our references; the webhook carries the existing one over",
-    async ({ namespace, t }) => {
-      const ns = await namespace('gate-off-hotplug');
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      await waitForClaims(world, ns, ['vm1.red']);
-      const { pod } = await waitRunning(ns, 'vm1');
-      assertReferences(pod, { red: 'vm1.red' });
-      t.after(() => setGate(true));
-      const rebuilt = await hotplugWithGateOff(ns, pod);
-      t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-      assertReferences(rebuilt, { red: 'vm1.red', plain: undefined });
-    },
-  );
-
-  worldCase(
-    world,
-    'a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it, and a migration target names it too',
-    async ({ namespace, t }) => {
-      const ns = await namespace('late-claim');
-      await createPersistentNad(world, ns, 'nad-late', { network: 'late', allowPersistentIPs: false });
-      const vm = await createVM(ns, 'vm1', { secondary: { late: 'nad-late' } });
-      const { vmi, pod } = await waitRunning(ns, 'vm1');
-      assertReferences(pod, { late: undefined });
-      await world.api.mergePatch(paths.nads(ns, 'nad-late'), { spec: { config: nadConfig(ns, 'nad-late', { network: 'late' }) } });
-      await waitForClaims(world, ns, ['vm1.late']);
-      const pointed = await waitFor(
-        'the running pod to name the claim made after it started',
-        async () => {
-          const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-          return p && elements(p).find((e) => e.interface === expectedPodInterface('late'))?.['ipam-claim-reference'] === 'vm1.late' ? p : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      assertReferences(pointed, { late: 'vm1.late' });
-      const events = await waitFor(
-        'an Event on the VM while the claim waits for its address',
-        async () => {
-          const list = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
-          return list.some((e) => e.reason === 'ClaimAwaitingAddresses' && e.involvedObject?.uid === vm.metadata.uid) ? list : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      t.diagnostic(`events: ${events.map((e) => e.reason).join(', ')}`);
-      const target = await startMigration(ns, vmi);
-      assertReferences(target, { late: 'vm1.late' });
-    },
-  );
-
-  worldCase(
-    world,
-    'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone',
+    'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event) and keeps its address (issue 26: no new VM gets it), its next launcher pod is admitted, and the claims go once the VMI is gone',
     async ({ namespace, t }) => {
       const ns = await namespace('orphan');
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
+      await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
       await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue' } });
-      await waitForClaims(world, ns, ['vm1.blue', 'vm1.red']);
-      const { vmi } = await waitRunning(ns, 'vm1');
+      const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t', blue: 'nad-blue' } });
+      await waitForClaims(world, ns, ['vm1.blue', 'vm1.t']);
+      const { vmi, pod } = await waitRunning(ns, 'vm1');
+      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
       // Someone (a backup tool, say) made vm1.blue depend on an object of theirs too: that owner stays through it all.
-      const keeper = await world.api.create<{ metadata: { uid: string } }>(`/api/v1/namespaces/${ns}/configmaps`, {
+      const keeper = await world.api.create<{ metadata: { uid: string } }>(paths.configMaps(ns), {
         apiVersion: 'v1',
         kind: 'ConfigMap',
         metadata: { name: 'keeper', namespace: ns },
@@ -473,16 +394,21 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await world.api.jsonPatch(paths.claims(ns, 'vm1.blue'), [{ op: 'add', path: '/metadata/ownerReferences/-', value: keeperRef }]);
       await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
       await waitGone('the VM', paths.vms(ns, 'vm1'));
+      // the garbage collector orphans the claims (drops the VM's ownerReference) and the controller makes the VMI their
+      // owner; a claim deleted here would give the running VM's address back to OVN-K's pool
       const ownedByVmi = (name: string) =>
         waitFor(
-          `${name} owned by the VMI`,
+          `${name} owned by the VMI, no longer by the VM`,
           async () => {
             const c = await world.api.claim(ns, name);
-            return c?.metadata.ownerReferences?.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') ? c : undefined;
+            const refs = c?.metadata.ownerReferences ?? [];
+            return refs.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') && !refs.some((r) => r.uid === vm.metadata.uid)
+              ? c
+              : undefined;
           },
           { timeoutMs: EVENTUALLY_MS },
         );
-      const adopted = await ownedByVmi('vm1.red');
+      const adopted = await ownedByVmi('vm1.t');
       assert.deepEqual(adopted.metadata.finalizers, [CLAIM_FINALIZER]);
       const shared = await ownedByVmi('vm1.blue');
       assert.deepEqual(
@@ -494,21 +420,19 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         'the VMI joins the other owner',
       );
       // The Event is written after the claim's patch: wait for it, as a user reading `kubectl get events` would.
-      await waitFor(
-        'a ClaimAdopted Event on the VMI',
-        async () => {
-          const events = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
-          return events.some((e) => e.reason === 'ClaimAdopted' && e.involvedObject?.uid === vmi.metadata.uid);
-        },
-        { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-      );
+      await waitForEvent(ns, vmi.metadata.uid, 'ClaimAdopted', 'a ClaimAdopted Event on the VMI');
+      await assertStillHeld(ns, 'nad-t', ips, 'while the orphaned VMI runs');
+      const claim = await world.api.claim(ns, 'vm1.t');
+      assert.ok(claim && !claim.metadata.deletionTimestamp, 'the claim stays');
+      assert.deepEqual(claim.status?.ips, ips);
+      assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
       // a migration (a node drain would do the same): its target pod must be admitted, with the claim
       const target = await startMigration(ns, vmi);
-      assertReferences(target, { red: 'vm1.red', blue: 'vm1.blue' });
-      t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.red and vm1.blue`);
+      assertPodReferences(target, { t: 'vm1.t', blue: 'vm1.blue' });
+      t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.t and vm1.blue`);
       await world.api.delete(paths.vmis(ns, 'vm1'));
       await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.red'));
+      await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.t'));
       // vm1.blue is released, not deleted: its other owner still holds it, and garbage collection removes it with it.
       await waitFor(
         'vm1.blue released, still owned by the ConfigMap',
@@ -518,7 +442,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         },
         { timeoutMs: EVENTUALLY_MS },
       );
-      await world.api.delete(`/api/v1/namespaces/${ns}/configmaps/keeper`);
+      await world.api.delete(paths.configMaps(ns, 'keeper'));
       await waitGone('vm1.blue, with its other owner', paths.claims(ns, 'vm1.blue'));
     },
   );
@@ -544,12 +468,12 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(refused.status, 403, `the copy carrying vm1.red is refused: ${refused.body.slice(0, 300)}`);
       assert.match(refused.body, /no controller owner reference/);
       // without it: admitted, and not pointed at the claim although kubevirt.io/domain names the VM
-      const stripped = JSON.stringify(elements(full).map(({ 'ipam-claim-reference': _ref, ...rest }) => rest));
+      const stripped = JSON.stringify(podElements(full).map(({ 'ipam-claim-reference': _ref, ...rest }) => rest));
       const created = await world.api.create<Pod>(
         paths.pods(ns),
         copy(`${pod.metadata.name}-copy2`, { ...full.metadata.annotations, [MULTUS_NETWORKS_ANNOTATION]: stripped }),
       );
-      assertReferences(created, { red: undefined });
+      assertPodReferences(created, { red: undefined });
       t.diagnostic(`copy admitted without a reference: ${created.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
       await world.api.delete(paths.pods(ns, created.metadata.name));
     },
@@ -565,7 +489,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await createVM(ns, 'vm1', { secondary: { red: 'nad-a' } });
       const old = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      assertReferences(source, { red: 'vm1.red' });
+      assertPodReferences(source, { red: 'vm1.red' });
       const vm = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
       await world.api.mergePatch(paths.vms(ns, 'vm1'), {
         spec: {
@@ -589,7 +513,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(swapped.spec, { network: 'net-b', interface: expectedPodInterface('red') });
       const { pod: target } = await waitRunning(ns, 'vm1', (_v, p) => p.metadata.name !== source.metadata.name);
       t.diagnostic(`target pod ${target.metadata.name}: ${target.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-      const el = elements(target).find((e) => e.interface === expectedPodInterface('red'));
+      const el = podElements(target).find((e) => e.interface === expectedPodInterface('red'));
       assert.equal(el?.name, 'nad-b', 'the target pod is on the new NAD');
       assert.equal(el?.['ipam-claim-reference'], swapped.metadata.name, "and names the new network's claim");
       // the source pod has finished (KubeVirt keeps it, completed): nothing names the old claim any more
@@ -617,9 +541,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(firstNet?.ip_addresses, ips, "the launcher pod's k8s.ovn.org/pod-networks has the claim's address");
       assert.equal(claim.status.ownerPod?.name, first.metadata.name, 'ownerPod: the pod OVN-K allocated for');
 
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+      await stopVm1(ns, first);
       // no pod names vm1.t now: the stopped VM's address is reserved by its claim alone
       await assertStillHeld(ns, 'nad-t', ips, 'while the VM is stopped');
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, "the stopped VM's claim keeps its address");
@@ -640,8 +562,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       );
       assert.equal(shown.rows.find((r) => r.claim === 'third.t')?.condition?.reason, 'SubnetExhausted');
 
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+      const { pod } = await startVm1(ns, firstVmi);
       const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
       assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
       assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
@@ -740,25 +661,21 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
       await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { pod } = await waitRunning(ns, 'vm1');
+      assertPodReferences(pod, { t: 'vm1.t' });
       const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
       let gateOn = false;
       t.after(async () => {
-        if (!gateOn) await setGate(true);
+        if (!gateOn) await setGateInCR(world.api, true);
       });
       const rebuilt = await hotplugWithGateOff(ns, pod);
-      assertReferences(rebuilt, { t: 'vm1.t', plain: undefined });
+      t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
+      assertPodReferences(rebuilt, { t: 'vm1.t', plain: undefined });
       assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
       // the pod ends (the VM stops): OVN-K frees the address of a pod whose element names no claim, and keeps the one
       // a claim holds, so the reference the webhook carried over is what keeps the address the VM's
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
-      const on = world.controller.logs.length;
+      await stopVm1(ns, pod);
       await setGate(true);
       gateOn = true;
-      await world.controller.waitForLog('the gate turned on', (l) => l['enabled'] === true && l['gate'] === 'PersistentIPs', {
-        from: on,
-        timeoutMs: EVENTUALLY_MS,
-      });
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
       await assertStillHeld(ns, 'nad-t', ips, 'after the pod ended');
     },
@@ -766,30 +683,36 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
 
   worldCase(
     world,
-    'addresses (OVN-K), issue 26: a claim made after its pod runs is filled with the address that pod has; the migration target gets it, and it stays held once the source pod is deleted',
-    async ({ namespace }) => {
+    'addresses (OVN-K), issue 26: a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it (Event) and OVN-K fills it with the address that pod has; the migration target names it and gets that address, and it stays held once the source pod is deleted',
+    async ({ namespace, t }) => {
       const ns = await namespace('addr-late-claim');
-      const config = (persistent: boolean) => nadConfig(ns, 'nad-t', { network: 'tiny-late', subnets: '10.201.5.0/30', allowPersistentIPs: persistent });
-      await world.api.create(paths.nads(ns), {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'nad-t', namespace: ns },
-        spec: { config: config(false) },
-      });
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+      const nad = { network: 'tiny-late', subnets: '10.201.5.0/30' };
+      await createPersistentNad(world, ns, 'nad-t', { ...nad, allowPersistentIPs: false });
+      const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { vmi, pod } = await waitRunning(ns, 'vm1');
-      assertReferences(pod, { t: undefined });
+      assertPodReferences(pod, { t: undefined });
       const running = await podNetwork(ns, pod.metadata.name, 'nad-t');
       const ips = running?.ip_addresses ?? [];
       assert.equal(ips.length, 1, `OVN-K gave the running pod an address: ${JSON.stringify(running)}`);
-      await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: config(true) } });
+      await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: nadConfig(ns, 'nad-t', nad) } });
       // our controller makes the claim and points the running pod's element at it; OVN-K then records in the claim the
       // address that pod already has (instead of a new one for the next pod)
+      const pointed = await waitFor(
+        'the running pod to name the claim made after it started',
+        async () => {
+          const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+          return p && podElements(p).find((e) => e.interface === expectedPodInterface('t'))?.['ipam-claim-reference'] === 'vm1.t' ? p : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      assertPodReferences(pointed, { t: 'vm1.t' });
+      const event = await waitForEvent(ns, vm.metadata.uid, 'ClaimAwaitingAddresses', 'an Event on the VM while the claim waits for its address');
+      t.diagnostic(`event: ${event.message}`);
       const claim = await allocatedClaim(ns, 'vm1.t');
       assert.deepEqual(claim.status.ips, ips, "the claim is filled with the running pod's address");
       assert.equal(claim.status.ownerPod?.name, pod.metadata.name);
       const target = await startMigration(ns, vmi);
-      assertReferences(target, { t: 'vm1.t' });
+      assertPodReferences(target, { t: 'vm1.t' });
       await waitMigrated(ns);
       const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
       assert.deepEqual(targetNet?.ip_addresses, ips, 'the migration target gets the same address');
@@ -798,35 +721,6 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await waitGone('the source pod', paths.pods(ns, pod.metadata.name));
       await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
       assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
-    },
-  );
-
-  worldCase(
-    world,
-    'addresses (OVN-K), issue 26: kubectl delete vm --cascade=orphan: the running VMI keeps its claim and its address; no new VM gets it',
-    async ({ namespace }) => {
-      const ns = await namespace('addr-orphan');
-      await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
-      const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { pod } = await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
-      await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
-      await waitGone('the VM', paths.vms(ns, 'vm1'));
-      // the garbage collector orphans the claim (drops the VM's ownerReference): from then on the controller sees the
-      // orphan; a claim deleted here would give the running VM's address back to OVN-K's pool
-      await waitFor(
-        "the claim to lose the VM's ownerReference",
-        async () => {
-          const c = await world.api.claim(ns, 'vm1.t');
-          return c && !c.metadata.ownerReferences?.some((r) => r.uid === vm.metadata.uid) ? c : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      await assertStillHeld(ns, 'nad-t', ips, 'while the orphaned VMI runs');
-      const claim = await world.api.claim(ns, 'vm1.t');
-      assert.ok(claim && !claim.metadata.deletionTimestamp, 'the claim stays');
-      assert.deepEqual(claim.status?.ips, ips);
-      assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
     },
   );
 
@@ -854,9 +748,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       down = true;
       const stopped = await world.controller.stop();
       t.diagnostic(`controller stopped: ${JSON.stringify(stopped)}`);
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+      await stopVm1(ns, first);
       await setRunStrategy(ns, 'vm1', 'Always');
       // virt-controller makes the new VMI, but the API server refuses its launcher pod: the webhook does not answer
       // and its failurePolicy is Fail, so no pod can start without the reference that keeps its address
@@ -868,14 +760,12 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         },
         { timeoutMs: EVENTUALLY_MS },
       );
-      const refusal = await waitFor(
+      const refusal = await waitForEvent(
+        ns,
+        vmi.metadata.uid,
+        'FailedCreate',
         'virt-controller to report its launcher pod refused by the unreachable webhook',
-        async () => {
-          const list = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`))
-            .items;
-          return list.find((e) => e.involvedObject?.uid === vmi.metadata.uid && e.reason === 'FailedCreate' && /webhook/i.test(e.message ?? ''));
-        },
-        { timeoutMs: EVENTUALLY_MS },
+        /webhook/i,
       );
       t.diagnostic(`while the controller was down: ${refusal.message}`);
       assert.deepEqual(await launcherPods(ns, vmi), [], 'no launcher pod while the webhook is down');
@@ -883,7 +773,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       world.controller = await world.startController('kubevirt-e2e-restarted');
       down = false;
       const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid === vmi.metadata.uid);
-      assertReferences(pod, { t: 'vm1.t' });
+      assertPodReferences(pod, { t: 'vm1.t' });
       const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
       assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
       assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
@@ -931,10 +821,15 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     async ({ namespace }) => {
       const ns = await namespace('addr-udn-legacy', udnLabels);
       await createPersistentNad(world, ns, 'primary', { network: 'udn-legacy', role: 'primary', subnets: '10.202.1.0/24' });
-      await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
+      const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(first, 'vm1.default');
       const claim = await allocatedClaim(ns, 'vm1.default');
+      assert.equal(claim.spec.network, 'udn-legacy');
+      assert.deepEqual(
+        claim.metadata.ownerReferences?.map((r) => r.uid),
+        [vm.metadata.uid],
+      );
       const ips = claim.status.ips;
       assert.equal(ips.length, 1);
       assert.match(ips[0]!, /^10\.202\.1\.\d+\/24$/, 'an address of the primary network');
@@ -949,12 +844,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       ]);
       assert.equal(dropped.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], 'vm1.default', 'the reference is carried over');
 
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+      await stopVm1(ns, first);
       assert.deepEqual((await world.api.claim(ns, 'vm1.default'))?.status?.ips, ips, "the stopped VM's claim keeps its address");
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+      const { pod } = await startVm1(ns, firstVmi);
       assertPrimaryReference(pod, 'vm1.default');
       const net = await primaryPodNetwork(ns, pod.metadata.name, 'primary');
       assert.deepEqual(net.ip_addresses, ips, 'the new launcher pod gets the same primary address');
@@ -978,7 +870,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
       const expectedElement = { name: 'default', namespace: 'ovn-kubernetes', ips: asked, mac, 'ipam-claim-reference': 'vm1.default' };
       assert.deepEqual(
-        elements(first, MULTUS_DEFAULT_NETWORK_ANNOTATION),
+        podElements(first, MULTUS_DEFAULT_NETWORK_ANNOTATION),
         [expectedElement],
         `launcher pod ${first.metadata.name}: the default-network element`,
       );
@@ -990,12 +882,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(firstNet.ip_addresses, asked);
       assert.equal(firstNet.mac_address, mac, 'and the MAC the element asks for');
 
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
-      assert.deepEqual(elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [expectedElement]);
+      await stopVm1(ns, first);
+      const { pod } = await startVm1(ns, firstVmi);
+      assert.deepEqual(podElements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [expectedElement]);
       const net = await primaryPodNetwork(ns, pod.metadata.name, 'primary');
       assert.deepEqual(net.ip_addresses, asked, 'the new launcher pod gets the same primary address');
       assert.equal(net.mac_address, mac);

@@ -27,7 +27,7 @@ import {
   EVENTUALLY_MS,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const CLAIMS = ['vm1.red', 'vm1.blue'];
 

@@ -21,7 +21,7 @@ import {
   EVENTUALLY_MS,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const GATE_CHANGED = 'feature gate changed; reconciling every VM';
 

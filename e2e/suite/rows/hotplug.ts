@@ -19,7 +19,7 @@ import {
   EVENTUALLY_MS,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 export function registerHotplug(env: SuiteEnv): void {
   describe('hotplug an interface', () => {

@@ -12,7 +12,7 @@ import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import { assertClaim, createPersistentNad, createVM, deletedRv, finalizerReleaseRv, hasOurFinalizer, ownerOf, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const VMS = 30;
 const NETWORKS = ['red', 'blue'] as const;

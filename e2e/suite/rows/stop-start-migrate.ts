@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import { e2eCase, type CaseContext, type SuiteEnv } from '../env.ts';
 import { assertClaim, assertQuiet, createPersistentNad, createRunningVM, ownerOf, waitForClaims, watchLog, writeClaimIps, EVENTUALLY_MS } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const IPS = { 'vm1.red': ['10.200.0.17/24', 'fd00:200::17/64'], 'vm1.blue': ['10.201.0.5/24'] } as const;
 
