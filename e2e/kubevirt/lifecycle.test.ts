@@ -227,10 +227,15 @@ async function waitMigrated(ns: string): Promise<void> {
  * A layer2 network of its own on a /30: two usable addresses (OVN-K's allocator keeps the network and broadcast
  * addresses out, and a layer2 secondary network reserves no gateway). A third claimant then finds the range full,
  * which is how a case sees that an address is still held, rather than by waiting for something not to happen. Its
- * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces).
+ * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces). On it:
+ * VM vm1 (logical network `t`, NAD `nad-t`, and the networks `also`), running, its claim filled by OVN-K.
  */
-async function tinyNetwork(ns: string, nad: string, network: string, subnet: string): Promise<void> {
-  await createPersistentNad(world, ns, nad, { network, subnets: subnet });
+async function vm1OnTinyNetwork(ns: string, network: string, subnet: string, also: Record<string, string> = {}) {
+  await createPersistentNad(world, ns, 'nad-t', { network, subnets: subnet });
+  const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t', ...also } });
+  const { vmi, pod } = await waitRunning(ns, 'vm1');
+  const claim = await allocatedClaim(ns, 'vm1.t');
+  return { vm, vmi, pod, claim, ips: claim.status.ips };
 }
 
 const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
@@ -378,12 +383,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event) and keeps its address (issue 26: no new VM gets it), its next launcher pod is admitted, and the claims go once the VMI is gone',
     async ({ namespace, t }) => {
       const ns = await namespace('orphan');
-      await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
       await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
-      const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t', blue: 'nad-blue' } });
+      const { vm, vmi, pod, ips } = await vm1OnTinyNetwork(ns, 'tiny-orphan', '10.201.6.0/30', { blue: 'nad-blue' });
       await waitForClaims(world, ns, ['vm1.blue', 'vm1.t']);
-      const { vmi, pod } = await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
       // Someone (a backup tool, say) made vm1.blue depend on an object of theirs too: that owner stays through it all.
       const keeper = await world.api.create<{ metadata: { uid: string } }>(paths.configMaps(ns), {
         apiVersion: 'v1',
@@ -523,18 +525,14 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     },
   );
 
-  // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see tinyNetwork) -----
+  // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see vm1OnTinyNetwork) -----
 
   worldCase(
     world,
     'addresses (OVN-K): stop/start keeps the address OVN-K gave; while the VM is stopped the address stays held (the /30 is full for a third VM); IPsAllocated and ownerPod as OVN-K writes them, shown by `persistent-ips status`',
     async ({ namespace, t }) => {
       const ns = await namespace('addr-stop-start');
-      await tinyNetwork(ns, 'nad-t', 'tiny-stop', '10.201.1.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
-      const claim = await allocatedClaim(ns, 'vm1.t');
-      const ips = claim.status.ips;
+      const { vmi: firstVmi, pod: first, claim, ips } = await vm1OnTinyNetwork(ns, 'tiny-stop', '10.201.1.0/30');
       assert.equal(ips.length, 1);
       assert.match(ips[0]!, /^10\.201\.1\.[12]\/30$/, 'an address of the /30');
       const firstNet = await podNetwork(ns, first.metadata.name, 'nad-t');
@@ -579,11 +577,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     "addresses (OVN-K): live migration: the target pod gets the source pod's address and MAC; once the source pod is deleted the address is still held (the /30 is full for a third VM)",
     async ({ namespace }) => {
       const ns = await namespace('addr-migration');
-      await tinyNetwork(ns, 'nad-t', 'tiny-migration', '10.201.2.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      const claim = await allocatedClaim(ns, 'vm1.t');
-      const ips = claim.status.ips;
+      const { vmi, pod: source, ips } = await vm1OnTinyNetwork(ns, 'tiny-migration', '10.201.2.0/30');
       const sourceNet = await podNetwork(ns, source.metadata.name, 'nad-t');
       assert.deepEqual(sourceNet?.ip_addresses, ips, "the source pod has the claim's address");
 
@@ -613,10 +607,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     'addresses (OVN-K): VM deleted: its address returns to the pool, and a VM that found the range full gets that address only then',
     async ({ namespace, t }) => {
       const ns = await namespace('addr-delete');
-      await tinyNetwork(ns, 'nad-t', 'tiny-delete', '10.201.3.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+      const { ips } = await vm1OnTinyNetwork(ns, 'tiny-delete', '10.201.3.0/30');
       await createVM(ns, 'other', { secondary: { t: 'nad-t' } });
       const otherIps = (await allocatedClaim(ns, 'other.t')).status.ips;
       assert.notDeepEqual(otherIps, ips);
@@ -657,12 +648,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     "addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod's reference, so the end of that pod does not free the address its VM holds",
     async ({ namespace, t }) => {
       const ns = await namespace('addr-gate-off');
-      await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
       await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { pod } = await waitRunning(ns, 'vm1');
+      const { pod, ips } = await vm1OnTinyNetwork(ns, 'tiny-gate-off', '10.201.4.0/30');
       assertPodReferences(pod, { t: 'vm1.t' });
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
       let gateOn = false;
       t.after(async () => {
         if (!gateOn) await setGateInCR(world.api, true);
@@ -732,10 +720,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
     'addresses (OVN-K): our controller restarts while the VM is stopped and started again: the new launcher pod waits for the webhook (failurePolicy Fail), then gets the same address; the claim is not written across the restart; no other VM gets the address',
     async ({ namespace, t }) => {
       const ns = await namespace('addr-restart');
-      await tinyNetwork(ns, 'nad-t', 'tiny-restart', '10.201.7.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+      const { vmi: firstVmi, pod: first, ips } = await vm1OnTinyNetwork(ns, 'tiny-restart', '10.201.7.0/30');
       const firstNet = await podNetwork(ns, first.metadata.name, 'nad-t');
       assert.deepEqual(firstNet?.ip_addresses, ips);
       const claims = await record<IPAMClaim>(t, paths.claims(ns));
