@@ -43,25 +43,20 @@ interface Obj {
 interface Network {
   name: string;
   pod?: object;
-  multus?: { networkName: string; default?: boolean };
+  multus?: { networkName: string };
 }
 interface Iface {
   name: string;
   bridge?: object;
   binding?: { name: string };
   macAddress?: string;
-  state?: string;
 }
 interface Vmi extends Obj {
   spec: { networks?: Network[]; domain: { devices: { interfaces?: Iface[] } } };
-  status?: {
-    phase?: string;
-    nodeName?: string;
-    activePods?: Record<string, string>;
-  };
+  status?: { phase?: string; nodeName?: string };
 }
 interface Vm extends Obj {
-  spec: { runStrategy?: string; template: { spec: Vmi['spec'] } };
+  spec: { template: { spec: Vmi['spec'] } };
 }
 interface Pod extends Obj {
   spec: { nodeName?: string };
@@ -76,31 +71,24 @@ interface VmOptions {
   pod?: Iface;
   /** No networks and no interfaces at all (KubeVirt's default network applies). */
   bare?: boolean;
-  running?: boolean;
   /** Annotations of the VM template (virt-controller copies them to the VMI). */
   annotations?: Record<string, string>;
 }
 
-function vmSpec(o: VmOptions): Vmi['spec'] & Record<string, unknown> {
+async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
   const secondary = Object.entries(o.secondary ?? {});
   const networks: Network[] = [...(o.pod ? [{ name: o.pod.name, pod: {} }] : []), ...secondary.map(([name, nad]) => ({ name, multus: { networkName: nad } }))];
   const interfaces: Iface[] = [...(o.pod ? [o.pod] : []), ...secondary.map(([name]) => ({ name, bridge: {} }))];
-  return {
+  const spec = {
     domain: { devices: o.bare ? {} : { interfaces }, resources: { requests: { memory: '128Mi' } } },
     ...(o.bare ? {} : { networks }),
     terminationGracePeriodSeconds: 0,
-  } as Vmi['spec'] & Record<string, unknown>;
-}
-
-async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
+  };
   return world.api.create<Vm>(paths.vms(ns), {
     apiVersion: 'kubevirt.io/v1',
     kind: 'VirtualMachine',
     metadata: { name, namespace: ns },
-    spec: {
-      runStrategy: o.running === false ? 'Halted' : 'Always',
-      template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec: vmSpec(o) },
-    },
+    spec: { runStrategy: 'Always', template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec } },
   });
 }
 
