@@ -9,32 +9,23 @@
 //   npm run test:prepare          # builds the control plane, virt-controller and ovnkube (cached)
 //   npm run build && node_modules/.bin/node --test --test-concurrency=1 e2e/kubevirt/lifecycle.test.ts
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { after, before, describe, type TestContext } from 'node:test';
 import {
   ADDRESSES_ANNOTATION,
   MULTUS_DEFAULT_NETWORK_ANNOTATION,
   MULTUS_NETWORKS_ANNOTATION,
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
-import {
-  assertClaim,
-  CLAIM_FINALIZER,
-  createPersistentNad,
-  deletedRv,
-  expectedPodInterface,
-  finalizerReleaseRv,
-  firstRv,
-  nadConfig,
-  ownerOf,
-  waitForClaims,
-} from '../suite/fixtures.ts';
+import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, firstRv, nadConfig, waitForClaims } from '../suite/fixtures.ts';
 import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
-import { EVENTUALLY_MS, waitFor, World } from './world.ts';
+import { setGateInCR } from './kubevirt.ts';
+import { VirtCtl } from './virtctl.ts';
+import { assertPodReferences, podElements } from './flows.ts';
+import { EVENTUALLY_MS, waitFor, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
-const CASE_TIMEOUT_MS = 240_000;
 
 interface Meta {
   name: string;
@@ -47,49 +38,30 @@ interface Meta {
   ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[];
 }
 interface Obj {
-  apiVersion?: string;
-  kind?: string;
   metadata: Meta;
 }
 interface Network {
   name: string;
   pod?: object;
-  multus?: { networkName: string; default?: boolean };
+  multus?: { networkName: string };
 }
 interface Iface {
   name: string;
   bridge?: object;
-  masquerade?: object;
   binding?: { name: string };
   macAddress?: string;
-  state?: string;
 }
 interface Vmi extends Obj {
   spec: { networks?: Network[]; domain: { devices: { interfaces?: Iface[] } } };
-  status?: {
-    phase?: string;
-    nodeName?: string;
-    activePods?: Record<string, string>;
-    interfaces?: { name?: string; infoSource?: string; podInterfaceName?: string }[];
-    migrationState?: { completed?: boolean; targetPod?: string };
-  };
+  status?: { phase?: string; nodeName?: string };
 }
 interface Vm extends Obj {
-  spec: { runStrategy?: string; template: { spec: Vmi['spec'] } };
+  spec: { template: { spec: Vmi['spec'] } };
 }
 interface Pod extends Obj {
   spec: { nodeName?: string };
   status?: { phase?: string };
 }
-interface Element {
-  name: string;
-  namespace?: string;
-  interface?: string;
-  ips?: string[];
-  mac?: string;
-  'ipam-claim-reference'?: string;
-}
-
 // -- objects ------------------------------------------------------------------------------------------------------
 
 interface VmOptions {
@@ -99,36 +71,42 @@ interface VmOptions {
   pod?: Iface;
   /** No networks and no interfaces at all (KubeVirt's default network applies). */
   bare?: boolean;
-  running?: boolean;
   /** Annotations of the VM template (virt-controller copies them to the VMI). */
   annotations?: Record<string, string>;
 }
 
-function vmSpec(o: VmOptions): Vmi['spec'] & Record<string, unknown> {
+async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
   const secondary = Object.entries(o.secondary ?? {});
   const networks: Network[] = [...(o.pod ? [{ name: o.pod.name, pod: {} }] : []), ...secondary.map(([name, nad]) => ({ name, multus: { networkName: nad } }))];
   const interfaces: Iface[] = [...(o.pod ? [o.pod] : []), ...secondary.map(([name]) => ({ name, bridge: {} }))];
-  return {
+  const spec = {
     domain: { devices: o.bare ? {} : { interfaces }, resources: { requests: { memory: '128Mi' } } },
     ...(o.bare ? {} : { networks }),
     terminationGracePeriodSeconds: 0,
-  } as Vmi['spec'] & Record<string, unknown>;
-}
-
-async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
+  };
   return world.api.create<Vm>(paths.vms(ns), {
     apiVersion: 'kubevirt.io/v1',
     kind: 'VirtualMachine',
     metadata: { name, namespace: ns },
-    spec: {
-      runStrategy: o.running === false ? 'Halted' : 'Always',
-      template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec: vmSpec(o) },
-    },
+    spec: { runStrategy: 'Always', template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec } },
   });
 }
 
 async function setRunStrategy(ns: string, name: string, runStrategy: 'Always' | 'Halted'): Promise<void> {
   await world.api.mergePatch(paths.vms(ns, name), { spec: { runStrategy } });
+}
+
+/** Starts VM vm1 again and waits until a new VMI (not `first`) runs in its launcher pod. */
+async function startVm1(ns: string, first: Vmi): Promise<{ vmi: Vmi; pod: Pod }> {
+  await setRunStrategy(ns, 'vm1', 'Always');
+  return waitRunning(ns, 'vm1', (v) => v.metadata.uid !== first.metadata.uid);
+}
+
+/** Stops VM vm1 and waits until its VMI and its launcher pod `pod` are gone. */
+async function stopVm1(ns: string, pod: Pod): Promise<void> {
+  await setRunStrategy(ns, 'vm1', 'Halted');
+  await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+  await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
 }
 
 // -- reads and waits ----------------------------------------------------------------------------------------------
@@ -160,19 +138,22 @@ async function waitGone(what: string, path: string): Promise<void> {
   await waitFor(`${what} to be gone`, async () => (await world.api.get(path)) === undefined, { timeoutMs: EVENTUALLY_MS, intervalMs: 200 });
 }
 
-function elements(pod: Pod, annotation = MULTUS_NETWORKS_ANNOTATION): Element[] {
-  const text = pod.metadata.annotations?.[annotation];
-  return text ? (JSON.parse(text) as Element[]) : [];
-}
-
-/** Each logical network's element in the pod's networks annotation (found by KubeVirt's pod interface name) names `claim`. */
-function assertReferences(pod: Pod, expected: Record<string, string | undefined>): void {
-  const els = elements(pod);
-  for (const [network, claim] of Object.entries(expected)) {
-    const el = els.find((e) => e.interface === expectedPodInterface(network));
-    assert.ok(el, `launcher pod ${pod.metadata.name} has an element for network ${network}: ${pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-    assert.equal(el['ipam-claim-reference'], claim, `launcher pod ${pod.metadata.name}, network ${network}: ipam-claim-reference`);
-  }
+/** Waits for an Event with `reason` (and a message matching `message`) about the object `uid`; returns it. */
+async function waitForEvent(
+  ns: string,
+  uid: string | undefined,
+  reason: string,
+  what: string,
+  message = /(?:)/,
+): Promise<{ reason?: string; message?: string }> {
+  return waitFor(
+    what,
+    async () => {
+      const events = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(paths.events(ns))).items;
+      return events.find((e) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? ''));
+    },
+    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
+  );
 }
 
 /** Records every change of a collection from now on (stopped when the case ends). */
@@ -194,7 +175,7 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
     `launcher pod ${pod.metadata.name}: ${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION} names ${claim}`,
   );
   assert.deepEqual(
-    elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION),
+    podElements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION),
     [],
     `launcher pod ${pod.metadata.name}: no ${MULTUS_DEFAULT_NETWORK_ANNOTATION} element without IP/MAC requests`,
   );
@@ -234,10 +215,15 @@ async function waitMigrated(ns: string): Promise<void> {
  * A layer2 network of its own on a /30: two usable addresses (OVN-K's allocator keeps the network and broadcast
  * addresses out, and a layer2 secondary network reserves no gateway). A third claimant then finds the range full,
  * which is how a case sees that an address is still held, rather than by waiting for something not to happen. Its
- * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces).
+ * own network name gives it a pool no other case draws from (the allocator is per network, across namespaces). On it:
+ * VM vm1 (logical network `t`, NAD `nad-t`, and the networks `also`), running, its claim filled by OVN-K.
  */
-async function tinyNetwork(ns: string, nad: string, network: string, subnet: string): Promise<void> {
-  await createPersistentNad(world, ns, nad, { network, subnets: subnet });
+async function vm1OnTinyNetwork(ns: string, network: string, subnet: string, also: Record<string, string> = {}) {
+  await createPersistentNad(world, ns, 'nad-t', { network, subnets: subnet });
+  const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t', ...also } });
+  const { vmi, pod } = await waitRunning(ns, 'vm1');
+  const claim = await allocatedClaim(ns, 'vm1.t');
+  return { vm, vmi, pod, claim, ips: claim.status.ips };
 }
 
 const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
@@ -320,62 +306,25 @@ async function primaryPodNetwork(ns: string, podName: string, nad: string): Prom
  * gate back on.
  */
 async function hotplugWithGateOff(ns: string, pod: Pod): Promise<Pod> {
-  const from = world.controller.logs.length;
   await setGate(false);
-  await world.controller.waitForLog('the gate turned off', (l) => l['enabled'] === false && l['gate'] === 'PersistentIPs', { from, timeoutMs: EVENTUALLY_MS });
-  await hotplug(ns, 'vm1', 'plain', 'nad-plain');
+  await new VirtCtl(world.api).hotplugInterface(ns, 'vm1', { networkName: 'plain', nadName: 'nad-plain' }, { wait: false });
   return waitFor(
     'virt-controller to add the hotplugged element to the running pod',
     async () => {
       const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-      return p && elements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+      return p && podElements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
     },
     { timeoutMs: EVENTUALLY_MS },
   );
 }
 
+/** Sets the gate in the KubeVirt CR and waits until the controller under test has seen it. */
 async function setGate(on: boolean): Promise<void> {
-  await world.api.mergePatch(paths.kubeVirts('kubevirt', 'kubevirt'), {
-    spec: { configuration: { developerConfiguration: { featureGates: on ? ['PersistentIPs'] : [] } } },
-  });
-}
-
-/** Adds network `name` (NAD `nad`, bridge binding) to the VM template; virt-controller copies it to the running VMI. */
-async function hotplug(ns: string, vmName: string, name: string, nad: string): Promise<void> {
-  const vm = (await world.api.get<Vm>(paths.vms(ns, vmName)))!;
-  const spec = vm.spec.template.spec;
-  await world.api.mergePatch(paths.vms(ns, vmName), {
-    spec: {
-      template: {
-        spec: {
-          networks: [...(spec.networks ?? []), { name, multus: { networkName: nad } }],
-          domain: { devices: { interfaces: [...(spec.domain.devices.interfaces ?? []), { name, bridge: {} }] } },
-        },
-      },
-    },
-  });
-}
-
-/** A case: fresh namespace, the namespace's state attached on failure. */
-function kvCase(
-  name: string,
-  fn: (ns: string, t: TestContext) => Promise<void>,
-  slug: string,
-  opts: { todo?: string; namespaceLabels?: Record<string, string> } = {},
-): void {
-  const { namespaceLabels, ...testOpts } = opts;
-  it(name, { timeout: CASE_TIMEOUT_MS, ...testOpts }, async (t) => {
-    const ns = await world.namespace(slug, namespaceLabels);
-    const t0 = Date.now();
-    try {
-      await fn(ns, t);
-    } catch (err) {
-      if (!opts.todo) world.failed = true;
-      t.diagnostic(await world.describe(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
-      throw err;
-    } finally {
-      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    }
+  const from = world.controller.logs.length;
+  await setGateInCR(world.api, on);
+  await world.controller.waitForLog(`the gate turned ${on ? 'on' : 'off'}`, (l) => l['enabled'] === on && l['gate'] === 'PersistentIPs', {
+    from,
+    timeoutMs: EVENTUALLY_MS,
   });
 }
 
@@ -395,252 +344,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
   );
   after(() => world.tearDown(), { timeout: 60_000 });
 
-  kvCase(
-    'create VM (running): claims for the persistent networks; the launcher pod virt-controller creates refers to them',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(world, ns, 'nad-blue', { network: 'tenant-blue', topology: 'localnet' });
-      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
-      const vm = await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue', plain: 'nad-plain' } });
-      const claims = await waitForClaims(world, ns, ['vm1.red', 'vm1.blue']);
-      const { vmi, pod } = await waitRunning(ns, 'vm1');
-      assert.deepEqual([...(await world.api.claims(ns)).map((c) => c.metadata.name)].sort(), ['vm1.blue', 'vm1.red']);
-      assertClaim(claims.get('vm1.red'), ownerOf(vm, 'VirtualMachine'), 'red', 'red');
-      assertClaim(claims.get('vm1.blue'), ownerOf(vm, 'VirtualMachine'), 'blue', 'tenant-blue');
-      // the VMI and pod are virt-controller's: owner chain VM → VMI → pod
-      assert.ok(controlledBy(vmi, vm.metadata.uid), 'the VMI is controlled by the VM');
-      assert.equal(pod.metadata.labels?.['kubevirt.io'], 'virt-launcher');
-      assertReferences(pod, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
-      // KubeVirt rewrites the networks annotation of the RUNNING pod from the VMI spec (GenerateFromActivePod, while
-      // status.interfaces does not list the interfaces yet), without the references: the webhook's UPDATE rule is what
-      // keeps them (see README.md, "Where KubeVirt differed")
-      const update = await world.controller.waitForLog(
-        'an UPDATE admission of the running launcher pod',
-        (l) => l['operation'] === 'UPDATE' && l['pod'] === pod.metadata.name && l['namespace'] === ns,
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      t.diagnostic(`webhook on virt-controller's rewrite: ${JSON.stringify(update)}`);
-      assertReferences((await world.api.get<Pod>(paths.pods(ns, pod.metadata.name)))!, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
-      t.diagnostic(`launcher pod ${pod.metadata.name}: ${pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-    },
-    'create',
-  );
-
-  kvCase(
-    'VM stopped, then started again: VMI and pod go, the claims stay (finalizer, addresses); the new launcher pod refers to the same claims',
-    async (ns) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      const { vmi: first, pod: firstPod } = await waitRunning(ns, 'vm1');
-      const before = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
-      // OVN-K's cluster manager recorded the address in the claim when it allocated for the pod
-      const ips = await waitFor('status.ips of vm1.red', async () => (await world.api.claim(ns, 'vm1.red'))?.status?.ips, { timeoutMs: EVENTUALLY_MS });
-
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the first launcher pod', paths.pods(ns, firstPod.metadata.name));
-      const stopped = await world.api.claim(ns, 'vm1.red');
-      assert.ok(stopped && !stopped.metadata.deletionTimestamp, 'the claim stays while the VM is stopped');
-      assert.deepEqual(stopped.metadata.finalizers, [CLAIM_FINALIZER]);
-      assert.deepEqual(stopped.status?.ips, ips, 'the address stays in status.ips');
-
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { vmi, pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== first.metadata.uid);
-      assertReferences(pod, { red: 'vm1.red' });
-      const after = await world.api.claim(ns, 'vm1.red');
-      assert.equal(after?.metadata.uid, before.metadata.uid, 'the same claim object');
-      assert.deepEqual(after?.status?.ips, ips, 'the same address');
-      assert.notEqual(vmi.metadata.uid, first.metadata.uid, 'a new VMI');
-    },
-    'stop-start',
-  );
-
-  for (const propagationPolicy of ['Background', 'Foreground'] as const) {
-    kvCase(
-      `VM deleted (${propagationPolicy.toLowerCase()}): the claims keep their finalizer while the VMI exists; then they go, and so does the VM`,
-      async (ns, t) => {
-        await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-        await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-        await waitRunning(ns, 'vm1');
-        await waitForClaims(world, ns, ['vm1.red']);
-        const claims = await record<IPAMClaim>(t, paths.claims(ns));
-        const vmis = await record(t, paths.vmis(ns));
-        await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy });
-        await waitGone('the VM', paths.vms(ns, 'vm1'));
-        await waitGone('the claim', paths.claims(ns, 'vm1.red'));
-        claims.check();
-        vmis.check();
-        const vmiGone = deletedRv(vmis, 'vm1');
-        const released = finalizerReleaseRv(claims, 'vm1.red');
-        assert.ok(vmiGone !== undefined && released !== undefined, `recorded the VMI's deletion (${vmiGone}) and the finalizer's release (${released})`);
-        assert.ok(released > vmiGone, `the finalizer went (rv ${released}) only after the VMI was gone (rv ${vmiGone})`);
-        if (propagationPolicy === 'Foreground') {
-          const marked = claims.of('vm1.red').find((e) => e.obj.metadata.deletionTimestamp && e.obj.metadata.finalizers?.includes(CLAIM_FINALIZER));
-          assert.ok(marked, 'the garbage collector marked the claim for deletion while our finalizer held it');
-          assert.ok(marked.rv < vmiGone, 'the claim was marked while the VMI still existed');
-        }
-      },
-      `delete-${propagationPolicy.toLowerCase()}`,
-    );
-  }
-
-  kvCase(
-    'standalone VMI: the claim is owned by the VMI; it is released once the VMI is terminating with no launcher pod',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      const created = await world.api.create<Vmi>(paths.vmis(ns), {
-        apiVersion: 'kubevirt.io/v1',
-        kind: 'VirtualMachineInstance',
-        metadata: { name: 'solo', namespace: ns },
-        spec: vmSpec({ secondary: { red: 'nad-red' } }),
-      });
-      const claims = await waitForClaims(world, ns, ['solo.red']);
-      assertClaim(claims.get('solo.red'), ownerOf(created, 'VirtualMachineInstance'), 'red', 'red');
-      const { pod } = await waitRunning(ns, 'solo');
-      assertReferences(pod, { red: 'solo.red' });
-      const claimLog = await record<IPAMClaim>(t, paths.claims(ns));
-      const podLog = await record(t, paths.pods(ns));
-      await world.api.delete(paths.vmis(ns, 'solo'));
-      await waitGone('the VMI', paths.vmis(ns, 'solo'));
-      await waitGone('the claim', paths.claims(ns, 'solo.red'));
-      claimLog.check();
-      podLog.check();
-      const podGone = deletedRv(podLog, pod.metadata.name);
-      const released = finalizerReleaseRv(claimLog, 'solo.red');
-      assert.ok(
-        podGone !== undefined && released !== undefined && released > podGone,
-        `the finalizer went (rv ${released}) after the launcher pod was gone (rv ${podGone})`,
-      );
-    },
-    'standalone',
-  );
-
-  kvCase(
-    'live migration (VirtualMachineInstanceMigration): the target launcher pod virt-controller creates refers to the same claims; the claims are not touched',
-    async (ns) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      const claim = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
-      const settled = await waitFor(
-        'the IPAM plugin to record the address',
-        async () => {
-          const c = await world.api.claim(ns, 'vm1.red');
-          return c?.status?.ips?.length ? c : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      const target = await startMigration(ns, vmi);
-      assertReferences(target, { red: 'vm1.red' });
-      await waitMigrated(ns);
-      const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
-      assert.equal(now.metadata.name, target.metadata.name, 'the VMI now runs in the target pod');
-      // KubeVirt keeps the finished source pod (Completed) until the VMI goes, and lists it in activePods
-      const sourceAfter = await world.api.get<Pod>(paths.pods(ns, source.metadata.name));
-      assert.equal(sourceAfter?.status?.phase, 'Succeeded', 'the source launcher pod stays, completed');
-      const vmiAfter = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
-      assert.deepEqual(
-        Object.keys(vmiAfter?.status?.activePods ?? {}).sort(),
-        [source.metadata.uid!, target.metadata.uid!].sort(),
-        'activePods lists both pods',
-      );
-      const after = await world.api.claim(ns, 'vm1.red');
-      assert.equal(after?.metadata.uid, claim.metadata.uid);
-      assert.equal(after?.metadata.resourceVersion, settled.metadata.resourceVersion, 'the claim was not written during the migration');
-    },
-    'migration',
-  );
-
-  kvCase(
-    "hotplug an interface, then hot-unplug another (LiveUpdate): a claim appears for the new one; the unplugged one's claim goes once it left the VMI",
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      const { vmi } = await waitRunning(ns, 'vm1');
-      const red = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
-
-      // hotplug: add blue to the VM template; virt-controller copies it to the running VMI (LiveUpdate)
-      const vm = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
-      const spec = vm.spec.template.spec;
-      await world.api.mergePatch(paths.vms(ns, 'vm1'), {
-        spec: {
-          template: {
-            spec: {
-              networks: [...(spec.networks ?? []), { name: 'blue', multus: { networkName: 'nad-blue' } }],
-              domain: { devices: { interfaces: [...(spec.domain.devices.interfaces ?? []), { name: 'blue', bridge: {} }] } },
-            },
-          },
-        },
-      });
-      const blue = (await waitForClaims(world, ns, ['vm1.blue'])).get('vm1.blue')!;
-      assertClaim(blue, ownerOf(vm, 'VirtualMachine'), 'blue', 'blue');
-      // without Multus's dynamic networks controller, the interface reaches the guest through a migration to a pod
-      // that has it (virt-controller marks the VMI MigrationRequired after 15 s; the workload updater migrates)
-      const { pod: withBlue } = await waitRunning(
-        ns,
-        'vm1',
-        (_v, p) => elements(p).some((e) => e.interface === expectedPodInterface('blue')) && p.metadata.labels?.['kubevirt.io/migrationJobUID'] !== undefined,
-      );
-      assertReferences(withBlue, { red: 'vm1.red', blue: 'vm1.blue' });
-      assert.equal((await world.api.claim(ns, 'vm1.red'))?.metadata.uid, red.metadata.uid, 'the existing claim is kept');
-      t.diagnostic(`after hotplug: VMI ${vmi.metadata.name} in ${withBlue.metadata.name}: ${withBlue.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-
-      // Let the hotplug settle first: its migration completed and virt-controller has cleared MigrationRequired. An
-      // unplug issued while the hotplug's condition still stands was seen to wait for a migration KubeVirt never
-      // started (a loaded CI machine): that is KubeVirt's sequencing, not what this row is about.
-      await waitFor(
-        'the hotplug to settle (migration completed, MigrationRequired cleared)',
-        async () => {
-          const v = await world.api.get<Vmi & { status?: { conditions?: { type: string; status: string }[] } }>(paths.vmis(ns, 'vm1'));
-          const required = v?.status?.conditions?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
-          return v?.status?.migrationState?.completed && !required ? v : undefined;
-        },
-        { timeoutMs: 2 * EVENTUALLY_MS },
-      );
-
-      // hot-unplug red: state absent on the VM template
-      const vm2 = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
-      const ifaces = (vm2.spec.template.spec.domain.devices.interfaces ?? []).map((i) => (i.name === 'red' ? { ...i, state: 'absent' } : i));
-      await world.api.mergePatch(paths.vms(ns, 'vm1'), { spec: { template: { spec: { domain: { devices: { interfaces: ifaces } } } } } });
-      await waitFor(
-        'red to leave the VMI spec',
-        async () => {
-          const v = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
-          return v && !(v.spec.networks ?? []).some((n) => n.name === 'red') ? v : undefined;
-        },
-        { timeoutMs: 2 * EVENTUALLY_MS },
-      );
-      await waitGone('the claim of the unplugged interface', paths.claims(ns, 'vm1.red'));
-      const left = await world.api.claim(ns, 'vm1.blue');
-      assert.equal(left?.metadata.uid, blue.metadata.uid, 'the other claim stays');
-    },
-    'hotplug',
-  );
-
-  kvCase(
-    'primary user-defined network, template with networks (pod network, l2bridge binding): a claim for the pod network; the launcher pod refers to it',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
-      const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
-      const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
-      assert.equal(claim.spec.network, 'tenant-primary');
-      assert.deepEqual(
-        claim.metadata.ownerReferences?.map((r) => r.uid),
-        [vm.metadata.uid],
-      );
-      const { pod } = await waitRunning(ns, 'vm1');
-      assertPrimaryReference(pod, 'vm1.default');
-      t.diagnostic(`launcher pod annotations: ${JSON.stringify(pod.metadata.annotations)}`);
-    },
-    'udn-template',
-  );
-
   // The controller reads the VM template the way KubeVirt builds the VMI from it (src/claims/effective-spec.ts): a
   // template with no networks and no interfaces runs with the pod network `default`, which gets its claim.
-  kvCase(
+  worldCase(
+    world,
     'primary user-defined network, template with no networks and no interfaces: KubeVirt gives the VMI the pod network `default`; a claim for it; the launcher pod refers to it',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('udn-bare');
       await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
       await createVM(ns, 'vm1', { bare: true });
       const vmi = await waitFor('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')), { timeoutMs: EVENTUALLY_MS });
@@ -652,71 +362,20 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const { pod } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(pod, 'vm1.default');
     },
-    'udn-bare',
   );
 
   // -- issue 26: the edges (spec §8, last bullets) -------------------------------------------------------------
 
-  kvCase(
-    "a hotplug while the gate is off: virt-controller rebuilds the running pod's annotation without our references; the webhook carries the existing one over",
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
-      await waitForClaims(world, ns, ['vm1.red']);
-      const { pod } = await waitRunning(ns, 'vm1');
-      assertReferences(pod, { red: 'vm1.red' });
-      t.after(() => setGate(true));
-      const rebuilt = await hotplugWithGateOff(ns, pod);
-      t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-      assertReferences(rebuilt, { red: 'vm1.red', plain: undefined });
-    },
-    'gate-off-hotplug',
-  );
-
-  kvCase(
-    'a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it, and a migration target names it too',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-late', { network: 'late', allowPersistentIPs: false });
-      const vm = await createVM(ns, 'vm1', { secondary: { late: 'nad-late' } });
-      const { vmi, pod } = await waitRunning(ns, 'vm1');
-      assertReferences(pod, { late: undefined });
-      await world.api.mergePatch(paths.nads(ns, 'nad-late'), { spec: { config: nadConfig(ns, 'nad-late', { network: 'late' }) } });
-      await waitForClaims(world, ns, ['vm1.late']);
-      const pointed = await waitFor(
-        'the running pod to name the claim made after it started',
-        async () => {
-          const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-          return p && elements(p).find((e) => e.interface === expectedPodInterface('late'))?.['ipam-claim-reference'] === 'vm1.late' ? p : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      assertReferences(pointed, { late: 'vm1.late' });
-      const events = await waitFor(
-        'an Event on the VM while the claim waits for its address',
-        async () => {
-          const list = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
-          return list.some((e) => e.reason === 'ClaimAwaitingAddresses' && e.involvedObject?.uid === vm.metadata.uid) ? list : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      t.diagnostic(`events: ${events.map((e) => e.reason).join(', ')}`);
-      const target = await startMigration(ns, vmi);
-      assertReferences(target, { late: 'vm1.late' });
-    },
-    'late-claim',
-  );
-
-  kvCase(
-    'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event), its next launcher pod is admitted, and the claims go once the VMI is gone',
-    async (ns, t) => {
-      await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
+  worldCase(
+    world,
+    'kubectl delete vm --cascade=orphan: the running VMI owns the claims again (Event) and keeps its address (issue 26: no new VM gets it), its next launcher pod is admitted, and the claims go once the VMI is gone',
+    async ({ namespace, t }) => {
+      const ns = await namespace('orphan');
       await createPersistentNad(world, ns, 'nad-blue', { network: 'blue' });
-      await createVM(ns, 'vm1', { secondary: { red: 'nad-red', blue: 'nad-blue' } });
-      await waitForClaims(world, ns, ['vm1.blue', 'vm1.red']);
-      const { vmi } = await waitRunning(ns, 'vm1');
+      const { vm, vmi, pod, ips } = await vm1OnTinyNetwork(ns, 'tiny-orphan', '10.201.6.0/30', { blue: 'nad-blue' });
+      await waitForClaims(world, ns, ['vm1.blue', 'vm1.t']);
       // Someone (a backup tool, say) made vm1.blue depend on an object of theirs too: that owner stays through it all.
-      const keeper = await world.api.create<{ metadata: { uid: string } }>(`/api/v1/namespaces/${ns}/configmaps`, {
+      const keeper = await world.api.create<{ metadata: { uid: string } }>(paths.configMaps(ns), {
         apiVersion: 'v1',
         kind: 'ConfigMap',
         metadata: { name: 'keeper', namespace: ns },
@@ -725,16 +384,21 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await world.api.jsonPatch(paths.claims(ns, 'vm1.blue'), [{ op: 'add', path: '/metadata/ownerReferences/-', value: keeperRef }]);
       await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
       await waitGone('the VM', paths.vms(ns, 'vm1'));
+      // the garbage collector orphans the claims (drops the VM's ownerReference) and the controller makes the VMI their
+      // owner; a claim deleted here would give the running VM's address back to OVN-K's pool
       const ownedByVmi = (name: string) =>
         waitFor(
-          `${name} owned by the VMI`,
+          `${name} owned by the VMI, no longer by the VM`,
           async () => {
             const c = await world.api.claim(ns, name);
-            return c?.metadata.ownerReferences?.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') ? c : undefined;
+            const refs = c?.metadata.ownerReferences ?? [];
+            return refs.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') && !refs.some((r) => r.uid === vm.metadata.uid)
+              ? c
+              : undefined;
           },
           { timeoutMs: EVENTUALLY_MS },
         );
-      const adopted = await ownedByVmi('vm1.red');
+      const adopted = await ownedByVmi('vm1.t');
       assert.deepEqual(adopted.metadata.finalizers, [CLAIM_FINALIZER]);
       const shared = await ownedByVmi('vm1.blue');
       assert.deepEqual(
@@ -746,21 +410,19 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         'the VMI joins the other owner',
       );
       // The Event is written after the claim's patch: wait for it, as a user reading `kubectl get events` would.
-      await waitFor(
-        'a ClaimAdopted Event on the VMI',
-        async () => {
-          const events = (await world.api.list<{ reason?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`)).items;
-          return events.some((e) => e.reason === 'ClaimAdopted' && e.involvedObject?.uid === vmi.metadata.uid);
-        },
-        { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-      );
+      await waitForEvent(ns, vmi.metadata.uid, 'ClaimAdopted', 'a ClaimAdopted Event on the VMI');
+      await assertStillHeld(ns, 'nad-t', ips, 'while the orphaned VMI runs');
+      const claim = await world.api.claim(ns, 'vm1.t');
+      assert.ok(claim && !claim.metadata.deletionTimestamp, 'the claim stays');
+      assert.deepEqual(claim.status?.ips, ips);
+      assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
       // a migration (a node drain would do the same): its target pod must be admitted, with the claim
       const target = await startMigration(ns, vmi);
-      assertReferences(target, { red: 'vm1.red', blue: 'vm1.blue' });
-      t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.red and vm1.blue`);
+      assertPodReferences(target, { t: 'vm1.t', blue: 'vm1.blue' });
+      t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.t and vm1.blue`);
       await world.api.delete(paths.vmis(ns, 'vm1'));
       await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.red'));
+      await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.t'));
       // vm1.blue is released, not deleted: its other owner still holds it, and garbage collection removes it with it.
       await waitFor(
         'vm1.blue released, still owned by the ConfigMap',
@@ -770,15 +432,16 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         },
         { timeoutMs: EVENTUALLY_MS },
       );
-      await world.api.delete(`/api/v1/namespaces/${ns}/configmaps/keeper`);
+      await world.api.delete(paths.configMaps(ns, 'keeper'));
       await waitGone('vm1.blue, with its other owner', paths.claims(ns, 'vm1.blue'));
     },
-    'orphan',
   );
 
-  kvCase(
+  worldCase(
+    world,
     "a copied launcher pod (kubectl debug --copy-to: no owner reference, same labels and annotations) is never pointed at the VM's claim",
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('copied-pod');
       await createPersistentNad(world, ns, 'nad-red', { network: 'red' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-red' } });
       await waitForClaims(world, ns, ['vm1.red']);
@@ -795,27 +458,28 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(refused.status, 403, `the copy carrying vm1.red is refused: ${refused.body.slice(0, 300)}`);
       assert.match(refused.body, /no controller owner reference/);
       // without it: admitted, and not pointed at the claim although kubevirt.io/domain names the VM
-      const stripped = JSON.stringify(elements(full).map(({ 'ipam-claim-reference': _ref, ...rest }) => rest));
+      const stripped = JSON.stringify(podElements(full).map(({ 'ipam-claim-reference': _ref, ...rest }) => rest));
       const created = await world.api.create<Pod>(
         paths.pods(ns),
         copy(`${pod.metadata.name}-copy2`, { ...full.metadata.annotations, [MULTUS_NETWORKS_ANNOTATION]: stripped }),
       );
-      assertReferences(created, { red: undefined });
+      assertPodReferences(created, { red: undefined });
       t.diagnostic(`copy admitted without a reference: ${created.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
       await world.api.delete(paths.pods(ns, created.metadata.name));
     },
-    'copied-pod',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'NAD swapped on a running VM (LiveUpdateNADRef, GA in v1.9): the new network gets a claim of its own for the migration target; the old claim is released once the source pod has finished',
-    async (ns, t) => {
+    async ({ namespace, t }) => {
+      const ns = await namespace('nad-swap');
       await createPersistentNad(world, ns, 'nad-a', { network: 'net-a' });
       await createPersistentNad(world, ns, 'nad-b', { network: 'net-b' });
       await createVM(ns, 'vm1', { secondary: { red: 'nad-a' } });
       const old = (await waitForClaims(world, ns, ['vm1.red'])).get('vm1.red')!;
       const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      assertReferences(source, { red: 'vm1.red' });
+      assertPodReferences(source, { red: 'vm1.red' });
       const vm = (await world.api.get<Vm>(paths.vms(ns, 'vm1')))!;
       await world.api.mergePatch(paths.vms(ns, 'vm1'), {
         spec: {
@@ -839,7 +503,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(swapped.spec, { network: 'net-b', interface: expectedPodInterface('red') });
       const { pod: target } = await waitRunning(ns, 'vm1', (_v, p) => p.metadata.name !== source.metadata.name);
       t.diagnostic(`target pod ${target.metadata.name}: ${target.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
-      const el = elements(target).find((e) => e.interface === expectedPodInterface('red'));
+      const el = podElements(target).find((e) => e.interface === expectedPodInterface('red'));
       assert.equal(el?.name, 'nad-b', 'the target pod is on the new NAD');
       assert.equal(el?.['ipam-claim-reference'], swapped.metadata.name, "and names the new network's claim");
       // the source pod has finished (KubeVirt keeps it, completed): nothing names the old claim any more
@@ -847,28 +511,23 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal((await world.api.claim(ns, swapped.metadata.name))?.metadata.uid, swapped.metadata.uid, 'the new claim stays');
       t.diagnostic(`old claim ${old.metadata.uid} released; VMI ${vmi.metadata.name} runs on ${swapped.metadata.name}`);
     },
-    'nad-swap',
   );
 
-  // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see tinyNetwork) -----
+  // -- issue 27: the addresses OVN-Kubernetes' cluster manager gave (a /30 of its own per case, see vm1OnTinyNetwork) -----
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): stop/start keeps the address OVN-K gave; while the VM is stopped the address stays held (the /30 is full for a third VM); IPsAllocated and ownerPod as OVN-K writes them, shown by `persistent-ips status`',
-    async (ns, t) => {
-      await tinyNetwork(ns, 'nad-t', 'tiny-stop', '10.201.1.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
-      const claim = await allocatedClaim(ns, 'vm1.t');
-      const ips = claim.status.ips;
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-stop-start');
+      const { vmi: firstVmi, pod: first, claim, ips } = await vm1OnTinyNetwork(ns, 'tiny-stop', '10.201.1.0/30');
       assert.equal(ips.length, 1);
       assert.match(ips[0]!, /^10\.201\.1\.[12]\/30$/, 'an address of the /30');
       const firstNet = await podNetwork(ns, first.metadata.name, 'nad-t');
       assert.deepEqual(firstNet?.ip_addresses, ips, "the launcher pod's k8s.ovn.org/pod-networks has the claim's address");
       assert.equal(claim.status.ownerPod?.name, first.metadata.name, 'ownerPod: the pod OVN-K allocated for');
 
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+      await stopVm1(ns, first);
       // no pod names vm1.t now: the stopped VM's address is reserved by its claim alone
       await assertStillHeld(ns, 'nad-t', ips, 'while the VM is stopped');
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, "the stopped VM's claim keeps its address");
@@ -889,8 +548,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       );
       assert.equal(shown.rows.find((r) => r.claim === 'third.t')?.condition?.reason, 'SubnetExhausted');
 
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+      const { pod } = await startVm1(ns, firstVmi);
       const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
       assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
       assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
@@ -900,17 +558,14 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.equal(after?.status?.ownerPod?.name, first.metadata.name, 'ownerPod is not rewritten for the new pod');
       assert.equal(ipsAllocated(after)?.status, 'True');
     },
-    'addr-stop-start',
   );
 
-  kvCase(
+  worldCase(
+    world,
     "addresses (OVN-K): live migration: the target pod gets the source pod's address and MAC; once the source pod is deleted the address is still held (the /30 is full for a third VM)",
-    async (ns) => {
-      await tinyNetwork(ns, 'nad-t', 'tiny-migration', '10.201.2.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { vmi, pod: source } = await waitRunning(ns, 'vm1');
-      const claim = await allocatedClaim(ns, 'vm1.t');
-      const ips = claim.status.ips;
+    async ({ namespace }) => {
+      const ns = await namespace('addr-migration');
+      const { vmi, pod: source, ips } = await vm1OnTinyNetwork(ns, 'tiny-migration', '10.201.2.0/30');
       const sourceNet = await podNetwork(ns, source.metadata.name, 'nad-t');
       assert.deepEqual(sourceNet?.ip_addresses, ips, "the source pod has the claim's address");
 
@@ -933,16 +588,14 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
       assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
     },
-    'addr-migration',
   );
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): VM deleted: its address returns to the pool, and a VM that found the range full gets that address only then',
-    async (ns, t) => {
-      await tinyNetwork(ns, 'nad-t', 'tiny-delete', '10.201.3.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-delete');
+      const { ips } = await vm1OnTinyNetwork(ns, 'tiny-delete', '10.201.3.0/30');
       await createVM(ns, 'other', { secondary: { t: 'nad-t' } });
       const otherIps = (await allocatedClaim(ns, 'other.t')).status.ips;
       assert.notDeepEqual(otherIps, ips);
@@ -974,67 +627,68 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         'no other claim held the address before',
       );
     },
-    'addr-delete',
   );
 
   // The edges of issue 26 where OVN-K is the one that would free or hand out again an address a running VM holds.
 
-  kvCase(
+  worldCase(
+    world,
     "addresses (OVN-K), issue 26: a hotplug while the gate is off keeps the running pod's reference, so the end of that pod does not free the address its VM holds",
-    async (ns, t) => {
-      await tinyNetwork(ns, 'nad-t', 'tiny-gate-off', '10.201.4.0/30');
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-gate-off');
       await createPersistentNad(world, ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false });
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { pod } = await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+      const { pod, ips } = await vm1OnTinyNetwork(ns, 'tiny-gate-off', '10.201.4.0/30');
+      assertPodReferences(pod, { t: 'vm1.t' });
       let gateOn = false;
       t.after(async () => {
-        if (!gateOn) await setGate(true);
+        if (!gateOn) await setGateInCR(world.api, true);
       });
       const rebuilt = await hotplugWithGateOff(ns, pod);
-      assertReferences(rebuilt, { t: 'vm1.t', plain: undefined });
+      t.diagnostic(`running pod after the rebuild: ${rebuilt.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
+      assertPodReferences(rebuilt, { t: 'vm1.t', plain: undefined });
       assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
       // the pod ends (the VM stops): OVN-K frees the address of a pod whose element names no claim, and keeps the one
       // a claim holds, so the reference the webhook carried over is what keeps the address the VM's
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
-      const on = world.controller.logs.length;
+      await stopVm1(ns, pod);
       await setGate(true);
       gateOn = true;
-      await world.controller.waitForLog('the gate turned on', (l) => l['enabled'] === true && l['gate'] === 'PersistentIPs', {
-        from: on,
-        timeoutMs: EVENTUALLY_MS,
-      });
       assert.deepEqual((await world.api.claim(ns, 'vm1.t'))?.status?.ips, ips, 'the claim keeps its address');
       await assertStillHeld(ns, 'nad-t', ips, 'after the pod ended');
     },
-    'addr-gate-off',
   );
 
-  kvCase(
-    'addresses (OVN-K), issue 26: a claim made after its pod runs is filled with the address that pod has; the migration target gets it, and it stays held once the source pod is deleted',
-    async (ns) => {
-      const config = (persistent: boolean) => nadConfig(ns, 'nad-t', { network: 'tiny-late', subnets: '10.201.5.0/30', allowPersistentIPs: persistent });
-      await world.api.create(paths.nads(ns), {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'nad-t', namespace: ns },
-        spec: { config: config(false) },
-      });
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
+  worldCase(
+    world,
+    'addresses (OVN-K), issue 26: a claim made after its pod runs (NAD made persistent): the running launcher pod is pointed at it (Event) and OVN-K fills it with the address that pod has; the migration target names it and gets that address, and it stays held once the source pod is deleted',
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-late-claim');
+      const nad = { network: 'tiny-late', subnets: '10.201.5.0/30' };
+      await createPersistentNad(world, ns, 'nad-t', { ...nad, allowPersistentIPs: false });
+      const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
       const { vmi, pod } = await waitRunning(ns, 'vm1');
-      assertReferences(pod, { t: undefined });
+      assertPodReferences(pod, { t: undefined });
       const running = await podNetwork(ns, pod.metadata.name, 'nad-t');
       const ips = running?.ip_addresses ?? [];
       assert.equal(ips.length, 1, `OVN-K gave the running pod an address: ${JSON.stringify(running)}`);
-      await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: config(true) } });
+      await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: nadConfig(ns, 'nad-t', nad) } });
       // our controller makes the claim and points the running pod's element at it; OVN-K then records in the claim the
       // address that pod already has (instead of a new one for the next pod)
+      const pointed = await waitFor(
+        'the running pod to name the claim made after it started',
+        async () => {
+          const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+          return p && podElements(p).find((e) => e.interface === expectedPodInterface('t'))?.['ipam-claim-reference'] === 'vm1.t' ? p : undefined;
+        },
+        { timeoutMs: EVENTUALLY_MS },
+      );
+      assertPodReferences(pointed, { t: 'vm1.t' });
+      const event = await waitForEvent(ns, vm.metadata.uid, 'ClaimAwaitingAddresses', 'an Event on the VM while the claim waits for its address');
+      t.diagnostic(`event: ${event.message}`);
       const claim = await allocatedClaim(ns, 'vm1.t');
       assert.deepEqual(claim.status.ips, ips, "the claim is filled with the running pod's address");
       assert.equal(claim.status.ownerPod?.name, pod.metadata.name);
       const target = await startMigration(ns, vmi);
-      assertReferences(target, { t: 'vm1.t' });
+      assertPodReferences(target, { t: 'vm1.t' });
       await waitMigrated(ns);
       const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
       assert.deepEqual(targetNet?.ip_addresses, ips, 'the migration target gets the same address');
@@ -1044,47 +698,17 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await assertStillHeld(ns, 'nad-t', ips, 'once the source pod is gone');
       assert.deepEqual((await podNetwork(ns, target.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running target pod keeps it');
     },
-    'addr-late-claim',
-  );
-
-  kvCase(
-    'addresses (OVN-K), issue 26: kubectl delete vm --cascade=orphan: the running VMI keeps its claim and its address; no new VM gets it',
-    async (ns) => {
-      await tinyNetwork(ns, 'nad-t', 'tiny-orphan', '10.201.6.0/30');
-      const vm = await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { pod } = await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
-      await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
-      await waitGone('the VM', paths.vms(ns, 'vm1'));
-      // the garbage collector orphans the claim (drops the VM's ownerReference): from then on the controller sees the
-      // orphan; a claim deleted here would give the running VM's address back to OVN-K's pool
-      await waitFor(
-        "the claim to lose the VM's ownerReference",
-        async () => {
-          const c = await world.api.claim(ns, 'vm1.t');
-          return c && !c.metadata.ownerReferences?.some((r) => r.uid === vm.metadata.uid) ? c : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
-      await assertStillHeld(ns, 'nad-t', ips, 'while the orphaned VMI runs');
-      const claim = await world.api.claim(ns, 'vm1.t');
-      assert.ok(claim && !claim.metadata.deletionTimestamp, 'the claim stays');
-      assert.deepEqual(claim.status?.ips, ips);
-      assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
-    },
-    'addr-orphan',
   );
 
   // The controller under test restarts: what it left behind (claims, references) must carry the VM through, and a
   // restart in a steady state writes nothing.
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): our controller restarts while the VM is stopped and started again: the new launcher pod waits for the webhook (failurePolicy Fail), then gets the same address; the claim is not written across the restart; no other VM gets the address',
-    async (ns, t) => {
-      await tinyNetwork(ns, 'nad-t', 'tiny-restart', '10.201.7.0/30');
-      await createVM(ns, 'vm1', { secondary: { t: 'nad-t' } });
-      const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
-      const ips = (await allocatedClaim(ns, 'vm1.t')).status.ips;
+    async ({ namespace, t }) => {
+      const ns = await namespace('addr-restart');
+      const { vmi: firstVmi, pod: first, ips } = await vm1OnTinyNetwork(ns, 'tiny-restart', '10.201.7.0/30');
       const firstNet = await podNetwork(ns, first.metadata.name, 'nad-t');
       assert.deepEqual(firstNet?.ip_addresses, ips);
       const claims = await record<IPAMClaim>(t, paths.claims(ns));
@@ -1097,9 +721,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       down = true;
       const stopped = await world.controller.stop();
       t.diagnostic(`controller stopped: ${JSON.stringify(stopped)}`);
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+      await stopVm1(ns, first);
       await setRunStrategy(ns, 'vm1', 'Always');
       // virt-controller makes the new VMI, but the API server refuses its launcher pod: the webhook does not answer
       // and its failurePolicy is Fail, so no pod can start without the reference that keeps its address
@@ -1111,14 +733,12 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         },
         { timeoutMs: EVENTUALLY_MS },
       );
-      const refusal = await waitFor(
+      const refusal = await waitForEvent(
+        ns,
+        vmi.metadata.uid,
+        'FailedCreate',
         'virt-controller to report its launcher pod refused by the unreachable webhook',
-        async () => {
-          const list = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(`/api/v1/namespaces/${ns}/events`))
-            .items;
-          return list.find((e) => e.involvedObject?.uid === vmi.metadata.uid && e.reason === 'FailedCreate' && /webhook/i.test(e.message ?? ''));
-        },
-        { timeoutMs: EVENTUALLY_MS },
+        /webhook/i,
       );
       t.diagnostic(`while the controller was down: ${refusal.message}`);
       assert.deepEqual(await launcherPods(ns, vmi), [], 'no launcher pod while the webhook is down');
@@ -1126,7 +746,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       world.controller = await world.startController('kubevirt-e2e-restarted');
       down = false;
       const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid === vmi.metadata.uid);
-      assertReferences(pod, { t: 'vm1.t' });
+      assertPodReferences(pod, { t: 'vm1.t' });
       const net = await podNetwork(ns, pod.metadata.name, 'nad-t');
       assert.deepEqual(net?.ip_addresses, ips, 'the new launcher pod gets the same address');
       assert.equal(net?.mac_address, firstNet?.mac_address, 'and the same MAC');
@@ -1160,23 +780,29 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         'no other claim ever held the address',
       );
     },
-    'addr-restart',
   );
 
   // Primary user-defined networks: the cluster manager allocates for them with network segmentation on and the
   // namespace labelled k8s.ovn.org/primary-user-defined-network (../ovn-kubernetes/cluster-manager.ts). OVN-K v1.3
   // takes the claim from the default-network element's ipam-claim-reference, else from the legacy annotation
   // k8s.ovn.org/primary-udn-ipamclaim (pkg/util/multi_network.go, GetPodNADToNetworkMappingWithActiveNetwork).
-  const udnNamespace = { namespaceLabels: { [OVN_PRIMARY_UDN_NAMESPACE_LABEL]: '' } };
+  const udnLabels = { [OVN_PRIMARY_UDN_NAMESPACE_LABEL]: '' };
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): primary user-defined network (layer2, role primary), claim named by the legacy annotation k8s.ovn.org/primary-udn-ipamclaim: OVN-K gives the launcher pod its primary address through the claim; stop/start keeps it',
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-udn-legacy', udnLabels);
       await createPersistentNad(world, ns, 'primary', { network: 'udn-legacy', role: 'primary', subnets: '10.202.1.0/24' });
-      await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
+      const vm = await createVM(ns, 'vm1', { pod: { name: 'default', binding: { name: 'l2bridge' } } });
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
       assertPrimaryReference(first, 'vm1.default');
       const claim = await allocatedClaim(ns, 'vm1.default');
+      assert.equal(claim.spec.network, 'udn-legacy');
+      assert.deepEqual(
+        claim.metadata.ownerReferences?.map((r) => r.uid),
+        [vm.metadata.uid],
+      );
       const ips = claim.status.ips;
       assert.equal(ips.length, 1);
       assert.match(ips[0]!, /^10\.202\.1\.\d+\/24$/, 'an address of the primary network');
@@ -1191,25 +817,22 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       ]);
       assert.equal(dropped.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], 'vm1.default', 'the reference is carried over');
 
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
+      await stopVm1(ns, first);
       assert.deepEqual((await world.api.claim(ns, 'vm1.default'))?.status?.ips, ips, "the stopped VM's claim keeps its address");
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
+      const { pod } = await startVm1(ns, firstVmi);
       assertPrimaryReference(pod, 'vm1.default');
       const net = await primaryPodNetwork(ns, pod.metadata.name, 'primary');
       assert.deepEqual(net.ip_addresses, ips, 'the new launcher pod gets the same primary address');
       assert.equal(net.mac_address, firstNet.mac_address, 'and the same MAC');
       assert.equal((await world.api.claim(ns, 'vm1.default'))?.status?.ownerPod?.name, first.metadata.name, 'ownerPod is not rewritten');
     },
-    'addr-udn-legacy',
-    udnNamespace,
   );
 
-  kvCase(
+  worldCase(
+    world,
     'addresses (OVN-K): primary user-defined network, address and MAC asked for: the default-network element names the claim with the requests; OVN-K gives exactly those, records them in the claim, and the VM keeps them across stop/start',
-    async (ns) => {
+    async ({ namespace }) => {
+      const ns = await namespace('addr-udn-element', udnLabels);
       await createPersistentNad(world, ns, 'primary', { network: 'udn-element', role: 'primary', subnets: '10.202.2.0/24' });
       const mac = '02:5e:00:0a:ca:fe';
       const asked = ['10.202.2.77/24'];
@@ -1220,7 +843,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const { vmi: firstVmi, pod: first } = await waitRunning(ns, 'vm1');
       const expectedElement = { name: 'default', namespace: 'ovn-kubernetes', ips: asked, mac, 'ipam-claim-reference': 'vm1.default' };
       assert.deepEqual(
-        elements(first, MULTUS_DEFAULT_NETWORK_ANNOTATION),
+        podElements(first, MULTUS_DEFAULT_NETWORK_ANNOTATION),
         [expectedElement],
         `launcher pod ${first.metadata.name}: the default-network element`,
       );
@@ -1232,18 +855,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(firstNet.ip_addresses, asked);
       assert.equal(firstNet.mac_address, mac, 'and the MAC the element asks for');
 
-      await setRunStrategy(ns, 'vm1', 'Halted');
-      await waitGone('the VMI', paths.vmis(ns, 'vm1'));
-      await waitGone('the launcher pod', paths.pods(ns, first.metadata.name));
-      await setRunStrategy(ns, 'vm1', 'Always');
-      const { pod } = await waitRunning(ns, 'vm1', (v) => v.metadata.uid !== firstVmi.metadata.uid);
-      assert.deepEqual(elements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [expectedElement]);
+      await stopVm1(ns, first);
+      const { pod } = await startVm1(ns, firstVmi);
+      assert.deepEqual(podElements(pod, MULTUS_DEFAULT_NETWORK_ANNOTATION), [expectedElement]);
       const net = await primaryPodNetwork(ns, pod.metadata.name, 'primary');
       assert.deepEqual(net.ip_addresses, asked, 'the new launcher pod gets the same primary address');
       assert.equal(net.mac_address, mac);
       assert.deepEqual((await world.api.claim(ns, 'vm1.default'))?.status?.ips, asked);
     },
-    'addr-udn-element',
-    udnNamespace,
   );
 });

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { it, type TestContext } from 'node:test';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import { freePort, startControlPlane, type ControlPlane } from '../harness/index.ts';
 import { ControllerProcess } from '../local/controller-process.ts';
@@ -220,4 +221,52 @@ export class World {
       `logs: ${this.dir}`,
     ].join('\n');
   }
+}
+
+/** What a case needs of its world: fresh namespaces, and what one looks like when a case in it failed. */
+export interface CaseWorld {
+  namespace(slug: string, labels?: Record<string, string>): Promise<string>;
+  describe(ns: string): Promise<string>;
+  /** Set when a case failed (a world then keeps its logs). */
+  failed: boolean;
+  /** Counted when the file prints a summary line. */
+  tally?: { ran: number; passed: number; failed: number };
+}
+
+/** What a case gets: its world, its test context, and fresh namespaces (described when the case fails). */
+export interface CaseContext<W extends CaseWorld = CaseWorld> {
+  world: W;
+  t: TestContext;
+  namespace(slug: string, labels?: Record<string, string>): Promise<string>;
+}
+
+export const CASE_TIMEOUT_MS = 240_000;
+
+/**
+ * One end-to-end case (a `node:test` test) in `world`: counted in its tally, and, when it fails, the state of the
+ * namespaces it made attached to the failure.
+ */
+export function worldCase<W extends CaseWorld>(world: W, name: string, fn: (c: CaseContext<W>) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
+  it(name, { timeout: opts.timeoutMs ?? CASE_TIMEOUT_MS }, async (t) => {
+    const tally = world.tally;
+    if (tally) tally.ran++;
+    const used: string[] = [];
+    const namespace = async (slug: string, labels?: Record<string, string>) => {
+      const ns = await world.namespace(slug, labels);
+      used.push(ns);
+      return ns;
+    };
+    const t0 = Date.now();
+    try {
+      await fn({ world, t, namespace });
+      if (tally) tally.passed++;
+    } catch (err) {
+      if (tally) tally.failed++;
+      world.failed = true;
+      for (const ns of used) t.diagnostic(await world.describe(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
+      throw err;
+    } finally {
+      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    }
+  });
 }

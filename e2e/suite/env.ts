@@ -5,11 +5,10 @@
 // plugin is the node stand-in (`ovnKubernetes: false`): the cases write the claims' addresses themselves where they
 // need them, and several stage NADs OVN-Kubernetes would refuse (invalid, layer3, edited configs).
 import { randomBytes } from 'node:crypto';
-import { it, type TestContext } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster } from '../harness/index.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
-import { World } from '../kubevirt/world.ts';
+import { type CaseContext as WorldCaseContext, type CaseWorld, World, worldCase } from '../kubevirt/world.ts';
 import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
 import { type Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
 
@@ -25,25 +24,18 @@ export const inNamespace =
   (l: LogLine): boolean =>
     l['namespace'] === ns;
 
-export interface Tally {
-  ran: number;
-  passed: number;
-  failed: number;
-}
-
-export class SuiteEnv {
+export class SuiteEnv implements CaseWorld {
   readonly world = new World({ ovnKubernetes: false, controller: false, onLog: (l) => console.log(`[e2e] ${l}`) });
   cluster!: Cluster;
   kc!: KubeConfig;
   api!: Api;
   /** virtctl-like operations and waits on real KubeVirt. */
   kv!: VirtCtl;
-  dir!: string;
   /** Where every controller of the suite serves the launcher-pod webhook (the MutatingWebhookConfiguration's URL). */
   webhookPort = 0;
+  failed = false;
   readonly runId = randomBytes(3).toString('hex');
-  readonly tally: Tally = { ran: 0, passed: 0, failed: 0 };
-  readonly namespaces: string[] = [];
+  readonly tally = { ran: 0, passed: 0, failed: 0 };
   startedAt = 0;
   #shared: ControllerProcess | undefined;
   readonly #dedicated = new Set<ControllerProcess>();
@@ -52,7 +44,6 @@ export class SuiteEnv {
     this.startedAt = Date.now();
     await this.world.setUp();
     this.cluster = this.world.cp;
-    this.dir = this.world.dir;
     this.webhookPort = this.world.webhookPort;
     this.kc = kubeConfigFrom(this.cluster.kubeconfigPath);
     this.api = this.world.api;
@@ -63,20 +54,8 @@ export class SuiteEnv {
   async tearDown(): Promise<void> {
     for (const c of this.#dedicated) await c.stop().catch(() => undefined);
     await this.#shared?.stop().catch(() => undefined);
-    this.world.failed ||= this.tally.failed > 0;
+    this.world.failed ||= this.failed;
     await this.world.tearDown();
-  }
-
-  // -- KubeVirt -----------------------------------------------------------------------------------------------------
-
-  /** Stops virt-controller: VMs, VMIs and pods stay as they are (the node still runs) until startVirtController. */
-  stopVirtController(): Promise<void> {
-    return this.world.stopVirtController();
-  }
-
-  /** Starts virt-controller again (waits until it leads). */
-  startVirtController(): Promise<void> {
-    return this.world.startVirtController();
   }
 
   // -- controllers ------------------------------------------------------------------------------------------------
@@ -90,7 +69,7 @@ export class SuiteEnv {
     return ControllerProcess.start({
       name: `shared-${Date.now().toString(36)}`,
       kubeconfig: this.cluster.kubeconfigPath,
-      logDir: this.dir,
+      logDir: this.world.dir,
       webhookPort: this.webhookPort,
       resyncPeriodS: SHARED_RESYNC_PERIOD_S,
     });
@@ -122,7 +101,7 @@ export class SuiteEnv {
 
   async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
     if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
-    const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.dir, webhookPort: this.webhookPort });
+    const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.world.dir, webhookPort: this.webhookPort });
     this.#dedicated.add(c);
     return c;
   }
@@ -140,19 +119,18 @@ export class SuiteEnv {
   // -- namespaces -------------------------------------------------------------------------------------------------
 
   /** A fresh namespace for one case. */
-  async newNamespace(slug: string): Promise<string> {
+  async namespace(slug: string): Promise<string> {
     const name = `e2e-${slug}`.slice(0, 55).replace(/-+$/, '') + `-${this.runId}`;
     await this.api.create(paths.namespaces(), {
       apiVersion: 'v1',
       kind: 'Namespace',
       metadata: { name, labels: { 'persistent-ips-e2e': this.runId } },
     });
-    this.namespaces.push(name);
     return name;
   }
 
   /** What a person needs to see when a case failed in `ns`: objects, Events, the controllers' lines about it. */
-  async describeNamespace(ns: string): Promise<string> {
+  async describe(ns: string): Promise<string> {
     const parts: string[] = [];
     const get = await this.cluster
       .kubectl(['get', 'virtualmachines,virtualmachineinstances,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false })
@@ -170,42 +148,9 @@ export class SuiteEnv {
   }
 }
 
-/** What a case gets: the suite's world, its test context, and fresh namespaces (remembered for diagnostics). */
-export interface CaseContext {
-  env: SuiteEnv;
-  t: TestContext;
-  namespace(slug: string): Promise<string>;
-}
+/** What a case of the suite gets (`c.world` is the suite's env). */
+export type CaseContext = WorldCaseContext<SuiteEnv>;
 
-export const DEFAULT_CASE_TIMEOUT_MS = 180_000;
-
-/**
- * One end-to-end case (a `node:test` test). Counts it for the summary line and, when it fails, attaches what the
- * namespaces it used look like (objects, Events, the controllers' log lines) to the failure.
- */
-export function e2eCase(env: SuiteEnv, name: string, fn: (c: CaseContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
-  it(name, { timeout: opts.timeoutMs ?? DEFAULT_CASE_TIMEOUT_MS }, async (t) => {
-    env.tally.ran++;
-    const used: string[] = [];
-    const ctx: CaseContext = {
-      env,
-      t,
-      namespace: async (slug) => {
-        const ns = await env.newNamespace(slug);
-        used.push(ns);
-        return ns;
-      },
-    };
-    const t0 = Date.now();
-    try {
-      await fn(ctx);
-      env.tally.passed++;
-    } catch (err) {
-      env.tally.failed++;
-      for (const ns of used) t.diagnostic(await env.describeNamespace(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
-      throw err;
-    } finally {
-      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    }
-  });
-}
+/** One case of the suite (world.ts worldCase, 180 s unless `timeoutMs`). */
+export const e2eCase = (env: SuiteEnv, name: string, fn: (c: CaseContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void =>
+  worldCase(env, name, fn, { timeoutMs: 180_000, ...opts });

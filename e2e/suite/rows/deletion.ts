@@ -26,12 +26,23 @@ import {
   expectedPodInterface,
   EVENTUALLY_MS,
 } from '../fixtures.ts';
-import { paths, type IPAMClaim } from '../kube.ts';
+import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const CLAIMS = ['vm1.red', 'vm1.blue'];
 
-/** VM vm1 running on the persistent networks red and blue, its claims made; its claims, VMI and VM watched from then on. */
-async function runningVmWatched(env: SuiteEnv, c: CaseContext, ns: string) {
+/**
+ * VM vm1 running on the persistent networks red and blue, its claims made; its claims, VMI and VM watched from then
+ * on. It is deleted with `cascade` while virt-controller is stopped, so that its VMI lingers while `meanwhile` looks;
+ * then VM, VMI and claims go, and the watches have delivered their deletions once this returns.
+ */
+async function deleteWithVmiLingering(
+  c: CaseContext,
+  cascade: 'background' | 'foreground',
+  meanwhile: (ns: string, claimLog: WatchLog<IPAMClaim>) => Promise<void>,
+) {
+  const env = c.world;
+  const ns = await c.namespace(`delete-${cascade}`);
   await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
   await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
   await createRunningVM(env, ns, 'vm1', [
@@ -39,23 +50,32 @@ async function runningVmWatched(env: SuiteEnv, c: CaseContext, ns: string) {
     { name: 'blue', nadName: 'nad-blue' },
   ]);
   await waitForClaims(env, ns, CLAIMS);
-  return {
+  const logs = {
     claimLog: await watchLog<IPAMClaim>(c, paths.claims(ns)),
     vmiLog: await watchLog<Vmi>(c, paths.vmis(ns)),
     vmLog: await watchLog<Vm>(c, paths.vms(ns)),
   };
+  const logFrom = env.shared.logs.length;
+  await env.world.stopVirtController();
+  try {
+    await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, `--cascade=${cascade}`, '--wait=false']);
+    await meanwhile(ns, logs.claimLog);
+  } finally {
+    await env.world.startVirtController();
+  }
+  for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
+  await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+  // The GETs above saw the deletions first; judge the order only once the watches have delivered them too.
+  await waitForDeletedEvents(logs.vmiLog, ['vm1'], EVENTUALLY_MS);
+  await waitForDeletedEvents(logs.vmLog, ['vm1'], EVENTUALLY_MS);
+  await waitForDeletedEvents(logs.claimLog, CLAIMS, EVENTUALLY_MS);
+  return { ns, logFrom, ...logs };
 }
 
 export function registerDeletion(env: SuiteEnv): void {
   describe('VM deleted (background)', () => {
     e2eCase(env, 'VM deleted (background): claims keep the finalizer while the VMI exists, lose it once the VMI is gone, then GC deletes them', async (c) => {
-      const ns = await c.namespace('delete-background');
-      const { claimLog, vmiLog, vmLog } = await runningVmWatched(env, c, ns);
-      const logFrom = env.shared.logs.length;
-
-      await env.stopVirtController();
-      try {
-        await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=background', '--wait=false']);
+      const { ns, logFrom, claimLog, vmiLog, vmLog } = await deleteWithVmiLingering(c, 'background', async (ns, claimLog) => {
         await env.kv.waitForVM(ns, 'vm1', (vm) => !!vm.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS, what: 'VM vm1 terminating' });
         // The VM waits behind KubeVirt's finalizer, its VMI still runs: the claims must keep their finalizer.
         await assertQuiet(claimLog, 'claims while the VM is terminating and its VMI still exists');
@@ -63,16 +83,7 @@ export function registerDeletion(env: SuiteEnv): void {
         assert.deepEqual(held.map((x) => x.metadata.name).sort(), [...CLAIMS].sort());
         for (const claim of held) assert.ok(hasOurFinalizer(claim) && !claim.metadata.deletionTimestamp, `${claim.metadata.name} held`);
         assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
-      } finally {
-        await env.startVirtController();
-      }
-
-      for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
-      await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      // The GETs above saw the deletions first; judge the order only once the watches have delivered them too.
-      await waitForDeletedEvents(vmiLog, ['vm1'], EVENTUALLY_MS);
-      await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
-      await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
+      });
       const gone = { vmi: deletedRv(vmiLog, 'vm1'), vm: deletedRv(vmLog, 'vm1') };
       assert.deepEqual(
         CLAIMS.flatMap((name) => backgroundDeletionViolations(claimLog, name, gone)),
@@ -89,12 +100,7 @@ export function registerDeletion(env: SuiteEnv): void {
 
   describe('VM deleted (foreground)', () => {
     e2eCase(env, 'VM deleted (foreground): GC marks the claims while the VM waits; the finalizer holds until the VMI is gone; then all go', async (c) => {
-      const ns = await c.namespace('delete-foreground');
-      const { claimLog, vmiLog, vmLog } = await runningVmWatched(env, c, ns);
-
-      await env.stopVirtController();
-      try {
-        await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, '--cascade=foreground', '--wait=false']);
+      const { claimLog, vmiLog, vmLog } = await deleteWithVmiLingering(c, 'foreground', async (ns, claimLog) => {
         // garbage collection marks the blocking dependents (the claims) for deletion; our finalizer holds them
         const marked = await waitFor(
           'GC to mark both claims for deletion',
@@ -110,15 +116,7 @@ export function registerDeletion(env: SuiteEnv): void {
         assert.ok(vm?.metadata.deletionTimestamp, 'the VM waits (terminating)');
         assert.ok(vm.metadata.finalizers?.includes('foregroundDeletion'), 'the VM waits for its dependents (foregroundDeletion)');
         assert.ok(await env.kv.getVMI(ns, 'vm1'), 'the VMI still exists');
-      } finally {
-        await env.startVirtController();
-      }
-
-      await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
-      await waitForDeletedEvents(vmiLog, ['vm1'], EVENTUALLY_MS);
-      await waitForDeletedEvents(vmLog, ['vm1'], EVENTUALLY_MS);
-      await waitForDeletedEvents(claimLog, CLAIMS, EVENTUALLY_MS);
+      });
       const vmiGone = deletedRv(vmiLog, 'vm1');
       const vmGone = deletedRv(vmLog, 'vm1');
       assert.ok(vmiGone && vmGone, 'VMI and VM deletions recorded');
@@ -143,13 +141,15 @@ export function registerDeletion(env: SuiteEnv): void {
         metadata: { name: 'vmi1', namespace: ns, labels: template.metadata?.labels },
         spec: template.spec,
       });
-      const { vmi } = await env.kv.waitForVMIRunning(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
+      const { vmi, pod } = await env.kv.waitForVMIRunning(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
       const claims = await waitForClaims(env, ns, ['vmi1.red']);
       assertClaim(claims.get('vmi1.red'), ownerOf(vmi, 'VirtualMachineInstance'), 'red', 'red');
+      assertPodReferences(pod, { red: 'vmi1.red' });
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
+      const podLog = await watchLog(c, paths.pods(ns));
 
-      await env.stopVirtController();
+      await env.world.stopVirtController();
       try {
         await env.api.delete(paths.vmis(ns, 'vmi1'));
         const terminating = await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS });
@@ -157,13 +157,14 @@ export function registerDeletion(env: SuiteEnv): void {
         await assertQuiet(claimLog, 'the claim while its VMI is terminating with an active pod');
         assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held');
       } finally {
-        await env.startVirtController();
+        await env.world.startVirtController();
       }
 
       await waitForClaimGone(env, ns, 'vmi1.red');
       await env.kv.waitForVMIGone(ns, 'vmi1', { timeoutMs: EVENTUALLY_MS });
       await waitForDeletedEvents(vmiLog, ['vmi1'], EVENTUALLY_MS);
       await waitForDeletedEvents(claimLog, ['vmi1.red'], EVENTUALLY_MS);
+      await waitForDeletedEvents(podLog, [pod.metadata!.name!], EVENTUALLY_MS);
       const podless = firstRv(
         vmiLog,
         'vmi1',
@@ -172,6 +173,8 @@ export function registerDeletion(env: SuiteEnv): void {
       const released = finalizerReleaseRv(claimLog, 'vmi1.red');
       assert.ok(podless && released, 'both recorded');
       assert.ok(released > podless, `finalizer released (rv ${released}) only once the VMI was terminating with no active pod (rv ${podless})`);
+      const podGone = deletedRv(podLog, pod.metadata!.name!)!;
+      assert.ok(released > podGone, `finalizer released (rv ${released}) only after the launcher pod was gone (rv ${podGone})`);
       const vmiGone = deletedRv(vmiLog, 'vmi1')!;
       const deleting = deletionStartRv(claimLog, 'vmi1.red')!;
       assert.ok(deleting > vmiGone, `claim deleted (rv ${deleting}) by garbage collection once the VMI was gone (rv ${vmiGone})`);
@@ -184,7 +187,7 @@ export function registerDeletion(env: SuiteEnv): void {
         const ns = await c.namespace('standalone-starting');
         await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
         const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
-        await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+        await env.world.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
         try {
           const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
             apiVersion: 'kubevirt.io/v1',
@@ -236,7 +239,7 @@ export function registerDeletion(env: SuiteEnv): void {
           await waitForClaimGone(env, ns, 'vmi1.red');
           await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
         } finally {
-          await env.startVirtController();
+          await env.world.startVirtController();
         }
       },
     );

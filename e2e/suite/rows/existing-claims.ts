@@ -21,11 +21,8 @@ import {
   VM_LABEL,
 } from '../fixtures.ts';
 import { eventsFor, paths, type IPAMClaim, type KubeObject } from '../kube.ts';
-import { parseNetworksAnnotation } from '../../kubevirt/launcher-fixture.ts';
+import { podElements } from '../../kubevirt/flows.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
-import type { V1Pod } from '@kubernetes/client-node';
-
-const networkElementsOf = (pod: V1Pod) => parseNetworksAnnotation(pod.metadata?.annotations?.['k8s.v1.cni.cncf.io/networks']) ?? [];
 
 /** How many full resync passes a "still exactly one Event" check waits through. */
 const RESYNCS = 3;
@@ -47,7 +44,7 @@ async function assertRefused(env: SuiteEnv, ns: string, vm: { metadata: { name: 
 /** Once the VM's own claim exists, KubeVirt's retry starts the VM, its pod pointed at that claim. */
 async function assertRunsOn(env: SuiteEnv, ns: string, name: string, claim: IPAMClaim): Promise<void> {
   const { pod } = await env.kv.waitForVMIRunning(ns, name, { timeoutMs: EVENTUALLY_MS });
-  const refs = networkElementsOf(pod)
+  const refs = podElements(pod)
     .map((e) => e['ipam-claim-reference'])
     .filter((r) => r !== undefined);
   assert.deepEqual(refs, [claim.metadata.name]);

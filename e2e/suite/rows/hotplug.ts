@@ -3,7 +3,7 @@
 // migrates the VMI to a pod with (or without) the network, and an unplugged interface then leaves the VMI spec.
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import type { Vmi } from '../../kubevirt/launcher-fixture.ts';
+import { MIGRATION_JOB_LABEL, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
@@ -19,6 +19,7 @@ import {
   EVENTUALLY_MS,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 export function registerHotplug(env: SuiteEnv): void {
   describe('hotplug an interface', () => {
@@ -38,6 +39,11 @@ export function registerHotplug(env: SuiteEnv): void {
       assertClaim(claims.get('vm1.blue'), ownerOf(vm, 'VirtualMachine'), 'blue', 'blue');
       assert.equal(claims.get('vm1.red')!.metadata.resourceVersion, red.metadata.resourceVersion, 'vm1.red not written');
       assert.equal(claims.size, 2);
+      // without Multus's dynamic networks controller, the interface reaches the guest through a migration to a pod
+      // that has it, and that pod refers to both claims
+      const pod = await env.kv.currentLauncherPod(ns, 'vm1');
+      assert.ok(pod?.metadata?.labels?.[MIGRATION_JOB_LABEL], `the VMI runs in a migration target pod: ${pod?.metadata?.name}`);
+      assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue' });
     });
   });
 

@@ -40,7 +40,7 @@ async function brokenNadCase(
   breakIt: (ns: string) => Promise<void>,
   repair: (ns: string) => Promise<void>,
 ) {
-  const { env } = c;
+  const env = c.world;
   const ns = await c.namespace(slug);
   const pid = env.shared.pid;
   await breakIt(ns);

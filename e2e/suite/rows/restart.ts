@@ -12,7 +12,7 @@ import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
 import { assertClaim, createPersistentNad, createVM, deletedRv, finalizerReleaseRv, hasOurFinalizer, ownerOf, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const VMS = 30;
 const NETWORKS = ['red', 'blue'] as const;
@@ -23,6 +23,8 @@ const KILL_AFTER_CLAIMS = 4;
 const CONVERGE_MS = 90_000;
 
 const vmName = (i: number) => `vm-${String(i).padStart(2, '0')}`;
+/** The claims of VMs `vms`, one per network, sorted. */
+const claimsOf = (vms: string[]) => vms.flatMap((n) => NETWORKS.map((net) => `${n}.${net}`)).sort();
 
 async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
@@ -145,7 +147,7 @@ export function registerRestart(env: SuiteEnv): void {
           assert.ok(atKill < VMS * NETWORKS.length, `killed in the middle of the burst (${atKill} claims existed)`);
 
           await env.startController({ name: 'restart-2', namespace: ns });
-          const wanted = names.flatMap((n) => NETWORKS.map((net) => `${n}.${net}`)).sort();
+          const wanted = claimsOf(names);
           await waitFor(
             `all ${wanted.length} claims`,
             async () => (await env.api.claims(ns)).filter((x) => !x.metadata.deletionTimestamp).length === wanted.length,
@@ -163,7 +165,7 @@ export function registerRestart(env: SuiteEnv): void {
 
           // Phase 2: delete some VMs; kill the controller as soon as it released the first finalizer.
           const doomed = names.slice(0, DELETED);
-          const doomedClaims = doomed.flatMap((n) => NETWORKS.map((net) => `${n}.${net}`));
+          const doomedClaims = claimsOf(doomed);
           const released = () => doomedClaims.filter((n) => finalizerReleaseRv(claimLog, n) !== undefined).length;
           await inBatches(doomed, 10, (n) => env.kv.deleteVM(ns, n));
           await whenLog(claimLog, 'the first finalizer release', () => released() >= 1, CONVERGE_MS);
@@ -185,10 +187,7 @@ export function registerRestart(env: SuiteEnv): void {
 
           // The end state: exactly the claims of the remaining VMs, each owned by its live VM, with our finalizer.
           const final = await env.api.claims(ns);
-          const kept = names
-            .slice(DELETED)
-            .flatMap((n) => NETWORKS.map((net) => `${n}.${net}`))
-            .sort();
+          const kept = claimsOf(names.slice(DELETED));
           assert.deepEqual(final.map((x) => x.metadata.name).sort(), kept, 'exactly the claims of the remaining VMs');
           for (const claim of final) {
             const [vm, net] = claim.metadata.name.split('.') as [string, string];

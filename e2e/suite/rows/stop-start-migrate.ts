@@ -1,20 +1,20 @@
-// Spec §5 rows "VM stopped", "VM started again", "live migration".
+// Spec §5 rows "VM stopped" and "VM started again" (one flow), "live migration".
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { e2eCase, type CaseContext, type SuiteEnv } from '../env.ts';
 import { assertClaim, assertQuiet, createPersistentNad, createRunningVM, ownerOf, waitForClaims, watchLog, writeClaimIps, EVENTUALLY_MS } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
-import { assertPodReferences } from './create-vm.ts';
+import { assertPodReferences } from '../../kubevirt/flows.ts';
 
 const IPS = { 'vm1.red': ['10.200.0.17/24', 'fd00:200::17/64'], 'vm1.blue': ['10.201.0.5/24'] } as const;
 
 /** A running VM on two persistent networks whose claims carry addresses (as the IPAM plugin would write them). */
 async function runningVmWithAddresses(c: CaseContext, slug: string) {
-  const { env } = c;
+  const env = c.world;
   const ns = await c.namespace(slug);
   await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
   await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-  const { vm } = await createRunningVM(env, ns, 'vm1', [
+  const { vm, vmi } = await createRunningVM(env, ns, 'vm1', [
     { name: 'red', nadName: 'nad-red' },
     { name: 'blue', nadName: 'nad-blue' },
   ]);
@@ -22,7 +22,7 @@ async function runningVmWithAddresses(c: CaseContext, slug: string) {
   for (const [name, ips] of Object.entries(IPS)) await writeClaimIps(env, ns, name, [...ips]);
   const claims = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x]));
   for (const [name, ips] of Object.entries(IPS)) assert.deepEqual(claims.get(name)?.status?.ips, [...ips]);
-  return { ns, vm, claims };
+  return { ns, vm, vmi, claims };
 }
 
 /** The claims are exactly `before`: same objects (uid), never written (resourceVersion), same addresses. */
@@ -38,54 +38,43 @@ function assertUnchanged(before: Map<string, IPAMClaim>, after: IPAMClaim[], wha
 }
 
 export function registerStopStartMigrate(env: SuiteEnv): void {
-  describe('VM stopped', () => {
-    e2eCase(env, 'VM stopped: VMI and launcher pod go; claims, their finalizers and status.ips stay', async (c) => {
-      const { ns, vm, claims } = await runningVmWithAddresses(c, 'vm-stopped');
-      const log = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const pods = await env.kv.listLauncherPods(ns, 'vm1');
-      assert.equal(pods.length, 1);
+  describe('VM stopped, then started again', () => {
+    e2eCase(
+      env,
+      'VM stopped, then started again: VMI and launcher pod go; claims, their finalizers and status.ips stay; started again, the same claim objects are reused (no write, same addresses) and the new launcher pod refers to them',
+      async (c) => {
+        const { ns, vm, vmi: first, claims } = await runningVmWithAddresses(c, 'vm-stop-start');
+        const log = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        const pods = await env.kv.listLauncherPods(ns, 'vm1');
+        assert.equal(pods.length, 1);
 
-      await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS }); // waits until the VMI is gone
-      await env.kv.waitForPodGone(ns, pods[0]!.metadata!.name!, { timeoutMs: EVENTUALLY_MS });
-      // the controller has seen the VMI go (its watch) well within the window; nothing may happen to the claims
-      await assertQuiet(log, `claims of stopped VM ${ns}/vm1`);
+        await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS }); // waits until the VMI is gone
+        await env.kv.waitForPodGone(ns, pods[0]!.metadata!.name!, { timeoutMs: EVENTUALLY_MS });
+        // the controller has seen the VMI go (its watch) well within the window; nothing may happen to the claims
+        await assertQuiet(log, `claims of stopped VM ${ns}/vm1`);
+        const after = await env.api.claims(ns);
+        assertUnchanged(claims, after, 'after stop');
+        const owner = ownerOf(vm, 'VirtualMachine');
+        for (const network of ['red', 'blue'])
+          assertClaim(
+            after.find((x) => x.metadata.name === `vm1.${network}`),
+            owner,
+            network,
+            network,
+          );
+        assert.equal(await env.kv.getVMI(ns, 'vm1'), undefined, 'no VMI');
 
-      const after = await env.api.claims(ns);
-      assertUnchanged(claims, after, 'after stop');
-      const owner = ownerOf(vm, 'VirtualMachine');
-      assertClaim(
-        after.find((x) => x.metadata.name === 'vm1.red'),
-        owner,
-        'red',
-        'red',
-      );
-      assertClaim(
-        after.find((x) => x.metadata.name === 'vm1.blue'),
-        owner,
-        'blue',
-        'blue',
-      );
-      assert.equal(await env.kv.getVMI(ns, 'vm1'), undefined, 'no VMI');
-    });
-  });
-
-  describe('VM started again', () => {
-    e2eCase(env, 'VM started again: the same claim objects are reused (no write, same addresses); the new launcher pod refers to them', async (c) => {
-      const { ns, claims } = await runningVmWithAddresses(c, 'vm-restarted');
-      await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      const stopped = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x]));
-      assertUnchanged(claims, [...stopped.values()], 'after stop');
-      const log = await watchLog<IPAMClaim>(c, paths.claims(ns));
-
-      const vmi = await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      assert.ok(vmi?.metadata.uid, 'a new VMI runs');
-      const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-      await assertQuiet(log, `claims of restarted VM ${ns}/vm1`);
-      assertUnchanged(claims, await env.api.claims(ns), 'after start');
-      assert.deepEqual(log.events, [], 'no claim event at all since the VM was stopped');
-
-      assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue' });
-    });
+        const started = await watchLog<IPAMClaim>(c, paths.claims(ns));
+        const vmi = await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        assert.ok(vmi?.metadata.uid, 'a VMI runs');
+        assert.notEqual(vmi.metadata.uid, first.metadata.uid, 'a new VMI');
+        const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+        await assertQuiet(started, `claims of restarted VM ${ns}/vm1`);
+        assertUnchanged(claims, await env.api.claims(ns), 'after start');
+        assert.deepEqual(started.events, [], 'no claim event at all since the VM was stopped');
+        assertPodReferences(pod, { red: 'vm1.red', blue: 'vm1.blue' });
+      },
+    );
   });
 
   describe('live migration', () => {
@@ -102,7 +91,13 @@ export function registerStopStartMigrate(env: SuiteEnv): void {
       const { pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       assert.equal(pod.metadata!.name, result.targetPod, 'the VMI runs in the target pod');
       // KubeVirt keeps the source pod, completed, until the VMI goes (e2e/kubevirt/README.md, difference 4)
-      await env.kv.waitForPodCompleted(ns, source.metadata!.name!, { timeoutMs: EVENTUALLY_MS });
+      const completed = await env.kv.waitForPodCompleted(ns, source.metadata!.name!, { timeoutMs: EVENTUALLY_MS });
+      assert.equal(completed.status?.phase, 'Succeeded', 'the source launcher pod stays, completed');
+      assert.deepEqual(
+        Object.keys((await env.kv.getVMI(ns, 'vm1'))?.status?.activePods ?? {}).sort(),
+        [source.metadata!.uid!, pod.metadata!.uid!].sort(),
+        'activePods lists both pods',
+      );
 
       await assertQuiet(log, `claims of migrated VM ${ns}/vm1`);
       assertUnchanged(claims, await env.api.claims(ns), 'after migration');
