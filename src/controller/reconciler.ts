@@ -134,27 +134,33 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
 
 /**
  * The claims named by the VMI's launcher pods that have not finished (decide's SWAP): a pod being deleted still runs
- * its guest on those claims' addresses through its grace period. `terminating`: one of them is being deleted, and
- * no event of ours says when it has finished. No VMI: no pod can name any.
+ * its guest on those claims' addresses through its grace period, and no event of ours says when it has finished. No
+ * VMI: no pod can name any.
  */
-async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<{ names: Set<string>; terminating: boolean }> {
+async function readRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
   const uid = input.vmi?.metadata.uid;
-  if (!uid) return { names: new Set(), terminating: false };
+  if (!uid) return { ...input, namedByRunningPods: new Set(), runningPodTerminating: false };
   const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(uid), signal });
   const naming = pods.items.filter((pod) => isUnfinishedLauncherPod(pod, uid) && namedClaims(pod).length > 0);
-  return { names: new Set(naming.flatMap(namedClaims)), terminating: naming.some((pod) => !!pod.metadata.deletionTimestamp) };
+  return { ...input, namedByRunningPods: new Set(naming.flatMap(namedClaims)), runningPodTerminating: naming.some((pod) => !!pod.metadata.deletionTimestamp) };
 }
 
 /**
- * A plan that deletes a claim or releases its finalizer, decided while the cache shows no VMI of the key, is checked
- * against the API first: the VMI may exist and run on the claim while the cache has not shown it yet (a VM started
- * and then deleted or edited at once, a VMI watch being re-established). Freeing an address is worth one read; the
- * steady state, which frees nothing, reads nothing. Returns the input with the VMI the API has, if any.
+ * The one more read a first plan may ask for. SWAP: only a plan can tell that the running pods must be read. And a
+ * plan that deletes a claim or releases its finalizer (with no VMI, a SWAP read always ends in a delete), decided
+ * while the cache shows no VMI of the key, is checked against the API first: the VMI may exist and run on the claim
+ * while the cache has not shown it yet (a VM started and then deleted or edited at once, a VMI watch being
+ * re-established). Freeing an address is worth one read; the steady state, which frees nothing, reads nothing. A VMI
+ * found so is read as gather reads one, with its running pods (whether or not the plan will ask for them).
  */
-async function withUncachedVmi(input: DecideInput, plan: Plan, client: KubeClient, signal: AbortSignal): Promise<DecideInput | undefined> {
-  if (input.vmi || (plan.deletes.length === 0 && plan.removeFinalizers.length === 0)) return undefined;
+async function gatherMore(input: DecideInput, plan: Plan, client: KubeClient, log: Logger, signal: AbortSignal): Promise<DecideInput | undefined> {
+  if (input.vmi) return plan.needsPodRead ? readRunningPods(input, client, signal) : undefined;
+  if (!plan.needsPodRead && plan.deletes.length === 0 && plan.removeFinalizers.length === 0) return undefined;
   const found = await ifFound(client.get<unknown>(resources.virtualMachineInstances, input.key.namespace, input.key.name, { signal }));
-  return found === undefined ? undefined : { ...input, vmi: trimVirtualMachineInstance(found) };
+  if (found === undefined) return readRunningPods(input, client, signal);
+  log.debug('the API has a VMI the cache does not show yet; deciding again with it');
+  const withVmi = await readLauncherPods(await fillMissingNads({ ...input, vmi: trimVirtualMachineInstance(found) }, client, log, signal), client, signal);
+  return readRunningPods(withVmi, client, signal);
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
@@ -337,26 +343,11 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const input = await readLauncherPods(await fillMissingNads(gatherInput(request, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
     return { input, log };
   };
-  /**
-   * SWAP: only a first decision can tell that the running pods must be read; decide again with them. A claim kept
-   * for a pod being deleted is looked at again (backoff) until that pod has finished.
-   */
-  const withPods = async (input: DecideInput, plan: Plan, signal: AbortSignal): Promise<Plan> => {
-    if (!plan.needsPodRead) return plan;
-    const pods = await claimsNamedByRunningPods(input, deps.client, signal);
-    const again = decide({ ...input, namedByRunningPods: pods.names });
-    return pods.terminating ? { ...again, retry: true } : again;
+  const gatherMoreOf = async ({ input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<Gathered | undefined> => {
+    const more = await gatherMore(input, plan, deps.client, log, ctx.signal);
+    return more && { input: more, log };
   };
-  const applyPlan = async ({ namespace }: Request, gathered: Gathered, first: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
-    const { log } = gathered;
-    let input = gathered.input;
-    let plan = await withPods(input, first, ctx.signal);
-    const uncached = await withUncachedVmi(input, plan, deps.client, ctx.signal);
-    if (uncached) {
-      log.debug('the API has a VMI the cache does not show yet; deciding again with it');
-      input = await readLauncherPods(await fillMissingNads(uncached, deps.client, log, ctx.signal), deps.client, ctx.signal);
-      plan = await withPods(input, decide(input), ctx.signal);
-    }
+  const applyPlan = async ({ namespace }: Request, { input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
     const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
     const problems = [...plan.problems, ...running.problems];
@@ -374,7 +365,7 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const madeForRunningVmi = plan.creates.length > 0 && hasRunningPods(input.vmi);
     return { requeue: raced || plan.retry || running.retry || madeForRunningVmi };
   };
-  return { gather, decide: ({ input }) => decide(input), apply: applyPlan };
+  return { gather, decide: ({ input }) => decide(input), gatherMore: gatherMoreOf, apply: applyPlan };
 }
 
 function hasRunningPods(vmi: DecideInput['vmi']): boolean {
