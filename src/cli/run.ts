@@ -9,7 +9,7 @@ import { createController, type Controller } from '../controller/controller.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { KubeClient } from '../kube/client.ts';
-import { ClusterUnreachableError, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/load-kubeconfig.ts';
+import { ClusterUnreachableError, type LoadedKubeConfig } from '../kube/load-kubeconfig.ts';
 import { isUnauthorized } from '../kube/errors.ts';
 import { createLeaderElector } from '../leader/elector.ts';
 import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
@@ -18,31 +18,18 @@ import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
 import { parseBindAddress } from './addresses.ts';
 import type { RunOptions } from './run-options.ts';
-import { CliError, EXIT } from './exit-codes.ts';
+import { CliError, EXIT, loadKubeConfigOrExplain } from './exit-codes.ts';
 import { startTelemetry, startWebhook } from './run-servers.ts';
 import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';
 
 export { CliError };
 
 function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
-  let loaded: LoadedKubeConfig;
-  try {
-    loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
-  } catch (err) {
-    if (err instanceof KubeConfigError && (options.kubeconfig !== undefined || options.context !== undefined)) {
-      // The file or context the user named is wrong: say which, in one line.
-      throw new CliError(err.message.replace(/\s*\n\s*/g, ' '), EXIT.noKubeconfig, { cause: err });
-    }
-    if (err instanceof KubeConfigError) {
-      throw new CliError(
-        `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.` +
-          `\nFor a local cluster to try it on: npm run cluster:up -- --dir /tmp/pips (then --kubeconfig /tmp/pips/kubeconfig).`,
-        EXIT.noKubeconfig,
-        { cause: err },
-      );
-    }
-    throw err;
-  }
+  const loaded = loadKubeConfigOrExplain(
+    options,
+    'Tell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.' +
+      '\nFor a local cluster to try it on: npm run cluster:up -- --dir /tmp/pips (then --kubeconfig /tmp/pips/kubeconfig).',
+  );
   const metrics = createMetrics();
   const client = KubeClient.fromKubeConfig(loaded.connection, {
     logger: log,
