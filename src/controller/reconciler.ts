@@ -97,11 +97,23 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   return { key: { namespace, name }, vm, vmi, nads, claims, gateEnabled: deps.gateEnabled() };
 }
 
+/** The API reads of one reconcile: its client, logger and signal. */
+interface Api {
+  client: KubeClient;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+/** What gather asks the API for, beyond the caches: the NADs they miss, and whether a VMI's launcher pods are gone. */
+async function fromApi(input: DecideInput, api: Api): Promise<DecideInput> {
+  return readLauncherPods(await fillMissingNads(input, api), api);
+}
+
 /**
  * A referenced NAD the cache does not hold may just not have reached it yet (created a moment before the VM):
  * ask the API before reporting it missing, so users never see a false NetworkAttachmentDefinitionNotFound.
  */
-async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logger, signal: AbortSignal): Promise<DecideInput> {
+async function fillMissingNads(input: DecideInput, { client, log, signal }: Api): Promise<DecideInput> {
   const { namespace } = input.key;
   const referenced = new Set([...nadKeysOf(namespace, input.vm?.spec?.template?.spec), ...nadKeysOf(namespace, input.vmi?.spec)]);
   const missing = [...referenced].filter((k) => !input.nads.has(k));
@@ -121,7 +133,7 @@ async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logg
 }
 
 /** The fresh read needsLauncherPodRead asks for: does the VMI have any launcher pod left, in any phase. */
-async function readLauncherPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
+async function readLauncherPods(input: DecideInput, { client, signal }: Api): Promise<DecideInput> {
   if (!needsLauncherPodRead(input)) return input;
   const pods = await client.list<unknown>(resources.pods, {
     namespace: input.key.namespace,
@@ -137,7 +149,7 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
  * its guest on those claims' addresses through its grace period, and no event of ours says when it has finished. No
  * VMI: no pod can name any.
  */
-async function readRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
+async function readRunningPods(input: DecideInput, { client, signal }: Api): Promise<DecideInput> {
   const uid = input.vmi?.metadata.uid;
   if (!uid) return { ...input, namedByRunningPods: new Set(), runningPodTerminating: false };
   const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(uid), signal });
@@ -153,14 +165,13 @@ async function readRunningPods(input: DecideInput, client: KubeClient, signal: A
  * re-established). Freeing an address is worth one read; the steady state, which frees nothing, reads nothing. A VMI
  * found so is read as gather reads one, with its running pods (whether or not the plan will ask for them).
  */
-async function gatherMore(input: DecideInput, plan: Plan, client: KubeClient, log: Logger, signal: AbortSignal): Promise<DecideInput | undefined> {
-  if (input.vmi) return plan.needsPodRead ? readRunningPods(input, client, signal) : undefined;
+async function gatherMore(input: DecideInput, plan: Plan, api: Api): Promise<DecideInput | undefined> {
+  if (input.vmi) return plan.needsPodRead ? readRunningPods(input, api) : undefined;
   if (!plan.needsPodRead && plan.deletes.length === 0 && plan.removeFinalizers.length === 0) return undefined;
-  const found = await ifFound(client.get<unknown>(resources.virtualMachineInstances, input.key.namespace, input.key.name, { signal }));
-  if (found === undefined) return readRunningPods(input, client, signal);
-  log.debug('the API has a VMI the cache does not show yet; deciding again with it');
-  const withVmi = await readLauncherPods(await fillMissingNads({ ...input, vmi: trimVirtualMachineInstance(found) }, client, log, signal), client, signal);
-  return readRunningPods(withVmi, client, signal);
+  const found = await ifFound(api.client.get<unknown>(resources.virtualMachineInstances, input.key.namespace, input.key.name, { signal: api.signal }));
+  if (found === undefined) return readRunningPods(input, api);
+  api.log.debug('the API has a VMI the cache does not show yet; deciding again with it');
+  return readRunningPods(await fromApi({ ...input, vmi: trimVirtualMachineInstance(found) }, api), api);
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
@@ -340,11 +351,10 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
   const checkedPods = new Map<string, boolean>();
   const gather = async (request: Request, ctx: ReconcileContext): Promise<Gathered> => {
     const log = deps.log.child({ namespace: request.namespace, name: request.name, reconcileID: randomUUID() });
-    const input = await readLauncherPods(await fillMissingNads(gatherInput(request, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
-    return { input, log };
+    return { input: await fromApi(gatherInput(request, deps), { client: deps.client, log, signal: ctx.signal }), log };
   };
   const gatherMoreOf = async ({ input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<Gathered | undefined> => {
-    const more = await gatherMore(input, plan, deps.client, log, ctx.signal);
+    const more = await gatherMore(input, plan, { client: deps.client, log, signal: ctx.signal });
     return more && { input: more, log };
   };
   const applyPlan = async ({ namespace }: Request, { input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
