@@ -16,10 +16,9 @@ import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
-import { parseBindAddress } from './addresses.ts';
 import type { RunOptions } from './run-options.ts';
 import { CliError, EXIT, loadKubeConfigOrExplain } from './exit-codes.ts';
-import { startTelemetry, startWebhook } from './run-servers.ts';
+import { type Process, startTelemetry, startWebhook } from './run-servers.ts';
 import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';
 
 export { CliError };
@@ -77,8 +76,6 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
 export async function run(options: RunOptions): Promise<number> {
   const log = createLogger(options.logLevel as Parameters<typeof createLogger>[0]);
   const gateOverride = featureGates(options);
-  const metricsAddr = parseBindAddress(options.metricsBindAddress);
-  const probeAddr = parseBindAddress(options.healthProbeBindAddress);
   const { loaded, client, metrics } = connect(options, log);
   await checkCluster(client, loaded.server, log);
 
@@ -103,18 +100,10 @@ export async function run(options: RunOptions): Promise<number> {
           metrics,
           resyncIntervalMs: options.resyncPeriod * 1000,
         });
-  const telemetry = await startTelemetry(options, { probeAddr, metricsAddr, client, sources, log, metrics });
-
-  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? 'persistent-ips-system';
-  const webhook = await startWebhook(options, {
-    client,
-    sources,
-    gateEnabled: () => controller.gate().enabled,
-    log,
-    metrics,
-    namespace: ownNamespace,
-    ...(allocator ? { podAddresses: allocator.podAddresses } : {}),
-  });
+  const namespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? 'persistent-ips-system';
+  const started: Process = { options, client, sources, log, metrics, namespace };
+  const telemetry = await startTelemetry(started);
+  const webhook = await startWebhook(started, () => controller.gate().enabled, allocator?.podAddresses);
   if (webhook && telemetry.probes) telemetry.probes.addReadinessCheck('webhook-certificate', () => webhook.server.hasCertificate());
 
   sources.start();
@@ -135,7 +124,7 @@ export async function run(options: RunOptions): Promise<number> {
         if (sizeV8ForMemory()) log.debug('start-up done: V8 now sized for memory (--optimize-for-size)');
       },
     });
-    exitCode = await leadUntilStopped(options, { controller, allocator, client, log, metrics, namespace: ownNamespace, stopping });
+    exitCode = await leadUntilStopped(started, { controller, allocator, stopping });
   }
 
   stopSizing();
@@ -186,18 +175,9 @@ function onStopSignals(stopping: AbortController, log: Logger): () => void {
  * `stopping` aborts. Resolves with the exit code: a failure when the lease was lost.
  */
 async function leadUntilStopped(
-  options: RunOptions,
-  deps: {
-    controller: Controller;
-    allocator: Allocator | undefined;
-    client: KubeClient;
-    log: Logger;
-    metrics: ReturnType<typeof createMetrics>;
-    namespace: string;
-    stopping: AbortController;
-  },
+  { options, client, log, metrics, namespace }: Process,
+  { controller, allocator, stopping }: { controller: Controller; allocator: Allocator | undefined; stopping: AbortController },
 ): Promise<number> {
-  const { controller, allocator, log, stopping } = deps;
   const drainMs = options.gracefulShutdownTimeout * 1000;
   // The allocator serves its own queue under the same leadership as the controller.
   const lead = async (signal: AbortSignal): Promise<void> => {
@@ -212,14 +192,14 @@ async function leadUntilStopped(
   // once, instead of waiting out the dead process's lease. Two processes never share a pod name at the same
   // time. Elsewhere, the host name plus a random part keeps processes on one host apart.
   const identity = process.env.POD_NAME || `${hostname()}_${randomBytes(4).toString('hex')}`;
-  const lease = { namespace: deps.namespace, name: 'persistent-ips-leader' };
+  const lease = { namespace, name: 'persistent-ips-leader' };
   let exitCode: number = EXIT.ok;
   const elector = createLeaderElector({
     lease,
     identity,
     logger: log,
-    isLeaderGauge: deps.metrics.isLeader,
-    client: kubeLeaseClient(deps.client, lease),
+    isLeaderGauge: metrics.isLeader,
+    client: kubeLeaseClient(client, lease),
     callbacks: {
       onStartedLeading: (signal) => lead(signal),
       onStoppedLeading: () => {
