@@ -129,27 +129,15 @@ interface Owner {
 }
 
 function ownerOf({ vm, vmi }: DecideInput): Owner | undefined {
-  if (vm) {
-    const uid = vm.metadata.uid;
-    if (!uid) return undefined;
-    return {
-      ref: { kind: 'VirtualMachine', name: vm.metadata.name, uid },
-      apiVersion: apiVersionOf(resources.virtualMachines),
-      terminating: isTerminating(vm),
-      spec: vm.spec?.template?.spec,
-    };
-  }
-  if (vmi && !controllerRef(vmi, 'VirtualMachine')) {
-    const uid = vmi.metadata.uid;
-    if (!uid) return undefined;
-    return {
-      ref: { kind: 'VirtualMachineInstance', name: vmi.metadata.name, uid },
-      apiVersion: apiVersionOf(resources.virtualMachineInstances),
-      terminating: isTerminating(vmi),
-      spec: vmi.spec,
-    };
-  }
-  return undefined;
+  const of = vm
+    ? { object: vm, resource: resources.virtualMachines, spec: vm.spec?.template?.spec }
+    : vmi && !controllerRef(vmi, 'VirtualMachine')
+      ? { object: vmi, resource: resources.virtualMachineInstances, spec: vmi.spec }
+      : undefined;
+  const uid = of?.object.metadata.uid;
+  if (!of || !uid) return undefined;
+  const ref: ClaimOwner = { kind: of.resource.kind, name: of.object.metadata.name, uid };
+  return { ref, apiVersion: apiVersionOf(of.resource), terminating: isTerminating(of.object), spec: of.spec };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
