@@ -333,12 +333,12 @@ export async function status(options: StatusOptions, out: { write(text: string):
   const loaded = loadKubeConfigOrExplain(options, 'Tell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.');
   const client = KubeClient.fromKubeConfig(loaded.connection, { timeoutMs: 30_000 });
   const namespace = options.allNamespaces ? undefined : (options.namespace ?? loaded.namespace ?? 'default');
-  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, optional = false): Promise<T[]> => {
+  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T): Promise<T[]> => {
     try {
       const { items } = await client.listAll<unknown>(r, namespace ? { namespace } : {});
       return items.map(trim);
     } catch (err) {
-      if (optional && err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
+      if (err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
       if (isUnauthorized(err)) throw new CliError(`the API server at ${loaded.server} rejected our credentials (401)`, EXIT.notAuthorized, { cause: err });
       if (isForbidden(err))
         throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
@@ -355,10 +355,10 @@ export async function status(options: StatusOptions, out: { write(text: string):
     () => undefined,
   );
   const [vms, vmis, nads, claims] = await Promise.all([
-    list(resources.virtualMachines, trimVirtualMachine, true),
-    list(resources.virtualMachineInstances, trimVirtualMachineInstance, true),
-    list(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition, true),
-    list(resources.ipamClaims, trimIPAMClaim, true),
+    list(resources.virtualMachines, trimVirtualMachine),
+    list(resources.virtualMachineInstances, trimVirtualMachineInstance),
+    list(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition),
+    list(resources.ipamClaims, trimIPAMClaim),
   ]);
   const input: StatusInput = { kubeVirts: await kubeVirts, vms, vmis, nads, claims };
   const gate = gateOf(input);
