@@ -61,6 +61,30 @@ const unplugging = (): VirtualMachine => virtualMachine({ networks: [podNetwork(
 /** A VM with a single Multus network. */
 const vmOn = (network: string, nadRef = network): VirtualMachine => virtualMachine({ networks: [multus(network, nadRef)] });
 
+/** What a decision must show: each field given is checked, and nothing else. */
+interface Expect {
+  writes?: Partial<ReturnType<typeof writes>>;
+  creates?: string[];
+  reasons?: string[];
+  retry?: boolean;
+  wanted?: Plan['wanted'];
+}
+
+function check(plan: Plan, expected: Expect): void {
+  if (expected.writes) assert.deepEqual(writes(plan), { ...NONE, ...expected.writes });
+  if (expected.creates) assert.deepEqual(writes(plan).creates, expected.creates);
+  if (expected.reasons) assert.deepEqual(reasons(plan), expected.reasons);
+  if (expected.retry !== undefined) assert.equal(plan.retry, expected.retry);
+  if (expected.wanted) assert.deepEqual(plan.wanted, expected.wanted);
+}
+
+/** A table of decisions: title, input (a function, so that fixtures are made per case), what the plan shows. */
+function decisions(rows: [string, () => Partial<DecideInput>, Expect][]): void {
+  for (const [title, input, expected] of rows) it(title, () => check(run(input()), expected));
+}
+
+const on = (...networks: NetSpec[]): VirtualMachine => virtualMachine({ networks });
+
 describe('spec section 5: lifecycle', () => {
   it('create VM (running): claims with owner reference, finalizer and label for each persistent network', () => {
     const theVm = vm();
@@ -97,9 +121,8 @@ describe('spec section 5: lifecycle', () => {
     assert.equal(plan.retry, false);
   });
 
-  it('create VM (running): the claims are planned before the VMI and its launcher pod exist', () => {
-    const plan = run({ vm: vm(), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
+  it('create VM (running or stopped): the claims are planned before the VMI and its launcher pod exist, so that a start reuses them', () => {
+    for (const running of [true, false]) assert.deepEqual(writes(run({ vm: vm({ running }), nads: NADS })).creates, ['vm1.blue', 'vm1.green']);
   });
 
   it('VM stopped: the VMI and pod are gone, the claims and their finalizers stay (no writes)', () => {
@@ -107,11 +130,6 @@ describe('spec section 5: lifecycle', () => {
     const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
     assert.deepEqual(writes(plan), NONE);
     assert.deepEqual(plan.problems, []);
-  });
-
-  it('VM stopped: a VM created stopped still gets its claims, so that a start reuses them', () => {
-    const plan = run({ vm: vm({ running: false }), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
   });
 
   it('VM started again: the same claims are reused, with no new objects and no writes', () => {
@@ -164,18 +182,11 @@ describe('spec section 5: lifecycle', () => {
     assert.equal(plan.owner, undefined);
   });
 
-  it('VM deleted (foreground): GC marked the claims; the finalizer holds while the VMI is there', () => {
+  it('VM deleted (foreground): GC marked the claims; the finalizer holds while the VMI is there, and goes once it is gone (the VM can finish)', () => {
     const theVm = vm({ deleting: true, finalizers: ['foregroundDeletion'] });
     const claims = ['blue', 'green'].map((network) => claimOf(theVm, network, { deleting: true }));
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('VM deleted (foreground): the finalizer goes once the VMI is gone, so the VM can finish deleting', () => {
-    const theVm = vm({ deleting: true, finalizers: ['foregroundDeletion'] });
-    const claims = ['blue', 'green'].map((network) => claimOf(theVm, network, { deleting: true }));
-    const plan = run({ vm: theVm, nads: NADS, claims });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims })), NONE);
+    assert.deepEqual(writes(run({ vm: theVm, nads: NADS, claims })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
   });
 
   it('standalone VMI: the VMI owns the claims', () => {
@@ -287,18 +298,10 @@ describe('spec section 5: lifecycle', () => {
     assert.deepEqual(writes(second), { ...NONE, creates: ['vm1.blue'] });
   });
 
-  it('feature gate turned off: no new claims', () => {
+  it('feature gate turned off: no new claims; existing claims of networks in use are kept', () => {
     const theVm = vm();
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, gateEnabled: false });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.wanted, []);
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('feature gate turned off: existing claims of networks in use are kept', () => {
-    const theVm = vm();
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false });
-    assert.deepEqual(writes(plan), NONE);
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, gateEnabled: false }), { writes: {}, wanted: [], reasons: [] });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false })), NONE);
   });
 
   it('feature gate turned off: deleted VMs still release their claims (no stranded finalizer)', () => {
@@ -313,26 +316,16 @@ describe('spec section 5: lifecycle', () => {
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
   });
 
-  it('NAD edited to drop allowPersistentIPs: no new claim for it', () => {
+  it('NAD edited to drop allowPersistentIPs: no new claim for it; the existing claim is kept while in use, and goes with the VM', () => {
     const theVm = vm();
     const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads });
-    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.green'] });
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('NAD edited to drop allowPersistentIPs: the existing claim is kept while the network is in use', () => {
-    const theVm = vm();
-    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('NAD edited to drop allowPersistentIPs: the kept claim goes with the VM', () => {
-    const theVm = vm({ deleting: true });
-    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
-    const plan = run({ vm: theVm, nads, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads }), { writes: { creates: ['vm1.green'] }, reasons: [] });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads, claims: claimsOf(theVm, 'blue', 'green') })), NONE);
+    const deleting = vm({ deleting: true });
+    assert.deepEqual(writes(run({ vm: deleting, nads, claims: claimsOf(deleting, 'blue', 'green') })), {
+      ...NONE,
+      removeFinalizers: ['vm1.blue', 'vm1.green'],
+    });
   });
 
   it('claim with the same name but another owner UID: not adopted, reported, retried; the leftover released', () => {
@@ -456,30 +449,6 @@ describe('spec section 5: lifecycle', () => {
     }
   });
 });
-
-/** What a decision must show: each field given is checked, and nothing else. */
-interface Expect {
-  writes?: Partial<ReturnType<typeof writes>>;
-  creates?: string[];
-  reasons?: string[];
-  retry?: boolean;
-  wanted?: Plan['wanted'];
-}
-
-function check(plan: Plan, expected: Expect): void {
-  if (expected.writes) assert.deepEqual(writes(plan), { ...NONE, ...expected.writes });
-  if (expected.creates) assert.deepEqual(writes(plan).creates, expected.creates);
-  if (expected.reasons) assert.deepEqual(reasons(plan), expected.reasons);
-  if (expected.retry !== undefined) assert.equal(plan.retry, expected.retry);
-  if (expected.wanted) assert.deepEqual(plan.wanted, expected.wanted);
-}
-
-/** A table of decisions: title, input (a function, so that fixtures are made per case), what the plan shows. */
-function decisions(rows: [string, () => Partial<DecideInput>, Expect][]): void {
-  for (const [title, input, expected] of rows) it(title, () => check(run(input()), expected));
-}
-
-const on = (...networks: NetSpec[]): VirtualMachine => virtualMachine({ networks });
 
 describe('spec section 4: when a claim is wanted', () => {
   decisions([
