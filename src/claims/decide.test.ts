@@ -567,9 +567,7 @@ describe('names', () => {
   it('a network deliberately named after the hashed claim of another is reported, not merged', () => {
     const hashed = claimName(VM_NAME, 'net_a').slice(`${VM_NAME}.`.length);
     const theVm = virtualMachine({ networks: [multus('net_a', 'blue'), multus(hashed, 'blue')] });
-    const plan = run({ vm: theVm, nads: NADS });
-    assert.deepEqual(writes(plan).creates, [claimName(VM_NAME, 'net_a')]);
-    assert.deepEqual(reasons(plan), ['ClaimNameConflict']);
+    check(run({ vm: theVm, nads: NADS }), { creates: [claimName(VM_NAME, 'net_a')], reasons: ['ClaimNameConflict'] });
   });
 
   it('a claim made by kubevirt/ipam-extensions under the plain name is adopted as is', () => {
@@ -903,9 +901,7 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
 
   it('an earlier VM of the same name is not a collision: its leftover is waited for (EXISTING-OTHER-OWNER)', () => {
     const earlier = virtualMachine({ name: 'a.b', uid: 'uid-ab-old', networks: [multus('c', 'nad-bc')] });
-    const plan = decideFor(vmAB, [claimOf(earlier, 'c')]);
-    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
-    assert.deepEqual(writes(plan).creates, []);
+    check(decideFor(vmAB, [claimOf(earlier, 'c')]), { reasons: ['ClaimOwnedByAnotherObject'], creates: [] });
   });
 
   it('a claim with no owner is not a collision either: reported, never avoided by another name', () => {
