@@ -61,6 +61,30 @@ const unplugging = (): VirtualMachine => virtualMachine({ networks: [podNetwork(
 /** A VM with a single Multus network. */
 const vmOn = (network: string, nadRef = network): VirtualMachine => virtualMachine({ networks: [multus(network, nadRef)] });
 
+/** What a decision must show: each field given is checked, and nothing else. */
+interface Expect {
+  writes?: Partial<ReturnType<typeof writes>>;
+  creates?: string[];
+  reasons?: string[];
+  retry?: boolean;
+  wanted?: Plan['wanted'];
+}
+
+function check(plan: Plan, expected: Expect): void {
+  if (expected.writes) assert.deepEqual(writes(plan), { ...NONE, ...expected.writes });
+  if (expected.creates) assert.deepEqual(writes(plan).creates, expected.creates);
+  if (expected.reasons) assert.deepEqual(reasons(plan), expected.reasons);
+  if (expected.retry !== undefined) assert.equal(plan.retry, expected.retry);
+  if (expected.wanted) assert.deepEqual(plan.wanted, expected.wanted);
+}
+
+/** A table of decisions: title, input (a function, so that fixtures are made per case), what the plan shows. */
+function decisions(rows: [string, () => Partial<DecideInput>, Expect][]): void {
+  for (const [title, input, expected] of rows) it(title, () => check(run(input()), expected));
+}
+
+const on = (...networks: NetSpec[]): VirtualMachine => virtualMachine({ networks });
+
 describe('spec section 5: lifecycle', () => {
   it('create VM (running): claims with owner reference, finalizer and label for each persistent network', () => {
     const theVm = vm();
@@ -97,21 +121,13 @@ describe('spec section 5: lifecycle', () => {
     assert.equal(plan.retry, false);
   });
 
-  it('create VM (running): the claims are planned before the VMI and its launcher pod exist', () => {
-    const plan = run({ vm: vm(), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
+  it('create VM (running or stopped): the claims are planned before the VMI and its launcher pod exist, so that a start reuses them', () => {
+    for (const running of [true, false]) assert.deepEqual(writes(run({ vm: vm({ running }), nads: NADS })).creates, ['vm1.blue', 'vm1.green']);
   });
 
   it('VM stopped: the VMI and pod are gone, the claims and their finalizers stay (no writes)', () => {
     const theVm = vm({ running: false });
-    const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('VM stopped: a VM created stopped still gets its claims, so that a start reuses them', () => {
-    const plan = run({ vm: vm({ running: false }), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.blue', 'vm1.green']);
+    check(run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') }), { writes: {}, reasons: [] });
   });
 
   it('VM started again: the same claims are reused, with no new objects and no writes', () => {
@@ -127,9 +143,7 @@ describe('spec section 5: lifecycle', () => {
   it('live migration: source and target pods of the VMI change nothing', () => {
     const theVm = vm();
     const vmi = vmiOf(theVm, { migrating: true, activePods: { source: 'node-1', target: 'node-2' } });
-    const plan = run({ vm: theVm, vmi, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), NONE);
-    assert.equal(plan.retry, false);
+    check(run({ vm: theVm, vmi, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') }), { writes: {}, retry: false });
   });
 
   it('VM deleted (background): the finalizer holds while the VMI is still there', () => {
@@ -164,18 +178,11 @@ describe('spec section 5: lifecycle', () => {
     assert.equal(plan.owner, undefined);
   });
 
-  it('VM deleted (foreground): GC marked the claims; the finalizer holds while the VMI is there', () => {
+  it('VM deleted (foreground): GC marked the claims; the finalizer holds while the VMI is there, and goes once it is gone (the VM can finish)', () => {
     const theVm = vm({ deleting: true, finalizers: ['foregroundDeletion'] });
     const claims = ['blue', 'green'].map((network) => claimOf(theVm, network, { deleting: true }));
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('VM deleted (foreground): the finalizer goes once the VMI is gone, so the VM can finish deleting', () => {
-    const theVm = vm({ deleting: true, finalizers: ['foregroundDeletion'] });
-    const claims = ['blue', 'green'].map((network) => claimOf(theVm, network, { deleting: true }));
-    const plan = run({ vm: theVm, nads: NADS, claims });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims })), NONE);
+    assert.deepEqual(writes(run({ vm: theVm, nads: NADS, claims })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
   });
 
   it('standalone VMI: the VMI owns the claims', () => {
@@ -287,18 +294,10 @@ describe('spec section 5: lifecycle', () => {
     assert.deepEqual(writes(second), { ...NONE, creates: ['vm1.blue'] });
   });
 
-  it('feature gate turned off: no new claims', () => {
+  it('feature gate turned off: no new claims; existing claims of networks in use are kept', () => {
     const theVm = vm();
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, gateEnabled: false });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.wanted, []);
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('feature gate turned off: existing claims of networks in use are kept', () => {
-    const theVm = vm();
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false });
-    assert.deepEqual(writes(plan), NONE);
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, gateEnabled: false }), { writes: {}, wanted: [], reasons: [] });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false })), NONE);
   });
 
   it('feature gate turned off: deleted VMs still release their claims (no stranded finalizer)', () => {
@@ -313,26 +312,16 @@ describe('spec section 5: lifecycle', () => {
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
   });
 
-  it('NAD edited to drop allowPersistentIPs: no new claim for it', () => {
+  it('NAD edited to drop allowPersistentIPs: no new claim for it; the existing claim is kept while in use, and goes with the VM', () => {
     const theVm = vm();
     const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads });
-    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.green'] });
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('NAD edited to drop allowPersistentIPs: the existing claim is kept while the network is in use', () => {
-    const theVm = vm();
-    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('NAD edited to drop allowPersistentIPs: the kept claim goes with the VM', () => {
-    const theVm = vm({ deleting: true });
-    const nads = nadMap(ovnNad('blue', { persistent: false }), green, plainNad);
-    const plan = run({ vm: theVm, nads, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads }), { writes: { creates: ['vm1.green'] }, reasons: [] });
+    assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads, claims: claimsOf(theVm, 'blue', 'green') })), NONE);
+    const deleting = vm({ deleting: true });
+    assert.deepEqual(writes(run({ vm: deleting, nads, claims: claimsOf(deleting, 'blue', 'green') })), {
+      ...NONE,
+      removeFinalizers: ['vm1.blue', 'vm1.green'],
+    });
   });
 
   it('claim with the same name but another owner UID: not adopted, reported, retried; the leftover released', () => {
@@ -358,9 +347,7 @@ describe('spec section 5: lifecycle', () => {
     const earlier = vm({ uid: 'vm-uid-0' });
     const theVm = vm();
     const claims = [claimOf(earlier, 'blue'), claimOf(theVm, 'green')];
-    const plan = run({ vm: theVm, vmi: vmiOf(earlier, { deleting: true }), nads: NADS, claims });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
+    check(run({ vm: theVm, vmi: vmiOf(earlier, { deleting: true }), nads: NADS, claims }), { writes: {}, reasons: ['ClaimOwnedByAnotherObject'] });
   });
 
   it('claim with the same name but another owner UID: a claim of another kind of owner is never touched', () => {
@@ -370,19 +357,13 @@ describe('spec section 5: lifecycle', () => {
       owners: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'cm-uid' }],
       finalizers: [CLAIM_FINALIZER],
     });
-    const plan = run({ vm: theVm, nads: NADS, claims: [foreign, claimOf(theVm, 'green')] });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
-    assert.equal(plan.retry, true);
+    check(run({ vm: theVm, nads: NADS, claims: [foreign, claimOf(theVm, 'green')] }), { writes: {}, reasons: ['ClaimOwnedByAnotherObject'], retry: true });
   });
 
   it('claim terminating (deletionTimestamp): wait for it to go', () => {
     const theVm = vm();
     const going = claimOf(vm({ uid: 'vm-uid-0' }), 'blue', { deleting: true, finalizers: [] });
-    const plan = run({ vm: theVm, nads: NADS, claims: [going, claimOf(theVm, 'green')] });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['ClaimTerminating']);
-    assert.equal(plan.retry, true);
+    check(run({ vm: theVm, nads: NADS, claims: [going, claimOf(theVm, 'green')] }), { writes: {}, reasons: ['ClaimTerminating'], retry: true });
   });
 
   it('claim terminating (deletionTimestamp): then create the new one', () => {
@@ -399,10 +380,7 @@ describe('spec section 5: lifecycle', () => {
       network: 'net-blue',
       labels: { [VM_LABEL]: VM_NAME },
     });
-    const plan = run({ vm: theVm, nads: NADS, claims: [handMade, claimOf(theVm, 'green')] });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['ClaimNotOwned']);
-    assert.equal(plan.retry, true);
+    check(run({ vm: theVm, nads: NADS, claims: [handMade, claimOf(theVm, 'green')] }), { writes: {}, reasons: ['ClaimNotOwned'], retry: true });
   });
 
   it('claim created by hand, no owner: left alone when the VM is deleted too', () => {
@@ -458,157 +436,113 @@ describe('spec section 5: lifecycle', () => {
 });
 
 describe('spec section 4: when a claim is wanted', () => {
-  it('§4.1 the feature gate PersistentIPs must be on', () => {
-    const plan = run({ vm: vm(), nads: NADS, gateEnabled: false });
-    assert.deepEqual(writes(plan), NONE);
-  });
+  decisions([
+    ['§4.1 the feature gate PersistentIPs must be on', () => ({ vm: vm(), nads: NADS, gateEnabled: false }), { writes: {} }],
+    ['§4.2 the pod network of a namespace without a primary network gets nothing', () => ({ vm: on(podNetwork()), nads: NADS }), { writes: {}, reasons: [] }],
+    [
+      '§4.2 a primary network elsewhere does not count for the pod network',
+      () => ({ vm: on(podNetwork()), nads: nadMap(ovnNad('udn', { role: 'primary', namespace: 'other' })) }),
+      { writes: {} },
+    ],
+    [
+      '§4.2 two primary networks in one namespace are reported, not guessed between',
+      () => ({ vm: on(podNetwork()), nads: nadMap(ovnNad('udn-a', { role: 'primary' }), ovnNad('udn-b', { role: 'primary' })) }),
+      { writes: {}, reasons: ['AmbiguousPrimaryNetwork'] },
+    ],
+    ['§4.2 an interface with state: absent wants no claim', () => ({ vm: on(multus('blue', 'blue', { absent: true })), nads: NADS }), { writes: {} }],
+    [
+      '§4.2 a Multus network that replaces the default network (default: true) is not secondary',
+      () => ({ vm: on(multus('blue', 'blue', { default: true })), nads: NADS }),
+      { writes: {} },
+    ],
+    ['§4.3 the NAD must exist', () => ({ vm: on(multus('blue', 'nope')), nads: NADS }), { reasons: ['NetworkAttachmentDefinitionNotFound'], writes: {} }],
+    ['§4.3 the NAD opts in through allowPersistentIPs in its config', () => ({ vm: on(multus('blue', 'blue')), nads: NADS }), { creates: ['vm1.blue'] }],
+    ["§4.3 the NAD opts in through the project's annotation", () => ({ vm: on(multus('green', 'green')), nads: NADS }), { creates: ['vm1.green'] }],
+    [
+      '§4.3 a NAD that does not opt in gives no claim and no problem',
+      () => ({ vm: on(multus('plain', 'plain')), nads: NADS }),
+      { writes: {}, reasons: [], wanted: [] },
+    ],
+    [
+      '§4.4 the NAD must be in the VM namespace: a persistent NAD elsewhere is reported',
+      () => ({ vm: on(multus('shared', 'infra/shared')), nads: nadMap(ovnNad('shared', { namespace: 'infra' })) }),
+      { writes: {}, reasons: ['CrossNamespacePersistentNetwork'], retry: false },
+    ],
+    [
+      '§4.4 a non-persistent NAD elsewhere is an ordinary network',
+      () => ({ vm: on(multus('shared', 'infra/shared')), nads: nadMap(ovnNad('shared', { namespace: 'infra', persistent: false })) }),
+      { writes: {}, reasons: [] },
+    ],
+    [
+      '§4.4 a NAD named with the VM namespace spelled out is in the VM namespace',
+      () => ({ vm: on(multus('blue', `${NS}/blue`)), nads: NADS }),
+      { creates: ['vm1.blue'] },
+    ],
+    [
+      '§4 topologies: layer3 cannot keep addresses',
+      () => ({ vm: vmOn('l3'), nads: nadMap(ovnNad('l3', { topology: 'layer3' })) }),
+      { reasons: ['UnsupportedTopology'], writes: {} },
+    ],
+    [
+      '§4 topologies: localnet works for a secondary network, with or without subnets',
+      () => ({ vm: on(multus('ln', 'ln')), nads: nadMap(ovnNad('ln', { topology: 'localnet', subnets: null })) }),
+      { creates: ['vm1.ln'] },
+    ],
+    [
+      '§4 topologies: a primary network must be layer2',
+      () => ({ vm: on(podNetwork()), nads: nadMap(ovnNad('udn', { role: 'primary', topology: 'localnet' })) }),
+      { reasons: ['UnsupportedTopology'] },
+    ],
+    [
+      '§4 subnets: an OVN-Kubernetes layer2 network without subnets is reported',
+      () => ({ vm: vmOn('blue'), nads: nadMap(ovnNad('blue', { subnets: null })) }),
+      { reasons: ['MissingSubnets'], writes: {} },
+    ],
+    ['§4 subnets: other CNIs have no subnet requirement here', () => ({ vm: on(multus('green', 'green')), nads: NADS }), { reasons: [] }],
+  ]);
 
   it('§4.2 a Multus secondary network gets a claim on its pod interface', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: NADS });
+    const plan = run({ vm: on(multus('blue', 'blue')), nads: NADS });
     assert.equal(plan.creates[0]?.spec.interface, podInterfaceName('blue'));
   });
 
   it('§4.2 the pod network gets a claim on eth0 when the namespace has a persistent primary network', () => {
     const primary = ovnNad('udn', { role: 'primary', networkName: 'ns-udn' });
-    const plan = run({ vm: virtualMachine({ networks: [podNetwork('default')] }), nads: nadMap(primary) });
+    const plan = run({ vm: on(podNetwork('default')), nads: nadMap(primary) });
     assert.deepEqual(writes(plan).creates, ['vm1.default']);
     assert.deepEqual(plan.creates[0]?.spec, { network: 'ns-udn', interface: 'eth0' });
-  });
-
-  it('§4.2 the pod network of a namespace without a primary network gets nothing', () => {
-    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads: NADS });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('§4.2 a primary network elsewhere does not count for the pod network', () => {
-    const primary = ovnNad('udn', { role: 'primary', namespace: 'other' });
-    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads: nadMap(primary) });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('§4.2 two primary networks in one namespace are reported, not guessed between', () => {
-    const nads = nadMap(ovnNad('udn-a', { role: 'primary' }), ovnNad('udn-b', { role: 'primary' }));
-    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['AmbiguousPrimaryNetwork']);
-  });
-
-  it('§4.2 an interface with state: absent wants no claim', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue', { absent: true })] }), nads: NADS });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('§4.2 a Multus network that replaces the default network (default: true) is not secondary', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue', { default: true })] }), nads: NADS });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('§4.3 the NAD must exist', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'nope')] }), nads: NADS });
-    assert.deepEqual(reasons(plan), ['NetworkAttachmentDefinitionNotFound']);
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('§4.3 the NAD opts in through allowPersistentIPs in its config', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.blue']);
-  });
-
-  it("§4.3 the NAD opts in through the project's annotation", () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('green', 'green')] }), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.green']);
-  });
-
-  it('§4.3 a NAD that does not opt in gives no claim and no problem', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('plain', 'plain')] }), nads: NADS });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.problems, []);
-    assert.deepEqual(plan.wanted, []);
-  });
-
-  it('§4.4 the NAD must be in the VM namespace: a persistent NAD elsewhere is reported', () => {
-    const elsewhere = ovnNad('shared', { namespace: 'infra' });
-    const plan = run({ vm: virtualMachine({ networks: [multus('shared', 'infra/shared')] }), nads: nadMap(elsewhere) });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(reasons(plan), ['CrossNamespacePersistentNetwork']);
-    assert.equal(plan.retry, false);
-  });
-
-  it('§4.4 a non-persistent NAD elsewhere is an ordinary network', () => {
-    const elsewhere = ovnNad('shared', { namespace: 'infra', persistent: false });
-    const plan = run({ vm: virtualMachine({ networks: [multus('shared', 'infra/shared')] }), nads: nadMap(elsewhere) });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('§4.4 a NAD named with the VM namespace spelled out is in the VM namespace', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', `${NS}/blue`)] }), nads: NADS });
-    assert.deepEqual(writes(plan).creates, ['vm1.blue']);
-  });
-
-  it('§4 topologies: layer3 cannot keep addresses', () => {
-    const plan = run({ vm: vmOn('l3'), nads: nadMap(ovnNad('l3', { topology: 'layer3' })) });
-    assert.deepEqual(reasons(plan), ['UnsupportedTopology']);
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('§4 topologies: localnet works for a secondary network, with or without subnets', () => {
-    const nads = nadMap(ovnNad('ln', { topology: 'localnet', subnets: null }));
-    const plan = run({ vm: virtualMachine({ networks: [multus('ln', 'ln')] }), nads });
-    assert.deepEqual(writes(plan).creates, ['vm1.ln']);
-  });
-
-  it('§4 topologies: a primary network must be layer2', () => {
-    const nads = nadMap(ovnNad('udn', { role: 'primary', topology: 'localnet' }));
-    const plan = run({ vm: virtualMachine({ networks: [podNetwork()] }), nads });
-    assert.deepEqual(reasons(plan), ['UnsupportedTopology']);
-  });
-
-  it('§4 subnets: an OVN-Kubernetes layer2 network without subnets is reported', () => {
-    const plan = run({ vm: vmOn('blue'), nads: nadMap(ovnNad('blue', { subnets: null })) });
-    assert.deepEqual(reasons(plan), ['MissingSubnets']);
-    assert.deepEqual(writes(plan), NONE);
-  });
-
-  it('§4 subnets: other CNIs have no subnet requirement here', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('green', 'green')] }), nads: NADS });
-    assert.deepEqual(plan.problems, []);
   });
 });
 
 describe('NAD problems', () => {
-  it('a persistent NAD without a network name is reported as MissingNetworkName', () => {
-    const nameless = nad('blue', {
-      type: 'ovn-k8s-cni-overlay',
-      topology: 'layer2',
-      subnets: '10.0.0.0/24',
-      allowPersistentIPs: true,
-    });
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: nadMap(nameless) });
-    assert.deepEqual(reasons(plan), ['MissingNetworkName']);
-  });
+  const nameless = nad('blue', { type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/24', allowPersistentIPs: true });
+  decisions([
+    [
+      'a persistent NAD without a network name is reported as MissingNetworkName',
+      () => ({ vm: on(multus('blue', 'blue')), nads: nadMap(nameless) }),
+      { reasons: ['MissingNetworkName'] },
+    ],
+    [
+      'a badly typed key on a NAD that does not opt in is none of our business',
+      () => ({ vm: vmOn('blue'), nads: nadMap(nad('blue', { name: 'b', subnets: 5 })) }),
+      { reasons: [] },
+    ],
+    [
+      'a badly typed key on a persistent NAD is reported',
+      () => ({ vm: vmOn('blue'), nads: nadMap(nad('blue', { name: 'b', allowPersistentIPs: true, topology: 2 })) }),
+      { reasons: ['InvalidNetworkConfig'] },
+    ],
+    [
+      'a networkName that is neither "name" nor "namespace/name" is reported',
+      () => ({ vm: on(multus('blue', 'a/b/c')), nads: NADS }),
+      { reasons: ['InvalidNetworkReference'] },
+    ],
+  ]);
 
   it('allowPersistentIPs written as a string is reported, not guessed', () => {
     const plan = run({ vm: vmOn('blue'), nads: nadMap(nad('blue', { name: 'b', allowPersistentIPs: 'true' })) });
     assert.deepEqual(reasons(plan), ['InvalidNetworkConfig']);
     assert.match(plan.problems[0]?.message ?? '', /allowPersistentIPs/);
-  });
-
-  it('a badly typed key on a NAD that does not opt in is none of our business', () => {
-    const plan = run({ vm: vmOn('blue'), nads: nadMap(nad('blue', { name: 'b', subnets: 5 })) });
-    assert.deepEqual(plan.problems, []);
-  });
-
-  it('a badly typed key on a persistent NAD is reported', () => {
-    const nads = nadMap(nad('blue', { name: 'b', allowPersistentIPs: true, topology: 2 }));
-    const plan = run({ vm: vmOn('blue'), nads });
-    assert.deepEqual(reasons(plan), ['InvalidNetworkConfig']);
-  });
-
-  it('a networkName that is neither "name" nor "namespace/name" is reported', () => {
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'a/b/c')] }), nads: NADS });
-    assert.deepEqual(reasons(plan), ['InvalidNetworkReference']);
   });
 
   it('a conflist NAD opting in on its plugin gets a claim named after the conflist', () => {
@@ -617,7 +551,7 @@ describe('NAD problems', () => {
       name: 'list',
       plugins: [{ type: 'ovn-k8s-cni-overlay', topology: 'localnet', allowPersistentIPs: true }],
     });
-    const plan = run({ vm: virtualMachine({ networks: [multus('blue', 'blue')] }), nads: nadMap(list) });
+    const plan = run({ vm: on(multus('blue', 'blue')), nads: nadMap(list) });
     assert.equal(plan.creates[0]?.spec.network, 'list');
   });
 });
@@ -633,9 +567,7 @@ describe('names', () => {
   it('a network deliberately named after the hashed claim of another is reported, not merged', () => {
     const hashed = claimName(VM_NAME, 'net_a').slice(`${VM_NAME}.`.length);
     const theVm = virtualMachine({ networks: [multus('net_a', 'blue'), multus(hashed, 'blue')] });
-    const plan = run({ vm: theVm, nads: NADS });
-    assert.deepEqual(writes(plan).creates, [claimName(VM_NAME, 'net_a')]);
-    assert.deepEqual(reasons(plan), ['ClaimNameConflict']);
+    check(run({ vm: theVm, nads: NADS }), { creates: [claimName(VM_NAME, 'net_a')], reasons: ['ClaimNameConflict'] });
   });
 
   it('a claim made by kubevirt/ipam-extensions under the plain name is adopted as is', () => {
@@ -969,9 +901,7 @@ describe('NAME: dotted-name collisions (VM `a` with network `b.c`, VM `a.b` with
 
   it('an earlier VM of the same name is not a collision: its leftover is waited for (EXISTING-OTHER-OWNER)', () => {
     const earlier = virtualMachine({ name: 'a.b', uid: 'uid-ab-old', networks: [multus('c', 'nad-bc')] });
-    const plan = decideFor(vmAB, [claimOf(earlier, 'c')]);
-    assert.deepEqual(reasons(plan), ['ClaimOwnedByAnotherObject']);
-    assert.deepEqual(writes(plan).creates, []);
+    check(decideFor(vmAB, [claimOf(earlier, 'c')]), { reasons: ['ClaimOwnedByAnotherObject'], creates: [] });
   });
 
   it('a claim with no owner is not a collision either: reported, never avoided by another name', () => {

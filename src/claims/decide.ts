@@ -70,8 +70,8 @@ export function decide(input: DecideInput): Plan {
       // A launcher pod may still have the interface after the VMI dropped it (an unplug that ends with a migration,
       // Multus without its dynamic networks controller), and OVN-Kubernetes would free the address under it: as for
       // SWAP, the claim goes once no unfinished launcher pod names it.
-      if (input.vmi && input.namedByRunningPods === undefined) plan.needsPodRead = true;
-      else if (!input.namedByRunningPods?.has(claim.metadata.name)) plan.deletes.push(write);
+      const named = input.vmi ? namedByRunningPod(input, plan, claim.metadata.name) : !!input.namedByRunningPods?.has(claim.metadata.name);
+      if (named === false) plan.deletes.push(write);
     }
   }
   plan.adopts.sort(byName);
@@ -129,27 +129,15 @@ interface Owner {
 }
 
 function ownerOf({ vm, vmi }: DecideInput): Owner | undefined {
-  if (vm) {
-    const uid = vm.metadata.uid;
-    if (!uid) return undefined;
-    return {
-      ref: { kind: 'VirtualMachine', name: vm.metadata.name, uid },
-      apiVersion: apiVersionOf(resources.virtualMachines),
-      terminating: isTerminating(vm),
-      spec: vm.spec?.template?.spec,
-    };
-  }
-  if (vmi && !controllerRef(vmi, 'VirtualMachine')) {
-    const uid = vmi.metadata.uid;
-    if (!uid) return undefined;
-    return {
-      ref: { kind: 'VirtualMachineInstance', name: vmi.metadata.name, uid },
-      apiVersion: apiVersionOf(resources.virtualMachineInstances),
-      terminating: isTerminating(vmi),
-      spec: vmi.spec,
-    };
-  }
-  return undefined;
+  const of = vm
+    ? { object: vm, resource: resources.virtualMachines, spec: vm.spec?.template?.spec }
+    : vmi && !controllerRef(vmi, 'VirtualMachine')
+      ? { object: vmi, resource: resources.virtualMachineInstances, spec: vmi.spec }
+      : undefined;
+  const uid = of?.object.metadata.uid;
+  if (!of || !uid) return undefined;
+  const ref: ClaimOwner = { kind: of.resource.kind, name: of.object.metadata.name, uid };
+  return { ref, apiVersion: apiVersionOf(of.resource), terminating: isTerminating(of.object), spec: of.spec };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -296,9 +284,21 @@ function planSuperseded({ input, owner, existing, plan }: Wanted, network: strin
     if (isTerminating(old) || !isOwnedBy(old, owner.ref.uid) || !hasOurMark(old, owner)) continue;
     const write = writeRef(old);
     if (!write || !kubevirtOwnerRefs(old).every((ref) => ref.name === input.key.name)) continue;
-    if (input.namedByRunningPods === undefined) plan.needsPodRead = true;
-    else if (!input.namedByRunningPods.has(name) && !plan.deletes.some((d) => d.uid === write.uid)) plan.deletes.push(write);
+    if (namedByRunningPod(input, plan, name) === false && !plan.deletes.some((d) => d.uid === write.uid)) plan.deletes.push(write);
   }
+}
+
+/**
+ * SWAP: whether an unfinished launcher pod names claim `name`; undefined before the pods were read (the plan then asks
+ * for them). A claim kept for a pod being deleted is looked at again (retry) until that pod has finished.
+ */
+function namedByRunningPod(input: DecideInput, plan: Plan, name: string): boolean | undefined {
+  if (input.namedByRunningPods === undefined) {
+    plan.needsPodRead = true;
+    return undefined;
+  }
+  if (input.runningPodTerminating) plan.retry = true;
+  return input.namedByRunningPods.has(name);
 }
 
 function newClaim(key: ObjectKey, owner: Owner, name: string, spec: IPAMClaim['spec']): IPAMClaim {

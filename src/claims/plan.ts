@@ -30,6 +30,8 @@ export interface DecideInput {
    * when the plan asks for it (Plan.needsPodRead), to know whether a claim left from an earlier NAD is still used.
    */
   namedByRunningPods?: ReadonlySet<string>;
+  /** One of the launcher pods read for namedByRunningPods is being deleted: no event of ours says when it has finished. */
+  runningPodTerminating?: boolean;
 }
 
 export type OwnerKind = 'VirtualMachine' | 'VirtualMachineInstance';

@@ -45,22 +45,9 @@ describe('command line', () => {
   });
 
   it('run: flags as given, repeatable --webhook-cert-host collected', async () => {
-    const parsed = await parseCommandLine(
-      [
-        'run',
-        '--leader-elect',
-        '--concurrency',
-        '8',
-        '--webhook-cert-host',
-        'a.example',
-        '--webhook-cert-host',
-        '127.0.0.1',
-        '--no-allocator',
-        '--feature-gates',
-        'PersistentIPs=true',
-      ],
-      { env: outside },
-    );
+    const argv =
+      'run --leader-elect --concurrency 8 --webhook-cert-host a.example --webhook-cert-host 127.0.0.1 --no-allocator --feature-gates PersistentIPs=true';
+    const parsed = await parseCommandLine(argv.split(' '), { env: outside });
     assert.ok(parsed.command === 'run');
     assert.equal(parsed.options.leaderElect, true);
     assert.equal(parsed.options.concurrency, 8);
@@ -70,18 +57,9 @@ describe('command line', () => {
   });
 
   it('run: TLS flags in the Kubernetes spelling, suites comma-separated or repeated', async () => {
-    const parsed = await parseCommandLine(
-      [
-        'run',
-        '--tls-min-version',
-        'VersionTLS13',
-        '--tls-cipher-suites',
-        'TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384',
-        '--tls-cipher-suites',
-        'TLS_CHACHA20_POLY1305_SHA256',
-      ],
-      { env: outside },
-    );
+    const argv =
+      'run --tls-min-version VersionTLS13 --tls-cipher-suites TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384 --tls-cipher-suites TLS_CHACHA20_POLY1305_SHA256';
+    const parsed = await parseCommandLine(argv.split(' '), { env: outside });
     assert.ok(parsed.command === 'run');
     assert.equal(parsed.options.tlsMinVersion, 'VersionTLS13');
     assert.deepEqual(parsed.options.tlsCipherSuites, ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256']);

@@ -71,23 +71,11 @@ describe('run flags', () => {
   it('a value written --FLAG=VALUE or --FLAG VALUE gives the same answer (or both are refused), whatever the flags (random command lines)', async () => {
     const strings = ['ns', 'a.example', '', '127.0.0.1', 'x=y'];
     const numbers = ['0', '1', '8', '16', '1.5', '2.50', '1e3', '0x10', '08', 'many', ''];
+    const each = (names: string[], list: string[]) => Object.fromEntries(names.map((name) => [name, list]));
     const values: Record<string, string[]> = {
-      kubeconfig: strings,
-      context: strings,
-      namespace: strings,
-      'controller-namespace': strings,
-      'metrics-cert-dir': strings,
-      'webhook-cert-dir': strings,
-      'webhook-service-name': strings,
-      'webhook-configuration-name': strings,
-      'webhook-cert-host': strings,
-      concurrency: numbers,
-      qps: numbers,
-      burst: numbers,
-      'resync-period': numbers,
-      'graceful-shutdown-timeout': numbers,
-      'webhook-cert-validity': numbers,
-      'webhook-ca-validity': numbers,
+      ...each(['kubeconfig', 'context', 'namespace', 'controller-namespace', 'metrics-cert-dir', 'webhook-cert-dir'], strings),
+      ...each(['webhook-service-name', 'webhook-configuration-name', 'webhook-cert-host'], strings),
+      ...each(['concurrency', 'qps', 'burst', 'resync-period', 'graceful-shutdown-timeout', 'webhook-cert-validity', 'webhook-ca-validity'], numbers),
       'feature-gates': ['PersistentIPs=true', 'PersistentIPs=false', 'PersistentIPs=yes', ''],
       'log-level': ['info', 'debug', 'silent', 'loud'],
       'metrics-bind-address': ['127.0.0.1:0', ':8443', '0', 'everywhere', '[::1]:9443'],

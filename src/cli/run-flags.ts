@@ -210,34 +210,9 @@ export type RunArgs = InferredOptionTypes<ReturnType<typeof runFlags>>;
 
 /** Every rule a set of `run` flags must keep; throws BadValue with the one-line reason. */
 export function checkRunArgs(a: RunArgs): void {
-  rejectRepeats(a as unknown as Record<string, unknown>, [
-    'kubeconfig',
-    'context',
-    'namespace',
-    'concurrency',
-    'feature-gates',
-    'log-level',
-    'leader-elect',
-    'controller-namespace',
-    'metrics-bind-address',
-    'health-probe-bind-address',
-    'qps',
-    'burst',
-    'resync-period',
-    'graceful-shutdown-timeout',
-    'webhook-bind-address',
-    'webhook-cert-provisioning',
-    'webhook-cert-dir',
-    'webhook-service-name',
-    'webhook-configuration-name',
-    'webhook-cert-validity',
-    'webhook-ca-validity',
-    'allocator',
-    'tls-min-version',
-    'metrics-secure',
-    'metrics-cert-dir',
-    'default-network-nad',
-  ]);
+  // Every flag but the repeatable ones (`array`) takes exactly one value.
+  const singles = Object.entries(runFlags({})).flatMap(([name, flag]) => ('array' in flag ? [] : [name]));
+  rejectRepeats(a as unknown as Record<string, unknown>, singles);
   bad(!defaultNetworkNad(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
   bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
   try {

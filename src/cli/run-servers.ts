@@ -40,22 +40,30 @@ async function listenOrExplain<T>(listening: Promise<T>, server: string, address
   }
 }
 
+/** What the parts `run` starts share: the checked flags, the cluster, the caches, the log, the metrics, its namespace. */
+export interface Process {
+  options: RunOptions;
+  client: KubeClient;
+  sources: ReturnType<typeof createSources>;
+  log: Logger;
+  metrics: ReturnType<typeof createMetrics>;
+  /** The controller's own namespace (the Lease, the webhook certificate Secret). */
+  namespace: string;
+}
+
 /**
  * The health-probe and metrics servers, listening (probes first). Returns the probes server, for the readiness checks
  * added later, and what shutdown closes.
  */
-export async function startTelemetry(
-  options: RunOptions,
-  deps: {
-    probeAddr: ReturnType<typeof parseBindAddress>;
-    metricsAddr: ReturnType<typeof parseBindAddress>;
-    client: KubeClient;
-    sources: ReturnType<typeof createSources>;
-    log: Logger;
-    metrics: ReturnType<typeof createMetrics>;
-  },
-): Promise<{ probes: TelemetryServer | undefined; servers: TelemetryServer[]; metricsCertificates: CertificateSource | undefined }> {
-  const { probeAddr, metricsAddr, client, sources, log, metrics } = deps;
+export async function startTelemetry({
+  options,
+  client,
+  sources,
+  log,
+  metrics,
+}: Process): Promise<{ probes: TelemetryServer | undefined; servers: TelemetryServer[]; metricsCertificates: CertificateSource | undefined }> {
+  const probeAddr = parseBindAddress(options.healthProbeBindAddress);
+  const metricsAddr = parseBindAddress(options.metricsBindAddress);
   const servers: TelemetryServer[] = [];
   let probesServer: TelemetryServer | undefined;
   if (probeAddr) {
@@ -119,21 +127,13 @@ async function metricsCertificate(options: RunOptions, server: TelemetryServer, 
  * API reads when the cache has not seen a VMI yet).
  */
 export async function startWebhook(
-  options: RunOptions,
-  deps: {
-    client: KubeClient;
-    sources: ReturnType<typeof createSources>;
-    gateEnabled: () => boolean;
-    log: Logger;
-    metrics: ReturnType<typeof createMetrics>;
-    namespace: string;
-    podAddresses?: PodAddressLookup;
-  },
+  { options, client, sources, log, metrics, namespace }: Process,
+  gateEnabled: () => boolean,
+  podAddresses: PodAddressLookup | undefined,
 ): Promise<{ server: WebhookServer; certificates: CertificateSource } | undefined> {
   const addr = parseBindAddress(options.webhookBindAddress);
   if (!addr) return undefined;
-  const { client, sources, log } = deps;
-  const webhookMetrics = createWebhookMetrics(deps.metrics.registry);
+  const webhookMetrics = createWebhookMetrics(metrics.registry);
   // Denials are recorded on the VM by every replica that answers admissions, leader or not: a standby is exactly
   // where a VM waits for a claim nobody is creating yet, and its Events say so.
   const denialEvents = new EventRecorder((event) => client.createEvent(event).then(() => undefined), log.child({ component: 'webhook-events' }));
@@ -143,7 +143,7 @@ export async function startWebhook(
   });
   const mutatePod = createPodAdmissionHandler({
     logger: log,
-    gateEnabled: deps.gateEnabled,
+    gateEnabled,
     vmis: sources.vmis,
     nads: sources.nads,
     claims: sources.claims,
@@ -154,7 +154,7 @@ export async function startWebhook(
     metrics: webhookMetrics,
     synced: () => sources.all.every((i) => i.hasSynced),
     ...(options.namespace ? { watchNamespace: options.namespace } : {}),
-    ...(deps.podAddresses ? { podAddresses: deps.podAddresses } : {}),
+    ...(podAddresses ? { podAddresses } : {}),
   });
   const tls = tlsProfile(options.tlsMinVersion, options.tlsCipherSuites);
   if (tls.weak.length > 0) log.warn({ weak: tls.weak }, 'weak TLS cipher suites configured with --tls-cipher-suites');
@@ -165,7 +165,7 @@ export async function startWebhook(
     certificates = createFileCertificates({ dir: options.webhookCertDir, logger: log, onCertificate });
   } else {
     const isIp = (h: string) => /^[0-9.]+$/.test(h) || h.includes(':');
-    const names = { namespace: deps.namespace, secretName: DEFAULT_SECRET_NAME, webhookConfigurationName: options.webhookConfigurationName };
+    const names = { namespace: namespace, secretName: DEFAULT_SECRET_NAME, webhookConfigurationName: options.webhookConfigurationName };
     certificates = createSelfManagedCertificates({
       client: kubeCertStoreClient(client, names),
       ...names,
@@ -174,7 +174,7 @@ export async function startWebhook(
       policy: {
         dnsNames: serviceDnsNames(
           options.webhookServiceName,
-          deps.namespace,
+          namespace,
           options.webhookCertHosts.filter((h) => !isIp(h)),
         ),
         ipAddresses: options.webhookCertHosts.filter(isIp),

@@ -9,40 +9,26 @@ import { createController, type Controller } from '../controller/controller.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { KubeClient } from '../kube/client.ts';
-import { ClusterUnreachableError, KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/load-kubeconfig.ts';
+import { ClusterUnreachableError, type LoadedKubeConfig } from '../kube/load-kubeconfig.ts';
 import { isUnauthorized } from '../kube/errors.ts';
 import { createLeaderElector } from '../leader/elector.ts';
 import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
-import { parseBindAddress } from './addresses.ts';
 import type { RunOptions } from './run-options.ts';
-import { CliError, EXIT } from './exit-codes.ts';
-import { startTelemetry, startWebhook } from './run-servers.ts';
+import { CliError, EXIT, loadKubeConfigOrExplain } from './exit-codes.ts';
+import { type Process, startTelemetry, startWebhook } from './run-servers.ts';
 import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';
 
 export { CliError };
 
 function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
-  let loaded: LoadedKubeConfig;
-  try {
-    loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
-  } catch (err) {
-    if (err instanceof KubeConfigError && (options.kubeconfig !== undefined || options.context !== undefined)) {
-      // The file or context the user named is wrong: say which, in one line.
-      throw new CliError(err.message.replace(/\s*\n\s*/g, ' '), EXIT.noKubeconfig, { cause: err });
-    }
-    if (err instanceof KubeConfigError) {
-      throw new CliError(
-        `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.` +
-          `\nFor a local cluster to try it on: npm run cluster:up -- --dir /tmp/pips (then --kubeconfig /tmp/pips/kubeconfig).`,
-        EXIT.noKubeconfig,
-        { cause: err },
-      );
-    }
-    throw err;
-  }
+  const loaded = loadKubeConfigOrExplain(
+    options,
+    'Tell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG, or run it inside a cluster.' +
+      '\nFor a local cluster to try it on: npm run cluster:up -- --dir /tmp/pips (then --kubeconfig /tmp/pips/kubeconfig).',
+  );
   const metrics = createMetrics();
   const client = KubeClient.fromKubeConfig(loaded.connection, {
     logger: log,
@@ -90,8 +76,6 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
 export async function run(options: RunOptions): Promise<number> {
   const log = createLogger(options.logLevel as Parameters<typeof createLogger>[0]);
   const gateOverride = featureGates(options);
-  const metricsAddr = parseBindAddress(options.metricsBindAddress);
-  const probeAddr = parseBindAddress(options.healthProbeBindAddress);
   const { loaded, client, metrics } = connect(options, log);
   await checkCluster(client, loaded.server, log);
 
@@ -116,18 +100,10 @@ export async function run(options: RunOptions): Promise<number> {
           metrics,
           resyncIntervalMs: options.resyncPeriod * 1000,
         });
-  const telemetry = await startTelemetry(options, { probeAddr, metricsAddr, client, sources, log, metrics });
-
-  const ownNamespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? 'persistent-ips-system';
-  const webhook = await startWebhook(options, {
-    client,
-    sources,
-    gateEnabled: () => controller.gate().enabled,
-    log,
-    metrics,
-    namespace: ownNamespace,
-    ...(allocator ? { podAddresses: allocator.podAddresses } : {}),
-  });
+  const namespace = options.controllerNamespace ?? process.env.POD_NAMESPACE ?? 'persistent-ips-system';
+  const started: Process = { options, client, sources, log, metrics, namespace };
+  const telemetry = await startTelemetry(started);
+  const webhook = await startWebhook(started, () => controller.gate().enabled, allocator?.podAddresses);
   if (webhook && telemetry.probes) telemetry.probes.addReadinessCheck('webhook-certificate', () => webhook.server.hasCertificate());
 
   sources.start();
@@ -148,7 +124,7 @@ export async function run(options: RunOptions): Promise<number> {
         if (sizeV8ForMemory()) log.debug('start-up done: V8 now sized for memory (--optimize-for-size)');
       },
     });
-    exitCode = await leadUntilStopped(options, { controller, allocator, client, log, metrics, namespace: ownNamespace, stopping });
+    exitCode = await leadUntilStopped(started, { controller, allocator, stopping });
   }
 
   stopSizing();
@@ -199,18 +175,9 @@ function onStopSignals(stopping: AbortController, log: Logger): () => void {
  * `stopping` aborts. Resolves with the exit code: a failure when the lease was lost.
  */
 async function leadUntilStopped(
-  options: RunOptions,
-  deps: {
-    controller: Controller;
-    allocator: Allocator | undefined;
-    client: KubeClient;
-    log: Logger;
-    metrics: ReturnType<typeof createMetrics>;
-    namespace: string;
-    stopping: AbortController;
-  },
+  { options, client, log, metrics, namespace }: Process,
+  { controller, allocator, stopping }: { controller: Controller; allocator: Allocator | undefined; stopping: AbortController },
 ): Promise<number> {
-  const { controller, allocator, log, stopping } = deps;
   const drainMs = options.gracefulShutdownTimeout * 1000;
   // The allocator serves its own queue under the same leadership as the controller.
   const lead = async (signal: AbortSignal): Promise<void> => {
@@ -225,14 +192,14 @@ async function leadUntilStopped(
   // once, instead of waiting out the dead process's lease. Two processes never share a pod name at the same
   // time. Elsewhere, the host name plus a random part keeps processes on one host apart.
   const identity = process.env.POD_NAME || `${hostname()}_${randomBytes(4).toString('hex')}`;
-  const lease = { namespace: deps.namespace, name: 'persistent-ips-leader' };
+  const lease = { namespace, name: 'persistent-ips-leader' };
   let exitCode: number = EXIT.ok;
   const elector = createLeaderElector({
     lease,
     identity,
     logger: log,
-    isLeaderGauge: deps.metrics.isLeader,
-    client: kubeLeaseClient(deps.client, lease),
+    isLeaderGauge: metrics.isLeader,
+    client: kubeLeaseClient(client, lease),
     callbacks: {
       onStartedLeading: (signal) => lead(signal),
       onStoppedLeading: () => {

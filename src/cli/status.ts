@@ -10,7 +10,7 @@ import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
 import { controllerRef, kubevirtOwner, nadKeyOfNetworkName, type NetworkVerdict } from '../claims/index.ts';
 import { KubeClient } from '../kube/client.ts';
-import { ClusterUnreachableError, KubeConfigError, loadKubeConfig } from '../kube/load-kubeconfig.ts';
+import { ClusterUnreachableError } from '../kube/load-kubeconfig.ts';
 import { KubeApiError, isForbidden, isUnauthorized } from '../kube/errors.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, KubeVirtCR, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
@@ -18,7 +18,7 @@ import type { KubeObject, VmNetwork } from '../kube/types.ts';
 import { trimIPAMClaim, trimKubeVirt, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
 import { describeGate, resolveGate, type GateState } from '../controller/feature-gate.ts';
 import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
-import { CliError, EXIT } from './exit-codes.ts';
+import { CliError, EXIT, loadKubeConfigOrExplain } from './exit-codes.ts';
 
 export interface StatusRow {
   namespace: string;
@@ -330,28 +330,15 @@ export interface StatusOptions {
 
 /** Lists what it needs and prints; resolves with the exit code. */
 export async function status(options: StatusOptions, out: { write(text: string): unknown }): Promise<number> {
-  let loaded;
-  try {
-    loaded = loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
-  } catch (err) {
-    if (err instanceof KubeConfigError) {
-      const named = options.kubeconfig !== undefined || options.context !== undefined;
-      throw new CliError(
-        named ? err.message.replace(/\s*\n\s*/g, ' ') : `${err.message}\nTell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.`,
-        EXIT.noKubeconfig,
-        { cause: err },
-      );
-    }
-    throw err;
-  }
+  const loaded = loadKubeConfigOrExplain(options, 'Tell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.');
   const client = KubeClient.fromKubeConfig(loaded.connection, { timeoutMs: 30_000 });
   const namespace = options.allNamespaces ? undefined : (options.namespace ?? loaded.namespace ?? 'default');
-  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, optional = false): Promise<T[]> => {
+  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T): Promise<T[]> => {
     try {
       const { items } = await client.listAll<unknown>(r, namespace ? { namespace } : {});
       return items.map(trim);
     } catch (err) {
-      if (optional && err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
+      if (err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
       if (isUnauthorized(err)) throw new CliError(`the API server at ${loaded.server} rejected our credentials (401)`, EXIT.notAuthorized, { cause: err });
       if (isForbidden(err))
         throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
@@ -368,10 +355,10 @@ export async function status(options: StatusOptions, out: { write(text: string):
     () => undefined,
   );
   const [vms, vmis, nads, claims] = await Promise.all([
-    list(resources.virtualMachines, trimVirtualMachine, true),
-    list(resources.virtualMachineInstances, trimVirtualMachineInstance, true),
-    list(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition, true),
-    list(resources.ipamClaims, trimIPAMClaim, true),
+    list(resources.virtualMachines, trimVirtualMachine),
+    list(resources.virtualMachineInstances, trimVirtualMachineInstance),
+    list(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition),
+    list(resources.ipamClaims, trimIPAMClaim),
   ]);
   const input: StatusInput = { kubeVirts: await kubeVirts, vms, vmis, nads, claims };
   const gate = gateOf(input);

@@ -2,7 +2,6 @@
 // (the webhook reads the same caches); workers run only while this replica leads.
 
 import type { Logger } from 'pino';
-import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { WorkQueue } from '../queue/index.ts';
@@ -13,7 +12,7 @@ import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, type GateOverride, type GateState, resolveGate } from './feature-gate.ts';
 import { keysOfClaim, keysOfNadChange, type NadKeyLookup } from './keys.ts';
-import { createLoop } from './loop.ts';
+import { createLoop, watch, type Watch } from './loop.ts';
 import { createReconciler, type ReconcileTally } from './reconciler.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
@@ -43,9 +42,6 @@ export interface Controller {
   dispose(): void;
 }
 
-/** What a full list brings (every object at start-up, the differences after a relist) waits behind live changes. */
-const priorityOf = (e: { fromList?: true }): { priority?: 'low' } => (e.fromList ? { priority: 'low' } : {});
-
 /** Create before the sources start, so that their initial adds are mapped to keys. */
 export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
@@ -58,16 +54,11 @@ export function createController(options: ControllerOptions): Controller {
     name: CONTROLLER_NAME,
     reconciler: createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally: summary.tally, ...(metrics ? { metrics } : {}) }),
     keys: () => allKeys(sources),
+    watches: [...watchesOf(sources, overlay, recorder), watch(sources.kubeVirts.events$, () => (gate.refresh(log) ? allKeys(sources) : []))],
     log,
     ...(metrics ? { metrics } : {}),
   });
   const { queue } = loop;
-  const subscriptions = [
-    ...mapEventsToKeys(sources, queue, overlay, recorder),
-    sources.kubeVirts.events$.subscribe(() => {
-      if (gate.refresh(log)) for (const key of allKeys(sources)) queue.add(key);
-    }),
-  ];
 
   return {
     queue,
@@ -85,9 +76,7 @@ export function createController(options: ControllerOptions): Controller {
         summary.report(queue);
       }
     },
-    dispose(): void {
-      for (const s of subscriptions) s.unsubscribe();
-    },
+    dispose: loop.dispose,
   };
 }
 
@@ -98,27 +87,34 @@ function allKeys(sources: Sources): Set<string> {
   return keys;
 }
 
-/** The keys each VM, VMI, claim and NAD event concerns, into the queue. */
-function mapEventsToKeys(sources: Sources, queue: WorkQueue, overlay: WriteOverlay, recorder: EventRecorder): Subscription[] {
+/** The keys each VM, VMI, claim and NAD event concerns; what a full list brings waits behind live changes. */
+function watchesOf(sources: Sources, overlay: WriteOverlay, recorder: EventRecorder): Watch[] {
   const nadLookup: NadKeyLookup = {
     referencing: (nadKey) => [...sources.vms.indexKeys(VMS_BY_NAD, nadKey), ...sources.vmis.indexKeys(VMIS_BY_NAD, nadKey)],
     inNamespace: (ns) => [...sources.vms.keys(ns), ...sources.vmis.keys(ns)],
   };
+  const listsLow = { listsLow: true };
   return [
-    merge(sources.vms.events$, sources.vmis.events$).subscribe((e) => {
-      if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
-      queue.add(objectKey(e.object), priorityOf(e));
-    }),
-    sources.claims.events$.subscribe((e) => {
-      if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
-      // Our own create or patch coming back: nothing for the VM's reconcile to learn (every claim a cold start or a
-      // churn creates would otherwise reconcile its VM once more).
-      else if (overlay.observeUpdated(objectKey(e.object), e.object, e.type === 'add')) return;
-      for (const key of new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])])) queue.add(key, priorityOf(e));
-    }),
-    sources.nads.events$.subscribe((e) => {
-      for (const key of keysOfNadChange(e.object, e.old, nadLookup)) queue.add(key, priorityOf(e));
-    }),
+    watch(
+      merge(sources.vms.events$, sources.vmis.events$),
+      (e) => {
+        if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
+        return [objectKey(e.object)];
+      },
+      listsLow,
+    ),
+    watch(
+      sources.claims.events$,
+      (e) => {
+        if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
+        // Our own create or patch coming back: nothing for the VM's reconcile to learn (every claim a cold start or a
+        // churn creates would otherwise reconcile its VM once more).
+        else if (overlay.observeUpdated(objectKey(e.object), e.object, e.type === 'add')) return [];
+        return new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])]);
+      },
+      listsLow,
+    ),
+    watch(sources.nads.events$, (e) => keysOfNadChange(e.object, e.old, nadLookup), listsLow),
   ];
 }
 

@@ -1,8 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { pino } from 'pino';
+import { type Logger, pino } from 'pino';
 import type { EventInput } from '../kube/client.ts';
-import { EventRecorder, namespaceGoing, type EventTarget } from './events.ts';
+import { EventRecorder, type EventSink, namespaceGoing, type EventTarget } from './events.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
 
@@ -10,15 +10,16 @@ const vm: EventTarget = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', 
 const missing = { reason: 'NetworkAttachmentDefinitionNotFound', message: 'NAD ns/blue not found' };
 const layer3 = { reason: 'UnsupportedTopology', message: 'NAD ns/red is layer3' };
 
-function setup(fail = false) {
+/** A recorder whose Events are kept in `sent` (refused while failing), or go to `options.sink`. */
+function setup(options: { fail?: boolean; sink?: EventSink; log?: Logger } = {}) {
   const sent: EventInput[] = [];
-  let failing = fail;
+  let failing = options.fail ?? false;
   const sink = async (e: EventInput) => {
     if (failing) throw new Error('apiserver down');
     sent.push(e);
   };
   const metrics = createMetrics({ defaultMetrics: false });
-  const recorder = new EventRecorder(sink, pino({ level: 'silent' }), metrics, { instance: 'test', now: () => new Date(0) });
+  const recorder = new EventRecorder(options.sink ?? sink, options.log ?? pino({ level: 'silent' }), metrics, { instance: 'test', now: () => new Date(0) });
   return {
     sent,
     recorder,
@@ -64,7 +65,7 @@ describe('EventRecorder', () => {
   });
 
   it('retries an event that could not be delivered on the next report', async () => {
-    const { sent, recorder, heal } = setup(true);
+    const { sent, recorder, heal } = setup({ fail: true });
     await recorder.report(vm, [missing]);
     assert.equal(sent.length, 0);
     heal();
@@ -87,16 +88,11 @@ describe('EventRecorder', () => {
     });
     let calls = 0;
     let failWith: unknown = terminating;
-    const metrics = createMetrics({ defaultMetrics: false });
-    const recorder = new EventRecorder(
-      async () => {
-        calls++;
-        throw failWith;
-      },
-      log,
-      metrics,
-      { instance: 'test', now: () => new Date(0) },
-    );
+    const sink = async () => {
+      calls++;
+      throw failWith;
+    };
+    const { recorder, metrics } = setup({ sink, log });
     for (let i = 0; i < 50; i++) await recorder.report(vm, [missing]);
     assert.equal(calls, 1, 'not retried: the namespace will not take it');
     assert.equal(lines.filter((l) => l.level >= 50).length, 0, 'no error line');

@@ -97,11 +97,23 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   return { key: { namespace, name }, vm, vmi, nads, claims, gateEnabled: deps.gateEnabled() };
 }
 
+/** The API reads of one reconcile: its client, logger and signal. */
+interface Api {
+  client: KubeClient;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+/** What gather asks the API for, beyond the caches: the NADs they miss, and whether a VMI's launcher pods are gone. */
+async function fromApi(input: DecideInput, api: Api): Promise<DecideInput> {
+  return readLauncherPods(await fillMissingNads(input, api), api);
+}
+
 /**
  * A referenced NAD the cache does not hold may just not have reached it yet (created a moment before the VM):
  * ask the API before reporting it missing, so users never see a false NetworkAttachmentDefinitionNotFound.
  */
-async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logger, signal: AbortSignal): Promise<DecideInput> {
+async function fillMissingNads(input: DecideInput, { client, log, signal }: Api): Promise<DecideInput> {
   const { namespace } = input.key;
   const referenced = new Set([...nadKeysOf(namespace, input.vm?.spec?.template?.spec), ...nadKeysOf(namespace, input.vmi?.spec)]);
   const missing = [...referenced].filter((k) => !input.nads.has(k));
@@ -121,7 +133,7 @@ async function fillMissingNads(input: DecideInput, client: KubeClient, log: Logg
 }
 
 /** The fresh read needsLauncherPodRead asks for: does the VMI have any launcher pod left, in any phase. */
-async function readLauncherPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<DecideInput> {
+async function readLauncherPods(input: DecideInput, { client, signal }: Api): Promise<DecideInput> {
   if (!needsLauncherPodRead(input)) return input;
   const pods = await client.list<unknown>(resources.pods, {
     namespace: input.key.namespace,
@@ -134,27 +146,32 @@ async function readLauncherPods(input: DecideInput, client: KubeClient, signal: 
 
 /**
  * The claims named by the VMI's launcher pods that have not finished (decide's SWAP): a pod being deleted still runs
- * its guest on those claims' addresses through its grace period. `terminating`: one of them is being deleted, and
- * no event of ours says when it has finished. No VMI: no pod can name any.
+ * its guest on those claims' addresses through its grace period, and no event of ours says when it has finished. No
+ * VMI: no pod can name any.
  */
-async function claimsNamedByRunningPods(input: DecideInput, client: KubeClient, signal: AbortSignal): Promise<{ names: Set<string>; terminating: boolean }> {
+async function readRunningPods(input: DecideInput, { client, signal }: Api): Promise<DecideInput> {
   const uid = input.vmi?.metadata.uid;
-  if (!uid) return { names: new Set(), terminating: false };
+  if (!uid) return { ...input, namedByRunningPods: new Set(), runningPodTerminating: false };
   const pods = await client.list<Pod>(resources.pods, { namespace: input.key.namespace, labelSelector: launcherPodSelector(uid), signal });
   const naming = pods.items.filter((pod) => isUnfinishedLauncherPod(pod, uid) && namedClaims(pod).length > 0);
-  return { names: new Set(naming.flatMap(namedClaims)), terminating: naming.some((pod) => !!pod.metadata.deletionTimestamp) };
+  return { ...input, namedByRunningPods: new Set(naming.flatMap(namedClaims)), runningPodTerminating: naming.some((pod) => !!pod.metadata.deletionTimestamp) };
 }
 
 /**
- * A plan that deletes a claim or releases its finalizer, decided while the cache shows no VMI of the key, is checked
- * against the API first: the VMI may exist and run on the claim while the cache has not shown it yet (a VM started
- * and then deleted or edited at once, a VMI watch being re-established). Freeing an address is worth one read; the
- * steady state, which frees nothing, reads nothing. Returns the input with the VMI the API has, if any.
+ * The one more read a first plan may ask for. SWAP: only a plan can tell that the running pods must be read. And a
+ * plan that deletes a claim or releases its finalizer (with no VMI, a SWAP read always ends in a delete), decided
+ * while the cache shows no VMI of the key, is checked against the API first: the VMI may exist and run on the claim
+ * while the cache has not shown it yet (a VM started and then deleted or edited at once, a VMI watch being
+ * re-established). Freeing an address is worth one read; the steady state, which frees nothing, reads nothing. A VMI
+ * found so is read as gather reads one, with its running pods (whether or not the plan will ask for them).
  */
-async function withUncachedVmi(input: DecideInput, plan: Plan, client: KubeClient, signal: AbortSignal): Promise<DecideInput | undefined> {
-  if (input.vmi || (plan.deletes.length === 0 && plan.removeFinalizers.length === 0)) return undefined;
-  const found = await ifFound(client.get<unknown>(resources.virtualMachineInstances, input.key.namespace, input.key.name, { signal }));
-  return found === undefined ? undefined : { ...input, vmi: trimVirtualMachineInstance(found) };
+async function gatherMore(input: DecideInput, plan: Plan, api: Api): Promise<DecideInput | undefined> {
+  if (input.vmi) return plan.needsPodRead ? readRunningPods(input, api) : undefined;
+  if (!plan.needsPodRead && plan.deletes.length === 0 && plan.removeFinalizers.length === 0) return undefined;
+  const found = await ifFound(api.client.get<unknown>(resources.virtualMachineInstances, input.key.namespace, input.key.name, { signal: api.signal }));
+  if (found === undefined) return readRunningPods(input, api);
+  api.log.debug('the API has a VMI the cache does not show yet; deciding again with it');
+  return readRunningPods(await fromApi({ ...input, vmi: trimVirtualMachineInstance(found) }, api), api);
 }
 
 /** Writes a plan. Returns true when something raced with us and the key should run again. */
@@ -334,29 +351,13 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
   const checkedPods = new Map<string, boolean>();
   const gather = async (request: Request, ctx: ReconcileContext): Promise<Gathered> => {
     const log = deps.log.child({ namespace: request.namespace, name: request.name, reconcileID: randomUUID() });
-    const input = await readLauncherPods(await fillMissingNads(gatherInput(request, deps), deps.client, log, ctx.signal), deps.client, ctx.signal);
-    return { input, log };
+    return { input: await fromApi(gatherInput(request, deps), { client: deps.client, log, signal: ctx.signal }), log };
   };
-  /**
-   * SWAP: only a first decision can tell that the running pods must be read; decide again with them. A claim kept
-   * for a pod being deleted is looked at again (backoff) until that pod has finished.
-   */
-  const withPods = async (input: DecideInput, plan: Plan, signal: AbortSignal): Promise<Plan> => {
-    if (!plan.needsPodRead) return plan;
-    const pods = await claimsNamedByRunningPods(input, deps.client, signal);
-    const again = decide({ ...input, namedByRunningPods: pods.names });
-    return pods.terminating ? { ...again, retry: true } : again;
+  const gatherMoreOf = async ({ input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<Gathered | undefined> => {
+    const more = await gatherMore(input, plan, { client: deps.client, log, signal: ctx.signal });
+    return more && { input: more, log };
   };
-  const applyPlan = async ({ namespace }: Request, gathered: Gathered, first: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
-    const { log } = gathered;
-    let input = gathered.input;
-    let plan = await withPods(input, first, ctx.signal);
-    const uncached = await withUncachedVmi(input, plan, deps.client, ctx.signal);
-    if (uncached) {
-      log.debug('the API has a VMI the cache does not show yet; deciding again with it');
-      input = await readLauncherPods(await fillMissingNads(uncached, deps.client, log, ctx.signal), deps.client, ctx.signal);
-      plan = await withPods(input, decide(input), ctx.signal);
-    }
+  const applyPlan = async ({ namespace }: Request, { input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
     const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
     const problems = [...plan.problems, ...running.problems];
@@ -374,7 +375,7 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
     const madeForRunningVmi = plan.creates.length > 0 && hasRunningPods(input.vmi);
     return { requeue: raced || plan.retry || running.retry || madeForRunningVmi };
   };
-  return { gather, decide: ({ input }) => decide(input), apply: applyPlan };
+  return { gather, decide: ({ input }) => decide(input), gatherMore: gatherMoreOf, apply: applyPlan };
 }
 
 function hasRunningPods(vmi: DecideInput['vmi']): boolean {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
+import { request, type RequestOptions } from 'node:http';
 import { describe, it } from 'node:test';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
@@ -10,9 +10,12 @@ import { tlsProfile } from './tls-profile.ts';
 
 const logger = createLogger('silent');
 
-function get(port: number, path: string, method = 'GET'): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+type Answer = { status: number; body: string; headers: Record<string, unknown> };
+
+/** One request (HTTP or HTTPS), its status, body and headers. */
+function send(requestOf: typeof request | typeof httpsRequest, options: RequestOptions & { ca?: string; servername?: string }): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+    const req = requestOf({ host: '127.0.0.1', agent: false, ...options }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
@@ -23,10 +26,11 @@ function get(port: number, path: string, method = 'GET'): Promise<{ status: numb
   });
 }
 
+const get = (port: number, path: string, method = 'GET'): Promise<Answer> => send(request, { port, path, method });
+
 async function withServer(
-  setup: (server: TelemetryServer) => void,
   body: (port: number) => Promise<void>,
-  options: { withRegistry?: boolean; health?: boolean } = {},
+  options: { setup?: (server: TelemetryServer) => void; withRegistry?: boolean; health?: boolean } = {},
 ): Promise<void> {
   const metrics = createMetrics({ defaultMetrics: false });
   const server = createTelemetryServer({
@@ -36,7 +40,7 @@ async function withServer(
     ...(options.withRegistry === false ? {} : { registry: metrics.registry }),
     ...(options.health === undefined ? {} : { health: options.health }),
   });
-  setup(server);
+  options.setup?.(server);
   const { port } = await server.listen();
   try {
     await body(port);
@@ -70,24 +74,21 @@ describe('renderChecks', () => {
 
 describe('telemetry server', () => {
   it('answers /healthz with no checks registered', async () => {
-    await withServer(
-      () => {},
-      async (port) => {
-        const res = await get(port, '/healthz');
-        assert.equal(res.status, 200);
-        assert.equal(res.body, 'ok\n');
-        assert.equal(res.headers['cache-control'], 'no-store');
-      },
-    );
+    await withServer(async (port) => {
+      const res = await get(port, '/healthz');
+      assert.equal(res.status, 200);
+      assert.equal(res.body, 'ok\n');
+      assert.equal(res.headers['cache-control'], 'no-store');
+    });
   });
 
   it('is ready only when every readiness check passes, and follows the checks live', async () => {
     let synced = false;
+    const setup = (server: TelemetryServer) => {
+      server.addReadinessCheck('caches-synced', () => synced);
+      server.addReadinessCheck('webhook-certificate', async () => ({ ok: true }));
+    };
     await withServer(
-      (server) => {
-        server.addReadinessCheck('caches-synced', () => synced);
-        server.addReadinessCheck('webhook-certificate', async () => ({ ok: true }));
-      },
       async (port) => {
         const before = await get(port, '/readyz');
         assert.equal(before.status, 503);
@@ -100,17 +101,18 @@ describe('telemetry server', () => {
         const verbose = await get(port, '/readyz?verbose');
         assert.match(verbose.body, /\[\+\]caches-synced ok/);
       },
+      { setup },
     );
   });
 
   it('treats a throwing check as failed and reports its message', async () => {
+    const setup = (server: TelemetryServer) => {
+      server.addReadinessCheck('boom', () => {
+        throw new Error('informer stopped');
+      });
+      server.addHealthCheck('loop', () => ({ ok: false, message: 'event loop stuck' }));
+    };
     await withServer(
-      (server) => {
-        server.addReadinessCheck('boom', () => {
-          throw new Error('informer stopped');
-        });
-        server.addHealthCheck('loop', () => ({ ok: false, message: 'event loop stuck' }));
-      },
       async (port) => {
         const ready = await get(port, '/readyz');
         assert.equal(ready.status, 503);
@@ -119,25 +121,22 @@ describe('telemetry server', () => {
         assert.equal(live.status, 503);
         assert.match(live.body, /event loop stuck/);
       },
+      { setup },
     );
   });
 
   it('serves the prom-client registry in the exposition format', async () => {
-    await withServer(
-      () => {},
-      async (port) => {
-        const res = await get(port, '/metrics');
-        assert.equal(res.status, 200);
-        assert.match(String(res.headers['content-type']), /text\/plain/);
-        assert.match(res.body, /# TYPE controller_runtime_reconcile_total counter/);
-        assert.match(res.body, /# TYPE leader_election_master_status gauge/);
-      },
-    );
+    await withServer(async (port) => {
+      const res = await get(port, '/metrics');
+      assert.equal(res.status, 200);
+      assert.match(String(res.headers['content-type']), /text\/plain/);
+      assert.match(res.body, /# TYPE controller_runtime_reconcile_total counter/);
+      assert.match(res.body, /# TYPE leader_election_master_status gauge/);
+    });
   });
 
   it('answers 404 for /metrics without a registry and for unknown paths, 405 for other methods', async () => {
     await withServer(
-      () => {},
       async (port) => {
         assert.equal((await get(port, '/metrics')).status, 404);
         assert.equal((await get(port, '/nope')).status, 404);
@@ -151,7 +150,6 @@ describe('telemetry server', () => {
 
   it('a metrics-only server does not answer probes', async () => {
     await withServer(
-      () => {},
       async (port) => {
         assert.equal((await get(port, '/healthz')).status, 404);
         assert.equal((await get(port, '/metrics')).status, 200);
@@ -161,14 +159,11 @@ describe('telemetry server', () => {
   });
 
   it('HEAD answers with the status and no body', async () => {
-    await withServer(
-      () => {},
-      async (port) => {
-        const res = await get(port, '/healthz', 'HEAD');
-        assert.equal(res.status, 200);
-        assert.equal(res.body, '');
-      },
-    );
+    await withServer(async (port) => {
+      const res = await get(port, '/healthz', 'HEAD');
+      assert.equal(res.status, 200);
+      assert.equal(res.body, '');
+    });
   });
 
   it('close() lets an in-flight request finish, then refuses new connections', async () => {
@@ -198,20 +193,8 @@ describe('telemetry server', () => {
 });
 
 describe('secure metrics server', () => {
-  const getTls = (port: number, ca: string, token?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }> =>
-    new Promise((resolve, reject) => {
-      const req = httpsRequest(
-        { host: '127.0.0.1', port, path: '/metrics', ca, agent: false, servername: 'localhost', headers: token ? { authorization: `Bearer ${token}` } : {} },
-        (res) => {
-          let body = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => (body += chunk));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-        },
-      );
-      req.on('error', reject);
-      req.end();
-    });
+  const getTls = (port: number, ca: string, token?: string): Promise<Answer> =>
+    send(httpsRequest, { port, path: '/metrics', ca, servername: 'localhost', headers: token ? { authorization: `Bearer ${token}` } : {} });
 
   it('serves /metrics over TLS only to callers the authoriser admits: 401 without a token, 403 without rights, 200 with', async () => {
     const now = Date.now();
