@@ -22,6 +22,7 @@ import {
   applyPlan,
   caBundlePatch,
   DEFAULT_CERT_POLICY,
+  fingerprintOf,
   planCertificates,
   sameState,
   secretToState,
@@ -130,14 +131,6 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
   return new SelfManaged(options);
 }
 
-const fingerprint = (pem: string | undefined): string | undefined => {
-  try {
-    return pem ? new X509Certificate(pem).fingerprint256 : undefined;
-  } catch {
-    return undefined;
-  }
-};
-
 /** What one pass read of the webhook configuration: `known` false when it could not be read. */
 type ConfigRead = { known: true; config: MutatingWebhookConfiguration | undefined } | { known: false };
 
@@ -197,15 +190,14 @@ class SelfManaged implements SelfManagedCertificates {
       // Serve first, then publish: a routine change serves only what the published caBundle already trusts.
       this.#serve(state.serving);
       if (read.known && read.config) await this.#publish(read.config, state, signal);
-      const after = planCertificates(this.#clock.now(), state, this.#policy, this.#trustedSince.get(fingerprint(state.ca?.certPem) ?? ''));
+      const after = planCertificates(this.#clock.now(), state, this.#policy, this.#trustedSinceOf(state));
       this.#nextCheckAt = after.newCa || after.newServing ? this.#clock.now() : after.nextCheckAt;
       return state;
     }
   }
 
   #trustedSinceOf(state: CertState): number | undefined {
-    const print = fingerprint(state.ca?.certPem);
-    return print === undefined ? undefined : this.#trustedSince.get(print);
+    return this.#trustedSince.get(fingerprintOf(state.ca?.certPem) ?? '');
   }
 
   async #readConfig(signal: AbortSignal): Promise<ConfigRead> {
@@ -256,7 +248,7 @@ class SelfManaged implements SelfManagedCertificates {
     await this.#options.client.patchWebhookConfiguration(patch, signal);
     this.#log.info({ webhookConfiguration: this.#options.webhookConfigurationName, cas: state.bundle.length }, 'published the webhook CA bundle');
     // The patch went through: the API servers trust the bundle from now on (plus their propagation delay).
-    const current = fingerprint(state.ca?.certPem);
+    const current = fingerprintOf(state.ca?.certPem);
     if (current && !this.#trustedSince.has(current)) this.#trustedSince.set(current, this.#clock.now());
   }
 
@@ -269,7 +261,7 @@ class SelfManaged implements SelfManagedCertificates {
   }
 
   #noteTrust(config: MutatingWebhookConfiguration | undefined, state: CertState, now: number): void {
-    const print = fingerprint(state.ca?.certPem);
+    const print = fingerprintOf(state.ca?.certPem);
     if (!print || !state.ca) return;
     // No configuration: nobody calls the webhook through a caBundle, so nothing can break by using the CA.
     const trusts = config === undefined || webhooksTrust(config, state.ca.certPem);
