@@ -369,8 +369,8 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
   let served: CertKeyPair | undefined;
   let watcher: FSWatcher | undefined;
   let loop: Promise<void> | undefined;
-  let reloading: Promise<void> | undefined;
-  let again = false;
+  let reloading: Promise<void> = Promise.resolve();
+  let queued = false;
   let lastError = '';
 
   const reloadOnce = async (): Promise<void> => {
@@ -392,17 +392,12 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
   };
   /** Coalesces bursts of file events into at most one reload in flight plus one queued. */
   const reload = (): Promise<void> => {
-    if (reloading) {
-      again = true;
-      return reloading;
-    }
-    reloading = (async () => {
-      do {
-        again = false;
-        await reloadOnce();
-      } while (again);
-      reloading = undefined;
-    })();
+    if (queued) return reloading;
+    queued = true;
+    reloading = reloading.then(() => {
+      queued = false;
+      return reloadOnce();
+    });
     return reloading;
   };
 
