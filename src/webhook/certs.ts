@@ -258,17 +258,12 @@ export function planCertificates(now: number, state: CertState, policy: CertPoli
 export function mergeCaBundle(currentCaPem: string, previous: readonly string[], now: number, maxBundleSize: number): string[] {
   const current = parseCert(currentCaPem);
   if (!current) throw new Error('mergeCaBundle: the current CA is not a readable certificate');
-  const seen = new Set([current.fingerprint256]);
-  const older: X509Certificate[] = [];
-  for (const pem of previous) {
-    const cert = parseCert(pem);
-    if (!cert?.ca || seen.has(cert.fingerprint256)) continue;
-    if (now >= cert.validToDate.getTime()) continue;
-    seen.add(cert.fingerprint256);
-    older.push(cert);
+  const older = new Map<string, X509Certificate>();
+  for (const cert of previous.map(parseCert)) {
+    if (cert?.ca && now < cert.validToDate.getTime() && cert.fingerprint256 !== current.fingerprint256) older.set(cert.fingerprint256, cert);
   }
-  older.sort((a, b) => b.validFromDate.getTime() - a.validFromDate.getTime());
-  return [normalise(currentCaPem), ...older.slice(0, Math.max(0, maxBundleSize - 1)).map((c) => c.toString())].map(normalise);
+  const newestFirst = [...older.values()].sort((a, b) => b.validFromDate.getTime() - a.validFromDate.getTime());
+  return [currentCaPem, ...newestFirst.slice(0, Math.max(0, maxBundleSize - 1)).map((c) => c.toString())].map(normalise);
 }
 
 function normalise(pem: string): string {
