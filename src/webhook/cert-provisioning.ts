@@ -161,7 +161,7 @@ class SelfManaged implements SelfManagedCertificates {
 
   async start(): Promise<void> {
     // The first pass is awaited so that the caller can serve (and report ready) at once; the loop goes on.
-    this.#loop = this.#run(await this.#attempt());
+    this.#loop = repeat(this.#clock, this.#stop.signal, await this.#attempt(), () => this.#attempt());
   }
 
   async stop(): Promise<void> {
@@ -318,14 +318,15 @@ class SelfManaged implements SelfManagedCertificates {
       this.#log.debug({ namespace: error.namespace, retryInMs: delay }, 'the controller namespace still does not exist');
     }
   }
+}
 
-  async #run(firstDelay: number | undefined): Promise<void> {
-    for (let delay = firstDelay; delay !== undefined; delay = await this.#attempt()) {
-      try {
-        await sleep(this.#clock, delay, this.#stop.signal);
-      } catch {
-        return;
-      }
+/** Sleeps `delay`, runs `pass`, and again for the delay it returns, until it returns undefined or `signal` aborts. */
+async function repeat(clock: Clock, signal: AbortSignal, delay: number | undefined, pass: () => Promise<number | undefined>): Promise<void> {
+  for (; delay !== undefined; delay = await pass()) {
+    try {
+      await sleep(clock, delay, signal);
+    } catch {
+      return;
     }
   }
 }
@@ -411,16 +412,10 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
       } catch (error) {
         log.warn({ err: error }, 'cannot watch the certificate directory; polling only');
       }
-      loop = (async () => {
-        for (;;) {
-          try {
-            await sleep(clock, pollIntervalMs, stopController.signal);
-          } catch {
-            return;
-          }
-          await reload();
-        }
-      })();
+      loop = repeat(clock, stopController.signal, pollIntervalMs, async () => {
+        await reload();
+        return pollIntervalMs;
+      });
     },
     async stop() {
       stopController.abort(new Error('stopped'));
