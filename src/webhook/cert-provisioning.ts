@@ -237,7 +237,10 @@ class SelfManaged implements SelfManagedCertificates {
       // Anything but a lost race (API server down, RBAC, a webhook refusing Secrets) is retried with backoff by the
       // loop; re-reading at once would only repeat the failure.
       if (!lostWriteRace(error) || race + 1 >= MAX_WRITE_RACES) throw error;
-      this.#log.debug({ error: errorMessage(error) }, 'another replica wrote the certificate Secret first; reading it again');
+      this.#log.debug(
+        { error: error instanceof Error ? error.message : String(error) },
+        'another replica wrote the certificate Secret first; reading it again',
+      );
       return false;
     }
   }
@@ -329,10 +332,6 @@ async function repeat(clock: Clock, signal: AbortSignal, delay: number | undefin
       return;
     }
   }
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -266,10 +266,7 @@ export function mergeCaBundle(currentCaPem: string, previous: readonly string[],
   return [currentCaPem, ...newestFirst.slice(0, Math.max(0, maxBundleSize - 1)).map((c) => c.toString())].map(normalise);
 }
 
-function normalise(pem: string): string {
-  const [first] = splitPem(pem);
-  return first ?? pem;
-}
+const normalise = (pem: string): string => splitPem(pem)[0] ?? pem;
 
 /** The SHA-256 fingerprint of a PEM certificate; undefined when there is none or it cannot be read. */
 export function fingerprintOf(pem: string | undefined): string | undefined {
