@@ -19,14 +19,13 @@
 //   CLAIMS            a claim the pod needs is not its VM's (yet), or has no address for it: refused, retriable
 //   PATCH             otherwise: admitted, with the carried references and the mutation's patch
 
-import type { PodAddresses } from '../allocator/pod-addresses.ts';
 import { MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { controllerRef, isKubevirtRef, type NetworkVerdict } from '../claims/index.ts';
+import { controllerRef, isKubevirtRef } from '../claims/index.ts';
 import { namedClaims, parseNetworkSelection, referenceOf } from '../claims/network-selection.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
+import type { Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { CarryOver } from './carry-over.ts';
 import { allow, deny, refusal, type LogLine, type Verdict } from './admission-verdicts.ts';
-import { isLauncherPod, mutateLauncherPod, type PodMutation } from './pod-mutation.ts';
+import { isLauncherPod, mutateLauncherPod, type PodMutation, type PodMutationInput } from './pod-mutation.ts';
 import { aggregateReports } from './report-aggregation.ts';
 
 /**
@@ -58,13 +57,8 @@ export interface AdmissionFacts {
   networks?: NetworkFacts;
 }
 
-/** What the pure mutation needs beyond the pod and its VMI (PodMutationInput). */
-export interface NetworkFacts {
-  nads: ReadonlyMap<string, NetworkAttachmentDefinition>;
-  persistent: readonly NetworkVerdict[];
-  claims: ReadonlyMap<string, IPAMClaim>;
-  addresses?: ReadonlyMap<string, PodAddresses>;
-}
+/** What the pure mutation needs beyond the pod and its VMI. */
+export type NetworkFacts = Pick<PodMutationInput, 'nads' | 'persistent' | 'claims' | 'addresses'>;
 
 export type Owner = { name: string; uid: string };
 export type Need = { need: 'nads' } | { need: 'vmi' | 'vmiFromApi'; owner: Owner } | { need: 'networks'; vmi: VirtualMachineInstance };
@@ -162,17 +156,14 @@ export function decideAdmission(facts: AdmissionFacts): Decision {
 
 function mutate(f: AdmissionFacts, vmi: VirtualMachineInstance, networks: NetworkFacts): PodMutation {
   return mutateLauncherPod({
+    ...networks,
     pod: f.subject,
     namespace: f.namespace,
     ...(f.carry ? { fresh: new Set(f.carry.fresh) } : {}),
     operation: f.operation,
     vmi,
-    nads: networks.nads,
-    persistent: networks.persistent,
     gateEnabled: true,
-    claims: networks.claims,
     ...(f.clusterDefaultNetwork ? { clusterDefaultNetwork: f.clusterDefaultNetwork } : {}),
-    ...(networks.addresses ? { addresses: networks.addresses } : {}),
   });
 }
 

@@ -19,22 +19,29 @@ import {
 import { elementNamespace, parseNetworkSelection } from '../claims/network-selection.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { NetworkFacts, Owner } from './admission-decide.ts';
-import type { PodAdmissionDeps } from './admission-types.ts';
+import type { Fetch, PodAdmissionDeps } from './admission-types.ts';
 
 export type GatherDeps = Pick<
   PodAdmissionDeps,
   'vmis' | 'nads' | 'fetchVmi' | 'fetchNad' | 'claims' | 'claimEvents' | 'fetchClaim' | 'metrics' | 'podAddresses'
 >;
 
-export async function fetchVmi(deps: GatherDeps, namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> {
+/** A GET from the API; a failure (or the admission's deadline) is a TransientLookupError naming the object. */
+async function apiRead<T>(kind: string, namespace: string, name: string, signal: AbortSignal, read: Fetch<T>): Promise<T | undefined> {
   try {
-    const vmi = await deps.fetchVmi(namespace, name, signal);
-    deps.metrics?.vmiLookups.inc({ source: vmi ? 'api' : 'api_not_found' });
-    return vmi;
+    return await read(namespace, name, signal);
   } catch (error) {
-    deps.metrics?.vmiLookups.inc({ source: 'api_error' });
-    throw new TransientLookupError({ kind: 'VirtualMachineInstance', namespace, name }, signal.aborted ? signal.reason : error);
+    throw new TransientLookupError({ kind, namespace, name }, signal.aborted ? signal.reason : error);
   }
+}
+
+export async function fetchVmi(deps: GatherDeps, namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> {
+  const vmi = await apiRead('VirtualMachineInstance', namespace, name, signal, deps.fetchVmi).catch((error: unknown) => {
+    deps.metrics?.vmiLookups.inc({ source: 'api_error' });
+    throw error;
+  });
+  deps.metrics?.vmiLookups.inc({ source: vmi ? 'api' : 'api_not_found' });
+  return vmi;
 }
 
 /** The VMI the owner reference names: the cache's when it has that incarnation, else the API's. */
@@ -86,13 +93,8 @@ async function nadsForVmi(
       map.set(key, cached);
       continue;
     }
-    if (!deps.fetchNad) continue;
-    try {
-      const fetched = await deps.fetchNad(ns, name, signal);
-      if (fetched) map.set(key, fetched);
-    } catch (error) {
-      throw new TransientLookupError({ kind: 'NetworkAttachmentDefinition', namespace: ns, name }, signal.aborted ? signal.reason : error);
-    }
+    const fetched = deps.fetchNad && (await apiRead('NetworkAttachmentDefinition', ns, name, signal, deps.fetchNad));
+    if (fetched) map.set(key, fetched);
   }
   return map;
 }
@@ -193,12 +195,8 @@ async function claimsOfNetwork(
 async function fetchClaims(deps: GatherDeps, namespace: string, names: readonly string[], signal: AbortSignal): Promise<Map<string, IPAMClaim>> {
   const fetched = new Map<string, IPAMClaim>();
   for (const name of names) {
-    try {
-      const claim = await deps.fetchClaim(namespace, name, signal);
-      if (claim) fetched.set(name, claim);
-    } catch (error) {
-      throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name }, signal.aborted ? signal.reason : error);
-    }
+    const claim = await apiRead('IPAMClaim', namespace, name, signal, deps.fetchClaim);
+    if (claim) fetched.set(name, claim);
   }
   return fetched;
 }

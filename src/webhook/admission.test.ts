@@ -30,7 +30,12 @@ function vmi(networks: string[], uid = 'vmi-uid-1'): VirtualMachineInstance {
   };
 }
 
-function launcher(networks: string[], options: { ownerUid?: string; labels?: Record<string, string>; annotations?: Record<string, string> } = {}): Pod {
+/** A launcher pod of vm1 with an element per network; `refs` gives elements their claim reference. */
+function launcher(
+  networks: string[],
+  options: { ownerUid?: string; labels?: Record<string, string>; annotations?: Record<string, string>; refs?: Record<string, string> } = {},
+): Pod {
+  const ref = (n: string) => (options.refs?.[n] ? { 'ipam-claim-reference': options.refs[n] } : {});
   return {
     metadata: {
       name: 'virt-launcher-vm1-x',
@@ -38,7 +43,7 @@ function launcher(networks: string[], options: { ownerUid?: string; labels?: Rec
       labels: options.labels ?? { 'kubevirt.io': 'virt-launcher' },
       annotations: {
         'kubevirt.io/domain': 'vm1',
-        [NETWORKS]: JSON.stringify(networks.map((n) => ({ name: n === 'hot' ? 'red' : n, namespace: NS, interface: podInterfaceName(n) }))),
+        [NETWORKS]: JSON.stringify(networks.map((n) => ({ name: n === 'hot' ? 'red' : n, namespace: NS, interface: podInterfaceName(n), ...ref(n) }))),
         ...options.annotations,
       },
       ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: options.ownerUid ?? 'vmi-uid-1', controller: true }],
@@ -137,6 +142,29 @@ function patchedNetworks(pod: Pod, out: AdmissionReview): unknown {
   return JSON.parse(applyJsonPatch(pod, ops).metadata.annotations![NETWORKS]!);
 }
 
+/** One admission with a handler built from `setup`; the handler's recorders come along. */
+async function admit(setup: Setup, review: AdmissionReview) {
+  const h = handler(setup);
+  return { ...h, out: await h.handle(review) };
+}
+
+/** Admitted without a patch; the first warning matches `warning` when given. */
+function assertUnchanged(out: AdmissionReview, warning?: RegExp): void {
+  assert.equal(out.response?.allowed, true);
+  assert.equal(out.response?.patch, undefined);
+  if (warning) assert.match(out.response?.warnings?.[0] ?? '', warning);
+}
+
+/** Refused, with that status code (0: any), and a status message matching every pattern. */
+function assertDenied(out: AdmissionReview, code: number, ...messages: RegExp[]): void {
+  assert.equal(out.response?.allowed, false);
+  if (code) assert.equal(out.response?.status?.code, code);
+  for (const message of messages) assert.match(out.response?.status?.message ?? '', message);
+}
+
+/** The claim reference of each element of the patched networks annotation. */
+const patchedRefs = (pod: Pod, out: AdmissionReview) => (patchedNetworks(pod, out) as Record<string, string>[]).map((e) => e['ipam-claim-reference']);
+
 describe('pod admission handler', () => {
   it('VMI in the cache: patches, echoes the uid, JSONPatch type, no API call', async () => {
     const { handle, calls } = handler({ cached: [vmi(['red', 'blue'])] });
@@ -167,24 +195,21 @@ describe('pod admission handler', () => {
   });
 
   it("the claim is this VM's in the cache: counted as a cache hit, no wait, no API read", async () => {
-    const { handle, claimCalls, registry } = handler({ cached: [vmi(['red'])], claimWaitMs: 2_000 });
-    const out = await handle(admissionReview(launcher(['red'])));
+    const { out, claimCalls, registry } = await admit({ cached: [vmi(['red'])], claimWaitMs: 2_000 }, admissionReview(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(claimCalls, []);
     assert.match(await registry.metrics(), /persistent_ips_webhook_claim_lookups_total\{source="cache"\} 1/);
   });
 
   it('VMI not in the cache yet: read from the API, then patched', async () => {
-    const { handle, calls, registry } = handler({ api: vmi(['red']) });
-    const out = await handle(admissionReview(launcher(['red'])));
+    const { out, calls, registry } = await admit({ api: vmi(['red']) }, admissionReview(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(calls, [`${NS}/vm1`]);
     assert.match(await registry.metrics(), /persistent_ips_webhook_vmi_lookups_total\{source="api"\} 1/);
   });
 
   it('the cache holds an earlier VMI of the same name (other uid): read from the API', async () => {
-    const { handle, calls } = handler({ cached: [vmi(['blue'], 'old-uid')], api: vmi(['red']) });
-    const out = await handle(admissionReview(launcher(['red'])));
+    const { out, calls } = await admit({ cached: [vmi(['blue'], 'old-uid')], api: vmi(['red']) }, admissionReview(launcher(['red'])));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.deepEqual(calls, [`${NS}/vm1`]);
   });
@@ -193,56 +218,37 @@ describe('pod admission handler', () => {
     const { handle, calls } = handler({ cached: [vmi(['red'])], api: vmi(['red', 'hot']) });
     // virt-controller's rebuild of the running pod's annotation for the hotplug: red's reference dropped, hot added
     const pod = launcher(['red', 'hot']);
-    const running = launcher(['red'], {
-      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
-    });
+    const running = launcher(['red'], { refs: { red: 'vm1.red' } });
     const out = await handle(admissionReview(pod, 'UPDATE', running));
     assert.deepEqual(calls, [`${NS}/vm1`]);
-    assert.deepEqual(
-      (patchedNetworks(pod, out) as { 'ipam-claim-reference': string }[]).map((e) => e['ipam-claim-reference']),
-      ['vm1.red', 'vm1.hot'],
-    );
+    assert.deepEqual(patchedRefs(pod, out), ['vm1.red', 'vm1.hot']);
   });
 
   it('the API cannot be read: denied with a clear, retryable message', async () => {
-    const { handle, registry } = handler({ api: 'error' });
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 503);
-    assert.match(out.response!.status!.message!, /VirtualMachineInstance vms\/vm1/);
-    assert.match(out.response!.status!.message!, /KubeVirt retries/);
+    const { out, registry } = await admit({ api: 'error' }, admissionReview(launcher(['red'])));
+    assertDenied(out, 503, /VirtualMachineInstance vms\/vm1/, /KubeVirt retries/);
     assert.equal(out.response?.patch, undefined);
     assert.match(await registry.metrics(), /persistent_ips_webhook_admissions_total\{result="denied"\} 1/);
   });
 
   it('the API does not answer within the budget: denied before the API server times out', async () => {
-    const { handle } = handler({ api: 'hang', budgetMs: 20 });
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response!.status!.message!, /cannot read VirtualMachineInstance/);
+    const { out } = await admit({ api: 'hang', budgetMs: 20 }, admissionReview(launcher(['red'])));
+    assertDenied(out, 0, /cannot read VirtualMachineInstance/);
   });
 
   it('the VMI does not exist (API 404): allowed unchanged, with a warning', async () => {
-    const { handle } = handler({});
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
-    assert.match(out.response!.warnings![0]!, /does not exist/);
+    const { out } = await admit({}, admissionReview(launcher(['red'])));
+    assertUnchanged(out, /does not exist/);
   });
 
   it('the VMI was re-created (other uid than the pod owner): allowed unchanged, with a warning', async () => {
-    const { handle } = handler({ api: vmi(['red'], 'new-uid') });
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
-    assert.match(out.response!.warnings![0]!, /not the pod owner's vmi-uid-1/);
+    const { out } = await admit({ api: vmi(['red'], 'new-uid') }, admissionReview(launcher(['red'])));
+    assertUnchanged(out, /not the pod owner's vmi-uid-1/);
   });
 
   it('ordinary networks only: admitted without looking the VMI up (even with the API down)', async () => {
-    const { handle, calls } = handler({ api: 'error' });
-    const out = await handle(admissionReview(launcher(['blue'])));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
+    const { out, calls } = await admit({ api: 'error' }, admissionReview(launcher(['blue'])));
+    assertUnchanged(out);
     assert.deepEqual(calls, []);
   });
 
@@ -253,8 +259,7 @@ describe('pod admission handler', () => {
     ] as const) {
       const { handle, calls } = handler(setup);
       const out = await handle(admissionReview(pod));
-      assert.equal(out.response?.allowed, true);
-      assert.equal(out.response?.patch, undefined);
+      assertUnchanged(out);
       assert.deepEqual(calls, []);
     }
   });
@@ -264,9 +269,7 @@ describe('pod admission handler', () => {
     // its references, for good.
     const { handle, calls } = handler({ cached: [vmi(['red'])], synced: false, gate: false });
     const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 503);
-    assert.match(out.response?.status?.message ?? '', /starting.*retry/);
+    assertDenied(out, 503, /starting.*retry/);
     assert.deepEqual(calls, []);
     const other = await handle(admissionReview(launcher(['red'], { labels: { app: 'web' } })));
     assert.equal(other.response?.allowed, true, 'pods that are not launcher pods are never held up');
@@ -275,19 +278,15 @@ describe('pod admission handler', () => {
   it('with --namespace, launcher pods of other namespaces are left alone (allowed unchanged, no lookups)', async () => {
     const { handle, calls } = handler({ cached: [vmi(['red'])], api: 'error', watchNamespace: 'elsewhere' });
     const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
+    assertUnchanged(out);
     assert.deepEqual(calls, []);
     const inside = await handler({ cached: [vmi(['red'])], watchNamespace: NS }).handle(admissionReview(launcher(['red'])));
     assert.equal(inside.response?.patchType, 'JSONPatch', 'its own namespace is still served');
   });
 
   it('an unreadable networks annotation: admitted unchanged, with a warning', async () => {
-    const { handle } = handler({ cached: [vmi(['red'])] });
-    const out = await handle(admissionReview(launcher([], { annotations: { [NETWORKS]: '[{"name":' } })));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
-    assert.match(out.response!.warnings![0]!, /cannot be read/);
+    const { out } = await admit({ cached: [vmi(['red'])] }, admissionReview(launcher([], { annotations: { [NETWORKS]: '[{"name":' } })));
+    assertUnchanged(out, /cannot be read/);
   });
 
   it('a NAD referenced by the VMI but not cached is read from the API; if that fails, denied', async () => {
@@ -304,8 +303,7 @@ describe('pod admission handler', () => {
     assert.deepEqual(fetched, [`${NS}/red`]);
     const failing = handler({ cached: [vmi(['red'])], nads: [BLUE], fetchNad: async () => Promise.reject(new Error('connection reset')) });
     const out = await failing.handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response!.status!.message!, /NetworkAttachmentDefinition vms\/red/);
+    assertDenied(out, 0, /NetworkAttachmentDefinition vms\/red/);
   });
 
   it('not a pod, another operation, or a subresource: admitted unchanged', async () => {
@@ -379,10 +377,7 @@ describe('pod admission handler: built-in allocator networks', () => {
       podAddresses: async () => new Map([['red', { deny: 'IPAMClaim vms/vm1.red for network "red" has no address yet' }]]),
     });
     const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 503);
-    assert.match(out.response!.status!.message!, /vm1\.red for network "red" has no address yet/);
-    assert.match(out.response!.status!.message!, /KubeVirt retries/);
+    assertDenied(out, 503, /vm1\.red for network "red" has no address yet/, /KubeVirt retries/);
     assert.match(await registry.metrics(), /persistent_ips_webhook_admissions_total\{result="denied"\} 1/);
   });
 
@@ -390,10 +385,8 @@ describe('pod admission handler: built-in allocator networks', () => {
     const podAddresses: PodAddressLookup = async () => {
       throw new TransientLookupError({ kind: 'IPAMClaim', namespace: NS, name: 'vm1.red' }, new Error('connection reset'));
     };
-    const { handle } = handler({ cached: [vmi(['red'])], podAddresses });
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response!.status!.message!, /cannot read IPAMClaim vms\/vm1\.red: connection reset/);
+    const { out } = await admit({ cached: [vmi(['red'])], podAddresses }, admissionReview(launcher(['red'])));
+    assertDenied(out, 0, /cannot read IPAMClaim vms\/vm1\.red: connection reset/);
   });
 
   it('UPDATE (in-place hotplug): addresses are not looked up', async () => {
@@ -421,10 +414,8 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
   const NEW = claim('vm1.red', { ownerKind: 'VirtualMachine', ownerUid: 'vm-uid-2' });
 
   it("the old VM's terminating claim in cache and API: denied 503 naming the claim and the reason; an Event on the VM", async () => {
-    const { handle, events, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD] });
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 503);
+    const { out, events, claimCalls } = await admit({ cached: [vmiOfVm()], claims: [OLD] }, admissionReview(launcher(['red'])));
+    assertDenied(out, 503);
     assert.equal(out.response?.patch, undefined);
     assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red belongs to VirtualMachine vm1 \(uid old-vm-uid\)/);
     assert.match(out.response?.status?.message ?? '', /KubeVirt retries/);
@@ -467,18 +458,14 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     const started = Date.now();
     const out = await handle(admissionReview(launcher(['red'])));
     assert.ok(Date.now() - started >= 55, 'waited for the claim first');
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 503);
-    assert.match(out.response?.status?.message ?? '', /IPAMClaim vm1\.red does not exist yet/);
+    assertDenied(out, 503, /IPAMClaim vm1\.red does not exist yet/);
     assert.deepEqual(claimCalls, [`${NS}/vm1.red`, `${NS}/${collisionClaimName('vm1', 'red')}`, `${NS}/${swapClaimName('vm1', 'red', 'net-red')}`]);
     assert.match(events[0]!.causes[0]!.message, /\(ClaimNotFound\)/);
   });
 
   it('the claim cannot be read from the API: denied as a transient lookup failure, never admitted', async () => {
-    const { handle } = handler({ cached: [vmiOfVm()], claims: [], apiClaims: 'error' });
-    const out = await handle(admissionReview(launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response?.status?.message ?? '', /cannot read IPAMClaim vms\/vm1\.red/);
+    const { out } = await admit({ cached: [vmiOfVm()], claims: [], apiClaims: 'error' }, admissionReview(launcher(['red'])));
+    assertDenied(out, 0, /cannot read IPAMClaim vms\/vm1\.red/);
   });
 
   it('dry run: denied the same way, but no Event', async () => {
@@ -486,15 +473,13 @@ describe('pod admission handler: only a claim of this VM, by uid, and not being 
     const r = admissionReview(launcher(['red']));
     r.request!.dryRun = true;
     const out = await handle(r);
-    assert.equal(out.response?.allowed, false);
+    assertDenied(out, 0);
     assert.deepEqual(events, []);
   });
 
   it('UPDATE of a running pod whose claim is not usable: allowed, no reference, nothing waited for or read', async () => {
-    const { handle, claimCalls } = handler({ cached: [vmiOfVm()], claims: [OLD], claimWaitMs: 2_000 });
-    const out = await handle(admissionReview(launcher(['red']), 'UPDATE'));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
+    const { out, claimCalls } = await admit({ cached: [vmiOfVm()], claims: [OLD], claimWaitMs: 2_000 }, admissionReview(launcher(['red']), 'UPDATE'));
+    assertUnchanged(out);
     assert.deepEqual(claimCalls, []);
   });
 });
@@ -511,20 +496,7 @@ describe('vmiOf', () => {
 });
 
 describe('pod admission handler at UPDATE: a reference, once on a running pod, is never taken away (spec §8)', () => {
-  const withRefs = (networks: string[], refs: Record<string, string>): Pod =>
-    launcher(networks, {
-      annotations: {
-        [NETWORKS]: JSON.stringify(
-          networks.map((n) => ({
-            name: n === 'hot' ? 'red' : n,
-            namespace: NS,
-            interface: podInterfaceName(n),
-            ...(refs[n] ? { 'ipam-claim-reference': refs[n] } : {}),
-          })),
-        ),
-      },
-    });
-  const running = withRefs(['red', 'blue'], { red: 'vm1.red' });
+  const running = launcher(['red', 'blue'], { refs: { red: 'vm1.red' } });
   /** virt-controller's rebuild of the annotation from the VMI spec: no references. */
   const rebuilt = launcher(['red', 'blue']);
 
@@ -540,99 +512,81 @@ describe('pod admission handler at UPDATE: a reference, once on a running pod, i
       const { handle, calls, claimCalls } = handler(setup);
       const out = await handle(admissionReview(rebuilt, 'UPDATE', running));
       assert.equal(out.response?.allowed, true);
-      assert.deepEqual(
-        (patchedNetworks(rebuilt, out) as Record<string, string>[]).map((e) => e['ipam-claim-reference']),
-        ['vm1.red', undefined],
-      );
+      assert.deepEqual(patchedRefs(rebuilt, out), ['vm1.red', undefined]);
       assert.deepEqual([calls, claimCalls], [[], []]);
     });
   }
 
   it('an UPDATE that changes a reference of the running pod is refused', async () => {
-    const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
-    const out = await handle(admissionReview(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', running));
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 403);
-    assert.match(out.response?.status?.message ?? '', /from vm1\.red to vm2\.red/);
+    const { out } = await admit(
+      { cached: [vmi(['red', 'blue'])] },
+      admissionReview(launcher(['red', 'blue'], { refs: { red: 'vm2.red' } }), 'UPDATE', running),
+    );
+    assertDenied(out, 403, /from vm1\.red to vm2\.red/);
   });
 
   it('a hotplugged element (new at this UPDATE) is decided as at CREATE: waits for its claim, then denied while it is missing; the old reference is carried all the same', async () => {
-    const { handle, claimCalls } = handler({ cached: [vmi(['red', 'hot'])], claims: [claim('vm1.red')], claimWaitMs: 60 });
-    const out = await handle(admissionReview(launcher(['red', 'hot']), 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response?.status?.message ?? '', /vm1\.hot/);
+    const { out, claimCalls } = await admit(
+      { cached: [vmi(['red', 'hot'])], claims: [claim('vm1.red')], claimWaitMs: 60 },
+      admissionReview(launcher(['red', 'hot']), 'UPDATE', launcher(['red'], { refs: { red: 'vm1.red' } })),
+    );
+    assertDenied(out, 0, /vm1\.hot/);
     assert.ok(claimCalls.includes(`${NS}/vm1.hot`), 'the API had the last word');
     const { handle: ready } = handler({ cached: [vmi(['red', 'hot'])] });
     const pod = launcher(['red', 'hot']);
-    const ok = await ready(admissionReview(pod, 'UPDATE', withRefs(['red'], { red: 'vm1.red' })));
-    assert.deepEqual(
-      (patchedNetworks(pod, ok) as Record<string, string>[]).map((e) => e['ipam-claim-reference']),
-      ['vm1.red', 'vm1.hot'],
-    );
+    const ok = await ready(admissionReview(pod, 'UPDATE', launcher(['red'], { refs: { red: 'vm1.red' } })));
+    assert.deepEqual(patchedRefs(pod, ok), ['vm1.red', 'vm1.hot']);
   });
 
   it("an element that gains a reference (the controller pointing a running pod at a claim made after it started) is checked: this VM's claim is admitted, another is refused", async () => {
     const { handle } = handler({ cached: [vmi(['red', 'blue'])] });
     const bare = launcher(['red', 'blue']);
-    const ours = await handle(admissionReview(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare));
-    assert.equal(ours.response?.allowed, true);
-    assert.equal(ours.response?.patch, undefined);
-    const theirs = await handle(admissionReview(withRefs(['red', 'blue'], { red: 'vm2.red' }), 'UPDATE', bare));
+    const ours = await handle(admissionReview(launcher(['red', 'blue'], { refs: { red: 'vm1.red' } }), 'UPDATE', bare));
+    assertUnchanged(ours);
+    const theirs = await handle(admissionReview(launcher(['red', 'blue'], { refs: { red: 'vm2.red' } }), 'UPDATE', bare));
     assert.equal(theirs.response?.allowed, false);
     const gateOff = await handler({ cached: [vmi(['red', 'blue'])], gate: false }).handle(
-      admissionReview(withRefs(['red', 'blue'], { red: 'vm1.red' }), 'UPDATE', bare),
+      admissionReview(launcher(['red', 'blue'], { refs: { red: 'vm1.red' } }), 'UPDATE', bare),
     );
     assert.equal(gateOff.response?.allowed, false);
   });
 });
 
 describe("pod admission handler: a pod that is not its VMI's (copied, hand-made) is never pointed at a claim", () => {
-  const copied = (annotations: Record<string, string> = {}): Pod => {
-    const pod = launcher(['red'], { annotations });
+  const copied = (options: Parameters<typeof launcher>[1] = {}): Pod => {
+    const pod = launcher(['red'], options);
     delete pod.metadata.ownerReferences;
     return pod;
   };
 
   it('no controller owner reference to the VMI: admitted unchanged, although kubevirt.io/domain names a VMI whose claim is there', async () => {
-    const { handle, calls } = handler({ cached: [vmi(['red'])] });
-    const out = await handle(admissionReview(copied()));
-    assert.equal(out.response?.allowed, true);
-    assert.equal(out.response?.patch, undefined);
-    assert.match(out.response?.warnings?.[0] ?? '', /no controller owner reference/);
+    const { out, calls } = await admit({ cached: [vmi(['red'])] }, admissionReview(copied()));
+    assertUnchanged(out, /no controller owner reference/);
     assert.deepEqual(calls, []);
   });
 
   it("a copy that carries the VM's reference (kubectl debug --copy-to copies annotations): refused", async () => {
     const { handle } = handler({ cached: [vmi(['red'])] });
-    const withRef = copied({
-      [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]),
-    });
-    const out = await handle(admissionReview(withRef));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response?.status?.message ?? '', /names IPAMClaim vm1\.red.*no controller owner reference/);
-    const legacy = await handle(admissionReview(copied({ 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.default' })));
+    const out = await handle(admissionReview(copied({ refs: { red: 'vm1.red' } })));
+    assertDenied(out, 0, /names IPAMClaim vm1\.red.*no controller owner reference/);
+    const legacy = await handle(admissionReview(copied({ annotations: { 'k8s.ovn.org/primary-udn-ipamclaim': 'vm1.default' } })));
     assert.equal(legacy.response?.allowed, false);
   });
 
   it("an owner reference with another uid than the VMI's, carrying a reference: refused", async () => {
-    const { handle } = handler({ cached: [vmi(['red'])] });
-    const pod = launcher(['red'], {
-      ownerUid: 'someone-else',
-      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
-    });
-    const out = await handle(admissionReview(pod));
-    assert.equal(out.response?.allowed, false);
+    const { out } = await admit({ cached: [vmi(['red'])] }, admissionReview(launcher(['red'], { ownerUid: 'someone-else', refs: { red: 'vm1.red' } })));
+    assertDenied(out, 0);
   });
 });
 
 describe('pod admission handler: a claim name that can collide (two or more dots) is confirmed by the API at CREATE', () => {
+  const dotted = vmi(['red']);
+  dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
+  dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
+  const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('r.ed') }]) } });
+
   it("the cache shows the claim as this VM's: one API read before the pod is pointed at it; a plain name needs none", async () => {
-    const dotted = vmi(['red']);
-    dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
-    dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
-    const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('r.ed') }]) } });
-    const { handle, claimCalls } = handler({ cached: [dotted], claims: [claim('vm1.r.ed')] });
-    const out = await handle(admissionReview(pod));
+    const { out, claimCalls } = await admit({ cached: [dotted], claims: [claim('vm1.r.ed')] }, admissionReview(pod));
     assert.equal(out.response?.patchType, 'JSONPatch');
     assert.ok(claimCalls.includes(`${NS}/vm1.r.ed`), `read ${claimCalls.join(', ')}`);
     const { handle: plain, claimCalls: none } = handler({ cached: [vmi(['red'])] });
@@ -641,80 +595,57 @@ describe('pod admission handler: a claim name that can collide (two or more dots
   });
 
   it("the API shows the claim as another VM's (the cache lagged): not pointed at it", async () => {
-    const dotted = vmi(['red']);
-    dotted.spec!.networks = [{ name: 'r.ed', multus: { networkName: 'red' } }];
-    dotted.spec!.domain!.devices!.interfaces = [{ name: 'r.ed', bridge: {} }];
-    const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('r.ed') }]) } });
     const other = claim('vm1.r.ed', { ownerKind: 'VirtualMachine', ownerUid: 'uid-of-vm1.r' });
     other.metadata.ownerReferences![0]!.name = 'vm1.r';
-    const { handle } = handler({ cached: [dotted], claims: [claim('vm1.r.ed')], apiClaims: [other] });
-    const out = await handle(admissionReview(pod));
-    assert.equal(out.response?.allowed, false);
+    const { out } = await admit({ cached: [dotted], claims: [claim('vm1.r.ed')], apiClaims: [other] }, admissionReview(pod));
+    assertDenied(out, 0);
   });
 });
 
 describe('pod admission handler: a pod that names a claim is never waved through', () => {
-  const named = (pod: Pod): Pod => {
-    pod.metadata.annotations![NETWORKS] = JSON.stringify([
-      { name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm2.red' },
-    ]);
-    return pod;
-  };
+  const named = (options: Parameters<typeof launcher>[1] = {}): Pod => launcher(['red'], { ...options, refs: { red: 'vm2.red' } });
   it('with the gate off, at CREATE: refused', async () => {
-    const out = await handler({ cached: [vmi(['red'])], gate: false }).handle(admissionReview(named(launcher(['red']))));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response?.status?.message ?? '', /gate is off/);
+    const out = await handler({ cached: [vmi(['red'])], gate: false }).handle(admissionReview(named()));
+    assertDenied(out, 0, /gate is off/);
   });
   it('an UPDATE that drops the launcher label and adds a reference: refused', async () => {
-    const unlabelled = named(launcher(['red'], { labels: { app: 'x' } }));
+    const unlabelled = named({ labels: { app: 'x' } });
     const out = await handler({ cached: [vmi(['red'])] }).handle(admissionReview(unlabelled, 'UPDATE', launcher(['red'])));
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response?.status?.message ?? '', /not a virt-launcher pod/);
+    assertDenied(out, 0, /not a virt-launcher pod/);
   });
 });
 
 describe('pod admission handler: no pod but a launcher pod of the VM may name its claim (claim-guard.ts)', () => {
+  const asStatus = (review: AdmissionReview): AdmissionReview => ({ ...review, request: { ...review.request!, subResource: 'status' } });
   const plain = (annotations: Record<string, string>): Pod => ({ metadata: { name: 'web', namespace: NS, labels: { app: 'web' }, annotations } });
   const reference = JSON.stringify([{ name: 'red', namespace: NS, 'ipam-claim-reference': 'vm1.red' }]);
 
   it('a plain pod naming a claim: refused 403 naming pod and claim, without any lookup, even before the caches synced', async () => {
-    const { handle, calls, claimCalls, registry } = handler({ api: 'error', synced: false });
-    const out = await handle(admissionReview(plain({ [NETWORKS]: reference })));
-    assert.equal(out.response?.allowed, false);
-    assert.equal(out.response?.status?.code, 403);
-    assert.match(out.response?.status?.message ?? '', /pod vms\/web names IPAMClaim vm1\.red .* not a virt-launcher pod/);
+    const { out, calls, claimCalls, registry } = await admit({ api: 'error', synced: false }, admissionReview(plain({ [NETWORKS]: reference })));
+    assertDenied(out, 403, /pod vms\/web names IPAMClaim vm1\.red .* not a virt-launcher pod/);
     assert.deepEqual([calls, claimCalls], [[], []]);
     assert.match(await registry.metrics(), /persistent_ips_webhook_admissions_total\{result="denied"\} 1/);
   });
 
   it('a plain pod without a reference: admitted unchanged, no lookup', async () => {
-    const { handle, calls } = handler({ api: 'error' });
-    const out = await handle(admissionReview(plain({ [NETWORKS]: 'red' })));
+    const { out, calls } = await admit({ api: 'error' }, admissionReview(plain({ [NETWORKS]: 'red' })));
     assert.deepEqual(out.response, { uid: 'req-1', allowed: true });
     assert.deepEqual(calls, []);
   });
 
   it('pods/status UPDATE adding a reference to a plain pod: refused; one keeping its old reference: admitted', async () => {
     const { handle } = handler({});
-    const adding = admissionReview(plain({ [NETWORKS]: reference }), 'UPDATE', plain({ [NETWORKS]: 'red' }));
-    const out = await handle({ ...adding, request: { ...adding.request!, subResource: 'status' } });
+    const out = await handle(asStatus(admissionReview(plain({ [NETWORKS]: reference }), 'UPDATE', plain({ [NETWORKS]: 'red' }))));
     assert.equal(out.response?.status?.code, 403);
-    const keeping = admissionReview(plain({ [NETWORKS]: reference, note: 'x' }), 'UPDATE', plain({ [NETWORKS]: reference }));
-    assert.equal((await handle({ ...keeping, request: { ...keeping.request!, subResource: 'status' } })).response?.allowed, true);
+    const keeping = asStatus(admissionReview(plain({ [NETWORKS]: reference, note: 'x' }), 'UPDATE', plain({ [NETWORKS]: reference })));
+    assert.equal((await handle(keeping)).response?.allowed, true);
   });
 
   it('pods/status UPDATE of a launcher pod goes through the same carry-over as pods: a changed reference is refused', async () => {
-    const { handle } = handler({ cached: [vmi(['red'])] });
-    const running = launcher(['red'], {
-      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm1.red' }]) },
-    });
-    const changed = launcher(['red'], {
-      annotations: { [NETWORKS]: JSON.stringify([{ name: 'red', namespace: NS, interface: podInterfaceName('red'), 'ipam-claim-reference': 'vm2.red' }]) },
-    });
-    const review = admissionReview(changed, 'UPDATE', running);
-    const out = await handle({ ...review, request: { ...review.request!, subResource: 'status' } });
-    assert.equal(out.response?.allowed, false);
-    assert.match(out.response?.status?.message ?? '', /would change its IPAMClaim reference from vm1\.red to vm2\.red/);
+    const running = launcher(['red'], { refs: { red: 'vm1.red' } });
+    const review = asStatus(admissionReview(launcher(['red'], { refs: { red: 'vm2.red' } }), 'UPDATE', running));
+    const { out } = await admit({ cached: [vmi(['red'])] }, review);
+    assertDenied(out, 0, /would change its IPAMClaim reference from vm1\.red to vm2\.red/);
   });
 
   it('a Binding carrying a claim annotation: refused; a Binding without: admitted', async () => {
@@ -736,11 +667,10 @@ describe('pod admission handler: no pod but a launcher pod of the VM may name it
   });
 
   it('a launcher pod whose reference is spelled in another letter case (what Go reads, JSON.parse does not): refused', async () => {
-    const { handle } = handler({ cached: [vmi(['red'])] });
     const pod = launcher(['red'], {
       annotations: { [NETWORKS]: `[{"name":"red","namespace":"${NS}","interface":"${podInterfaceName('red')}","IPAM-Claim-Reference":"vm2.red"}]` },
     });
-    const out = await handle(admissionReview(pod));
+    const { out } = await admit({ cached: [vmi(['red'])] }, admissionReview(pod));
     assert.equal(out.response?.status?.code, 403);
     assert.match(out.response?.status?.message ?? '', /spells "ipam-claim-reference" as "IPAM-Claim-Reference"/);
   });

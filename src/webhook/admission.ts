@@ -67,14 +67,8 @@ export function denialTargetOf(vmi: VirtualMachineInstance, namespace: string): 
   const vmRef = controllerRef(vmi, 'VirtualMachine');
   if (vmRef?.uid)
     return { apiVersion: vmRef.apiVersion || apiVersionOf(resources.virtualMachines), kind: 'VirtualMachine', namespace, name: vmRef.name, uid: vmRef.uid };
-  if (!vmi.metadata.uid) return undefined;
-  return {
-    apiVersion: apiVersionOf(resources.virtualMachineInstances),
-    kind: 'VirtualMachineInstance',
-    namespace,
-    name: vmi.metadata.name,
-    uid: vmi.metadata.uid,
-  };
+  const { name, uid } = vmi.metadata;
+  return uid ? { apiVersion: apiVersionOf(resources.virtualMachineInstances), kind: 'VirtualMachineInstance', namespace, name, uid } : undefined;
 }
 
 /** A request that is not an AdmissionReview v1: the server answers HTTP 400. */

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../test/fake-clock.ts';
-import { createLogger } from '../telemetry/logger.ts';
+import { createLogger, type Logger } from '../telemetry/logger.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, RETRY_MAX_MS, type CertStoreClient } from './cert-provisioning.ts';
@@ -112,6 +112,13 @@ class FakeCluster {
   }
 }
 
+/** A cluster (with the webhook configuration unless told otherwise), a fake clock at T0, and one replica on them. */
+function setup(options: { withConfig?: boolean; log?: Logger } = {}) {
+  const cluster = new FakeCluster(options.withConfig);
+  const clock = new FakeClock(T0);
+  return { cluster, clock, a: replica(cluster, clock, options.log) };
+}
+
 function replica(cluster: FakeCluster, clock: FakeClock, log = logger) {
   const served: CertKeyPair[] = [];
   const source = createSelfManagedCertificates({
@@ -181,9 +188,7 @@ function trustedBy(cas: X509Certificate[], certPem: string, now: number): boolea
 
 describe('self-managed webhook certificates', () => {
   it('first start: creates the Secret, serves its certificate, publishes the CA in every webhook', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, clock, a } = setup();
     assert.equal(a.source.ready(), false);
     await a.source.reconcile();
     assert.equal(a.source.ready(), true);
@@ -197,9 +202,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('steady state: no writes', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, clock, a } = setup();
     await a.source.reconcile();
     const writes = [cluster.secretWrites, cluster.configPatches];
     clock.advance(5 * S);
@@ -210,9 +213,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('two replicas starting together converge on one CA and one serving certificate', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, clock, a } = setup();
     const b = replica(cluster, clock);
     await Promise.all([a.source.reconcile(), b.source.reconcile()]);
     assert.equal(cluster.secretWrites, 1, "the slower replica adopted the first one's Secret");
@@ -221,8 +222,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('adopts an existing valid Secret without writing', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
+    const { cluster, clock } = setup();
     await replica(cluster, clock).source.reconcile();
     const writes = cluster.secretWrites;
     const b = replica(cluster, clock);
@@ -232,9 +232,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('rotates CA and serving certificates over time; two replicas always serve what the caBundle trusts', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, clock, a } = setup();
     const b = replica(cluster, clock);
     await a.source.reconcile();
     await b.source.reconcile();
@@ -255,9 +253,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('never switches to a serving certificate of a new CA while the webhook configuration cannot be read', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, clock, a } = setup();
     await a.source.reconcile();
     const firstCa = secretToState(cluster.secret).ca!.certPem;
     // Routine serving renewals until the CA passes 2/3 of its 60 s (at 40 s the serving certificate is valid).
@@ -285,9 +281,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('works without a webhook configuration, and publishes the CA once it appears', async () => {
-    const cluster = new FakeCluster(false);
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, a } = setup({ withConfig: false });
     await a.source.reconcile();
     assert.equal(a.source.ready(), true);
     cluster.config = new FakeCluster(true).config;
@@ -296,24 +290,20 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('replaces a Secret someone filled with garbage', async () => {
-    const cluster = new FakeCluster();
+    const { cluster, a } = setup();
     cluster.secret = {
       metadata: { name: 'persistent-ips-webhook-cert', namespace: 'persistent-ips-system', resourceVersion: '1' },
       type: 'Opaque',
       data: { 'tls.crt': 'Z2FyYmFnZQ==' },
     };
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
     await a.source.reconcile();
     assert.equal(a.source.ready(), true);
     assert.equal(cluster.secret?.type, 'Opaque', 'the type of an existing Secret is kept');
   });
 
   it('a failed pass is retried after 1 s, 2 s, 4 s, ... up to 30 s; a successful pass starts again at 1 s', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
     const { log, lines } = capturingLogger();
-    const a = replica(cluster, clock, log);
+    const { cluster, clock, a } = setup({ log });
     cluster.secretReadError = unavailable();
     await a.source.start();
     assert.equal(a.source.ready(), false);
@@ -334,9 +324,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('a write refused for another reason than a lost race is left to the backoff, not repeated at once', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { cluster, a } = setup();
     cluster.secretWriteError = new KubeApiError({
       reason: 'forbidden',
       code: 403,
@@ -348,11 +336,9 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('a missing controller namespace: one clear error line, quiet retries with backoff, one line when it recovers', async () => {
-    const cluster = new FakeCluster();
-    cluster.namespaceExists = false;
-    const clock = new FakeClock(T0);
     const { log, lines } = capturingLogger();
-    const a = replica(cluster, clock, log);
+    const { cluster, clock, a } = setup({ log });
+    cluster.namespaceExists = false;
     await a.source.start();
     const delays = [await nextSleep(clock), await step(clock), await step(clock), await step(clock)];
     assert.deepEqual(delays, [1000, 2000, 4000, 8000], 'backoff, not a retry a second');
@@ -385,9 +371,7 @@ describe('self-managed webhook certificates', () => {
   });
 
   it('start() serves at once and stop() ends the loop', async () => {
-    const cluster = new FakeCluster();
-    const clock = new FakeClock(T0);
-    const a = replica(cluster, clock);
+    const { a } = setup();
     await a.source.start();
     assert.equal(a.source.ready(), true);
     await a.source.stop();

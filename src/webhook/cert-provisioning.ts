@@ -22,6 +22,7 @@ import {
   applyPlan,
   caBundlePatch,
   DEFAULT_CERT_POLICY,
+  fingerprintOf,
   planCertificates,
   sameState,
   secretToState,
@@ -130,14 +131,6 @@ export function createSelfManagedCertificates(options: SelfManagedOptions): Self
   return new SelfManaged(options);
 }
 
-const fingerprint = (pem: string | undefined): string | undefined => {
-  try {
-    return pem ? new X509Certificate(pem).fingerprint256 : undefined;
-  } catch {
-    return undefined;
-  }
-};
-
 /** What one pass read of the webhook configuration: `known` false when it could not be read. */
 type ConfigRead = { known: true; config: MutatingWebhookConfiguration | undefined } | { known: false };
 
@@ -168,7 +161,7 @@ class SelfManaged implements SelfManagedCertificates {
 
   async start(): Promise<void> {
     // The first pass is awaited so that the caller can serve (and report ready) at once; the loop goes on.
-    this.#loop = this.#run(await this.#attempt());
+    this.#loop = repeat(this.#clock, this.#stop.signal, await this.#attempt(), () => this.#attempt());
   }
 
   async stop(): Promise<void> {
@@ -197,15 +190,14 @@ class SelfManaged implements SelfManagedCertificates {
       // Serve first, then publish: a routine change serves only what the published caBundle already trusts.
       this.#serve(state.serving);
       if (read.known && read.config) await this.#publish(read.config, state, signal);
-      const after = planCertificates(this.#clock.now(), state, this.#policy, this.#trustedSince.get(fingerprint(state.ca?.certPem) ?? ''));
+      const after = planCertificates(this.#clock.now(), state, this.#policy, this.#trustedSinceOf(state));
       this.#nextCheckAt = after.newCa || after.newServing ? this.#clock.now() : after.nextCheckAt;
       return state;
     }
   }
 
   #trustedSinceOf(state: CertState): number | undefined {
-    const print = fingerprint(state.ca?.certPem);
-    return print === undefined ? undefined : this.#trustedSince.get(print);
+    return this.#trustedSince.get(fingerprintOf(state.ca?.certPem) ?? '');
   }
 
   async #readConfig(signal: AbortSignal): Promise<ConfigRead> {
@@ -245,7 +237,10 @@ class SelfManaged implements SelfManagedCertificates {
       // Anything but a lost race (API server down, RBAC, a webhook refusing Secrets) is retried with backoff by the
       // loop; re-reading at once would only repeat the failure.
       if (!lostWriteRace(error) || race + 1 >= MAX_WRITE_RACES) throw error;
-      this.#log.debug({ error: errorMessage(error) }, 'another replica wrote the certificate Secret first; reading it again');
+      this.#log.debug(
+        { error: error instanceof Error ? error.message : String(error) },
+        'another replica wrote the certificate Secret first; reading it again',
+      );
       return false;
     }
   }
@@ -256,7 +251,7 @@ class SelfManaged implements SelfManagedCertificates {
     await this.#options.client.patchWebhookConfiguration(patch, signal);
     this.#log.info({ webhookConfiguration: this.#options.webhookConfigurationName, cas: state.bundle.length }, 'published the webhook CA bundle');
     // The patch went through: the API servers trust the bundle from now on (plus their propagation delay).
-    const current = fingerprint(state.ca?.certPem);
+    const current = fingerprintOf(state.ca?.certPem);
     if (current && !this.#trustedSince.has(current)) this.#trustedSince.set(current, this.#clock.now());
   }
 
@@ -269,7 +264,7 @@ class SelfManaged implements SelfManagedCertificates {
   }
 
   #noteTrust(config: MutatingWebhookConfiguration | undefined, state: CertState, now: number): void {
-    const print = fingerprint(state.ca?.certPem);
+    const print = fingerprintOf(state.ca?.certPem);
     if (!print || !state.ca) return;
     // No configuration: nobody calls the webhook through a caBundle, so nothing can break by using the CA.
     const trusts = config === undefined || webhooksTrust(config, state.ca.certPem);
@@ -326,20 +321,17 @@ class SelfManaged implements SelfManagedCertificates {
       this.#log.debug({ namespace: error.namespace, retryInMs: delay }, 'the controller namespace still does not exist');
     }
   }
-
-  async #run(firstDelay: number | undefined): Promise<void> {
-    for (let delay = firstDelay; delay !== undefined; delay = await this.#attempt()) {
-      try {
-        await sleep(this.#clock, delay, this.#stop.signal);
-      } catch {
-        return;
-      }
-    }
-  }
 }
 
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/** Sleeps `delay`, runs `pass`, and again for the delay it returns, until it returns undefined or `signal` aborts. */
+async function repeat(clock: Clock, signal: AbortSignal, delay: number | undefined, pass: () => Promise<number | undefined>): Promise<void> {
+  for (; delay !== undefined; delay = await pass()) {
+    try {
+      await sleep(clock, delay, signal);
+    } catch {
+      return;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -377,8 +369,8 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
   let served: CertKeyPair | undefined;
   let watcher: FSWatcher | undefined;
   let loop: Promise<void> | undefined;
-  let reloading: Promise<void> | undefined;
-  let again = false;
+  let reloading: Promise<void> = Promise.resolve();
+  let queued = false;
   let lastError = '';
 
   const reloadOnce = async (): Promise<void> => {
@@ -400,17 +392,12 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
   };
   /** Coalesces bursts of file events into at most one reload in flight plus one queued. */
   const reload = (): Promise<void> => {
-    if (reloading) {
-      again = true;
-      return reloading;
-    }
-    reloading = (async () => {
-      do {
-        again = false;
-        await reloadOnce();
-      } while (again);
-      reloading = undefined;
-    })();
+    if (queued) return reloading;
+    queued = true;
+    reloading = reloading.then(() => {
+      queued = false;
+      return reloadOnce();
+    });
     return reloading;
   };
 
@@ -424,16 +411,10 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
       } catch (error) {
         log.warn({ err: error }, 'cannot watch the certificate directory; polling only');
       }
-      loop = (async () => {
-        for (;;) {
-          try {
-            await sleep(clock, pollIntervalMs, stopController.signal);
-          } catch {
-            return;
-          }
-          await reload();
-        }
-      })();
+      loop = repeat(clock, stopController.signal, pollIntervalMs, async () => {
+        await reload();
+        return pollIntervalMs;
+      });
     },
     async stop() {
       stopController.abort(new Error('stopped'));

@@ -93,36 +93,30 @@ export interface CertState {
   bundle: string[];
 }
 
-function decode(data: Record<string, string> | undefined, key: string): string | undefined {
-  const value = data?.[key];
-  if (typeof value !== 'string' || value === '') return undefined;
-  return Buffer.from(value, 'base64').toString('utf8');
-}
-
 /** What the Secret holds; missing keys are simply absent (the plan replaces what is missing). */
 export function secretToState(secret: Secret | undefined): CertState {
-  const data = secret?.data;
-  const caCert = decode(data, SECRET_KEYS.caCert);
-  const caKey = decode(data, SECRET_KEYS.caKey);
-  const tlsCert = decode(data, SECRET_KEYS.tlsCert);
-  const tlsKey = decode(data, SECRET_KEYS.tlsKey);
-  const state: CertState = { bundle: splitPem(decode(data, SECRET_KEYS.bundle) ?? '') };
-  if (caCert && caKey) state.ca = { certPem: caCert, keyPem: caKey };
-  if (tlsCert && tlsKey) state.serving = { certPem: tlsCert, keyPem: tlsKey };
-  return state;
+  const text = (key: string): string | undefined => {
+    const value = secret?.data?.[key];
+    return typeof value === 'string' && value !== '' ? Buffer.from(value, 'base64').toString('utf8') : undefined;
+  };
+  const pair = (certKey: string, keyKey: string): CertKeyPair | undefined => {
+    const [certPem, keyPem] = [text(certKey), text(keyKey)];
+    return certPem && keyPem ? { certPem, keyPem } : undefined;
+  };
+  const ca = pair(SECRET_KEYS.caCert, SECRET_KEYS.caKey);
+  const serving = pair(SECRET_KEYS.tlsCert, SECRET_KEYS.tlsKey);
+  return { bundle: splitPem(text(SECRET_KEYS.bundle) ?? ''), ...(ca ? { ca } : {}), ...(serving ? { serving } : {}) };
 }
 
 export function stateToSecretData(state: CertState): Record<string, string> {
-  const data: Record<string, string> = {};
-  const put = (key: string, text: string | undefined): void => {
-    if (text !== undefined) data[key] = Buffer.from(text, 'utf8').toString('base64');
-  };
-  put(SECRET_KEYS.caCert, state.ca?.certPem);
-  put(SECRET_KEYS.caKey, state.ca?.keyPem);
-  put(SECRET_KEYS.tlsCert, state.serving?.certPem);
-  put(SECRET_KEYS.tlsKey, state.serving?.keyPem);
-  put(SECRET_KEYS.bundle, joinPem(state.bundle));
-  return data;
+  const texts: [string, string | undefined][] = [
+    [SECRET_KEYS.caCert, state.ca?.certPem],
+    [SECRET_KEYS.caKey, state.ca?.keyPem],
+    [SECRET_KEYS.tlsCert, state.serving?.certPem],
+    [SECRET_KEYS.tlsKey, state.serving?.keyPem],
+    [SECRET_KEYS.bundle, joinPem(state.bundle)],
+  ];
+  return Object.fromEntries(texts.flatMap(([key, text]) => (text === undefined ? [] : [[key, Buffer.from(text, 'utf8').toString('base64')]])));
 }
 
 const PEM_CERT = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----/g;
@@ -264,26 +258,23 @@ export function planCertificates(now: number, state: CertState, policy: CertPoli
 export function mergeCaBundle(currentCaPem: string, previous: readonly string[], now: number, maxBundleSize: number): string[] {
   const current = parseCert(currentCaPem);
   if (!current) throw new Error('mergeCaBundle: the current CA is not a readable certificate');
-  const seen = new Set([current.fingerprint256]);
-  const older: X509Certificate[] = [];
-  for (const pem of previous) {
-    const cert = parseCert(pem);
-    if (!cert?.ca || seen.has(cert.fingerprint256)) continue;
-    if (now >= cert.validToDate.getTime()) continue;
-    seen.add(cert.fingerprint256);
-    older.push(cert);
+  const older = new Map<string, X509Certificate>();
+  for (const cert of previous.map(parseCert)) {
+    if (cert?.ca && now < cert.validToDate.getTime() && cert.fingerprint256 !== current.fingerprint256) older.set(cert.fingerprint256, cert);
   }
-  older.sort((a, b) => b.validFromDate.getTime() - a.validFromDate.getTime());
-  return [normalise(currentCaPem), ...older.slice(0, Math.max(0, maxBundleSize - 1)).map((c) => c.toString())].map(normalise);
+  const newestFirst = [...older.values()].sort((a, b) => b.validFromDate.getTime() - a.validFromDate.getTime());
+  return [currentCaPem, ...newestFirst.slice(0, Math.max(0, maxBundleSize - 1)).map((c) => c.toString())].map(normalise);
 }
 
-function normalise(pem: string): string {
-  const [first] = splitPem(pem);
-  return first ?? pem;
+const normalise = (pem: string): string => splitPem(pem)[0] ?? pem;
+
+/** The SHA-256 fingerprint of a PEM certificate; undefined when there is none or it cannot be read. */
+export function fingerprintOf(pem: string | undefined): string | undefined {
+  return parseCert(pem)?.fingerprint256;
 }
 
 function fingerprints(pemText: string): Set<string> {
-  return new Set(splitPem(pemText).flatMap((pem) => parseCert(pem)?.fingerprint256 ?? []));
+  return new Set(splitPem(pemText).flatMap((pem) => fingerprintOf(pem) ?? []));
 }
 
 function decodeBundle(caBundle: string | undefined): string {
@@ -371,11 +362,5 @@ export async function applyPlan(now: number, state: CertState, plan: CertPlan, p
 
 /** Whether two states hold the same material (so nothing needs writing). */
 export function sameState(a: CertState, b: CertState): boolean {
-  return (
-    a.ca?.certPem === b.ca?.certPem &&
-    a.ca?.keyPem === b.ca?.keyPem &&
-    a.serving?.certPem === b.serving?.certPem &&
-    a.serving?.keyPem === b.serving?.keyPem &&
-    joinPem(a.bundle) === joinPem(b.bundle)
-  );
+  return JSON.stringify(stateToSecretData(a)) === JSON.stringify(stateToSecretData(b));
 }

@@ -15,13 +15,9 @@ export interface WebhookMetrics {
 /** Registers the webhook metrics in `registry` (once per registry). */
 export function createWebhookMetrics(registry: Registry): WebhookMetrics {
   const registers = [registry];
+  const counter = <T extends string>(name: string, help: string, labelNames: T[]) => new Counter<T>({ name, help, labelNames, registers });
   return {
-    requests: new Counter({
-      name: 'controller_runtime_webhook_requests_total',
-      help: 'Total number of admission requests by HTTP status code.',
-      labelNames: ['webhook', 'code'],
-      registers,
-    }),
+    requests: counter('controller_runtime_webhook_requests_total', 'Total number of admission requests by HTTP status code.', ['webhook', 'code']),
     inFlight: new Gauge({
       name: 'controller_runtime_webhook_requests_in_flight',
       help: 'Current number of admission requests being served.',
@@ -35,23 +31,20 @@ export function createWebhookMetrics(registry: Registry): WebhookMetrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     }),
-    admissions: new Counter({
-      name: 'persistent_ips_webhook_admissions_total',
-      help: 'Launcher-pod admissions by outcome: patched, unchanged, skipped, denied, allowed_without_vmi, unreadable.',
-      labelNames: ['result'],
-      registers,
-    }),
-    vmiLookups: new Counter({
-      name: 'persistent_ips_webhook_vmi_lookups_total',
-      help: 'Where the webhook found the VMI of a launcher pod: cache, api, api_not_found, api_error.',
-      labelNames: ['source'],
-      registers,
-    }),
-    claimLookups: new Counter({
-      name: 'persistent_ips_webhook_claim_lookups_total',
-      help: "Where the webhook found the claim a launcher pod is pointed at, by network: cache (this VM's at once), cache_after_wait (appeared while watched), api (read after the wait; usable or not).",
-      labelNames: ['source'],
-      registers,
-    }),
+    admissions: counter(
+      'persistent_ips_webhook_admissions_total',
+      'Launcher-pod admissions by outcome: patched, unchanged, skipped, denied, allowed_without_vmi, unreadable.',
+      ['result'],
+    ),
+    vmiLookups: counter(
+      'persistent_ips_webhook_vmi_lookups_total',
+      'Where the webhook found the VMI of a launcher pod: cache, api, api_not_found, api_error.',
+      ['source'],
+    ),
+    claimLookups: counter(
+      'persistent_ips_webhook_claim_lookups_total',
+      "Where the webhook found the claim a launcher pod is pointed at, by network: cache (this VM's at once), cache_after_wait (appeared while watched), api (read after the wait; usable or not).",
+      ['source'],
+    ),
   };
 }

@@ -458,46 +458,33 @@ function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
   return claims;
 }
 
-function run(row: Row) {
-  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(row.input), ...row.input });
+/** The mutation at CREATE with the NADs above, the gate on and (unless given) the claims the controller made. */
+function mutate(input: Row['input']) {
+  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input });
 }
+const run = (row: Row) => mutate(row.input);
+/** The claims the references added point at. */
+const claimsOf = (result: { references: { claim: string }[] }) => result.references.map((r) => r.claim);
+/** Each denial as [claim, reason]. */
+const refused = (result: { denials: { claim?: string; reason?: string }[] }) => result.denials.map((d) => [d.claim, d.reason]);
 
 describe('mutateLauncherPod', () => {
   it("a reference someone else wrote: refused at CREATE and on a fresh UPDATE element as ForeignClaimReference naming both claims; a running pod's element is not decided", () => {
     const input = { pod: pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'a.b.c' })]) }), vmi: vmi([multus('red', 'red')]) };
-    const created = run({ name: '', input });
-    assert.deepEqual(
-      created.denials.map((d) => [d.claim, d.reason]),
-      [['vm1.red', 'ForeignClaimReference']],
-    );
+    const created = mutate(input);
+    assert.deepEqual(refused(created), [['vm1.red', 'ForeignClaimReference']]);
     assert.match(created.denials[0]!.message, /a\.b\.c.*vm1\.red/);
     assert.deepEqual(created.patch, []);
-    const update = (fresh: number[]) =>
-      mutateLauncherPod({
-        namespace: NS,
-        operation: 'UPDATE',
-        nads: nadMap(...NADS),
-        gateEnabled: true,
-        claims: ownClaims(input),
-        ...input,
-        fresh: new Set(fresh),
-      });
-    assert.deepEqual(
-      update([0]).denials.map((d) => [d.claim, d.reason]),
-      [['vm1.red', 'ForeignClaimReference']],
-    );
+    const update = (fresh: number[]) => mutate({ ...input, operation: 'UPDATE', fresh: new Set(fresh) });
+    assert.deepEqual(refused(update([0])), [['vm1.red', 'ForeignClaimReference']]);
     assert.deepEqual(update([]).denials, []);
     assert.deepEqual(update([]).patch, []);
   });
 
   it("a reference on an element of no persistent network, or of no network of the VMI: refused (nothing shows the claim is this VM's)", () => {
     for (const element of [el('blue', 'blue', { 'ipam-claim-reference': 'vm2.red' }), el('red', 'green', { 'ipam-claim-reference': 'vm2.red' })]) {
-      const result = run({ name: '', input: { pod: pod({ [NETWORKS]: json([element]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) } });
-      assert.deepEqual(
-        result.denials.map((d) => [d.claim, d.reason]),
-        [['vm2.red', 'ForeignClaimReference']],
-        JSON.stringify(element),
-      );
+      const result = mutate({ pod: pod({ [NETWORKS]: json([element]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) });
+      assert.deepEqual(refused(result), [['vm2.red', 'ForeignClaimReference']], JSON.stringify(element));
       assert.deepEqual(result.patch, []);
     }
   });
@@ -551,8 +538,10 @@ describe('mutateLauncherPod', () => {
 describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) that is not being deleted', () => {
   const input = { pod: pod({ [NETWORKS]: json([el('red', 'red'), el('blue', 'blue')]) }), vmi: vmi([multus('red', 'red'), multus('blue', 'blue')]) };
   const ours = ownClaims(input).get('vm1.red')!;
-  const withClaim = (claim: IPAMClaim | undefined, operation = 'CREATE') =>
-    mutateLauncherPod({ namespace: NS, operation, nads: nadMap(...NADS), gateEnabled: true, ...input, claims: new Map(claim ? [['vm1.red', claim]] : []) });
+  const withClaim = (claim: IPAMClaim | undefined, operation = 'CREATE', fresh?: number[]) =>
+    mutate({ ...input, operation, claims: new Map(claim ? [['vm1.red', claim]] : []), ...(fresh ? { fresh: new Set(fresh) } : {}) });
+  /** Each denial as [network, claim, reason]. */
+  const denied = (result: ReturnType<typeof mutate>) => result.denials.map((d) => [d.network, d.claim, d.reason]);
   const owned = (uid: string, name = VM) => ({
     ...ours,
     metadata: { ...ours.metadata, ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name, uid, controller: true }] },
@@ -573,27 +562,12 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
   for (const c of cases) {
     it(`${c.name}: CREATE denied (${c.reason}), naming the claim; no reference written`, () => {
       const result = withClaim(c.claim);
-      assert.deepEqual(
-        result.denials.map((d) => [d.network, d.claim, d.reason]),
-        [['red', 'vm1.red', c.reason]],
-      );
+      assert.deepEqual(denied(result), [['red', 'vm1.red', c.reason]]);
       assert.match(result.denials[0]!.message, /vm1\.red/);
       assert.deepEqual(result.references, []);
     });
     it(`${c.name}: UPDATE with red new at this update: denied as at CREATE; with red an element of the running pod: not decided`, () => {
-      const hotplug = mutateLauncherPod({
-        namespace: NS,
-        operation: 'UPDATE',
-        nads: nadMap(...NADS),
-        gateEnabled: true,
-        ...input,
-        claims: new Map(c.claim ? [['vm1.red', c.claim]] : []),
-        fresh: new Set([0]),
-      });
-      assert.deepEqual(
-        hotplug.denials.map((d) => [d.network, d.claim, d.reason]),
-        [['red', 'vm1.red', c.reason]],
-      );
+      assert.deepEqual(denied(withClaim(c.claim, 'UPDATE', [0])), [['red', 'vm1.red', c.reason]]);
       const running = withClaim(c.claim, 'UPDATE');
       assert.deepEqual(running.denials, []);
       assert.deepEqual(running.patch, []);
@@ -609,37 +583,18 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
         ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: VM, uid: 'vm-uid', controller: true }],
       },
     };
-    const result = mutateLauncherPod({
-      namespace: NS,
-      operation: 'CREATE',
-      nads: nadMap(...NADS),
-      gateEnabled: true,
-      pod: input.pod,
-      vmi: vmiOfVm,
-      claims: new Map([['vm1.red', owned('vm-uid')]]),
-    });
+    const result = mutate({ pod: input.pod, vmi: vmiOfVm, claims: new Map([['vm1.red', owned('vm-uid')]]) });
     assert.deepEqual(result.denials, []);
-    assert.deepEqual(
-      result.references.map((r) => r.claim),
-      ['vm1.red'],
-    );
+    assert.deepEqual(claimsOf(result), ['vm1.red']);
   });
 
   it("dotted-name collision: `vm1.red` is another VM's (VM `vm1` with network `red` vs a VM `vm1.x`...): this VM is pointed at its own collision-named claim, never at the other's", () => {
     const other = owned('uid-other', 'vm');
     const alt = collisionClaimName(VM, 'red');
     const denied = withClaim(other);
-    assert.deepEqual(
-      denied.denials.map((d) => [d.claim, d.reason]),
-      [[alt, 'ClaimNotFound']],
-      'until its own claim exists',
-    );
+    assert.deepEqual(refused(denied), [[alt, 'ClaimNotFound']], 'until its own claim exists');
     const own = { ...ours, metadata: { ...ours.metadata, name: alt } };
-    const result = mutateLauncherPod({
-      namespace: NS,
-      operation: 'CREATE',
-      nads: nadMap(...NADS),
-      gateEnabled: true,
+    const result = mutate({
       ...input,
       claims: new Map<string, IPAMClaim>([
         ['vm1.red', other],
@@ -647,23 +602,12 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
       ]),
     });
     assert.deepEqual(result.denials, []);
-    assert.deepEqual(
-      result.references.map((r) => r.claim),
-      [alt],
-    );
+    assert.deepEqual(claimsOf(result), [alt]);
   });
 
   it('an element that already names the claim is checked as well (a reference someone else wrote is not trusted)', () => {
     const pre = pod({ [NETWORKS]: json([el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })]) });
-    const result = mutateLauncherPod({
-      namespace: NS,
-      operation: 'CREATE',
-      nads: nadMap(...NADS),
-      gateEnabled: true,
-      pod: pre,
-      vmi: input.vmi,
-      claims: new Map([['vm1.red', owned('old-vm-uid')]]),
-    });
+    const result = mutate({ pod: pre, vmi: input.vmi, claims: new Map([['vm1.red', owned('old-vm-uid')]]) });
     assert.deepEqual(
       result.denials.map((d) => d.reason),
       ['ClaimOwnedByAnotherObject'],
@@ -674,15 +618,9 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
     const primaryVmi = vmi([{ name: 'default', pod: {} }]);
     const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), gateEnabled: true, pod: pod({}), vmi: primaryVmi };
     const good = ownClaims({ pod: base.pod, vmi: primaryVmi, nads: nadMap(PRIMARY) });
-    assert.deepEqual(
-      mutateLauncherPod({ ...base, claims: good }).references.map((r) => r.claim),
-      ['vm1.default'],
-    );
+    assert.deepEqual(claimsOf(mutateLauncherPod({ ...base, claims: good })), ['vm1.default']);
     const denied = mutateLauncherPod({ ...base, claims: new Map() });
-    assert.deepEqual(
-      denied.denials.map((d) => [d.claim, d.reason]),
-      [['vm1.default', 'ClaimNotFound']],
-    );
+    assert.deepEqual(refused(denied), [['vm1.default', 'ClaimNotFound']]);
     assert.deepEqual(denied.patch, []);
   });
 });

@@ -186,25 +186,19 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   const persistent = persistentByNetwork(m, verdicts);
 
   // Read both annotations first: a pod with an unreadable one is left alone entirely.
+  const unreadable = (reason: PodMutationReportReason, annotation: string, why: string): PodMutation => {
+    result.reports.push({ reason, message: `annotation ${annotation} cannot be read (${why}); the pod is left unchanged` });
+    return { ...result, skipped: 'UnreadableAnnotation' };
+  };
   const networksText = annotations[MULTUS_NETWORKS_ANNOTATION];
   const networks = networksText === undefined ? undefined : parseNetworkSelection(networksText);
-  if (networks && !networks.ok) {
-    result.reports.push({
-      reason: 'InvalidNetworksAnnotation',
-      message: `annotation ${MULTUS_NETWORKS_ANNOTATION} cannot be read (${networks.error}); the pod is left unchanged`,
-    });
-    return { ...result, skipped: 'UnreadableAnnotation' };
-  }
+  if (networks && !networks.ok) return unreadable('InvalidNetworksAnnotation', MULTUS_NETWORKS_ANNOTATION, networks.error);
   const defaultText = annotations[MULTUS_DEFAULT_NETWORK_ANNOTATION];
   const defaultNetwork = defaultText === undefined ? undefined : parseNetworkSelection(defaultText);
   const primary = verdicts.find((v) => v.claimSpec && isPodNetwork(vmi, v.network));
   if (primary && input.operation === 'CREATE' && defaultNetwork && (!defaultNetwork.ok || defaultNetwork.elements.length !== 1)) {
     const why = defaultNetwork.ok ? `it selects ${defaultNetwork.elements.length} networks, not one` : defaultNetwork.error;
-    result.reports.push({
-      reason: 'InvalidDefaultNetworkAnnotation',
-      message: `annotation ${MULTUS_DEFAULT_NETWORK_ANNOTATION} cannot be read (${why}); the pod is left unchanged`,
-    });
-    return { ...result, skipped: 'UnreadableAnnotation' };
+    return unreadable('InvalidDefaultNetworkAnnotation', MULTUS_DEFAULT_NETWORK_ANNOTATION, why);
   }
 
   if (pod.metadata?.annotations === undefined) m.ops.push({ op: 'add', path: '/metadata/annotations', value: {} });

@@ -2,7 +2,7 @@
 // element serves which secondary network, what the VMI asks of its primary user-defined network, and whether a pod
 // may need a claim reference at all.
 
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIP } from 'node:net';
 import { ADDRESSES_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { parseAddressesAnnotation } from '../allocator/addresses-annotation.ts';
 import { nadKeyOfNetworkName, parseNadConfig, podInterfaceName } from '../claims/index.ts';
@@ -80,8 +80,8 @@ export function primaryRequests(
       ips.push(address);
       continue;
     }
-    const family = isIPv4(address) ? 4 : isIPv6(address) ? 6 : 0;
-    const subnet = subnets.find((s) => (family === 4 ? isIPv4(s.split('/')[0] ?? '') : isIPv6(s.split('/')[0] ?? '')));
+    const family = isIP(address);
+    const subnet = subnets.find((s) => isIP(s.split('/')[0] ?? '') === family);
     const prefix = subnet?.split('/')[1];
     if (family === 0 || !prefix) {
       return { problem: `${ADDRESSES_ANNOTATION} asks for ${address} on network "${network}", which has no IPv${family || '4/6'} subnet to take it from` };

@@ -8,20 +8,9 @@ import type { PodMutationReport } from './pod-mutation.ts';
 export const REPORTS_SHOWN_PER_REASON = 3;
 
 export function aggregateReports(reports: readonly PodMutationReport[], shown = REPORTS_SHOWN_PER_REASON): PodMutationReport[] {
-  const byReason = new Map<PodMutationReport['reason'], PodMutationReport[]>();
-  for (const report of reports) {
-    const group = byReason.get(report.reason);
-    if (group) group.push(report);
-    else byReason.set(report.reason, [report]);
-  }
-  const out: PodMutationReport[] = [];
-  for (const [reason, group] of byReason) {
-    if (group.length <= shown) {
-      out.push(...group);
-      continue;
-    }
+  return [...Map.groupBy(reports, (report) => report.reason)].flatMap(([reason, group]) => {
+    if (group.length <= shown) return group;
     const first = group.slice(0, shown).map((r) => r.message);
-    out.push({ reason, message: `${group.length} of the same kind (${reason}), the first ${shown}: ${first.join('; ')}; and ${group.length - shown} more` });
-  }
-  return out;
+    return [{ reason, message: `${group.length} of the same kind (${reason}), the first ${shown}: ${first.join('; ')}; and ${group.length - shown} more` }];
+  });
 }

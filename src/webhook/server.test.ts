@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import type { ClientRequest } from 'node:http';
 import { Agent, request } from 'node:https';
-import { connect } from 'node:tls';
+import { connect, type ConnectionOptions } from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { Registry } from 'prom-client';
 import { createLogger } from '../telemetry/logger.ts';
@@ -8,7 +9,7 @@ import { reviewResponse, type PodAdmissionHandler } from './admission.ts';
 import { generateCa, generateServing } from './certs.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 import { createWebhookMetrics } from './metrics.ts';
-import { createWebhookServer, MUTATE_POD_PATH, type WebhookServer } from './server.ts';
+import { createWebhookServer, MUTATE_POD_PATH, type WebhookServer, type WebhookServerOptions } from './server.ts';
 import { tlsProfile } from '../telemetry/tls-profile.ts';
 
 const logger = createLogger('silent');
@@ -32,11 +33,10 @@ interface Reply {
   body: string;
 }
 
-function post(
-  port: number,
-  body: string,
-  options: { ca: string | string[]; agent?: Agent; path?: string; method?: string; contentType?: string },
-): Promise<Reply> {
+type RequestOptions = { ca: string | string[]; agent?: Agent; path?: string; method?: string; contentType?: string };
+
+/** One HTTPS request to the server, its body written by `write`; resolves with the reply. */
+function send(port: number, options: RequestOptions, write: (req: ClientRequest) => void): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -56,8 +56,33 @@ function post(
       },
     );
     req.on('error', reject);
-    req.end(body);
+    write(req);
   });
+}
+
+const post = (port: number, body: string, options: RequestOptions): Promise<Reply> => send(port, options, (req) => req.end(body));
+
+/** A TLS handshake with the server; resolves with the protocol and cipher agreed. */
+const handshake = (port: number, client: Omit<ConnectionOptions, 'host' | 'port'>): Promise<{ version: string | null; cipher: string }> =>
+  new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, ca: ca1.certPem, servername: 'persistent-ips-webhook.persistent-ips-system.svc', ...client }, () => {
+      const result = { version: socket.getProtocol(), cipher: socket.getCipher().standardName };
+      socket.end();
+      resolve(result);
+    });
+    socket.on('error', reject);
+  });
+
+/** A server on a free port with the first serving certificate, for the length of `fn`. */
+async function withServer(options: Partial<WebhookServerOptions>, fn: (port: number) => Promise<void>): Promise<void> {
+  const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, ...options });
+  server.setCertificate(serving1);
+  const { port } = await server.listen();
+  try {
+    await fn(port);
+  } finally {
+    await server.close();
+  }
 }
 
 const reviewBody = (uid = 'u-1'): string =>
@@ -116,25 +141,7 @@ describe('webhook server', () => {
   });
 
   it('refuses TLS 1.1', async () => {
-    await assert.rejects(
-      new Promise<void>((resolve, reject) => {
-        const socket = connect(
-          {
-            host: '127.0.0.1',
-            port,
-            ca: ca1.certPem,
-            maxVersion: 'TLSv1.1',
-            minVersion: 'TLSv1',
-            servername: 'persistent-ips-webhook.persistent-ips-system.svc',
-          },
-          () => {
-            socket.end();
-            resolve();
-          },
-        );
-        socket.on('error', reject);
-      }),
-    );
+    await assert.rejects(handshake(port, { maxVersion: 'TLSv1.1', minVersion: 'TLSv1' }));
   });
 
   it('answers 404, 405, 415, 400 for what is not an admission request', async () => {
@@ -193,29 +200,8 @@ describe('webhook server shutdown', () => {
 });
 
 describe('webhook server TLS settings', () => {
-  const handshake = (port: number, client: { maxVersion?: 'TLSv1.2' | 'TLSv1.3'; ciphers?: string }): Promise<{ version: string | null; cipher: string }> =>
-    new Promise((resolve, reject) => {
-      const socket = connect({ host: '127.0.0.1', port, ca: ca1.certPem, servername: 'persistent-ips-webhook.persistent-ips-system.svc', ...client }, () => {
-        const result = { version: socket.getProtocol(), cipher: socket.getCipher().standardName };
-        socket.end();
-        resolve(result);
-      });
-      socket.on('error', reject);
-    });
-
-  async function withServer(tls: ReturnType<typeof tlsProfile> | undefined, fn: (port: number) => Promise<void>): Promise<void> {
-    const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, ...(tls ? { tls } : {}) });
-    const { port } = await server.listen();
-    server.setCertificate(serving1);
-    try {
-      await fn(port);
-    } finally {
-      await server.close();
-    }
-  }
-
   it('by default: TLS 1.3, or TLS 1.2 with an AEAD suite; a CBC or SHA-1 suite is refused', async () => {
-    await withServer(undefined, async (port) => {
+    await withServer({}, async (port) => {
       assert.equal((await handshake(port, {})).version, 'TLSv1.3');
       const tls12 = await handshake(port, { maxVersion: 'TLSv1.2' });
       assert.equal(tls12.version, 'TLSv1.2');
@@ -227,14 +213,15 @@ describe('webhook server TLS settings', () => {
   });
 
   it('--tls-min-version VersionTLS13 refuses TLS 1.2 clients', async () => {
-    await withServer(tlsProfile('VersionTLS13'), async (port) => {
+    await withServer({ tls: tlsProfile('VersionTLS13') }, async (port) => {
       assert.equal((await handshake(port, {})).version, 'TLSv1.3');
       await assert.rejects(handshake(port, { maxVersion: 'TLSv1.2' }));
     });
   });
 
   it('--tls-cipher-suites offers exactly the named TLS 1.2 suites', async () => {
-    await withServer(tlsProfile('VersionTLS12', ['TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA']), async (port) => {
+    const tls = tlsProfile('VersionTLS12', ['TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA']);
+    await withServer({ tls }, async (port) => {
       assert.equal((await handshake(port, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA' })).cipher, 'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA');
       assert.equal((await handshake(port, { maxVersion: 'TLSv1.2' })).cipher, 'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384');
       await assert.rejects(handshake(port, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' }));
@@ -245,17 +232,7 @@ describe('webhook server TLS settings', () => {
 describe('webhook server body limit', () => {
   /** POSTs `total` bytes in 64 KiB chunks with Transfer-Encoding: chunked (no Content-Length). */
   const postChunked = (port: number, total: number): Promise<Reply> =>
-    new Promise((resolve, reject) => {
-      const req = request(
-        { host: '127.0.0.1', port, path: MUTATE_POD_PATH, method: 'POST', ca: ca1.certPem, agent: false, headers: { 'content-type': 'application/json' } },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (text += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-        },
-      );
-      req.on('error', reject);
+    send(port, { ca: ca1.certPem }, (req) => {
       const chunk = Buffer.alloc(64 * 1024, 0x20);
       let sent = 0;
       const pump = (): void => {
@@ -276,16 +253,11 @@ describe('webhook server body limit', () => {
     ['a chunked body of many times the limit', 6 * 1024 * 1024, 1024 * 1024],
   ] as const) {
     it(`${what} without Content-Length is answered 413`, async () => {
-      const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, maxBodyBytes });
-      server.setCertificate(serving1);
-      const { port } = await server.listen();
-      try {
+      await withServer({ maxBodyBytes }, async (port) => {
         const reply = await postChunked(port, total);
         assert.equal(reply.status, 413);
         assert.match(reply.body, /body larger than/);
-      } finally {
-        await server.close();
-      }
+      });
     });
   }
 });
