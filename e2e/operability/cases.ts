@@ -29,7 +29,7 @@ export function operabilityCase(world: World, t: Tally, name: string, fn: (ctx: 
       t.passed++;
     } catch (err) {
       t.failed++;
-      world.noteFailure();
+      world.failed = true;
       throw err;
     } finally {
       ctx.diagnostic(`wall time ${((Date.now() - t0) / 1000).toFixed(1)} s`);

@@ -16,7 +16,6 @@ import {
   peerCertificate,
   secretCertificates,
   verifiedHandshake,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   type PodCreation,
@@ -24,7 +23,7 @@ import {
 } from './world.ts';
 import type { Vmi } from '../kubevirt/launcher-fixture.ts';
 
-const world = new World();
+const world = new World('certs');
 const T = tally('cert-rotation');
 
 const SERVING_VALIDITY_S = 20;
@@ -56,8 +55,8 @@ const pemCerts = (bundle: string): X509Certificate[] =>
 describe('operability: webhook certificate rotation under load', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('certs');
-      port = await webhookPort();
+      await world.setUp();
+      port = world.webhookPort;
       await world.installWebhookConfiguration(port);
       controller = await world.startController({
         name: 'short-certs',
@@ -106,14 +105,16 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
         // What is served and what is published: the certificate on the port must always verify against the caBundle
         // the API server has at that moment.
         paced(SAMPLE_PERIOD_MS, async () => {
-          const config = await world.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(paths.webhookConfigurations('persistent-ips-launcher-pods'));
+          const config = await world.api.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(
+            paths.webhookConfigurations('persistent-ips-launcher-pods'),
+          );
           const bundle = Buffer.from(config?.webhooks[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
           bundleSizes.push(pemCerts(bundle).length);
           const peer = await peerCertificate(port);
           served.push({ at: Date.now() - t0, serial: peer.serial, issuer: peer.issuer });
           const check = await verifiedHandshake(port, bundle);
           if (!check.authorized) untrusted.push(`+${Date.now() - t0} ms: serial ${check.serial ?? peer.serial} not trusted by the caBundle (${check.error})`);
-          const fromSecret = secretCertificates(await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
+          const fromSecret = secretCertificates(await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
           if (fromSecret.servingSerial && secretSerials.at(-1) !== fromSecret.servingSerial) secretSerials.push(fromSecret.servingSerial);
           if (fromSecret.caFingerprint && caPrints.at(-1) !== fromSecret.caFingerprint) caPrints.push(fromSecret.caFingerprint);
         }),

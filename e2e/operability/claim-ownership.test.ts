@@ -22,11 +22,11 @@ import { buildVM, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts'
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess } from '../local/controller-process.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
-import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, webhookPort, World } from './world.ts';
+import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, World } from './world.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { join } from 'node:path';
 
-const world = new World();
+const world = new World('claim-ownership', { virtController: true });
 const T = tally('claim-ownership');
 const NETWORKS: VMNetworkRequest[] = [{ name: 'red', nadName: 'nad-red' }];
 const HOLD = 'e2e.persistent-ips.test/hold';
@@ -45,7 +45,7 @@ async function restartController(name: string, extra: Partial<ControllerOptions>
   return controller;
 }
 
-const claim = (name: string) => world.get<IPAMClaim>(paths.claims(ns, name));
+const claim = (name: string) => world.api.get<IPAMClaim>(paths.claims(ns, name));
 const vmUid = async (name: string) => (await standIn.getVM(ns, name))?.metadata?.uid ?? '';
 
 interface KubeEvent {
@@ -54,7 +54,7 @@ interface KubeEvent {
   involvedObject?: { kind?: string; name?: string; uid?: string };
 }
 const eventsOn = async (uid: string): Promise<KubeEvent[]> =>
-  (await world.list<KubeEvent>(`/api/v1/namespaces/${ns}/events`)).filter((e) => e.involvedObject?.uid === uid);
+  (await world.api.list<KubeEvent>(`/api/v1/namespaces/${ns}/events`)).items.filter((e) => e.involvedObject?.uid === uid);
 
 /** Launcher pods of the VMI named `vm` whose VMI has uid `vmiUid` (the new incarnation only). */
 async function launcherPodsOf(vm: string, vmiUid: string): Promise<V1Pod[]> {
@@ -74,7 +74,7 @@ async function recreateWhileOldClaimTerminates(
   const claimName = `${name}.red`;
   if (hold) {
     const c = await claim(claimName);
-    await world.mergePatch(paths.claims(ns, claimName), { metadata: { finalizers: [...(c?.metadata.finalizers ?? []), HOLD] } });
+    await world.api.mergePatch(paths.claims(ns, claimName), { metadata: { finalizers: [...(c?.metadata.finalizers ?? []), HOLD] } });
   }
   await standIn.deleteVM(ns, name);
   await standIn.waitForVMGone(ns, name, { timeoutMs: 30_000 });
@@ -138,8 +138,8 @@ async function admittedWithNewClaim(name: string, oldClaim: IPAMClaim, newVmUid:
 describe('operability: a launcher pod is only ever pointed at a claim of its own VM', { timeout: 15 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('claim-ownership', { virtController: true });
-      port = await webhookPort();
+      await world.setUp();
+      port = world.webhookPort;
       await world.installWebhookConfiguration(port);
       controller = await world.startController({ name: 'main', webhookPort: port });
       await world.waitForCaBundle();
@@ -219,7 +219,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
       const released = Date.now();
       const c = await claim('vm-a.red');
-      await world.mergePatch(paths.claims(ns, 'vm-a.red'), { metadata: { finalizers: (c?.metadata.finalizers ?? []).filter((f) => f !== HOLD) } });
+      await world.api.mergePatch(paths.claims(ns, 'vm-a.red'), { metadata: { finalizers: (c?.metadata.finalizers ?? []).filter((f) => f !== HOLD) } });
       const { claim: fresh } = await admittedWithNewClaim('vm-a', oldClaim, newVmUid, newVmiUid);
       t.diagnostic(`old claim released → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
     },
@@ -237,9 +237,9 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
       // Someone else holds the Lease for an hour: this replica stays a standby, serving admissions from its caches.
       await controller?.stop();
       controller = undefined;
-      await world.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+      await world.api.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
-      await world.create(paths.leases(CONTROLLER_NAMESPACE), {
+      await world.api.create(paths.leases(CONTROLLER_NAMESPACE), {
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',
         metadata: { name: LEASE_NAME, namespace: CONTROLLER_NAMESPACE },
@@ -259,7 +259,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
       // The other holder goes away: this replica takes the Lease, releases the old claim, makes the new one.
       const released = Date.now();
-      await world.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+      await world.api.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       const { claim: fresh } = await admittedWithNewClaim('vm-b', oldClaim, newVmUid, newVmiUid);
       t.diagnostic(`Lease freed → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
       await restartController('main-2');
@@ -327,9 +327,9 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
         const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-dotted-lagging'), world.cp.caFile, world.cp.token);
         await restartController('dotted-lagging', { kubeconfig });
         // What garbage collection and another VM's claim would do, faster than the cache can follow.
-        await world.mergePatch(paths.claims(ns, 'dot.b.c'), { metadata: { finalizers: null } });
-        await world.delete(paths.claims(ns, 'dot.b.c'));
-        await world.create(paths.claims(ns), {
+        await world.api.mergePatch(paths.claims(ns, 'dot.b.c'), { metadata: { finalizers: null } });
+        await world.api.delete(paths.claims(ns, 'dot.b.c'));
+        await world.api.create(paths.claims(ns), {
           apiVersion: 'k8s.cni.cncf.io/v1alpha1',
           kind: 'IPAMClaim',
           metadata: {

@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
-import { poll } from '../harness/index.ts';
+import { freePort, poll } from '../harness/index.ts';
 import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
 import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
@@ -24,7 +24,6 @@ import {
   expectedReferences,
   LEASE_NAME,
   paths,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   type Lease,
@@ -34,7 +33,7 @@ import {
 import { admitDirectly, applyPatch, type AdmissionAnswer } from '../local/admission.ts';
 import { kubeConfigFrom, WatchLog, type IPAMClaim } from '../suite/kube.ts';
 
-const world = new World();
+const world = new World('leader', { virtController: true });
 const T = tally('leader-election');
 const TAKEOVER_LIMIT_MS = 20_000;
 
@@ -48,15 +47,15 @@ const start = (name: string, port: number): Promise<ControllerProcess> => world.
 const isLeader = async (c: ControllerProcess): Promise<number> => c.metric('leader_election_master_status');
 const reconciles = async (c: ControllerProcess): Promise<number> => c.metric('controller_runtime_reconcile_total');
 const identityOf = (c: ControllerProcess): string => String(c.logs.find((l) => l['component'] === 'leader-election' && l['identity'])?.['identity'] ?? '');
-const holder = async (): Promise<string> => (await world.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME)))?.spec?.holderIdentity ?? '';
+const holder = async (): Promise<string> => (await world.api.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME)))?.spec?.holderIdentity ?? '';
 const red = (vm: string) => expectedReferences({ red: `${vm}.red` });
 
 describe('operability: leader election between two controller processes', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('leader', { virtController: true });
-      portA = await webhookPort();
-      do portB = await webhookPort();
+      await world.setUp();
+      portA = world.webhookPort;
+      do portB = await freePort();
       while (portB === portA);
       await world.installWebhookConfiguration(portB);
       ns = await world.namespace('le');
@@ -104,7 +103,7 @@ describe('operability: leader election between two controller processes', { time
 
       // Load: a VM every 600 ms (stand-in → launcher pods admitted by B through the API server), a launcher pod made
       // directly through the API server every 300 ms, and A's webhook asked directly every 100 ms.
-      const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+      const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
       const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
       const probeVmi = await world.createVmi(directNs, 'probe', [{ name: 'red', nadName: 'nad-red' }]);
       const probePod = renderLauncherPod(probeVmi, { name: launcherPodName('probe', probeVmi.metadata.uid!, 'direct') });

@@ -10,7 +10,7 @@ import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 import { World } from './world.ts';
 
-const world = new World();
+const world = new World('manifests', { controllerNamespace: false });
 const T = tally('manifests');
 
 function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; out: string }> {
@@ -27,7 +27,7 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{
 describe('operability: install manifests render and are accepted by the API server', { timeout: 10 * 60_000 }, () => {
   // A fresh control plane WITHOUT the controller namespace: verify.sh then creates it from the render, with its Pod
   // Security labels (enforce: restricted), so that the Deployment is judged as it would be on install.
-  before(() => world.setUp('manifests', { controllerNamespace: false }), { timeout: 120_000 });
+  before(() => world.setUp(), { timeout: 120_000 });
   after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(

@@ -9,13 +9,13 @@ import { freePort } from '../harness/index.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { World } from './world.ts';
 
-const world = new World();
+const world = new World('missing-namespace', { controllerNamespace: false });
 const T = tally('missing-namespace');
 /** How long the controller runs without its namespace: long enough for several retries at the old rate (4/s). */
 const WITHOUT_NAMESPACE_MS = 12_000;
 
 describe('operability: the controller namespace does not exist yet', { timeout: 4 * 60_000 }, () => {
-  before(() => world.setUp('missing-namespace', { controllerNamespace: false }), { timeout: 120_000 });
+  before(() => world.setUp(), { timeout: 120_000 });
   after(() => world.tearDown(), { timeout: 60_000 });
   summaryAtEnd(world, T);
 

@@ -21,14 +21,13 @@ import {
   LEASE_NAME,
   paths,
   secretCertificates,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   type Lease,
   type Secret,
 } from './world.ts';
 
-const world = new World();
+const world = new World('rbac', { virtController: true });
 const T = tally('rbac');
 const SA_NAME = 'persistent-ips-controller';
 const SA = `system:serviceaccount:${CONTROLLER_NAMESPACE}:${SA_NAME}`;
@@ -41,7 +40,7 @@ let ns = '';
 describe('operability: least privilege (manifests/rbac, a TokenRequest token, docs/rbac.md)', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('rbac', { virtController: true });
+      await world.setUp();
       const applied = await world.cp.kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'rbac')]);
       console.log(`[operability:rbac] kubectl apply -k manifests/rbac:\n${applied.stdout.trim()}`);
       // TokenRequest API: a bound, expiring token of the ServiceAccount (what a projected volume gives a pod).
@@ -49,7 +48,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/, 'a JWT');
       saKubeconfig = join(world.dir, 'kubeconfig-serviceaccount');
       writeFileSync(saKubeconfig, kubeconfigYaml(world.cp.server, world.cp.caFile, token), { mode: 0o600 });
-      port = await webhookPort();
+      port = world.webhookPort;
       await world.installWebhookConfiguration(port);
       ns = await world.namespace('rbac');
       await world.createNad(ns, 'nad-red', { network: 'red' });
@@ -72,12 +71,12 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       try {
         // The Lease, taken with get/create/update on leases only.
         const lease = await poll('the leader Lease to be held', 30_000, async () => {
-          const l = await world.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+          const l = await world.api.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
           return l?.spec?.holderIdentity ? l : undefined;
         });
         await poll('leader_election_master_status 1', 30_000, async () => ((await c.metric('leader_election_master_status')) === 1 ? true : undefined));
         // The Secret (created by name) and the caBundle (patched by name).
-        const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+        const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         assert.ok(secret?.data?.['tls.crt'] && secret.data['ca.crt'], 'the webhook Secret holds a CA and a serving certificate');
         const bundle = await world.waitForCaBundle();
         assert.equal(
@@ -102,21 +101,21 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         // An Event (events create/patch): a VM whose persistent network's NAD does not exist.
         await standIn.createVM(buildVM({ namespace: ns, name: 'vm-missing-nad', running: false, networks: [{ name: 'blue', nadName: 'nad-missing' }] }));
         const event = await poll('an Event on vm-missing-nad', 30_000, async () => {
-          const events = await world.list<{
+          const { items } = await world.api.list<{
             involvedObject: { name: string };
             reason: string;
             message: string;
             source?: { component?: string };
             reportingComponent?: string;
           }>(`/api/v1/namespaces/${ns}/events`);
-          return events.find((e) => e.involvedObject.name === 'vm-missing-nad');
+          return items.find((e) => e.involvedObject.name === 'vm-missing-nad');
         });
         t.diagnostic(`Event ${event.reason}: ${event.message}`);
 
         // Delete the VM: the finalizer is released once the VMI is gone, and garbage collection removes the claim.
         await standIn.deleteVM(ns, 'vm1');
         await poll('claim vm1.red to be released and collected', 60_000, async () =>
-          (await world.get(paths.claims(ns, 'vm1.red'))) === undefined ? true : undefined,
+          (await world.api.get(paths.claims(ns, 'vm1.red'))) === undefined ? true : undefined,
         );
         assert.ok((await c.metric('persistent_ips_finalizers_removed_total')) >= 1, 'the controller removed the finalizer');
 
@@ -137,7 +136,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         await c.stop();
       }
       // A graceful stop releases the Lease (update by name).
-      const released = await world.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+      const released = await world.api.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       assert.equal(released?.spec?.holderIdentity ?? '', '', 'the Lease was released on shutdown');
     },
   );
@@ -263,22 +262,22 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const other = await world.namespace('rbac-other');
       await world.createNad(watched, 'nad-red', { network: 'red' });
       await world.createNad(other, 'nad-red', { network: 'red' });
-      await world.delete('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/persistent-ips-controller');
+      await world.api.delete('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/persistent-ips-controller');
       const subject = [{ kind: 'ServiceAccount', name: SA_NAME, namespace: CONTROLLER_NAMESPACE }];
-      await world.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${watched}/rolebindings`, {
+      await world.api.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${watched}/rolebindings`, {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
         metadata: { name: 'persistent-ips-controller', namespace: watched },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'persistent-ips-controller' },
         subjects: subject,
       });
-      await world.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      await world.api.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRole',
         metadata: { name: 'persistent-ips-kubevirts' },
         rules: [{ apiGroups: ['kubevirt.io'], resources: ['kubevirts'], verbs: ['get', 'list', 'watch'] }],
       });
-      await world.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      await world.api.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRoleBinding',
         metadata: { name: 'persistent-ips-kubevirts' },

@@ -24,7 +24,6 @@ import {
   networkElements,
   paths,
   verifiedHandshake,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   CONTROLLER_NAMESPACE,
@@ -32,7 +31,7 @@ import {
 } from './world.ts';
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
-const world = new World();
+const world = new World('webhook', { virtController: true });
 const T = tally('webhook');
 
 /**
@@ -125,8 +124,8 @@ const gateLog = (enabled: boolean) => (l: LogLine) => l.msg === 'feature gate ch
 describe('operability: the launcher-pod webhook through the real API server over TLS', { timeout: 15 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('webhook', { virtController: true });
-      port = await webhookPort();
+      await world.setUp();
+      port = world.webhookPort;
       await world.installWebhookConfiguration(port);
       controller = await world.startController({ name: 'main', webhookPort: port });
       await world.waitForCaBundle();
@@ -195,7 +194,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       );
       assert.deepEqual(claimReferences(created.pod), noRefs);
       assert.equal(await c.metric('persistent_ips_webhook_admissions_total'), before, 'the webhook was not called (every call counts an outcome)');
-      await world.delete(paths.pods(vmNs, 'not-a-launcher'));
+      await world.api.delete(paths.pods(vmNs, 'not-a-launcher'));
     });
   });
 
@@ -222,7 +221,7 @@ describe('operability: the launcher-pod webhook through the real API server over
           `controller_runtime_webhook_requests_total{webhook="/mutate-v1-pod",code="200"} counts the call; series now: ${series.join('; ') || '(none)'}`,
         );
         assert.equal(delta('controller_runtime_webhook_latency_seconds_count', { webhook: '/mutate-v1-pod' }), 1, 'the latency histogram observed it');
-        await world.delete(paths.pods(vmNs, created.pod.metadata!.name!));
+        await world.api.delete(paths.pods(vmNs, created.pod.metadata!.name!));
       });
     },
   );
@@ -271,7 +270,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
         'the webhook was called and declined (gate off)',
       );
-      await world.delete(paths.vmis(directNs, 'vmi-flag-off'));
+      await world.api.delete(paths.vmis(directNs, 'vmi-flag-off'));
       await restartController('main-2');
     });
   });
@@ -376,7 +375,7 @@ describe('operability: the launcher-pod webhook through the real API server over
           }
           assert.deepEqual(claimReferences(created.pod), noRefs, 'no reference to a claim this controller will never create');
         } finally {
-          await world.delete(paths.vmis(directNs, 'vmi-other-ns'));
+          await world.api.delete(paths.vmis(directNs, 'vmi-other-ns'));
           await restartController('main-4');
         }
       });
@@ -405,7 +404,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         await stopController();
         const vmi = await world.createVmi(directNs, 'vmi-startup', NETWORKS);
         const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, 'probe') });
-        const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+        const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
         const c = await world.startController({ name: 'main-startup-probe', webhookPort: port, waitReady: false, kubeconfig });
