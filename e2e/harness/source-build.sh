@@ -1,4 +1,4 @@
-# Sourced by the build scripts of the components built from source (e2e/controlplane/build.sh, e2e/kubevirt/build.sh, 
+# Sourced by the build scripts of the components built from source (e2e/controlplane/build.sh, e2e/kubevirt/build.sh,
 # e2e/ovn-kubernetes/build.sh): their common steps, one copy. A script sets TAG (its log prefix) and calls these.
 
 # shellcheck source=../../scripts/lib/go-build-flags.sh
