@@ -32,7 +32,6 @@ const LOAD_MS = 90_000;
 const POD_PERIOD_MS = 300;
 const SAMPLE_PERIOD_MS = 500;
 
-let port = 0;
 let ns = '';
 let controller: ControllerProcess;
 let vmi: Vmi;
@@ -56,11 +55,9 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
   before(
     async () => {
       await world.setUp();
-      port = world.webhookPort;
-      await world.installWebhookConfiguration(port);
+      await world.installWebhookConfiguration(world.webhookPort);
       controller = await world.startController({
         name: 'short-certs',
-        webhookPort: port,
         extraArgs: ['--webhook-cert-validity', String(SERVING_VALIDITY_S), '--webhook-ca-validity', String(CA_VALIDITY_S)],
       });
       await world.waitForCaBundle();
@@ -110,9 +107,9 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
           );
           const bundle = Buffer.from(config?.webhooks[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
           bundleSizes.push(pemCerts(bundle).length);
-          const peer = await peerCertificate(port);
+          const peer = await peerCertificate(world.webhookPort);
           served.push({ at: Date.now() - t0, serial: peer.serial, issuer: peer.issuer });
-          const check = await verifiedHandshake(port, bundle);
+          const check = await verifiedHandshake(world.webhookPort, bundle);
           if (!check.authorized) untrusted.push(`+${Date.now() - t0} ms: serial ${check.serial ?? peer.serial} not trusted by the caBundle (${check.error})`);
           const fromSecret = secretCertificates(await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
           if (fromSecret.servingSerial && secretSerials.at(-1) !== fromSecret.servingSerial) secretSerials.push(fromSecret.servingSerial);

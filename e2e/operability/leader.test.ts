@@ -15,7 +15,6 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { freePort, poll } from '../harness/index.ts';
 import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
 import { sumOf, type ControllerProcess } from '../local/controller-process.ts';
 import {
@@ -41,7 +40,6 @@ let portA = 0;
 let portB = 0;
 let ns = '';
 let directNs = '';
-let standIn: VirtCtl;
 
 const start = (name: string, port: number): Promise<ControllerProcess> => world.startController({ name, webhookPort: port, leaderElect: true });
 const isLeader = async (c: ControllerProcess): Promise<number> => c.metric('leader_election_master_status');
@@ -62,7 +60,6 @@ describe('operability: leader election between two controller processes', { time
       directNs = await world.namespace('le-direct');
       await world.createNad(ns, 'nad-red', { network: 'red' });
       await world.createNad(directNs, 'nad-red', { network: 'red' });
-      standIn = world.kv;
     },
     { timeout: 120_000 },
   );
@@ -89,7 +86,7 @@ describe('operability: leader election between two controller processes', { time
       const vms: { name: string; uid: string; at: number }[] = [];
       const createVm = async () => {
         const name = `le-${vms.length + 1}`;
-        const vm = await standIn.createVM(buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] }));
+        const vm = await world.kv.createVM(buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] }));
         vms.push({ name, uid: vm.metadata.uid!, at: Date.now() });
       };
       for (let i = 0; i < 3; i++) await createVm();
@@ -179,7 +176,7 @@ describe('operability: leader election between two controller processes', { time
 
       // The webhook kept answering: every launcher pod admitted (B, through the API server), with its reference.
       for (const v of vms) {
-        const { pod } = await standIn.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
+        const { pod } = await world.kv.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
         assert.deepEqual(claimReferences(pod), red(v.name), `launcher pod of ${v.name}`);
       }
       // While no replica leads, nobody creates the claims of VMs made meanwhile: their launcher pods are refused as

@@ -9,7 +9,6 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { kubeconfigYaml, poll, runKubectl } from '../harness/index.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
@@ -33,8 +32,6 @@ const SA_NAME = 'persistent-ips-controller';
 const SA = `system:serviceaccount:${CONTROLLER_NAMESPACE}:${SA_NAME}`;
 
 let saKubeconfig = '';
-let port = 0;
-let standIn: VirtCtl;
 let ns = '';
 
 describe('operability: least privilege (manifests/rbac, a TokenRequest token, docs/rbac.md)', { timeout: 10 * 60_000 }, () => {
@@ -48,11 +45,9 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/, 'a JWT');
       saKubeconfig = join(world.dir, 'kubeconfig-serviceaccount');
       writeFileSync(saKubeconfig, kubeconfigYaml(world.cp.server, world.cp.caFile, token), { mode: 0o600 });
-      port = world.webhookPort;
-      await world.installWebhookConfiguration(port);
+      await world.installWebhookConfiguration(world.webhookPort);
       ns = await world.namespace('rbac');
       await world.createNad(ns, 'nad-red', { network: 'red' });
-      standIn = world.kv;
     },
     { timeout: 120_000 },
   );
@@ -67,7 +62,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const whoami = await runKubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'], { kubeconfig: saKubeconfig, binDir: world.cp.binDir });
       assert.equal(whoami.stdout.trim(), SA, 'the kubeconfig authenticates as the ServiceAccount');
 
-      const c = await world.startController({ name: 'serviceaccount', kubeconfig: saKubeconfig, webhookPort: port, leaderElect: true });
+      const c = await world.startController({ name: 'serviceaccount', kubeconfig: saKubeconfig, leaderElect: true });
       try {
         // The Lease, taken with get/create/update on leases only.
         const lease = await poll('the leader Lease to be held', 30_000, async () => {
@@ -89,17 +84,17 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         );
 
         // A VM: claim with owner reference, finalizer and label; the launcher pod mutated through the webhook.
-        const vm = await standIn.createVM(buildVM({ namespace: ns, name: 'vm1', networks: [{ name: 'red', nadName: 'nad-red' }] }));
+        const vm = await world.kv.createVM(buildVM({ namespace: ns, name: 'vm1', networks: [{ name: 'red', nadName: 'nad-red' }] }));
         const [claim] = await world.waitForClaims(ns, ['vm1.red']);
         assert.deepEqual(claim!.metadata.finalizers, [CLAIM_FINALIZER]);
         const owner = claim!.metadata.ownerReferences?.[0];
         assert.equal(owner?.uid, vm.metadata.uid);
         assert.equal(owner?.blockOwnerDeletion, true, 'blockOwnerDeletion set (virtualmachines/finalizers update)');
-        const { pod } = await standIn.waitForVMIRunning(ns, 'vm1', { timeoutMs: 30_000 });
+        const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: 30_000 });
         assert.deepEqual(claimReferences(pod), expectedReferences({ red: 'vm1.red' }));
 
         // An Event (events create/patch): a VM whose persistent network's NAD does not exist.
-        await standIn.createVM(buildVM({ namespace: ns, name: 'vm-missing-nad', running: false, networks: [{ name: 'blue', nadName: 'nad-missing' }] }));
+        await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-missing-nad', running: false, networks: [{ name: 'blue', nadName: 'nad-missing' }] }));
         const event = await poll('an Event on vm-missing-nad', 30_000, async () => {
           const { items } = await world.api.list<{
             involvedObject: { name: string };
@@ -113,7 +108,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         t.diagnostic(`Event ${event.reason}: ${event.message}`);
 
         // Delete the VM: the finalizer is released once the VMI is gone, and garbage collection removes the claim.
-        await standIn.deleteVM(ns, 'vm1');
+        await world.kv.deleteVM(ns, 'vm1');
         await poll('claim vm1.red to be released and collected', 60_000, async () =>
           (await world.api.get(paths.claims(ns, 'vm1.red'))) === undefined ? true : undefined,
         );
@@ -147,7 +142,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     const token = (await world.cp.kubectl(['create', 'token', SA_NAME, '-n', CONTROLLER_NAMESPACE, '--duration', '1h'])).stdout.trim();
     const kubeconfig = join(world.dir, 'kubeconfig-serviceaccount-lagging');
     writeFileSync(kubeconfig, kubeconfigYaml(proxy.server, world.cp.caFile, token), { mode: 0o600 });
-    const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig, webhookPort: port });
+    const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig });
     try {
       const direct = await world.namespace('rbac-direct');
       await world.createNad(direct, 'nad-red', { network: 'red' });
@@ -293,7 +288,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const c = await world.startController({
         name: 'serviceaccount-namespaced',
         kubeconfig: saKubeconfig,
-        webhookPort: port,
         extraArgs: ['--namespace', watched],
       });
       try {

@@ -14,7 +14,6 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
 import { setGateInCR } from '../kubevirt/kubevirt.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
@@ -50,9 +49,7 @@ const NETWORKS: VMNetworkRequest[] = [
 const wantedRefs = (vm: string) => expectedReferences({ red: `${vm}.red`, blue: `${vm}.blue`, plain: undefined });
 const noRefs = expectedReferences({ red: undefined, blue: undefined, plain: undefined });
 
-let port = 0;
 let controller: ControllerProcess | undefined;
-let standIn: VirtCtl;
 /** Namespace driven by virt-controller (VMs → VMIs → launcher pods). */
 let vmNs = '';
 /** Namespace where VMIs and launcher pods are created directly through the API (virt-controller silent). */
@@ -60,7 +57,7 @@ let directNs = '';
 
 async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
   await controller?.stop();
-  controller = await world.startController({ name, webhookPort: port, ...extra });
+  controller = await world.startController({ name, ...extra });
   return controller;
 }
 
@@ -125,15 +122,13 @@ describe('operability: the launcher-pod webhook through the real API server over
   before(
     async () => {
       await world.setUp();
-      port = world.webhookPort;
-      await world.installWebhookConfiguration(port);
-      controller = await world.startController({ name: 'main', webhookPort: port });
+      await world.installWebhookConfiguration(world.webhookPort);
+      controller = await world.startController({ name: 'main' });
       await world.waitForCaBundle();
       vmNs = await world.namespace('wh-vms');
       directNs = await world.namespace('wh-direct');
       await createNads(vmNs);
       await createNads(directNs);
-      standIn = world.kv;
     },
     { timeout: 180_000 },
   );
@@ -147,15 +142,15 @@ describe('operability: the launcher-pod webhook through the real API server over
     async (t) => {
       const c = running();
       const bundle = await world.waitForCaBundle();
-      const tls = await verifiedHandshake(port, bundle);
+      const tls = await verifiedHandshake(world.webhookPort, bundle);
       assert.ok(tls.authorized, `the webhook's certificate verifies against the caBundle for 127.0.0.1 (${tls.error ?? 'ok'})`);
       const before = await c.metrics();
 
       const t0 = Date.now();
-      await standIn.createVM(buildVM({ namespace: vmNs, name: 'vm1', networks: NETWORKS }));
+      await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm1', networks: NETWORKS }));
       const claims = await world.waitForClaims(vmNs, ['vm1.red', 'vm1.blue']);
       const tClaims = Date.now() - t0;
-      const { vmi, pod } = await standIn.waitForVMIRunning(vmNs, 'vm1', { timeoutMs: 30_000 });
+      const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm1', { timeoutMs: 30_000 });
       t.diagnostic(`claims ${claims.map((x) => x.metadata.name).join(', ')} ${tClaims} ms after the VM; launcher pod ${pod.metadata!.name} running`);
 
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm1'));
@@ -180,7 +175,7 @@ describe('operability: the launcher-pod webhook through the real API server over
   operabilityCase(world, T, 'a pod without the kubevirt.io=virt-launcher label is not touched (never sent to the webhook)', async () => {
     await world.withKubeVirtSilent(async () => {
       const c = running();
-      const vmi = await standIn.getVMI(vmNs, 'vm1');
+      const vmi = await world.kv.getVMI(vmNs, 'vm1');
       assert.ok(vmi, 'VMI vm1 exists (previous case)');
       const pod = renderLauncherPod(vmi, { name: 'not-a-launcher' });
       delete pod.metadata!.labels!['kubevirt.io'];
@@ -206,7 +201,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       await world.withKubeVirtSilent(async () => {
         const c = running();
         const before = await c.metrics();
-        const vmi = await standIn.getVMI(vmNs, 'vm1');
+        const vmi = await world.kv.getVMI(vmNs, 'vm1');
         assert.ok(vmi, 'VMI vm1 exists (first case)');
         const created = await world.createLauncherPod(vmi, 'metrics-probe');
         assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : created.message}`);
@@ -233,8 +228,8 @@ describe('operability: the launcher-pod webhook through the real API server over
     await c.waitForLog('the gate turning off', gateLog(false), { from });
     try {
       const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
-      await standIn.createVM(buildVM({ namespace: vmNs, name: 'vm-gate-off', networks: NETWORKS }));
-      const { vmi, pod } = await standIn.waitForVMIRunning(vmNs, 'vm-gate-off', { timeoutMs: 30_000 });
+      await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm-gate-off', networks: NETWORKS }));
+      const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-gate-off', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, noRefs);
       assert.ok(
         (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
@@ -253,7 +248,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       await setGateInCR(world.api, true);
       await c.waitForLog('the gate turning on again', gateLog(true), { from: back });
     }
-    await standIn.deleteVM(vmNs, 'vm-gate-off');
+    await world.kv.deleteVM(vmNs, 'vm-gate-off');
   });
 
   operabilityCase(world, T, '--feature-gates=PersistentIPs=false overrides the CR: launcher pods are admitted unchanged', async () => {
@@ -328,14 +323,14 @@ describe('operability: the launcher-pod webhook through the real API server over
     'controller started after the VM exists: the launcher pod refused while it was down is admitted with its references once it is up',
     async (t) => {
       await stopController();
-      await standIn.createVM(buildVM({ namespace: vmNs, name: 'vm-late', networks: NETWORKS }));
+      await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm-late', networks: NETWORKS }));
       // failurePolicy Fail: with no webhook answering, the API server refuses the launcher pod; virt-controller retries.
       const refused = await poll('a refused launcher pod of vm-late', 30_000, async () =>
         (await world.rejectedLauncherPods(vmNs)).find((w) => w.vmi === 'vm-late'),
       );
       t.diagnostic(`while down: ${refused.message.slice(0, 220)}`);
       const c = await restartController('main-after-vm');
-      const { vmi, pod } = await standIn.waitForVMIRunning(vmNs, 'vm-late', { timeoutMs: 30_000 });
+      const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-late', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm-late'));
       await poll('claims vm-late.red and vm-late.blue', 30_000, async () => {
         const names = (await world.claims(vmNs)).map((x) => x.metadata.name);
@@ -407,7 +402,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
-        const c = await world.startController({ name: 'main-startup-probe', webhookPort: port, waitReady: false, kubeconfig });
+        const c = await world.startController({ name: 'main-startup-probe', waitReady: false, kubeconfig });
         controller = c;
         t.after(async () => {
           await stopController();
@@ -434,7 +429,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const agent = new Agent({ keepAlive: true, maxSockets: 3 });
         const direct = async () => {
           while (going()) {
-            const a = await admitDirectly(port, ca, pod, agent);
+            const a = await admitDirectly(world.webhookPort, ca, pod, agent);
             const at = Date.now();
             if (readyAt) afterReady++;
             if (a.status === 0) {
