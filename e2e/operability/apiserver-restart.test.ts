@@ -6,12 +6,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import type { ControllerProcess } from '../local/controller-process.ts';
 import { paths, World } from './world.ts';
 
 const world = new World('apiserver-restart');
-const T = tally('apiserver-restart');
 /** Long enough for every informer to fail several times in a row and back off. */
 const OUTAGE_MS = 20_000;
 let controller: ControllerProcess | undefined;
@@ -34,7 +33,6 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
 
   operabilityCase(
     world,
-    T,
     'after an outage of the API server the controller reconnects and catches up: a new VM gets its claim, a deleted VM releases its claim',
     async (t) => {
       const c = controller!;
@@ -64,5 +62,5 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
     { timeoutMs: 300_000 },
   );
 
-  summaryAtEnd(world, T);
+  summaryAtEnd(world);
 });

@@ -15,7 +15,8 @@ export function tally(area: string): Tally {
 }
 
 /** A case: counted, timed (wall time as a diagnostic), and a failure keeps the work directory. */
-export function operabilityCase(world: World, t: Tally, name: string, fn: (ctx: TestContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
+export function operabilityCase(world: World, name: string, fn: (ctx: TestContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
+  const t = world.tally;
   it(name, { timeout: opts.timeoutMs ?? 180_000 }, async (ctx) => {
     t.ran++;
     const t0 = Date.now();
@@ -36,8 +37,9 @@ export function operabilityCase(world: World, t: Tally, name: string, fn: (ctx: 
  * Registers the file's summary (a root-level after hook: printed once every case has run):
  *   e2e operability [<area>]: N cases against Kubernetes v1.34.2 (P passed, F failed) in S s
  */
-export function summaryAtEnd(world: World, t: Tally): void {
+export function summaryAtEnd(world: World): void {
   after((ctx) => {
+    const t = world.tally;
     const version = world.cp?.version ?? '(no cluster)';
     const wall = ((Date.now() - t.startedAt) / 1000).toFixed(0);
     ctx.diagnostic(`e2e operability [${t.area}]: ${t.ran} cases against Kubernetes ${version} (${t.passed} passed, ${t.failed} failed) in ${wall} s`);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe } from 'node:test';
-import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, secs, summaryAtEnd } from './cases.ts';
 import { sumOf, parsePrometheus, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
@@ -23,8 +23,7 @@ import {
 } from './world.ts';
 import type { Vmi } from '../kubevirt/launcher-fixture.ts';
 
-const world = new World('certs');
-const T = tally('cert-rotation');
+const world = new World('cert-rotation');
 
 const SERVING_VALIDITY_S = 20;
 const CA_VALIDITY_S = 60;
@@ -73,7 +72,6 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
 
   operabilityCase(
     world,
-    T,
     `serving certificate (${SERVING_VALIDITY_S} s) and CA (${CA_VALIDITY_S} s) rotate while the API server admits a launcher pod every ${POD_PERIOD_MS} ms for ${LOAD_MS / 1000} s: zero failed admissions`,
     async (t) => {
       const calls0 = await apiserverWebhookCalls();
@@ -154,4 +152,4 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -20,13 +20,12 @@ import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess } from '../local/controller-process.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, World } from './world.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { join } from 'node:path';
 
 const world = new World('claim-ownership', { virtController: true });
-const T = tally('claim-ownership');
 const NETWORKS: VMNetworkRequest[] = [{ name: 'red', nadName: 'nad-red' }];
 const HOLD = 'e2e.persistent-ips.test/hold';
 /** How long the refused state is watched for: virt-controller retries a refused pod within milliseconds to seconds. */
@@ -147,7 +146,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   after(() => world.tearDown(), { timeout: 120_000 });
 
-  operabilityCase(world, T, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
+  operabilityCase(world, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
     const c = controller!;
     const before = await c.metrics();
     const N = 10;
@@ -191,7 +190,6 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   operabilityCase(
     world,
-    T,
     'controller leading: VM deleted and recreated while its old claim is terminating → the new pod is refused (never pointed at the old claim), then admitted with the new claim',
     async (t) => {
       await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-a', networks: NETWORKS }));
@@ -222,7 +220,6 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   operabilityCase(
     world,
-    T,
     'controller only on standby (Lease held elsewhere): the old claim stays terminating, the new pod is refused by the standby, and admitted once a leader made the new claim',
     async (t) => {
       await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-b', networks: NETWORKS }));
@@ -278,7 +275,6 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   operabilityCase(
     world,
-    T,
     'dotted-name collision, one after the other: VM `col` (network `b.c`) keeps `col.b.c`, VM `col.b` (network `c`) gets its own claim under the collision name',
     async (t) => {
       await world.kv.createVM(buildVM({ namespace: ns, name: 'col', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
@@ -292,7 +288,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     },
   );
 
-  operabilityCase(world, T, 'dotted-name collision, both VMs at once: each pod references a claim of its own VM, and the two differ', async (t) => {
+  operabilityCase(world, 'dotted-name collision, both VMs at once: each pod references a claim of its own VM, and the two differ', async (t) => {
     await Promise.all([
       world.kv.createVM(buildVM({ namespace: ns, name: 'sim', networks: [{ name: 'b.c', nadName: 'nad-red' }] })),
       world.kv.createVM(buildVM({ namespace: ns, name: 'sim.b', networks: [{ name: 'c', nadName: 'nad-red' }] })),
@@ -308,7 +304,6 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
   // the cache has caught up, must not be pointed at `dot.b.c`: the webhook confirms such a name with the API.
   operabilityCase(
     world,
-    T,
     "dotted name behind a lagging cache: a pod is never pointed at the other VM's claim of that name (the API confirms it)",
     async (t) => {
       const LAG_MS = 2_000; // below the webhook's 3 s budget, so its API read still answers in time
@@ -352,4 +347,4 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

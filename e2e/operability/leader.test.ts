@@ -15,7 +15,7 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { freePort, poll } from '../harness/index.ts';
 import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
-import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, secs, summaryAtEnd } from './cases.ts';
 import { sumOf, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
@@ -32,8 +32,7 @@ import {
 import { admitDirectly, applyPatch, type AdmissionAnswer } from '../local/admission.ts';
 import { kubeConfigFrom, WatchLog, type IPAMClaim } from '../suite/kube.ts';
 
-const world = new World('leader', { virtController: true });
-const T = tally('leader-election');
+const world = new World('leader-election', { virtController: true });
 const TAKEOVER_LIMIT_MS = 20_000;
 
 let portA = 0;
@@ -68,7 +67,6 @@ describe('operability: leader election between two controller processes', { time
 
   operabilityCase(
     world,
-    T,
     'two --leader-elect replicas: only the leader reconciles; SIGKILL of the leader while VMs are created; the standby takes over within 20 s; no claim lost or duplicated; the webhook keeps answering',
     async (t) => {
       // A first, so that A leads.
@@ -216,4 +214,4 @@ describe('operability: leader election between two controller processes', { time
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -6,12 +6,11 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { kubectlPath } from '../harness/index.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 import { World } from './world.ts';
 
 const world = new World('manifests', { controllerNamespace: false });
-const T = tally('manifests');
 
 function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; out: string }> {
   return new Promise((resolve, reject) => {
@@ -32,7 +31,6 @@ describe('operability: install manifests render and are accepted by the API serv
 
   operabilityCase(
     world,
-    T,
     'manifests/verify.sh --kubeconfig: default, with-crds, ipamclaim-crd, cert-manager, claim-reference-policy (and every base) render, and their objects pass a server-side dry run',
     async (t) => {
       const kubectl = kubectlPath(world.cp.binDir);
@@ -81,4 +79,4 @@ describe('operability: install manifests render and are accepted by the API serv
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -9,7 +9,7 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { kubeconfigYaml, poll, runKubectl } from '../harness/index.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
 import { coveredBy, docGrants, grantKey, parseCanIList, parseRbacDoc, type Grant } from './rbac-docs.ts';
@@ -27,7 +27,6 @@ import {
 } from './world.ts';
 
 const world = new World('rbac', { virtController: true });
-const T = tally('rbac');
 const SA_NAME = 'persistent-ips-controller';
 const SA = `system:serviceaccount:${CONTROLLER_NAMESPACE}:${SA_NAME}`;
 
@@ -56,7 +55,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
 
   operabilityCase(
     world,
-    T,
     'the controller does its whole job with only the permissions of manifests/rbac (token from the TokenRequest API): claim, finalizer release, Event, webhook Secret + caBundle, Lease',
     async (t) => {
       const whoami = await runKubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'], { kubeconfig: saKubeconfig, binDir: world.cp.binDir });
@@ -136,7 +134,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     },
   );
 
-  operabilityCase(world, T, "the webhook's API fallback (a GET of a VMI its cache has not seen yet) works with only these permissions", async (t) => {
+  operabilityCase(world, "the webhook's API fallback (a GET of a VMI its cache has not seen yet) works with only these permissions", async (t) => {
     // The controller's watch is made to lag (see lag-proxy.ts), so the webhook must GET the VMI.
     const proxy = await startLagProxy(world.cp.server, 500);
     const token = (await world.cp.kubectl(['create', 'token', SA_NAME, '-n', CONTROLLER_NAMESPACE, '--duration', '1h'])).stdout.trim();
@@ -173,7 +171,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
 
   operabilityCase(
     world,
-    T,
     'kubectl auth can-i --list for the ServiceAccount shows nothing beyond docs/rbac.md (cluster-wide and in the controller namespace), and everything documented is granted',
     async (t) => {
       const rules = parseRbacDoc(readFileSync(join(REPO_ROOT, 'docs', 'rbac.md'), 'utf8'));
@@ -248,7 +245,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
 
   operabilityCase(
     world,
-    T,
     'the namespace-only variant of docs/rbac.md (--namespace NS, RoleBinding in NS): launcher pods of other namespaces are still admitted, unchanged',
     async (t) => {
       // docs/rbac.md "Watching one namespace only": the ClusterRole is bound by a RoleBinding in NS instead of the
@@ -318,4 +314,4 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

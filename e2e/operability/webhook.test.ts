@@ -14,7 +14,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
 import { setGateInCR } from '../kubevirt/kubevirt.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
 import {
@@ -31,7 +31,6 @@ import {
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World('webhook', { virtController: true });
-const T = tally('webhook');
 
 /**
  * How long "no claim appears" is watched for where the gate is off. With the gate on, this controller creates a new
@@ -137,7 +136,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'launcher pod of a VM with two persistent networks and one ordinary one gets exactly its two claim references (virt-controller → API server → webhook over TLS)',
     async (t) => {
       const c = running();
@@ -172,7 +170,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     },
   );
 
-  operabilityCase(world, T, 'a pod without the kubevirt.io=virt-launcher label is not touched (never sent to the webhook)', async () => {
+  operabilityCase(world, 'a pod without the kubevirt.io=virt-launcher label is not touched (never sent to the webhook)', async () => {
     await world.withKubeVirtSilent(async () => {
       const c = running();
       const vmi = await world.kv.getVMI(vmNs, 'vm1');
@@ -195,7 +193,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     "webhook HTTP metrics: controller-runtime's controller_runtime_webhook_requests_total and _latency_seconds count the API server's calls (docs/webhook-behaviour.md)",
     async () => {
       await world.withKubeVirtSilent(async () => {
@@ -221,7 +218,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     },
   );
 
-  operabilityCase(world, T, 'gate off in the KubeVirt CR: launcher pods are admitted unchanged and no claim is made', async (t) => {
+  operabilityCase(world, 'gate off in the KubeVirt CR: launcher pods are admitted unchanged and no claim is made', async (t) => {
     const c = running();
     const from = c.logs.length;
     await setGateInCR(world.api, false);
@@ -251,7 +248,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     await world.kv.deleteVM(vmNs, 'vm-gate-off');
   });
 
-  operabilityCase(world, T, '--feature-gates=PersistentIPs=false overrides the CR: launcher pods are admitted unchanged', async () => {
+  operabilityCase(world, '--feature-gates=PersistentIPs=false overrides the CR: launcher pods are admitted unchanged', async () => {
     await world.withKubeVirtSilent(async () => {
       const c = await restartController('gate-flag-off', { featureGates: 'PersistentIPs=false' });
       const synced = await c.waitForLog('caches synced', (l) => l.msg === 'caches synced');
@@ -272,7 +269,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'a launcher pod created right after its VMI, before the VMI reaches the controller cache, still gets its references (API GET fallback)',
     async (t) => {
       await world.withKubeVirtSilent(async () => {
@@ -319,7 +315,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'controller started after the VM exists: the launcher pod refused while it was down is admitted with its references once it is up',
     async (t) => {
       await stopController();
@@ -345,7 +340,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'a controller watching one namespace (--namespace) leaves launcher pods of other namespaces alone (it will never make their claims)',
     async (t) => {
       await world.withKubeVirtSilent(async () => {
@@ -379,7 +373,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'a starting controller never admits a launcher pod without its references (every answer from process start to ready, direct and through the API server)',
     async (t) => {
       await world.withKubeVirtSilent(async () => {
@@ -480,4 +473,4 @@ describe('operability: the launcher-pod webhook through the real API server over
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -25,6 +25,7 @@ import {
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { nadConfig } from '../suite/fixtures.ts';
 import { paths } from '../suite/kube.ts';
+import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -65,6 +66,8 @@ export class World extends KubeVirtWorld {
   readonly #directVmis: { namespace: string; name: string }[] = [];
   #silent: boolean;
   readonly #controllerNamespace: boolean;
+  /** The file's cases: counted by operabilityCase, printed by summaryAtEnd (its area is the label). */
+  readonly tally: Tally;
 
   /**
    * This file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller does not
@@ -85,6 +88,7 @@ export class World extends KubeVirtWorld {
     });
     this.#silent = opts.virtController !== true;
     this.#controllerNamespace = opts.controllerNamespace !== false;
+    this.tally = tally(label);
   }
 
   override async setUp(): Promise<void> {
