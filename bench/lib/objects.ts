@@ -13,7 +13,8 @@ export const paths = {
   namespaces: '/api/v1/namespaces',
   vms: (ns: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachines`,
   vmis: (ns: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstances`,
-  vmiStatus: (ns: string, name: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstances/${name}/status`,
+  // KubeVirt's VMI CRD has no status subresource: status is patched on the object itself
+  vmi: (ns: string, name: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstances/${name}`,
   nads: (ns: string) => `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`,
   claims: (ns: string) => `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims`,
   kubevirts: (ns: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/kubevirts`,

@@ -346,7 +346,7 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
     Array.from({ length: vms }, (_, i) => vmName('cold', i)),
     ctx.setupConcurrency,
     async (name) => {
-      await ctx.kube.json('PATCH', paths.vmiStatus(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
+      await ctx.kube.json('PATCH', paths.vmi(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
     },
   );
   const patchSeconds = (performance.now() - t0) / 1000;

@@ -7,14 +7,13 @@
 // other. Run after `npm run build`:
 //   node_modules/.bin/node --test --test-reporter=spec e2e/allocator/allocator.test.ts
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { freePort, type Cluster } from '../harness/index.ts';
+import { freePort } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
-import { VirtCtl, waitFor } from '../kubevirt/virtctl.ts';
-import { World as KubeVirtWorld } from '../kubevirt/world.ts';
-import { ControllerProcess, runCli } from '../local/controller-process.ts';
+import { waitFor } from '../kubevirt/virtctl.ts';
+import { World } from '../kubevirt/world.ts';
+import { type ControllerProcess, runCli } from '../local/controller-process.ts';
 import { paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
@@ -39,108 +38,59 @@ interface CoreEvent {
   involvedObject: { kind: string; name: string; uid?: string };
 }
 
-class World {
-  readonly kubevirt = new KubeVirtWorld({ ovnKubernetes: false, nodeIpam: 'element', controller: false, onLog: (l) => console.log(`[e2e allocator] ${l}`) });
-  cluster!: Cluster;
-  kv!: VirtCtl;
-  controller!: ControllerProcess;
-  dir!: string;
-  webhookPort!: number;
-  readonly runId = randomBytes(3).toString('hex');
-  readonly tally = { ran: 0, passed: 0, failed: 0 };
-  startedAt = Date.now();
-  #restarts = 0;
+const world = new World({
+  ovnKubernetes: false,
+  nodeIpam: 'element',
+  controller: false,
+  resyncPeriodS: 30,
+  onLog: (l) => console.log(`[e2e allocator] ${l}`),
+});
+const tally = { ran: 0, passed: 0, failed: 0 };
+let startedAt = Date.now();
+let restarts = 0;
 
-  async setUp(): Promise<void> {
-    this.startedAt = Date.now();
-    await this.kubevirt.setUp();
-    this.cluster = this.kubevirt.cp;
-    this.dir = this.kubevirt.dir;
-    this.webhookPort = this.kubevirt.webhookPort;
-    this.kv = new VirtCtl(this.kubevirt.api);
-    this.controller = await this.startController();
-  }
+// The 200-VM burst is about correctness, not client throttling.
+const startAllocatorController = (o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<ControllerProcess> =>
+  world.startController({ name: `allocator-${++restarts}${o.leaderElect ? '-elected' : ''}`, extraArgs: ['--qps', '200', '--burst', '400'], ...o });
 
-  startController(o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<ControllerProcess> {
-    return ControllerProcess.start({
-      name: `allocator-${++this.#restarts}${o.leaderElect ? '-elected' : ''}`,
-      kubeconfig: this.cluster.kubeconfigPath,
-      logDir: this.dir,
-      webhookPort: o.webhookPort ?? this.webhookPort,
-      // The 200-VM burst is about correctness, not client throttling.
-      extraArgs: ['--qps', '200', '--burst', '400', '--resync-period', '30', ...(o.leaderElect ? ['--leader-elect'] : [])],
-    });
-  }
+/** A bridge + static IPAM NAD that opts into the allocator, its pool in annotations. */
+async function allocatorNad(ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> {
+  await world.api.create(paths.nads(ns), {
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name, namespace: ns, annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: subnets, ...(exclude ? { [EXCLUDE]: exclude } : {}) } },
+    spec: {
+      config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
+    },
+  });
+}
 
-  async tearDown(): Promise<void> {
-    await this.controller?.stop().catch(() => undefined);
-    this.kubevirt.failed ||= this.tally.failed > 0;
-    await this.kubevirt.tearDown();
+/** A VM with one secondary network `data` on `nad`, optionally asking for addresses. */
+function createVM(ns: string, name: string, nad: string, o: { addresses?: string[]; running?: boolean } = {}): Promise<Vm> {
+  const vm = buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }] });
+  if (o.addresses) {
+    vm.spec!.template!.metadata = { ...(vm.spec!.template!.metadata ?? {}), annotations: { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } };
   }
+  return world.kv.createVM(vm);
+}
 
-  async namespace(slug: string): Promise<string> {
-    const name = `alloc-${slug}-${this.runId}`;
-    await this.kubevirt.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-    return name;
-  }
+const claimsIn = async (ns: string): Promise<Claim[]> => (await world.api.list<Claim>(paths.claims(ns))).items;
+const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world.api.get<Claim>(paths.claims(ns, name));
 
-  /** A bridge + static IPAM NAD that opts into the allocator, its pool in annotations. */
-  async allocatorNad(ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> {
-    await this.kubevirt.api.create(paths.nads(ns), {
-      apiVersion: 'k8s.cni.cncf.io/v1',
-      kind: 'NetworkAttachmentDefinition',
-      metadata: { name, namespace: ns, annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: subnets, ...(exclude ? { [EXCLUDE]: exclude } : {}) } },
-      spec: {
-        config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
-      },
-    });
-  }
+/** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
+function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
+  return waitFor(
+    `IPAMClaim ${ns}/${name} with IPsAllocated=${status}`,
+    async () => {
+      const c = await getClaim(ns, name);
+      return c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status) ? c : undefined;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
 
-  /** A VM with one secondary network `data` on `nad`, optionally asking for addresses. */
-  async createVM(ns: string, name: string, nad: string, o: { addresses?: string[]; running?: boolean } = {}): Promise<Vm> {
-    const vm = buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }] });
-    if (o.addresses) {
-      vm.spec!.template!.metadata = { ...(vm.spec!.template!.metadata ?? {}), annotations: { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } };
-    }
-    return this.kv.createVM(vm);
-  }
-
-  async claims(ns: string): Promise<Claim[]> {
-    return (await this.kubevirt.api.list<Claim>(paths.claims(ns))).items;
-  }
-
-  claim(ns: string, name: string): Promise<Claim | undefined> {
-    return this.kubevirt.api.get<Claim>(paths.claims(ns, name));
-  }
-
-  /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
-  waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
-    return waitFor(
-      `IPAMClaim ${ns}/${name} with IPsAllocated=${status}`,
-      async () => {
-        const c = await this.claim(ns, name);
-        return c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status) ? c : undefined;
-      },
-      { timeoutMs, intervalMs: 100 },
-    );
-  }
-
-  async events(ns: string, reason: string, involved: string): Promise<CoreEvent[]> {
-    return (await this.kubevirt.api.list<CoreEvent>(paths.events(ns))).items.filter((e) => e.reason === reason && e.involvedObject.name === involved);
-  }
-
-  async describe(ns: string): Promise<string> {
-    const get = await this.cluster
-      .kubectl(['get', 'vm,vmi,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false })
-      .catch((e: unknown) => ({ stdout: String(e), stderr: '' }));
-    const claims = await this.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'yaml'], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
-    const events = await this.cluster.kubectl(['get', 'events', '-n', ns], { check: false }).catch(() => ({ stdout: '', stderr: '' }));
-    const lines = this.controller.logs
-      .filter((l) => JSON.stringify(l).includes(ns))
-      .slice(-30)
-      .map((l) => JSON.stringify(l));
-    return [get.stdout, get.stderr, claims.stdout, events.stdout, `controller log (${this.controller.logFile}):`, ...lines].join('\n');
-  }
+async function eventsOf(ns: string, reason: string, involved: string): Promise<CoreEvent[]> {
+  return (await world.api.list<CoreEvent>(paths.events(ns))).items.filter((e) => e.reason === reason && e.involvedObject.name === involved);
 }
 
 /**
@@ -164,18 +114,17 @@ function dataElement(pod: V1Pod): Record<string, unknown> {
   return element as Record<string, unknown>;
 }
 
-const world = new World();
-
 function e2eCase(name: string, fn: (t: TestContext, used: string[]) => Promise<void>, timeoutMs = 120_000): void {
   it(name, { timeout: timeoutMs }, async (t) => {
-    world.tally.ran++;
+    tally.ran++;
     const used: string[] = [];
     const t0 = Date.now();
     try {
       await fn(t, used);
-      world.tally.passed++;
+      tally.passed++;
     } catch (err) {
-      world.tally.failed++;
+      tally.failed++;
+      world.failed = true;
       for (const ns of used) t.diagnostic(await world.describe(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
       throw err;
     } finally {
@@ -185,15 +134,22 @@ function e2eCase(name: string, fn: (t: TestContext, used: string[]) => Promise<v
 }
 
 describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, () => {
-  before(() => world.setUp(), { timeout: 300_000 });
+  before(
+    async () => {
+      startedAt = Date.now();
+      await world.setUp();
+      world.controller = await startAllocatorController();
+    },
+    { timeout: 300_000 },
+  );
   after(() => world.tearDown(), { timeout: 120_000 });
 
   e2eCase('a VM on an allocator network gets an address in its claim status and in its launcher pod element; status shows it', async (t, used) => {
     const ns = await world.namespace('basic');
     used.push(ns);
-    await world.allocatorNad(ns, 'br-static', 'e2e-basic', '10.61.0.0/24', '10.61.0.1');
-    await world.createVM(ns, 'vm1', 'br-static');
-    const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
+    await allocatorNad(ns, 'br-static', 'e2e-basic', '10.61.0.0/24', '10.61.0.1');
+    await createVM(ns, 'vm1', 'br-static');
+    const claim = await waitForCondition(ns, 'vm1.data', 'True');
     assert.deepEqual(claim.status?.ips, ['10.61.0.2/24'], 'lowest free address after the excluded gateway, pool prefix length');
     const cond = claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
     assert.equal(cond.reason, 'SuccessfulAllocation');
@@ -201,12 +157,12 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.deepEqual(startedWith(pod), ['10.61.0.2/24'], 'the launcher pod asked static IPAM for the claim address');
     assert.equal(dataElement(pod)['ipam-claim-reference'], 'vm1.data');
 
-    const table = await runCli(['status', '--kubeconfig', world.cluster.kubeconfigPath, '-n', ns]);
+    const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
     assert.equal(table.code, 0, table.stderr);
     t.diagnostic(`persistent-ips status -n ${ns}:\n${table.stdout}`);
     assert.match(table.stdout, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
     assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
-    const json = await runCli(['status', '--kubeconfig', world.cluster.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
+    const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
     const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
     assert.deepEqual(
       doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]),
@@ -221,7 +177,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       used.push(ns);
       const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
       // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.2 from some IPAM.
-      await world.cluster.http.expect('POST', nads, [201], {
+      await world.cp.http.expect('POST', nads, [201], {
         apiVersion: 'k8s.cni.cncf.io/v1',
         kind: 'NetworkAttachmentDefinition',
         metadata: { name: 'br-static', namespace: ns },
@@ -236,46 +192,46 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
           }),
         },
       });
-      await world.createVM(ns, 'vm1', 'br-static');
+      await createVM(ns, 'vm1', 'br-static');
       const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       const networkStatus = [
         { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
         { name: `${ns}/br-static`, interface: podInterfaceName('data'), ips: ['10.69.0.2'], mac: '02:00:00:00:00:01' },
       ];
-      await world.cluster.http.expect(
+      await world.cp.http.expect(
         'PATCH',
         `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`,
         [200],
         { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } },
         'application/merge-patch+json',
       );
-      assert.equal(await world.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
+      assert.equal(await getClaim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
       // vm1's claim cannot be made for now: a hand-made object holds its name (on another network, so the allocator
       // leaves it alone; its label brings vm1 back to the controller when it goes). A stopped VM on the same NAD gets
       // its claim at once.
-      await world.kubevirt.api.create(paths.claims(ns), {
+      await world.api.create(paths.claims(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1alpha1',
         kind: 'IPAMClaim',
         metadata: { name: 'vm1.data', namespace: ns, labels: { 'kubevirt.io/vm': 'vm1' } },
         spec: { network: 'e2e-unrelated', interface: 'net1' },
       });
-      await world.createVM(ns, 'vm2', 'br-static', { running: false });
+      await createVM(ns, 'vm2', 'br-static', { running: false });
       // Now the NAD opts in: persistence and the allocator; the lowest free address is the one vm1 has.
-      await world.cluster.http.expect(
+      await world.cp.http.expect(
         'PATCH',
         `${nads}/br-static`,
         [200],
         { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } },
         'application/merge-patch+json',
       );
-      const vm2 = await world.waitForCondition(ns, 'vm2.data', 'True');
+      const vm2 = await waitForCondition(ns, 'vm2.data', 'True');
       assert.deepEqual(vm2.status?.ips, ['10.69.0.3/24'], 'vm2 is not given 10.69.0.2, the address vm1 runs with although no claim records it');
 
-      await world.kubevirt.api.delete(paths.claims(ns, 'vm1.data'));
+      await world.api.delete(paths.claims(ns, 'vm1.data'));
       const claim = await waitFor(
         `IPAMClaim ${ns}/vm1.data of vm1 with its address`,
         async () => {
-          const c = await world.claim(ns, 'vm1.data');
+          const c = await getClaim(ns, 'vm1.data');
           return c?.spec.network === 'e2e-running' && c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True') ? c : undefined;
         },
         { timeoutMs: EVENTUALLY_MS },
@@ -289,9 +245,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
   e2eCase('stop/start and live migration keep the address: same claim, unwritten, same ips in every new launcher pod', async (t, used) => {
     const ns = await world.namespace('keep');
     used.push(ns);
-    await world.allocatorNad(ns, 'br-static', 'e2e-keep', '10.62.0.0/24,fd00:62::/64', '10.62.0.1');
-    await world.createVM(ns, 'vm1', 'br-static');
-    const claim = await world.waitForCondition(ns, 'vm1.data', 'True');
+    await allocatorNad(ns, 'br-static', 'e2e-keep', '10.62.0.0/24,fd00:62::/64', '10.62.0.1');
+    await createVM(ns, 'vm1', 'br-static');
+    const claim = await waitForCondition(ns, 'vm1.data', 'True');
     assert.deepEqual(claim.status?.ips, ['10.62.0.2/24', 'fd00:62::1/64'], 'dual stack: one address per family');
     const first = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
     assert.deepEqual(startedWith(first.pod), claim.status?.ips);
@@ -307,7 +263,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.equal(migrated.pod.metadata?.name, migration.targetPod);
     assert.deepEqual(startedWith(migrated.pod), claim.status?.ips, 'the migration target keeps the addresses');
 
-    const after = await world.claim(ns, 'vm1.data');
+    const after = await getClaim(ns, 'vm1.data');
     assert.equal(after?.metadata.uid, claim.metadata.uid, 'the same claim object');
     assert.equal(after?.metadata.resourceVersion, claim.metadata.resourceVersion, 'never written since the allocation');
     t.diagnostic(`addresses ${claim.status?.ips?.join(', ')} kept through stop/start and migration`);
@@ -316,16 +272,16 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
   e2eCase('deleting a VM frees its address for another VM', async (t, used) => {
     const ns = await world.namespace('free');
     used.push(ns);
-    await world.allocatorNad(ns, 'br-static', 'e2e-free', '10.63.0.0/24', '10.63.0.1');
-    await world.createVM(ns, 'first', 'br-static', { running: false });
-    assert.deepEqual((await world.waitForCondition(ns, 'first.data', 'True')).status?.ips, ['10.63.0.2/24']);
-    await world.createVM(ns, 'second', 'br-static', { running: false });
-    assert.deepEqual((await world.waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
+    await allocatorNad(ns, 'br-static', 'e2e-free', '10.63.0.0/24', '10.63.0.1');
+    await createVM(ns, 'first', 'br-static', { running: false });
+    assert.deepEqual((await waitForCondition(ns, 'first.data', 'True')).status?.ips, ['10.63.0.2/24']);
+    await createVM(ns, 'second', 'br-static', { running: false });
+    assert.deepEqual((await waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
 
     await world.kv.deleteVM(ns, 'first');
-    await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await world.claim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
-    await world.createVM(ns, 'third', 'br-static');
-    const third = await world.waitForCondition(ns, 'third.data', 'True');
+    await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await getClaim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
+    await createVM(ns, 'third', 'br-static');
+    const third = await waitForCondition(ns, 'third.data', 'True');
     assert.deepEqual(third.status?.ips, ['10.63.0.2/24'], 'the freed address is the lowest free one again');
     const { pod } = await world.kv.waitForVMIRunning(ns, 'third', { timeoutMs: EVENTUALLY_MS });
     assert.deepEqual(startedWith(pod), ['10.63.0.2/24']);
@@ -335,21 +291,21 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
   e2eCase('two VMs asking for the same static address: one gets it, the other is refused with the reason until it is free', async (t, used) => {
     const ns = await world.namespace('static');
     used.push(ns);
-    await world.allocatorNad(ns, 'br-static', 'e2e-static', '10.64.0.0/24');
-    await world.createVM(ns, 'vm-a', 'br-static', { addresses: ['10.64.0.50'] });
-    const a = await world.waitForCondition(ns, 'vm-a.data', 'True');
+    await allocatorNad(ns, 'br-static', 'e2e-static', '10.64.0.0/24');
+    await createVM(ns, 'vm-a', 'br-static', { addresses: ['10.64.0.50'] });
+    const a = await waitForCondition(ns, 'vm-a.data', 'True');
     assert.deepEqual(a.status?.ips, ['10.64.0.50/24'], 'a static request inside the pool is honoured');
     const podA = (await world.kv.waitForVMIRunning(ns, 'vm-a', { timeoutMs: EVENTUALLY_MS })).pod;
     assert.deepEqual(startedWith(podA), ['10.64.0.50/24']);
 
-    const vmB = await world.createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
-    const b = await world.waitForCondition(ns, 'vm-b.data', 'False');
+    const vmB = await createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
+    const b = await waitForCondition(ns, 'vm-b.data', 'False');
     const cond = b.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
     assert.equal(cond.reason, 'IPAddressConflict');
     assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
     assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
     const events = await waitFor('an AddressInUse Event on vm-b', async () => {
-      const found = await world.events(ns, 'AddressInUse', 'vm-b');
+      const found = await eventsOf(ns, 'AddressInUse', 'vm-b');
       return found.length > 0 ? found : undefined;
     });
     assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
@@ -359,7 +315,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     assert.deepEqual(await world.kv.listLauncherPods(ns, 'vm-b'), [], 'no launcher pod admitted for vm-b');
 
     await world.kv.deleteVM(ns, 'vm-a');
-    const granted = await world.waitForCondition(ns, 'vm-b.data', 'True');
+    const granted = await waitForCondition(ns, 'vm-b.data', 'True');
     assert.deepEqual(granted.status?.ips, ['10.64.0.50/24'], 'once vm-a is gone, vm-b gets the address it asked for');
     const podB = (await world.kv.waitForVMIRunning(ns, 'vm-b', { timeoutMs: EVENTUALLY_MS })).pod;
     assert.deepEqual(startedWith(podB), ['10.64.0.50/24'], "and its launcher pod is admitted on KubeVirt's retry");
@@ -368,16 +324,16 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
   e2eCase('an invalid pool is reported on the NAD; nothing is allocated, nothing crashes', async (_t, used) => {
     const ns = await world.namespace('invalid');
     used.push(ns);
-    await world.allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
-    await world.createVM(ns, 'vm1', 'br-bad', { running: false });
+    await allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
+    await createVM(ns, 'vm1', 'br-bad', { running: false });
     const events = await waitFor('an InvalidAllocatorPool Event on the NAD', async () => {
-      const found = await world.events(ns, 'InvalidAllocatorPool', 'br-bad');
+      const found = await eventsOf(ns, 'InvalidAllocatorPool', 'br-bad');
       return found.length > 0 ? found : undefined;
     });
     assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
-    await waitFor('claim vm1.data', async () => world.claim(ns, 'vm1.data'));
+    await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
     await new Promise((r) => setTimeout(r, QUIET_MS));
-    assert.equal((await world.claim(ns, 'vm1.data'))?.status, undefined, 'no status written');
+    assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
     assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
   });
 
@@ -397,15 +353,15 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
           allowPersistentIPs: true,
           netAttachDefName: `${ns}/ovn-l2`,
         });
-      const created = await world.cluster.http.expect('POST', nads, [201], {
+      const created = await world.cp.http.expect('POST', nads, [201], {
         apiVersion: 'k8s.cni.cncf.io/v1',
         kind: 'NetworkAttachmentDefinition',
         metadata: { name: 'ovn-l2', namespace: ns, annotations: { [ALLOCATOR]: 'true' } },
         spec: { config: config('10.68.0.0/24') },
       });
       const nadUid = created.json<{ metadata: { uid: string } }>().metadata.uid;
-      await world.createVM(ns, 'vm1', 'ovn-l2');
-      const refusedEvents = () => world.events(ns, 'AllocatorRefused', 'ovn-l2');
+      await createVM(ns, 'vm1', 'ovn-l2');
+      const refusedEvents = () => eventsOf(ns, 'AllocatorRefused', 'ovn-l2');
       const [first] = await waitFor(
         'an AllocatorRefused Event on the NAD',
         async () => {
@@ -426,12 +382,12 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(element['ipam-claim-reference'], 'vm1.data');
       assert.equal(element['ips'], undefined, 'no ips on an OVN-Kubernetes element');
       assert.deepEqual(startedWith(pod), [], 'nor did the pod start with any');
-      const claim = await waitFor('claim vm1.data', async () => world.claim(ns, 'vm1.data'));
+      const claim = await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
       assert.equal(claim.status, undefined, 'the allocator wrote no status');
 
       // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
       // must leave it alone and say nothing new.
-      const recorded = await world.cluster.http.expect(
+      const recorded = await world.cp.http.expect(
         'PATCH',
         `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/vm1.data/status`,
         [200],
@@ -442,13 +398,13 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const from = world.controller.logs.length;
       await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
       await new Promise((r) => setTimeout(r, QUIET_MS));
-      const after = await world.claim(ns, 'vm1.data');
+      const after = await getClaim(ns, 'vm1.data');
       assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
       assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
       assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
 
       // An edit of the NAD's spec is a new generation: told once more, once.
-      await world.cluster.http.expect('PATCH', `${nads}/ovn-l2`, [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
+      await world.cp.http.expect('PATCH', `${nads}/ovn-l2`, [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
       const both = await waitFor(
         'a second AllocatorRefused Event, for generation 2',
         async () => {
@@ -460,7 +416,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await new Promise((r) => setTimeout(r, QUIET_MS));
       const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
       assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
-      assert.equal((await world.claim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
+      assert.equal((await getClaim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
     },
   );
 
@@ -470,12 +426,12 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const ns = await world.namespace('burst');
       used.push(ns);
       const N = 200;
-      await world.allocatorNad(ns, 'br-burst', 'e2e-burst', '10.66.0.0/24');
-      const allocated = async () => (await world.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
+      await allocatorNad(ns, 'br-burst', 'e2e-burst', '10.66.0.0/24');
+      const allocated = async () => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
       // VMs that do not run: the claims come from the VMs alone, and no launcher pod is needed.
       let created = 0;
       const create = async (i: number) => {
-        await world.createVM(ns, `vm-${String(i).padStart(3, '0')}`, 'br-burst', { running: false });
+        await createVM(ns, `vm-${String(i).padStart(3, '0')}`, 'br-burst', { running: false });
         created++;
       };
       const burst = (async () => {
@@ -493,11 +449,11 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const killedAt = { created, allocated: await allocated() };
       t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
       await burst;
-      world.controller = await world.startController();
+      world.controller = await startAllocatorController();
       const claims = await waitFor(
         `${N} claims allocated after the restart`,
         async () => {
-          const all = await world.claims(ns);
+          const all = await claimsIn(ns);
           const done = all.filter((c) => c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True'));
           return all.length === N && done.length === N ? all : undefined;
         },
@@ -517,9 +473,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       // The commit point is a conditional write: the API server refuses a status write made against an older
       // resourceVersion (what keeps a controller that chose from a stale view from recording its choice).
       const stale = claims[0]!;
-      const fresh = await world.claim(ns, stale.metadata.name);
+      const fresh = await getClaim(ns, stale.metadata.name);
       const older = String(Number(fresh!.metadata.resourceVersion) - 1);
-      const res = await world.cluster.http.request(
+      const res = await world.cp.http.request(
         'PATCH',
         `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/${stale.metadata.name}/status`,
         { metadata: { resourceVersion: older }, status: { ips: ['10.66.0.250/24'] } },
@@ -536,17 +492,17 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const ns = await world.namespace('leader');
       used.push(ns);
       const N = 60;
-      await world.allocatorNad(ns, 'br-leader', 'e2e-leader', '10.67.0.0/24');
+      await allocatorNad(ns, 'br-leader', 'e2e-leader', '10.67.0.0/24');
       await world.controller.stop();
-      const first = await world.startController({ leaderElect: true });
+      const first = await startAllocatorController({ leaderElect: true });
       world.controller = first;
       await first.waitForLog('leadership', (l) => l.msg === 'starting allocator workers');
-      const standby = await world.startController({ leaderElect: true, webhookPort: await freePort() });
-      const allocated = async () => (await world.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
+      const standby = await startAllocatorController({ leaderElect: true, webhookPort: await freePort() });
+      const allocated = async () => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
       const burst = (async () => {
         for (let i = 0; i < N; i += 10) {
           await Promise.all(
-            Array.from({ length: Math.min(10, N - i) }, (_, k) => world.createVM(ns, `vm-${String(i + k).padStart(2, '0')}`, 'br-leader', { running: false })),
+            Array.from({ length: Math.min(10, N - i) }, (_, k) => createVM(ns, `vm-${String(i + k).padStart(2, '0')}`, 'br-leader', { running: false })),
           );
         }
       })();
@@ -560,7 +516,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const claims = await waitFor(
         `${N} claims allocated by the new leader`,
         async () => {
-          const all = await world.claims(ns);
+          const all = await claimsIn(ns);
           return all.length === N && all.every((c) => c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True')) ? all : undefined;
         },
         { timeoutMs: 90_000, intervalMs: 250 },
@@ -569,7 +525,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(new Set(addresses).size, N, 'all distinct');
       assert.deepEqual([...addresses].sort(), Array.from({ length: N }, (_, i) => `10.67.0.${i + 1}/24`).sort());
       await standby.stop();
-      world.controller = await world.startController();
+      world.controller = await startAllocatorController();
     },
     180_000,
   );
@@ -577,9 +533,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
 
 // The acceptance line: how many end-to-end cases ran, against which Kubernetes version.
 after((t) => {
-  const { ran, passed, failed } = world.tally;
-  const wall = ((Date.now() - world.startedAt) / 1000).toFixed(0);
-  const line = `e2e allocator: ${ran} cases against Kubernetes ${world.cluster?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed) in ${wall} s`;
+  const { ran, passed, failed } = tally;
+  const wall = ((Date.now() - startedAt) / 1000).toFixed(0);
+  const line = `e2e allocator: ${ran} cases against Kubernetes ${world.cp?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed) in ${wall} s`;
   t.diagnostic(line);
   console.log(line);
 });

@@ -29,20 +29,7 @@ TAG=controlplane-build
 source "$HERE/../harness/source-build.sh"
 
 KEY=$(cat "$HERE/go.sum" "$HERE/go.mod" <(printf 'recipe=%s\n%s\n' "$RECIPE" "$GO_BUILD_FLAGS_KEY") | sha256sum | cut -d' ' -f1)
-OUT=$CACHE_ROOT/controlplane/$KEY
-BIN=$OUT/bin
-
-FORCE=0
-CHECK=0
-for arg in "$@"; do
-  case "$arg" in
-    --print-bin-dir) echo "$BIN"; exit 0 ;;
-    --check) CHECK=1 ;;
-    --force) FORCE=1 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) die "unknown argument: $arg" ;;
-  esac
-done
+parse_build_args 17 "$@"
 
 # name:package, in build order. kubectl is optional (the harness falls back to the system one).
 TARGETS=(
@@ -62,15 +49,7 @@ all_built() {
   done
 }
 
-if [[ $FORCE == 0 ]] && all_built; then
-  log "cached: all binaries present"
-  echo "$BIN"
-  exit 0
-fi
-if [[ $CHECK == 1 ]]; then
-  log "not built yet: $BIN"
-  exit 3
-fi
+use_cache controlplane all_built "all binaries"
 
 K8S_VERSION=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$HERE/go.mod")
 ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ { print $2; exit }' "$HERE/go.mod")
@@ -78,12 +57,7 @@ ETCD_VERSION=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ { print $2; e
 K8S_MAJOR=${BASH_REMATCH[1]}
 K8S_MINOR=${BASH_REMATCH[2]}
 
-GO=${GO:-}
-if [[ -z $GO ]]; then
-  GO=$(command -v go || true)
-  [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
-fi
-[[ -n $GO && -x $GO ]] || die "the Go toolchain was not found (${GO:+GO=$GO is not executable; }looked for 'go' on PATH and /usr/local/go/bin/go); install Go >= 1.24 or set GO=/path/to/go"
+find_go "Go >= 1.24"
 # GOTOOLCHAIN=local unless the caller chose a toolchain (CI may pick a newer one for an old system Go).
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 GO_VERSION=$("$GO" env GOVERSION) || die "'$GO env GOVERSION' failed"

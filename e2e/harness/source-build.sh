@@ -22,6 +22,34 @@ parse_build_args() {
   done
 }
 
+# Sets OUT and BIN, the cache folder $CACHE_ROOT/$1/$KEY and its bin/, then: --print-bin-dir prints BIN; a complete
+# build ($2: the function that checks it; $3 what it says is there) prints BIN unless --force; --check exits 3 when
+# there is none. Every such exit is 0 but the last.
+use_cache() {
+  OUT=$CACHE_ROOT/$1/$KEY
+  BIN=$OUT/bin
+  [[ $PRINT == 1 ]] && { echo "$BIN"; exit 0; }
+  if [[ $FORCE == 0 ]] && "$2"; then
+    log "cached: $3 present"
+    echo "$BIN"
+    exit 0
+  fi
+  if [[ $CHECK == 1 ]]; then
+    log "not built yet: $BIN"
+    exit 3
+  fi
+}
+
+# Unpacks $TARBALL into a fresh $OUT/src (sets SRC), for a build that runs in the cache, never in the project.
+unpack_tarball() {
+  log "cache: $OUT"
+  SRC=$OUT/src
+  rm -rf "$SRC"
+  mkdir -p "$SRC" "$BIN"
+  log "unpacking the source into the cache"
+  with_heartbeat "unpacking" tar -xzf "$TARBALL" -C "$SRC" --strip-components=1
+}
+
 # Sets TARBALL to the tarball $2 of the folder ../shared/$1: the override $3 (a file, or a folder holding it), else
 # beside the repository $REPO, beside the main checkout when this is a linked git worktree, beside the repository a
 # clone was made from (its origin, when a local path: CI, scripts/ci-cold.sh), or /work/shared/$1. $4 names the

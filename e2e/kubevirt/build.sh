@@ -39,21 +39,8 @@ find_shared_tarball kubevirt "$TARBALL_NAME" "${PERSISTENT_IPS_KUBEVIRT_SOURCE:-
 
 TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
 KEY=$( { printf 'tarball=%s\nrecipe=%s\n%s\n' "$TARBALL_SHA" "$RECIPE" "$GO_BUILD_FLAGS_KEY"; cat "$HERE/print-crds/main.go"; } | sha256sum | cut -d' ' -f1)
-OUT=$CACHE_ROOT/kubevirt/$KEY
-BIN=$OUT/bin
-[[ $PRINT == 1 ]] && { echo "$BIN"; exit 0; }
-
 all_built() { [[ -x $BIN/virt-controller && -x $BIN/print-crds && -s $BIN/kubevirt-crds.yaml ]]; }
-
-if [[ $FORCE == 0 ]] && all_built; then
-  log "cached: virt-controller and the CRDs present"
-  echo "$BIN"
-  exit 0
-fi
-if [[ $CHECK == 1 ]]; then
-  log "not built yet: $BIN"
-  exit 3
-fi
+use_cache kubevirt all_built "virt-controller and the CRDs"
 
 find_go "Go >= 1.26 (KubeVirt $KUBEVIRT_VERSION's go.mod)"
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
@@ -67,12 +54,7 @@ mkdir -p "$CACHE_ROOT/kubevirt"
 lock_build all_built
 
 log "KubeVirt $KUBEVIRT_VERSION from $TARBALL (sha256 $TARBALL_SHA), $GO_VERSION ($GO)"
-log "cache: $OUT"
-SRC=$OUT/src
-rm -rf "$SRC"
-mkdir -p "$SRC" "$BIN"
-log "unpacking the source into the cache"
-with_heartbeat "unpacking" tar -xzf "$TARBALL" -C "$SRC" --strip-components=1
+unpack_tarball
 [[ -f $SRC/go.mod && -d $SRC/vendor ]] || die "$TARBALL does not hold a KubeVirt tree with vendor/ (no go.mod or vendor/ at its top folder)"
 log "unpacked ($(elapsed) s)"
 

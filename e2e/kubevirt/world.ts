@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { it, type TestContext } from 'node:test';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import { freePort, startControlPlane, type ControlPlane } from '../harness/index.ts';
-import { ControllerProcess } from '../local/controller-process.ts';
+import { ControllerProcess, type ControllerOptions } from '../local/controller-process.ts';
 import { controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 import { Api, paths } from '../suite/kube.ts';
 import { ensureOvnkube } from '../ovn-kubernetes/binaries.ts';
@@ -19,7 +19,7 @@ import { ensureKubeVirtBinaries } from './binaries.ts';
 import { crdDirWithRealKubeVirt, installKubeVirtCR, startVirtController, type VirtController } from './kubevirt.ts';
 import { NodeStandIn } from './node-standin.ts';
 import { VirtApiStandIn } from './virt-api-standin.ts';
-import { waitFor } from './virtctl.ts';
+import { VirtCtl, waitFor } from './virtctl.ts';
 
 export { waitFor };
 
@@ -73,6 +73,8 @@ export interface WorldOptions {
 export class World {
   cp!: ControlPlane;
   api!: Api;
+  /** virtctl-like operations on VMs (driven by the real virt-controller). */
+  kv!: VirtCtl;
   dir!: string;
   virtController!: VirtController;
   node!: NodeStandIn;
@@ -88,6 +90,8 @@ export class World {
   readonly #opts: WorldOptions;
   #bins: Awaited<ReturnType<typeof ensureKubeVirtBinaries>> | undefined;
   #virtControllerStarts = 0;
+  /** Every controller startController started, stopped by tearDown. */
+  readonly #controllers: ControllerProcess[] = [];
 
   constructor(opts: WorldOptions = {}) {
     this.#withOvnk = opts.ovnKubernetes ?? false;
@@ -110,6 +114,7 @@ export class World {
       ...(this.#opts.handleSignals !== undefined ? { handleSignals: this.#opts.handleSignals } : {}),
     });
     this.api = new Api(this.cp.http);
+    this.kv = new VirtCtl(this.api);
     say(`Kubernetes ${this.cp.version} with KubeVirt's CRDs in ${((Date.now() - t0) / 1000).toFixed(1)} s; work dir ${this.dir}`);
     await installKubeVirtCR(this.cp, { featureGates: [FEATURE_GATE] });
     this.webhookPort = await freePort();
@@ -165,6 +170,7 @@ export class World {
   async tearDown(): Promise<void> {
     await this.virtController?.stop().catch(() => undefined);
     await this.controller?.stop().catch(() => undefined);
+    for (const c of this.#controllers.splice(0)) await c.stop().catch(() => undefined);
     await this.node?.stop().catch(() => undefined);
     await this.ovnk?.stop().catch(() => undefined);
     await this.virtApi.stop().catch(() => undefined);
@@ -176,19 +182,22 @@ export class World {
   }
 
   /**
-   * Starts the controller under test with this world's options, on the webhook port the MutatingWebhookConfiguration
-   * names; `name` (default the world's controller name) names its log file. A case that stopped `controller` starts
-   * it again with this and assigns the result to `controller`.
+   * Starts a controller with this world's options, on the webhook port the MutatingWebhookConfiguration names, unless
+   * `o` says otherwise; a string is its name (default the world's controller name), which names its log file. A case
+   * that stopped `controller` starts it again with this and assigns the result to `controller`.
    */
-  async startController(name = this.#opts.controllerName ?? 'kubevirt-e2e'): Promise<ControllerProcess> {
+  async startController(o: string | Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
     const resyncPeriodS = 'resyncPeriodS' in this.#opts ? this.#opts.resyncPeriodS : 10;
-    return ControllerProcess.start({
-      name,
+    const c = await ControllerProcess.start({
+      name: this.#opts.controllerName ?? 'kubevirt-e2e',
       kubeconfig: this.cp.kubeconfigPath,
       logDir: this.dir,
       webhookPort: this.webhookPort,
       ...(resyncPeriodS !== undefined ? { resyncPeriodS } : {}),
+      ...(typeof o === 'string' ? { name: o } : o),
     });
+    this.#controllers.push(c);
+    return c;
   }
 
   async namespace(slug: string, labels?: Record<string, string>): Promise<string> {

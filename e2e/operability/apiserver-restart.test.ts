@@ -6,12 +6,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import type { ControllerProcess } from '../local/controller-process.ts';
-import { paths, webhookPort, World } from './world.ts';
+import { paths, World } from './world.ts';
 
-const world = new World();
-const T = tally('apiserver-restart');
+const world = new World('apiserver-restart');
 /** Long enough for every informer to fail several times in a row and back off. */
 const OUTAGE_MS = 20_000;
 let controller: ControllerProcess | undefined;
@@ -22,10 +21,10 @@ const vm = (name: string) => buildVM({ namespace: ns, name, networks: [{ name: '
 describe('operability: the API server stops and comes back', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('apiserver-restart');
+      await world.setUp();
       ns = await world.namespace('ar');
       await world.createNad(ns, 'nad-red', { network: 'red' });
-      controller = await world.startController({ name: 'restart', webhookPort: await webhookPort() });
+      controller = await world.startController({ name: 'restart' });
     },
     { timeout: 120_000 },
   );
@@ -34,11 +33,10 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
 
   operabilityCase(
     world,
-    T,
     'after an outage of the API server the controller reconnects and catches up: a new VM gets its claim, a deleted VM releases its claim',
     async (t) => {
       const c = controller!;
-      await world.create(paths.vms(ns), vm('before'));
+      await world.api.create(paths.vms(ns), vm('before'));
       const [claim] = await world.waitForClaims(ns, ['before.red']);
       assert.deepEqual(claim?.metadata.finalizers, [CLAIM_FINALIZER]);
 
@@ -52,8 +50,8 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
         `the controller noticed the outage:\n${c.tail(20)}`,
       );
 
-      await world.create(paths.vms(ns), vm('after'));
-      await world.delete(paths.vms(ns, 'before'));
+      await world.api.create(paths.vms(ns), vm('after'));
+      await world.api.delete(paths.vms(ns, 'before'));
       // A generous bound only so that a broken controller fails the test instead of hanging it.
       await world.waitForClaims(ns, ['after.red'], 120_000);
       const [fresh] = await world.claims(ns);
@@ -64,5 +62,5 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
     { timeoutMs: 300_000 },
   );
 
-  summaryAtEnd(world, T);
+  summaryAtEnd(world);
 });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe } from 'node:test';
-import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, secs, summaryAtEnd } from './cases.ts';
 import { sumOf, parsePrometheus, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
@@ -16,7 +16,6 @@ import {
   peerCertificate,
   secretCertificates,
   verifiedHandshake,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   type PodCreation,
@@ -24,8 +23,7 @@ import {
 } from './world.ts';
 import type { Vmi } from '../kubevirt/launcher-fixture.ts';
 
-const world = new World();
-const T = tally('cert-rotation');
+const world = new World('cert-rotation');
 
 const SERVING_VALIDITY_S = 20;
 const CA_VALIDITY_S = 60;
@@ -33,7 +31,6 @@ const LOAD_MS = 90_000;
 const POD_PERIOD_MS = 300;
 const SAMPLE_PERIOD_MS = 500;
 
-let port = 0;
 let ns = '';
 let controller: ControllerProcess;
 let vmi: Vmi;
@@ -56,12 +53,10 @@ const pemCerts = (bundle: string): X509Certificate[] =>
 describe('operability: webhook certificate rotation under load', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('certs');
-      port = await webhookPort();
-      await world.installWebhookConfiguration(port);
+      await world.setUp();
+      await world.installWebhookConfiguration(world.webhookPort);
       controller = await world.startController({
         name: 'short-certs',
-        webhookPort: port,
         extraArgs: ['--webhook-cert-validity', String(SERVING_VALIDITY_S), '--webhook-ca-validity', String(CA_VALIDITY_S)],
       });
       await world.waitForCaBundle();
@@ -77,7 +72,6 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
 
   operabilityCase(
     world,
-    T,
     `serving certificate (${SERVING_VALIDITY_S} s) and CA (${CA_VALIDITY_S} s) rotate while the API server admits a launcher pod every ${POD_PERIOD_MS} ms for ${LOAD_MS / 1000} s: zero failed admissions`,
     async (t) => {
       const calls0 = await apiserverWebhookCalls();
@@ -106,14 +100,16 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
         // What is served and what is published: the certificate on the port must always verify against the caBundle
         // the API server has at that moment.
         paced(SAMPLE_PERIOD_MS, async () => {
-          const config = await world.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(paths.webhookConfigurations('persistent-ips-launcher-pods'));
+          const config = await world.api.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(
+            paths.webhookConfigurations('persistent-ips-launcher-pods'),
+          );
           const bundle = Buffer.from(config?.webhooks[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
           bundleSizes.push(pemCerts(bundle).length);
-          const peer = await peerCertificate(port);
+          const peer = await peerCertificate(world.webhookPort);
           served.push({ at: Date.now() - t0, serial: peer.serial, issuer: peer.issuer });
-          const check = await verifiedHandshake(port, bundle);
+          const check = await verifiedHandshake(world.webhookPort, bundle);
           if (!check.authorized) untrusted.push(`+${Date.now() - t0} ms: serial ${check.serial ?? peer.serial} not trusted by the caBundle (${check.error})`);
-          const fromSecret = secretCertificates(await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
+          const fromSecret = secretCertificates(await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
           if (fromSecret.servingSerial && secretSerials.at(-1) !== fromSecret.servingSerial) secretSerials.push(fromSecret.servingSerial);
           if (fromSecret.caFingerprint && caPrints.at(-1) !== fromSecret.caFingerprint) caPrints.push(fromSecret.caFingerprint);
         }),
@@ -156,4 +152,4 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -19,34 +19,30 @@ import { collisionClaimName } from '../../src/claims/names.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess } from '../local/controller-process.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
-import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, webhookPort, World } from './world.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
+import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, World } from './world.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { join } from 'node:path';
 
-const world = new World();
-const T = tally('claim-ownership');
+const world = new World('claim-ownership', { virtController: true });
 const NETWORKS: VMNetworkRequest[] = [{ name: 'red', nadName: 'nad-red' }];
 const HOLD = 'e2e.persistent-ips.test/hold';
 /** How long the refused state is watched for: virt-controller retries a refused pod within milliseconds to seconds. */
 const REFUSED_WINDOW_MS = 6_000;
 
-let port = 0;
 let controller: ControllerProcess | undefined;
-let standIn: VirtCtl;
 let ns = '';
 
 async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
   await controller?.stop();
   controller = undefined;
-  controller = await world.startController({ name, webhookPort: port, ...extra });
+  controller = await world.startController({ name, ...extra });
   return controller;
 }
 
-const claim = (name: string) => world.get<IPAMClaim>(paths.claims(ns, name));
-const vmUid = async (name: string) => (await standIn.getVM(ns, name))?.metadata?.uid ?? '';
+const claim = (name: string) => world.api.get<IPAMClaim>(paths.claims(ns, name));
+const vmUid = async (name: string) => (await world.kv.getVM(ns, name))?.metadata?.uid ?? '';
 
 interface KubeEvent {
   reason?: string;
@@ -54,11 +50,11 @@ interface KubeEvent {
   involvedObject?: { kind?: string; name?: string; uid?: string };
 }
 const eventsOn = async (uid: string): Promise<KubeEvent[]> =>
-  (await world.list<KubeEvent>(`/api/v1/namespaces/${ns}/events`)).filter((e) => e.involvedObject?.uid === uid);
+  (await world.api.list<KubeEvent>(`/api/v1/namespaces/${ns}/events`)).items.filter((e) => e.involvedObject?.uid === uid);
 
 /** Launcher pods of the VMI named `vm` whose VMI has uid `vmiUid` (the new incarnation only). */
 async function launcherPodsOf(vm: string, vmiUid: string): Promise<V1Pod[]> {
-  return (await standIn.listLauncherPods(ns, vm)).filter((p) => p.metadata?.ownerReferences?.some((r) => r.uid === vmiUid));
+  return (await world.kv.listLauncherPods(ns, vm)).filter((p) => p.metadata?.ownerReferences?.some((r) => r.uid === vmiUid));
 }
 
 /**
@@ -74,11 +70,11 @@ async function recreateWhileOldClaimTerminates(
   const claimName = `${name}.red`;
   if (hold) {
     const c = await claim(claimName);
-    await world.mergePatch(paths.claims(ns, claimName), { metadata: { finalizers: [...(c?.metadata.finalizers ?? []), HOLD] } });
+    await world.api.mergePatch(paths.claims(ns, claimName), { metadata: { finalizers: [...(c?.metadata.finalizers ?? []), HOLD] } });
   }
-  await standIn.deleteVM(ns, name);
-  await standIn.waitForVMGone(ns, name, { timeoutMs: 30_000 });
-  await standIn.waitForVMIGone(ns, name, { timeoutMs: 30_000 });
+  await world.kv.deleteVM(ns, name);
+  await world.kv.waitForVMGone(ns, name, { timeoutMs: 30_000 });
+  await world.kv.waitForVMIGone(ns, name, { timeoutMs: 30_000 });
   const oldClaim = await poll(`${claimName} terminating`, 30_000, async () => {
     const c = await claim(claimName);
     return c?.metadata.deletionTimestamp ? c : undefined;
@@ -88,10 +84,10 @@ async function recreateWhileOldClaimTerminates(
     "the terminating claim is the old VM's",
   );
 
-  await standIn.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
+  await world.kv.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
   const newVmUid = await vmUid(name);
   assert.notEqual(newVmUid, oldVm);
-  const vmi = await standIn.waitForVMI(ns, name, (v) => v.metadata?.ownerReferences?.some((r) => r.uid === newVmUid) ?? false, { timeoutMs: 30_000 });
+  const vmi = await world.kv.waitForVMI(ns, name, (v) => v.metadata?.ownerReferences?.some((r) => r.uid === newVmUid) ?? false, { timeoutMs: 30_000 });
   const newVmiUid = vmi.metadata.uid!;
   const refused = await poll(`a refused launcher pod of the new ${name}`, 30_000, async () =>
     (await world.rejectedLauncherPods(ns)).find((w) => w.vmi === name && w.message.includes(claimName)),
@@ -122,7 +118,7 @@ async function admittedWithNewClaim(name: string, oldClaim: IPAMClaim, newVmUid:
     fresh.metadata.ownerReferences?.some((r) => r.uid === newVmUid),
     `${claimName} is owned by the new VM (uid ${newVmUid})`,
   );
-  const { pod } = await standIn.waitForVMIRunning(ns, name, { timeoutMs: 60_000 });
+  const { pod } = await world.kv.waitForVMIRunning(ns, name, { timeoutMs: 60_000 });
   assert.ok(
     pod.metadata?.ownerReferences?.some((r) => r.uid === newVmiUid),
     "the running pod is the new VMI's",
@@ -138,21 +134,19 @@ async function admittedWithNewClaim(name: string, oldClaim: IPAMClaim, newVmUid:
 describe('operability: a launcher pod is only ever pointed at a claim of its own VM', { timeout: 15 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('claim-ownership', { virtController: true });
-      port = await webhookPort();
-      await world.installWebhookConfiguration(port);
-      controller = await world.startController({ name: 'main', webhookPort: port });
+      await world.setUp();
+      await world.installWebhookConfiguration(world.webhookPort);
+      controller = await world.startController({ name: 'main' });
       await world.waitForCaBundle();
       ns = await world.namespace('own');
       await world.createNad(ns, 'nad-red', { network: 'red' });
-      standIn = world.kv;
     },
     { timeout: 180_000 },
   );
 
   after(() => world.tearDown(), { timeout: 120_000 });
 
-  operabilityCase(world, T, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
+  operabilityCase(world, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
     const c = controller!;
     const before = await c.metrics();
     const N = 10;
@@ -160,20 +154,20 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     for (let i = 0; i < N; i++) {
       const name = `vm-start-${i}`;
       const t0 = Date.now();
-      await standIn.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
+      await world.kv.createVM(buildVM({ namespace: ns, name, networks: NETWORKS }));
       let claimMs = -1;
       const podMs = await poll(
         `launcher pod of ${name}`,
         30_000,
         async () => {
           if (claimMs < 0 && (await claim(`${name}.red`))) claimMs = Date.now() - t0;
-          const pods = await standIn.listLauncherPods(ns, name);
+          const pods = await world.kv.listLauncherPods(ns, name);
           return pods.length > 0 ? Date.now() - t0 : undefined;
         },
         { intervalMs: 10 },
       );
       if (claimMs < 0) claimMs = podMs;
-      const { pod } = await standIn.waitForVMIRunning(ns, name, { timeoutMs: 30_000 });
+      const { pod } = await world.kv.waitForVMIRunning(ns, name, { timeoutMs: 30_000 });
       assert.equal(claimReferences(pod)[Object.keys(claimReferences(pod))[0]!], `${name}.red`);
       rows.push({ claimMs, podMs });
     }
@@ -191,16 +185,15 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
         `webhook latency mean ${latencyMs.toFixed(1)} ms; claim found: cache ${delta('persistent_ips_webhook_claim_lookups_total', { source: 'cache' })}, ` +
         `cache after a wait ${delta('persistent_ips_webhook_claim_lookups_total', { source: 'cache_after_wait' })}, api ${delta('persistent_ips_webhook_claim_lookups_total', { source: 'api' })}`,
     );
-    for (let i = 0; i < N; i++) await standIn.deleteVM(ns, `vm-start-${i}`);
+    for (let i = 0; i < N; i++) await world.kv.deleteVM(ns, `vm-start-${i}`);
   });
 
   operabilityCase(
     world,
-    T,
     'controller leading: VM deleted and recreated while its old claim is terminating → the new pod is refused (never pointed at the old claim), then admitted with the new claim',
     async (t) => {
-      await standIn.createVM(buildVM({ namespace: ns, name: 'vm-a', networks: NETWORKS }));
-      await standIn.waitForVMIRunning(ns, 'vm-a', { timeoutMs: 30_000 });
+      await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-a', networks: NETWORKS }));
+      await world.kv.waitForVMIRunning(ns, 'vm-a', { timeoutMs: 30_000 });
       const { oldClaim, newVmUid, newVmiUid, refusal } = await recreateWhileOldClaimTerminates('vm-a', true);
       t.diagnostic(`refused: ${refusal.slice(0, 300)}`);
       assert.match(refusal, /IPAMClaim vm-a\.red belongs to VirtualMachine vm-a \(uid /);
@@ -219,7 +212,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
       const released = Date.now();
       const c = await claim('vm-a.red');
-      await world.mergePatch(paths.claims(ns, 'vm-a.red'), { metadata: { finalizers: (c?.metadata.finalizers ?? []).filter((f) => f !== HOLD) } });
+      await world.api.mergePatch(paths.claims(ns, 'vm-a.red'), { metadata: { finalizers: (c?.metadata.finalizers ?? []).filter((f) => f !== HOLD) } });
       const { claim: fresh } = await admittedWithNewClaim('vm-a', oldClaim, newVmUid, newVmiUid);
       t.diagnostic(`old claim released → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
     },
@@ -227,19 +220,18 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   operabilityCase(
     world,
-    T,
     'controller only on standby (Lease held elsewhere): the old claim stays terminating, the new pod is refused by the standby, and admitted once a leader made the new claim',
     async (t) => {
-      await standIn.createVM(buildVM({ namespace: ns, name: 'vm-b', networks: NETWORKS }));
-      await standIn.waitForVMIRunning(ns, 'vm-b', { timeoutMs: 30_000 });
+      await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-b', networks: NETWORKS }));
+      await world.kv.waitForVMIRunning(ns, 'vm-b', { timeoutMs: 30_000 });
       await poll('vm-b.red', 30_000, async () => claim('vm-b.red'));
 
       // Someone else holds the Lease for an hour: this replica stays a standby, serving admissions from its caches.
       await controller?.stop();
       controller = undefined;
-      await world.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+      await world.api.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
-      await world.create(paths.leases(CONTROLLER_NAMESPACE), {
+      await world.api.create(paths.leases(CONTROLLER_NAMESPACE), {
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',
         metadata: { name: LEASE_NAME, namespace: CONTROLLER_NAMESPACE },
@@ -259,7 +251,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
       // The other holder goes away: this replica takes the Lease, releases the old claim, makes the new one.
       const released = Date.now();
-      await world.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+      await world.api.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       const { claim: fresh } = await admittedWithNewClaim('vm-b', oldClaim, newVmUid, newVmiUid);
       t.diagnostic(`Lease freed → new claim ${fresh.metadata.uid} and the new VM running ${Date.now() - released} ms later`);
       await restartController('main-2');
@@ -268,7 +260,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   /** The one claim reference of the VM's running pod, and that the claim is this VM's (by uid). */
   async function referenceOfRunning(vm: string): Promise<string> {
-    const { pod } = await standIn.waitForVMIRunning(ns, vm, { timeoutMs: 30_000 });
+    const { pod } = await world.kv.waitForVMIRunning(ns, vm, { timeoutMs: 30_000 });
     const refs = Object.values(claimReferences(pod)).filter((r): r is string => r !== undefined);
     assert.equal(refs.length, 1, `${vm}: one reference (${JSON.stringify(claimReferences(pod))})`);
     const c = await claim(refs[0]!);
@@ -283,12 +275,11 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
 
   operabilityCase(
     world,
-    T,
     'dotted-name collision, one after the other: VM `col` (network `b.c`) keeps `col.b.c`, VM `col.b` (network `c`) gets its own claim under the collision name',
     async (t) => {
-      await standIn.createVM(buildVM({ namespace: ns, name: 'col', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
+      await world.kv.createVM(buildVM({ namespace: ns, name: 'col', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
       assert.equal(await referenceOfRunning('col'), 'col.b.c');
-      await standIn.createVM(buildVM({ namespace: ns, name: 'col.b', networks: [{ name: 'c', nadName: 'nad-red' }] }));
+      await world.kv.createVM(buildVM({ namespace: ns, name: 'col.b', networks: [{ name: 'c', nadName: 'nad-red' }] }));
       const second = await referenceOfRunning('col.b');
       assert.equal(second, collisionClaimName('col.b', 'c'));
       t.diagnostic(`col → col.b.c; col.b → ${second}`);
@@ -297,10 +288,10 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     },
   );
 
-  operabilityCase(world, T, 'dotted-name collision, both VMs at once: each pod references a claim of its own VM, and the two differ', async (t) => {
+  operabilityCase(world, 'dotted-name collision, both VMs at once: each pod references a claim of its own VM, and the two differ', async (t) => {
     await Promise.all([
-      standIn.createVM(buildVM({ namespace: ns, name: 'sim', networks: [{ name: 'b.c', nadName: 'nad-red' }] })),
-      standIn.createVM(buildVM({ namespace: ns, name: 'sim.b', networks: [{ name: 'c', nadName: 'nad-red' }] })),
+      world.kv.createVM(buildVM({ namespace: ns, name: 'sim', networks: [{ name: 'b.c', nadName: 'nad-red' }] })),
+      world.kv.createVM(buildVM({ namespace: ns, name: 'sim.b', networks: [{ name: 'c', nadName: 'nad-red' }] })),
     ]);
     const [a, b] = await Promise.all([referenceOfRunning('sim'), referenceOfRunning('sim.b')]);
     assert.notEqual(a, b);
@@ -313,23 +304,22 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
   // the cache has caught up, must not be pointed at `dot.b.c`: the webhook confirms such a name with the API.
   operabilityCase(
     world,
-    T,
     "dotted name behind a lagging cache: a pod is never pointed at the other VM's claim of that name (the API confirms it)",
     async (t) => {
       const LAG_MS = 2_000; // below the webhook's 3 s budget, so its API read still answers in time
       const proxy = await startLagProxy(world.cp.server, LAG_MS);
       try {
-        await standIn.createVM(buildVM({ namespace: ns, name: 'dot', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
+        await world.kv.createVM(buildVM({ namespace: ns, name: 'dot', networks: [{ name: 'b.c', nadName: 'nad-red' }] }));
         assert.equal(await referenceOfRunning('dot'), 'dot.b.c');
-        await standIn.createVM(buildVM({ namespace: ns, name: 'dot.b', networks: [{ name: 'c', nadName: 'nad-red' }], running: false }));
+        await world.kv.createVM(buildVM({ namespace: ns, name: 'dot.b', networks: [{ name: 'c', nadName: 'nad-red' }], running: false }));
         const otherUid = await vmUid('dot.b');
         // Only now the lagging controller: its caches hold the running VM, its VMI and `dot.b.c` as they are.
         const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-dotted-lagging'), world.cp.caFile, world.cp.token);
         await restartController('dotted-lagging', { kubeconfig });
         // What garbage collection and another VM's claim would do, faster than the cache can follow.
-        await world.mergePatch(paths.claims(ns, 'dot.b.c'), { metadata: { finalizers: null } });
-        await world.delete(paths.claims(ns, 'dot.b.c'));
-        await world.create(paths.claims(ns), {
+        await world.api.mergePatch(paths.claims(ns, 'dot.b.c'), { metadata: { finalizers: null } });
+        await world.api.delete(paths.claims(ns, 'dot.b.c'));
+        await world.api.create(paths.claims(ns), {
           apiVersion: 'k8s.cni.cncf.io/v1alpha1',
           kind: 'IPAMClaim',
           metadata: {
@@ -341,8 +331,8 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
           },
           spec: { network: 'red', interface: '' },
         });
-        const { targetPod } = await standIn.migrate(ns, 'dot', { timeoutMs: 60_000 });
-        const target = (await standIn.listLauncherPods(ns, 'dot')).find((p) => p.metadata?.name === targetPod);
+        const { targetPod } = await world.kv.migrate(ns, 'dot', { timeoutMs: 60_000 });
+        const target = (await world.kv.listLauncherPods(ns, 'dot')).find((p) => p.metadata?.name === targetPod);
         assert.ok(target, `the migration target pod ${targetPod}`);
         const refs = Object.values(claimReferences(target)).filter((r): r is string => r !== undefined);
         t.diagnostic(`target pod ${targetPod} names ${refs.join(', ')}`);
@@ -357,4 +347,4 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -13,10 +13,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
-import { poll } from '../harness/index.ts';
+import { freePort, poll } from '../harness/index.ts';
 import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
-import { operabilityCase, secs, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, secs, summaryAtEnd } from './cases.ts';
 import { sumOf, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
@@ -24,7 +23,6 @@ import {
   expectedReferences,
   LEASE_NAME,
   paths,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   type Lease,
@@ -34,36 +32,33 @@ import {
 import { admitDirectly, applyPatch, type AdmissionAnswer } from '../local/admission.ts';
 import { kubeConfigFrom, WatchLog, type IPAMClaim } from '../suite/kube.ts';
 
-const world = new World();
-const T = tally('leader-election');
+const world = new World('leader-election', { virtController: true });
 const TAKEOVER_LIMIT_MS = 20_000;
 
 let portA = 0;
 let portB = 0;
 let ns = '';
 let directNs = '';
-let standIn: VirtCtl;
 
 const start = (name: string, port: number): Promise<ControllerProcess> => world.startController({ name, webhookPort: port, leaderElect: true });
 const isLeader = async (c: ControllerProcess): Promise<number> => c.metric('leader_election_master_status');
 const reconciles = async (c: ControllerProcess): Promise<number> => c.metric('controller_runtime_reconcile_total');
 const identityOf = (c: ControllerProcess): string => String(c.logs.find((l) => l['component'] === 'leader-election' && l['identity'])?.['identity'] ?? '');
-const holder = async (): Promise<string> => (await world.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME)))?.spec?.holderIdentity ?? '';
+const holder = async (): Promise<string> => (await world.api.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME)))?.spec?.holderIdentity ?? '';
 const red = (vm: string) => expectedReferences({ red: `${vm}.red` });
 
 describe('operability: leader election between two controller processes', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('leader', { virtController: true });
-      portA = await webhookPort();
-      do portB = await webhookPort();
+      await world.setUp();
+      portA = world.webhookPort;
+      do portB = await freePort();
       while (portB === portA);
       await world.installWebhookConfiguration(portB);
       ns = await world.namespace('le');
       directNs = await world.namespace('le-direct');
       await world.createNad(ns, 'nad-red', { network: 'red' });
       await world.createNad(directNs, 'nad-red', { network: 'red' });
-      standIn = world.kv;
     },
     { timeout: 120_000 },
   );
@@ -72,7 +67,6 @@ describe('operability: leader election between two controller processes', { time
 
   operabilityCase(
     world,
-    T,
     'two --leader-elect replicas: only the leader reconciles; SIGKILL of the leader while VMs are created; the standby takes over within 20 s; no claim lost or duplicated; the webhook keeps answering',
     async (t) => {
       // A first, so that A leads.
@@ -90,7 +84,7 @@ describe('operability: leader election between two controller processes', { time
       const vms: { name: string; uid: string; at: number }[] = [];
       const createVm = async () => {
         const name = `le-${vms.length + 1}`;
-        const vm = await standIn.createVM(buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] }));
+        const vm = await world.kv.createVM(buildVM({ namespace: ns, name, networks: [{ name: 'red', nadName: 'nad-red' }] }));
         vms.push({ name, uid: vm.metadata.uid!, at: Date.now() });
       };
       for (let i = 0; i < 3; i++) await createVm();
@@ -104,7 +98,7 @@ describe('operability: leader election between two controller processes', { time
 
       // Load: a VM every 600 ms (stand-in → launcher pods admitted by B through the API server), a launcher pod made
       // directly through the API server every 300 ms, and A's webhook asked directly every 100 ms.
-      const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+      const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
       const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
       const probeVmi = await world.createVmi(directNs, 'probe', [{ name: 'red', nadName: 'nad-red' }]);
       const probePod = renderLauncherPod(probeVmi, { name: launcherPodName('probe', probeVmi.metadata.uid!, 'direct') });
@@ -180,7 +174,7 @@ describe('operability: leader election between two controller processes', { time
 
       // The webhook kept answering: every launcher pod admitted (B, through the API server), with its reference.
       for (const v of vms) {
-        const { pod } = await standIn.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
+        const { pod } = await world.kv.waitForVMIRunning(ns, v.name, { timeoutMs: 30_000 });
         assert.deepEqual(claimReferences(pod), red(v.name), `launcher pod of ${v.name}`);
       }
       // While no replica leads, nobody creates the claims of VMs made meanwhile: their launcher pods are refused as
@@ -220,4 +214,4 @@ describe('operability: leader election between two controller processes', { time
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -6,12 +6,11 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { kubectlPath } from '../harness/index.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 import { World } from './world.ts';
 
-const world = new World();
-const T = tally('manifests');
+const world = new World('manifests', { controllerNamespace: false });
 
 function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; out: string }> {
   return new Promise((resolve, reject) => {
@@ -27,12 +26,11 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{
 describe('operability: install manifests render and are accepted by the API server', { timeout: 10 * 60_000 }, () => {
   // A fresh control plane WITHOUT the controller namespace: verify.sh then creates it from the render, with its Pod
   // Security labels (enforce: restricted), so that the Deployment is judged as it would be on install.
-  before(() => world.setUp('manifests', { controllerNamespace: false }), { timeout: 120_000 });
+  before(() => world.setUp(), { timeout: 120_000 });
   after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(
     world,
-    T,
     'manifests/verify.sh --kubeconfig: default, with-crds, ipamclaim-crd, cert-manager, claim-reference-policy (and every base) render, and their objects pass a server-side dry run',
     async (t) => {
       const kubectl = kubectlPath(world.cp.binDir);
@@ -81,4 +79,4 @@ describe('operability: install manifests render and are accepted by the API serv
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

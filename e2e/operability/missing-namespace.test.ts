@@ -6,20 +6,19 @@ import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { CONTROLLER_NAMESPACE, controllerNamespace } from '../local/webhook-config.ts';
 import { freePort } from '../harness/index.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { World } from './world.ts';
 
-const world = new World();
-const T = tally('missing-namespace');
+const world = new World('missing-namespace', { controllerNamespace: false });
 /** How long the controller runs without its namespace: long enough for several retries at the old rate (4/s). */
 const WITHOUT_NAMESPACE_MS = 12_000;
 
 describe('operability: the controller namespace does not exist yet', { timeout: 4 * 60_000 }, () => {
-  before(() => world.setUp('missing-namespace', { controllerNamespace: false }), { timeout: 120_000 });
+  before(() => world.setUp(), { timeout: 120_000 });
   after(() => world.tearDown(), { timeout: 60_000 });
-  summaryAtEnd(world, T);
+  summaryAtEnd(world);
 
-  operabilityCase(world, T, 'one error line naming the namespace and the fix, quiet retries with backoff, recovery once it is created', async (t) => {
+  operabilityCase(world, 'one error line naming the namespace and the fix, quiet retries with backoff, recovery once it is created', async (t) => {
     const controller = await world.startController({
       name: 'no-namespace',
       webhookPort: await freePort(),

@@ -9,8 +9,7 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { kubeconfigYaml, poll, runKubectl } from '../harness/index.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
 import { coveredBy, docGrants, grantKey, parseCanIList, parseRbacDoc, type Grant } from './rbac-docs.ts';
@@ -21,27 +20,23 @@ import {
   LEASE_NAME,
   paths,
   secretCertificates,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   type Lease,
   type Secret,
 } from './world.ts';
 
-const world = new World();
-const T = tally('rbac');
+const world = new World('rbac', { virtController: true });
 const SA_NAME = 'persistent-ips-controller';
 const SA = `system:serviceaccount:${CONTROLLER_NAMESPACE}:${SA_NAME}`;
 
 let saKubeconfig = '';
-let port = 0;
-let standIn: VirtCtl;
 let ns = '';
 
 describe('operability: least privilege (manifests/rbac, a TokenRequest token, docs/rbac.md)', { timeout: 10 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('rbac', { virtController: true });
+      await world.setUp();
       const applied = await world.cp.kubectl(['apply', '-k', join(REPO_ROOT, 'manifests', 'rbac')]);
       console.log(`[operability:rbac] kubectl apply -k manifests/rbac:\n${applied.stdout.trim()}`);
       // TokenRequest API: a bound, expiring token of the ServiceAccount (what a projected volume gives a pod).
@@ -49,11 +44,9 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       assert.match(token, /^[\w-]+\.[\w-]+\.[\w-]+$/, 'a JWT');
       saKubeconfig = join(world.dir, 'kubeconfig-serviceaccount');
       writeFileSync(saKubeconfig, kubeconfigYaml(world.cp.server, world.cp.caFile, token), { mode: 0o600 });
-      port = await webhookPort();
-      await world.installWebhookConfiguration(port);
+      await world.installWebhookConfiguration(world.webhookPort);
       ns = await world.namespace('rbac');
       await world.createNad(ns, 'nad-red', { network: 'red' });
-      standIn = world.kv;
     },
     { timeout: 120_000 },
   );
@@ -62,22 +55,21 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
 
   operabilityCase(
     world,
-    T,
     'the controller does its whole job with only the permissions of manifests/rbac (token from the TokenRequest API): claim, finalizer release, Event, webhook Secret + caBundle, Lease',
     async (t) => {
       const whoami = await runKubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'], { kubeconfig: saKubeconfig, binDir: world.cp.binDir });
       assert.equal(whoami.stdout.trim(), SA, 'the kubeconfig authenticates as the ServiceAccount');
 
-      const c = await world.startController({ name: 'serviceaccount', kubeconfig: saKubeconfig, webhookPort: port, leaderElect: true });
+      const c = await world.startController({ name: 'serviceaccount', kubeconfig: saKubeconfig, leaderElect: true });
       try {
         // The Lease, taken with get/create/update on leases only.
         const lease = await poll('the leader Lease to be held', 30_000, async () => {
-          const l = await world.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+          const l = await world.api.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
           return l?.spec?.holderIdentity ? l : undefined;
         });
         await poll('leader_election_master_status 1', 30_000, async () => ((await c.metric('leader_election_master_status')) === 1 ? true : undefined));
         // The Secret (created by name) and the caBundle (patched by name).
-        const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+        const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         assert.ok(secret?.data?.['tls.crt'] && secret.data['ca.crt'], 'the webhook Secret holds a CA and a serving certificate');
         const bundle = await world.waitForCaBundle();
         assert.equal(
@@ -90,33 +82,33 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         );
 
         // A VM: claim with owner reference, finalizer and label; the launcher pod mutated through the webhook.
-        const vm = await standIn.createVM(buildVM({ namespace: ns, name: 'vm1', networks: [{ name: 'red', nadName: 'nad-red' }] }));
+        const vm = await world.kv.createVM(buildVM({ namespace: ns, name: 'vm1', networks: [{ name: 'red', nadName: 'nad-red' }] }));
         const [claim] = await world.waitForClaims(ns, ['vm1.red']);
         assert.deepEqual(claim!.metadata.finalizers, [CLAIM_FINALIZER]);
         const owner = claim!.metadata.ownerReferences?.[0];
         assert.equal(owner?.uid, vm.metadata.uid);
         assert.equal(owner?.blockOwnerDeletion, true, 'blockOwnerDeletion set (virtualmachines/finalizers update)');
-        const { pod } = await standIn.waitForVMIRunning(ns, 'vm1', { timeoutMs: 30_000 });
+        const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: 30_000 });
         assert.deepEqual(claimReferences(pod), expectedReferences({ red: 'vm1.red' }));
 
         // An Event (events create/patch): a VM whose persistent network's NAD does not exist.
-        await standIn.createVM(buildVM({ namespace: ns, name: 'vm-missing-nad', running: false, networks: [{ name: 'blue', nadName: 'nad-missing' }] }));
+        await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-missing-nad', running: false, networks: [{ name: 'blue', nadName: 'nad-missing' }] }));
         const event = await poll('an Event on vm-missing-nad', 30_000, async () => {
-          const events = await world.list<{
+          const { items } = await world.api.list<{
             involvedObject: { name: string };
             reason: string;
             message: string;
             source?: { component?: string };
             reportingComponent?: string;
           }>(`/api/v1/namespaces/${ns}/events`);
-          return events.find((e) => e.involvedObject.name === 'vm-missing-nad');
+          return items.find((e) => e.involvedObject.name === 'vm-missing-nad');
         });
         t.diagnostic(`Event ${event.reason}: ${event.message}`);
 
         // Delete the VM: the finalizer is released once the VMI is gone, and garbage collection removes the claim.
-        await standIn.deleteVM(ns, 'vm1');
+        await world.kv.deleteVM(ns, 'vm1');
         await poll('claim vm1.red to be released and collected', 60_000, async () =>
-          (await world.get(paths.claims(ns, 'vm1.red'))) === undefined ? true : undefined,
+          (await world.api.get(paths.claims(ns, 'vm1.red'))) === undefined ? true : undefined,
         );
         assert.ok((await c.metric('persistent_ips_finalizers_removed_total')) >= 1, 'the controller removed the finalizer');
 
@@ -137,18 +129,18 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         await c.stop();
       }
       // A graceful stop releases the Lease (update by name).
-      const released = await world.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
+      const released = await world.api.get<Lease>(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       assert.equal(released?.spec?.holderIdentity ?? '', '', 'the Lease was released on shutdown');
     },
   );
 
-  operabilityCase(world, T, "the webhook's API fallback (a GET of a VMI its cache has not seen yet) works with only these permissions", async (t) => {
+  operabilityCase(world, "the webhook's API fallback (a GET of a VMI its cache has not seen yet) works with only these permissions", async (t) => {
     // The controller's watch is made to lag (see lag-proxy.ts), so the webhook must GET the VMI.
     const proxy = await startLagProxy(world.cp.server, 500);
     const token = (await world.cp.kubectl(['create', 'token', SA_NAME, '-n', CONTROLLER_NAMESPACE, '--duration', '1h'])).stdout.trim();
     const kubeconfig = join(world.dir, 'kubeconfig-serviceaccount-lagging');
     writeFileSync(kubeconfig, kubeconfigYaml(proxy.server, world.cp.caFile, token), { mode: 0o600 });
-    const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig, webhookPort: port });
+    const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig });
     try {
       const direct = await world.namespace('rbac-direct');
       await world.createNad(direct, 'nad-red', { network: 'red' });
@@ -179,7 +171,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
 
   operabilityCase(
     world,
-    T,
     'kubectl auth can-i --list for the ServiceAccount shows nothing beyond docs/rbac.md (cluster-wide and in the controller namespace), and everything documented is granted',
     async (t) => {
       const rules = parseRbacDoc(readFileSync(join(REPO_ROOT, 'docs', 'rbac.md'), 'utf8'));
@@ -254,7 +245,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
 
   operabilityCase(
     world,
-    T,
     'the namespace-only variant of docs/rbac.md (--namespace NS, RoleBinding in NS): launcher pods of other namespaces are still admitted, unchanged',
     async (t) => {
       // docs/rbac.md "Watching one namespace only": the ClusterRole is bound by a RoleBinding in NS instead of the
@@ -263,22 +253,22 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const other = await world.namespace('rbac-other');
       await world.createNad(watched, 'nad-red', { network: 'red' });
       await world.createNad(other, 'nad-red', { network: 'red' });
-      await world.delete('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/persistent-ips-controller');
+      await world.api.delete('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/persistent-ips-controller');
       const subject = [{ kind: 'ServiceAccount', name: SA_NAME, namespace: CONTROLLER_NAMESPACE }];
-      await world.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${watched}/rolebindings`, {
+      await world.api.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${watched}/rolebindings`, {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
         metadata: { name: 'persistent-ips-controller', namespace: watched },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'persistent-ips-controller' },
         subjects: subject,
       });
-      await world.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      await world.api.create('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRole',
         metadata: { name: 'persistent-ips-kubevirts' },
         rules: [{ apiGroups: ['kubevirt.io'], resources: ['kubevirts'], verbs: ['get', 'list', 'watch'] }],
       });
-      await world.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      await world.api.create('/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRoleBinding',
         metadata: { name: 'persistent-ips-kubevirts' },
@@ -294,7 +284,6 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
       const c = await world.startController({
         name: 'serviceaccount-namespaced',
         kubeconfig: saKubeconfig,
-        webhookPort: port,
         extraArgs: ['--namespace', watched],
       });
       try {
@@ -325,4 +314,4 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

@@ -14,8 +14,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
 import { setGateInCR } from '../kubevirt/kubevirt.ts';
-import type { VirtCtl } from '../kubevirt/virtctl.ts';
-import { operabilityCase, summaryAtEnd, tally } from './cases.ts';
+import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
 import {
@@ -24,7 +23,6 @@ import {
   networkElements,
   paths,
   verifiedHandshake,
-  webhookPort,
   World,
   WEBHOOK_SECRET,
   CONTROLLER_NAMESPACE,
@@ -32,8 +30,7 @@ import {
 } from './world.ts';
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
-const world = new World();
-const T = tally('webhook');
+const world = new World('webhook', { virtController: true });
 
 /**
  * How long "no claim appears" is watched for where the gate is off. With the gate on, this controller creates a new
@@ -51,9 +48,7 @@ const NETWORKS: VMNetworkRequest[] = [
 const wantedRefs = (vm: string) => expectedReferences({ red: `${vm}.red`, blue: `${vm}.blue`, plain: undefined });
 const noRefs = expectedReferences({ red: undefined, blue: undefined, plain: undefined });
 
-let port = 0;
 let controller: ControllerProcess | undefined;
-let standIn: VirtCtl;
 /** Namespace driven by virt-controller (VMs → VMIs → launcher pods). */
 let vmNs = '';
 /** Namespace where VMIs and launcher pods are created directly through the API (virt-controller silent). */
@@ -61,7 +56,7 @@ let directNs = '';
 
 async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
   await controller?.stop();
-  controller = await world.startController({ name, webhookPort: port, ...extra });
+  controller = await world.startController({ name, ...extra });
   return controller;
 }
 
@@ -125,16 +120,14 @@ const gateLog = (enabled: boolean) => (l: LogLine) => l.msg === 'feature gate ch
 describe('operability: the launcher-pod webhook through the real API server over TLS', { timeout: 15 * 60_000 }, () => {
   before(
     async () => {
-      await world.setUp('webhook', { virtController: true });
-      port = await webhookPort();
-      await world.installWebhookConfiguration(port);
-      controller = await world.startController({ name: 'main', webhookPort: port });
+      await world.setUp();
+      await world.installWebhookConfiguration(world.webhookPort);
+      controller = await world.startController({ name: 'main' });
       await world.waitForCaBundle();
       vmNs = await world.namespace('wh-vms');
       directNs = await world.namespace('wh-direct');
       await createNads(vmNs);
       await createNads(directNs);
-      standIn = world.kv;
     },
     { timeout: 180_000 },
   );
@@ -143,20 +136,19 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'launcher pod of a VM with two persistent networks and one ordinary one gets exactly its two claim references (virt-controller → API server → webhook over TLS)',
     async (t) => {
       const c = running();
       const bundle = await world.waitForCaBundle();
-      const tls = await verifiedHandshake(port, bundle);
+      const tls = await verifiedHandshake(world.webhookPort, bundle);
       assert.ok(tls.authorized, `the webhook's certificate verifies against the caBundle for 127.0.0.1 (${tls.error ?? 'ok'})`);
       const before = await c.metrics();
 
       const t0 = Date.now();
-      await standIn.createVM(buildVM({ namespace: vmNs, name: 'vm1', networks: NETWORKS }));
+      await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm1', networks: NETWORKS }));
       const claims = await world.waitForClaims(vmNs, ['vm1.red', 'vm1.blue']);
       const tClaims = Date.now() - t0;
-      const { vmi, pod } = await standIn.waitForVMIRunning(vmNs, 'vm1', { timeoutMs: 30_000 });
+      const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm1', { timeoutMs: 30_000 });
       t.diagnostic(`claims ${claims.map((x) => x.metadata.name).join(', ')} ${tClaims} ms after the VM; launcher pod ${pod.metadata!.name} running`);
 
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm1'));
@@ -178,10 +170,10 @@ describe('operability: the launcher-pod webhook through the real API server over
     },
   );
 
-  operabilityCase(world, T, 'a pod without the kubevirt.io=virt-launcher label is not touched (never sent to the webhook)', async () => {
+  operabilityCase(world, 'a pod without the kubevirt.io=virt-launcher label is not touched (never sent to the webhook)', async () => {
     await world.withKubeVirtSilent(async () => {
       const c = running();
-      const vmi = await standIn.getVMI(vmNs, 'vm1');
+      const vmi = await world.kv.getVMI(vmNs, 'vm1');
       assert.ok(vmi, 'VMI vm1 exists (previous case)');
       const pod = renderLauncherPod(vmi, { name: 'not-a-launcher' });
       delete pod.metadata!.labels!['kubevirt.io'];
@@ -195,19 +187,18 @@ describe('operability: the launcher-pod webhook through the real API server over
       );
       assert.deepEqual(claimReferences(created.pod), noRefs);
       assert.equal(await c.metric('persistent_ips_webhook_admissions_total'), before, 'the webhook was not called (every call counts an outcome)');
-      await world.delete(paths.pods(vmNs, 'not-a-launcher'));
+      await world.api.delete(paths.pods(vmNs, 'not-a-launcher'));
     });
   });
 
   operabilityCase(
     world,
-    T,
     "webhook HTTP metrics: controller-runtime's controller_runtime_webhook_requests_total and _latency_seconds count the API server's calls (docs/webhook-behaviour.md)",
     async () => {
       await world.withKubeVirtSilent(async () => {
         const c = running();
         const before = await c.metrics();
-        const vmi = await standIn.getVMI(vmNs, 'vm1');
+        const vmi = await world.kv.getVMI(vmNs, 'vm1');
         assert.ok(vmi, 'VMI vm1 exists (first case)');
         const created = await world.createLauncherPod(vmi, 'metrics-probe');
         assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : created.message}`);
@@ -222,20 +213,20 @@ describe('operability: the launcher-pod webhook through the real API server over
           `controller_runtime_webhook_requests_total{webhook="/mutate-v1-pod",code="200"} counts the call; series now: ${series.join('; ') || '(none)'}`,
         );
         assert.equal(delta('controller_runtime_webhook_latency_seconds_count', { webhook: '/mutate-v1-pod' }), 1, 'the latency histogram observed it');
-        await world.delete(paths.pods(vmNs, created.pod.metadata!.name!));
+        await world.api.delete(paths.pods(vmNs, created.pod.metadata!.name!));
       });
     },
   );
 
-  operabilityCase(world, T, 'gate off in the KubeVirt CR: launcher pods are admitted unchanged and no claim is made', async (t) => {
+  operabilityCase(world, 'gate off in the KubeVirt CR: launcher pods are admitted unchanged and no claim is made', async (t) => {
     const c = running();
     const from = c.logs.length;
     await setGateInCR(world.api, false);
     await c.waitForLog('the gate turning off', gateLog(false), { from });
     try {
       const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
-      await standIn.createVM(buildVM({ namespace: vmNs, name: 'vm-gate-off', networks: NETWORKS }));
-      const { vmi, pod } = await standIn.waitForVMIRunning(vmNs, 'vm-gate-off', { timeoutMs: 30_000 });
+      await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm-gate-off', networks: NETWORKS }));
+      const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-gate-off', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, noRefs);
       assert.ok(
         (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
@@ -254,10 +245,10 @@ describe('operability: the launcher-pod webhook through the real API server over
       await setGateInCR(world.api, true);
       await c.waitForLog('the gate turning on again', gateLog(true), { from: back });
     }
-    await standIn.deleteVM(vmNs, 'vm-gate-off');
+    await world.kv.deleteVM(vmNs, 'vm-gate-off');
   });
 
-  operabilityCase(world, T, '--feature-gates=PersistentIPs=false overrides the CR: launcher pods are admitted unchanged', async () => {
+  operabilityCase(world, '--feature-gates=PersistentIPs=false overrides the CR: launcher pods are admitted unchanged', async () => {
     await world.withKubeVirtSilent(async () => {
       const c = await restartController('gate-flag-off', { featureGates: 'PersistentIPs=false' });
       const synced = await c.waitForLog('caches synced', (l) => l.msg === 'caches synced');
@@ -271,14 +262,13 @@ describe('operability: the launcher-pod webhook through the real API server over
         (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
         'the webhook was called and declined (gate off)',
       );
-      await world.delete(paths.vmis(directNs, 'vmi-flag-off'));
+      await world.api.delete(paths.vmis(directNs, 'vmi-flag-off'));
       await restartController('main-2');
     });
   });
 
   operabilityCase(
     world,
-    T,
     'a launcher pod created right after its VMI, before the VMI reaches the controller cache, still gets its references (API GET fallback)',
     async (t) => {
       await world.withKubeVirtSilent(async () => {
@@ -325,18 +315,17 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'controller started after the VM exists: the launcher pod refused while it was down is admitted with its references once it is up',
     async (t) => {
       await stopController();
-      await standIn.createVM(buildVM({ namespace: vmNs, name: 'vm-late', networks: NETWORKS }));
+      await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm-late', networks: NETWORKS }));
       // failurePolicy Fail: with no webhook answering, the API server refuses the launcher pod; virt-controller retries.
       const refused = await poll('a refused launcher pod of vm-late', 30_000, async () =>
         (await world.rejectedLauncherPods(vmNs)).find((w) => w.vmi === 'vm-late'),
       );
       t.diagnostic(`while down: ${refused.message.slice(0, 220)}`);
       const c = await restartController('main-after-vm');
-      const { vmi, pod } = await standIn.waitForVMIRunning(vmNs, 'vm-late', { timeoutMs: 30_000 });
+      const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-late', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm-late'));
       await poll('claims vm-late.red and vm-late.blue', 30_000, async () => {
         const names = (await world.claims(vmNs)).map((x) => x.metadata.name);
@@ -351,7 +340,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'a controller watching one namespace (--namespace) leaves launcher pods of other namespaces alone (it will never make their claims)',
     async (t) => {
       await world.withKubeVirtSilent(async () => {
@@ -376,7 +364,7 @@ describe('operability: the launcher-pod webhook through the real API server over
           }
           assert.deepEqual(claimReferences(created.pod), noRefs, 'no reference to a claim this controller will never create');
         } finally {
-          await world.delete(paths.vmis(directNs, 'vmi-other-ns'));
+          await world.api.delete(paths.vmis(directNs, 'vmi-other-ns'));
           await restartController('main-4');
         }
       });
@@ -385,7 +373,6 @@ describe('operability: the launcher-pod webhook through the real API server over
 
   operabilityCase(
     world,
-    T,
     'a starting controller never admits a launcher pod without its references (every answer from process start to ready, direct and through the API server)',
     async (t) => {
       await world.withKubeVirtSilent(async () => {
@@ -405,10 +392,10 @@ describe('operability: the launcher-pod webhook through the real API server over
         await stopController();
         const vmi = await world.createVmi(directNs, 'vmi-startup', NETWORKS);
         const pod = renderLauncherPod(vmi, { name: launcherPodName(vmi.metadata.name, vmi.metadata.uid!, 'probe') });
-        const secret = await world.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
+        const secret = await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET));
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
-        const c = await world.startController({ name: 'main-startup-probe', webhookPort: port, waitReady: false, kubeconfig });
+        const c = await world.startController({ name: 'main-startup-probe', waitReady: false, kubeconfig });
         controller = c;
         t.after(async () => {
           await stopController();
@@ -435,7 +422,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const agent = new Agent({ keepAlive: true, maxSockets: 3 });
         const direct = async () => {
           while (going()) {
-            const a = await admitDirectly(port, ca, pod, agent);
+            const a = await admitDirectly(world.webhookPort, ca, pod, agent);
             const at = Date.now();
             if (readyAt) afterReady++;
             if (a.status === 0) {
@@ -486,4 +473,4 @@ describe('operability: the launcher-pod webhook through the real API server over
   );
 });
 
-summaryAtEnd(world, T);
+summaryAtEnd(world);

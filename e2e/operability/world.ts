@@ -1,16 +1,16 @@
-// What every operability file needs around the controller: its own world (one per file; the world of e2e/kubevirt:
+// What every operability file needs around the controller: its own world (one per file; e2e/kubevirt's World with
 // a real control plane with KubeVirt's real CRDs, the KubeVirt CR with the PersistentIPs gate, the node and virt-api
 // stand-ins, and KubeVirt's real virt-controller where the file drives VMs), the controllers it starts, REST through
 // the suite's Api (independent of the controller's client), persistent and ordinary NADs, the URL-based webhook
 // configuration, and launcher pods made directly through the API (rendered as virt-controller renders them:
 // ../kubevirt/launcher-fixture.ts) where a test needs to see each admission itself, with virt-controller stopped
 // meanwhile (withKubeVirtSilent).
-import { randomBytes, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { connect } from 'node:tls';
 import type { V1Pod } from '@kubernetes/client-node';
 import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { IPAMClaim, NetworkSelectionElement } from '../../src/kube/types.ts';
-import { freePort, poll, type ControlPlane, type KubeResponse } from '../harness/index.ts';
+import { poll, type KubeResponse } from '../harness/index.ts';
 import {
   buildVM,
   launcherPodName,
@@ -22,11 +22,10 @@ import {
   type Vm,
   type Vmi,
 } from '../kubevirt/launcher-fixture.ts';
-import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
-import { ControllerProcess, type ControllerOptions } from '../local/controller-process.ts';
 import { nadConfig } from '../suite/fixtures.ts';
-import { type Api, paths } from '../suite/kube.ts';
+import { paths } from '../suite/kube.ts';
+import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -62,58 +61,39 @@ export interface RefusedLauncherPod {
   message: string;
 }
 
-export class World {
-  cp!: ControlPlane;
-  dir!: string;
-  /** virtctl-like operations on VMs (real virt-controller; only in files set up with `virtController: true`). */
-  kv!: VirtCtl;
-  readonly runId = randomBytes(3).toString('hex');
-  #kubevirt: KubeVirtWorld | undefined;
+export class World extends KubeVirtWorld {
   /** VMIs made directly while KubeVirt is silent: deleted before virt-controller starts again. */
   readonly #directVmis: { namespace: string; name: string }[] = [];
-  #silent = false;
-  readonly #controllers: ControllerProcess[] = [];
+  #silent: boolean;
+  readonly #controllerNamespace: boolean;
+  /** The file's cases: counted by operabilityCase, printed by summaryAtEnd (its area is the label). */
+  readonly tally: Tally;
 
   /**
-   * Starts this file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller
-   * does not run) and CR (gate on), the node and virt-api stand-ins, virt-controller when `virtController` (default
-   * false: files that drive no VM leave KubeVirt silent), and the controller namespace (labelled as in
-   * manifests/default, so the webhook skips it; unless `controllerNamespace: false`). The webhook configuration is
-   * the file's to install.
+   * This file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller does not
+   * run) and CR (gate on), the node and virt-api stand-ins, virt-controller when `virtController` (default false:
+   * files that drive no VM leave KubeVirt silent), and the controller namespace (labelled as in manifests/default, so
+   * the webhook skips it; unless `controllerNamespace: false`). The webhook configuration and the controllers (with
+   * the controller's default resync period) are the file's to start.
    */
-  async setUp(label: string, opts: { controllerNamespace?: boolean; virtController?: boolean } = {}): Promise<void> {
-    this.#kubevirt = new KubeVirtWorld({
+  constructor(label: string, opts: { controllerNamespace?: boolean; virtController?: boolean } = {}) {
+    super({
       ovnKubernetes: false,
       controller: false,
       webhook: false,
       virtController: opts.virtController ?? false,
       kubevirtCrds: opts.virtController === true ? 'all' : 'controller',
+      resyncPeriodS: undefined,
       onLog: (l) => console.log(`[operability:${label}] ${l}`),
     });
-    await this.#kubevirt.setUp();
-    this.cp = this.#kubevirt.cp;
-    this.dir = this.#kubevirt.dir;
-    this.kv = new VirtCtl(this.#kubevirt.api);
     this.#silent = opts.virtController !== true;
-    if (opts.controllerNamespace !== false) await this.ensureNamespace(controllerNamespace);
+    this.#controllerNamespace = opts.controllerNamespace !== false;
+    this.tally = tally(label);
   }
 
-  /** Marks the file as failed: its work directory (controller, virt-controller and control plane logs) is kept. */
-  noteFailure(): void {
-    if (this.#kubevirt) this.#kubevirt.failed = true;
-  }
-
-  /** Stops the controllers startController started, then the world. */
-  async tearDown(): Promise<void> {
-    for (const c of this.#controllers.splice(0)) await c.stop().catch(() => undefined);
-    await this.#kubevirt?.tearDown();
-  }
-
-  /** A controller against this world's API server (unless `kubeconfig` says otherwise), its log in the world's directory. */
-  async startController(o: Omit<ControllerOptions, 'kubeconfig' | 'logDir'> & { kubeconfig?: string }): Promise<ControllerProcess> {
-    const c = await ControllerProcess.start({ kubeconfig: this.cp.kubeconfigPath, logDir: this.dir, ...o });
-    this.#controllers.push(c);
-    return c;
+  override async setUp(): Promise<void> {
+    await super.setUp();
+    if (this.#controllerNamespace) await this.ensureNamespace(controllerNamespace);
   }
 
   /**
@@ -123,13 +103,13 @@ export class World {
    */
   async withKubeVirtSilent<T>(fn: () => Promise<T>): Promise<T> {
     if (this.#silent) return fn();
-    await this.#kubevirt!.stopVirtController();
+    await this.stopVirtController();
     this.#silent = true;
     try {
       return await fn();
     } finally {
-      for (const v of this.#directVmis.splice(0)) await this.delete(paths.vmis(v.namespace, v.name)).catch(() => undefined);
-      await this.#kubevirt!.startVirtController();
+      for (const v of this.#directVmis.splice(0)) await this.api.delete(paths.vmis(v.namespace, v.name)).catch(() => undefined);
+      await this.startVirtController();
       this.#silent = false;
     }
   }
@@ -137,50 +117,17 @@ export class World {
   /** Launcher pods virt-controller could not create (its FailedCreate Events), in `namespace` or everywhere. */
   async rejectedLauncherPods(namespace?: string): Promise<RefusedLauncherPod[]> {
     const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : '/api/v1/events';
-    const events = await this.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(
+    const events = await this.api.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(
       `${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`,
     );
-    return events
+    return events.items
       .filter((e) => e.involvedObject.kind === 'VirtualMachineInstance')
       .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
   }
 
-  // -- REST (the suite's Api) -------------------------------------------------------------------------------------
-
-  get api(): Api {
-    return this.#kubevirt!.api;
-  }
-
-  get<T>(path: string): Promise<T | undefined> {
-    return this.api.get<T>(path);
-  }
-
-  async list<T>(path: string): Promise<T[]> {
-    return (await this.api.list<T>(path)).items;
-  }
-
-  create<T>(path: string, body: unknown): Promise<T> {
-    return this.api.create<T>(path, body);
-  }
-
-  mergePatch<T>(path: string, body: unknown): Promise<T> {
-    return this.api.mergePatch<T>(path, body);
-  }
-
-  delete(path: string): Promise<boolean> {
-    return this.api.delete(path);
-  }
-
   async ensureNamespace(obj: { metadata: { name: string } } & Record<string, unknown>): Promise<void> {
-    if (await this.get(paths.namespaces(obj.metadata.name))) return;
-    await this.create(paths.namespaces(), obj);
-  }
-
-  /** A fresh namespace for one case. */
-  async namespace(prefix: string): Promise<string> {
-    const name = `${prefix}-${this.runId}`;
-    await this.ensureNamespace({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-    return name;
+    if (await this.api.get(paths.namespaces(obj.metadata.name))) return;
+    await this.api.create(paths.namespaces(), obj);
   }
 
   // -- fixtures ---------------------------------------------------------------------------------------------------
@@ -188,7 +135,7 @@ export class World {
   /** An OVN-Kubernetes layer2 NAD; persistent unless `persistent: false`. `network` is the config's `name`. */
   async createNad(namespace: string, name: string, o: { network: string; persistent?: boolean; subnets?: string }): Promise<void> {
     const config = nadConfig(namespace, name, { network: o.network, allowPersistentIPs: o.persistent !== false, ...(o.subnets ? { subnets: o.subnets } : {}) });
-    await this.create(paths.nads(namespace), {
+    await this.api.create(paths.nads(namespace), {
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name, namespace },
@@ -201,8 +148,8 @@ export class World {
    * https://127.0.0.1:PORT: local runs have no Service. Replaces an earlier one (and with it its caBundle).
    */
   async installWebhookConfiguration(port: number): Promise<void> {
-    await this.delete(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
-    await this.create(paths.webhookConfigurations(), {
+    await this.api.delete(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
+    await this.api.create(paths.webhookConfigurations(), {
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'MutatingWebhookConfiguration',
       ...localWebhookConfiguration(port),
@@ -212,7 +159,7 @@ export class World {
   /** Waits until the controller has written its CA into every webhook's caBundle; returns the bundle (PEM). */
   async waitForCaBundle(timeoutMs = 30_000): Promise<string> {
     return poll('the webhook configuration caBundle', timeoutMs, async () => {
-      const config = await this.get<MutatingWebhookConfiguration>(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
+      const config = await this.api.get<MutatingWebhookConfiguration>(paths.webhookConfigurations(WEBHOOK_CONFIGURATION));
       const bundles = config?.webhooks.map((w) => w.clientConfig.caBundle ?? '') ?? [];
       return bundles.length > 0 && bundles.every((b) => b !== '' && b === bundles[0]) ? Buffer.from(bundles[0]!, 'base64').toString('utf8') : undefined;
     });
@@ -230,7 +177,7 @@ export class World {
     const vmi = renderVmiFromVm(buildVM({ namespace, name, networks }) as Vm) as Vmi & { metadata: { ownerReferences?: unknown; finalizers?: unknown } };
     delete vmi.metadata.ownerReferences;
     delete vmi.metadata.finalizers;
-    const created = await this.create<Vmi>(paths.vmis(namespace), vmi);
+    const created = await this.api.create<Vmi>(paths.vmis(namespace), vmi);
     if (this.#silent) this.#directVmis.push({ namespace, name });
     return created;
   }
@@ -264,7 +211,7 @@ export class World {
   }
 
   async claims(namespace: string): Promise<IPAMClaim[]> {
-    return this.list<IPAMClaim>(paths.claims(namespace));
+    return (await this.api.list<IPAMClaim>(paths.claims(namespace))).items;
   }
 
   /** Waits until the namespace holds exactly the claims `names` (and returns them). */
@@ -325,9 +272,6 @@ export function secretCertificates(secret: Secret | undefined): { servingSerial?
   if (ca) out.caFingerprint = new X509Certificate(ca).fingerprint256;
   return out;
 }
-
-/** A free port for a webhook (the controller binds it; a test that points the configuration at it needs it first). */
-export const webhookPort = (): Promise<number> => freePort();
 
 /** A TLS handshake with 127.0.0.1:port that verifies the server's certificate against `ca` (for the IP 127.0.0.1). */
 export function verifiedHandshake(port: number, ca: string): Promise<{ authorized: boolean; error?: string; serial?: string }> {

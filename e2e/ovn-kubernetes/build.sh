@@ -42,21 +42,8 @@ find_shared_tarball ovn-kubernetes "$TARBALL_NAME" "${PERSISTENT_IPS_OVNK_SOURCE
 
 TARBALL_SHA=$(sha256sum "$TARBALL" | cut -d' ' -f1)
 KEY=$(printf 'tarball=%s\nrecipe=%s\n%s\n' "$TARBALL_SHA" "$RECIPE" "$GO_BUILD_FLAGS_KEY" | sha256sum | cut -d' ' -f1)
-OUT=$CACHE_ROOT/ovn-kubernetes/$KEY
-BIN=$OUT/bin
-[[ $PRINT == 1 ]] && { echo "$BIN"; exit 0; }
-
 built() { [[ -x $BIN/ovnkube ]]; }
-
-if [[ $FORCE == 0 ]] && built; then
-  log "cached: ovnkube present"
-  echo "$BIN"
-  exit 0
-fi
-if [[ $CHECK == 1 ]]; then
-  log "not built yet: $BIN"
-  exit 3
-fi
+use_cache ovn-kubernetes built ovnkube
 
 find_go "Go"
 # Checked before the toolchain choice: `go env` itself would follow a GOTOOLCHAIN from the environment.
@@ -66,12 +53,7 @@ mkdir -p "$CACHE_ROOT/ovn-kubernetes"
 lock_build built
 
 log "OVN-Kubernetes $OVNK_VERSION from $TARBALL (sha256 $TARBALL_SHA), local $LOCAL_GO ($GO)"
-log "cache: $OUT"
-SRC=$OUT/src
-rm -rf "$SRC"
-mkdir -p "$SRC" "$BIN"
-log "unpacking the source into the cache"
-with_heartbeat "unpacking" tar -xzf "$TARBALL" -C "$SRC" --strip-components=1
+unpack_tarball
 MOD=$SRC/go-controller
 [[ -f $MOD/go.mod && -d $MOD/vendor ]] || die "$TARBALL does not hold go-controller/ with go.mod and vendor/"
 log "unpacked ($(elapsed) s)"
