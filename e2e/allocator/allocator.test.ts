@@ -7,12 +7,12 @@
 // other. Run after `npm run build`:
 //   node_modules/.bin/node --test --test-reporter=spec e2e/allocator/allocator.test.ts
 import assert from 'node:assert/strict';
-import { after, before, describe, it, type TestContext } from 'node:test';
+import { after, before, describe } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
-import { World } from '../kubevirt/world.ts';
+import { World, worldCase } from '../kubevirt/world.ts';
 import { type ControllerProcess, runCli } from '../local/controller-process.ts';
 import { paths } from '../suite/kube.ts';
 
@@ -45,7 +45,6 @@ const world = new World({
   resyncPeriodS: 30,
   onLog: (l) => console.log(`[e2e allocator] ${l}`),
 });
-const tally = { ran: 0, passed: 0, failed: 0 };
 let startedAt = Date.now();
 let restarts = 0;
 
@@ -114,25 +113,6 @@ function dataElement(pod: V1Pod): Record<string, unknown> {
   return element as Record<string, unknown>;
 }
 
-function e2eCase(name: string, fn: (t: TestContext, used: string[]) => Promise<void>, timeoutMs = 120_000): void {
-  it(name, { timeout: timeoutMs }, async (t) => {
-    tally.ran++;
-    const used: string[] = [];
-    const t0 = Date.now();
-    try {
-      await fn(t, used);
-      tally.passed++;
-    } catch (err) {
-      tally.failed++;
-      world.failed = true;
-      for (const ns of used) t.diagnostic(await world.describe(ns).catch((e: unknown) => `cannot describe ${ns}: ${String(e)}`));
-      throw err;
-    } finally {
-      t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    }
-  });
-}
-
 describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, () => {
   before(
     async () => {
@@ -144,37 +124,41 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
   );
   after(() => world.tearDown(), { timeout: 120_000 });
 
-  e2eCase('a VM on an allocator network gets an address in its claim status and in its launcher pod element; status shows it', async (t, used) => {
-    const ns = await world.namespace('basic');
-    used.push(ns);
-    await allocatorNad(ns, 'br-static', 'e2e-basic', '10.61.0.0/24', '10.61.0.1');
-    await createVM(ns, 'vm1', 'br-static');
-    const claim = await waitForCondition(ns, 'vm1.data', 'True');
-    assert.deepEqual(claim.status?.ips, ['10.61.0.2/24'], 'lowest free address after the excluded gateway, pool prefix length');
-    const cond = claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
-    assert.equal(cond.reason, 'SuccessfulAllocation');
-    const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    assert.deepEqual(startedWith(pod), ['10.61.0.2/24'], 'the launcher pod asked static IPAM for the claim address');
-    assert.equal(dataElement(pod)['ipam-claim-reference'], 'vm1.data');
+  worldCase(
+    world,
+    'a VM on an allocator network gets an address in its claim status and in its launcher pod element; status shows it',
+    async ({ t, namespace }) => {
+      const ns = await namespace('basic');
+      await allocatorNad(ns, 'br-static', 'e2e-basic', '10.61.0.0/24', '10.61.0.1');
+      await createVM(ns, 'vm1', 'br-static');
+      const claim = await waitForCondition(ns, 'vm1.data', 'True');
+      assert.deepEqual(claim.status?.ips, ['10.61.0.2/24'], 'lowest free address after the excluded gateway, pool prefix length');
+      const cond = claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
+      assert.equal(cond.reason, 'SuccessfulAllocation');
+      const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      assert.deepEqual(startedWith(pod), ['10.61.0.2/24'], 'the launcher pod asked static IPAM for the claim address');
+      assert.equal(dataElement(pod)['ipam-claim-reference'], 'vm1.data');
 
-    const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
-    assert.equal(table.code, 0, table.stderr);
-    t.diagnostic(`persistent-ips status -n ${ns}:\n${table.stdout}`);
-    assert.match(table.stdout, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
-    assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
-    const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
-    const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
-    assert.deepEqual(
-      doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]),
-      [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']],
-    );
-  });
+      const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
+      assert.equal(table.code, 0, table.stderr);
+      t.diagnostic(`persistent-ips status -n ${ns}:\n${table.stdout}`);
+      assert.match(table.stdout, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
+      assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
+      const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
+      const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
+      assert.deepEqual(
+        doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]),
+        [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']],
+      );
+    },
+    { timeoutMs: 120_000 },
+  );
 
-  e2eCase(
+  worldCase(
+    world,
     'a VM running before its NAD opts in: its claim takes the address its pod has, and even before that claim exists no other VM gets that address',
-    async (_t, used) => {
-      const ns = await world.namespace('running');
-      used.push(ns);
+    async ({ namespace }) => {
+      const ns = await namespace('running');
       const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
       // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.2 from some IPAM.
       await world.cp.http.expect('POST', nads, [201], {
@@ -239,109 +223,125 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.deepEqual(claim.status?.ips, ['10.69.0.2/24'], 'the address the running VM has, with the pool prefix');
       assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
     },
-    180_000,
+    { timeoutMs: 180_000 },
   );
 
-  e2eCase('stop/start and live migration keep the address: same claim, unwritten, same ips in every new launcher pod', async (t, used) => {
-    const ns = await world.namespace('keep');
-    used.push(ns);
-    await allocatorNad(ns, 'br-static', 'e2e-keep', '10.62.0.0/24,fd00:62::/64', '10.62.0.1');
-    await createVM(ns, 'vm1', 'br-static');
-    const claim = await waitForCondition(ns, 'vm1.data', 'True');
-    assert.deepEqual(claim.status?.ips, ['10.62.0.2/24', 'fd00:62::1/64'], 'dual stack: one address per family');
-    const first = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    assert.deepEqual(startedWith(first.pod), claim.status?.ips);
+  worldCase(
+    world,
+    'stop/start and live migration keep the address: same claim, unwritten, same ips in every new launcher pod',
+    async ({ t, namespace }) => {
+      const ns = await namespace('keep');
+      await allocatorNad(ns, 'br-static', 'e2e-keep', '10.62.0.0/24,fd00:62::/64', '10.62.0.1');
+      await createVM(ns, 'vm1', 'br-static');
+      const claim = await waitForCondition(ns, 'vm1.data', 'True');
+      assert.deepEqual(claim.status?.ips, ['10.62.0.2/24', 'fd00:62::1/64'], 'dual stack: one address per family');
+      const first = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      assert.deepEqual(startedWith(first.pod), claim.status?.ips);
 
-    await world.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    await world.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    const restarted = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    assert.notEqual(restarted.pod.metadata?.uid, first.pod.metadata?.uid, 'a new launcher pod');
-    assert.deepEqual(startedWith(restarted.pod), claim.status?.ips, 'the restarted VM keeps its addresses');
+      await world.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      await world.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      const restarted = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      assert.notEqual(restarted.pod.metadata?.uid, first.pod.metadata?.uid, 'a new launcher pod');
+      assert.deepEqual(startedWith(restarted.pod), claim.status?.ips, 'the restarted VM keeps its addresses');
 
-    const migration = await world.kv.migrate(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    const migrated = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
-    assert.equal(migrated.pod.metadata?.name, migration.targetPod);
-    assert.deepEqual(startedWith(migrated.pod), claim.status?.ips, 'the migration target keeps the addresses');
+      const migration = await world.kv.migrate(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      const migrated = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
+      assert.equal(migrated.pod.metadata?.name, migration.targetPod);
+      assert.deepEqual(startedWith(migrated.pod), claim.status?.ips, 'the migration target keeps the addresses');
 
-    const after = await getClaim(ns, 'vm1.data');
-    assert.equal(after?.metadata.uid, claim.metadata.uid, 'the same claim object');
-    assert.equal(after?.metadata.resourceVersion, claim.metadata.resourceVersion, 'never written since the allocation');
-    t.diagnostic(`addresses ${claim.status?.ips?.join(', ')} kept through stop/start and migration`);
-  });
+      const after = await getClaim(ns, 'vm1.data');
+      assert.equal(after?.metadata.uid, claim.metadata.uid, 'the same claim object');
+      assert.equal(after?.metadata.resourceVersion, claim.metadata.resourceVersion, 'never written since the allocation');
+      t.diagnostic(`addresses ${claim.status?.ips?.join(', ')} kept through stop/start and migration`);
+    },
+    { timeoutMs: 120_000 },
+  );
 
-  e2eCase('deleting a VM frees its address for another VM', async (t, used) => {
-    const ns = await world.namespace('free');
-    used.push(ns);
-    await allocatorNad(ns, 'br-static', 'e2e-free', '10.63.0.0/24', '10.63.0.1');
-    await createVM(ns, 'first', 'br-static', { running: false });
-    assert.deepEqual((await waitForCondition(ns, 'first.data', 'True')).status?.ips, ['10.63.0.2/24']);
-    await createVM(ns, 'second', 'br-static', { running: false });
-    assert.deepEqual((await waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
+  worldCase(
+    world,
+    'deleting a VM frees its address for another VM',
+    async ({ t, namespace }) => {
+      const ns = await namespace('free');
+      await allocatorNad(ns, 'br-static', 'e2e-free', '10.63.0.0/24', '10.63.0.1');
+      await createVM(ns, 'first', 'br-static', { running: false });
+      assert.deepEqual((await waitForCondition(ns, 'first.data', 'True')).status?.ips, ['10.63.0.2/24']);
+      await createVM(ns, 'second', 'br-static', { running: false });
+      assert.deepEqual((await waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
 
-    await world.kv.deleteVM(ns, 'first');
-    await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await getClaim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
-    await createVM(ns, 'third', 'br-static');
-    const third = await waitForCondition(ns, 'third.data', 'True');
-    assert.deepEqual(third.status?.ips, ['10.63.0.2/24'], 'the freed address is the lowest free one again');
-    const { pod } = await world.kv.waitForVMIRunning(ns, 'third', { timeoutMs: EVENTUALLY_MS });
-    assert.deepEqual(startedWith(pod), ['10.63.0.2/24']);
-    t.diagnostic('10.63.0.2 went from VM first (deleted) to VM third');
-  });
+      await world.kv.deleteVM(ns, 'first');
+      await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await getClaim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
+      await createVM(ns, 'third', 'br-static');
+      const third = await waitForCondition(ns, 'third.data', 'True');
+      assert.deepEqual(third.status?.ips, ['10.63.0.2/24'], 'the freed address is the lowest free one again');
+      const { pod } = await world.kv.waitForVMIRunning(ns, 'third', { timeoutMs: EVENTUALLY_MS });
+      assert.deepEqual(startedWith(pod), ['10.63.0.2/24']);
+      t.diagnostic('10.63.0.2 went from VM first (deleted) to VM third');
+    },
+    { timeoutMs: 120_000 },
+  );
 
-  e2eCase('two VMs asking for the same static address: one gets it, the other is refused with the reason until it is free', async (t, used) => {
-    const ns = await world.namespace('static');
-    used.push(ns);
-    await allocatorNad(ns, 'br-static', 'e2e-static', '10.64.0.0/24');
-    await createVM(ns, 'vm-a', 'br-static', { addresses: ['10.64.0.50'] });
-    const a = await waitForCondition(ns, 'vm-a.data', 'True');
-    assert.deepEqual(a.status?.ips, ['10.64.0.50/24'], 'a static request inside the pool is honoured');
-    const podA = (await world.kv.waitForVMIRunning(ns, 'vm-a', { timeoutMs: EVENTUALLY_MS })).pod;
-    assert.deepEqual(startedWith(podA), ['10.64.0.50/24']);
+  worldCase(
+    world,
+    'two VMs asking for the same static address: one gets it, the other is refused with the reason until it is free',
+    async ({ t, namespace }) => {
+      const ns = await namespace('static');
+      await allocatorNad(ns, 'br-static', 'e2e-static', '10.64.0.0/24');
+      await createVM(ns, 'vm-a', 'br-static', { addresses: ['10.64.0.50'] });
+      const a = await waitForCondition(ns, 'vm-a.data', 'True');
+      assert.deepEqual(a.status?.ips, ['10.64.0.50/24'], 'a static request inside the pool is honoured');
+      const podA = (await world.kv.waitForVMIRunning(ns, 'vm-a', { timeoutMs: EVENTUALLY_MS })).pod;
+      assert.deepEqual(startedWith(podA), ['10.64.0.50/24']);
 
-    const vmB = await createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
-    const b = await waitForCondition(ns, 'vm-b.data', 'False');
-    const cond = b.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
-    assert.equal(cond.reason, 'IPAddressConflict');
-    assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
-    assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
-    const events = await waitFor('an AddressInUse Event on vm-b', async () => {
-      const found = await eventsOf(ns, 'AddressInUse', 'vm-b');
-      return found.length > 0 ? found : undefined;
-    });
-    assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
-    t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
-    // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
-    await new Promise((r) => setTimeout(r, QUIET_MS));
-    assert.deepEqual(await world.kv.listLauncherPods(ns, 'vm-b'), [], 'no launcher pod admitted for vm-b');
+      const vmB = await createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
+      const b = await waitForCondition(ns, 'vm-b.data', 'False');
+      const cond = b.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
+      assert.equal(cond.reason, 'IPAddressConflict');
+      assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
+      assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
+      const events = await waitFor('an AddressInUse Event on vm-b', async () => {
+        const found = await eventsOf(ns, 'AddressInUse', 'vm-b');
+        return found.length > 0 ? found : undefined;
+      });
+      assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
+      t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
+      // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
+      await new Promise((r) => setTimeout(r, QUIET_MS));
+      assert.deepEqual(await world.kv.listLauncherPods(ns, 'vm-b'), [], 'no launcher pod admitted for vm-b');
 
-    await world.kv.deleteVM(ns, 'vm-a');
-    const granted = await waitForCondition(ns, 'vm-b.data', 'True');
-    assert.deepEqual(granted.status?.ips, ['10.64.0.50/24'], 'once vm-a is gone, vm-b gets the address it asked for');
-    const podB = (await world.kv.waitForVMIRunning(ns, 'vm-b', { timeoutMs: EVENTUALLY_MS })).pod;
-    assert.deepEqual(startedWith(podB), ['10.64.0.50/24'], "and its launcher pod is admitted on KubeVirt's retry");
-  });
+      await world.kv.deleteVM(ns, 'vm-a');
+      const granted = await waitForCondition(ns, 'vm-b.data', 'True');
+      assert.deepEqual(granted.status?.ips, ['10.64.0.50/24'], 'once vm-a is gone, vm-b gets the address it asked for');
+      const podB = (await world.kv.waitForVMIRunning(ns, 'vm-b', { timeoutMs: EVENTUALLY_MS })).pod;
+      assert.deepEqual(startedWith(podB), ['10.64.0.50/24'], "and its launcher pod is admitted on KubeVirt's retry");
+    },
+    { timeoutMs: 120_000 },
+  );
 
-  e2eCase('an invalid pool is reported on the NAD; nothing is allocated, nothing crashes', async (_t, used) => {
-    const ns = await world.namespace('invalid');
-    used.push(ns);
-    await allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
-    await createVM(ns, 'vm1', 'br-bad', { running: false });
-    const events = await waitFor('an InvalidAllocatorPool Event on the NAD', async () => {
-      const found = await eventsOf(ns, 'InvalidAllocatorPool', 'br-bad');
-      return found.length > 0 ? found : undefined;
-    });
-    assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
-    await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
-    await new Promise((r) => setTimeout(r, QUIET_MS));
-    assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
-    assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
-  });
+  worldCase(
+    world,
+    'an invalid pool is reported on the NAD; nothing is allocated, nothing crashes',
+    async ({ namespace }) => {
+      const ns = await namespace('invalid');
+      await allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
+      await createVM(ns, 'vm1', 'br-bad', { running: false });
+      const events = await waitFor('an InvalidAllocatorPool Event on the NAD', async () => {
+        const found = await eventsOf(ns, 'InvalidAllocatorPool', 'br-bad');
+        return found.length > 0 ? found : undefined;
+      });
+      assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
+      await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
+      await new Promise((r) => setTimeout(r, QUIET_MS));
+      assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
+      assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
+    },
+    { timeoutMs: 120_000 },
+  );
 
-  e2eCase(
+  worldCase(
+    world,
     'an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod',
-    async (t, used) => {
-      const ns = await world.namespace('ovn');
-      used.push(ns);
+    async ({ t, namespace }) => {
+      const ns = await namespace('ovn');
       const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
       const config = (subnets: string) =>
         JSON.stringify({
@@ -420,11 +420,11 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     },
   );
 
-  e2eCase(
+  worldCase(
+    world,
     'SIGKILL of the controller during a burst of 200 VM creations: after the restart, 200 distinct addresses',
-    async (t, used) => {
-      const ns = await world.namespace('burst');
-      used.push(ns);
+    async ({ t, namespace }) => {
+      const ns = await namespace('burst');
       const N = 200;
       await allocatorNad(ns, 'br-burst', 'e2e-burst', '10.66.0.0/24');
       const allocated = async () => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
@@ -483,14 +483,14 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       );
       assert.equal(res.status, 409, `a status merge patch with a stale resourceVersion is a conflict: ${res.body.slice(0, 200)}`);
     },
-    300_000,
+    { timeoutMs: 300_000 },
   );
 
-  e2eCase(
+  worldCase(
+    world,
     'leader change during a burst: the new leader allocates the rest, no address twice',
-    async (t, used) => {
-      const ns = await world.namespace('leader');
-      used.push(ns);
+    async ({ t, namespace }) => {
+      const ns = await namespace('leader');
       const N = 60;
       await allocatorNad(ns, 'br-leader', 'e2e-leader', '10.67.0.0/24');
       await world.controller.stop();
@@ -527,13 +527,13 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await standby.stop();
       world.controller = await startAllocatorController();
     },
-    180_000,
+    { timeoutMs: 180_000 },
   );
 });
 
 // The acceptance line: how many end-to-end cases ran, against which Kubernetes version.
 after((t) => {
-  const { ran, passed, failed } = tally;
+  const { ran, passed, failed } = world.tally;
   const wall = ((Date.now() - startedAt) / 1000).toFixed(0);
   const line = `e2e allocator: ${ran} cases against Kubernetes ${world.cp?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed) in ${wall} s`;
   t.diagnostic(line);

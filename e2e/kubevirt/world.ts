@@ -84,6 +84,8 @@ export class World {
   ovnk: ClusterManager | undefined;
   webhookPort = 0;
   failed = false;
+  /** The cases worldCase counted, for a file's summary line. */
+  readonly tally = { ran: 0, passed: 0, failed: 0 };
   readonly runId = randomBytes(3).toString('hex');
   #nodeLog: WriteStream | undefined;
   readonly #withOvnk: boolean;

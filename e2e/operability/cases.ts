@@ -1,5 +1,6 @@
 // Named cases with their wall time, and the summary line every operability file prints at its end (summaryAtEnd).
-import { after, it, type TestContext } from 'node:test';
+import { after, type TestContext } from 'node:test';
+import { worldCase } from '../kubevirt/world.ts';
 import type { World } from './world.ts';
 
 export interface Tally {
@@ -14,24 +15,9 @@ export function tally(area: string): Tally {
   return { area, ran: 0, passed: 0, failed: 0, startedAt: Date.now() };
 }
 
-/** A case: counted, timed (wall time as a diagnostic), and a failure keeps the work directory. */
-export function operabilityCase(world: World, name: string, fn: (ctx: TestContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void {
-  const t = world.tally;
-  it(name, { timeout: opts.timeoutMs ?? 180_000 }, async (ctx) => {
-    t.ran++;
-    const t0 = Date.now();
-    try {
-      await fn(ctx);
-      t.passed++;
-    } catch (err) {
-      t.failed++;
-      world.failed = true;
-      throw err;
-    } finally {
-      ctx.diagnostic(`wall time ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    }
-  });
-}
+/** A case of an operability file: the one case wrapper (worldCase), with the test context alone and 180 s. */
+export const operabilityCase = (world: World, name: string, fn: (ctx: TestContext) => Promise<void>, opts: { timeoutMs?: number } = {}): void =>
+  worldCase(world, name, ({ t }) => fn(t), { timeoutMs: 180_000, ...opts });
 
 /**
  * Registers the file's summary (a root-level after hook: printed once every case has run):

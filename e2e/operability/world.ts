@@ -67,7 +67,7 @@ export class World extends KubeVirtWorld {
   #silent: boolean;
   readonly #controllerNamespace: boolean;
   /** The file's cases: counted by operabilityCase, printed by summaryAtEnd (its area is the label). */
-  readonly tally: Tally;
+  override readonly tally: Tally;
 
   /**
    * This file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller does not
