@@ -13,7 +13,7 @@ import { parsePrometheus, sumOf } from '../local/controller-process.ts';
 import { localWebhookConfiguration } from '../local/webhook-config.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks } from '../ovn-kubernetes/cluster-manager.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
-import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { STANDIN_NODES } from './node-standin.ts';
 import { EVENTUALLY_MS, waitFor, World } from './world.ts';
 
@@ -109,7 +109,7 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
         { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
       );
       vmIps = claims.flatMap((c) => c.status?.ips ?? []);
-      pods = await WatchLog.start<Pod>(kubeConfigFrom(world.cp.kubeconfigPath), world.api, paths.pods(ns));
+      pods = await WatchLog.start<Pod>(world.api, paths.pods(ns));
     },
     { timeout: 300_000 },
   );

@@ -17,7 +17,7 @@ import {
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
 import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, firstRv, nadConfig, waitForClaims } from '../suite/fixtures.ts';
-import { kubeConfigFrom, paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
 import { setGateInCR } from './kubevirt.ts';
@@ -158,7 +158,7 @@ async function waitForEvent(
 
 /** Records every change of a collection from now on (stopped when the case ends). */
 async function record<T extends KubeObject>(t: TestContext, path: string): Promise<WatchLog<T>> {
-  const log = await WatchLog.start<T>(kubeConfigFrom(world.cp.kubeconfigPath), world.api, path);
+  const log = await WatchLog.start<T>(world.api, path);
   t.after(() => log.stop());
   return log;
 }

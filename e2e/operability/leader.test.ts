@@ -30,7 +30,7 @@ import {
   type Secret,
 } from './world.ts';
 import { admitDirectly, applyPatch, type AdmissionAnswer } from '../local/admission.ts';
-import { kubeConfigFrom, WatchLog, type IPAMClaim } from '../suite/kube.ts';
+import { WatchLog, type IPAMClaim } from '../suite/kube.ts';
 
 const world = new World('leader-election', { virtController: true });
 const TAKEOVER_LIMIT_MS = 20_000;
@@ -77,7 +77,7 @@ describe('operability: leader election between two controller processes', { time
       assert.equal(await isLeader(b), 0, 'B: leader_election_master_status 0');
       assert.equal(await holder(), identityOf(a), `the Lease names A (${identityOf(a)})`);
       t.diagnostic(`A ${identityOf(a)} leads (webhook :${portA}); B ${identityOf(b)} stands by (webhook :${portB}, the configuration's URL)`);
-      const claims = await WatchLog.start<IPAMClaim>(kubeConfigFrom(world.cp.kubeconfigPath), world.api, paths.claims(ns));
+      const claims = await WatchLog.start<IPAMClaim>(world.api, paths.claims(ns));
 
       // While A leads, only A reconciles.
       const [ra0, rb0] = [await reconciles(a), await reconciles(b)];

@@ -5,12 +5,11 @@
 // plugin is the node stand-in (`ovnKubernetes: false`): the cases write the claims' addresses themselves where they
 // need them, and several stage NADs OVN-Kubernetes would refuse (invalid, layer3, edited configs).
 import { randomBytes } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster } from '../harness/index.ts';
 import { VirtCtl } from '../kubevirt/virtctl.ts';
 import { type CaseContext as WorldCaseContext, type CaseWorld, World, worldCase } from '../kubevirt/world.ts';
 import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
-import { type Api, kubeConfigFrom, namespaceEvents, paths } from './kube.ts';
+import { type Api, namespaceEvents, paths } from './kube.ts';
 
 /**
  * The shared controller's --resync-period (seconds). Short on purpose: cases that must hold "after several
@@ -27,7 +26,6 @@ export const inNamespace =
 export class SuiteEnv implements CaseWorld {
   readonly world = new World({ ovnKubernetes: false, controller: false, onLog: (l) => console.log(`[e2e] ${l}`) });
   cluster!: Cluster;
-  kc!: KubeConfig;
   api!: Api;
   /** virtctl-like operations and waits on real KubeVirt. */
   kv!: VirtCtl;
@@ -45,7 +43,6 @@ export class SuiteEnv implements CaseWorld {
     await this.world.setUp();
     this.cluster = this.world.cp;
     this.webhookPort = this.world.webhookPort;
-    this.kc = kubeConfigFrom(this.cluster.kubeconfigPath);
     this.api = this.world.api;
     this.kv = new VirtCtl(this.api);
     this.#shared = await this.#startShared();

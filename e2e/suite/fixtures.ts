@@ -175,7 +175,7 @@ export { backgroundDeletionViolations, deletedRv, deletionStartRv, finalizerRele
 
 /** Starts watch logs, and stops them when the case ends. */
 export async function watchLog<T extends KubeObject>(c: CaseContext, path: string): Promise<WatchLog<T>> {
-  const log = await WatchLog.start<T>(c.world.kc, c.world.api, path);
+  const log = await WatchLog.start<T>(c.world.api, path);
   c.t.after(() => log.stop());
   return log;
 }

@@ -1,7 +1,6 @@
 // The suite's own access to the API server: plain REST through the harness's KubeHttp (independent of the
 // controller's client), watches that record every event in order (for "nothing changed" windows and for ordering
 // assertions), Events, and the API server's request counters.
-import { KubeConfig, Watch } from '@kubernetes/client-node';
 import type { Cluster, KubeHttp } from '../harness/index.ts';
 import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition } from '../../src/kube/types.ts';
 import { parsePrometheus, type Sample } from '../local/controller-process.ts';
@@ -101,50 +100,49 @@ export class WatchLog<T extends KubeObject = KubeObject> {
   /** The objects as the initial list returned them, by name: the state before the first recorded event. */
   readonly initial: Map<string, T>;
   #rv: string;
-  #watch: Watch;
-  #ctrl: AbortController | undefined;
+  #http: KubeHttp;
+  #stop: (() => void) | undefined;
   #stopped = false;
   #error: string | undefined;
 
-  private constructor(kc: KubeConfig, path: string, rv: string, initial: T[]) {
+  private constructor(http: KubeHttp, path: string, rv: string, initial: T[]) {
     this.path = path;
     this.initial = new Map(initial.map((o) => [o.metadata.name, o]));
     this.#rv = rv;
-    this.#watch = new Watch(kc);
+    this.#http = http;
   }
 
-  static async start<T extends KubeObject>(kc: KubeConfig, api: Api, path: string): Promise<WatchLog<T>> {
+  static async start<T extends KubeObject>(api: Api, path: string): Promise<WatchLog<T>> {
     const { items, resourceVersion } = await api.list<T>(path);
-    const log = new WatchLog<T>(kc, path, resourceVersion, items);
+    const log = new WatchLog<T>(api.http, path, resourceVersion, items);
     await log.#connect();
     return log;
   }
 
   async #connect(): Promise<void> {
     if (this.#stopped) return;
-    this.#ctrl = await this.#watch.watch(
-      this.path,
-      { resourceVersion: this.#rv, allowWatchBookmarks: true },
-      (type: string, obj: T & { code?: number; message?: string }) => {
-        if (type === 'BOOKMARK') {
-          this.#rv = obj.metadata?.resourceVersion ?? this.#rv;
-          return;
-        }
-        if (type === 'ERROR') {
-          this.#error = `watch of ${this.path} failed: ${obj.code ?? ''} ${obj.message ?? ''}`;
-          return;
-        }
-        const rv = obj.metadata.resourceVersion ?? this.#rv;
-        this.#rv = rv;
-        this.events.push({ type: type as Recorded<T>['type'], obj, rv: Number(rv) });
-      },
-      () => {
-        // The server ended the watch (timeout) or the connection dropped: resume from the last resourceVersion seen,
-        // so no event is lost (an expired one comes back as an ERROR event, recorded above).
-        if (this.#stopped || this.#error) return;
-        setTimeout(() => void this.#connect().catch((e: unknown) => (this.#error = `watch of ${this.path}: ${String(e)}`)), 20);
-      },
-    );
+    const query = `watch=true&allowWatchBookmarks=true&resourceVersion=${encodeURIComponent(this.#rv)}`;
+    const watch = await this.#http.watch(`${this.path}${this.path.includes('?') ? '&' : '?'}${query}`, ({ type, object }) => {
+      const obj = object as T & { code?: number; message?: string };
+      if (type === 'BOOKMARK') {
+        this.#rv = obj.metadata?.resourceVersion ?? this.#rv;
+        return;
+      }
+      if (type === 'ERROR') {
+        this.#error = `watch of ${this.path} failed: ${obj.code ?? ''} ${obj.message ?? ''}`;
+        return;
+      }
+      const rv = obj.metadata.resourceVersion ?? this.#rv;
+      this.#rv = rv;
+      this.events.push({ type: type as Recorded<T>['type'], obj, rv: Number(rv) });
+    });
+    this.#stop = watch.stop;
+    // The server ended the watch (timeout) or the connection dropped: resume from the last resourceVersion seen, so no
+    // event is lost (an expired one comes back as an ERROR event, recorded above).
+    void watch.done.then(() => {
+      if (this.#stopped || this.#error) return;
+      setTimeout(() => void this.#connect().catch((e: unknown) => (this.#error = `watch of ${this.path}: ${String(e)}`)), 20);
+    });
   }
 
   /** Throws if the watch could not keep up (an ERROR event, e.g. 410 Gone): its record would have a gap. */
@@ -158,7 +156,7 @@ export class WatchLog<T extends KubeObject = KubeObject> {
 
   stop(): void {
     this.#stopped = true;
-    this.#ctrl?.abort();
+    this.#stop?.();
   }
 }
 
@@ -198,10 +196,4 @@ export async function apiserverClaimWrites(cluster: Cluster): Promise<{ total: n
     (s) => s.name === 'apiserver_request_total' && s.labels['resource'] === 'ipamclaims' && (WRITE_VERBS as readonly string[]).includes(s.labels['verb'] ?? ''),
   );
   return { total: series.reduce((n, s) => n + s.value, 0), series };
-}
-
-export function kubeConfigFrom(path: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromFile(path);
-  return kc;
 }
