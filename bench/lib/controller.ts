@@ -68,6 +68,13 @@ export interface MemorySummary {
   samples: MemorySample[];
 }
 
+/** Every controller started and not stopped yet: stopControllers() stops them when a run ends or fails. */
+const live = new Set<ControllerProcess>();
+
+export async function stopControllers(): Promise<void> {
+  for (const c of live) await c.stop().catch(() => undefined);
+}
+
 export class ControllerProcess {
   readonly name: string;
   readonly args: string[];
@@ -185,6 +192,7 @@ export class ControllerProcess {
         .map(([k, v]) => `${k}=${v}`)
         .join(' ');
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      live.add(c);
       c.#startSampling();
       if ((await c.#upOrExited(60_000)) === 'up') return c;
       if (c.#sampler) clearInterval(c.#sampler);
@@ -354,33 +362,6 @@ export class ControllerProcess {
     return { gc, eventLoopLagMaxMs: lags.length ? Math.max(...lags) : null };
   }
 
-  /**
-   * Asks the process for a heap snapshot (it must run with --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=DIR): V8
-   * collects garbage first, so the snapshot's size is the live heap. Returns the file once it is complete.
-   */
-  async heapSnapshot(dir: string, timeoutMs = 300_000): Promise<string> {
-    const { readdirSync, statSync } = await import('node:fs');
-    const before = new Set(readdirSync(dir));
-    process.kill(this.#p.pid, 'SIGUSR2');
-    const deadline = performance.now() + timeoutMs;
-    let last = -1;
-    for (;;) {
-      await sleep(500);
-      const fresh = readdirSync(dir).filter((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-      if (fresh.length > 0) {
-        const file = join(dir, fresh[0]!);
-        const size = statSync(file).size;
-        // Written in one go; done once the size stops changing and the process answers again.
-        if (size > 0 && size === last) {
-          await this.queueState();
-          return file;
-        }
-        last = size;
-      }
-      if (performance.now() > deadline) throw new Error(`no heap snapshot from ${this.name} in ${dir}`);
-    }
-  }
-
   /** Seconds since spawn, on the samples' clock. */
   get uptimeS(): number {
     return (performance.now() - this.spawnAt) / 1000;
@@ -427,6 +408,7 @@ export class ControllerProcess {
     if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
     this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
     if (this.#sampler) clearInterval(this.#sampler);
+    live.delete(this);
     await stopTracked(this.#p);
   }
 }
