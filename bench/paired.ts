@@ -187,12 +187,7 @@ async function main(): Promise<void> {
           continue;
         }
         await createVms(base, ns, 'vm', vms);
-        const ctx: BenchContext = {
-          ...base,
-          settings: { ...settings, namespace: ns },
-          controllerEnv: arm.env,
-          ...(arm.entry ? { controllerEntry: arm.entry } : {}),
-        };
+        const ctx: BenchContext = { ...armContext(base, arm), settings: { ...settings, namespace: ns } };
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
@@ -278,6 +273,9 @@ function requestsByVerb(metrics: PromSample[]): Record<string, number> {
   return out;
 }
 
+/** The arm's build and environment for its controllers. */
+const armContext = (base: BenchContext, arm: Arm): BenchContext => ({ ...base, controllerEnv: arm.env, ...(arm.entry ? { controllerEntry: arm.entry } : {}) });
+
 /** CPU seconds by thread name, rounded. */
 function threadCpu(pid: number, digits: number): Record<string, number> {
   return Object.fromEntries(Object.entries(procThreadCpuSeconds(pid)).map(([k, v]) => [k, round(v, digits)]));
@@ -285,14 +283,7 @@ function threadCpu(pid: number, digits: number): Record<string, number> {
 
 /** One start with no VMs: the controller's CPU and RSS at /readyz + 1 s. */
 async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number, settleMs: number): Promise<Sample> {
-  const controller = await ControllerProcess.start(`${arm.name}-${r}`, {
-    kubeconfig: base.cp.kubeconfigPath,
-    dir: base.dir,
-    settings,
-    nodeArgs: arm.flags,
-    env: arm.env,
-    ...(arm.entry ? { entry: arm.entry } : {}),
-  });
+  const controller = await ControllerProcess.startIn({ ...armContext(base, arm), settings }, `${arm.name}-${r}`, arm.flags);
   try {
     await controller.waitReady(60_000);
     await sleep(1000);

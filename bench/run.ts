@@ -685,15 +685,9 @@ async function main(): Promise<void> {
       memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
 
       log('4a. resync');
-      const c = await ControllerProcess.start('resync', {
-        kubeconfig: ctx.cp.kubeconfigPath,
-        dir: tmp,
-        settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' },
-        nodeArgs: o.nodeArgs,
-      });
+      const c = await ControllerProcess.startIn({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' } }, 'resync');
       controllerCommands.resync = c.commandLine;
-      const resyncCtx: BenchContext = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
-      const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
+      const resyncStep = await resync({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } }, c, keysAfterLimit + ch.vms);
       await c.stop();
 
       // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N

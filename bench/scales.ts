@@ -81,12 +81,7 @@ async function outage(
         warnings += countWarnings(current, current === controller ? logsBefore : 0);
         restarts++;
         log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
-        current = await ControllerProcess.start(`${current.name.replace(/-r\d+$/, '')}-r${restarts}`, {
-          kubeconfig: ctx.cp.kubeconfigPath,
-          dir: ctx.dir,
-          settings: ctx.settings,
-          nodeArgs: ctx.nodeArgs,
-        });
+        current = await ControllerProcess.startIn(ctx, `${current.name.replace(/-r\d+$/, '')}-r${restarts}`);
       }
       await sleep(200);
     }
@@ -193,7 +188,7 @@ export async function runScales(
     const ctx = c.ctx;
     if (i === 0) {
       log('idle controller: caches synced, no VMs');
-      const ctl = await ControllerProcess.start('idle', { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs });
+      const ctl = await ControllerProcess.startIn(ctx, 'idle');
       await ctl.waitReady();
       await sleep(20_000);
       idle = { rssMiB: recentRssMiB(ctl, 10), peakMiB: ctl.memoryNow().peakRssMiB, infoLines: logStats(ctl).infoLines };

@@ -12,6 +12,7 @@ import { procCpuSeconds, procMemory } from './proc.ts';
 import { round } from './stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { localArgs, shippedController } from './deployment.ts';
+import type { BenchContext } from './scenarios.ts';
 
 export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 const CONTROLLER = 'virtualmachine-ipamclaims';
@@ -199,6 +200,18 @@ export class ControllerProcess {
       if (attempt < 3 && /EADDRINUSE/.test(readFileSync(logFile, 'utf8'))) continue;
       return c; // exited for another reason: the caller's first wait reports it with the log
     }
+  }
+
+  /** A controller on the context's control plane, with its settings, node flags (and `nodeArgs`), entry and env. */
+  static startIn(ctx: BenchContext, name: string, nodeArgs: string[] = []): Promise<ControllerProcess> {
+    return ControllerProcess.start(name, {
+      kubeconfig: ctx.cp.kubeconfigPath,
+      dir: ctx.dir,
+      settings: ctx.settings,
+      nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
+      ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
+      ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
+    });
   }
 
   /** Polls the metrics server every 50 ms (a local call, not the API server). */

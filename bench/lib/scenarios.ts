@@ -174,14 +174,7 @@ export async function coldStart(
   const loadavgBefore = load();
   const window = await requestWindow(ctx.kube);
   const cpu = new CpuWindow(cpPids(ctx.cp));
-  const controller = await ControllerProcess.start(name, {
-    kubeconfig: ctx.cp.kubeconfigPath,
-    dir: ctx.dir,
-    settings: ctx.settings,
-    nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
-    ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
-    ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
-  });
+  const controller = await ControllerProcess.startIn(ctx, name, nodeArgs);
   cpu.add('controller', controller.pid);
   try {
     const ready = controller.waitReady(30 * 60_000);
@@ -389,13 +382,7 @@ export async function restart(
 ): Promise<{ result: SteadyStepResult; controller: ControllerProcess }> {
   const window = await requestWindow(ctx.kube);
   const t0 = performance.now();
-  const controller = await ControllerProcess.start(name, {
-    kubeconfig: ctx.cp.kubeconfigPath,
-    dir: ctx.dir,
-    settings: ctx.settings,
-    nodeArgs: ctx.nodeArgs,
-    ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
-  });
+  const controller = await ControllerProcess.startIn(ctx, name);
   const readyAt = await controller.waitReady();
   const idle = await controller.waitIdle({ minReconciles: keys, quietMs: 2000 });
   const writes = await window.end();
@@ -566,15 +553,8 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     claims: perClaimMs.length,
     achievedRate: round(total / genSeconds, 2),
     maxScheduleLagMs: r(maxLag),
-    latencyMs: {
-      p50: r(percentile(perClaimMs, 50)),
-      p95: r(percentile(perClaimMs, 95)),
-      p99: r(percentile(perClaimMs, 99)),
-      max: r(Math.max(...perClaimMs)),
-      mean: r(mean(perClaimMs)),
-      min: r(Math.min(...perClaimMs)),
-    },
-    perVmLatencyMs: { p50: r(percentile(perVmMs, 50)), p95: r(percentile(perVmMs, 95)), p99: r(percentile(perVmMs, 99)), max: r(Math.max(...perVmMs)) },
+    latencyMs: { ...pcts(perClaimMs), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
+    perVmLatencyMs: pcts(perVmMs),
     histogram: histogram(perClaimMs, [10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000]),
     vmPostMs: pcts(vmPost),
     vmiPostMs: pcts(vmiPost),
