@@ -26,15 +26,13 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createKubeVirtCR } from './lib/objects.ts';
 import type { Sample as PromSample } from '../e2e/local/controller-process.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
-import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
-import { ControllerProcess } from './lib/controller.ts';
+import { killAllSync, stopAll } from './lib/processes.ts';
+import { ControllerProcess, stopControllers } from './lib/controller.ts';
+import { startWorld, type World } from './lib/world.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
 import { mean, median, round } from './lib/stats.ts';
 
@@ -154,7 +152,7 @@ async function main(): Promise<void> {
   for (const arm of arms) if (arm.ref) arm.entry = buildRef(arm.ref, log);
 
   const dir = mkdtempSync(join(tmpdir(), 'persistent-ips-paired-'));
-  let cp: ControlPlane | undefined;
+  let world: World | undefined;
   const onSignal = (): void => {
     killAllSync();
     process.exit(130);
@@ -163,19 +161,9 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('exit', killAllSync);
   const samples: Sample[] = [];
-  const cpPids: number[] = [];
   try {
-    cp = await startControlPlane({
-      dir: join(dir, 'cp'),
-      handleSignals: false,
-      onLog: () => {},
-      onProcess: (_name, pid) => {
-        trackExternal([pid]);
-        cpPids.push(pid);
-      },
-    });
-    const kube = new KubeHttp({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile), maxSockets: 32, timeoutMs: 120_000 });
-    await createKubeVirtCR(kube);
+    world = await startWorld(join(dir, 'cp'), () => {});
+    const { cp, kube } = world;
     const shipped = await shippedClientSettings();
     const settings = { concurrency: shipped.concurrency, qps: shipped.qps, burst: shipped.burst, resyncSeconds: 600 };
     const base: BenchContext = { kube, cp, dir, settings, setupConcurrency: 16, nodeArgs: [], log };
@@ -217,11 +205,10 @@ async function main(): Promise<void> {
         // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
       }
     }
-    kube.close();
   } finally {
+    await stopControllers();
     await stopAll();
-    await cp?.stop();
-    untrackExternal(cpPids);
+    await world?.stop();
     if (values['keep-logs']) {
       rmSync(join(dir, 'cp'), { recursive: true, force: true });
       log(`controller logs kept in ${dir}`);

@@ -22,18 +22,17 @@
 // Writes per claim (3) come from the API server's apiserver_request_total around each step.
 
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { pinnedVersions, startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
+import { pinnedVersions } from '../e2e/harness/index.ts';
 import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
 import { runScales } from './scales.ts';
 import { ControllerProcess, stopControllers, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { KubeHttp } from '../e2e/harness/kubehttp.ts';
-import { createKubeVirtCR } from './lib/objects.ts';
-import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
+import { killAllSync, stopAll } from './lib/processes.ts';
+import { startWorld, type World } from './lib/world.ts';
 import { fmtMs, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
 import {
   churn,
@@ -562,19 +561,16 @@ async function main(): Promise<void> {
   const loadStart = loadavg().map((x) => round(x, 2));
   log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
 
-  let cp: ControlPlane | undefined;
-  let kube: KubeHttp | undefined;
+  let world: World | undefined;
   let success = false;
   // One cleanup at a time: a signal's and the main flow's finally share it.
   let cleaning: Promise<void> | undefined;
   const stopCp = async (): Promise<void> => {
-    kube?.close();
-    const old = cp;
-    cp = undefined;
+    const old = world;
+    world = undefined;
     if (!old) return;
     log('stopping the control plane');
     await old.stop();
-    untrackExternal(startedPids.splice(0));
   };
   const cleanup = (): Promise<void> => {
     cleaning ??= (async () => {
@@ -599,23 +595,10 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('exit', killAllSync);
 
-  const startedPids: number[] = [];
-  const startCp = async (name: string): Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }> => {
-    const c = await startControlPlane({
-      dir: join(tmp, name),
-      handleSignals: false,
-      onLog: (l) => log(`[control plane] ${l}`),
-      // Last resort (the harness kills them on exit too, but not once its stop() has begun).
-      onProcess: (_name, pid) => {
-        trackExternal([pid]);
-        startedPids.push(pid);
-      },
-    });
-    const k = new KubeHttp({ server: c.server, token: c.token, ca: readFileSync(c.caFile), maxSockets: Math.max(32, o.setupConcurrency), timeoutMs: 120_000 });
-    await createKubeVirtCR(k);
-    cp = c;
-    kube = k;
-    return { cp: c, kube: k, ctx: { kube: k, cp: c, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log } };
+  const startCp = async (name: string): Promise<World & { ctx: BenchContext }> => {
+    const w = await startWorld(join(tmp, name), (l) => log(`[control plane] ${l}`), Math.max(32, o.setupConcurrency));
+    world = w;
+    return { ...w, ctx: { kube: w.kube, cp: w.cp, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log } };
   };
 
   const sections: Section[] = [];
