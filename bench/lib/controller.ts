@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../../e2e/harness/controlplane.ts';
 import { ControllerProcess as E2eController, parsePrometheus, sumOf, type Sample } from '../../e2e/local/controller-process.ts';
 import { bucketDelta, buckets } from './prom.ts';
-import { procCpuSeconds, procMemory } from './proc.ts';
+import { procCpuSeconds, procMemory, type ProcMemory } from './proc.ts';
 import { round } from './stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { localArgs, shippedController } from './deployment.ts';
@@ -294,10 +294,8 @@ export class ControllerProcess {
 
   #startSampling(): void {
     const take = async (): Promise<void> => {
-      const mem = procMemory(this.#p.pid);
+      const mem = this.#readProc();
       if (!mem || Number.isNaN(mem.rssKb)) return;
-      this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
-      this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
       const sample: MemorySample = { t: round((performance.now() - this.spawnAt) / 1000), rssKb: mem.rssKb, hwmKb: mem.hwmKb };
       try {
         const res = await fetch(`http://127.0.0.1:${this.#p.metricsPort}/metrics`, { signal: AbortSignal.timeout(900) });
@@ -350,8 +348,7 @@ export class ControllerProcess {
 
   /** memory() with a fresh /proc reading (VmHWM up to now). */
   memoryNow(): MemorySummary {
-    const mem = procMemory(this.#p.pid);
-    if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
+    this.#readProc();
     return this.memory();
   }
 
@@ -375,10 +372,16 @@ export class ControllerProcess {
     return this.#p.logs as { msg?: string; time?: string; level?: string }[];
   }
 
-  async stop(): Promise<void> {
+  /** Reads /proc while the process runs, so that its peak RSS and CPU survive its exit. */
+  #readProc(): ProcMemory | undefined {
     const mem = procMemory(this.#p.pid);
     if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
     this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
+    return mem;
+  }
+
+  async stop(): Promise<void> {
+    this.#readProc();
     if (this.#sampler) clearInterval(this.#sampler);
     live.delete(this);
     await this.#p.stop(15_000);
