@@ -235,6 +235,12 @@ function clientSettingsLabel(s: ControllerSettings): string {
   return `concurrency ${s.concurrency}, --qps ${s.qps} --burst ${s.burst} (${origin})`;
 }
 
+/** CPU seconds by process, e.g. "kube-apiserver 0.6, etcd 0.1, controller 0.5". */
+const cpuRow = (c: Record<string, number>): string =>
+  Object.entries(c)
+    .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+    .join(', ');
+
 function coldStartSection(
   cold: ColdStartResult,
   lim: LimitResult,
@@ -249,10 +255,6 @@ function coldStartSection(
   const medianCpu = round3(median(rounds.map((r) => r.controllerCpuPerClaimMs)));
   const medianLimitCpu = round3(median(rounds.map((r) => r.limitCpuPerClaimMs)));
   const projectRatio = viaProject ? round(viaProject.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3) : undefined;
-  const cpuRow = (c: Record<string, number>): string =>
-    Object.entries(c)
-      .map(([k, v]) => `${k} ${v.toFixed(1)}`)
-      .join(', ');
   const rows: Row[] = [
     [`${fmtN(cold.vms)} VMs with VMIs, 2 persistent networks each → ${fmtN(cold.claims)} IPAMClaims`, ''],
     ['client-side rate limit (both)', clientSettingsLabel(settings)],
@@ -499,12 +501,7 @@ function largeSection(setup: SetupResult, cold: ColdStartResult): Section {
       ['controller: spawn → all claims', fmtS(cold.spawnToAllClaimsS)],
       ['claims per second', String(cold.claimsPerSecond)],
       ['ipamclaims writes per claim', String(cold.claimWritesPerClaim)],
-      [
-        'CPU seconds during convergence',
-        Object.entries(cold.cpuSeconds)
-          .map(([k, v]) => `${k} ${v.toFixed(1)}`)
-          .join(', '),
-      ],
+      ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
       ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ],
     json: { setup, cold },
