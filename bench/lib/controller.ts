@@ -106,7 +106,7 @@ export class ControllerProcess {
 
   /**
    * Spawns the controller (through e2e's ControllerProcess, with the Deployment's args and env) and waits until its
-   * probe server answers (or it exits). The ports are found free just before; when another process takes one in
+   * metrics server answers (or it exits). The ports are found free just before; when another process takes one in
    * between (EADDRINUSE in the log), it retries with new ports and a new spawn time, up to 3 times.
    */
   static async start(
@@ -167,9 +167,11 @@ export class ControllerProcess {
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
       live.add(c);
       c.#startSampling();
-      if (await c.#upOrExited(60_000)) return c;
+      // Up, or still starting after a minute: the caller's waits take it from here.
+      if ((await c.#upOrExited(60_000)) || !c.exited) return c;
       await c.stop();
-      if (attempt < 3 && /EADDRINUSE/.test(c.#p.tail(1000))) continue;
+      const output = [...c.#p.otherOutput, ...c.#p.logs.map((l) => JSON.stringify(l))];
+      if (attempt < 3 && output.some((l) => /EADDRINUSE/.test(l))) continue;
       return c; // exited for another reason: the caller's first wait reports it with the log
     }
   }
@@ -190,14 +192,12 @@ export class ControllerProcess {
   async #upOrExited(timeoutMs: number): Promise<boolean> {
     const deadline = performance.now() + timeoutMs;
     while (performance.now() < deadline && this.#p.alive) {
-      if (
-        await this.#p.metrics().then(
-          () => true,
-          () => false,
-        )
-      )
+      try {
+        await this.#p.metrics();
         return true;
-      await sleep(50);
+      } catch {
+        await sleep(50);
+      }
     }
     return false;
   }
