@@ -10,8 +10,9 @@ import { ClaimWatch } from './claim-watch.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary, type RuntimeStats } from './controller.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
+import { paths } from '../../e2e/suite/kube.ts';
 import { runPool } from './pool.ts';
-import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, paths, vmiStatusPatch, vmName } from './objects.ts';
+import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, vmiStatusPatch, vmName } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
 import { spawnTracked } from './processes.ts';
@@ -111,9 +112,9 @@ export async function warmUp(ctx: BenchContext, count: number): Promise<number> 
       });
     },
   );
-  await ctx.kube.json('DELETE', `${paths.namespaces}/${ns}`, [200, 202]);
+  await ctx.kube.json('DELETE', paths.namespaces(ns), [200, 202]);
   for (let i = 0; i < 600; i++) {
-    const res = await ctx.kube.request('GET', `${paths.namespaces}/${ns}`);
+    const res = await ctx.kube.request('GET', paths.namespaces(ns));
     if (res.status === 404) break;
     await sleep(200);
   }
@@ -339,7 +340,7 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
     Array.from({ length: vms }, (_, i) => vmName('cold', i)),
     ctx.setupConcurrency,
     async (name) => {
-      await ctx.kube.json('PATCH', paths.vmiStatus(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
+      await ctx.kube.json('PATCH', `${paths.vmis(namespace, name)}/status`, [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
     },
   );
   const patchSeconds = (performance.now() - t0) / 1000;
