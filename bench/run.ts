@@ -1,9 +1,5 @@
 // `npm run bench`: the controller against a real local control plane (etcd + kube-apiserver +
-// kube-controller-manager, e2e/harness), plus the allocator figures. See docs/benchmarks/README.md.
-//
-//   npm run bench -- [--vms 2000] [--max-vms 10000] [--skip-large] [--churn-rate 50] [--churn-seconds 60]
-//                    [--rounds 3] [--concurrency C] [--qps Q] [--burst B] [--resync-seconds 5]
-//                    [--out docs/benchmarks/latest]   (--help for the rest)
+// kube-controller-manager, e2e/harness), plus the allocator figures. See docs/benchmarks/README.md; options: --help.
 //
 // Order (one control plane, in its own temp dir; the large cold start gets a fresh one):
 //   setup      N VMs, each with its VMI and 2 persistent networks, before any controller runs; then the API
