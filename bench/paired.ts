@@ -26,15 +26,13 @@ import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { KubeHttp } from '../e2e/harness/kubehttp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createKubeVirtCR } from './lib/objects.ts';
 import type { Sample as PromSample } from '../e2e/local/controller-process.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
-import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
-import { ControllerProcess } from './lib/controller.ts';
+import { killAllSync, stopAll } from './lib/processes.ts';
+import { ControllerProcess, stopControllers } from './lib/controller.ts';
+import { startWorld, type World } from './lib/world.ts';
 import { coldStart, createVms, type BenchContext } from './lib/scenarios.ts';
 import { mean, median, round } from './lib/stats.ts';
 
@@ -154,7 +152,7 @@ async function main(): Promise<void> {
   for (const arm of arms) if (arm.ref) arm.entry = buildRef(arm.ref, log);
 
   const dir = mkdtempSync(join(tmpdir(), 'persistent-ips-paired-'));
-  let cp: ControlPlane | undefined;
+  let world: World | undefined;
   const onSignal = (): void => {
     killAllSync();
     process.exit(130);
@@ -163,19 +161,9 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('exit', killAllSync);
   const samples: Sample[] = [];
-  const cpPids: number[] = [];
   try {
-    cp = await startControlPlane({
-      dir: join(dir, 'cp'),
-      handleSignals: false,
-      onLog: () => {},
-      onProcess: (_name, pid) => {
-        trackExternal([pid]);
-        cpPids.push(pid);
-      },
-    });
-    const kube = new KubeHttp({ server: cp.server, token: cp.token, ca: readFileSync(cp.caFile), maxSockets: 32, timeoutMs: 120_000 });
-    await createKubeVirtCR(kube);
+    world = await startWorld(join(dir, 'cp'), () => {});
+    const { cp, kube } = world;
     const shipped = await shippedClientSettings();
     const settings = { concurrency: shipped.concurrency, qps: shipped.qps, burst: shipped.burst, resyncSeconds: 600 };
     const base: BenchContext = { kube, cp, dir, settings, setupConcurrency: 16, nodeArgs: [], log };
@@ -187,12 +175,7 @@ async function main(): Promise<void> {
           continue;
         }
         await createVms(base, ns, 'vm', vms);
-        const ctx: BenchContext = {
-          ...base,
-          settings: { ...settings, namespace: ns },
-          controllerEnv: arm.env,
-          ...(arm.entry ? { controllerEntry: arm.entry } : {}),
-        };
+        const ctx: BenchContext = { ...armContext(base, arm), settings: { ...settings, namespace: ns } };
         const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
         if (settleMs > 0) await sleep(settleMs);
         const mem = procMemory(controller.pid);
@@ -222,11 +205,10 @@ async function main(): Promise<void> {
         // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
       }
     }
-    kube.close();
   } finally {
+    await stopControllers();
     await stopAll();
-    await cp?.stop();
-    untrackExternal(cpPids);
+    await world?.stop();
     if (values['keep-logs']) {
       rmSync(join(dir, 'cp'), { recursive: true, force: true });
       log(`controller logs kept in ${dir}`);
@@ -278,6 +260,9 @@ function requestsByVerb(metrics: PromSample[]): Record<string, number> {
   return out;
 }
 
+/** The arm's build and environment for its controllers. */
+const armContext = (base: BenchContext, arm: Arm): BenchContext => ({ ...base, controllerEnv: arm.env, ...(arm.entry ? { controllerEntry: arm.entry } : {}) });
+
 /** CPU seconds by thread name, rounded. */
 function threadCpu(pid: number, digits: number): Record<string, number> {
   return Object.fromEntries(Object.entries(procThreadCpuSeconds(pid)).map(([k, v]) => [k, round(v, digits)]));
@@ -285,14 +270,7 @@ function threadCpu(pid: number, digits: number): Record<string, number> {
 
 /** One start with no VMs: the controller's CPU and RSS at /readyz + 1 s. */
 async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number, settleMs: number): Promise<Sample> {
-  const controller = await ControllerProcess.start(`${arm.name}-${r}`, {
-    kubeconfig: base.cp.kubeconfigPath,
-    dir: base.dir,
-    settings,
-    nodeArgs: arm.flags,
-    env: arm.env,
-    ...(arm.entry ? { entry: arm.entry } : {}),
-  });
+  const controller = await ControllerProcess.startIn({ ...armContext(base, arm), settings }, `${arm.name}-${r}`, arm.flags);
   try {
     await controller.waitReady(60_000);
     await sleep(1000);

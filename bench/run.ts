@@ -1,9 +1,5 @@
 // `npm run bench`: the controller against a real local control plane (etcd + kube-apiserver +
-// kube-controller-manager, e2e/harness), plus the allocator figures. See docs/benchmarks/README.md.
-//
-//   npm run bench -- [--vms 2000] [--max-vms 10000] [--skip-large] [--churn-rate 50] [--churn-seconds 60]
-//                    [--rounds 3] [--concurrency C] [--qps Q] [--burst B] [--resync-seconds 5]
-//                    [--out docs/benchmarks/latest]   (--help for the rest)
+// kube-controller-manager, e2e/harness), plus the allocator figures. See docs/benchmarks/README.md; options: --help.
 //
 // Order (one control plane, in its own temp dir; the large cold start gets a fresh one):
 //   setup      N VMs, each with its VMI and 2 persistent networks, before any controller runs; then the API
@@ -22,19 +18,17 @@
 // Writes per claim (3) come from the API server's apiserver_request_total around each step.
 
 import { execFileSync } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { pinnedVersions, startControlPlane, type ControlPlane } from '../e2e/harness/index.ts';
+import { pinnedVersions } from '../e2e/harness/index.ts';
 import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
-import { summarizeHeap } from './heap-summary.ts';
 import { runScales } from './scales.ts';
-import { ControllerProcess, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
+import { ControllerProcess, stopControllers, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
-import { KubeHttp } from '../e2e/harness/kubehttp.ts';
-import { createKubeVirtCR } from './lib/objects.ts';
-import { killAllSync, stopAll, trackExternal, untrackExternal } from './lib/processes.ts';
+import { killAllSync, stopAll } from './lib/processes.ts';
+import { startWorld, type World } from './lib/world.ts';
 import { fmtMs, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
 import {
   churn,
@@ -82,7 +76,6 @@ const USAGE = `npm run bench -- [options]
   --skip-diagnostics   leave out the second limit run through the controller's own KubeClient
   --node-args "..."    extra node flags for every controller process (e.g. "--max-old-space-size=128")
   --cpu-prof           run the cold-start controller with --cpu-prof (profile kept in the temp dir)
-  --heap-snapshot      after each cold start, a heap snapshot of the controller (live heap after a full GC)
   --keep-temp          keep the temp dir (control plane data, controller logs) after a successful run
   --scales N[,M...]    instead of the scenarios above: for each N, a fresh control plane, the idle controller
                        (caches synced, no VMs; first N only), then a cold start of N VMs x 2 networks; reports
@@ -107,61 +100,40 @@ function checkedBinary(path: string): string {
   return path;
 }
 
-interface Options {
-  vms: number;
-  maxVms: number;
-  skipLarge: boolean;
-  churnRate: number;
-  churnSeconds: number;
-  /** undefined: the Deployment's (not passed to the controller). */
-  concurrency: number | undefined;
-  qps: number | undefined;
-  burst: number | undefined;
-  resyncSeconds: number;
-  setupConcurrency: number;
-  out: string;
-  allocatorRuns: number;
-  skipAllocator: boolean;
-  rounds: number;
-  skipDiagnostics: boolean;
-  nodeArgs: string[];
-  cpuProf: boolean;
-  heapSnapshot: boolean;
-  keepTemp: boolean;
-  scales: number[];
-  scaleChurn: boolean;
-  outageSeconds: number;
-  webhookBurst: number;
-  compareIe?: string;
-}
+/** Numeric flags: [default (undefined: the Deployment's, and not passed to the controller), minimum, whole numbers only]. */
+const NUMERIC = {
+  vms: [2000, 1, true],
+  'max-vms': [10_000, 1, true],
+  'churn-rate': [50, 0.1, false],
+  'churn-seconds': [60, 1, false],
+  concurrency: [undefined, 1, true],
+  qps: [undefined, 1, false],
+  burst: [undefined, 1, true],
+  'resync-seconds': [5, 1, false],
+  'setup-concurrency': [16, 1, true],
+  'allocator-runs': [5, 1, true],
+  rounds: [3, 1, true],
+  'outage-seconds': [0, 0, false],
+  'webhook-burst': [500, 0, false],
+} as const;
+const BOOLEAN = ['skip-large', 'skip-allocator', 'skip-diagnostics', 'cpu-prof', 'keep-temp', 'scale-churn'] as const;
+
+type Camel<S extends string> = S extends `${infer A}-${infer B}` ? `${A}${Capitalize<Camel<B>>}` : S;
+const camel = (flag: string): string => flag.replace(/-(.)/g, (_, c: string) => c.toUpperCase());
+
+type Options = { [K in keyof typeof NUMERIC as Camel<K>]: (typeof NUMERIC)[K][0] extends number ? number : number | undefined } & {
+  [K in (typeof BOOLEAN)[number] as Camel<K>]: boolean;
+} & { out: string; nodeArgs: string[]; scales: number[]; compareIe?: string };
 
 function parseOptions(argv: string[]): Options {
   const { values } = parseArgs({
     args: argv,
     options: {
-      vms: { type: 'string' },
-      'max-vms': { type: 'string' },
-      'skip-large': { type: 'boolean' },
-      'churn-rate': { type: 'string' },
-      'churn-seconds': { type: 'string' },
-      concurrency: { type: 'string' },
-      qps: { type: 'string' },
-      burst: { type: 'string' },
-      'resync-seconds': { type: 'string' },
-      'setup-concurrency': { type: 'string' },
+      ...Object.fromEntries(Object.keys(NUMERIC).map((k) => [k, { type: 'string' as const }])),
+      ...Object.fromEntries(BOOLEAN.map((k) => [k, { type: 'boolean' as const }])),
       out: { type: 'string' },
-      'allocator-runs': { type: 'string' },
-      'skip-allocator': { type: 'boolean' },
-      rounds: { type: 'string' },
-      'skip-diagnostics': { type: 'boolean' },
       'node-args': { type: 'string' },
-      'cpu-prof': { type: 'boolean' },
-      'heap-snapshot': { type: 'boolean' },
-      'keep-temp': { type: 'boolean' },
       scales: { type: 'string' },
-      'scale-churn': { type: 'boolean' },
-      'outage-seconds': { type: 'string' },
-      'webhook-burst': { type: 'string' },
       'compare-ie': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -170,32 +142,19 @@ function parseOptions(argv: string[]): Options {
     process.stdout.write(`${USAGE}\n`);
     process.exit(0);
   }
-  const num = (name: string, v: string | undefined, def: number, min = 1): number => {
-    if (v === undefined) return def;
+  const given = values as Record<string, string | boolean | undefined>;
+  const o: Record<string, unknown> = {};
+  for (const [name, [def, min, whole]] of Object.entries(NUMERIC)) {
+    const v = given[name] as string | undefined;
     const n = Number(v);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${name} must be a number ≥ ${min}, got "${v}"`);
-    return n;
-  };
-  const o: Options = {
-    vms: Math.floor(num('vms', values.vms, 2000)),
-    maxVms: Math.floor(num('max-vms', values['max-vms'], 10_000)),
-    skipLarge: values['skip-large'] ?? false,
-    churnRate: num('churn-rate', values['churn-rate'], 50, 0.1),
-    churnSeconds: num('churn-seconds', values['churn-seconds'], 60),
-    concurrency: values.concurrency === undefined ? undefined : Math.floor(num('concurrency', values.concurrency, 1)),
-    qps: values.qps === undefined ? undefined : num('qps', values.qps, 1),
-    burst: values.burst === undefined ? undefined : Math.floor(num('burst', values.burst, 1)),
-    resyncSeconds: num('resync-seconds', values['resync-seconds'], 5),
-    setupConcurrency: Math.floor(num('setup-concurrency', values['setup-concurrency'], 16)),
+    if (v !== undefined && (!Number.isFinite(n) || n < min)) throw new Error(`--${name} must be a number ≥ ${min}, got "${v}"`);
+    o[camel(name)] = v === undefined ? def : whole ? Math.floor(n) : n;
+  }
+  for (const name of BOOLEAN) o[camel(name)] = given[name] ?? false;
+  return {
+    ...(o as Omit<Options, 'out' | 'nodeArgs' | 'scales'>),
     out: resolve(REPO, values.out ?? 'docs/benchmarks/latest'),
-    allocatorRuns: Math.floor(num('allocator-runs', values['allocator-runs'], 5)),
-    skipAllocator: values['skip-allocator'] ?? false,
-    rounds: Math.floor(num('rounds', values.rounds, 3)),
-    skipDiagnostics: values['skip-diagnostics'] ?? false,
     nodeArgs: (values['node-args'] ?? '').split(/\s+/).filter((a) => a !== ''),
-    cpuProf: values['cpu-prof'] ?? false,
-    heapSnapshot: values['heap-snapshot'] ?? false,
-    keepTemp: values['keep-temp'] ?? false,
     scales: (values.scales ?? '')
       .split(',')
       .filter((x) => x !== '')
@@ -204,12 +163,8 @@ function parseOptions(argv: string[]): Options {
         if (!Number.isInteger(v) || v < 1) throw new Error(`--scales: ${x} is not a VM count`);
         return v;
       }),
-    scaleChurn: values['scale-churn'] ?? false,
-    outageSeconds: num('outage-seconds', values['outage-seconds'], 0, 0),
-    webhookBurst: num('webhook-burst', values['webhook-burst'], 500, 0),
     ...(values['compare-ie'] ? { compareIe: checkedBinary(values['compare-ie']) } : {}),
   };
-  return o;
 }
 
 const t0 = Date.now();
@@ -276,6 +231,12 @@ function clientSettingsLabel(s: ControllerSettings): string {
   return `concurrency ${s.concurrency}, --qps ${s.qps} --burst ${s.burst} (${origin})`;
 }
 
+/** CPU seconds by process, e.g. "kube-apiserver 0.6, etcd 0.1, controller 0.5". */
+const cpuRow = (c: Record<string, number>): string =>
+  Object.entries(c)
+    .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+    .join(', ');
+
 function coldStartSection(
   cold: ColdStartResult,
   lim: LimitResult,
@@ -290,10 +251,6 @@ function coldStartSection(
   const medianCpu = round3(median(rounds.map((r) => r.controllerCpuPerClaimMs)));
   const medianLimitCpu = round3(median(rounds.map((r) => r.limitCpuPerClaimMs)));
   const projectRatio = viaProject ? round(viaProject.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3) : undefined;
-  const cpuRow = (c: Record<string, number>): string =>
-    Object.entries(c)
-      .map(([k, v]) => `${k} ${v.toFixed(1)}`)
-      .join(', ');
   const rows: Row[] = [
     [`${fmtN(cold.vms)} VMs with VMIs, 2 persistent networks each → ${fmtN(cold.claims)} IPAMClaims`, ''],
     ['client-side rate limit (both)', clientSettingsLabel(settings)],
@@ -491,8 +448,6 @@ interface MemoryEntry {
   label: string;
   vms: number;
   memory: MemorySummary;
-  /** From a heap snapshot after convergence (--heap-snapshot): the live heap and its largest parts. */
-  liveHeap?: { liveMiB: number; top: string[] };
 }
 
 function memorySection(entries: MemoryEntry[]): Section {
@@ -507,7 +462,6 @@ function memorySection(entries: MemoryEntry[]): Section {
     rows.push(['  peak process_resident_memory_bytes', m.peakResidentMetricMiB === null ? 'n/a' : `${m.peakResidentMetricMiB.toFixed(1)} MiB`]);
     rows.push(['  peak nodejs_heap_size_used_bytes', m.peakHeapUsedMiB === null ? 'n/a' : `${m.peakHeapUsedMiB.toFixed(1)} MiB`]);
     rows.push(['  peak nodejs_heap_size_total_bytes', m.peakHeapTotalMiB === null ? 'n/a' : `${m.peakHeapTotalMiB.toFixed(1)} MiB`]);
-    if (e.liveHeap) rows.push(['  live heap after a full GC (heap snapshot after convergence)', `${e.liveHeap.liveMiB.toFixed(1)} MiB`]);
   }
   return {
     id: 'memory',
@@ -516,7 +470,7 @@ function memorySection(entries: MemoryEntry[]): Section {
     notes: [
       "Sampled every second: /proc/PID/status (VmRSS, VmHWM) and the controller's /metrics. VmHWM is the kernel's high-water mark, so peaks between samples count. 1 MiB = 1.048576 MB.",
     ],
-    json: entries.map((e) => ({ label: e.label, vms: e.vms, ...e.memory, ...(e.liveHeap ? { liveHeap: e.liveHeap } : {}) })),
+    json: entries.map((e) => ({ label: e.label, vms: e.vms, ...e.memory })),
     svg: lineChart({
       title: 'Controller RSS over time',
       xLabel: 'seconds since process spawn',
@@ -543,12 +497,7 @@ function largeSection(setup: SetupResult, cold: ColdStartResult): Section {
       ['controller: spawn → all claims', fmtS(cold.spawnToAllClaimsS)],
       ['claims per second', String(cold.claimsPerSecond)],
       ['ipamclaims writes per claim', String(cold.claimWritesPerClaim)],
-      [
-        'CPU seconds during convergence',
-        Object.entries(cold.cpuSeconds)
-          .map(([k, v]) => `${k} ${v.toFixed(1)}`)
-          .join(', '),
-      ],
+      ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
       ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ],
     json: { setup, cold },
@@ -586,21 +535,6 @@ function allocatorSection(r: AllocatorBenchResult): Section {
   };
 }
 
-/** Memory as it stood, then (with --heap-snapshot) the live heap from a snapshot. */
-async function memoryOf(ctl: ControllerProcess, label: string, vms: number, snapshotDir: string | undefined): Promise<MemoryEntry> {
-  const entry: MemoryEntry = { label, vms, memory: ctl.memoryNow() };
-  if (snapshotDir) {
-    log(`heap snapshot of the ${label} controller`);
-    const file = await ctl.heapSnapshot(snapshotDir);
-    const snap = JSON.parse(readFileSync(file, 'utf8')) as Parameters<typeof summarizeHeap>[0];
-    const text = summarizeHeap(snap, { top: 12 });
-    const live = /heap:\s+([\d.]+) MiB/.exec(text);
-    entry.liveHeap = { liveMiB: live ? Number(live[1]) : NaN, top: text.split('\n').slice(1) };
-    rmSync(file, { force: true });
-  }
-  return entry;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -620,22 +554,22 @@ async function main(): Promise<void> {
   const loadStart = loadavg().map((x) => round(x, 2));
   log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
 
-  let cp: ControlPlane | undefined;
-  let kube: KubeHttp | undefined;
+  let world: World | undefined;
   let success = false;
   // One cleanup at a time: a signal's and the main flow's finally share it.
   let cleaning: Promise<void> | undefined;
+  const stopCp = async (): Promise<void> => {
+    const old = world;
+    world = undefined;
+    if (!old) return;
+    log('stopping the control plane');
+    await old.stop();
+  };
   const cleanup = (): Promise<void> => {
     cleaning ??= (async () => {
+      await stopControllers();
       await stopAll();
-      kube?.close();
-      if (cp) {
-        log('stopping the control plane');
-        const stopping = cp;
-        cp = undefined;
-        await stopping.stop();
-        untrackExternal(startedPids);
-      }
+      await stopCp();
     })().finally(() => {
       cleaning = undefined;
     });
@@ -654,33 +588,10 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('exit', killAllSync);
 
-  const startedPids: number[] = [];
-  const startCp = async (name: string): Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }> => {
-    const c = await startControlPlane({
-      dir: join(tmp, name),
-      handleSignals: false,
-      onLog: (l) => log(`[control plane] ${l}`),
-      // Last resort (the harness kills them on exit too, but not once its stop() has begun).
-      onProcess: (_name, pid) => {
-        trackExternal([pid]);
-        startedPids.push(pid);
-      },
-    });
-    const k = new KubeHttp({ server: c.server, token: c.token, ca: readFileSync(c.caFile), maxSockets: Math.max(32, o.setupConcurrency), timeoutMs: 120_000 });
-    await createKubeVirtCR(k);
-    return {
-      cp: c,
-      kube: k,
-      ctx: {
-        kube: k,
-        cp: c,
-        dir: tmp,
-        settings,
-        setupConcurrency: o.setupConcurrency,
-        nodeArgs: o.nodeArgs,
-        log,
-      },
-    };
+  const startCp = async (name: string): Promise<World & { ctx: BenchContext }> => {
+    const w = await startWorld(join(tmp, name), (l) => log(`[control plane] ${l}`), Math.max(32, o.setupConcurrency));
+    world = w;
+    return { ...w, ctx: { kube: w.kube, cp: w.cp, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log } };
   };
 
   const sections: Section[] = [];
@@ -692,38 +603,18 @@ async function main(): Promise<void> {
   const memory: MemoryEntry[] = [];
   let k8sVersion = '';
   let setup: SetupResult | undefined;
-  const running: ControllerProcess[] = [];
 
   try {
     if (o.scales.length > 0) {
-      const scaleRun = await runScales(
-        o,
-        startCp,
-        (c) => {
-          cp = c.cp;
-          kube = c.kube;
-        },
-        async () => {
-          kube?.close();
-          const old = cp;
-          cp = undefined;
-          await old?.stop();
-          untrackExternal(startedPids.splice(0));
-        },
-        running,
-        log,
-      );
+      const scaleRun = await runScales(o, startCp, stopCp, log);
       k8sVersion = scaleRun.k8sVersion;
       setup = scaleRun.setup;
       Object.assign(controllerCommands, scaleRun.commands);
       for (const section of scaleRun.sections) show(section);
       await cleanup();
     } else {
-      const first = await startCp('cp');
-      cp = first.cp;
-      kube = first.kube;
-      const ctx = first.ctx;
-      k8sVersion = cp.version;
+      const { ctx } = await startCp('cp');
+      k8sVersion = ctx.cp.version;
       const n = o.vms;
 
       log(`setup: ${n} VMs with VMIs in bench-cold`);
@@ -737,23 +628,17 @@ async function main(): Promise<void> {
 
       log('1. cold start');
       const profDir = join(tmp, 'profiles');
-      const heapDir = join(tmp, 'heap');
-      mkdirSync(heapDir, { recursive: true });
-      const snapshotArgs = o.heapSnapshot ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${heapDir}`] : [];
       const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', [
         ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
-        ...snapshotArgs,
       ]);
-      running.push(a);
       controllerCommands['cold start'] = cold.controllerCommand;
       log(`converged in ${cold.spawnToAllClaimsS} s`);
 
-      const coldMemory = await memoryOf(a, 'cold start', n, o.heapSnapshot ? heapDir : undefined);
+      const coldMemory: MemoryEntry = { label: 'cold start', vms: n, memory: a.memoryNow() };
       log('4b. VMI status updates');
       const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
       log('4c. restart, 1/2: stopping the controller');
       const stopped = await stopController(ctx, a);
-      running.splice(running.indexOf(a), 1);
       memory.push(coldMemory);
       if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
 
@@ -768,28 +653,18 @@ async function main(): Promise<void> {
       log('4c. restart, 2/2: a new controller');
       const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
       const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
-      running.push(b);
       controllerCommands['restart and churn'] = b.commandLine;
 
       log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
       const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
       const stoppedB = await stopController(ctx, b);
-      running.splice(running.indexOf(b), 1);
       memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
 
       log('4a. resync');
-      const c = await ControllerProcess.start('resync', {
-        kubeconfig: cp.kubeconfigPath,
-        dir: tmp,
-        settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' },
-        nodeArgs: o.nodeArgs,
-      });
-      running.push(c);
+      const c = await ControllerProcess.startIn({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' } }, 'resync');
       controllerCommands.resync = c.commandLine;
-      const resyncCtx: BenchContext = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
-      const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
+      const resyncStep = await resync({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } }, c, keysAfterLimit + ch.vms);
       await c.stop();
-      running.splice(running.indexOf(c), 1);
 
       // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
       // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
@@ -802,9 +677,7 @@ async function main(): Promise<void> {
         const runCold = async (): Promise<ColdStartResult> => {
           log(`ratio round ${k}/${o.rounds}: cold start`);
           const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
-          running.push(controller);
           await stopController(ctx, controller);
-          running.splice(running.indexOf(controller), 1);
           return result;
         };
         const runLimit = (): Promise<LimitResult> => {
@@ -834,22 +707,14 @@ async function main(): Promise<void> {
       let large: { setup: SetupResult; cold: ColdStartResult } | undefined;
       if (!o.skipLarge && o.maxVms > n) {
         log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
-        kube.close();
-        const firstCp = cp;
-        cp = undefined;
-        await firstCp.stop();
-        untrackExternal(startedPids.splice(0));
+        await stopCp();
         const second = await startCp('cp-large');
-        cp = second.cp;
-        kube = second.kube;
         const { result: lsetup } = await createVms(second.ctx, 'bench-large', 'cold', o.maxVms);
         log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
-        const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large', snapshotArgs);
-        running.push(d);
+        const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large');
         controllerCommands['large cold start'] = lcold.controllerCommand;
-        memory.push(await memoryOf(d, 'large cold start', o.maxVms, o.heapSnapshot ? heapDir : undefined));
+        memory.push({ label: 'large cold start', vms: o.maxVms, memory: d.memoryNow() });
         await stopController(second.ctx, d);
-        running.splice(running.indexOf(d), 1);
         large = { setup: lsetup, cold: lcold };
       }
       show(memorySection(memory));
@@ -914,7 +779,7 @@ async function main(): Promise<void> {
     print(`wrote:\n${files.map((f) => `  ${relative(REPO, f)}`).join('\n')}`);
     success = true;
   } finally {
-    for (const ctl of running) await ctl.stop().catch(() => undefined);
+    await stopControllers();
     await cleanup().catch((err: unknown) => log(`cleanup: ${(err as Error).message}`));
     if (success && !o.keepTemp && !o.cpuProf) rmSync(tmp, { recursive: true, force: true });
     else log(`temp dir kept: ${tmp}`);

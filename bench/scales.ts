@@ -61,7 +61,6 @@ async function outage(
   ctx: BenchContext,
   controller: ControllerProcess,
   seconds: number,
-  running: ControllerProcess[],
   log: (line: string) => void,
 ): Promise<{ result: OutageResult; controller: ControllerProcess }> {
   const ns = 'bench-outage';
@@ -80,16 +79,9 @@ async function outage(
     while (supervising) {
       if (current.exited) {
         warnings += countWarnings(current, current === controller ? logsBefore : 0);
-        running.splice(running.indexOf(current), 1);
         restarts++;
         log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
-        current = await ControllerProcess.start(`${current.name.replace(/-r\d+$/, '')}-r${restarts}`, {
-          kubeconfig: ctx.cp.kubeconfigPath,
-          dir: ctx.dir,
-          settings: ctx.settings,
-          nodeArgs: ctx.nodeArgs,
-        });
-        running.push(current);
+        current = await ControllerProcess.startIn(ctx, `${current.name.replace(/-r\d+$/, '')}-r${restarts}`);
       }
       await sleep(200);
     }
@@ -177,9 +169,7 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
 export async function runScales(
   o: ScaleOptions,
   startCp: (name: string) => Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }>,
-  setCurrent: (c: { cp: ControlPlane; kube: KubeHttp }) => void,
-  stopCurrent: () => Promise<void>,
-  running: ControllerProcess[],
+  stopCp: () => Promise<void>,
   log: (line: string) => void,
 ): Promise<{ k8sVersion: string; setup: SetupResult | undefined; commands: Record<string, string>; sections: Section[] }> {
   const shipped = shippedController();
@@ -194,19 +184,16 @@ export async function runScales(
   for (const [i, n] of o.scales.entries()) {
     log(`scale ${n}: fresh control plane`);
     const c = await startCp(`cp-${n}`);
-    setCurrent(c);
     k8sVersion = c.cp.version;
     const ctx = c.ctx;
     if (i === 0) {
       log('idle controller: caches synced, no VMs');
-      const ctl = await ControllerProcess.start('idle', { kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, settings: ctx.settings, nodeArgs: ctx.nodeArgs });
-      running.push(ctl);
+      const ctl = await ControllerProcess.startIn(ctx, 'idle');
       await ctl.waitReady();
       await sleep(20_000);
       idle = { rssMiB: recentRssMiB(ctl, 10), peakMiB: ctl.memoryNow().peakRssMiB, infoLines: logStats(ctl).infoLines };
       commands.idle = ctl.commandLine;
       await ctl.stop();
-      running.splice(running.indexOf(ctl), 1);
       log(`idle RSS ${idle.rssMiB} MiB (peak ${idle.peakMiB})`);
     }
     log(`scale ${n}: setup`);
@@ -216,7 +203,6 @@ export async function runScales(
     const started = await coldStart(ctx, 'bench-scale', n, `scale-${n}`);
     const cold = started.result;
     let controller = started.controller;
-    running.push(controller);
     commands[`cold start ${n}`] = cold.controllerCommand;
     log(`scale ${n}: converged in ${cold.spawnToAllClaimsS} s; settling 30 s`);
     await sleep(30_000);
@@ -243,7 +229,7 @@ export async function runScales(
       );
     }
     if (o.outageSeconds > 0 && i === 0) {
-      const after = await outage(ctx, controller, o.outageSeconds, running, log);
+      const after = await outage(ctx, controller, o.outageSeconds, log);
       entry.outage = after.result;
       controller = after.controller;
     }
@@ -254,13 +240,11 @@ export async function runScales(
       log(`scale ${n}: churn p50/p99 ${entry.churn.latencyMs.p50}/${entry.churn.latencyMs.p99} ms`);
     }
     await controller.stop();
-    running.splice(running.indexOf(controller), 1);
     entries.push(entry);
-    await stopCurrent();
+    await stopCp();
     if (o.compareIe) {
       log(`scale ${n}: ipam-extensions on a fresh control plane`);
       const ie = await startCp(`ie-${n}`);
-      setCurrent(ie);
       await createVms(ie.ctx, 'bench-scale', 'cold', n);
       entry.ie = await ieColdStart({
         binary: o.compareIe,
@@ -273,7 +257,7 @@ export async function runScales(
         log,
       });
       log(`scale ${n}: ipam-extensions peak ${entry.ie.peakRssMiB} MiB, steady ${entry.ie.steadyRssMiB} MiB, ${entry.ie.cpuPerClaimMs} ms CPU per claim`);
-      await stopCurrent();
+      await stopCp();
     }
   }
 

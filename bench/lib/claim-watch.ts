@@ -1,8 +1,7 @@
 // Watches the IPAMClaims of one namespace and records when each was first seen (the watch event's receipt time,
 // performance.now()). A watch, not a polling loop: the measurement costs the API server one long request.
 import type { KubeHttp, WatchHandle } from '../../e2e/harness/kubehttp.ts';
-
-const CLAIMS = '/apis/k8s.cni.cncf.io/v1alpha1';
+import { paths } from '../../e2e/suite/kube.ts';
 
 interface WatchedObject {
   metadata?: { name?: string; resourceVersion?: string };
@@ -26,11 +25,7 @@ export class ClaimWatch {
 
   /** Lists (to learn the current claims and the resourceVersion), then watches from there. */
   async start(): Promise<void> {
-    const list = await this.#kube.json<{ items: WatchedObject[]; metadata: { resourceVersion: string } }>(
-      'GET',
-      `${CLAIMS}/namespaces/${this.namespace}/ipamclaims`,
-      [200],
-    );
+    const list = await this.#kube.json<{ items: WatchedObject[]; metadata: { resourceVersion: string } }>('GET', paths.claims(this.namespace), [200]);
     const now = performance.now();
     for (const item of list.items) if (item.metadata?.name) this.added.set(item.metadata.name, now);
     this.#rv = list.metadata.resourceVersion;
@@ -38,7 +33,7 @@ export class ClaimWatch {
   }
 
   async #open(): Promise<void> {
-    const path = `${CLAIMS}/namespaces/${this.namespace}/ipamclaims?watch=1&allowWatchBookmarks=true&timeoutSeconds=3600&resourceVersion=${this.#rv}`;
+    const path = `${paths.claims(this.namespace)}?watch=1&allowWatchBookmarks=true&timeoutSeconds=3600&resourceVersion=${this.#rv}`;
     this.#handle = await this.#kube.watch(path, (event, at) => this.#onEvent(event, at));
     void this.#handle.done.then(async () => {
       if (this.#stopped) return;

@@ -1,17 +1,16 @@
 // The controller under test, as its own process (`node dist/cli/main.js run ...`, exactly what a Deployment runs),
 // with its readiness, its /metrics and its memory sampled once a second.
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../e2e/harness/controlplane.ts';
-import { tailFile, type ManagedProcess } from '../../e2e/harness/process.ts';
-import { spawnTracked, stopTracked } from './processes.ts';
-import { parsePrometheus, sumOf, type Sample } from '../../e2e/local/controller-process.ts';
+import { ControllerProcess as E2eController, parsePrometheus, sumOf, type Sample } from '../../e2e/local/controller-process.ts';
 import { bucketDelta, buckets } from './prom.ts';
-import { procCpuSeconds, procMemory } from './proc.ts';
+import { procCpuSeconds, procMemory, type ProcMemory } from './proc.ts';
 import { round } from './stats.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { localArgs, shippedController } from './deployment.ts';
+import type { BenchContext } from './scenarios.ts';
 
 export const CONTROLLER_ENTRY = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
 const CONTROLLER = 'virtualmachine-ipamclaims';
@@ -68,17 +67,21 @@ export interface MemorySummary {
   samples: MemorySample[];
 }
 
+/** Every controller started and not stopped yet: stopControllers() stops them when a run ends or fails. */
+const live = new Set<ControllerProcess>();
+
+export async function stopControllers(): Promise<void> {
+  for (const c of live) await c.stop().catch(() => undefined);
+}
+
 export class ControllerProcess {
   readonly name: string;
   readonly args: string[];
   readonly nodeArgs: string[];
   /** NODE_OPTIONS of the process: the Deployment's. */
   readonly nodeOptions: string;
-  readonly logFile: string;
   readonly spawnAt: number;
-  readonly #p: ManagedProcess;
-  readonly #metricsUrl: string;
-  readonly #readyUrl: string;
+  readonly #p: E2eController;
   /** The webhook's admission endpoint (HTTPS, the controller's own certificate). */
   readonly webhookUrl: string;
   readonly #samples: MemorySample[] = [];
@@ -91,34 +94,20 @@ export class ControllerProcess {
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
-  private constructor(
-    name: string,
-    p: ManagedProcess,
-    args: string[],
-    nodeArgs: string[],
-    nodeOptions: string,
-    logFile: string,
-    spawnAt: number,
-    metricsPort: number,
-    probePort: number,
-    webhookPort: number,
-  ) {
+  private constructor(name: string, p: E2eController, args: string[], nodeArgs: string[], nodeOptions: string, spawnAt: number) {
     this.name = name;
     this.#p = p;
     this.args = args;
     this.nodeArgs = nodeArgs;
     this.nodeOptions = nodeOptions;
-    this.logFile = logFile;
     this.spawnAt = spawnAt;
-    this.#metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
-    this.#readyUrl = `http://127.0.0.1:${probePort}/readyz`;
-    this.webhookUrl = `https://127.0.0.1:${webhookPort}/mutate-v1-pod`;
+    this.webhookUrl = `https://127.0.0.1:${p.webhookPort}/mutate-v1-pod`;
   }
 
   /**
-   * Spawns the controller and waits until its metrics server answers (or it exits). The two ports are found free
-   * just before; when another process takes one in between (EADDRINUSE in the log), it retries with new ports and a
-   * new spawn time, up to 3 times.
+   * Spawns the controller (through e2e's ControllerProcess, with the Deployment's args and env) and waits until its
+   * metrics server answers (or it exits). The ports are found free just before; when another process takes one in
+   * between (EADDRINUSE in the log), it retries with new ports and a new spawn time, up to 3 times.
    */
   static async start(
     name: string,
@@ -127,86 +116,90 @@ export class ControllerProcess {
     const shipped = shippedController();
     const certDir = join(opts.dir, `webhook-certs-${name}`);
     mkdirSync(certDir, { recursive: true });
+    const s = opts.settings;
+    const over = new Set(s.overridden ?? []);
+    const nodeArgs = opts.nodeArgs ?? [];
+    const entry = opts.entry ?? CONTROLLER_ENTRY;
+    // An experiment's own environment (bench/paired.ts arms) goes last, over the Deployment's.
+    const extra = opts.env ?? {};
     for (let attempt = 1; ; attempt++) {
-      const ports = new Set<number>();
-      while (ports.size < 3) ports.add(await freePort());
-      const [metricsPort, probePort, webhookPort] = [...ports] as [number, number, number];
-      const s = opts.settings;
-      // The Deployment's own args; only what points into the pod (bind addresses, certificate dirs) becomes local,
-      // plus the kubeconfig, and --concurrency/--qps/--burst only when the benchmark's user asked for other values.
-      const over = new Set(s.overridden ?? []);
-      const args = localArgs(shipped.args, {
-        '--kubeconfig': opts.kubeconfig,
-        '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
-        // The benchmark scrapes /metrics once a second over plain HTTP; the Deployment's authenticated HTTPS
-        // scrape (TokenReview per new token) is not what is measured here.
-        '--metrics-secure': 'false',
-        '--health-probe-bind-address': `127.0.0.1:${probePort}`,
-        '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
-        '--webhook-cert-dir': certDir,
-        ...(over.has('concurrency') ? { '--concurrency': String(s.concurrency) } : {}),
-        ...(over.has('qps') ? { '--qps': String(s.qps) } : {}),
-        ...(over.has('burst') ? { '--burst': String(s.burst) } : {}),
-        '--resync-period': String(s.resyncSeconds),
-        ...(s.logLevel ? { '--log-level': s.logLevel } : {}),
-        ...(s.namespace ? { '--namespace': s.namespace } : {}),
-      });
-      const nodeArgs = opts.nodeArgs ?? [];
-      const logFile = join(opts.dir, `controller-${name}${attempt > 1 ? `.${attempt}` : ''}.log`);
-      const spawnAt = performance.now();
-      const entry = opts.entry ?? CONTROLLER_ENTRY;
-      // POD_NAME as the Deployment's downward API gives it; the benchmark never runs two controllers at once, so
-      // each new process is what a restarted container of one pod would be.
-      // An experiment's own environment (bench/paired.ts arms) goes last, over the Deployment's.
-      const extra = opts.env ?? {};
-      const env = {
-        ...process.env,
-        ...shipped.env,
-        NODE_OPTIONS: shipped.nodeOptions,
-        POD_NAMESPACE: CONTROLLER_NAMESPACE,
-        POD_NAME: CONTROLLER_POD_NAME,
-        ...extra,
-      };
-      const p = spawnTracked(`controller-${name}`, process.execPath, [...nodeArgs, entry, ...args], logFile, env);
-      const c = new ControllerProcess(
-        name,
-        p,
-        args,
-        nodeArgs,
-        extra.NODE_OPTIONS ?? shipped.nodeOptions,
-        logFile,
-        spawnAt,
-        metricsPort,
-        probePort,
+      let args: string[] = [];
+      let spawnAt = 0;
+      const webhookPort = await freePort();
+      const p = await E2eController.start({
+        name: attempt > 1 ? `${name}.${attempt}` : name,
+        kubeconfig: opts.kubeconfig,
+        logDir: opts.dir,
         webhookPort,
-      );
+        waitReady: false,
+        command: (probePort, metricsPort) => {
+          // The Deployment's own args; only what points into the pod (bind addresses, certificate dirs) becomes
+          // local, plus the kubeconfig, and --concurrency/--qps/--burst only when the benchmark's user asked for
+          // other values.
+          args = localArgs(shipped.args, {
+            '--kubeconfig': opts.kubeconfig,
+            '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
+            // The benchmark scrapes /metrics once a second over plain HTTP; the Deployment's authenticated HTTPS
+            // scrape (TokenReview per new token) is not what is measured here.
+            '--metrics-secure': 'false',
+            '--health-probe-bind-address': `127.0.0.1:${probePort}`,
+            '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
+            '--webhook-cert-dir': certDir,
+            ...(over.has('concurrency') ? { '--concurrency': String(s.concurrency) } : {}),
+            ...(over.has('qps') ? { '--qps': String(s.qps) } : {}),
+            ...(over.has('burst') ? { '--burst': String(s.burst) } : {}),
+            '--resync-period': String(s.resyncSeconds),
+            ...(s.logLevel ? { '--log-level': s.logLevel } : {}),
+            ...(s.namespace ? { '--namespace': s.namespace } : {}),
+          });
+          spawnAt = performance.now();
+          // POD_NAME as the Deployment's downward API gives it; the benchmark never runs two controllers at once, so
+          // each new process is what a restarted container of one pod would be.
+          const env = { ...process.env, ...shipped.env, NODE_OPTIONS: shipped.nodeOptions, POD_NAMESPACE: CONTROLLER_NAMESPACE, POD_NAME: CONTROLLER_POD_NAME };
+          return { args: [...nodeArgs, entry, ...args], env: { ...env, ...extra } };
+        },
+      });
+      const c = new ControllerProcess(name, p, args, nodeArgs, extra.NODE_OPTIONS ?? shipped.nodeOptions, spawnAt);
       c.extraEnv = Object.entries(extra)
         .filter(([k]) => k !== 'NODE_OPTIONS')
         .map(([k, v]) => `${k}=${v}`)
         .join(' ');
       c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      live.add(c);
       c.#startSampling();
-      if ((await c.#upOrExited(60_000)) === 'up') return c;
-      if (c.#sampler) clearInterval(c.#sampler);
-      if (attempt < 3 && /EADDRINUSE/.test(readFileSync(logFile, 'utf8'))) continue;
+      // Up, or still starting after a minute: the caller's waits take it from here.
+      if ((await c.#upOrExited(60_000)) || !c.exited) return c;
+      await c.stop();
+      const output = [...c.#p.otherOutput, ...c.#p.logs.map((l) => JSON.stringify(l))];
+      if (attempt < 3 && output.some((l) => /EADDRINUSE/.test(l))) continue;
       return c; // exited for another reason: the caller's first wait reports it with the log
     }
   }
 
-  /** Polls the metrics server every 50 ms (a local call, not the API server). */
-  async #upOrExited(timeoutMs: number): Promise<'up' | 'exited' | 'timeout'> {
+  /** A controller on the context's control plane, with its settings, node flags (and `nodeArgs`), entry and env. */
+  static startIn(ctx: BenchContext, name: string, nodeArgs: string[] = []): Promise<ControllerProcess> {
+    return ControllerProcess.start(name, {
+      kubeconfig: ctx.cp.kubeconfigPath,
+      dir: ctx.dir,
+      settings: ctx.settings,
+      nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
+      ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
+      ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
+    });
+  }
+
+  /** Whether the metrics server answers, polled every 50 ms (a local call, not the API server). */
+  async #upOrExited(timeoutMs: number): Promise<boolean> {
     const deadline = performance.now() + timeoutMs;
-    while (performance.now() < deadline) {
-      if (this.#p.hasExited()) return 'exited';
+    while (performance.now() < deadline && this.#p.alive) {
       try {
-        const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(1000) });
-        await res.text();
-        return 'up';
+        await this.#p.metrics();
+        return true;
       } catch {
         await sleep(50);
       }
     }
-    return 'timeout';
+    return false;
   }
 
   get pid(): number {
@@ -214,19 +207,20 @@ export class ControllerProcess {
   }
 
   get exited(): boolean {
-    return this.#p.hasExited();
+    return !this.#p.alive;
+  }
+
+  get logFile(): string {
+    return this.#p.logFile;
   }
 
   /** Rejects as soon as the process exits (for racing against a wait). Call `cancel` once the wait is over. */
   deathWatch(): { died: Promise<never>; cancel(): void } {
     let active = true;
-    const died = (async (): Promise<never> => {
-      while (active) {
-        await sleep(250);
-        if (active && this.#p.hasExited()) this.#check();
-      }
+    const died = this.#p.exited.then((): Promise<never> => {
+      if (active) this.#check();
       return new Promise<never>(() => {});
-    })();
+    });
     died.catch(() => undefined);
     return { died, cancel: () => void (active = false) };
   }
@@ -243,7 +237,8 @@ export class ControllerProcess {
   }
 
   #check(): void {
-    if (this.#p.hasExited()) throw new Error(`controller ${this.name} exited; its log ${this.logFile}:\n${tailFile(this.logFile, 30)}`);
+    const died = this.#p.diedReason();
+    if (died) throw new Error(`${died}\nits log: ${this.logFile}`);
   }
 
   /** Polls /readyz (a local HTTP call to the controller, not the API server) every 50 ms; returns performance.now(). */
@@ -251,14 +246,9 @@ export class ControllerProcess {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
       this.#check();
-      try {
-        const res = await fetch(this.#readyUrl, { signal: AbortSignal.timeout(1000) });
-        await res.text();
-        this.firstProbeAnswerAt ??= performance.now();
-        if (res.status === 200) return performance.now();
-      } catch {
-        /* not listening yet */
-      }
+      const status = await this.#p.probe('readyz');
+      if (status !== 0) this.firstProbeAnswerAt ??= performance.now();
+      if (status === 200) return performance.now();
       if (performance.now() > deadline) throw new Error(`controller ${this.name} not ready after ${timeoutMs} ms`);
       await sleep(50);
     }
@@ -266,8 +256,7 @@ export class ControllerProcess {
 
   async metrics(): Promise<Sample[]> {
     this.#check();
-    const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(5000) });
-    return parsePrometheus(await res.text());
+    return this.#p.metrics();
   }
 
   /** Reconciles so far and the queue's state. */
@@ -305,13 +294,11 @@ export class ControllerProcess {
 
   #startSampling(): void {
     const take = async (): Promise<void> => {
-      const mem = procMemory(this.#p.pid);
+      const mem = this.#readProc();
       if (!mem || Number.isNaN(mem.rssKb)) return;
-      this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
-      this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
       const sample: MemorySample = { t: round((performance.now() - this.spawnAt) / 1000), rssKb: mem.rssKb, hwmKb: mem.hwmKb };
       try {
-        const res = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(900) });
+        const res = await fetch(`http://127.0.0.1:${this.#p.metricsPort}/metrics`, { signal: AbortSignal.timeout(900) });
         const m = parsePrometheus(
           await res.text(),
           (n) => n.startsWith('process_resident') || n.startsWith('nodejs_heap_size') || n === 'nodejs_eventloop_lag_max_seconds',
@@ -354,33 +341,6 @@ export class ControllerProcess {
     return { gc, eventLoopLagMaxMs: lags.length ? Math.max(...lags) : null };
   }
 
-  /**
-   * Asks the process for a heap snapshot (it must run with --heapsnapshot-signal=SIGUSR2 --diagnostic-dir=DIR): V8
-   * collects garbage first, so the snapshot's size is the live heap. Returns the file once it is complete.
-   */
-  async heapSnapshot(dir: string, timeoutMs = 300_000): Promise<string> {
-    const { readdirSync, statSync } = await import('node:fs');
-    const before = new Set(readdirSync(dir));
-    process.kill(this.#p.pid, 'SIGUSR2');
-    const deadline = performance.now() + timeoutMs;
-    let last = -1;
-    for (;;) {
-      await sleep(500);
-      const fresh = readdirSync(dir).filter((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-      if (fresh.length > 0) {
-        const file = join(dir, fresh[0]!);
-        const size = statSync(file).size;
-        // Written in one go; done once the size stops changing and the process answers again.
-        if (size > 0 && size === last) {
-          await this.queueState();
-          return file;
-        }
-        last = size;
-      }
-      if (performance.now() > deadline) throw new Error(`no heap snapshot from ${this.name} in ${dir}`);
-    }
-  }
-
   /** Seconds since spawn, on the samples' clock. */
   get uptimeS(): number {
     return (performance.now() - this.spawnAt) / 1000;
@@ -388,8 +348,7 @@ export class ControllerProcess {
 
   /** memory() with a fresh /proc reading (VmHWM up to now). */
   memoryNow(): MemorySummary {
-    const mem = procMemory(this.#p.pid);
-    if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
+    this.#readProc();
     return this.memory();
   }
 
@@ -410,23 +369,21 @@ export class ControllerProcess {
 
   /** Lines of the controller's JSON log (pino), parsed; non-JSON lines skipped. */
   logLines(): { msg?: string; time?: string; level?: string; [k: string]: unknown }[] {
-    const out = [];
-    for (const line of readFileSync(this.logFile, 'utf8').split('\n')) {
-      if (!line.startsWith('{')) continue;
-      try {
-        out.push(JSON.parse(line) as { msg?: string; time?: string });
-      } catch {
-        /* partial line */
-      }
-    }
-    return out;
+    return this.#p.logs as { msg?: string; time?: string; level?: string }[];
   }
 
-  async stop(): Promise<void> {
+  /** Reads /proc while the process runs, so that its peak RSS and CPU survive its exit. */
+  #readProc(): ProcMemory | undefined {
     const mem = procMemory(this.#p.pid);
     if (mem) this.#lastHwmKb = Math.max(this.#lastHwmKb, mem.hwmKb);
     this.#lastCpu = procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
+    return mem;
+  }
+
+  async stop(): Promise<void> {
+    this.#readProc();
     if (this.#sampler) clearInterval(this.#sampler);
-    await stopTracked(this.#p);
+    live.delete(this);
+    await this.#p.stop(15_000);
   }
 }

@@ -6,12 +6,13 @@
 //
 // JOB: { server, token, caFile, concurrency, qps, burst, claims: [IPAMClaim bodies], client?, kubeconfig? }
 //
-// `client: "https"` (default): node:https, HTTP/1.1 keep-alive, one connection per concurrent request.
+// `client: "https"` (default): the tests' KubeHttp (node:https, HTTP/1.1 keep-alive, one connection per concurrent
+// request).
 // `client: "project"`: the controller's own KubeClient (src/kube: HTTP/2 through node:http2, or @kubernetes/client-node
 // for the kubeconfig plugins), for a diagnostic: the same writes through the controller's transport, without the
 // controller.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { Agent, request } from 'node:https';
+import { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { TokenBucket } from '../../src/kube/token-bucket.ts';
 
 interface Job {
@@ -33,39 +34,11 @@ if (!jobFile || !resultFile) {
 }
 const t0 = performance.now();
 const job = JSON.parse(readFileSync(jobFile, 'utf8')) as Job;
-const base = new URL(job.server);
-const agent = new Agent({ keepAlive: true, maxSockets: job.concurrency, ca: readFileSync(job.caFile) });
+const kube = new KubeHttp({ server: job.server, token: job.token, ca: readFileSync(job.caFile), maxSockets: job.concurrency, timeoutMs: 30_000 });
 const bucket = new TokenBucket({ qps: job.qps, burst: job.burst });
 
-function post(body: Job['claims'][number]): Promise<number> {
-  const payload = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: base.hostname,
-        port: base.port,
-        method: 'POST',
-        path: `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${body.metadata.namespace}/ipamclaims?fieldManager=persistent-ips`,
-        agent,
-        headers: {
-          Authorization: `Bearer ${job.token}`,
-          Accept: 'application/json',
-          'Content-Type': 'application/json',
-          'Content-Length': Buffer.byteLength(payload),
-        },
-        timeout: 30_000,
-      },
-      (res) => {
-        res.on('data', () => {});
-        res.on('end', () => resolve(res.statusCode ?? 0));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(payload);
-  });
-}
+const post = async (body: Job['claims'][number]): Promise<number> =>
+  (await kube.request('POST', `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${body.metadata.namespace}/ipamclaims?fieldManager=persistent-ips`, body)).status;
 
 let send: (body: Job['claims'][number]) => Promise<number> = post;
 if (job.client === 'project') {
@@ -108,7 +81,7 @@ async function worker(): Promise<void> {
 }
 
 await Promise.all(Array.from({ length: job.concurrency }, worker));
-agent.destroy();
+kube.close();
 const cpu = process.cpuUsage();
 writeFileSync(
   resultFile,

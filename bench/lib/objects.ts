@@ -4,21 +4,11 @@
 // controller's (for the limit client).
 import { CLAIM_FINALIZER, claimName, podInterfaceName, VM_LABEL } from '../../src/claims/index.ts';
 import { buildVM, renderVmiFromVm, type Vm, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
+import { paths } from '../../e2e/suite/kube.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 
 export const NETWORKS = ['net-a', 'net-b'] as const;
-
-export const paths = {
-  namespaces: '/api/v1/namespaces',
-  vms: (ns: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachines`,
-  vmis: (ns: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstances`,
-  // KubeVirt's VMI CRD has no status subresource: status is patched on the object itself
-  vmi: (ns: string, name: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstances/${name}`,
-  nads: (ns: string) => `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`,
-  claims: (ns: string) => `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims`,
-  kubevirts: (ns: string) => `/apis/kubevirt.io/v1/namespaces/${ns}/kubevirts`,
-};
 
 /** The network name (NAD config `name`) of a NAD of the benchmark: what a claim's spec.network says. */
 export const cniNetworkName = (namespace: string, nad: string): string => `${namespace}-${nad}`;
@@ -44,7 +34,7 @@ export function nadBody(namespace: string, name: string, index: number): unknown
 
 /** A namespace with the two persistent NADs. */
 export async function createNamespace(kube: KubeHttp, namespace: string, withNads = true): Promise<void> {
-  await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
+  await kube.json('POST', paths.namespaces(), [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
   if (!withNads) return;
   for (const [i, nad] of NETWORKS.entries()) await kube.json('POST', paths.nads(namespace), [201, 409], nadBody(namespace, nad, i));
 }
@@ -54,9 +44,9 @@ export async function createNamespace(kube: KubeHttp, namespace: string, withNad
  * namespace for its Lease and webhook Secret.
  */
 export async function createKubeVirtCR(kube: KubeHttp, controllerNamespace = 'persistent-ips-system'): Promise<void> {
-  await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controllerNamespace } });
-  await kube.json('POST', paths.namespaces, [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kubevirt' } });
-  await kube.json('POST', paths.kubevirts('kubevirt'), [201, 409], {
+  await kube.json('POST', paths.namespaces(), [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controllerNamespace } });
+  await kube.json('POST', paths.namespaces(), [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kubevirt' } });
+  await kube.json('POST', paths.kubeVirts('kubevirt'), [201, 409], {
     apiVersion: 'kubevirt.io/v1',
     kind: 'KubeVirt',
     metadata: { name: 'kubevirt', namespace: 'kubevirt' },

@@ -41,7 +41,7 @@ export function sectionMarkdown(s: Section, level = 2): string {
   ].join('\n');
 }
 
-/** Writes `<id>.json/.md/.svg` for each section, `results.json` and `summary.md`. Returns the paths written. */
+/** Writes `<id>.md/.svg` for each section, `results.json` (every section's figures) and `summary.md`. Returns the paths written. */
 export function writeReport(
   outDir: string,
   meta: { rows: Row[]; json: Record<string, unknown>; title: string; intro: string[] },
@@ -56,7 +56,6 @@ export function writeReport(
   };
   const metaMd = ['## Run', '', markdownTable(meta.rows), ''].join('\n');
   for (const s of sections) {
-    put(`${s.id}.json`, `${JSON.stringify({ meta: meta.json, [s.id]: s.json }, null, 2)}\n`);
     put(`${s.id}.md`, `# ${s.title}\n\n${sectionMarkdown({ ...s, title: 'Figures' })}\n${metaMd}`);
     if (s.svg) put(`${s.id}.svg`, s.svg);
   }

@@ -10,8 +10,9 @@ import { ClaimWatch } from './claim-watch.ts';
 import { ControllerProcess, type ControllerSettings, type MemorySummary, type RuntimeStats } from './controller.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
+import { paths } from '../../e2e/suite/kube.ts';
 import { runPool } from './pool.ts';
-import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, paths, vmiStatusPatch, vmName } from './objects.ts';
+import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, vmiStatusPatch, vmName } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
 import { spawnTracked } from './processes.ts';
@@ -111,9 +112,9 @@ export async function warmUp(ctx: BenchContext, count: number): Promise<number> 
       });
     },
   );
-  await ctx.kube.json('DELETE', `${paths.namespaces}/${ns}`, [200, 202]);
+  await ctx.kube.json('DELETE', paths.namespaces(ns), [200, 202]);
   for (let i = 0; i < 600; i++) {
-    const res = await ctx.kube.request('GET', `${paths.namespaces}/${ns}`);
+    const res = await ctx.kube.request('GET', paths.namespaces(ns));
     if (res.status === 404) break;
     await sleep(200);
   }
@@ -174,14 +175,7 @@ export async function coldStart(
   const loadavgBefore = load();
   const window = await requestWindow(ctx.kube);
   const cpu = new CpuWindow(cpPids(ctx.cp));
-  const controller = await ControllerProcess.start(name, {
-    kubeconfig: ctx.cp.kubeconfigPath,
-    dir: ctx.dir,
-    settings: ctx.settings,
-    nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
-    ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
-    ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
-  });
+  const controller = await ControllerProcess.startIn(ctx, name, nodeArgs);
   cpu.add('controller', controller.pid);
   try {
     const ready = controller.waitReady(30 * 60_000);
@@ -345,8 +339,9 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
   await runPool(
     Array.from({ length: vms }, (_, i) => vmName('cold', i)),
     ctx.setupConcurrency,
+    // KubeVirt's VMI CRD has no status subresource: virt-controller patches status on the object itself.
     async (name) => {
-      await ctx.kube.json('PATCH', paths.vmi(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
+      await ctx.kube.json('PATCH', paths.vmis(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
     },
   );
   const patchSeconds = (performance.now() - t0) / 1000;
@@ -389,13 +384,7 @@ export async function restart(
 ): Promise<{ result: SteadyStepResult; controller: ControllerProcess }> {
   const window = await requestWindow(ctx.kube);
   const t0 = performance.now();
-  const controller = await ControllerProcess.start(name, {
-    kubeconfig: ctx.cp.kubeconfigPath,
-    dir: ctx.dir,
-    settings: ctx.settings,
-    nodeArgs: ctx.nodeArgs,
-    ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
-  });
+  const controller = await ControllerProcess.startIn(ctx, name);
   const readyAt = await controller.waitReady();
   const idle = await controller.waitIdle({ minReconciles: keys, quietMs: 2000 });
   const writes = await window.end();
@@ -566,15 +555,8 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     claims: perClaimMs.length,
     achievedRate: round(total / genSeconds, 2),
     maxScheduleLagMs: r(maxLag),
-    latencyMs: {
-      p50: r(percentile(perClaimMs, 50)),
-      p95: r(percentile(perClaimMs, 95)),
-      p99: r(percentile(perClaimMs, 99)),
-      max: r(Math.max(...perClaimMs)),
-      mean: r(mean(perClaimMs)),
-      min: r(Math.min(...perClaimMs)),
-    },
-    perVmLatencyMs: { p50: r(percentile(perVmMs, 50)), p95: r(percentile(perVmMs, 95)), p99: r(percentile(perVmMs, 99)), max: r(Math.max(...perVmMs)) },
+    latencyMs: { ...pcts(perClaimMs), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
+    perVmLatencyMs: pcts(perVmMs),
     histogram: histogram(perClaimMs, [10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000]),
     vmPostMs: pcts(vmPost),
     vmiPostMs: pcts(vmiPost),

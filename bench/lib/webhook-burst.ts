@@ -6,7 +6,7 @@ import { Agent, request } from 'node:https';
 import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from './controller.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
-import { paths } from './objects.ts';
+import { paths } from '../../e2e/suite/kube.ts';
 import type { Sample } from '../../e2e/local/controller-process.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { percentile, round } from './stats.ts';

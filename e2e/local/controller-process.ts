@@ -75,6 +75,8 @@ export interface ControllerOptions {
   waitReady?: boolean;
   /** How long to wait for /readyz (default 60 s). */
   readyTimeoutMs?: number;
+  /** Node's arguments and environment instead of the CLI with the flags above (bench/: the Deployment's own). */
+  command?: (probePort: number, metricsPort: number) => { args: string[]; env: NodeJS.ProcessEnv };
 }
 
 const ADDRESS_IN_USE = /EADDRINUSE|address already in use/i;
@@ -109,7 +111,8 @@ export class ControllerProcess {
     this.metricsPort = metricsPort;
     this.webhookPort = opts.webhookPort;
     this.logFile = join(opts.logDir, `controller-${opts.name}${attempt > 1 ? `-try${attempt}` : ''}.log`);
-    this.args = [
+    const command = opts.command?.(probePort, metricsPort);
+    this.args = command?.args ?? [
       CLI,
       'run',
       '--kubeconfig',
@@ -131,7 +134,7 @@ export class ControllerProcess {
     ];
     this.#file = createWriteStream(this.logFile, { flags: 'a' });
     this.#file.write(`# ${NODE} ${this.args.join(' ')}\n`);
-    this.child = spawn(NODE, this.args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(NODE, this.args, { cwd: REPO_ROOT, env: command?.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     if (this.child.pid === undefined) throw new Error(`could not start controller ${opts.name}`);
     this.pid = this.child.pid;
     live.add(this.child);
@@ -216,7 +219,6 @@ export class ControllerProcess {
     return parsePrometheus(await res.text());
   }
 
-  /** Sum of the samples of `name` whose labels include `labels`. */
   async metric(name: string, labels: Record<string, string> = {}): Promise<number> {
     return sumOf(await this.metrics(), name, labels);
   }
@@ -236,8 +238,7 @@ export class ControllerProcess {
 
   /** SIGTERM (graceful shutdown), then SIGKILL after `graceMs`. */
   async stop(graceMs = 20_000): Promise<ExitStatus> {
-    if (this.#exit) return this.#finish();
-    this.child.kill('SIGTERM');
+    if (!this.#exit) this.child.kill('SIGTERM');
     const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
     await this.exited;
     clearTimeout(timer);
@@ -247,7 +248,6 @@ export class ControllerProcess {
   /** SIGKILL: the process gets no chance to finish anything (no Lease release, no drain). */
   async kill(): Promise<ExitStatus> {
     if (!this.#exit) this.child.kill('SIGKILL');
-    await this.exited;
     return this.#finish();
   }
 
