@@ -14,6 +14,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import { realClock, type Clock, type TimerHandle } from '../kube/clock.ts';
 import { AbandonInFlight } from '../queue/serve.ts';
+import { keyString } from '../sources/key.ts';
 import {
   DEFAULT_TIMING,
   JITTER_FACTOR,
@@ -107,8 +108,7 @@ class Elector implements LeaderElector {
     this.#o = options;
     this.#clock = options.clock ?? realClock;
     this.#random = options.random ?? Math.random;
-    const lease = `${options.lease.namespace}/${options.lease.name}`;
-    this.#log = options.logger.child({ component: 'leader-election', lease, identity: options.identity });
+    this.#log = options.logger.child({ component: 'leader-election', lease: keyString(options.lease), identity: options.identity });
   }
 
   run(): Promise<void> {
