@@ -297,22 +297,6 @@ export class WorkQueue {
     return promise;
   }
 
-  /** Seconds of work done so far by keys still in flight (workqueue_unfinished_work_seconds). */
-  unfinishedWorkSeconds(): number {
-    const now = this.#clock.now();
-    let total = 0;
-    for (const started of this.#processing.values()) total += now - started;
-    return total / 1000;
-  }
-
-  /** Seconds the longest-running in-flight key has been processed (workqueue_longest_running_processor_seconds). */
-  longestRunningProcessorSeconds(): number {
-    const now = this.#clock.now();
-    let longest = 0;
-    for (const started of this.#processing.values()) longest = Math.max(longest, now - started);
-    return longest / 1000;
-  }
-
   #handingOut(): boolean {
     const sd = this.#shutdown;
     return sd === undefined || (sd.drain && !sd.expired);
