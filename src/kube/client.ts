@@ -14,10 +14,14 @@ import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
 import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
-export interface ListOptions {
+/** Which objects of a collection: those of one namespace (undefined = all namespaces) matching the selectors. */
+export interface Selection {
   namespace?: string;
   labelSelector?: string;
   fieldSelector?: string;
+}
+
+export interface ListOptions extends Selection {
   limit?: number;
   continue?: string;
   /** Unset: a consistent (quorum) read. '0': any cached version. */
@@ -26,10 +30,7 @@ export interface ListOptions {
   signal?: AbortSignal;
 }
 
-export interface WatchOptions {
-  namespace?: string;
-  labelSelector?: string;
-  fieldSelector?: string;
+export interface WatchOptions extends Selection {
   resourceVersion?: string;
   /** Server-side duration of the watch; the stream then ends normally. */
   timeoutSeconds?: number;

@@ -2,7 +2,7 @@
 // registers the indexes).
 
 import type { Logger } from 'pino';
-import type { KubeClient } from '../kube/client.ts';
+import type { KubeClient, Selection } from '../kube/client.ts';
 import { type ResourceDescriptor, resources } from '../kube/resources.ts';
 import type { IPAMClaim, KubeObject, KubeVirtCR, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { Clock } from '../kube/clock.ts';
@@ -29,14 +29,7 @@ export const kinds = {
 // ---------------------------------------------------------------------------------------------------------------
 // Binding to the API
 
-export interface Scope {
-  /** Watch one namespace; undefined = all namespaces. */
-  namespace?: string;
-  labelSelector?: string;
-  fieldSelector?: string;
-}
-
-export function clientListWatch(client: KubeClient, descriptor: ResourceDescriptor, scope: Scope = {}): ListWatch {
+export function clientListWatch(client: KubeClient, descriptor: ResourceDescriptor, scope: Selection = {}): ListWatch {
   return {
     list: (req) => client.list<unknown>(descriptor, { ...scope, ...req }),
     watch: (req) => client.watch(descriptor, { ...scope, ...req }),
@@ -51,7 +44,7 @@ export type CommonInformerOptions = Pick<
 export function createInformer<T extends KubeObject>(
   client: KubeClient,
   spec: KindSpec<T>,
-  scope: Scope = {},
+  scope: Selection = {},
   options: CommonInformerOptions = {},
 ): Informer<T> {
   return new Informer<T>({
@@ -91,7 +84,7 @@ export interface Sources {
 /** The informers the controller needs, with the indexes it looks things up by. Call start() after subscribing. */
 export function createSources(client: KubeClient, options: SourcesOptions = {}): Sources {
   const { namespace, kubeVirtNamespace, ...common } = options;
-  const ns: Scope = { namespace };
+  const ns: Selection = { namespace };
   const vms = createInformer(client, kinds.virtualMachines, ns, common);
   const vmis = createInformer(client, kinds.virtualMachineInstances, ns, common);
   const nads = createInformer(client, kinds.networkAttachmentDefinitions, ns, common);
