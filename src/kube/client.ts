@@ -259,11 +259,9 @@ export class KubeClient {
    * the object itself when finalizers (or foreground deletion) keep it for now.
    */
   delete(r: ResourceDescriptor, namespace: string | undefined, name: string, options: DeleteOptions = {}): Promise<unknown> {
-    const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
-    if (options.preconditions) body.preconditions = options.preconditions;
-    if (options.propagationPolicy) body.propagationPolicy = options.propagationPolicy;
-    if (options.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = options.gracePeriodSeconds;
-    if (options.dryRun) body.dryRun = ['All'];
+    const { preconditions, propagationPolicy, gracePeriodSeconds, dryRun } = options;
+    // JSON.stringify leaves out what is undefined.
+    const body = { apiVersion: 'v1', kind: 'DeleteOptions', preconditions, propagationPolicy, gracePeriodSeconds, dryRun: dryRun ? ['All'] : undefined };
     return this.#json<unknown>('delete', { kind: r.kind, namespace, name }, r.plural, {
       method: 'DELETE',
       path: resourcePath(r, namespace, name),
