@@ -320,8 +320,6 @@ export class Informer<T extends KubeObject> {
       if (timer !== undefined) this.#clock.clearTimeout(timer);
       timer = this.#clock.setTimeout(() => ac.abort(new SilentWatch()), this.#silentMs);
     };
-    let events = 0;
-    this.#roundEvents = 0;
     arm();
     try {
       for (;;) {
@@ -331,11 +329,10 @@ export class Informer<T extends KubeObject> {
         arm();
         // Counted after handling, so an ERROR event is not mistaken for progress.
         this.#handle(next.value);
-        events++;
-        this.#roundEvents = events;
+        this.#roundEvents++;
       }
     } catch (err) {
-      if (ac.signal.reason instanceof SilentWatch) return { ending: 'silent', events, durationMs: this.#clock.now() - started };
+      if (ac.signal.reason instanceof SilentWatch) return { ending: 'silent', events: this.#roundEvents, durationMs: this.#clock.now() - started };
       throw err;
     } finally {
       if (timer !== undefined) this.#clock.clearTimeout(timer);
@@ -345,7 +342,7 @@ export class Informer<T extends KubeObject> {
         .then(() => iterator.return?.())
         .catch(() => undefined);
     }
-    return { ending: 'closed', events, durationMs: this.#clock.now() - started };
+    return { ending: 'closed', events: this.#roundEvents, durationMs: this.#clock.now() - started };
   }
 
   #handle(ev: WatchEvent): void {
