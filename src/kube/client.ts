@@ -14,10 +14,14 @@ import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
 import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
-export interface ListOptions {
+/** Which objects of a collection: those of one namespace (undefined = all namespaces) matching the selectors. */
+export interface Selection {
   namespace?: string;
   labelSelector?: string;
   fieldSelector?: string;
+}
+
+export interface ListOptions extends Selection {
   limit?: number;
   continue?: string;
   /** Unset: a consistent (quorum) read. '0': any cached version. */
@@ -26,10 +30,7 @@ export interface ListOptions {
   signal?: AbortSignal;
 }
 
-export interface WatchOptions {
-  namespace?: string;
-  labelSelector?: string;
-  fieldSelector?: string;
+export interface WatchOptions extends Selection {
   resourceVersion?: string;
   /** Server-side duration of the watch; the stream then ends normally. */
   timeoutSeconds?: number;
@@ -258,11 +259,9 @@ export class KubeClient {
    * the object itself when finalizers (or foreground deletion) keep it for now.
    */
   delete(r: ResourceDescriptor, namespace: string | undefined, name: string, options: DeleteOptions = {}): Promise<unknown> {
-    const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
-    if (options.preconditions) body.preconditions = options.preconditions;
-    if (options.propagationPolicy) body.propagationPolicy = options.propagationPolicy;
-    if (options.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = options.gracePeriodSeconds;
-    if (options.dryRun) body.dryRun = ['All'];
+    const { preconditions, propagationPolicy, gracePeriodSeconds, dryRun } = options;
+    // JSON.stringify leaves out what is undefined.
+    const body = { apiVersion: 'v1', kind: 'DeleteOptions', preconditions, propagationPolicy, gracePeriodSeconds, dryRun: dryRun ? ['All'] : undefined };
     return this.#json<unknown>('delete', { kind: r.kind, namespace, name }, r.plural, {
       method: 'DELETE',
       path: resourcePath(r, namespace, name),

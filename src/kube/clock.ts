@@ -34,3 +34,20 @@ export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<v
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * What `start()` resolves to, or a rejection with the signal's reason as soon as `signal` aborts, for a promise that
+ * may ignore the signal. The abort listener lives only until the promise settles: one listener for the life of a
+ * long watch, raced against each read, would keep every read (and event) reachable until the watch ends.
+ */
+export function abortable<T>(start: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return start();
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    start()
+      .finally(() => signal.removeEventListener('abort', onAbort))
+      .then(resolve, reject);
+  });
+}

@@ -57,6 +57,16 @@ class H2Peer {
     for (const s of this.sessions) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+
+  /** Runs `test` against this peer, listening on `port`, and closes it afterwards whatever happens. */
+  async serve(test: (port: number) => Promise<void>): Promise<void> {
+    const port = await this.listen();
+    try {
+      await test(port);
+    } finally {
+      await this.close();
+    }
+  }
 }
 
 function transport(port: number, extra: Partial<Parameters<typeof http2Transport>[0]> = {}): Transport {
@@ -71,6 +81,13 @@ function transport(port: number, extra: Partial<Parameters<typeof http2Transport
     ...extra,
   });
 }
+
+/** What `p` rejects with; a test failure when it resolves. */
+const rejection = (p: Promise<unknown>, why: string): Promise<unknown> =>
+  p.then(
+    (value) => assert.fail(`${why}: ${String(value)}`),
+    (e: unknown) => e,
+  );
 
 async function body(resp: HttpResponse): Promise<string> {
   return resp.text();
@@ -88,8 +105,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
         stream.end(JSON.stringify({ path: headers[':path'], received }));
       });
     };
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const t = transport(port);
       const answers = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
@@ -114,9 +130,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       assert.equal(seen?.['impersonate-user'], 'alice');
       assert.equal(seen?.['content-type'], 'application/json');
       assert.equal(seen?.accept, 'application/json');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('streams a long response as it arrives, and an abort closes the stream on the server', async () => {
@@ -130,8 +144,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
         stream.write('{"type":"ADDED"}\n');
       };
     });
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const ac = new AbortController();
       const resp = await transport(port).request({ method: 'GET', path: '/watch', signal: ac.signal, streaming: true });
       const it = resp.stream()?.[Symbol.asyncIterator]();
@@ -144,27 +157,17 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       ac.abort(new Error('stop watching'));
       await assert.rejects(it.next(), /stop watching/);
       await serverClosed;
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('gives up on a request with no answer after its deadline, with a retriable error', async () => {
     const peer = new H2Peer();
     peer.handler = () => undefined; // never answers
-    const port = await peer.listen();
-    try {
-      const err = await transport(port, { timeoutMs: 50 })
-        .request({ method: 'GET', path: '/slow' })
-        .then(
-          () => assert.fail('expected a timeout'),
-          (e: unknown) => e,
-        );
+    await peer.serve(async (port) => {
+      const err = await rejection(transport(port, { timeoutMs: 50 }).request({ method: 'GET', path: '/slow' }), 'expected a timeout');
       assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('gives up on a connection whose handshake never completes, with a retriable error', async () => {
@@ -173,10 +176,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     try {
       const t = transport((silent.address() as AddressInfo).port, { timeoutMs: 100 });
-      const err = await t.request({ method: 'GET', path: '/watch', streaming: true }).then(
-        () => assert.fail('expected the connection to time out'),
-        (e: unknown) => e,
-      );
+      const err = await rejection(t.request({ method: 'GET', path: '/watch', streaming: true }), 'expected the connection to time out');
       assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
     } finally {
@@ -187,15 +187,11 @@ describe('http2Transport', { timeout: 20_000 }, () => {
 
   it('fails in-flight requests retriably when the connection drops, and the next request reconnects', async () => {
     const peer = new H2Peer();
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const t = transport(port);
       assert.equal((await t.request({ method: 'GET', path: '/one' })).status, 200);
       peer.handler = (stream) => stream.session?.destroy(); // the connection dies while this request waits
-      const err = await t.request({ method: 'GET', path: '/two' }).then(
-        () => assert.fail('expected a failure'),
-        (e: unknown) => e,
-      );
+      const err = await rejection(t.request({ method: 'GET', path: '/two' }), 'expected a failure');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
       peer.handler = (stream) => {
         stream.respond({ ':status': 200 });
@@ -203,9 +199,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       };
       assert.equal((await t.request({ method: 'GET', path: '/three' })).status, 200);
       assert.equal(peer.sessions.length, 2, 'a new connection after the old one died');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('sends new requests on a new connection after GOAWAY, letting open streams finish on the old one', async () => {
@@ -218,8 +212,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
         resolve();
       };
     });
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const t = transport(port);
       const slow = t.request({ method: 'GET', path: '/slow' });
       await held;
@@ -238,9 +231,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       hold?.end('{"old":true}');
       assert.equal(await (await slow).text(), '{"old":true}', 'the stream open before GOAWAY completes');
       await goawaySeen;
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('keeps pinging a healthy connection, and closes it once a ping goes unanswered, failing its streams retriably', async () => {
@@ -269,10 +260,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       await twoPings; // not only after the first quiet spell
       blackhole = true;
       const it = resp.stream()?.[Symbol.asyncIterator]();
-      const err = await it?.next().then(
-        () => assert.fail('expected the stream to fail'),
-        (e: unknown) => e,
-      );
+      const err = await rejection(it!.next(), 'expected the stream to fail');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
     } finally {
       for (const s of sockets) s.destroy();
@@ -289,30 +277,24 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       // A killed API server, or a load balancer dropping its backend; or the server resetting the stream.
       setImmediate(() => (headers[':path'] === '/reset' ? stream.close(constants.NGHTTP2_CANCEL) : stream.session?.destroy()));
     };
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const t = transport(port);
       for (const path of ['/lost', '/reset']) {
         const resp = await t.request({ method: 'GET', path });
-        const err = await resp.text().then(
-          (text) => assert.fail(`a cut-off body was returned as complete: ${text}`),
-          (e: unknown) => e,
-        );
+        const err = await rejection(resp.text(), 'a cut-off body was returned as complete');
         assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient', path);
       }
       const watch = await t.request({ method: 'GET', path: '/lost', streaming: true });
       const chunks: string[] = [];
-      const err = await (async () => {
-        for await (const c of watch.stream() ?? []) chunks.push(Buffer.from(c).toString());
-      })().then(
-        () => assert.fail('a cut-off watch ended as if the server had closed it'),
-        (e: unknown) => e,
+      const err = await rejection(
+        (async () => {
+          for await (const c of watch.stream() ?? []) chunks.push(Buffer.from(c).toString());
+        })(),
+        'a cut-off watch ended as if the server had closed it',
       );
       assert.equal(chunks.join(''), '{"items":[{"half":');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('gives up waiting for a connection as soon as the request is aborted', async () => {
@@ -339,8 +321,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       open.push(stream);
       stream.respond({ ':status': 200 });
     };
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const t = transport(port, { spareIdleMs: 50 });
       // A cold burst: the limit is known only from the server's first SETTINGS, which arrive after the handshake.
       const watches = await Promise.all([1, 2, 3, 4, 5].map((i) => t.request({ method: 'GET', path: `/watch/${i}`, streaming: true })));
@@ -355,9 +336,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       for (const w of watches) for await (const _ of w.stream() ?? []);
       await sparesClosed;
       assert.equal(peer.sessions[0]?.closed, false, 'the first connection stays');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('hands over an empty body even when it is read after the stream closed', async () => {
@@ -365,15 +344,12 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     peer.handler = (stream) => {
       stream.respond({ ':status': 204 }, { endStream: true });
     };
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const resp = await transport(port).request({ method: 'DELETE', path: '/things/a' });
       await new Promise((resolve) => setTimeout(resolve, 20)); // end and close have both happened by now
       assert.equal(resp.status, 204);
       assert.equal(await resp.text(), '');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('sends a request the server refused unprocessed once more, even a POST', async () => {
@@ -384,28 +360,22 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       stream.respond({ ':status': 201 });
       stream.end('{}');
     };
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const resp = await transport(port).request({ method: 'POST', path: '/things', body: '{}' });
       assert.equal(resp.status, 201);
       assert.equal(attempts, 2);
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('rejects a request HTTP/2 cannot carry without giving up its connection', async () => {
     const peer = new H2Peer();
-    const port = await peer.listen();
-    try {
+    await peer.serve(async (port) => {
       const t = transport(port);
       assert.equal((await t.request({ method: 'GET', path: '/one' })).status, 200);
       await assert.rejects(t.request({ method: 'GET', path: '/bad', headers: { Connection: 'keep-alive' } }), { code: 'ERR_HTTP2_INVALID_CONNECTION_HEADERS' });
       assert.equal((await t.request({ method: 'GET', path: '/two' })).status, 200);
       assert.equal(peer.sessions.length, 1);
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('keeps a process alive while a request is in flight, and lets it exit once none is', async () => {
@@ -484,17 +454,9 @@ describe('http2Transport', { timeout: 20_000 }, () => {
 
   it('does not retry a server certificate it cannot verify', async () => {
     const peer = new H2Peer();
-    const port = await peer.listen();
-    try {
-      const err = await transport(port, { tls: {} })
-        .request({ method: 'GET', path: '/' })
-        .then(
-          () => assert.fail('expected a TLS failure'),
-          (e: unknown) => e,
-        );
+    await peer.serve(async (port) => {
+      const err = await rejection(transport(port, { tls: {} }).request({ method: 'GET', path: '/' }), 'expected a TLS failure');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'unknown');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 });

@@ -8,6 +8,7 @@
 
 import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import type { Logger } from 'pino';
+import { abortable } from './clock.ts';
 import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
 import { type ConnectionAuth, type TlsMaterial, connectionReset, flatHeaders, queryString, timeoutError, utf8Body } from './wire.ts';
 
@@ -108,22 +109,8 @@ class Http2Transport implements Transport {
       }
       return this.#request(req, mayRetry);
     };
-    if (!signal) return connected.then(next);
     // An abort must not wait for a connection that is slow to open.
-    return new Promise<HttpResponse>((resolve, reject) => {
-      const onAbort = (): void => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      connected.then(
-        (c) => {
-          signal.removeEventListener('abort', onAbort);
-          if (!signal.aborted) next(c).then(resolve, reject);
-        },
-        (err: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
-    });
+    return abortable(() => connected, signal).then(next);
   }
 
   /** A connection that can take one more stream now. */

@@ -14,6 +14,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import { realClock, type Clock, type TimerHandle } from '../kube/clock.ts';
 import { AbandonInFlight } from '../queue/serve.ts';
+import { keyString } from '../sources/key.ts';
 import {
   DEFAULT_TIMING,
   JITTER_FACTOR,
@@ -62,25 +63,13 @@ export interface LeaderElectorOptions {
   isLeaderGauge?: { set(value: number): void };
 }
 
-export interface LeaderElector {
-  /** Competes for the Lease until stop(); resolves once stopped (and released, if it was leading). */
-  run(): Promise<void>;
-  /** Graceful: stop leading (signal), wait for the leader's work, release the Lease; resolves when run() has. */
-  stop(): Promise<void>;
-  isLeader(): boolean;
-  /** The holder last seen in the Lease ('' or undefined when none). */
-  leader(): string | undefined;
-}
-
 type AttemptResult = { kind: 'held' } | { kind: 'other'; holder: string } | { kind: 'error' };
 
-export function createLeaderElector(options: LeaderElectorOptions): LeaderElector {
-  return new Elector(options);
-}
+export const createLeaderElector = (options: LeaderElectorOptions): LeaderElector => new LeaderElector(options);
 
 // While we hold the Lease (from acquisition to loss or release) we renew it; a term of leadership (the leader's
 // signal) lies within: it ends at loss, or at stop() while we go on holding until the work has wound down.
-class Elector implements LeaderElector {
+export class LeaderElector {
   readonly #o: LeaderElectorOptions;
   readonly #timing: LeaderElectionTiming;
   readonly #clock: Clock;
@@ -107,21 +96,22 @@ class Elector implements LeaderElector {
     this.#o = options;
     this.#clock = options.clock ?? realClock;
     this.#random = options.random ?? Math.random;
-    const lease = `${options.lease.namespace}/${options.lease.name}`;
-    this.#log = options.logger.child({ component: 'leader-election', lease, identity: options.identity });
+    this.#log = options.logger.child({ component: 'leader-election', lease: keyString(options.lease), identity: options.identity });
   }
 
+  /** Competes for the Lease until stop(); resolves once stopped (and released, if it was leading). */
   run(): Promise<void> {
     this.#running ??= this.#loop();
     return this.#running;
   }
 
+  /** Graceful: stop leading (signal), wait for the leader's work, release the Lease; resolves when run() has. */
   async stop(): Promise<void> {
     if (!this.#stopping) {
       this.#stopping = true;
       this.#stopController.abort(new Error('leader election stopped'));
       this.#endTerm('shutting down', false);
-      this.#wakeUp();
+      this.#wake?.();
     }
     await this.#running;
   }
@@ -130,6 +120,7 @@ class Elector implements LeaderElector {
     return this.#leading;
   }
 
+  /** The holder last seen in the Lease ('' or undefined when none). */
   leader(): string | undefined {
     return this.#lastHolder;
   }
@@ -167,7 +158,7 @@ class Elector implements LeaderElector {
     void work.then(() => {
       workDone = true;
       // Only a stepping-down leader waits for the work; a leader whose work returned early keeps its rhythm.
-      if (this.#stopping) this.#wakeUp();
+      if (this.#stopping) this.#wake?.();
     });
     for (;;) {
       if (loss.aborted || (this.#stopping && workDone)) break;
@@ -277,7 +268,7 @@ class Elector implements LeaderElector {
     this.#lossController?.abort(new Error(reason));
     if (this.#leading) this.#endTerm(reason, true);
     else this.#log.warn({ reason }, 'lost the lease while stepping down');
-    this.#wakeUp();
+    this.#wake?.();
   }
 
   async #release(): Promise<void> {
@@ -346,22 +337,16 @@ class Elector implements LeaderElector {
     return { signal: AbortSignal.any([signal, controller.signal]), done: () => this.#clock.clearTimeout(handle) };
   }
 
-  /** A pause that stop() or the loss of the Lease cuts short (wakeUp). */
+  /** A pause that stop() or the loss of the Lease cuts short (#wake). */
   #sleep(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      const handle = this.#clock.setTimeout(() => {
-        this.#wake = undefined;
-        resolve();
-      }, ms);
-      this.#wake = () => {
+      const wake = (): void => {
         this.#clock.clearTimeout(handle);
         this.#wake = undefined;
         resolve();
       };
+      const handle = this.#clock.setTimeout(wake, ms);
+      this.#wake = wake;
     });
-  }
-
-  #wakeUp(): void {
-    this.#wake?.();
   }
 }

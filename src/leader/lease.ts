@@ -8,6 +8,7 @@
 // T + renewDeadline < T + leaseDuration, so two leaders never overlap.
 
 import type { KubeObject } from '../kube/types.ts';
+import type { ObjectKey } from '../sources/key.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 
 export interface LeaseSpec {
@@ -98,10 +99,8 @@ export type LeaseAction =
   /** Someone else holds a lease that has not expired by our observation. */
   | { kind: 'wait'; holder: string; expiresAt: number };
 
-export interface LeaseRef {
-  namespace: string;
-  name: string;
-}
+/** The namespace and name of the Lease. */
+export type LeaseRef = ObjectKey;
 
 /**
  * The decision of one acquire-or-renew attempt. `lease` is what was just read (undefined: not found) and

@@ -173,8 +173,7 @@ export class WorkQueue {
       if (low) this.#lowAfterDone.add(key);
       return;
     }
-    if (low) this.#pushLow(key);
-    else this.#push(key);
+    this.#push(key, low);
   }
 
   addAfter(key: string, delayMs: number): void {
@@ -256,10 +255,8 @@ export class WorkQueue {
     this.#metrics.inFlight?.(this.#processing.size);
     const low = this.#lowAfterDone.delete(key);
     if (this.#dirty.has(key)) {
-      if (this.#handingOut()) {
-        if (low) this.#pushLow(key);
-        else this.#push(key);
-      } else {
+      if (this.#handingOut()) this.#push(key, low);
+      else {
         this.#dirty.delete(key);
         this.#addedAt.delete(key);
         this.#shutdown?.dropped.push(key);
@@ -300,36 +297,16 @@ export class WorkQueue {
     return promise;
   }
 
-  /** Seconds of work done so far by keys still in flight (workqueue_unfinished_work_seconds). */
-  unfinishedWorkSeconds(): number {
-    const now = this.#clock.now();
-    let total = 0;
-    for (const started of this.#processing.values()) total += now - started;
-    return total / 1000;
-  }
-
-  /** Seconds the longest-running in-flight key has been processed (workqueue_longest_running_processor_seconds). */
-  longestRunningProcessorSeconds(): number {
-    const now = this.#clock.now();
-    let longest = 0;
-    for (const started of this.#processing.values()) longest = Math.max(longest, now - started);
-    return longest / 1000;
-  }
-
   #handingOut(): boolean {
     const sd = this.#shutdown;
     return sd === undefined || (sd.drain && !sd.expired);
   }
 
-  #push(key: string): void {
-    this.#queue.push(key);
-    this.#metrics.depth?.(this.len());
-    this.#waiters.shift()?.();
-  }
-
-  #pushLow(key: string): void {
-    this.#low.push(key);
-    this.#lowKeys.add(key);
+  #push(key: string, low = false): void {
+    if (low) {
+      this.#low.push(key);
+      this.#lowKeys.add(key);
+    } else this.#queue.push(key);
     this.#metrics.depth?.(this.len());
     this.#waiters.shift()?.();
   }

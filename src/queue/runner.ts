@@ -33,17 +33,17 @@ export class TerminalError extends Error {
   }
 }
 
-/** True for a TerminalError anywhere in the `cause` chain, so wrapping an error does not make it retryable. */
-export function isTerminalError(err: unknown): boolean {
+/** An error and its `cause` chain (a cycle ends it). */
+function* causeChain(err: unknown): Generator<Error> {
   const seen = new Set<unknown>();
-  let e: unknown = err;
-  while (e instanceof Error && !seen.has(e)) {
-    if (e instanceof TerminalError) return true;
+  for (let e = err; e instanceof Error && !seen.has(e); e = e.cause) {
     seen.add(e);
-    e = e.cause;
+    yield e;
   }
-  return false;
 }
+
+/** True for a TerminalError anywhere in the `cause` chain, so wrapping an error does not make it retryable. */
+export const isTerminalError = (err: unknown): boolean => [...causeChain(err)].some((e) => e instanceof TerminalError);
 
 /**
  * The wait the server asked for (Retry-After, as `retryAfterSeconds` on the error or anywhere in its `cause`
@@ -51,13 +51,9 @@ export function isTerminalError(err: unknown): boolean {
  * depend on the client.
  */
 export function serverRetryDelayMs(err: unknown): number {
-  const seen = new Set<unknown>();
-  let e: unknown = err;
-  while (e instanceof Error && !seen.has(e)) {
+  for (const e of causeChain(err)) {
     const s = (e as { retryAfterSeconds?: unknown }).retryAfterSeconds;
     if (typeof s === 'number' && Number.isFinite(s) && s > 0) return s * 1000;
-    seen.add(e);
-    e = e.cause;
   }
   return 0;
 }
@@ -106,19 +102,12 @@ export function runWorkers(queue: WorkQueue, concurrency: number, reconcile: Rec
   const handle = async (key: string): Promise<void> => {
     const retries = queue.numRequeues(key);
     const started = clock.now();
-    // biome-ignore lint/complexity/noUselessUndefinedInitialization: tsc's definite-assignment check reads it after the try
-    let result: ReconcileResult | void = undefined;
-    let error: unknown;
-    let failed = false;
+    const timed = (): void => metrics.reconcileTime?.((clock.now() - started) / 1000);
+    let result: ReconcileResult | void;
     try {
       result = await reconcile(key, { signal: queue.abortSignal, retries });
-    } catch (err) {
-      failed = true;
-      error = err;
-    }
-    metrics.reconcileTime?.((clock.now() - started) / 1000);
-
-    if (failed) {
+    } catch (error) {
+      timed();
       metrics.reconcileTotal?.('error');
       if (isTerminalError(error)) {
         metrics.terminalReconcileErrors?.();
@@ -135,6 +124,7 @@ export function runWorkers(queue: WorkQueue, concurrency: number, reconcile: Rec
       }
       return;
     }
+    timed();
     const after = result?.requeueAfter;
     if (after !== undefined && after > 0) {
       metrics.reconcileTotal?.('requeue_after');

@@ -8,7 +8,8 @@ import { parseNadConfig } from '../claims/nad-config.ts';
 import { parseNadReference } from '../claims/nad-reference.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
-import { type IndexFn, keyOf } from './store.ts';
+import { keyString } from './key.ts';
+import type { IndexFn } from './store.ts';
 
 /** Claims by the VM named in their `kubevirt.io/vm` label: value `namespace/vmName`. */
 export const CLAIMS_BY_VM = 'claimsByVm';
@@ -32,13 +33,13 @@ const ownerKinds = new Set<string>([resources.virtualMachines.kind, resources.vi
 
 export const claimsByVm = (c: IPAMClaim): string[] => {
   const vm = c.metadata.labels?.[VM_LABEL];
-  return vm ? [keyOf(c.metadata.namespace, vm)] : [];
+  return vm ? [keyString({ namespace: c.metadata.namespace, name: vm })] : [];
 };
 
 export const claimsByOwnerUid = (c: IPAMClaim): string[] => (c.metadata.ownerReferences ?? []).map((o) => o.uid);
 
 export const claimsByOwnerName = (c: IPAMClaim): string[] =>
-  (c.metadata.ownerReferences ?? []).filter((r) => ownerKinds.has(r.kind)).map((r) => keyOf(c.metadata.namespace, r.name));
+  (c.metadata.ownerReferences ?? []).filter((r) => ownerKinds.has(r.kind)).map((r) => keyString({ namespace: c.metadata.namespace, name: r.name }));
 
 /**
  * `networkName` is `name` (the object's namespace) or `namespace/name`. Whatever cannot be a reference is skipped
@@ -48,7 +49,7 @@ export function nadKeysOf(namespace: string | undefined, spec: VmiSpecLike | und
   const out = new Set<string>();
   for (const net of spec?.networks ?? []) {
     const ref = parseNadReference(net.multus?.networkName, namespace);
-    if (ref) out.add(keyOf(ref.namespace, ref.name));
+    if (ref) out.add(keyString(ref));
   }
   return [...out];
 }

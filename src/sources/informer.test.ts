@@ -81,6 +81,29 @@ function harness(): Harness {
   return { inf, lw, clock, events, lists, restarts, completed: () => done, watching };
 }
 
+/** A harness whose informer listed nothing at resourceVersion 10 and is watching. */
+async function watchingNothing(): Promise<Harness> {
+  const h = harness();
+  h.lw.answerList(page([], '10'));
+  await h.watching();
+  return h;
+}
+
+/** The backoff waits of `n` watch attempts in a row that each fail with `failure()`. */
+async function failingWaits(h: Harness, n: number, failure: () => Error): Promise<number[]> {
+  const waits: number[] = [];
+  h.lw.lastWatch?.fail(failure());
+  for (let i = 0; i < n; i++) {
+    await flushPromises();
+    const pending = h.clock.pendingDelays();
+    assert.equal(pending.length, 1);
+    waits.push(pending[0] as number);
+    h.lw.failNextWatch(failure());
+    h.clock.advance(pending[0] as number);
+  }
+  return waits;
+}
+
 describe('Informer', () => {
   it('lists page by page, then watches from the list’s resourceVersion with bookmarks', async () => {
     const h = harness();
@@ -129,9 +152,7 @@ describe('Informer', () => {
   });
 
   it('resumes at once from the last resourceVersion when the server closes the watch', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     h.lw.lastWatch?.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '25' } } });
     h.lw.lastWatch?.end();
     await flushPromises();
@@ -176,9 +197,7 @@ describe('Informer', () => {
   });
 
   it('restarts a silent watch from where it was, without backoff', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     const first = h.lw.lastWatch;
     h.clock.advance(59_999);
     first?.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '12' } } });
@@ -230,16 +249,7 @@ describe('Informer', () => {
     h.lw.answerList(page([raw('a', '1')], '10'), page([raw('a', '1'), raw('b', '2')], '30'));
     await h.watching();
     // The server is gone: every reconnect fails without an answer. The waits grow, but stay short.
-    const waits: number[] = [];
-    h.lw.lastWatch?.fail(transient());
-    for (let i = 0; i < 8; i++) {
-      await flushPromises();
-      const pending = h.clock.pendingDelays();
-      assert.equal(pending.length, 1);
-      waits.push(pending[0] as number);
-      h.lw.failNextWatch(transient());
-      h.clock.advance(pending[0] as number);
-    }
+    const waits = await failingWaits(h, 8, transient);
     await flushPromises();
     assert.deepEqual(waits, [400, 800, 1600, 1600, 1600, 1600, 1600, 1600], 'capped at 3.2 s (half of it with this jitter)');
     // Back, with the resume point compacted away: the 410 is answered by a relist with no wait.
@@ -255,28 +265,16 @@ describe('Informer', () => {
   });
 
   it('keeps the long backoff for failures the server answers (5xx)', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     const unavailable = (): KubeApiError =>
       new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'IPAMClaim' }, verb: 'watch', message: 'unavailable' });
-    const waits: number[] = [];
-    h.lw.lastWatch?.fail(unavailable());
-    for (let i = 0; i < 8; i++) {
-      await flushPromises();
-      const pending = h.clock.pendingDelays()[0] as number;
-      waits.push(pending);
-      h.lw.failNextWatch(unavailable());
-      h.clock.advance(pending);
-    }
+    const waits = await failingWaits(h, 8, unavailable);
     assert.deepEqual(waits, [400, 800, 1600, 3200, 6400, 12_800, 15_000, 15_000]);
     await h.inf.stop();
   });
 
   it('treats a watch ERROR other than 410 as a connection error', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     h.lw.lastWatch?.push({ type: 'ERROR', object: { kind: 'Status', code: 500, reason: 'InternalError', message: 'etcd hiccup' } });
     await flushPromises();
     assert.deepEqual(h.clock.pendingDelays(), [400]);
@@ -285,9 +283,7 @@ describe('Informer', () => {
   });
 
   it('backs off when a watch closes at once without any event', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     h.lw.lastWatch?.end();
     await flushPromises();
     assert.equal(h.inf.state, 'backoff');
@@ -316,9 +312,7 @@ describe('Informer', () => {
   });
 
   it('stop during backoff ends everything: no restart, no timers, stream completed', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     h.lw.lastWatch?.fail(transient());
     await flushPromises();
     assert.equal(h.inf.state, 'backoff');
@@ -334,9 +328,7 @@ describe('Informer', () => {
   });
 
   it('stop while watching aborts the watch request', async () => {
-    const h = harness();
-    h.lw.answerList(page([], '10'));
-    await h.watching();
+    const h = await watchingNothing();
     await h.inf.stop();
     assert.equal(h.lw.lastWatch?.request.signal.aborted, true);
     assert.equal(h.lw.watches.length, 1);

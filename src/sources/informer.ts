@@ -8,7 +8,7 @@ import type { Observable } from 'rxjs';
 import { Subject } from '../streams/rx.ts';
 import { deepFreeze } from './intern.ts';
 import { pino, type Logger } from 'pino';
-import { type Clock, type TimerHandle, realClock, sleep } from '../kube/clock.ts';
+import { abortable, type Clock, type TimerHandle, realClock, sleep } from '../kube/clock.ts';
 import { errorFromWatchStatus, isGone, isTransient, KubeApiError, type ApiStatus } from '../kube/errors.ts';
 import { type ListPage, type PageRequest, DEFAULT_PAGE_SIZE, listAllPages } from '../kube/pager.ts';
 import type { KubeObject } from '../kube/types.ts';
@@ -80,33 +80,6 @@ export class InformerStoppedError extends Error {
 
 /** Why a watch was abandoned; used as the abort reason so the loop can tell it from other failures. */
 class SilentWatch extends Error {}
-
-/**
- * The next watch event, or a rejection as soon as `signal` aborts, so that stop() and the silence timer work even if a
- * watch implementation ignores its signal. Each read has its own abort listener, removed once the read settles:
- * `Promise.race` against one promise that lives as long as the watch would keep every event of the watch reachable
- * until the watch ends: memory that grows with every event for as long as the watch lasts.
- */
-function nextOrAbort<E>(iterator: AsyncIterator<E>, signal: AbortSignal): Promise<IteratorResult<E>> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    iterator.next().then(
-      (result) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(result);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
 
 export class Informer<T extends KubeObject> {
   readonly kind: string;
@@ -347,21 +320,19 @@ export class Informer<T extends KubeObject> {
       if (timer !== undefined) this.#clock.clearTimeout(timer);
       timer = this.#clock.setTimeout(() => ac.abort(new SilentWatch()), this.#silentMs);
     };
-    let events = 0;
-    this.#roundEvents = 0;
     arm();
     try {
       for (;;) {
-        const next = await nextOrAbort(iterator, ac.signal);
+        // stop() and the silence timer work even if a watch implementation ignores its signal.
+        const next = await abortable(() => iterator.next(), ac.signal);
         if (next.done) break;
         arm();
         // Counted after handling, so an ERROR event is not mistaken for progress.
         this.#handle(next.value);
-        events++;
-        this.#roundEvents = events;
+        this.#roundEvents++;
       }
     } catch (err) {
-      if (ac.signal.reason instanceof SilentWatch) return { ending: 'silent', events, durationMs: this.#clock.now() - started };
+      if (ac.signal.reason instanceof SilentWatch) return { ending: 'silent', events: this.#roundEvents, durationMs: this.#clock.now() - started };
       throw err;
     } finally {
       if (timer !== undefined) this.#clock.clearTimeout(timer);
@@ -371,7 +342,7 @@ export class Informer<T extends KubeObject> {
         .then(() => iterator.return?.())
         .catch(() => undefined);
     }
-    return { ending: 'closed', events, durationMs: this.#clock.now() - started };
+    return { ending: 'closed', events: this.#roundEvents, durationMs: this.#clock.now() - started };
   }
 
   #handle(ev: WatchEvent): void {

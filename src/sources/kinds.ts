@@ -2,13 +2,13 @@
 // registers the indexes).
 
 import type { Logger } from 'pino';
-import type { KubeClient } from '../kube/client.ts';
+import type { KubeClient, Selection } from '../kube/client.ts';
 import { type ResourceDescriptor, resources } from '../kube/resources.ts';
-import type { IPAMClaim, KubeObject, KubeVirtCR, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, KubeObject, KubeVirtCR, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { Clock } from '../kube/clock.ts';
 import { Informer, type InformerMetrics, type InformerOptions, type ListWatch } from './informer.ts';
 import { registerIndexes } from './indexes.ts';
-import { type Trim, trimIPAMClaim, trimKubeVirt, trimNetworkAttachmentDefinition, trimPod, trimVirtualMachine, trimVirtualMachineInstance } from './trim.ts';
+import { type Trim, trimIPAMClaim, trimKubeVirt, trimNetworkAttachmentDefinition, trimVirtualMachine, trimVirtualMachineInstance } from './trim.ts';
 
 export interface KindSpec<T extends KubeObject> {
   descriptor: ResourceDescriptor;
@@ -24,40 +24,15 @@ export const kinds = {
   } as KindSpec<NetworkAttachmentDefinition>,
   ipamClaims: { descriptor: resources.ipamClaims, trim: trimIPAMClaim } as KindSpec<IPAMClaim>,
   kubeVirts: { descriptor: resources.kubeVirts, trim: trimKubeVirt } as KindSpec<KubeVirtCR>,
-  pods: { descriptor: resources.pods, trim: trimPod } as KindSpec<Pod>,
 };
 
 // ---------------------------------------------------------------------------------------------------------------
 // Binding to the API
 
-export interface Scope {
-  /** Watch one namespace; undefined = all namespaces. */
-  namespace?: string;
-  labelSelector?: string;
-  fieldSelector?: string;
-}
-
-export function clientListWatch(client: KubeClient, descriptor: ResourceDescriptor, scope: Scope = {}): ListWatch {
+export function clientListWatch(client: KubeClient, descriptor: ResourceDescriptor, scope: Selection = {}): ListWatch {
   return {
-    list: (req) =>
-      client.list<unknown>(descriptor, {
-        namespace: scope.namespace,
-        labelSelector: scope.labelSelector,
-        fieldSelector: scope.fieldSelector,
-        limit: req.limit,
-        continue: req.continue,
-        signal: req.signal,
-      }),
-    watch: (req) =>
-      client.watch(descriptor, {
-        namespace: scope.namespace,
-        labelSelector: scope.labelSelector,
-        fieldSelector: scope.fieldSelector,
-        resourceVersion: req.resourceVersion,
-        timeoutSeconds: req.timeoutSeconds,
-        allowWatchBookmarks: req.allowWatchBookmarks,
-        signal: req.signal,
-      }),
+    list: (req) => client.list<unknown>(descriptor, { ...scope, ...req }),
+    watch: (req) => client.watch(descriptor, { ...scope, ...req }),
   };
 }
 
@@ -69,7 +44,7 @@ export type CommonInformerOptions = Pick<
 export function createInformer<T extends KubeObject>(
   client: KubeClient,
   spec: KindSpec<T>,
-  scope: Scope = {},
+  scope: Selection = {},
   options: CommonInformerOptions = {},
 ): Informer<T> {
   return new Informer<T>({
@@ -108,19 +83,13 @@ export interface Sources {
 
 /** The informers the controller needs, with the indexes it looks things up by. Call start() after subscribing. */
 export function createSources(client: KubeClient, options: SourcesOptions = {}): Sources {
-  const common: CommonInformerOptions = {
-    logger: options.logger,
-    clock: options.clock,
-    random: options.random,
-    metrics: options.metrics,
-    silentWatchTimeoutMs: options.silentWatchTimeoutMs,
-  };
-  const ns: Scope = { namespace: options.namespace };
+  const { namespace, kubeVirtNamespace, ...common } = options;
+  const ns: Selection = { namespace };
   const vms = createInformer(client, kinds.virtualMachines, ns, common);
   const vmis = createInformer(client, kinds.virtualMachineInstances, ns, common);
   const nads = createInformer(client, kinds.networkAttachmentDefinitions, ns, common);
   const claims = createInformer(client, kinds.ipamClaims, ns, common);
-  const kubeVirts = createInformer(client, kinds.kubeVirts, { namespace: options.kubeVirtNamespace }, common);
+  const kubeVirts = createInformer(client, kinds.kubeVirts, { namespace: kubeVirtNamespace }, common);
   registerIndexes({ vms, vmis, nads, claims }, 'shared');
   const all = [vms, vmis, nads, claims, kubeVirts] as unknown as readonly Informer<KubeObject>[];
   return {

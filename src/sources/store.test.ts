@@ -4,7 +4,8 @@ import fc from 'fast-check';
 import type { IPAMClaim } from '../kube/types.ts';
 import { reconnectDelay } from './backoff.ts';
 import { claimsByOwnerUid, claimsByVm, nadKeysOf, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM } from './indexes.ts';
-import { type ChangeEvent, Store, deepEqual, objectKey } from './store.ts';
+import { keyString } from './key.ts';
+import { type ChangeEvent, Store, deepEqual } from './store.ts';
 
 function claim(name: string, o: { ns?: string; vm?: string; owner?: string; uid?: string; rv?: string; ips?: string[] } = {}): IPAMClaim {
   const c: IPAMClaim = {
@@ -172,14 +173,14 @@ describe('Store', () => {
       fc.property(fc.array(arbClaim, { maxLength: 8 }), fc.array(arbClaim, { maxLength: 8 }), (before, after) => {
         const s = newStore();
         s.replace(before.map(toClaim));
-        const replica = new Map(s.list().map((o) => [objectKey(o), o]));
+        const replica = new Map(s.list().map((o) => [keyString(o.metadata), o]));
         const events: ChangeEvent<IPAMClaim>[] = s.replace(after.map(toClaim));
         for (const e of events) {
-          if (e.type === 'delete') replica.delete(objectKey(e.object));
-          else replica.set(objectKey(e.object), e.object);
+          if (e.type === 'delete') replica.delete(keyString(e.object.metadata));
+          else replica.set(keyString(e.object.metadata), e.object);
         }
-        const want = new Map(after.map(toClaim).map((o) => [objectKey(o), o]));
-        assert.deepEqual(new Map([...s.list().map((o) => [objectKey(o), o] as const)]), want);
+        const want = new Map(after.map(toClaim).map((o) => [keyString(o.metadata), o]));
+        assert.deepEqual(new Map([...s.list().map((o) => [keyString(o.metadata), o] as const)]), want);
         assert.equal(replica.size, want.size);
         for (const [k, o] of want) assert.ok(replica.has(k) && deepEqual(replica.get(k)?.spec, o.spec), k);
         // Indexes equal a recomputation from scratch.

@@ -7,7 +7,6 @@ import {
   trimIPAMClaim,
   trimKubeVirt,
   trimNetworkAttachmentDefinition,
-  trimPod,
   trimVirtualMachine,
   trimVirtualMachineInstance,
 } from './trim.ts';
@@ -222,29 +221,6 @@ describe('trim', () => {
     assert.equal(sameContent(a, b), true);
   });
 
-  it('keeps a launcher pod’s network annotations and launcher label', () => {
-    const pod = trimPod({
-      metadata: {
-        name: 'virt-launcher-vm1-abcde',
-        namespace: 'ns1',
-        labels: { 'kubevirt.io': 'virt-launcher', 'vm.kubevirt.io/name': 'vm1' },
-        annotations: { 'k8s.v1.cni.cncf.io/networks': '[{"name":"nad"}]', 'kubevirt.io/domain': 'vm1', 'k8s.v1.cni.cncf.io/network-status': '[...]' },
-      },
-      spec: { nodeName: 'node1', containers: [{ name: 'compute' }] },
-      status: { phase: 'Running', podIP: '10.1.1.1' },
-    });
-    assert.deepEqual(pod, {
-      metadata: {
-        name: 'virt-launcher-vm1-abcde',
-        namespace: 'ns1',
-        labels: { 'kubevirt.io': 'virt-launcher' },
-        annotations: { 'k8s.v1.cni.cncf.io/networks': '[{"name":"nad"}]', 'kubevirt.io/domain': 'vm1' },
-      },
-      spec: { nodeName: 'node1' },
-      status: { phase: 'Running' },
-    });
-  });
-
   it('tolerates junk in optional places and refuses objects without a name', () => {
     const vmi = trimVirtualMachineInstance({
       metadata: { name: 'x', ownerReferences: [{ kind: 'VirtualMachine' }], finalizers: [] },
@@ -253,6 +229,6 @@ describe('trim', () => {
     });
     assert.deepEqual(vmi, { metadata: { name: 'x' }, spec: { networks: [{ name: 'n' }] } });
     assert.throws(() => trimIPAMClaim({ metadata: {} }), UntrimmableObjectError);
-    assert.throws(() => trimPod(null), UntrimmableObjectError);
+    assert.throws(() => trimKubeVirt(null), UntrimmableObjectError);
   });
 });

@@ -3,15 +3,10 @@
 // few hundred bytes. Quiet: an update whose trimmed form did not change is not an event (see store.ts), so status
 // churn the controller never reads costs zero reconciles.
 //
-// Labels are kept only where the controller selects by them (claims: kubevirt.io/vm; launcher pods: kubevirt.io);
-// annotations only where something reads them (the NAD opt-in and the allocator's switch and pool; the addresses a
-// VM asks for; the launcher pod's network annotations).
+// Labels are kept only where the controller selects by them (claims: kubevirt.io/vm); annotations only where
+// something reads them (the NAD opt-in and the allocator's switch and pool; the addresses a VM asks for).
 
 import {
-  DOMAIN_ANNOTATION,
-  LAUNCHER_LABEL,
-  MULTUS_DEFAULT_NETWORK_ANNOTATION,
-  MULTUS_NETWORKS_ANNOTATION,
   NAD_PERSISTENT_IPS_ANNOTATION,
   ADDRESSES_ANNOTATION,
   ALLOCATOR_ANNOTATION,
@@ -26,7 +21,6 @@ import type {
   NetworkAttachmentDefinition,
   ObjectMeta,
   OwnerReference,
-  Pod,
   VirtualMachine,
   VirtualMachineInstance,
   VmiSpecLike,
@@ -77,8 +71,9 @@ function pickStrings(x: unknown, keep: (key: string) => boolean): Record<string,
 }
 
 export interface MetaPolicy {
-  /** true: all labels; a list: only these keys; false/absent: none. */
-  labels?: boolean | readonly string[];
+  /** Keep every label (else none). */
+  labels?: boolean;
+  /** The annotations to keep (else none). */
   annotations?: readonly string[];
   /**
    * Keep creationTimestamp and generation: only where something reads them (the allocator serves claims oldest
@@ -88,9 +83,6 @@ export interface MetaPolicy {
   /** Keep creationTimestamp alone. */
   created?: boolean;
 }
-
-const keepFn = (policy: boolean | readonly string[] | undefined): ((k: string) => boolean) =>
-  policy === true ? () => true : Array.isArray(policy) ? (k) => policy.includes(k) : () => false;
 
 export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
   const m = rec(raw);
@@ -106,10 +98,16 @@ export function trimMeta(raw: unknown, policy: MetaPolicy = {}): ObjectMeta {
   const finalizers = stringList(m.finalizers, intern);
   if (finalizers) out.finalizers = share(finalizers);
   if (policy.labels) {
-    const labels = pickStrings(m.labels, keepFn(policy.labels));
+    const labels = pickStrings(m.labels, () => true);
     if (labels) out.labels = shareRecent(labels);
   }
-  if (policy.annotations?.length) put(out, 'annotations', pickStrings(m.annotations, keepFn(policy.annotations)));
+  const keep = policy.annotations;
+  if (keep?.length)
+    put(
+      out,
+      'annotations',
+      pickStrings(m.annotations, (k) => keep.includes(k)),
+    );
   const owners = compactList(m.ownerReferences, trimOwnerReference);
   if (owners) out.ownerReferences = shareRecent(owners);
   return out;
@@ -323,21 +321,5 @@ export const trimKubeVirt: Trim<KubeVirtCR> = (input) => {
   const dev = rec(rec(rec(raw?.spec)?.configuration)?.developerConfiguration);
   const gates = list(dev?.featureGates)?.filter((g): g is string => typeof g === 'string');
   out.spec = gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {};
-  return out;
-};
-
-export const trimPod: Trim<Pod> = (input) => {
-  const raw = rec(input);
-  const out: Pod = head(
-    raw,
-    trimMeta(raw?.metadata, {
-      labels: [LAUNCHER_LABEL],
-      annotations: [MULTUS_NETWORKS_ANNOTATION, MULTUS_DEFAULT_NETWORK_ANNOTATION, DOMAIN_ANNOTATION],
-    }),
-  );
-  const nodeName = intern(str(rec(raw?.spec)?.nodeName));
-  out.spec = nodeName === undefined ? {} : { nodeName };
-  const phase = intern(str(rec(raw?.status)?.phase));
-  if (phase !== undefined) out.status = { phase };
   return out;
 };
