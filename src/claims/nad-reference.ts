@@ -2,11 +2,9 @@
 // `multus.networkName` holds, and what `--default-network-nad` takes. The one parser of it; callers that need the
 // parts as a map key use nadKeyOfNetworkName.
 
-/** The namespace and name of a Kubernetes object: what a reference names, and what decide() is asked about. */
-export interface ObjectKey {
-  namespace: string;
-  name: string;
-}
+import { keyString, type ObjectKey } from '../kube/key.ts';
+
+export type { ObjectKey };
 
 /**
  * The NAD a reference names, or undefined when it is neither `name` nor `namespace/name` (empty parts, more than
@@ -23,5 +21,5 @@ export function parseNadReference(reference: unknown, defaultNamespace?: string)
 /** `namespace/name` of the NAD a reference names (the key of the caches and of DecideInput.nads). */
 export function nadKeyOfNetworkName(reference: unknown, defaultNamespace: string): string | undefined {
   const ref = parseNadReference(reference, defaultNamespace);
-  return ref ? `${ref.namespace}/${ref.name}` : undefined;
+  return ref && keyString(ref);
 }

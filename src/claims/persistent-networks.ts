@@ -1,6 +1,7 @@
 // WANTED (1)-(3) and NAD-* (the rules are named in decide.ts): which networks of a spec persistence applies to, each
 // with the claim it should have or the problem that blocks it. decide() plans the claims from these verdicts.
 
+import { keyString, parseKey } from '../kube/key.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VmiSpecLike } from '../kube/types.ts';
 import { effectiveVmiSpec } from './effective-spec.ts';
 import { isAbsent } from './facts.ts';
@@ -80,7 +81,7 @@ function secondaryVerdict(key: ObjectKey, nads: ReadonlyMap<string, NetworkAttac
   if (!ref) {
     return blocked('InvalidNetworkReference', `networkName ${JSON.stringify(reference)} is neither "name" nor "namespace/name"`);
   }
-  const nad = nads.get(`${ref.namespace}/${ref.name}`);
+  const nad = nads.get(keyString(ref));
   // NAD-EXISTS: a NAD event brings the key back, so no retry.
   if (!nad) {
     return blocked('NetworkAttachmentDefinitionNotFound', `NetworkAttachmentDefinition ${ref.namespace}/${ref.name} does not exist`);
@@ -149,9 +150,6 @@ function nadVerdict(config: NadConfig, ref: ObjectKey, ownerNamespace: string, i
 }
 
 function nadKeyOf(mapKey: string, nad: NetworkAttachmentDefinition): ObjectKey {
-  const slash = mapKey.indexOf('/');
-  return {
-    namespace: nad.metadata?.namespace ?? (slash >= 0 ? mapKey.slice(0, slash) : ''),
-    name: nad.metadata?.name ?? mapKey.slice(slash + 1),
-  };
+  const fallback = parseKey(mapKey);
+  return { namespace: nad.metadata?.namespace ?? fallback.namespace, name: nad.metadata?.name ?? fallback.name };
 }

@@ -4,6 +4,7 @@
 //
 // The joining rules are pure (buildStatus), so they are tested without a cluster.
 
+import { keyString } from '../kube/key.ts';
 import { allocatorServes } from '../allocator/nad.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
@@ -89,7 +90,7 @@ interface Joined {
   used: Set<string>;
 }
 
-const byKey = <T extends KubeObject>(objects: readonly T[]): Map<string, T> => new Map(objects.map((o) => [`${o.metadata.namespace}/${o.metadata.name}`, o]));
+const byKey = <T extends KubeObject>(objects: readonly T[]): Map<string, T> => new Map(objects.map((o) => [keyString(o.metadata), o]));
 
 /** What a row's networks belong to: a VM, or a VMI no VM controls. */
 interface Owner {
@@ -105,7 +106,7 @@ function ownersOf(input: StatusInput, vmis: Map<string, VirtualMachineInstance>)
   const owners: Owner[] = [];
   for (const vm of input.vms) {
     const ns = vm.metadata.namespace ?? '';
-    const vmi = vmis.get(`${ns}/${vm.metadata.name}`);
+    const vmi = vmis.get(keyString({ namespace: ns, name: vm.metadata.name }));
     owners.push({
       namespace: ns,
       name: vm.metadata.name,
@@ -133,7 +134,10 @@ function ownersOf(input: StatusInput, vmis: Map<string, VirtualMachineInstance>)
 function networkRows(o: Owner, joined: Joined): StatusRow[] {
   const { nads, claims } = joined;
   const verdicts = new Map(
-    persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(`${o.namespace}/${n}`)).map((v) => [v.network, v]),
+    persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(keyString({ namespace: o.namespace, name: n }))).map((v) => [
+      v.network,
+      v,
+    ]),
   );
   const rows: StatusRow[] = [];
   for (const net of o.spec?.networks ?? []) {
@@ -162,9 +166,10 @@ function networkRow(o: Owner, net: VmNetwork, verdict: NetworkVerdict | undefine
   if (verdict?.problem) row.problem = { reason: verdict.problem.reason, message: verdict.problem.message };
   if (verdict) {
     row.claim = verdict.claim;
-    const claim = claims.get(`${o.namespace}/${verdict.claim}`);
+    const claimKey = keyString({ namespace: o.namespace, name: verdict.claim });
+    const claim = claims.get(claimKey);
     if (claim) {
-      joined.used.add(`${o.namespace}/${verdict.claim}`);
+      joined.used.add(claimKey);
       describeClaim(row, claim, o.uid);
     } else if (!row.problem) {
       row.problem = missingClaim(verdict.claim, joined.gate);

@@ -8,6 +8,7 @@
 // be this VM's usable claim. Only secondary networks: a running pod cannot gain the primary network's reference
 // (the webhook refuses it; the default network of a running pod does not change).
 
+import { keyString } from '../kube/key.ts';
 import type { Logger } from 'pino';
 import {
   elementNamespace,
@@ -137,7 +138,10 @@ async function pointPod(
     // The element the webhook would match: KubeVirt's pod interface name (hashed or ordinal) on the network's NAD.
     const ifaces = interfacesOfNetwork(vmi, network, namespace);
     const element = elements.find(
-      (e) => typeof e.interface === 'string' && ifaces?.names.has(e.interface) && `${elementNamespace(e, namespace)}/${e.name}` === ifaces.nad,
+      (e) =>
+        typeof e.interface === 'string' &&
+        ifaces?.names.has(e.interface) &&
+        keyString({ namespace: elementNamespace(e, namespace), name: e.name }) === ifaces.nad,
     );
     if (!element || referenceOf(element) !== undefined) continue;
     element[IPAM_CLAIM_REFERENCE] = claim.metadata.name;

@@ -14,7 +14,7 @@
 import type { Logger } from '../telemetry/logger.ts';
 import { realClock, type Clock, type TimerHandle } from '../kube/clock.ts';
 import { AbandonInFlight } from '../queue/serve.ts';
-import { keyString } from '../sources/key.ts';
+import { keyString } from '../kube/key.ts';
 import {
   DEFAULT_TIMING,
   JITTER_FACTOR,

@@ -8,7 +8,7 @@
 // T + renewDeadline < T + leaseDuration, so two leaders never overlap.
 
 import type { KubeObject } from '../kube/types.ts';
-import type { ObjectKey } from '../sources/key.ts';
+import type { ObjectKey } from '../kube/key.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 
 export interface LeaseSpec {

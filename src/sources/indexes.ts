@@ -8,7 +8,7 @@ import { parseNadConfig } from '../claims/nad-config.ts';
 import { parseNadReference } from '../claims/nad-reference.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
-import { keyString } from './key.ts';
+import { keyString } from '../kube/key.ts';
 import type { IndexFn } from './store.ts';
 
 /** Claims by the VM named in their `kubevirt.io/vm` label: value `namespace/vmName`. */

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import type { IPAMClaim } from '../kube/types.ts';
 import { reconnectDelay } from './backoff.ts';
 import { claimsByOwnerUid, claimsByVm, nadKeysOf, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM } from './indexes.ts';
-import { keyString } from './key.ts';
+import { keyString } from '../kube/key.ts';
 import { type ChangeEvent, Store, deepEqual } from './store.ts';
 
 function claim(name: string, o: { ns?: string; vm?: string; owner?: string; uid?: string; rv?: string; ips?: string[] } = {}): IPAMClaim {

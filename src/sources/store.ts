@@ -3,7 +3,7 @@
 // not change the trimmed content is no event) and relist diffing live. No I/O, no time: tests drive it directly.
 
 import type { KubeObject } from '../kube/types.ts';
-import { keyString } from './key.ts';
+import { keyString } from '../kube/key.ts';
 
 export type ChangeType = 'add' | 'update' | 'delete';
 

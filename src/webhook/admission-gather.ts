@@ -2,6 +2,7 @@
 // have not seen them (admission.ts's header says what each failure means). A failed API read throws
 // TransientLookupError, which the handler answers with a retriable refusal (LookupFailed).
 
+import { keyString } from '../kube/key.ts';
 import { TransientLookupError } from '../allocator/pod-addresses.ts';
 
 export { TransientLookupError };
@@ -61,7 +62,7 @@ export async function readVmi(
 }
 
 function namespaceNads(deps: GatherDeps, namespace: string): Map<string, NetworkAttachmentDefinition> {
-  return new Map(deps.nads.list(namespace).map((nad) => [`${nad.metadata.namespace ?? namespace}/${nad.metadata.name}`, nad]));
+  return new Map(deps.nads.list(namespace).map((nad) => [keyString({ namespace: nad.metadata.namespace ?? namespace, name: nad.metadata.name }), nad]));
 }
 
 /** From the caches only: the namespace's NADs and those the pod's elements name (for mayNeedReferences). */
@@ -70,8 +71,9 @@ export function nadsForPod(deps: GatherDeps, pod: Pod, namespace: string): Map<s
   const selection = parseNetworkSelection(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
   for (const element of selection.ok ? selection.elements : []) {
     const ns = elementNamespace(element, namespace);
-    const nad = map.has(`${ns}/${element.name}`) ? undefined : deps.nads.get(ns, element.name);
-    if (nad) map.set(`${ns}/${element.name}`, nad);
+    const key = keyString({ namespace: ns, name: element.name });
+    const nad = map.has(key) ? undefined : deps.nads.get(ns, element.name);
+    if (nad) map.set(key, nad);
   }
   return map;
 }
@@ -175,7 +177,7 @@ async function claimsOfNetwork(
     deps.metrics?.claimLookups.inc({ source: 'cache' });
     return view;
   }
-  const keys = new Set(names.map((n) => `${namespace}/${n}`));
+  const keys = new Set(names.map((name) => keyString({ namespace, name })));
   while (Date.now() < waitUntil && !signal.aborted && !usable(view)) {
     // Listening before the cache is read again: a change in between is not lost.
     const change = nextChange(deps, keys, waitUntil, signal);
@@ -219,7 +221,7 @@ function nextChange(deps: GatherDeps, keys: ReadonlySet<string>, until: number, 
     const timer = setTimeout(finish, Math.max(0, until - Date.now()));
     signal.addEventListener('abort', finish, { once: true });
     subscription = deps.claimEvents.subscribe(({ object }) => {
-      if (keys.has(`${object.metadata.namespace}/${object.metadata.name}`)) finish();
+      if (keys.has(keyString(object.metadata))) finish();
     });
     if (done) subscription.unsubscribe();
   });

@@ -15,6 +15,7 @@
 // this UPDATE, or an element that gains a reference its old self did not have. Those are `fresh`, for the caller to
 // decide with CREATE's checks.
 
+import { keyString } from '../kube/key.ts';
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from '../claims/constants.ts';
 import { isHashedPodInterfaceName } from '../claims/names.ts';
 import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
@@ -52,7 +53,7 @@ const path = (annotation: string): string => `/metadata/annotations/${escapeJson
 function identities(elements: readonly NetworkSelectionElement[], namespace: string): string[] {
   const seen = new Map<string, number>();
   return elements.map((element) => {
-    const nad = `${elementNamespace(element, namespace)}/${element.name}`;
+    const nad = keyString({ namespace: elementNamespace(element, namespace), name: element.name });
     if (typeof element.interface === 'string' && element.interface !== '') return `${nad}@${element.interface}`;
     const k = seen.get(nad) ?? 0;
     seen.set(nad, k + 1);

@@ -18,6 +18,7 @@
 // - Built-in allocator networks (`addresses`, at CREATE only): the element also gets `ips`, exactly the claim's
 //   addresses, or the pod is denied (`denials`) when the claim has none (docs/allocator.md, "Pod admission").
 
+import { keyString } from '../kube/key.ts';
 import {
   LAUNCHER_LABEL,
   LAUNCHER_LABEL_VALUE,
@@ -264,7 +265,7 @@ function decideElement(
   i: number,
 ): boolean {
   const { result, input } = m;
-  const key = `${elementNamespace(element, input.namespace)}/${element.name}`;
+  const key = keyString({ namespace: elementNamespace(element, input.namespace), name: element.name });
   const existingRef = element[IPAM_CLAIM_REFERENCE];
   const named = typeof existingRef === 'string' && existingRef !== '' ? existingRef : undefined;
   if (!decided(m, i)) {

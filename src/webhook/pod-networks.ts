@@ -2,6 +2,7 @@
 // element serves which secondary network, what the VMI asks of its primary user-defined network, and whether a pod
 // may need a claim reference at all.
 
+import { keyString } from '../kube/key.ts';
 import { isIP } from 'node:net';
 import { ADDRESSES_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
 import { parseAddressesAnnotation } from '../allocator/addresses-annotation.ts';
@@ -114,7 +115,7 @@ export function mayNeedReferences(pod: Pod, namespace: string, nads: ReadonlyMap
   if (!parsed.ok) return true;
   return parsed.elements.some((element) => {
     if (isBindingPluginElement(element)) return false;
-    const nad = nads.get(`${elementNamespace(element, namespace)}/${element.name}`);
+    const nad = nads.get(keyString({ namespace: elementNamespace(element, namespace), name: element.name }));
     return nad === undefined || parseNadConfig(nad).allowPersistentIPs;
   });
 }
