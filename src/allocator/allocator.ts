@@ -142,7 +142,6 @@ export class PoolAllocator {
   rebuild(claims: Iterable<ClaimAddresses>): RebuildReport {
     this.#reset();
     const problems: RebuildProblem[] = [];
-    const points = new Map<IPFamily, bigint[]>();
     for (const { key, ips } of claims) {
       let state = this.#claims.get(key);
       if (state) {
@@ -180,18 +179,13 @@ export class PoolAllocator {
           fam.conflicted.add(value);
         } else {
           fam.holders.set(value, [key]);
-          if (verdict.usable) {
-            let list = points.get(family);
-            if (!list) points.set(family, (list = []));
-            list.push(value);
-          }
         }
       }
       if (state.held.length > 0 || state.invalid.length > 0) this.#claims.set(key, state);
     }
     for (const family of this.pool.families) {
-      const list = (points.get(family) ?? []).sort(cmp);
-      this.#family(family).free = this.#usable(family).withoutSorted(list);
+      const fam = this.#family(family);
+      fam.free = this.#usable(family).minus(IntervalSet.from([...fam.holders.keys()].map((v) => ({ start: v, end: v }))));
     }
     return { conflicts: this.conflicts(), problems };
   }
@@ -313,25 +307,13 @@ export class PoolAllocator {
   stats(): AllocatorStats {
     let conflicts = 0;
     const families: FamilyStats[] = [];
-    for (const family of this.pool.families) {
-      const fam = this.#family(family);
+    // The pool's families come first (#reset); a family outside the pool can hold addresses too (a claim from before
+    // the pool changed), with nothing usable.
+    for (const [family, fam] of this.#families) {
       const size = this.#usable(family).size;
       const used = size - fam.free.size;
       conflicts += fam.conflicted.size;
-      families.push({
-        family,
-        size,
-        used,
-        free: fam.free.size,
-        heldUnusable: fam.holders.size - Number(used),
-        freeIntervals: fam.free.intervalCount,
-      });
-    }
-    // Families outside the pool can hold addresses too (a claim from before the pool changed).
-    for (const [family, fam] of this.#families) {
-      if (this.pool.families.includes(family)) continue;
-      conflicts += fam.conflicted.size;
-      families.push({ family, size: 0n, used: 0n, free: 0n, heldUnusable: fam.holders.size, freeIntervals: 0 });
+      families.push({ family, size, used, free: fam.free.size, heldUnusable: fam.holders.size - Number(used), freeIntervals: fam.free.intervalCount });
     }
     return { claims: this.#claims.size, conflicts, families };
   }

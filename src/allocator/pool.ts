@@ -228,7 +228,7 @@ function usableSpace(
     ]);
     const set = IntervalSet.from(hostRanges).minus(removed);
     usable[family] = set;
-    if (set.isEmpty()) {
+    if (set.size === 0n) {
       problems.push({
         code: 'EmptyPool',
         message:
