@@ -144,6 +144,12 @@ function formatV6(groups: readonly number[]): string {
   return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
 }
 
+/** "10.0.0.5/24" → "10.0.0.5"; a bare address as it is. */
+export function bareAddress(ip: string): string {
+  const slash = ip.indexOf('/');
+  return slash < 0 ? ip : ip.slice(0, slash);
+}
+
 /** "10.0.0.5/24" */
 export function formatCidr(family: IPFamily, value: bigint, prefix: number): string {
   return `${formatAddress(family, value)}/${prefix}`;
