@@ -125,7 +125,6 @@ interface FamilyState {
   free: IntervalSet;
   /** address → keys holding it (more than one only after a rebuild found a conflict). */
   holders: Map<bigint, string[]>;
-  conflicted: Set<bigint>;
 }
 
 export class PoolAllocator {
@@ -172,14 +171,8 @@ export class PoolAllocator {
           problems.push({ key, ip: text, code: verdict.code, message: `claim ${key}: ${verdict.message}` });
         }
         state.held.push({ family, value, text });
-        const fam = this.#family(family);
-        const holders = fam.holders.get(value);
-        if (holders) {
-          holders.push(key);
-          fam.conflicted.add(value);
-        } else {
-          fam.holders.set(value, [key]);
-        }
+        const { holders } = this.#family(family);
+        holders.set(value, [...(holders.get(value) ?? []), key]);
       }
       if (state.held.length > 0 || state.invalid.length > 0) this.#claims.set(key, state);
     }
@@ -254,17 +247,9 @@ export class PoolAllocator {
     this.#claims.delete(key);
     for (const { family, value } of state.held) {
       const fam = this.#family(family);
-      const holders = fam.holders.get(value);
-      if (!holders) continue;
-      const rest = holders.filter((k) => k !== key);
-      if (rest.length > 0) {
-        fam.holders.set(value, rest);
-        if (rest.length < 2) fam.conflicted.delete(value);
-        continue;
-      }
-      fam.holders.delete(value);
-      fam.conflicted.delete(value);
-      if (this.#usable(family).has(value)) fam.free.add(value);
+      const rest = (fam.holders.get(value) ?? []).filter((k) => k !== key);
+      if (rest.length > 0) fam.holders.set(value, rest);
+      else if (fam.holders.delete(value) && this.#usable(family).has(value)) fam.free.add(value);
     }
     return [...state.held.map((h) => h.text), ...state.invalid];
   }
@@ -292,30 +277,26 @@ export class PoolAllocator {
     return [...this.#claims.keys()].sort().map((key) => ({ key, ips: this.ipsOf(key)! }));
   }
 
+  /** Addresses held by more than one key: IPv4 first, then by value. */
   conflicts(): AddressConflict[] {
-    const out: AddressConflict[] = [];
-    for (const family of [4, 6] as const) {
-      const fam = this.#families.get(family);
-      if (!fam) continue;
-      for (const value of [...fam.conflicted].sort(cmp)) {
-        out.push({ ip: formatAddress(family, value), keys: [...(fam.holders.get(value) ?? [])].sort() });
-      }
-    }
-    return out;
+    return ([4, 6] as const).flatMap((family) =>
+      [...(this.#families.get(family)?.holders ?? [])]
+        .filter(([, keys]) => keys.length > 1)
+        .sort(([a], [b]) => cmp(a, b))
+        .map(([value, keys]) => ({ ip: formatAddress(family, value), keys: [...keys].sort() })),
+    );
   }
 
   stats(): AllocatorStats {
-    let conflicts = 0;
     const families: FamilyStats[] = [];
     // The pool's families come first (#reset); a family outside the pool can hold addresses too (a claim from before
     // the pool changed), with nothing usable.
     for (const [family, fam] of this.#families) {
       const size = this.#usable(family).size;
       const used = size - fam.free.size;
-      conflicts += fam.conflicted.size;
       families.push({ family, size, used, free: fam.free.size, heldUnusable: fam.holders.size - Number(used), freeIntervals: fam.free.intervalCount });
     }
-    return { claims: this.#claims.size, conflicts, families };
+    return { claims: this.#claims.size, conflicts: this.conflicts().length, families };
   }
 
   #reset(): void {
@@ -327,7 +308,7 @@ export class PoolAllocator {
   #family(family: IPFamily): FamilyState {
     let fam = this.#families.get(family);
     if (!fam) {
-      fam = { free: this.#usable(family).clone(), holders: new Map(), conflicted: new Set() };
+      fam = { free: this.#usable(family).clone(), holders: new Map() };
       this.#families.set(family, fam);
     }
     return fam;
