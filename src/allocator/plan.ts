@@ -107,9 +107,6 @@ export interface NetworkPlan {
   allocator: PoolAllocator;
 }
 
-/** Claims whose IPsAllocated condition says this, by outcome (for metrics and tests). */
-export type Outcome = AllocationErrorCode | 'Success';
-
 export function planNetwork(input: PlanInput): NetworkPlan {
   const allocator = new PoolAllocator(input.pool);
   const ordered = [...input.claims].sort(byAge);
@@ -274,7 +271,7 @@ function waitsForWithheld(pass: Pass, c: PlanClaim, ips: readonly string[]): boo
 }
 
 /** Whether an allocation for these addresses would pick a new one (a family of the pool they have none of). */
-function lacksFamily(pool: Pool, ips: readonly string[]): boolean {
+export function lacksFamily(pool: Pool, ips: readonly string[]): boolean {
   const families = ips.map(familyOfAddress);
   // A string that is not an address is refused as it is (InvalidAddress), whatever is withheld.
   if (families.includes(undefined)) return false;
