@@ -65,31 +65,19 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   const owner: OwnerTarget = { apiVersion: ref.apiVersion, kind: ref.kind, namespace, name: ref.name, uid: ref.uid };
   const what = `${ref.kind} ${namespace}/${ref.name}`;
 
-  let annotations: Record<string, string> | undefined;
-  let spec: VmiSpecLike | undefined;
   // Named after the owner, not after where the annotation was read (VM template, then VMI): messages must not change
   // when the VMI appears, or a lasting refusal would be written and reported again.
   const source = `annotation ${ADDRESSES_ANNOTATION} of ${what}`;
-  if (ref.kind === 'VirtualMachine') {
-    const vm = vms.get(namespace, ref.name);
-    if (!vm) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
-    if (vm.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
-    if (vm.metadata.deletionTimestamp) return { owner, request: { kind: 'gone', message: `${what} is being deleted` } };
-    const vmi = vmis.get(namespace, ref.name);
-    if (vmi && controllerRef(vmi, 'VirtualMachine')?.uid === vm.metadata.uid) {
-      annotations = vmi.metadata.annotations;
-      spec = vmi.spec;
-    } else {
-      annotations = vm.spec?.template?.metadata?.annotations;
-      spec = vm.spec?.template?.spec;
-    }
-  } else {
-    const vmi = vmis.get(namespace, ref.name);
-    if (!vmi) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
-    if (vmi.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
-    annotations = vmi.metadata.annotations;
-    spec = vmi.spec;
-  }
+  const vm = ref.kind === 'VirtualMachine' ? vms.get(namespace, ref.name) : undefined;
+  const vmi = vmis.get(namespace, ref.name);
+  const self = ref.kind === 'VirtualMachine' ? vm : vmi;
+  if (!self) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
+  if (self.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
+  if (vm?.metadata.deletionTimestamp) return { owner, request: { kind: 'gone', message: `${what} is being deleted` } };
+  // A VM's own VMI, once there, says what the VM runs with; before it, the VM's template.
+  const fromVmi = vmi !== undefined && (vm === undefined || controllerRef(vmi, 'VirtualMachine')?.uid === vm.metadata.uid);
+  const annotations = fromVmi ? vmi.metadata.annotations : vm?.spec?.template?.metadata?.annotations;
+  const spec: VmiSpecLike | undefined = fromVmi ? vmi.spec : vm?.spec?.template?.spec;
 
   const network = networkOfClaim(claim, ref.name, spec);
   const base: OwnerLookup = network === undefined ? { owner, request: { kind: 'none' } } : { owner, network, request: { kind: 'none' } };
