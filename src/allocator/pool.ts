@@ -22,7 +22,7 @@
 // ("192.0.2.1" or "192.0.2.1/32").
 
 import { splitList } from '../claims/nad-config.ts';
-import { type IPFamily, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
+import { type IPFamily, type ParseResult, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 
 /** The pool keys as found on a NAD (annotation or config). */
@@ -103,12 +103,9 @@ function parseSubnets(raw: string | undefined, problems: PoolProblem[], warnings
   const items = splitList(raw ?? '');
   if (items.length === 0) problems.push({ code: 'NoSubnets', message: 'subnets is empty: a pool needs at least one CIDR' });
   for (const item of items) {
-    const r = parseSubnetEntry(item);
+    const r = parseSubnetEntry(item, (w) => warnings.push(`subnets: ${w}`));
     if (!r.ok) problems.push({ code: 'InvalidSubnet', message: `subnets: ${r.message}`, value: item });
-    else {
-      warnings.push(...r.value.warnings.map((w) => `subnets: ${w}`));
-      subnets.push(r.value.cidr);
-    }
+    else subnets.push(r.value);
   }
   subnets.sort(cidrOrder);
   for (let i = 1; i < subnets.length; i++) {
@@ -134,13 +131,12 @@ function parseSubnets(raw: string | undefined, problems: PoolProblem[], warnings
 function parseExcludes(raw: string | undefined, subnets: readonly Cidr[], problems: PoolProblem[], warnings: string[]): Cidr[] {
   const excludes: Cidr[] = [];
   for (const item of splitList(raw ?? '')) {
-    const r = parseCidrOrAddress(item);
+    const r = parseCidrOrAddress(item, (w) => warnings.push(`excludeSubnets: ${w}`));
     if (!r.ok) {
       problems.push({ code: 'InvalidExclude', message: `excludeSubnets: ${r.message}`, value: item });
       continue;
     }
-    warnings.push(...r.value.warnings.map((w) => `excludeSubnets: ${w}`));
-    const ex = r.value.cidr;
+    const ex = r.value;
     const inside = subnets.find((s) => s.family === ex.family && s.first <= ex.first && ex.last <= s.last);
     if (!inside) {
       const touching = subnets.find((s) => s.family === ex.family && s.first <= ex.last && ex.first <= s.last);
@@ -242,42 +238,34 @@ function listOrNone(subnets: readonly Cidr[], family: IPFamily): string {
   return own.length > 0 ? own.map((s) => s.text).join(', ') : `no ${familyName(family)} subnet`;
 }
 
-type CidrResult = { ok: true; value: { cidr: Cidr; warnings: string[] } } | { ok: false; message: string };
-
 /** A subnet: "a/p", or OVN's "a/p/hostPrefix" whose host prefix only matters for layer3 and is ignored here. */
-function parseSubnetEntry(text: string): CidrResult {
+function parseSubnetEntry(text: string, warn: (warning: string) => void): ParseResult<Cidr> {
   const parts = text.split('/');
-  const warnings: string[] = [];
-  let cidrText = text;
   if (parts.length === 3) {
     const [addr, prefix, hostPrefix] = parts as [string, string, string];
-    cidrText = `${addr}/${prefix}`;
     const p = Number(prefix);
     const h = Number(hostPrefix);
     const bits = addr.includes(':') ? 128 : 32;
     if (!/^[0-9]{1,3}$/.test(hostPrefix) || h < p || h > bits) {
       return { ok: false, message: `"${text}": host prefix /${hostPrefix} must be between /${prefix} and /${bits}` };
     }
-    warnings.push(`host prefix /${hostPrefix} of "${text}" is ignored (it only matters for layer3)`);
-  } else if (parts.length !== 2) {
-    return { ok: false, message: `"${text}" is not a CIDR (expected address/prefix, e.g. 192.0.2.0/24)` };
+    const r = parseCidrOrAddress(`${addr}/${prefix}`, warn);
+    if (r.ok) warn(`host prefix /${hostPrefix} of "${text}" is ignored (it only matters for layer3)`);
+    return r;
   }
-  const r = parseCidrOrAddress(cidrText);
-  if (!r.ok) return r;
-  r.value.warnings.push(...warnings);
-  return r;
+  if (parts.length !== 2) return { ok: false, message: `"${text}" is not a CIDR (expected address/prefix, e.g. 192.0.2.0/24)` };
+  return parseCidrOrAddress(text, warn);
 }
 
 /** "a/p" or a single address (→ /32, /128). Host bits are masked off, with a warning. */
-function parseCidrOrAddress(text: string): CidrResult {
+function parseCidrOrAddress(text: string, warn: (warning: string) => void): ParseResult<Cidr> {
   const r = parseAddress(text, { allowPrefix: true });
   if (!r.ok) return r;
   const { family, value } = r.value;
   const prefix = r.value.prefix ?? FAMILY_BITS[family];
   const size = prefixSize(family, prefix);
   const first = value - (value % size);
-  const last = first + size - 1n;
-  const cidr: Cidr = { family, prefix, first, last, text: formatCidr(family, first, prefix) };
-  const warnings = value !== first ? [`"${text}" has host bits set; it is read as ${cidr.text}`] : [];
-  return { ok: true, value: { cidr, warnings } };
+  const cidr: Cidr = { family, prefix, first, last: first + size - 1n, text: formatCidr(family, first, prefix) };
+  if (value !== first) warn(`"${text}" has host bits set; it is read as ${cidr.text}`);
+  return { ok: true, value: cidr };
 }
