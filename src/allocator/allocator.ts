@@ -172,13 +172,15 @@ export class PoolAllocator {
         }
         state.held.push({ family, value, text });
         const { holders } = this.#family(family);
-        holders.set(value, [...(holders.get(value) ?? []), key]);
+        const others = holders.get(value);
+        if (others) others.push(key);
+        else holders.set(value, [key]);
       }
       if (state.held.length > 0 || state.invalid.length > 0) this.#claims.set(key, state);
     }
     for (const family of this.pool.families) {
       const fam = this.#family(family);
-      fam.free = this.#usable(family).minus(IntervalSet.from([...fam.holders.keys()].map((v) => ({ start: v, end: v }))));
+      fam.free = this.#usable(family).withoutSorted([...fam.holders.keys()].sort(cmp));
     }
     return { conflicts: this.conflicts(), problems };
   }

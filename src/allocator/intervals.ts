@@ -75,6 +75,17 @@ export class IntervalSet {
     return true;
   }
 
+  /** A new set: this minus the given values, which must be sorted ascending (duplicates allowed). Linear. */
+  withoutSorted(points: readonly bigint[]): IntervalSet {
+    const removed = new IntervalSet(); // single values, sorted: all minus needs (adjacent ones need no merging)
+    for (const x of points) {
+      if (removed.#ends.at(-1) === x) continue;
+      removed.#starts.push(x);
+      removed.#ends.push(x);
+    }
+    return this.minus(removed);
+  }
+
   /** A new set: this minus every interval of `other`. Linear in both. */
   minus(other: IntervalSet): IntervalSet {
     const out = new IntervalSet();
