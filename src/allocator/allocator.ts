@@ -125,6 +125,8 @@ interface FamilyState {
   free: IntervalSet;
   /** address → keys holding it (more than one only after a rebuild found a conflict). */
   holders: Map<bigint, string[]>;
+  /** The addresses with more than one holder, kept in step so that a pass does not scan every holder for them. */
+  conflicted: Set<bigint>;
 }
 
 export class PoolAllocator {
@@ -171,10 +173,12 @@ export class PoolAllocator {
           problems.push({ key, ip: text, code: verdict.code, message: `claim ${key}: ${verdict.message}` });
         }
         state.held.push({ family, value, text });
-        const { holders } = this.#family(family);
-        const others = holders.get(value);
-        if (others) others.push(key);
-        else holders.set(value, [key]);
+        const fam = this.#family(family);
+        const others = fam.holders.get(value);
+        if (others) {
+          others.push(key);
+          fam.conflicted.add(value);
+        } else fam.holders.set(value, [key]);
       }
       if (state.held.length > 0 || state.invalid.length > 0) this.#claims.set(key, state);
     }
@@ -250,6 +254,7 @@ export class PoolAllocator {
     for (const { family, value } of state.held) {
       const fam = this.#family(family);
       const rest = (fam.holders.get(value) ?? []).filter((k) => k !== key);
+      if (rest.length < 2) fam.conflicted.delete(value);
       if (rest.length > 0) fam.holders.set(value, rest);
       else if (fam.holders.delete(value) && this.#usable(family).has(value)) fam.free.add(value);
     }
@@ -281,12 +286,10 @@ export class PoolAllocator {
 
   /** Addresses held by more than one key: IPv4 first, then by value. */
   conflicts(): AddressConflict[] {
-    return ([4, 6] as const).flatMap((family) =>
-      [...(this.#families.get(family)?.holders ?? [])]
-        .filter(([, keys]) => keys.length > 1)
-        .sort(([a], [b]) => cmp(a, b))
-        .map(([value, keys]) => ({ ip: formatAddress(family, value), keys: [...keys].sort() })),
-    );
+    return ([4, 6] as const).flatMap((family) => {
+      const fam = this.#families.get(family);
+      return [...(fam?.conflicted ?? [])].sort(cmp).map((value) => ({ ip: formatAddress(family, value), keys: [...fam!.holders.get(value)!].sort() }));
+    });
   }
 
   stats(): AllocatorStats {
@@ -310,7 +313,7 @@ export class PoolAllocator {
   #family(family: IPFamily): FamilyState {
     let fam = this.#families.get(family);
     if (!fam) {
-      fam = { free: this.#usable(family).clone(), holders: new Map() };
+      fam = { free: this.#usable(family).clone(), holders: new Map(), conflicted: new Set() };
       this.#families.set(family, fam);
     }
     return fam;
