@@ -50,27 +50,46 @@ export class IntervalSet {
     return this.#find(x) >= 0;
   }
 
-  /** Removes x; returns whether it was a member. Its interval is replaced by what is left of it on each side. */
+  /** Removes x; returns whether it was a member. */
   delete(x: bigint): boolean {
     const i = this.#find(x);
     if (i < 0) return false;
     const s = this.#starts[i]!;
     const e = this.#ends[i]!;
-    this.#starts.splice(i, 1, ...(x > s ? [s] : []), ...(x < e ? [x + 1n] : []));
-    this.#ends.splice(i, 1, ...(x > s ? [x - 1n] : []), ...(x < e ? [e] : []));
+    if (s === e) {
+      this.#starts.splice(i, 1);
+      this.#ends.splice(i, 1);
+    } else if (x === s) {
+      this.#starts[i] = s + 1n;
+    } else if (x === e) {
+      this.#ends[i] = e - 1n;
+    } else {
+      this.#ends[i] = x - 1n;
+      this.#starts.splice(i + 1, 0, x + 1n);
+      this.#ends.splice(i + 1, 0, e);
+    }
     this.#size -= 1n;
     return true;
   }
 
-  /** Adds x; returns whether it was absent. The intervals it touches on either side merge with it. */
+  /** Adds x; returns whether it was absent. Merges with neighbouring intervals. */
   add(x: bigint): boolean {
     const i = this.#floor(x); // last interval starting at or before x, or -1
     if (i >= 0 && x <= this.#ends[i]!) return false;
-    const left = i >= 0 && this.#ends[i]! + 1n === x;
-    const right = i + 1 < this.#starts.length && this.#starts[i + 1]! - 1n === x;
-    const count = Number(left) + Number(right);
-    this.#starts.splice(left ? i : i + 1, count, left ? this.#starts[i]! : x);
-    this.#ends.splice(left ? i : i + 1, count, right ? this.#ends[i + 1]! : x);
+    const joinsLeft = i >= 0 && this.#ends[i]! + 1n === x;
+    const joinsRight = i + 1 < this.#starts.length && this.#starts[i + 1]! - 1n === x;
+    if (joinsLeft && joinsRight) {
+      this.#ends[i] = this.#ends[i + 1]!;
+      this.#starts.splice(i + 1, 1);
+      this.#ends.splice(i + 1, 1);
+    } else if (joinsLeft) {
+      this.#ends[i] = x;
+    } else if (joinsRight) {
+      this.#starts[i + 1] = x;
+    } else {
+      this.#starts.splice(i + 1, 0, x);
+      this.#ends.splice(i + 1, 0, x);
+    }
     this.#size += 1n;
     return true;
   }
