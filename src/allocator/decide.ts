@@ -53,7 +53,7 @@ export function decideNetwork(input: NetworkInput): AllocatorPlan {
   return {
     reports: [{ scope, causes: nadCauses(nads, (key) => ({ warnings: state.warnings.get(key) })) }],
     network: plan,
-    claimEvents: { scope: claimsScope, causes: plan.events.map((e) => ({ target: e.target, type: e.type, reason: e.reason, message: e.message })) },
+    claimEvents: { scope: claimsScope, causes: plan.events },
   };
 }
 

@@ -92,8 +92,6 @@ export interface PlanEvent {
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;
-  /** The claim concerned (`namespace/name`). */
-  claim: string;
 }
 
 export interface NetworkPlan {
@@ -286,7 +284,7 @@ function refuse(pass: Pass, c: PlanClaim, code: AllocationErrorCode, message: st
 }
 
 function tell(plan: NetworkPlan, c: PlanClaim, type: PlanEvent['type'], reason: string, message: string): void {
-  if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
+  if (c.owner) plan.events.push({ target: c.owner, type, reason, message });
 }
 
 /** Adds a write unless the claim already says exactly this. */

@@ -27,7 +27,7 @@ export interface OwnerTarget {
 export type OwnerRequest =
   /** No request: any free address. */
   | { kind: 'none' }
-  | { kind: 'addresses'; addresses: string[]; source: string }
+  | { kind: 'addresses'; addresses: string[] }
   /** The owner asked for something unreadable for this interface: report, and allocate nothing. */
   | { kind: 'invalid'; message: string }
   /** The owner named by the claim is not in the cache yet: decide later (its add event brings the claim back). */
@@ -63,11 +63,9 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   if (!ref) return { request: { kind: 'none' } };
   const namespace = claim.metadata.namespace ?? '';
   const owner: OwnerTarget = { apiVersion: ref.apiVersion, kind: ref.kind, namespace, name: ref.name, uid: ref.uid };
+  // Messages name the owner, not where the annotation was read (VM template, then VMI): they must not change when the
+  // VMI appears, or a lasting refusal would be written and reported again.
   const what = `${ref.kind} ${namespace}/${ref.name}`;
-
-  // Named after the owner, not after where the annotation was read (VM template, then VMI): messages must not change
-  // when the VMI appears, or a lasting refusal would be written and reported again.
-  const source = `annotation ${ADDRESSES_ANNOTATION} of ${what}`;
   const vm = ref.kind === 'VirtualMachine' ? vms.get(namespace, ref.name) : undefined;
   const vmi = vmis.get(namespace, ref.name);
   const self = ref.kind === 'VirtualMachine' ? vm : vmi;
@@ -87,7 +85,7 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   const mine = parsed.problems.find((p) => p.interface === network);
   if (mine) return { ...base, request: { kind: 'invalid', message: `${mine.message} (${what})` } };
   const requested = parsed.requests.get(network);
-  if (requested) return { ...base, request: { kind: 'addresses', addresses: [...requested], source } };
+  if (requested) return { ...base, request: { kind: 'addresses', addresses: [...requested] } };
   // A document that cannot be read at all may well have meant this interface too: wait for the user to fix it.
   const whole = parsed.problems.filter((p) => p.interface === undefined);
   if (whole.length > 0 && parsed.requests.size === 0) {

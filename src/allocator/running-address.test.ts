@@ -169,13 +169,13 @@ describe('the choice: an empty claim of a running VM takes the address the VM ha
     },
     {
       name: 'a static request that differs: the running address wins, with a warning',
-      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.9'], source: 'x' })],
+      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.9'] })],
       ips: { 'vm1.data': ['10.0.0.5/24'] },
       events: ['StaticAddressNotApplied'],
     },
     {
       name: 'a static request that matches: no warning',
-      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.5/24'], source: 'x' })],
+      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.5/24'] })],
       ips: { 'vm1.data': ['10.0.0.5/24'] },
     },
   ];
