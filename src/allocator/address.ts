@@ -101,19 +101,8 @@ function libraryValue(family: IPFamily, addr: string): bigint | string {
   } catch (err) {
     return `is not a valid IP address (${errorText(err)})`;
   }
-  // ip-address stores the validated groups: 4 decimal octets, or 8 hex groups with "::" already expanded.
-  const groups: unknown = (parsed as { parsedAddress?: unknown }).parsedAddress;
-  const wantGroups = family === 4 ? 4 : 8;
-  if (parsed.v4 !== (family === 4) || !Array.isArray(groups) || groups.length !== wantGroups) {
-    return 'is not a valid IP address';
-  }
-  let value = 0n;
-  for (const g of groups) {
-    const n = typeof g === 'string' ? Number.parseInt(g, family === 4 ? 10 : 16) : Number.NaN;
-    if (!Number.isInteger(n) || n < 0 || n > (family === 4 ? 0xff : 0xffff)) return 'is not a valid IP address';
-    value = (value << (family === 4 ? 8n : 16n)) | BigInt(n);
-  }
-  return value;
+  if (parsed.v4 !== (family === 4)) return 'is not a valid IP address';
+  return BigInt(parsed.bigInteger().toString());
 }
 
 /** The family of an address (bare or CIDR form); undefined when it is not one. */
@@ -153,6 +142,12 @@ function formatV6(groups: readonly number[]): string {
   const hex = (gs: readonly number[]) => gs.map((g) => g.toString(16)).join(':');
   if (bestStart < 0) return hex(groups);
   return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
+}
+
+/** "10.0.0.5/24" → "10.0.0.5"; a bare address as it is. */
+export function bareAddress(ip: string): string {
+  const slash = ip.indexOf('/');
+  return slash < 0 ? ip : ip.slice(0, slash);
 }
 
 /** "10.0.0.5/24" */

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { type AllocateResult, type ClaimAddresses, PoolAllocator } from './allocator.ts';
 import { type IPFamily, FAMILY_BITS, formatAddress, parseAddress } from './address.ts';
+import { cmp } from './intervals.ts';
 import { type Pool, parsePool } from './pool.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -86,10 +87,7 @@ function buildModel(subnets: GenSubnet[]): Model {
         if (!excluded) list.push(v);
       }
     }
-    usable.set(
-      family,
-      list.sort((a, b) => (a < b ? -1 : 1)),
-    );
+    usable.set(family, list.sort(cmp));
     candidates.set(family, cands);
   }
   const prefixOf = (family: IPFamily, v: bigint) => {

@@ -125,6 +125,7 @@ interface FamilyState {
   free: IntervalSet;
   /** address → keys holding it (more than one only after a rebuild found a conflict). */
   holders: Map<bigint, string[]>;
+  /** The addresses with more than one holder, kept in step so that a pass does not scan every holder for them. */
   conflicted: Set<bigint>;
 }
 
@@ -142,7 +143,6 @@ export class PoolAllocator {
   rebuild(claims: Iterable<ClaimAddresses>): RebuildReport {
     this.#reset();
     const problems: RebuildProblem[] = [];
-    const points = new Map<IPFamily, bigint[]>();
     for (const { key, ips } of claims) {
       let state = this.#claims.get(key);
       if (state) {
@@ -174,24 +174,17 @@ export class PoolAllocator {
         }
         state.held.push({ family, value, text });
         const fam = this.#family(family);
-        const holders = fam.holders.get(value);
-        if (holders) {
-          holders.push(key);
+        const others = fam.holders.get(value);
+        if (others) {
+          others.push(key);
           fam.conflicted.add(value);
-        } else {
-          fam.holders.set(value, [key]);
-          if (verdict.usable) {
-            let list = points.get(family);
-            if (!list) points.set(family, (list = []));
-            list.push(value);
-          }
-        }
+        } else fam.holders.set(value, [key]);
       }
       if (state.held.length > 0 || state.invalid.length > 0) this.#claims.set(key, state);
     }
     for (const family of this.pool.families) {
-      const list = (points.get(family) ?? []).sort(cmp);
-      this.#family(family).free = this.#usable(family).withoutSorted(list);
+      const fam = this.#family(family);
+      fam.free = this.#usable(family).withoutSorted([...fam.holders.keys()].sort(cmp));
     }
     return { conflicts: this.conflicts(), problems };
   }
@@ -260,17 +253,10 @@ export class PoolAllocator {
     this.#claims.delete(key);
     for (const { family, value } of state.held) {
       const fam = this.#family(family);
-      const holders = fam.holders.get(value);
-      if (!holders) continue;
-      const rest = holders.filter((k) => k !== key);
-      if (rest.length > 0) {
-        fam.holders.set(value, rest);
-        if (rest.length < 2) fam.conflicted.delete(value);
-        continue;
-      }
-      fam.holders.delete(value);
-      fam.conflicted.delete(value);
-      if (this.#usable(family).has(value)) fam.free.add(value);
+      const rest = (fam.holders.get(value) ?? []).filter((k) => k !== key);
+      if (rest.length < 2) fam.conflicted.delete(value);
+      if (rest.length > 0) fam.holders.set(value, rest);
+      else if (fam.holders.delete(value) && this.#usable(family).has(value)) fam.free.add(value);
     }
     return [...state.held.map((h) => h.text), ...state.invalid];
   }
@@ -298,42 +284,24 @@ export class PoolAllocator {
     return [...this.#claims.keys()].sort().map((key) => ({ key, ips: this.ipsOf(key)! }));
   }
 
+  /** Addresses held by more than one key: IPv4 first, then by value. */
   conflicts(): AddressConflict[] {
-    const out: AddressConflict[] = [];
-    for (const family of [4, 6] as const) {
+    return ([4, 6] as const).flatMap((family) => {
       const fam = this.#families.get(family);
-      if (!fam) continue;
-      for (const value of [...fam.conflicted].sort(cmp)) {
-        out.push({ ip: formatAddress(family, value), keys: [...(fam.holders.get(value) ?? [])].sort() });
-      }
-    }
-    return out;
+      return [...(fam?.conflicted ?? [])].sort(cmp).map((value) => ({ ip: formatAddress(family, value), keys: [...fam!.holders.get(value)!].sort() }));
+    });
   }
 
   stats(): AllocatorStats {
-    let conflicts = 0;
     const families: FamilyStats[] = [];
-    for (const family of this.pool.families) {
-      const fam = this.#family(family);
+    // The pool's families come first (#reset); a family outside the pool can hold addresses too (a claim from before
+    // the pool changed), with nothing usable.
+    for (const [family, fam] of this.#families) {
       const size = this.#usable(family).size;
       const used = size - fam.free.size;
-      conflicts += fam.conflicted.size;
-      families.push({
-        family,
-        size,
-        used,
-        free: fam.free.size,
-        heldUnusable: fam.holders.size - Number(used),
-        freeIntervals: fam.free.intervalCount,
-      });
+      families.push({ family, size, used, free: fam.free.size, heldUnusable: fam.holders.size - Number(used), freeIntervals: fam.free.intervalCount });
     }
-    // Families outside the pool can hold addresses too (a claim from before the pool changed).
-    for (const [family, fam] of this.#families) {
-      if (this.pool.families.includes(family)) continue;
-      conflicts += fam.conflicted.size;
-      families.push({ family, size: 0n, used: 0n, free: 0n, heldUnusable: fam.holders.size, freeIntervals: 0 });
-    }
-    return { claims: this.#claims.size, conflicts, families };
+    return { claims: this.#claims.size, conflicts: this.conflicts().length, families };
   }
 
   #reset(): void {

@@ -19,13 +19,7 @@ const NAD_PREFIX = 'nad:';
 export function decideNad(nadKey: string, nad: NetworkAttachmentDefinition | undefined): AllocatorPlan {
   const read = nad ? readAllocatorNad(nad) : undefined;
   const own = nad && read && (read.problems.length > 0 || read.refused !== undefined) && (!read.enabled || read.network === undefined) ? [nad] : [];
-  const causes = nadCauses(
-    own,
-    new Map(read && nad ? [[nadKey, read.problems]] : []),
-    new Map(),
-    new Map(read?.refused !== undefined ? [[nadKey, read.refused]] : []),
-  );
-  return { reports: [{ scope: `${NAD_PREFIX}${nadKey}`, causes }] };
+  return { reports: [{ scope: `${NAD_PREFIX}${nadKey}`, causes: nadCauses(own, () => ({ problems: read?.problems, refusal: read?.refused })) }] };
 }
 
 /** The Events of every scope of the pass and, for a network that can be served, its plan. */
@@ -35,23 +29,19 @@ export function decideNetwork(input: NetworkInput): AllocatorPlan {
   const claimsScope = `claims:${network}`;
   // OVN-Kubernetes writes a refused network's statuses: no write of ours, not even a condition, and nothing to
   // tell the VMs (what was said about their claims is cleared). The NADs that set the switch are told why.
-  if (state.kind === 'unmanaged')
+  if (state.kind === 'unmanaged' || state.kind === 'refused') {
+    const causes = state.kind === 'refused' ? nadCauses(nads, (key) => ({ refusal: state.refusals.get(key) })) : [];
     return {
       reports: [
-        { scope, causes: [] },
+        { scope, causes },
         { scope: claimsScope, causes: [] },
       ],
       forget: true,
     };
-  if (state.kind === 'refused')
-    return {
-      reports: [
-        { scope, causes: nadCauses(nads, new Map(), new Map(), state.refusals) },
-        { scope: claimsScope, causes: [] },
-      ],
-      forget: true,
-    };
-  if (state.kind === 'invalid') return { reports: [{ scope, causes: nadCauses(nads, state.problems, new Map()) }], forget: true, problems: state.problems };
+  }
+  if (state.kind === 'invalid') {
+    return { reports: [{ scope, causes: nadCauses(nads, (key) => ({ problems: state.problems.get(key) })) }], forget: true, problems: state.problems };
+  }
   const plan = planNetwork({
     network,
     pool: state.pool,
@@ -61,34 +51,35 @@ export function decideNetwork(input: NetworkInput): AllocatorPlan {
     ...(input.inUseUnknown !== undefined ? { inUseUnknown: input.inUseUnknown } : {}),
   });
   return {
-    reports: [{ scope, causes: nadCauses(nads, new Map(), state.warnings) }],
+    reports: [{ scope, causes: nadCauses(nads, (key) => ({ warnings: state.warnings.get(key) })) }],
     network: plan,
-    claimEvents: { scope: claimsScope, causes: plan.events.map((e) => ({ target: e.target, type: e.type, reason: e.reason, message: e.message })) },
+    claimEvents: { scope: claimsScope, causes: plan.events },
   };
 }
 
-const nadTarget = (nad: NetworkAttachmentDefinition) => ({
-  apiVersion: apiVersionOf(resources.networkAttachmentDefinitions),
-  kind: resources.networkAttachmentDefinitions.kind,
-  namespace: nad.metadata.namespace ?? '',
-  name: nad.metadata.name,
-  ...(nad.metadata.uid ? { uid: nad.metadata.uid } : {}),
-});
+/** What one NAD is told: why it is refused, what keeps its pool from serving, what is merely worth knowing. */
+interface NadNotes {
+  refusal?: string | undefined;
+  problems?: readonly string[] | undefined;
+  warnings?: readonly string[] | undefined;
+}
 
-function nadCauses(
-  nads: readonly NetworkAttachmentDefinition[],
-  problemsByKey: Map<string, string[]>,
-  warningsByKey: Map<string, string[]>,
-  refusalsByKey: Map<string, string> = new Map(),
-): Cause[] {
-  const causes: Cause[] = [];
-  for (const nad of nads) {
-    const key = objectKey(nad);
-    const refusal = refusalsByKey.get(key);
-    // The message names the NAD's generation: reported once per generation, not at every pass or resync.
-    if (refusal !== undefined) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'AllocatorRefused', message: refusal });
-    for (const message of problemsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Warning', reason: 'InvalidAllocatorPool', message });
-    for (const message of warningsByKey.get(key) ?? []) causes.push({ target: nadTarget(nad), type: 'Normal', reason: 'AllocatorPoolWarning', message });
-  }
-  return causes;
+function nadCauses(nads: readonly NetworkAttachmentDefinition[], notesOf: (key: string) => NadNotes): Cause[] {
+  return nads.flatMap((nad) => {
+    const { refusal, problems = [], warnings = [] } = notesOf(objectKey(nad));
+    const target = {
+      apiVersion: apiVersionOf(resources.networkAttachmentDefinitions),
+      kind: resources.networkAttachmentDefinitions.kind,
+      namespace: nad.metadata.namespace ?? '',
+      name: nad.metadata.name,
+      ...(nad.metadata.uid ? { uid: nad.metadata.uid } : {}),
+    };
+    const cause = (type: Cause['type'], reason: string) => (message: string) => ({ target, type, reason, message });
+    // A refusal names the NAD's generation: reported once per generation, not at every pass or resync.
+    return [
+      ...(refusal !== undefined ? [refusal] : []).map(cause('Warning', 'AllocatorRefused')),
+      ...problems.map(cause('Warning', 'InvalidAllocatorPool')),
+      ...warnings.map(cause('Normal', 'AllocatorPoolWarning')),
+    ];
+  });
 }

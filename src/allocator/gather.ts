@@ -5,9 +5,9 @@ import type { IPAMClaim, Pod } from '../kube/types.ts';
 import { interfacesOfNetwork, ownerUidsOf } from '../claims/index.ts';
 import { CLAIMS_BY_NETWORK, NADS_BY_NETWORK } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
-import { type IPFamily, familyOfAddress } from './address.ts';
 import { resolveNetwork } from './nad.ts';
-import type { PlanClaim } from './plan.ts';
+import { lacksFamily, type PlanClaim } from './plan.ts';
+import type { Pool } from './pool.ts';
 import { ownerRequest, type OwnerLookup } from './requests.ts';
 import { addressesInUse, runningAddresses, runningVmiOf, type RunningAddresses, type VmiOnNetwork, vmisOnNetwork } from './running-address.ts';
 import { mapLimit, settlePending } from './apply.ts';
@@ -56,7 +56,7 @@ export async function gatherNetwork(deps: NetworkReconcilerDeps, now: () => Date
   await gatherClaims(deps, input, pods);
   // Only while a claim is about to get a new address: the pods of running VMs none of whose claims of the network
   // holds an address are read, and what they use is held back (plan.ts). A steady state reads nothing.
-  if (pods && input.claims.some((c) => willAllocate(c, state.pool.families))) await gatherInUse(deps, input, pods);
+  if (pods && input.claims.some((c) => willAllocate(c, state.pool))) await gatherInUse(deps, input, pods);
   return input;
 }
 
@@ -115,11 +115,9 @@ async function runningOf(
 
 // Whether the plan gives the claim a new address. As plan.ts decides: a claim holding some addresses is completed
 // whatever else is true of it; an empty one only when it is served at all.
-function willAllocate(c: PlanClaim, families: readonly IPFamily[]): boolean {
+function willAllocate(c: PlanClaim, pool: Pool): boolean {
   const held = c.claim.status?.ips ?? [];
-  const have = held.map(familyOfAddress);
-  const lacksFamily = !have.includes(undefined) && families.some((f) => !have.includes(f));
-  if (!lacksFamily) return false;
+  if (!lacksFamily(pool, held)) return false;
   if (held.length > 0) return true;
   const served = c.request.kind === 'none' || c.request.kind === 'addresses';
   return served && !c.claim.metadata.deletionTimestamp && c.running?.kind !== 'invalid' && c.running?.kind !== 'unknown';

@@ -49,7 +49,7 @@ test('a /64-sized interval costs the same as a small one', () => {
   assert.equal(set.size, 1n << 64n);
   assert.ok(set.delete(1n << 63n));
   assert.equal(set.intervalCount, 2);
-  assert.equal(set.firstAtOrAfter(1n << 63n), (1n << 63n) + 1n);
+  assert.equal(set.has(1n << 63n), false);
   assert.ok(set.add(1n << 63n));
   assert.equal(set.intervalCount, 1);
 });
@@ -74,13 +74,7 @@ test('add/delete/has/first behave like a set of numbers', () => {
       const sorted = [...model].sort((a, b) => (a < b ? -1 : 1));
       assert.deepEqual(members(set), sorted);
       assert.equal(set.first(), sorted[0]);
-      for (let x = 0n; x <= 70n; x++) {
-        assert.equal(set.has(x), model.has(x));
-        assert.equal(
-          set.firstAtOrAfter(x),
-          sorted.find((y) => y >= x),
-        );
-      }
+      for (let x = 0n; x <= 70n; x++) assert.equal(set.has(x), model.has(x));
     }),
   );
 });
@@ -97,8 +91,7 @@ test('minus and withoutSorted agree with set difference', () => {
         members(diff),
         members(A).filter((x) => !inB.has(x)),
       );
-      const sortedPoints = [...points].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
-      const without = A.withoutSorted(sortedPoints);
+      const without = A.withoutSorted([...points].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0)));
       checkShape(without);
       const inP = new Set(points);
       assert.deepEqual(
@@ -107,6 +100,7 @@ test('minus and withoutSorted agree with set difference', () => {
       );
       // Neither operation changes its inputs.
       assert.deepEqual([...A.intervals()], [...IntervalSet.from(a).intervals()]);
+      assert.deepEqual([...B.intervals()], [...IntervalSet.from(b).intervals()]);
     }),
   );
 });

@@ -41,10 +41,6 @@ export class IntervalSet {
     return this.#starts.length;
   }
 
-  isEmpty(): boolean {
-    return this.#starts.length === 0;
-  }
-
   /** The lowest member, or undefined when empty. */
   first(): bigint | undefined {
     return this.#starts[0];
@@ -52,13 +48,6 @@ export class IntervalSet {
 
   has(x: bigint): boolean {
     return this.#find(x) >= 0;
-  }
-
-  /** The lowest member >= x, or undefined. */
-  firstAtOrAfter(x: bigint): bigint | undefined {
-    const i = this.#floor(x);
-    if (i >= 0 && x <= this.#ends[i]!) return x;
-    return this.#starts[i + 1];
   }
 
   /** Removes x; returns whether it was a member. */
@@ -107,28 +96,13 @@ export class IntervalSet {
 
   /** A new set: this minus the given values, which must be sorted ascending (duplicates allowed). Linear. */
   withoutSorted(points: readonly bigint[]): IntervalSet {
-    const out = new IntervalSet();
-    let p = 0;
-    for (let i = 0; i < this.#starts.length; i++) {
-      let s = this.#starts[i]!;
-      const e = this.#ends[i]!;
-      while (p < points.length && points[p]! < s) p++;
-      while (p < points.length && points[p]! <= e) {
-        const x = points[p]!;
-        if (x > s) {
-          out.#starts.push(s);
-          out.#ends.push(x - 1n);
-        }
-        s = x + 1n;
-        p++;
-      }
-      if (s <= e) {
-        out.#starts.push(s);
-        out.#ends.push(e);
-      }
+    const removed = new IntervalSet(); // single values, sorted: all minus needs (adjacent ones need no merging)
+    for (const x of points) {
+      if (removed.#ends.at(-1) === x) continue;
+      removed.#starts.push(x);
+      removed.#ends.push(x);
     }
-    out.#recount();
-    return out;
+    return this.minus(removed);
   }
 
   /** A new set: this minus every interval of `other`. Linear in both. */

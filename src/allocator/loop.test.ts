@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { claimName, podInterfaceName } from '../claims/names.ts';
 import { trimNetworkAttachmentDefinition, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
+import type { IPAMClaim } from '../kube/types.ts';
 import { FakeWorld, NS, allocatorNad, claim, nad, vm } from '../../test/allocator-world.ts';
 
 const NET = 'blue';
@@ -10,6 +11,14 @@ function world(subnets = '10.0.0.0/24', exclude?: string): FakeWorld {
   const w = new FakeWorld();
   w.nads.upsert(allocatorNad('nad-blue', NET, subnets, exclude));
   return w;
+}
+
+const BLUE = [{ name: 'blue', nad: 'nad-blue' }];
+
+/** VM `name` on nad-blue and its claim of the network. */
+function vmWithClaim(w: FakeWorld, name: string, o: Parameters<typeof claim>[3] = {}, addresses?: Record<string, string[]>): IPAMClaim {
+  w.vms.upsert(vm(name, BLUE, addresses));
+  return w.addClaim(claim(name, 'blue', NET, o));
 }
 
 function allHeld(w: FakeWorld): string[] {
@@ -24,9 +33,8 @@ function assertDistinct(w: FakeWorld): void {
 describe('allocator pass: cache lag never hands an address out twice', () => {
   it('a pass allocates the lowest free addresses, oldest claim first, with the condition', async () => {
     const w = world();
-    for (const name of ['vm2', 'vm1']) w.vms.upsert(vm(name, [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:02Z' }));
-    w.addClaim(claim('vm1', 'blue', NET, { created: '2025-01-01T00:00:01Z' }));
+    vmWithClaim(w, 'vm2', { created: '2025-01-01T00:00:02Z' });
+    vmWithClaim(w, 'vm1', { created: '2025-01-01T00:00:01Z' });
     const result = await w.pass(NET);
     assert.deepEqual(result, { requeue: false });
     assert.deepEqual(w.held().get(`${NS}/vm1.blue`), ['10.0.0.1/24']);
@@ -41,13 +49,11 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
   it('the crux: a new claim gets a new address although the cache has not seen the previous writes', async () => {
     const w = world();
     const reconcile = w.reconciler();
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm1', 'blue', NET));
+    vmWithClaim(w, 'vm1');
     await w.pass(NET, reconcile);
     // The cache still shows vm1.blue without addresses (its watch event has not arrived).
     assert.equal(w.claims.getByKey(`${NS}/vm1.blue`)!.status, undefined);
-    w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:05Z' }));
+    vmWithClaim(w, 'vm2', { created: '2025-01-01T00:00:05Z' });
     await w.pass(NET, reconcile);
     assert.deepEqual(w.held().get(`${NS}/vm2.blue`), ['10.0.0.2/24']);
     assert.equal(w.writes.length, 2, 'vm1.blue was not written again');
@@ -57,16 +63,14 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
   it('the overlay holds while the cache replays older events of the claim, and lets go once it caught up', async () => {
     const w = world();
     const reconcile = w.reconciler();
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    const created = w.addClaim(claim('vm1', 'blue', NET));
+    const created = vmWithClaim(w, 'vm1');
     await w.pass(NET, reconcile);
     // An older event of the claim arrives late (e.g. a label change made before our write): still no addresses.
     w.claims.upsert({
       ...structuredClone(created),
       metadata: { ...created.metadata, resourceVersion: String(Number(created.metadata.resourceVersion) + 0), labels: { x: 'y' } },
     });
-    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:05Z' }));
+    vmWithClaim(w, 'vm2', { created: '2025-01-01T00:00:05Z' });
     await w.pass(NET, reconcile);
     assertDistinct(w);
     w.deliver();
@@ -79,10 +83,7 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
 
   it('a controller killed between choosing and recording: the next one chooses the same, and nothing twice', async () => {
     const w = world();
-    for (let i = 1; i <= 5; i++) {
-      w.vms.upsert(vm(`vm${i}`, [{ name: 'blue', nad: 'nad-blue' }]));
-      w.addClaim(claim(`vm${i}`, 'blue', NET, { created: `2025-01-01T00:00:0${i}Z` }));
-    }
+    for (let i = 1; i <= 5; i++) vmWithClaim(w, `vm${i}`, { created: `2025-01-01T00:00:0${i}Z` });
     // The first controller's writes fail without effect after two succeeded (it "died" there).
     w.faults = ['none', 'none', 'timeout-lost', 'timeout-lost', 'timeout-lost'];
     await w.pass(NET, w.reconciler());
@@ -105,13 +106,11 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
     for (const fault of ['timeout-applied', 'timeout-lost'] as const) {
       const w = world();
       const reconcile = w.reconciler();
-      w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-      w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
-      w.addClaim(claim('vm1', 'blue', NET));
+      vmWithClaim(w, 'vm1');
       w.faults = [fault];
       const first = await w.pass(NET, reconcile);
       assert.deepEqual(first, { requeue: true }, `${fault}: the pass asks to run again`);
-      w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:05Z' }));
+      vmWithClaim(w, 'vm2', { created: '2025-01-01T00:00:05Z' });
       await w.pass(NET, reconcile);
       assert.deepEqual(w.held().get(`${NS}/vm2.blue`), ['10.0.0.2/24'], `${fault}: vm2 does not get the reserved address`);
       assert.deepEqual(w.held().get(`${NS}/vm1.blue`), ['10.0.0.1/24'], `${fault}: the retried write settled vm1`);
@@ -124,15 +123,13 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
 
   it('a seeded claim (read by a new leader, not yet in its cache) counts before anything is chosen', async () => {
     const w = world();
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
-    const c1 = w.addClaim(claim('vm1', 'blue', NET));
+    const c1 = vmWithClaim(w, 'vm1');
     // The previous leader wrote vm1's address; this replica's cache still has the old version.
     const written = { ...structuredClone(c1), status: { ips: ['10.0.0.1/24'] } };
     written.metadata.resourceVersion = String(++w.revision);
     w.server.set(`${NS}/vm1.blue`, written);
     w.overlay.seed(`${NS}/vm1.blue`, NET, c1.metadata.resourceVersion, written);
-    w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:05Z' }));
+    vmWithClaim(w, 'vm2', { created: '2025-01-01T00:00:05Z' });
     await w.pass(NET);
     assert.deepEqual(w.held().get(`${NS}/vm2.blue`), ['10.0.0.2/24']);
     assertDistinct(w);
@@ -141,10 +138,7 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
   it('deleting a claim frees its address for the next claim', async () => {
     const w = world('10.0.0.0/30');
     const reconcile = w.reconciler();
-    for (const name of ['vm1', 'vm2', 'vm3']) w.vms.upsert(vm(name, [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm1', 'blue', NET, { created: '2025-01-01T00:00:01Z' }));
-    w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:02Z' }));
-    w.addClaim(claim('vm3', 'blue', NET, { created: '2025-01-01T00:00:03Z' }));
+    for (const i of [1, 2, 3]) vmWithClaim(w, `vm${i}`, { created: `2025-01-01T00:00:0${i}Z` });
     await w.pass(NET, reconcile);
     const vm3 = w.server.get(`${NS}/vm3.blue`)!;
     assert.deepEqual(vm3.status?.ips, []);
@@ -164,10 +158,7 @@ describe('allocator pass: cache lag never hands an address out twice', () => {
 describe('allocator pass: conflicts, static requests, pools', () => {
   it('two claims holding one address: both reported, neither changed', async () => {
     const w = world();
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm1', 'blue', NET, { ips: ['10.0.0.7/24'] }));
-    w.addClaim(claim('vm2', 'blue', NET, { ips: ['10.0.0.7/24'] }));
+    for (const name of ['vm1', 'vm2']) vmWithClaim(w, name, { ips: ['10.0.0.7/24'] });
     await w.pass(NET);
     for (const name of ['vm1', 'vm2']) {
       const c = w.server.get(`${NS}/${name}.blue`)!;
@@ -188,10 +179,8 @@ describe('allocator pass: conflicts, static requests, pools', () => {
 
   it('a static request from the VM template is honoured; the same request from a second VM is refused with the reason', async () => {
     const w = world();
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.50'] }));
-    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.50/24'] }));
-    w.addClaim(claim('vm1', 'blue', NET, { created: '2025-01-01T00:00:01Z' }));
-    w.addClaim(claim('vm2', 'blue', NET, { created: '2025-01-01T00:00:02Z' }));
+    vmWithClaim(w, 'vm1', { created: '2025-01-01T00:00:01Z' }, { blue: ['10.0.0.50'] });
+    vmWithClaim(w, 'vm2', { created: '2025-01-01T00:00:02Z' }, { blue: ['10.0.0.50/24'] });
     await w.pass(NET);
     assert.deepEqual(w.held().get(`${NS}/vm1.blue`), ['10.0.0.50/24']);
     const refused = w.server.get(`${NS}/vm2.blue`)!;
@@ -203,7 +192,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     // The VMI appears (with the template's annotation): the lasting refusal is neither rewritten nor re-reported.
     const [writes, events] = [w.writes.length, w.events.length];
     w.deliver();
-    const vm2 = vm('vm2', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.50/24'] });
+    const vm2 = vm('vm2', BLUE, { blue: ['10.0.0.50/24'] });
     w.vmis.upsert({
       metadata: {
         name: 'vm2',
@@ -220,12 +209,12 @@ describe('allocator pass: conflicts, static requests, pools', () => {
 
   it('requests outside the pool or unreadable are refused; the VMI annotation wins over the template', async () => {
     const w = world('10.0.0.0/24', '10.0.0.1');
-    w.vms.upsert(vm('out', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['192.168.0.5'] }));
-    w.vms.upsert(vm('gw', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.1'] }));
-    const bad = vm('bad', [{ name: 'blue', nad: 'nad-blue' }]);
+    w.vms.upsert(vm('out', BLUE, { blue: ['192.168.0.5'] }));
+    w.vms.upsert(vm('gw', BLUE, { blue: ['10.0.0.1'] }));
+    const bad = vm('bad', BLUE);
     bad.spec!.template!.metadata = { annotations: { 'network.kubevirt.io/addresses': '{"blue": "10.0.0.9"}' } };
     w.vms.upsert(bad);
-    const running = vm('run', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.20'] });
+    const running = vm('run', BLUE, { blue: ['10.0.0.20'] });
     w.vms.upsert(running);
     w.vmis.upsert({
       metadata: {
@@ -252,15 +241,14 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     w.addClaim(claim('vm1', 'blue', NET));
     await w.pass(NET);
     assert.equal(w.writes.length, 0);
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }], { blue: ['10.0.0.99'] }));
+    w.vms.upsert(vm('vm1', BLUE, { blue: ['10.0.0.99'] }));
     await w.pass(NET);
     assert.deepEqual(w.held().get(`${NS}/vm1.blue`), ['10.0.0.99/24']);
   });
 
   it('a claim of an earlier VM of the same name (other uid) gets nothing', async () => {
     const w = world();
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm1', 'blue', NET, { ownerUid: 'uid-of-an-older-vm1' }));
+    vmWithClaim(w, 'vm1', { ownerUid: 'uid-of-an-older-vm1' });
     await w.pass(NET);
     assert.equal(w.writes.length, 0);
   });
@@ -268,8 +256,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   it('an invalid pool is reported on the NAD and nothing is allocated', async () => {
     const w = new FakeWorld();
     w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/33'));
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm1', 'blue', NET));
+    vmWithClaim(w, 'vm1');
     assert.deepEqual(await w.pass(NET), {});
     assert.equal(w.writes.length, 0);
     const event = w.events.find((e) => e.involvedObject.kind === 'NetworkAttachmentDefinition');
@@ -342,10 +329,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
 
   it('a served network that gains an OVN-Kubernetes NAD: no more status writes; the NAD with the switch is told once', async () => {
     const w = world('10.0.0.0/30');
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.vms.upsert(vm('vm2', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.vms.upsert(vm('vm3', [{ name: 'blue', nad: 'nad-blue' }]));
-    for (const [i, name] of ['vm1', 'vm2', 'vm3'].entries()) w.addClaim(claim(name, 'blue', NET, { created: `2025-01-01T00:00:0${i}Z` }));
+    for (const [i, name] of ['vm1', 'vm2', 'vm3'].entries()) vmWithClaim(w, name, { created: `2025-01-01T00:00:0${i}Z` });
     const reconcile = w.reconciler();
     await w.pass(NET, reconcile);
     w.deliver();
@@ -356,8 +340,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     const writes = w.writes.length;
     w.nads.upsert(nad('ovn-blue', NET, {}, { type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/30' }));
     // A new claim, which a served network would at least write a condition on.
-    w.vms.upsert(vm('vm4', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.addClaim(claim('vm4', 'blue', NET, { created: '2025-01-01T00:00:09Z' }));
+    vmWithClaim(w, 'vm4', { created: '2025-01-01T00:00:09Z' });
     await w.pass(NET, reconcile);
     await w.pass(NET, reconcile);
     assert.equal(w.writes.length, writes, "no status write once the network is OVN-Kubernetes'");
@@ -387,9 +370,8 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   it('NADs of one network in two namespaces share one pool', async () => {
     const w = world();
     w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24', undefined, 'other'));
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }]));
-    w.vms.upsert(vm('vm1', [{ name: 'blue', nad: 'nad-blue' }], undefined, 'other'));
-    w.addClaim(claim('vm1', 'blue', NET, { created: '2025-01-01T00:00:01Z' }));
+    w.vms.upsert(vm('vm1', BLUE, undefined, 'other'));
+    vmWithClaim(w, 'vm1', { created: '2025-01-01T00:00:01Z' });
     w.addClaim(claim('vm1', 'blue', NET, { created: '2025-01-01T00:00:02Z', namespace: 'other' }));
     w.server.get('other/vm1.blue')!.metadata.ownerReferences![0]!.uid = 'uid-vm-vm1';
     await w.pass(NET);

@@ -44,7 +44,7 @@ import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.t
 import { gatherNetwork } from './gather.ts';
 import { decideNad, decideNetwork } from './decide.ts';
 import { applyNetwork } from './apply.ts';
-import type { AllocatorInput, AllocatorPlan, NetworkReconcilerDeps, StatusWriter } from './pass.ts';
+import type { AllocatorInput, AllocatorPlan, NetworkReconcilerDeps } from './pass.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
 
@@ -132,11 +132,18 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       recorder,
       log,
       ...(allocatorMetrics ? { metrics: allocatorMetrics } : {}),
-      writeStatus: statusWriter(client),
+      // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
+      writeStatus: (claim, status, resourceVersion, signal) =>
+        client.mergePatch<IPAMClaim>(
+          resources.ipamClaims,
+          claim.metadata.namespace,
+          claim.metadata.name,
+          { metadata: { resourceVersion }, status },
+          { subresource: 'status', signal },
+        ),
       readClaim,
-      listLauncherPods: async (namespace, vmiUid, signal) => {
-        return (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items;
-      },
+      listLauncherPods: async (namespace, vmiUid, signal) =>
+        (await client.list<Pod>(resources.pods, { namespace, labelSelector: launcherPodSelector(vmiUid), signal })).items,
     }),
   });
   const { queue } = loop;
@@ -167,18 +174,6 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       for (const s of subscriptions) s.unsubscribe();
     },
   };
-}
-
-function statusWriter(client: KubeClient): StatusWriter {
-  return (claim, status, resourceVersion, signal) =>
-    client.mergePatch<IPAMClaim>(
-      resources.ipamClaims,
-      claim.metadata.namespace,
-      claim.metadata.name,
-      // resourceVersion in a merge patch makes it conditional: 409 Conflict if the claim changed meanwhile.
-      { metadata: { resourceVersion }, status },
-      { subresource: 'status', signal },
-    );
 }
 
 /** Every key to serve: each NAD that names the switch, each network served or still held in the overlay. */
@@ -249,9 +244,8 @@ async function barrier({ client, claims, overlay, log, clock, scope }: BarrierDe
         const key = objectKey(fresh);
         const cached = claims.getByKey(key);
         const cachedVersion = cached?.metadata.resourceVersion;
-        if (cached && cached.metadata.uid === fresh.metadata.uid) {
-          if (cachedVersion === fresh.metadata.resourceVersion || resourceVersionAtLeast(cachedVersion, fresh.metadata.resourceVersion)) continue;
-        }
+        const caughtUp = cachedVersion === fresh.metadata.resourceVersion || resourceVersionAtLeast(cachedVersion, fresh.metadata.resourceVersion);
+        if (cached !== undefined && cached.metadata.uid === fresh.metadata.uid && caughtUp) continue;
         overlay.seed(key, fresh.spec.network, cachedVersion, fresh);
         seeded++;
       }

@@ -33,28 +33,20 @@ export function createAllocatorMetrics(registry: Registry): AllocatorMetrics {
     labelNames: ['network', 'reason'],
     registers,
   });
-  const families = new Map<string, Set<string>>();
   return {
     observe(network, stats) {
-      const seen = families.get(network) ?? new Set<string>();
       for (const f of stats.families) {
-        const family = `ipv${f.family}`;
-        seen.add(family);
-        addresses.set({ network, family, state: 'used' }, Number(f.used));
-        addresses.set({ network, family, state: 'free' }, Number(f.free));
+        addresses.set({ network, family: `ipv${f.family}`, state: 'used' }, Number(f.used));
+        addresses.set({ network, family: `ipv${f.family}`, state: 'free' }, Number(f.free));
       }
-      families.set(network, seen);
       conflicts.set({ network }, stats.conflicts);
     },
     written(network, reason) {
       writes.inc({ network, reason });
     },
     forget(network) {
-      for (const family of families.get(network) ?? []) {
-        addresses.remove({ network, family, state: 'used' });
-        addresses.remove({ network, family, state: 'free' });
-      }
-      families.delete(network);
+      // Removing a series that was never set is a no-op: every family's go.
+      for (const family of ['ipv4', 'ipv6']) for (const state of ['used', 'free']) addresses.remove({ network, family, state });
       conflicts.remove({ network });
     },
   };

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { allocatorServes, readAllocatorNad, resolveNetwork } from './nad.ts';
+import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { allocatorNad, nad } from '../../test/allocator-world.ts';
 
 describe('readAllocatorNad: the switch and the pool', () => {
@@ -43,28 +44,15 @@ describe('readAllocatorNad: the switch and the pool', () => {
   });
 
   it('every problem of an enabled NAD is spelled out; none throws', () => {
-    const notPersistent = readAllocatorNad(
-      nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' }),
-    );
-    assert.match(notPersistent.problems.join('\n'), /does not allow persistent IPs/);
-    const noPool = readAllocatorNad(
-      nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true', 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }),
-    );
-    assert.match(noPool.problems.join('\n'), /no pool: set persistent-ips\.kubevirt\.io\/subnets/);
-    const layer3 = readAllocatorNad(
-      nad('n', 'x', { 'persistent-ips.kubevirt.io/allocator': 'true' }, { allowPersistentIPs: true, topology: 'layer3', subnets: '10.0.0.0/16/24' }),
-    );
-    assert.match(layer3.problems.join('\n'), /layer3/);
-    const broken: (typeof noPool)[] = [];
+    const on = { 'persistent-ips.kubevirt.io/allocator': 'true' };
+    const cases: [NetworkAttachmentDefinition, RegExp][] = [
+      [nad('n', 'x', { ...on, 'persistent-ips.kubevirt.io/subnets': '10.0.0.0/24' }), /does not allow persistent IPs/],
+      [nad('n', 'x', { ...on, 'persistent-ips.kubevirt.io/allow-persistent-ips': 'true' }), /no pool: set persistent-ips\.kubevirt\.io\/subnets/],
+      [nad('n', 'x', on, { allowPersistentIPs: true, topology: 'layer3', subnets: '10.0.0.0/16/24' }), /layer3/],
+    ];
+    for (const [n, problem] of cases) assert.match(readAllocatorNad(n).problems.join('\n'), problem);
     for (const config of [undefined, '', 'not json', '[]', '{"name": 5}']) {
-      broken.push(
-        readAllocatorNad({
-          metadata: { name: 'n', namespace: 'ns', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
-          spec: config === undefined ? {} : { config },
-        }),
-      );
-    }
-    for (const r of broken) {
+      const r = readAllocatorNad({ metadata: { name: 'n', namespace: 'ns', annotations: on }, spec: config === undefined ? {} : { config } });
       assert.equal(r.pool, undefined);
       assert.ok(r.problems.length > 0);
     }

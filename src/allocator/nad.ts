@@ -28,7 +28,7 @@
 // NADs say; the NADs that set the switch are told why (AllocatorRefused), and its launcher pods get no `ips`.
 
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
-import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig, splitList } from '../claims/nad-config.ts';
+import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { type Pool, parsePool } from './pool.ts';
 
@@ -41,12 +41,6 @@ export interface AllocatorNad {
   enabled: boolean;
   /** The CNI network name; undefined when the config has none (or cannot be read). */
   network?: string;
-  /** Claims are made for this NAD's VMs. */
-  persistent: boolean;
-  /** The pool keys as found (annotation or config), before parsing. */
-  subnets: string[];
-  excludeSubnets: string[];
-  topology?: string;
   /** Set when enabled and the keys parse. */
   pool?: Pool;
   /** What keeps this NAD from serving allocations (only for enabled NADs, or a malformed switch). */
@@ -87,23 +81,16 @@ export function readAllocatorNad(nad: NetworkAttachmentDefinition): AllocatorNad
   const config = parseNadConfig(nad);
   const switchValue = annotation(nad, ALLOCATOR_ANNOTATION);
   const enabled = isAllocatorNad(nad);
-  const subnetsAnnotation = annotation(nad, SUBNETS_ANNOTATION);
-  const excludeAnnotation = annotation(nad, EXCLUDE_SUBNETS_ANNOTATION);
+  const generation: unknown = nad?.metadata?.generation;
   const result: AllocatorNad = {
     key: keyOf(nad),
     enabled,
-    persistent: config.allowPersistentIPs,
-    subnets: subnetsAnnotation !== undefined ? splitList(subnetsAnnotation) : config.subnets,
-    excludeSubnets: excludeAnnotation !== undefined ? splitList(excludeAnnotation) : config.excludeSubnets,
+    network: config.networkName,
     problems: [],
     warnings: [],
     ovnKubernetes: isOvnKubernetes(config),
+    ...(typeof generation === 'number' ? { generation } : {}),
   };
-  if (config.networkName !== undefined) result.network = config.networkName;
-  if (config.topology !== undefined) result.topology = config.topology;
-  const generation: unknown = nad?.metadata?.generation;
-  if (typeof generation === 'number') result.generation = generation;
-
   if (switchValue !== undefined && !enabled && switchValue.trim().toLowerCase() !== 'false' && switchValue.trim() !== '') {
     result.problems.push(`annotation ${ALLOCATOR_ANNOTATION} must be "true" or "false", got "${switchValue}"`);
     return result;
@@ -131,10 +118,12 @@ export function readAllocatorNad(nad: NetworkAttachmentDefinition): AllocatorNad
         `add "allowPersistentIPs": true to the config or the annotation ${NAD_PERSISTENT_IPS_ANNOTATION}: "true"`,
     );
   }
+  // Each pool key is read from its annotation when set, else from the config.
+  const subnetsAnnotation = annotation(nad, SUBNETS_ANNOTATION);
   const parsed = parsePool({
-    subnets: result.subnets.join(','),
-    excludeSubnets: result.excludeSubnets.join(','),
-    ...(result.topology !== undefined ? { topology: result.topology } : {}),
+    subnets: subnetsAnnotation ?? config.subnets.join(','),
+    excludeSubnets: annotation(nad, EXCLUDE_SUBNETS_ANNOTATION) ?? config.excludeSubnets.join(','),
+    topology: config.topology,
   });
   if (parsed.ok) {
     result.pool = parsed.pool;
@@ -193,11 +182,7 @@ export function resolveNetwork(network: string, nads: readonly NetworkAttachment
   }
 
   const problems = new Map<string, string[]>();
-  const add = (key: string, message: string) => {
-    const list = problems.get(key) ?? [];
-    list.push(message);
-    problems.set(key, list);
-  };
+  const add = (key: string, message: string) => problems.set(key, [...(problems.get(key) ?? []), message]);
   for (const n of read) for (const p of n.problems) add(n.key, p);
 
   const off = read.filter((n) => !n.enabled);
@@ -208,15 +193,12 @@ export function resolveNetwork(network: string, nads: readonly NetworkAttachment
       `every NAD of a network must agree, so no new address is handed out until they do`;
     for (const n of read) add(n.key, message);
   }
-  const pools = new Map<string, string[]>();
-  for (const n of enabled) {
-    if (!n.pool) continue;
-    const list = pools.get(n.pool.canonical) ?? [];
-    list.push(n.key);
-    pools.set(n.pool.canonical, list);
-  }
+  const pools = Map.groupBy(
+    enabled.filter((n) => n.pool),
+    (n) => n.pool!.canonical,
+  );
   if (pools.size > 1) {
-    const described = [...pools].map(([canonical, keys]) => `${keys.join(', ')}: ${canonical}`).join('; ');
+    const described = [...pools].map(([canonical, same]) => `${same.map((n) => n.key).join(', ')}: ${canonical}`).join('; ');
     const message = `the NADs of network "${network}" declare different pools (${described}); no new address is handed out until they agree`;
     for (const n of enabled) add(n.key, message);
   }

@@ -20,7 +20,7 @@
 //   a steady state costs no write.
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
-import { familyOfAddress, parseAddress } from './address.ts';
+import { bareAddress, familyOfAddress, parseAddress } from './address.ts';
 import { type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
@@ -92,8 +92,6 @@ export interface PlanEvent {
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;
-  /** The claim concerned (`namespace/name`). */
-  claim: string;
 }
 
 export interface NetworkPlan {
@@ -106,9 +104,6 @@ export interface NetworkPlan {
   report: RebuildReport;
   allocator: PoolAllocator;
 }
-
-/** Claims whose IPsAllocated condition says this, by outcome (for metrics and tests). */
-export type Outcome = AllocationErrorCode | 'Success';
 
 export function planNetwork(input: PlanInput): NetworkPlan {
   const allocator = new PoolAllocator(input.pool);
@@ -232,29 +227,37 @@ function serveEmpty(pass: Pass, c: PlanClaim): boolean {
   return true;
 }
 
-/** An empty claim whose VM runs takes the address the VM has, never a new one. */
+/**
+ * An empty claim whose VM runs takes the addresses its running launcher pods have (one per family; a family of the pool
+ * they do not have is allocated as usual), never a new one. Refused, with nothing else handed out, when one of them is
+ * outside the pool, excluded, or held by another claim: the VM has that address, a new one would not be its.
+ */
 function serveRunning(pass: Pass, c: PlanClaim, running: { ips: readonly string[]; pods: readonly string[] }): void {
   const { input, plan } = pass;
   // A family the pod has no address of is filled from the pool: not while an address in use is unknown.
   if (waitsForWithheld(pass, c, running.ips)) return;
-  const choice = takeRunningAddress(plan.allocator, c.key, running, input.network);
-  if (!choice.ok) {
-    refuse(pass, c, choice.error, choice.message);
+  const pods = `running launcher pod${running.pods.length > 1 ? 's' : ''} ${running.pods.join(', ')}`;
+  const has = `${running.ips.join(', ')} on network "${input.network}" (${pods})`;
+  const result = plan.allocator.allocate(c.key, { requested: running.ips });
+  if (!result.ok) {
+    const why = result.message.replace(/^requested /, '');
+    refuse(
+      pass,
+      c,
+      result.error,
+      `the VM has ${has}, which the claim cannot take: ${why}; no other address is handed out, as the VM would lose the one it has`,
+    );
     return;
   }
   if (c.request.kind === 'addresses') {
     const asked = c.request.addresses.map(bareAddress).sort().join(', ');
     if (asked !== running.ips.join(', ')) {
-      tell(
-        plan,
-        c,
-        'Warning',
-        'StaticAddressNotApplied',
-        `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`,
-      );
+      const message = `IPAMClaim ${c.key}: requested ${asked}, but the VM is running with ${running.ips.join(', ')}; the claim keeps the address the VM has`;
+      tell(plan, c, 'Warning', 'StaticAddressNotApplied', message);
     }
   }
-  want(plan, c, choice.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, choice.message, input.now));
+  const message = `took ${result.ips.join(', ')}, the address the VM has on network "${input.network}" (${pods})`;
+  want(plan, c, result.ips, true, condition(c.claim, 'True', ALLOCATION_CONDITION_REASON.Success, message, input.now));
 }
 
 /** Whether the claim is left for later because it needs a new address while none is handed out (recorded as such). */
@@ -266,7 +269,7 @@ function waitsForWithheld(pass: Pass, c: PlanClaim, ips: readonly string[]): boo
 }
 
 /** Whether an allocation for these addresses would pick a new one (a family of the pool they have none of). */
-function lacksFamily(pool: Pool, ips: readonly string[]): boolean {
+export function lacksFamily(pool: Pool, ips: readonly string[]): boolean {
   const families = ips.map(familyOfAddress);
   // A string that is not an address is refused as it is (InvalidAddress), whatever is withheld.
   if (families.includes(undefined)) return false;
@@ -281,38 +284,7 @@ function refuse(pass: Pass, c: PlanClaim, code: AllocationErrorCode, message: st
 }
 
 function tell(plan: NetworkPlan, c: PlanClaim, type: PlanEvent['type'], reason: string, message: string): void {
-  if (c.owner) plan.events.push({ target: c.owner, type, reason, message, claim: c.key });
-}
-
-export type RunningChoice = { ok: true; ips: string[]; message: string } | { ok: false; error: AllocationErrorCode; message: string };
-
-/**
- * The claim `key` takes the addresses its running launcher pods have (one per family; a family of the pool they do not
- * have is allocated as usual). Refused, with nothing else handed out, when one of them is outside the pool, excluded,
- * or held by another claim: the VM has that address, a new one would not be its.
- */
-export function takeRunningAddress(
-  allocator: PoolAllocator,
-  key: string,
-  running: { ips: readonly string[]; pods: readonly string[] },
-  network: string,
-): RunningChoice {
-  const pods = `running launcher pod${running.pods.length > 1 ? 's' : ''} ${running.pods.join(', ')}`;
-  const result = allocator.allocate(key, { requested: running.ips });
-  if (!result.ok) {
-    const why = result.message.replace(/^requested /, '');
-    return {
-      ok: false,
-      error: result.error,
-      message: `the VM has ${running.ips.join(', ')} on network "${network}" (${pods}), which the claim cannot take: ${why}; no other address is handed out, as the VM would lose the one it has`,
-    };
-  }
-  return { ok: true, ips: result.ips, message: `took ${result.ips.join(', ')}, the address the VM has on network "${network}" (${pods})` };
-}
-
-function bareAddress(ip: string): string {
-  const slash = ip.indexOf('/');
-  return slash < 0 ? ip : ip.slice(0, slash);
+  if (c.owner) plan.events.push({ target: c.owner, type, reason, message });
 }
 
 /** Adds a write unless the claim already says exactly this. */

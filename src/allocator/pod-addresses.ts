@@ -42,6 +42,15 @@ export class TransientLookupError extends Error {
   }
 }
 
+/** A read of the admission: any failure is a TransientLookupError (the abort reason once the request is over). */
+async function lookup<T>(object: TransientLookupError['object'], read: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    throw new TransientLookupError(object, signal.aborted ? signal.reason : err);
+  }
+}
+
 export interface PodAddressDeps {
   /** The allocator's NAD cache (it keeps the allocator annotations, which the shared cache drops). */
   allocatorNad(namespace: string, name: string): NetworkAttachmentDefinition | undefined;
@@ -78,17 +87,9 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
         // Not seen by the allocator's cache yet (a NAD created a moment ago). The NAD the caller has may come from a
         // cache that drops the allocator annotations: ask the API, so a pod never misses its addresses for that.
         const given = nads.get(`${ref.namespace}/${ref.name}`);
-        if (isAllocatorNad(given) || !deps.fetchNad) nad = given;
-        else {
-          try {
-            nad = await deps.fetchNad(ref.namespace, ref.name, signal);
-          } catch (err) {
-            throw new TransientLookupError(
-              { kind: 'NetworkAttachmentDefinition', namespace: ref.namespace, name: ref.name },
-              signal.aborted ? signal.reason : err,
-            );
-          }
-        }
+        const { fetchNad } = deps;
+        if (isAllocatorNad(given) || !fetchNad) nad = given;
+        else nad = await lookup({ kind: 'NetworkAttachmentDefinition', ...ref }, () => fetchNad(ref.namespace, ref.name, signal), signal);
       }
       if (!nad || !isAllocatorNad(nad)) continue;
       const read = readAllocatorNad(nad);
@@ -98,12 +99,7 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
 
       let claim = claims.get(verdict.claim);
       if (claim && !claim.status?.ips?.length) {
-        let fresh: IPAMClaim | undefined;
-        try {
-          fresh = await deps.fetchClaim(namespace, verdict.claim, signal);
-        } catch (err) {
-          throw new TransientLookupError({ kind: 'IPAMClaim', namespace, name: verdict.claim }, signal.aborted ? signal.reason : err);
-        }
+        const fresh = await lookup({ kind: 'IPAMClaim', namespace, name: verdict.claim }, () => deps.fetchClaim(namespace, verdict.claim, signal), signal);
         if (fresh?.metadata.uid !== claim.metadata.uid) {
           out.set(verdict.network, {
             deny: `IPAMClaim ${namespace}/${verdict.claim} for network "${verdict.network}" was deleted or replaced while the launcher pod was admitted`,

@@ -52,13 +52,12 @@ test('usable addresses per subnet size', () => {
 
 test('accepted spellings', () => {
   const a = mustParse({ subnets: ' 10.0.0.0/24 , fd00::/64,', excludeSubnets: '10.0.0.1, fd00::1' });
-  const b = mustParse({ subnets: ['fd00:0::/64', '10.0.0.0/24'], excludeSubnets: ['fd00::1/128', '10.0.0.1/32'] });
+  const b = mustParse({ subnets: 'fd00:0::/64,10.0.0.0/24', excludeSubnets: 'fd00::1/128, 10.0.0.1/32' });
   assert.equal(a.canonical, 'subnets=10.0.0.0/24,fd00::/64;excludeSubnets=10.0.0.1/32,fd00::1/128');
   assert.equal(a.canonical, b.canonical);
   assert.deepEqual(a.families, [4, 6]);
   assert.deepEqual(a.warnings, []);
-  assert.equal(mustParse({ subnets: '10.0.0.0/24', excludeSubnets: '' }).excludes.length, 0);
-  assert.equal(mustParse({ subnets: '10.0.0.0/24', excludeSubnets: null }).excludes.length, 0);
+  for (const excludeSubnets of ['', ' , ', undefined]) assert.equal(mustParse({ subnets: '10.0.0.0/24', excludeSubnets }).excludes.length, 0);
   for (const topology of ['layer2', 'localnet', undefined]) mustParse({ subnets: '10.0.0.0/24', topology });
 });
 
@@ -91,15 +90,11 @@ test('invalid pools: every problem is reported, nothing throws', () => {
     [{}, ['NoSubnets']],
     [{ subnets: '' }, ['NoSubnets']],
     [{ subnets: ' , ' }, ['NoSubnets']],
-    [{ subnets: [] }, ['NoSubnets']],
-    [{ subnets: 42 }, ['InvalidType']],
-    [{ subnets: ['10.0.0.0/24', 7] }, ['InvalidType']],
     [{ subnets: '10.0.0.0' }, ['InvalidSubnet']], // a subnet needs a prefix
     [{ subnets: '10.0.0.0/33' }, ['InvalidSubnet']],
     [{ subnets: '10.0.0.300/24' }, ['InvalidSubnet']],
     [{ subnets: 'not-a-cidr' }, ['InvalidSubnet']],
     [{ subnets: '10.0.0.0/24', topology: 'layer3' }, ['UnsupportedTopology']],
-    [{ subnets: '10.0.0.0/24', topology: 3 }, ['InvalidType']],
     [{ subnets: '10.0.0.0/16,10.0.5.0/24' }, ['OverlappingSubnets']],
     [{ subnets: '10.0.0.0/24,10.0.0.0/24' }, ['OverlappingSubnets']],
     [{ subnets: '10.0.0.0/16,10.1.0.0/24,10.0.9.0/24' }, ['OverlappingSubnets']], // not adjacent once sorted
@@ -108,13 +103,10 @@ test('invalid pools: every problem is reported, nothing throws', () => {
     [{ subnets: '10.0.0.0/24', excludeSubnets: '10.0.0.0/23' }, ['ExcludeOutsidePool']], // extends outside
     [{ subnets: '10.0.0.0/24', excludeSubnets: 'fd00::1' }, ['ExcludeOutsidePool']], // no IPv6 subnet
     [{ subnets: '10.0.0.0/24', excludeSubnets: 'bogus' }, ['InvalidExclude']],
-    [{ subnets: '10.0.0.0/24', excludeSubnets: { a: 1 } }, ['InvalidType']],
     [{ subnets: '10.0.0.0/24', excludeSubnets: '10.0.0.0/24' }, ['EmptyPool']],
     [{ subnets: '10.0.0.0/30', excludeSubnets: '10.0.0.1,10.0.0.2' }, ['EmptyPool']], // network/broadcast too
     [{ subnets: '10.0.0.4/32', excludeSubnets: '10.0.0.4' }, ['EmptyPool']],
     [{ subnets: '10.0.0.0/24,fd00::/127', excludeSubnets: 'fd00::/127' }, ['EmptyPool']], // one family empty
-    [{ subnets: '10.0.0.0/24', gateway: '10.0.1.1' }, ['GatewayOutsidePool']],
-    [{ subnets: '10.0.0.0/24', gateway: '10.0.0.0/24' }, ['InvalidGateway']],
     [
       { subnets: '10.0.0.0/24,10.0.0.0/25,x/1', excludeSubnets: '192.168.0.1,??', topology: 'layer3' },
       ['UnsupportedTopology', 'InvalidSubnet', 'OverlappingSubnets', 'ExcludeOutsidePool', 'InvalidExclude'],
@@ -134,25 +126,16 @@ test('problem messages name the offending entry', () => {
   if (!e.ok) assert.match(e.problems[0]!.message, /no usable IPv4 address is left in 10\.0\.0\.0\/30/);
 });
 
-test('gateway: excluded from allocation like an exclude', () => {
-  const pool = mustParse({ subnets: '192.0.2.0/24', gateway: '192.0.2.1' });
-  assert.deepEqual(shape(pool), { v4: ['192.0.2.2', 253n] });
-  assert.equal(pool.canonical, 'subnets=192.0.2.0/24;excludeSubnets=;gateway=192.0.2.1');
-  // Without a gateway nothing is reserved: the first usable address is handed out.
+test('nothing is reserved for a gateway: the first usable address is handed out', () => {
   assert.deepEqual(shape(mustParse({ subnets: '192.0.2.0/24' })), { v4: ['192.0.2.1', 254n] });
 });
 
 test('classifyAddress explains why an address is not handed out', () => {
-  const pool = mustParse({
-    subnets: '10.0.0.0/24,fd00::/64',
-    excludeSubnets: '10.0.0.16/28',
-    gateway: '10.0.0.254',
-  });
+  const pool = mustParse({ subnets: '10.0.0.0/24,fd00::/64', excludeSubnets: '10.0.0.16/28' });
   const cases: [string, 'usable' | RegExp][] = [
     ['10.0.0.5', 'usable'],
     ['10.0.0.0', /network address of 10\.0\.0\.0\/24/],
     ['10.0.0.255', /broadcast address of 10\.0\.0\.0\/24/],
-    ['10.0.0.254', /gateway/],
     ['10.0.0.20', /excludeSubnets entry 10\.0\.0\.16\/28/],
     ['10.0.1.1', /outside the pool \(10\.0\.0\.0\/24\)/],
     ['fd00::', /subnet-router anycast address of fd00::\/64/],
@@ -176,14 +159,13 @@ test('classifyAddress explains why an address is not handed out', () => {
 test('parsePool never throws, whatever the input', () => {
   const entry = fc.oneof(fc.string(), fc.constantFrom('10.0.0.0/24', 'fd00::/64', '10.0.0.1', '::/0', '0.0.0.0/0', '10.0.0.0/16/24', '1.2.3.4/40'));
   const value = fc.oneof(
-    fc.anything({ withBigInt: true }),
     entry,
-    fc.array(entry),
-    entry.map((s) => `${s},${s}`),
+    fc.array(entry).map((list) => list.join(',')),
+    fc.constant(undefined),
   );
   fc.assert(
-    fc.property(value, value, value, value, (subnets, excludeSubnets, topology, gateway) => {
-      const r = parsePool({ subnets, excludeSubnets, topology, gateway });
+    fc.property(value, value, value, (subnets, excludeSubnets, topology) => {
+      const r = parsePool({ subnets, excludeSubnets, topology });
       if (!r.ok) assert.ok(r.problems.length > 0 && r.problems.every((p) => p.message.length > 0));
     }),
     { numRuns: 500 },

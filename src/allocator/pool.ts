@@ -1,5 +1,5 @@
 // A network's address pool, parsed from the NAD keys OVN-Kubernetes uses: `subnets` and `excludeSubnets`, each a
-// comma-separated string (an array of strings is accepted too). The result is either a validated Pool, whose usable
+// comma-separated string. The result is either a validated Pool, whose usable
 // space per family is an IntervalSet of BigInts, or the full list of problems: parsing never throws and never stops
 // at the first problem, so an operator sees everything wrong with a NAD at once.
 //
@@ -19,23 +19,20 @@
 // secondary networks (overlay layer2 between VMs) have no router at all; and where there is one it is not always
 // at .1 (.254 is common), so a guessed reservation would waste an address on small subnets while still not
 // protecting the real router. Users of bridge + static IPAM therefore list their gateway in `excludeSubnets`
-// ("192.0.2.1" or "192.0.2.1/32"); callers that know the gateway from elsewhere (e.g. an `ipam.gateway` key) can
-// pass it as `gateway`, which is excluded the same way and validated to lie inside the pool.
+// ("192.0.2.1" or "192.0.2.1/32").
 
 import { splitList } from '../claims/nad-config.ts';
-import { type IPFamily, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
+import { type IPFamily, type ParseResult, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 
-/** The pool keys as found in a NAD config; values are `unknown` because they come straight from user JSON. */
+/** The pool keys as found on a NAD (annotation or config). */
 export interface PoolSpec {
-  /** "10.0.0.0/24,fd00::/64" or ["10.0.0.0/24", "fd00::/64"]. OVN's "cidr/hostPrefix" form is accepted. */
-  subnets?: unknown;
+  /** "10.0.0.0/24,fd00::/64". OVN's "cidr/hostPrefix" form is accepted. */
+  subnets?: string;
   /** Same shape; each entry a CIDR or a single address. */
-  excludeSubnets?: unknown;
+  excludeSubnets?: string;
   /** The OVN-Kubernetes topology; `layer3` (a subnet per node) cannot be served by a cluster-wide pool. */
-  topology?: unknown;
-  /** Optional router address(es), excluded from allocation. */
-  gateway?: unknown;
+  topology?: string;
 }
 
 export interface Cidr {
@@ -48,12 +45,6 @@ export interface Cidr {
   text: string;
 }
 
-export interface PoolAddress {
-  family: IPFamily;
-  value: bigint;
-  text: string;
-}
-
 /**
  * A validated pool. Treat it as immutable: the allocator copies `usable` before changing anything.
  * `families` lists the address families present, IPv4 first; an allocation takes one address of each.
@@ -62,8 +53,7 @@ export interface Pool {
   families: readonly IPFamily[];
   subnets: readonly Cidr[];
   excludes: readonly Cidr[];
-  gateways: readonly PoolAddress[];
-  /** Addresses that may be handed out: subnets minus reserved, excluded and gateway addresses. */
+  /** Addresses that may be handed out: subnets minus reserved and excluded addresses. */
   usable: Readonly<Partial<Record<IPFamily, IntervalSet>>>;
   /** A normalised description; two NADs of one network must agree on it to share the pool. */
   canonical: string;
@@ -72,14 +62,11 @@ export interface Pool {
 }
 
 export type PoolProblemCode =
-  | 'InvalidType'
   | 'NoSubnets'
   | 'InvalidSubnet'
   | 'OverlappingSubnets'
   | 'InvalidExclude'
   | 'ExcludeOutsidePool'
-  | 'InvalidGateway'
-  | 'GatewayOutsidePool'
   | 'EmptyPool'
   | 'UnsupportedTopology';
 
@@ -95,48 +82,30 @@ export type PoolParseResult = { ok: true; pool: Pool } | { ok: false; problems: 
 export function parsePool(spec: PoolSpec): PoolParseResult {
   const problems: PoolProblem[] = [];
   const warnings: string[] = [];
-  checkTopology(spec.topology, problems);
-  const subnets = parseSubnets(spec.subnets, problems, warnings);
-  const excludes = parseExcludes(spec.excludeSubnets, subnets, problems, warnings);
-  const gateways = parseGateways(spec.gateway, subnets, problems);
-  const families = ([4, 6] as const).filter((f) => subnets.some((s) => s.family === f));
-  const usable = usableSpace(families, subnets, excludes, gateways, problems);
-  if (problems.length > 0) return { ok: false, problems, warnings };
-  const canonical = [
-    `subnets=${subnets.map((s) => s.text).join(',')}`,
-    `excludeSubnets=${excludes.map((s) => s.text).join(',')}`,
-    ...(gateways.length > 0 ? [`gateway=${gateways.map((g) => g.text).join(',')}`] : []),
-  ].join(';');
-  return { ok: true, pool: { families, subnets, excludes, gateways, usable, canonical, warnings } };
-}
-
-function checkTopology(topology: unknown, problems: PoolProblem[]): void {
-  if (topology !== undefined && typeof topology !== 'string') {
-    problems.push({ code: 'InvalidType', message: `topology must be a string` });
-  } else if (typeof topology === 'string' && topology.toLowerCase() === 'layer3') {
+  if (spec.topology?.toLowerCase() === 'layer3') {
     problems.push({
       code: 'UnsupportedTopology',
       message: 'topology layer3 gives every node its own subnet; a cluster-wide pool needs layer2 or localnet',
     });
   }
+  const subnets = parseSubnets(spec.subnets, problems, warnings);
+  const excludes = parseExcludes(spec.excludeSubnets, subnets, problems, warnings);
+  const families = ([4, 6] as const).filter((f) => subnets.some((s) => s.family === f));
+  const usable = usableSpace(families, subnets, excludes, problems);
+  if (problems.length > 0) return { ok: false, problems, warnings };
+  const canonical = `subnets=${subnets.map((s) => s.text).join(',')};excludeSubnets=${excludes.map((s) => s.text).join(',')}`;
+  return { ok: true, pool: { families, subnets, excludes, usable, canonical, warnings } };
 }
 
 /** The subnets, sorted, each valid entry kept (an overlap is a problem, not a reason to drop one). */
-function parseSubnets(raw: unknown, problems: PoolProblem[], warnings: string[]): Cidr[] {
+function parseSubnets(raw: string | undefined, problems: PoolProblem[], warnings: string[]): Cidr[] {
   const subnets: Cidr[] = [];
-  const items = listOf(raw, 'subnets', problems);
-  if (items === undefined && (raw === undefined || raw === null)) {
-    problems.push({ code: 'NoSubnets', message: 'subnets is missing: a pool needs at least one CIDR' });
-  } else if (items !== undefined && items.length === 0) {
-    problems.push({ code: 'NoSubnets', message: 'subnets is empty: a pool needs at least one CIDR' });
-  }
-  for (const item of items ?? []) {
-    const r = parseSubnetEntry(item);
+  const items = splitList(raw ?? '');
+  if (items.length === 0) problems.push({ code: 'NoSubnets', message: 'subnets is empty: a pool needs at least one CIDR' });
+  for (const item of items) {
+    const r = parseSubnetEntry(item, (w) => warnings.push(`subnets: ${w}`));
     if (!r.ok) problems.push({ code: 'InvalidSubnet', message: `subnets: ${r.message}`, value: item });
-    else {
-      warnings.push(...r.value.warnings.map((w) => `subnets: ${w}`));
-      subnets.push(r.value.cidr);
-    }
+    else subnets.push(r.value);
   }
   subnets.sort(cidrOrder);
   for (let i = 1; i < subnets.length; i++) {
@@ -159,16 +128,15 @@ function parseSubnets(raw: unknown, problems: PoolProblem[], warnings: string[])
 }
 
 /** The excludes that lie inside a subnet, sorted. */
-function parseExcludes(raw: unknown, subnets: readonly Cidr[], problems: PoolProblem[], warnings: string[]): Cidr[] {
+function parseExcludes(raw: string | undefined, subnets: readonly Cidr[], problems: PoolProblem[], warnings: string[]): Cidr[] {
   const excludes: Cidr[] = [];
-  for (const item of listOf(raw, 'excludeSubnets', problems) ?? []) {
-    const r = parseCidrOrAddress(item);
+  for (const item of splitList(raw ?? '')) {
+    const r = parseCidrOrAddress(item, (w) => warnings.push(`excludeSubnets: ${w}`));
     if (!r.ok) {
       problems.push({ code: 'InvalidExclude', message: `excludeSubnets: ${r.message}`, value: item });
       continue;
     }
-    warnings.push(...r.value.warnings.map((w) => `excludeSubnets: ${w}`));
-    const ex = r.value.cidr;
+    const ex = r.value;
     const inside = subnets.find((s) => s.family === ex.family && s.first <= ex.first && ex.last <= s.last);
     if (!inside) {
       const touching = subnets.find((s) => s.family === ex.family && s.first <= ex.last && ex.first <= s.last);
@@ -186,54 +154,25 @@ function parseExcludes(raw: unknown, subnets: readonly Cidr[], problems: PoolPro
   return excludes.sort(cidrOrder);
 }
 
-/** The gateways that lie inside a subnet, sorted, each once. */
-function parseGateways(raw: unknown, subnets: readonly Cidr[], problems: PoolProblem[]): PoolAddress[] {
-  const gateways: PoolAddress[] = [];
-  for (const item of listOf(raw, 'gateway', problems) ?? []) {
-    const r = parseAddress(item);
-    if (!r.ok) {
-      problems.push({ code: 'InvalidGateway', message: `gateway: ${r.message}`, value: item });
-      continue;
-    }
-    const { family, value } = r.value;
-    const text = formatAddress(family, value);
-    if (!subnets.some((s) => s.family === family && s.first <= value && value <= s.last)) {
-      problems.push({
-        code: 'GatewayOutsidePool',
-        message: `gateway: ${text} is not inside any of the subnets (${listOrNone(subnets, family)})`,
-        value: item,
-      });
-      continue;
-    }
-    if (!gateways.some((g) => g.family === family && g.value === value)) gateways.push({ family, value, text });
-  }
-  return gateways.sort((a, b) => a.family - b.family || cmp(a.value, b.value));
-}
-
-/** Usable space per family: the subnets' host ranges minus excludes and gateways; an empty family is a problem. */
+/** Usable space per family: the subnets' host ranges minus excludes; an empty family is a problem. */
 function usableSpace(
   families: readonly IPFamily[],
   subnets: readonly Cidr[],
   excludes: readonly Cidr[],
-  gateways: readonly PoolAddress[],
   problems: PoolProblem[],
 ): Partial<Record<IPFamily, IntervalSet>> {
   const usable: Partial<Record<IPFamily, IntervalSet>> = {};
   for (const family of families) {
     const own = subnets.filter((s) => s.family === family);
-    const hostRanges = own.map(hostRange);
-    const removed = IntervalSet.from([
-      ...excludes.filter((e) => e.family === family).map((e) => ({ start: e.first, end: e.last })),
-      ...gateways.filter((g) => g.family === family).map((g) => ({ start: g.value, end: g.value })),
-    ]);
-    const set = IntervalSet.from(hostRanges).minus(removed);
+    const removed = IntervalSet.from(excludes.filter((e) => e.family === family).map((e) => ({ start: e.first, end: e.last })));
+    const set = IntervalSet.from(own.map(hostRange)).minus(removed);
     usable[family] = set;
-    if (set.isEmpty()) {
+    if (set.size === 0n) {
       problems.push({
         code: 'EmptyPool',
         message:
           `no usable ${familyName(family)} address is left in ${own.map((s) => s.text).join(', ')}` +
-          ` once ${reservedWording(own)}excludeSubnets${gateways.length > 0 ? ' and gateway' : ''} are taken out`,
+          ` once ${reservedWording(own)}excludeSubnets are taken out`,
       });
     }
   }
@@ -267,8 +206,6 @@ export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): Ad
     why = `the ${family === 4 ? 'network' : 'subnet-router anycast'} address of ${subnet.text}`;
   } else if (value > range.end) {
     why = `the broadcast address of ${subnet.text}`;
-  } else if (pool.gateways.some((g) => g.family === family && g.value === value)) {
-    why = 'the gateway';
   } else {
     const ex = pool.excludes.find((e) => e.family === family && e.first <= value && value <= e.last);
     why = ex ? `inside excludeSubnets entry ${ex.text}` : 'not usable';
@@ -301,63 +238,34 @@ function listOrNone(subnets: readonly Cidr[], family: IPFamily): string {
   return own.length > 0 ? own.map((s) => s.text).join(', ') : `no ${familyName(family)} subnet`;
 }
 
-/** A list value: comma-separated string or array of strings. undefined when absent or of the wrong type. */
-function listOf(value: unknown, key: string, problems: PoolProblem[]): string[] | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value === 'string') return splitList(value);
-  if (Array.isArray(value)) {
-    const out: string[] = [];
-    for (const v of value) {
-      if (typeof v !== 'string') {
-        const message = `${key}: every entry must be a string, got ${v === null ? 'null' : typeof v}`;
-        problems.push({ code: 'InvalidType', message });
-      } else if (v.trim() !== '') out.push(v.trim());
-    }
-    return out;
-  }
-  problems.push({
-    code: 'InvalidType',
-    message: `${key} must be a comma-separated string or a list of strings, got ${typeof value}`,
-  });
-  return undefined;
-}
-
-type CidrResult = { ok: true; value: { cidr: Cidr; warnings: string[] } } | { ok: false; message: string };
-
 /** A subnet: "a/p", or OVN's "a/p/hostPrefix" whose host prefix only matters for layer3 and is ignored here. */
-function parseSubnetEntry(text: string): CidrResult {
+function parseSubnetEntry(text: string, warn: (warning: string) => void): ParseResult<Cidr> {
   const parts = text.split('/');
-  const warnings: string[] = [];
-  let cidrText = text;
   if (parts.length === 3) {
     const [addr, prefix, hostPrefix] = parts as [string, string, string];
-    cidrText = `${addr}/${prefix}`;
     const p = Number(prefix);
     const h = Number(hostPrefix);
     const bits = addr.includes(':') ? 128 : 32;
     if (!/^[0-9]{1,3}$/.test(hostPrefix) || h < p || h > bits) {
       return { ok: false, message: `"${text}": host prefix /${hostPrefix} must be between /${prefix} and /${bits}` };
     }
-    warnings.push(`host prefix /${hostPrefix} of "${text}" is ignored (it only matters for layer3)`);
-  } else if (parts.length !== 2) {
-    return { ok: false, message: `"${text}" is not a CIDR (expected address/prefix, e.g. 192.0.2.0/24)` };
+    const r = parseCidrOrAddress(`${addr}/${prefix}`, warn);
+    if (r.ok) warn(`host prefix /${hostPrefix} of "${text}" is ignored (it only matters for layer3)`);
+    return r;
   }
-  const r = parseCidrOrAddress(cidrText);
-  if (!r.ok) return r;
-  r.value.warnings.push(...warnings);
-  return r;
+  if (parts.length !== 2) return { ok: false, message: `"${text}" is not a CIDR (expected address/prefix, e.g. 192.0.2.0/24)` };
+  return parseCidrOrAddress(text, warn);
 }
 
 /** "a/p" or a single address (→ /32, /128). Host bits are masked off, with a warning. */
-function parseCidrOrAddress(text: string): CidrResult {
+function parseCidrOrAddress(text: string, warn: (warning: string) => void): ParseResult<Cidr> {
   const r = parseAddress(text, { allowPrefix: true });
   if (!r.ok) return r;
   const { family, value } = r.value;
   const prefix = r.value.prefix ?? FAMILY_BITS[family];
   const size = prefixSize(family, prefix);
   const first = value - (value % size);
-  const last = first + size - 1n;
-  const cidr: Cidr = { family, prefix, first, last, text: formatCidr(family, first, prefix) };
-  const warnings = value !== first ? [`"${text}" has host bits set; it is read as ${cidr.text}`] : [];
-  return { ok: true, value: { cidr, warnings } };
+  const cidr: Cidr = { family, prefix, first, last: first + size - 1n, text: formatCidr(family, first, prefix) };
+  if (value !== first) warn(`"${text}" has host bits set; it is read as ${cidr.text}`);
+  return { ok: true, value: cidr };
 }

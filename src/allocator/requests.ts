@@ -27,7 +27,7 @@ export interface OwnerTarget {
 export type OwnerRequest =
   /** No request: any free address. */
   | { kind: 'none' }
-  | { kind: 'addresses'; addresses: string[]; source: string }
+  | { kind: 'addresses'; addresses: string[] }
   /** The owner asked for something unreadable for this interface: report, and allocate nothing. */
   | { kind: 'invalid'; message: string }
   /** The owner named by the claim is not in the cache yet: decide later (its add event brings the claim back). */
@@ -63,33 +63,19 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   if (!ref) return { request: { kind: 'none' } };
   const namespace = claim.metadata.namespace ?? '';
   const owner: OwnerTarget = { apiVersion: ref.apiVersion, kind: ref.kind, namespace, name: ref.name, uid: ref.uid };
+  // Messages name the owner, not where the annotation was read (VM template, then VMI): they must not change when the
+  // VMI appears, or a lasting refusal would be written and reported again.
   const what = `${ref.kind} ${namespace}/${ref.name}`;
-
-  let annotations: Record<string, string> | undefined;
-  let spec: VmiSpecLike | undefined;
-  // Named after the owner, not after where the annotation was read (VM template, then VMI): messages must not change
-  // when the VMI appears, or a lasting refusal would be written and reported again.
-  const source = `annotation ${ADDRESSES_ANNOTATION} of ${what}`;
-  if (ref.kind === 'VirtualMachine') {
-    const vm = vms.get(namespace, ref.name);
-    if (!vm) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
-    if (vm.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
-    if (vm.metadata.deletionTimestamp) return { owner, request: { kind: 'gone', message: `${what} is being deleted` } };
-    const vmi = vmis.get(namespace, ref.name);
-    if (vmi && controllerRef(vmi, 'VirtualMachine')?.uid === vm.metadata.uid) {
-      annotations = vmi.metadata.annotations;
-      spec = vmi.spec;
-    } else {
-      annotations = vm.spec?.template?.metadata?.annotations;
-      spec = vm.spec?.template?.spec;
-    }
-  } else {
-    const vmi = vmis.get(namespace, ref.name);
-    if (!vmi) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
-    if (vmi.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
-    annotations = vmi.metadata.annotations;
-    spec = vmi.spec;
-  }
+  const vm = ref.kind === 'VirtualMachine' ? vms.get(namespace, ref.name) : undefined;
+  const vmi = vmis.get(namespace, ref.name);
+  const self = ref.kind === 'VirtualMachine' ? vm : vmi;
+  if (!self) return { owner, request: { kind: 'wait', message: `${what} is not known yet` } };
+  if (self.metadata.uid !== ref.uid) return { owner, request: { kind: 'gone', message: `${what} (uid ${ref.uid}) no longer exists` } };
+  if (vm?.metadata.deletionTimestamp) return { owner, request: { kind: 'gone', message: `${what} is being deleted` } };
+  // A VM's own VMI, once there, says what the VM runs with; before it, the VM's template.
+  const fromVmi = vmi !== undefined && (vm === undefined || controllerRef(vmi, 'VirtualMachine')?.uid === vm.metadata.uid);
+  const annotations = fromVmi ? vmi.metadata.annotations : vm?.spec?.template?.metadata?.annotations;
+  const spec: VmiSpecLike | undefined = fromVmi ? vmi.spec : vm?.spec?.template?.spec;
 
   const network = networkOfClaim(claim, ref.name, spec);
   const base: OwnerLookup = network === undefined ? { owner, request: { kind: 'none' } } : { owner, network, request: { kind: 'none' } };
@@ -99,7 +85,7 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   const mine = parsed.problems.find((p) => p.interface === network);
   if (mine) return { ...base, request: { kind: 'invalid', message: `${mine.message} (${what})` } };
   const requested = parsed.requests.get(network);
-  if (requested) return { ...base, request: { kind: 'addresses', addresses: [...requested], source } };
+  if (requested) return { ...base, request: { kind: 'addresses', addresses: [...requested] } };
   // A document that cannot be read at all may well have meant this interface too: wait for the user to fix it.
   const whole = parsed.problems.filter((p) => p.interface === undefined);
   if (whole.length > 0 && parsed.requests.size === 0) {

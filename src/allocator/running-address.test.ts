@@ -169,13 +169,13 @@ describe('the choice: an empty claim of a running VM takes the address the VM ha
     },
     {
       name: 'a static request that differs: the running address wins, with a warning',
-      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.9'], source: 'x' })],
+      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.9'] })],
       ips: { 'vm1.data': ['10.0.0.5/24'] },
       events: ['StaticAddressNotApplied'],
     },
     {
       name: 'a static request that matches: no warning',
-      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.5/24'], source: 'x' })],
+      claims: [pc(vm1, at(['10.0.0.5']), { kind: 'addresses', addresses: ['10.0.0.5/24'] })],
       ips: { 'vm1.data': ['10.0.0.5/24'] },
     },
   ];
@@ -204,20 +204,23 @@ describe('the choice: an empty claim of a running VM takes the address the VM ha
 });
 
 describe('allocator pass: the pod read at the edge', () => {
-  const setUp = () => {
+  const status = [{ name: `${NS}/nad-blue`, interface: IFACE, ips: ['10.0.0.42'] }];
+  /** vm1 and its claim (not added yet); `running`: its VMI runs, its launcher pod has 10.0.0.42. */
+  const setUp = (running = false) => {
     const w = new FakeWorld();
     w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/24'));
     w.vms.upsert(vm('vm1', NETS));
+    if (running) {
+      w.vmis.upsert(runningVmi('vm1', NETS));
+      w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status)]);
+    }
     const c = claim('vm1', 'data', NET);
     c.spec.interface = IFACE;
     return { w, c };
   };
-  const status = [{ name: `${NS}/nad-blue`, interface: IFACE, ips: ['10.0.0.42'] }];
 
   it('the claim of a running VM takes the address in its pod network-status; a steady state reads no pod', async () => {
-    const { w, c } = setUp();
-    w.vmis.upsert(runningVmi('vm1', NETS));
-    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status)]);
+    const { w, c } = setUp(true);
     w.addClaim(c);
     assert.deepEqual(await w.pass(NET), { requeue: false });
     assert.deepEqual(w.held().get(`${NS}/vm1.data`), ['10.0.0.42/24']);
@@ -259,11 +262,9 @@ describe('allocator pass: the pod read at the edge', () => {
   });
 
   it('the address is held by another claim: nothing handed out, a Warning Event on the VM', async () => {
-    const { w, c } = setUp();
+    const { w, c } = setUp(true);
     w.vms.upsert(vm('vm9', NETS));
     w.addClaim(claim('vm9', 'data', NET, { ips: ['10.0.0.42/24'] }));
-    w.vmis.upsert(runningVmi('vm1', NETS));
-    w.pods.set(VMI_UID, [launcherPod('virt-launcher-vm1-abc', VMI_UID, status)]);
     w.addClaim(c);
     await w.pass(NET);
     assert.deepEqual(w.held().get(`${NS}/vm1.data`), []);

@@ -18,6 +18,8 @@ import { VMIS_BY_NAD } from '../sources/indexes.ts';
 import { objectKey } from '../sources/store.ts';
 import type { ReadCache } from './requests.ts';
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
+import { nadKeyOfNetworkName } from '../claims/nad-reference.ts';
+import { bareAddress } from './address.ts';
 
 export const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
 
@@ -80,12 +82,6 @@ export function runningVmiOf(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   return vmi;
 }
 
-/** Strips a prefix length: network-status lists bare addresses, but nothing forbids CIDR form. */
-function bare(ip: string): string {
-  const slash = ip.indexOf('/');
-  return slash < 0 ? ip : ip.slice(0, slash);
-}
-
 /** What each unfinished launcher pod of `vmiUid` (terminating ones too) lists for one network's interface. */
 function podAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterfaces, namespace: string): { pod: string; ips: string[] }[] {
   const seen: { pod: string; ips: string[] }[] = [];
@@ -93,9 +89,10 @@ function podAddresses(pods: readonly Pod[], vmiUid: string, iface: NetworkInterf
     if (!isUnfinishedLauncherPod(pod, vmiUid)) continue;
     const entries = parseNetworkStatus(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]);
     const entry = entries.find(
-      (e) => e.interface !== undefined && iface.names.has(e.interface) && qualified(e.name, namespace) === iface.nad && e.ips.length > 0,
+      (e) => e.interface !== undefined && iface.names.has(e.interface) && nadKeyOfNetworkName(e.name, namespace) === iface.nad && e.ips.length > 0,
     );
-    if (entry) seen.push({ pod: pod.metadata.name, ips: [...new Set(entry.ips.map(bare))].sort() });
+    // Multus lists bare addresses, but nothing forbids CIDR form.
+    if (entry) seen.push({ pod: pod.metadata.name, ips: [...new Set(entry.ips.map(bareAddress))].sort() });
   }
   return seen;
 }
@@ -118,11 +115,6 @@ export function runningAddresses(pods: readonly Pod[], vmiUid: string, iface: Ne
     };
   }
   return { kind: 'addresses', ips: first.ips, pods: seen.map((s) => s.pod).sort() };
-}
-
-/** Multus names the NAD `namespace/name`; a bare name is the pod's namespace. */
-function qualified(name: string, namespace: string): string {
-  return name.includes('/') ? name : `${namespace}/${name}`;
 }
 
 /** The VMIs of a cache by the NADs their spec names (sources/indexes.ts). */
