@@ -2,11 +2,12 @@
 // a global revision counter like etcd's) whose changes reach the caches only when a test delivers them, so tests
 // choose exactly how far behind the caches are.
 
+import { keyString } from '../src/kube/key.ts';
 import { pino } from 'pino';
 import type { EventInput } from '../src/kube/client.ts';
 import { KubeApiError } from '../src/kube/errors.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../src/kube/types.ts';
-import { Store, objectKey } from '../src/sources/store.ts';
+import { Store } from '../src/sources/store.ts';
 import { EventRecorder } from '../src/controller/events.ts';
 import { registerIndexes } from '../src/sources/indexes.ts';
 import { reconcileOf } from '../src/controller/loop.ts';
@@ -124,7 +125,7 @@ export class FakeWorld {
   addClaim(c: IPAMClaim): IPAMClaim {
     const stored = structuredClone(c);
     stored.metadata.resourceVersion = String(++this.revision);
-    this.server.set(objectKey(stored), stored);
+    this.server.set(keyString(stored.metadata), stored);
     this.claims.upsert(structuredClone(stored));
     return stored;
   }
@@ -155,7 +156,7 @@ export class FakeWorld {
         log: pino({ level: 'silent' }),
         now,
         writeStatus: async (c, status, resourceVersion) => {
-          const key = objectKey(c);
+          const key = keyString(c.metadata);
           const fault = this.faults.shift() ?? 'none';
           const current = this.server.get(key);
           const ref = { kind: 'IPAMClaim', namespace: c.metadata.namespace, name: c.metadata.name };

@@ -2,11 +2,10 @@
 // resourceVersion precondition (the commit point), and retries the writes whose outcome is unknown, as they were,
 // before the next pass over their network trusts its claims (gather.ts).
 
+import { keyString, parseKey } from '../kube/key.ts';
 import { KubeApiError, isConflict, isNotFound } from '../kube/errors.ts';
 import type { IPAMClaim } from '../kube/types.ts';
 import type { ReconcileResult } from '../queue/index.ts';
-import { requestOf } from '../controller/loop.ts';
-import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim } from '../sources/trim.ts';
 import { conditionsWith, type StatusWrite } from './plan.ts';
 import type { AllocatorPlan, NetworkInput, NetworkReconcilerDeps } from './pass.ts';
@@ -30,7 +29,7 @@ async function write(
   signal: AbortSignal,
 ): Promise<WriteOutcome> {
   const { overlay, log } = deps;
-  const key = objectKey(claim);
+  const key = keyString(claim.metadata);
   try {
     overlay.record(key, resourceVersion, await deps.writeStatus(claim, status, resourceVersion, signal), network);
     return 'written';
@@ -58,7 +57,7 @@ export async function settlePending(deps: NetworkReconcilerDeps, network: string
   for (const p of overlay.pendingOf(network)) {
     overlay.view(p.key, deps.claims.getByKey(p.key)); // drops it if the cache already settled it
     if (!overlay.pendingOf(network).some((q) => q.key === p.key)) continue;
-    const { namespace, name } = requestOf(p.key);
+    const { namespace, name } = parseKey(p.key);
     const attempted = overlay.view(p.key, undefined)!;
     const outcome = await write(deps, network, attempted, p.status, p.resourceVersion, signal);
     if (outcome === 'written') continue;

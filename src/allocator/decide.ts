@@ -1,9 +1,9 @@
 // The decide step of the allocator loop (loop.ts), pure: from what gather.ts read, the Events of every scope of the
 // pass and, for a network that can be served, its plan (plan.ts). apply.ts carries it out.
 
+import { keyString } from '../kube/key.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
-import { objectKey } from '../sources/store.ts';
 import type { Cause } from '../controller/events.ts';
 import { readAllocatorNad } from './nad.ts';
 import { planNetwork } from './plan.ts';
@@ -66,7 +66,7 @@ interface NadNotes {
 
 function nadCauses(nads: readonly NetworkAttachmentDefinition[], notesOf: (key: string) => NadNotes): Cause[] {
   return nads.flatMap((nad) => {
-    const { refusal, problems = [], warnings = [] } = notesOf(objectKey(nad));
+    const { refusal, problems = [], warnings = [] } = notesOf(keyString(nad.metadata));
     const target = {
       apiVersion: apiVersionOf(resources.networkAttachmentDefinitions),
       kind: resources.networkAttachmentDefinitions.kind,

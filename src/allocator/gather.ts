@@ -1,10 +1,10 @@
 // The gather step of the allocator loop (loop.ts) for a network: its state from its NADs, every claim of it through
 // the WriteOverlay, and the pods read only while a claim is about to get a new address (a steady state reads none).
 
+import { keyString } from '../kube/key.ts';
 import type { IPAMClaim, Pod } from '../kube/types.ts';
 import { interfacesOfNetwork, ownerUidsOf } from '../claims/index.ts';
 import { CLAIMS_BY_NETWORK, NADS_BY_NETWORK } from '../sources/indexes.ts';
-import { objectKey } from '../sources/store.ts';
 import { resolveNetwork } from './nad.ts';
 import { lacksFamily, type PlanClaim } from './plan.ts';
 import type { Pool } from './pool.ts';
@@ -64,7 +64,7 @@ export async function gatherNetwork(deps: NetworkReconcilerDeps, now: () => Date
 async function gatherClaims(deps: NetworkReconcilerDeps, input: NetworkInput, pods: PodReader | undefined): Promise<void> {
   const { network } = input;
   const keys = new Set([...deps.claims.indexKeys(CLAIMS_BY_NETWORK, network), ...deps.overlay.keysOf(network)]);
-  const nadKeys = new Set(input.nads.map(objectKey));
+  const nadKeys = new Set(input.nads.map((nad) => keyString(nad.metadata)));
   for (const key of keys) {
     const claim = deps.overlay.view(key, deps.claims.getByKey(key));
     if (!claim || claim.spec?.network !== network) continue;
@@ -72,7 +72,7 @@ async function gatherClaims(deps: NetworkReconcilerDeps, input: NetworkInput, po
     const running = await runningOf(deps, claim, lookup, nadKeys, pods);
     if (running?.kind === 'unknown') input.podsUnread = true;
     input.claims.push({
-      key: objectKey(claim),
+      key: keyString(claim.metadata),
       claim,
       request: lookup.request,
       ...(lookup.owner ? { owner: lookup.owner } : {}),
@@ -106,7 +106,7 @@ async function runningOf(
     return runningAddresses(await listed, uid, iface, namespace);
   } catch (err) {
     deps.log.warn(
-      { claim: objectKey(claim), err },
+      { claim: keyString(claim.metadata), err },
       'cannot read the launcher pods of a running VM; its claim waits, rather than get an address the VM does not have',
     );
     return { kind: 'unknown', message: `cannot read the launcher pods of VMI ${namespace}/${vmi.metadata.name}` };

@@ -19,6 +19,7 @@
 //   the list shows and the cache does not is seeded into the overlay, so the last writes of the previous leader
 //   count before this replica chooses anything.
 
+import { keyString } from '../kube/key.ts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Subscription } from 'rxjs';
@@ -30,10 +31,9 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod } from '../kube/types.
 import { hasActivePods, launcherPodSelector } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import type { WorkQueue } from '../queue/index.ts';
-import { createLoop, type LoopReconciler, requestKey } from '../controller/loop.ts';
+import { createLoop, type LoopReconciler } from '../controller/loop.ts';
 import type { Sources } from '../sources/kinds.ts';
 import { CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes, vmisByNad } from '../sources/indexes.ts';
-import { objectKey } from '../sources/store.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from '../controller/events.ts';
@@ -57,7 +57,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps): LoopReconc
   return {
     gather: async ({ namespace, name }, ctx) => {
       if (namespace === '') return gatherNetwork(deps, now, name, ctx.signal);
-      const key = requestKey(namespace, name);
+      const key = keyString({ namespace, name });
       return { kind: 'nad', key, nad: deps.nads.getByKey(key) };
     },
     decide: (input) => (input.kind === 'nad' ? decideNad(input.key, input.nad) : decideNetwork(input)),
@@ -69,8 +69,11 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps): LoopReconc
   };
 }
 
-/** The queue key of a network: the empty namespace (a network is cluster-wide). A NAD's key is its own. */
-export const networkKey = (network: string): string => requestKey('', network);
+/**
+ * The queue key of a network: `/network`, the empty namespace (a network is cluster-wide). The leading `/` keeps it
+ * apart from every NAD's `namespace/name` key; parseKey reads it back as the empty namespace.
+ */
+export const networkKey = (network: string): string => `/${network}`;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Wiring.
@@ -180,7 +183,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
 function allKeys(nads: AllocatorSources['nads'], overlay: WriteOverlay): string[] {
   const out = new Set<string>();
   for (const nad of nads.list()) {
-    if (nad.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined) out.add(objectKey(nad));
+    if (nad.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined) out.add(keyString(nad.metadata));
     if (!isAllocatorNad(nad)) continue;
     const network = nadNetwork(nad)[0];
     if (network !== undefined) out.add(networkKey(network));
@@ -196,7 +199,7 @@ function enqueueOnEvents({ nads, vms, vmis, claims }: AllocatorSources, overlay:
   };
   return [
     claims.events$.subscribe((e) => {
-      if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
+      if (e.type === 'delete') overlay.observeDeleted(keyString(e.object.metadata), e.object.metadata.uid);
       enqueueNetwork(e.object.spec?.network);
       if (e.old && e.old.spec?.network !== e.object.spec?.network) enqueueNetwork(e.old.spec?.network);
     }),
@@ -206,10 +209,10 @@ function enqueueOnEvents({ nads, vms, vmis, claims }: AllocatorSources, overlay:
       const wasOn = isAllocatorNad(e.object) || (e.old !== undefined && isAllocatorNad(e.old));
       for (const network of networks) if (wasOn || managed(network)) queue.add(networkKey(network));
       const mentions = (n: NetworkAttachmentDefinition | undefined) => n?.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined;
-      if (mentions(e.object) || mentions(e.old)) queue.add(objectKey(e.object));
+      if (mentions(e.object) || mentions(e.old)) queue.add(keyString(e.object.metadata));
     }),
     merge(vms.events$, vmis.events$).subscribe((e) => {
-      for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, objectKey(e.object))) enqueueNetwork(claim.spec?.network);
+      for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, keyString(e.object.metadata))) enqueueNetwork(claim.spec?.network);
     }),
     // A VMI's pods may hold addresses no claim records (plan.ts, inUse): when it gains or loses its pods, a claim refused
     // because of them may now be served.
@@ -241,7 +244,7 @@ async function barrier({ client, claims, overlay, log, clock, scope }: BarrierDe
       let seeded = 0;
       for (const item of items) {
         const fresh = trimIPAMClaim(item);
-        const key = objectKey(fresh);
+        const key = keyString(fresh.metadata);
         const cached = claims.getByKey(key);
         const cachedVersion = cached?.metadata.resourceVersion;
         const caughtUp = cachedVersion === fresh.metadata.resourceVersion || resourceVersionAtLeast(cachedVersion, fresh.metadata.resourceVersion);

@@ -27,6 +27,7 @@
 // pool: one address could go to two VMs. So a network with an OVN-Kubernetes NAD is never served, whatever its
 // NADs say; the NADs that set the switch are told why (AllocatorRefused), and its launcher pods get no `ips`.
 
+import { keyString } from '../kube/key.ts';
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
 import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
@@ -55,8 +56,6 @@ export interface AllocatorNad {
   refused?: string;
 }
 
-const keyOf = (nad: NetworkAttachmentDefinition): string => `${nad.metadata?.namespace ?? ''}/${nad.metadata?.name ?? ''}`;
-
 /** "NetworkAttachmentDefinition ns/name (generation 3)": the object and the version of it a message is about. */
 const describeNad = (n: Pick<AllocatorNad, 'key' | 'generation'>): string =>
   `NetworkAttachmentDefinition ${n.key}${n.generation !== undefined ? ` (generation ${n.generation})` : ''}`;
@@ -83,7 +82,7 @@ export function readAllocatorNad(nad: NetworkAttachmentDefinition): AllocatorNad
   const enabled = isAllocatorNad(nad);
   const generation: unknown = nad?.metadata?.generation;
   const result: AllocatorNad = {
-    key: keyOf(nad),
+    key: keyString(nad.metadata),
     enabled,
     network: config.networkName,
     problems: [],

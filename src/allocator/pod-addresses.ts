@@ -20,6 +20,7 @@
 // shown without addresses is read again from the API, and taken only if it is still the same claim by uid (the
 // allocator's write may simply not have been seen yet).
 
+import { keyString } from '../kube/key.ts';
 import type { NetworkVerdict } from '../claims/decide.ts';
 import { parseNadReference } from '../claims/nad-reference.ts';
 import { claimStanding, ownerUidsOf } from '../claims/standing.ts';
@@ -86,7 +87,7 @@ export function createPodAddressLookup(deps: PodAddressDeps): PodAddressLookup {
       if (!nad) {
         // Not seen by the allocator's cache yet (a NAD created a moment ago). The NAD the caller has may come from a
         // cache that drops the allocator annotations: ask the API, so a pod never misses its addresses for that.
-        const given = nads.get(`${ref.namespace}/${ref.name}`);
+        const given = nads.get(keyString(ref));
         const { fetchNad } = deps;
         if (isAllocatorNad(given) || !fetchNad) nad = given;
         else nad = await lookup({ kind: 'NetworkAttachmentDefinition', ...ref }, () => fetchNad(ref.namespace, ref.name, signal), signal);

@@ -12,10 +12,10 @@
 // file is pure: which VMI counts as running, which pods count, and what their network-status says for one network.
 // The pod lists are read at the edge (gather.ts), only while a claim of the network is about to get an address.
 
+import { keyString } from '../kube/key.ts';
 import { hasActivePods, interfacesOfNetwork, isUnfinishedLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { VMIS_BY_NAD } from '../sources/indexes.ts';
-import { objectKey } from '../sources/store.ts';
 import type { ReadCache } from './requests.ts';
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
 import { nadKeyOfNetworkName } from '../claims/nad-reference.ts';
@@ -136,7 +136,7 @@ export interface VmiOnNetwork {
 export function vmisOnNetwork(nads: readonly NetworkAttachmentDefinition[], vmis: VmisByNad): VmiOnNetwork[] {
   const out = new Map<string, VmiOnNetwork>();
   for (const nad of nads) {
-    const nadKey = objectKey(nad);
+    const nadKey = keyString(nad.metadata);
     for (const vmi of vmis.byIndex(VMIS_BY_NAD, nadKey)) {
       const namespace = vmi.metadata.namespace ?? '';
       if (!vmi.metadata.uid || !hasActivePods(vmi)) continue;

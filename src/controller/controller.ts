@@ -1,12 +1,12 @@
 // Wiring: informer events → keys → work queue → reconcile. Informers and the queue's intake run on every replica
 // (the webhook reads the same caches); workers run only while this replica leads.
 
+import { keyString } from '../kube/key.ts';
 import type { Logger } from 'pino';
 import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
 import type { WorkQueue } from '../queue/index.ts';
 import { type Sources, VMIS_BY_NAD, VMS_BY_NAD } from '../sources/index.ts';
-import { objectKey } from '../sources/store.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from './events.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
@@ -99,17 +99,17 @@ function watchesOf(sources: Sources, overlay: WriteOverlay, recorder: EventRecor
       merge(sources.vms.events$, sources.vmis.events$),
       (e) => {
         if (e.type === 'delete' && e.object.metadata.uid) recorder.forget(e.object.metadata.uid);
-        return [objectKey(e.object)];
+        return [keyString(e.object.metadata)];
       },
       listsLow,
     ),
     watch(
       sources.claims.events$,
       (e) => {
-        if (e.type === 'delete') overlay.observeDeleted(objectKey(e.object), e.object.metadata.uid);
+        if (e.type === 'delete') overlay.observeDeleted(keyString(e.object.metadata), e.object.metadata.uid);
         // Our own create or patch coming back: nothing for the VM's reconcile to learn (every claim a cold start or a
         // churn creates would otherwise reconcile its VM once more).
-        else if (overlay.observeUpdated(objectKey(e.object), e.object, e.type === 'add')) return [];
+        else if (overlay.observeUpdated(keyString(e.object.metadata), e.object, e.type === 'add')) return [];
         return new Set([...keysOfClaim(e.object), ...(e.old ? keysOfClaim(e.old) : [])]);
       },
       listsLow,

@@ -2,18 +2,18 @@
 // names its VM or VMI as owner (and in its label), so every kind maps to keys without scanning; NADs go through the
 // informers' indexes.
 
+import { keyString } from '../kube/key.ts';
 import { VM_LABEL } from '../claims/constants.ts';
 import { kubevirtOwnerRefs, parseNadConfig } from '../claims/index.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
-import { keyOf, objectKey } from '../sources/store.ts';
 
 /** Claims concern the VM/VMI they are owned by (any incarnation) and the VM their label names. */
 export function keysOfClaim(claim: IPAMClaim): string[] {
   const ns = claim.metadata.namespace;
   const out = new Set<string>();
-  for (const ref of kubevirtOwnerRefs(claim)) out.add(keyOf(ns, ref.name));
+  for (const ref of kubevirtOwnerRefs(claim)) out.add(keyString({ namespace: ns, name: ref.name }));
   const vm = claim.metadata.labels?.[VM_LABEL];
-  if (vm) out.add(keyOf(ns, vm));
+  if (vm) out.add(keyString({ namespace: ns, name: vm }));
   return [...out];
 }
 
@@ -31,7 +31,7 @@ export interface NadKeyLookup {
 
 /** Keys a NAD change concerns: what references it, and, if it is (or was) a primary network, its whole namespace. */
 export function keysOfNadChange(current: NetworkAttachmentDefinition, old: NetworkAttachmentDefinition | undefined, lookup: NadKeyLookup): Set<string> {
-  const out = new Set(lookup.referencing(objectKey(current)));
+  const out = new Set(lookup.referencing(keyString(current.metadata)));
   if (isPrimaryNad(current) || isPrimaryNad(old)) {
     for (const key of lookup.inNamespace(current.metadata.namespace ?? '')) out.add(key);
   }

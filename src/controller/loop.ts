@@ -10,6 +10,7 @@
 // The queue (src/queue) keeps controller-runtime's contract: a key waits at most once, runs on one worker at a time,
 // and runs once more if it was added while running.
 
+import { type ObjectKey, parseKey } from '../kube/key.ts';
 import type { Logger } from 'pino';
 import type { Observable, Subscription } from 'rxjs';
 import { type ReconcileContext, type ReconcileResult, WorkQueue } from '../queue/index.ts';
@@ -18,19 +19,7 @@ import { reconcileMetrics, workQueueMetrics } from '../telemetry/bindings.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 
 /** What one reconcile is about: an object, or for a cluster-wide one (an allocator network) the empty namespace. */
-export interface Request {
-  namespace: string;
-  name: string;
-}
-
-/** The queue key of a request. */
-export const requestKey = (namespace: string, name: string): string => `${namespace}/${name}`;
-
-/** The request of a queue key (the name may itself hold a `/`: only the first one separates). */
-export function requestOf(key: string): Request {
-  const slash = key.indexOf('/');
-  return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
-}
+export type Request = ObjectKey;
 
 export interface LoopReconciler<Input, Plan> {
   gather(request: Request, ctx: ReconcileContext): Promise<Input>;
@@ -89,7 +78,7 @@ type Reconciler = (key: string, ctx: ReconcileContext) => Promise<ReconcileResul
 /** One reconcile of a queue key: gather, decide (once more after the reads the first plan asks for), apply. */
 export function reconcileOf<Input, Plan>(reconciler: LoopReconciler<Input, Plan>): Reconciler {
   return async (key, ctx) => {
-    const request = requestOf(key);
+    const request = parseKey(key);
     let input = await reconciler.gather(request, ctx);
     let plan = reconciler.decide(input);
     const more = await reconciler.gatherMore?.(input, plan, ctx);

@@ -3,6 +3,7 @@
 // happen here on purpose: the watch event is delivered (to the cache and the write overlay, as controller.ts does)
 // before the delete's answer resolves, or after it. No I/O: the client is a stub that records each write.
 
+import { keyString } from '../kube/key.ts';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CLAIM_FINALIZER, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
@@ -13,7 +14,7 @@ import { KubeApiError } from '../kube/errors.ts';
 import type { JsonPatchOp } from '../kube/patch.ts';
 import type { IPAMClaim, KubeObject, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { registerIndexes } from '../sources/indexes.ts';
-import { objectKey, Store } from '../sources/store.ts';
+import { Store } from '../sources/store.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { EventRecorder } from './events.ts';
 import { reconcileOf } from './loop.ts';
@@ -48,7 +49,7 @@ function reconcileOnce(vm: VirtualMachine, sources: ReturnType<typeof world>, ve
   } as unknown as KubeClient;
   const recorder = new EventRecorder(async () => undefined, log);
   const reconcile = reconcileOf(createReconciler({ sources: sources as never, client, gateEnabled: () => true, recorder, overlay, log }));
-  return reconcile(objectKey(vm as KubeObject), { signal: new AbortController().signal, retries: 0 });
+  return reconcile(keyString((vm as KubeObject).metadata), { signal: new AbortController().signal, retries: 0 });
 }
 
 describe('reconciler: a claim it deletes is released at once, in either order of answer and watch event', () => {
@@ -66,7 +67,7 @@ describe('reconciler: a claim it deletes is released at once, in either order of
       /** What controller.ts does with a claim event: cache it, and tell the overlay (an echo is not requeued). */
       const deliverWatchEvent = (): boolean => {
         sources.claims.upsert(terminating);
-        return overlay.observeUpdated(objectKey(terminating), terminating);
+        return overlay.observeUpdated(keyString(terminating.metadata), terminating);
       };
       const patches: { name: string; ops: readonly JsonPatchOp[] }[] = [];
       let echoTaken: boolean | undefined;

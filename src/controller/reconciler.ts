@@ -2,6 +2,7 @@
 // must change, write exactly that, and report what blocks persistence. Every rule lives in src/claims/ (named in the
 // header of decide.ts); this file only moves data in and out.
 
+import { keyString, parseKey } from '../kube/key.ts';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import {
@@ -27,11 +28,10 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VmiSpecLike } from '.
 import type { ReconcileContext, ReconcileResult } from '../queue/index.ts';
 import { TerminalError } from '../queue/index.ts';
 import { CLAIMS_BY_OWNER_NAME, CLAIMS_BY_OWNER_UID, CLAIMS_BY_VM, nadKeysOf, type Sources } from '../sources/index.ts';
-import { keyOf, objectKey } from '../sources/store.ts';
 import { trimNetworkAttachmentDefinition, trimVirtualMachineInstance } from '../sources/trim.ts';
 import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
-import { type LoopReconciler, type Request, requestOf } from './loop.ts';
+import type { LoopReconciler, Request } from './loop.ts';
 import type { WriteOverlay } from './write-overlay.ts';
 import { pointRunningPods } from './running-pods.ts';
 
@@ -57,13 +57,13 @@ export interface ReconcileTally {
 /** The decision's input for one key, read from the caches (and our own writes the caches have not shown yet). */
 export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerDeps, 'sources' | 'overlay' | 'gateEnabled'>): DecideInput {
   const { sources, overlay } = deps;
-  const key = keyOf(namespace, name);
+  const key = keyString({ namespace, name });
   const vm = sources.vms.getByKey(key);
   const vmi = sources.vmis.getByKey(key);
   const specs: (VmiSpecLike | undefined)[] = [vm?.spec?.template?.spec, vmi?.spec];
 
   const nads = new Map<string, NetworkAttachmentDefinition>();
-  for (const nad of sources.nads.list(namespace)) nads.set(objectKey(nad), nad);
+  for (const nad of sources.nads.list(namespace)) nads.set(keyString(nad.metadata), nad);
   for (const spec of specs) {
     for (const nadKey of nadKeysOf(namespace, spec)) {
       const nad = sources.nads.getByKey(nadKey);
@@ -75,7 +75,7 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   // one of its networks would use (a hand-made claim or another owner's has neither label nor our owner).
   const claimKeys = new Set<string>();
   const addAll = (claims: readonly IPAMClaim[]) => {
-    for (const c of claims) claimKeys.add(objectKey(c));
+    for (const c of claims) claimKeys.add(keyString(c.metadata));
   };
   addAll(sources.claims.byIndex(CLAIMS_BY_VM, key));
   addAll(sources.claims.byIndex(CLAIMS_BY_OWNER_NAME, key));
@@ -84,9 +84,9 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   const networks = new Set<string>();
   for (const spec of specs) for (const net of effectiveVmiSpec(spec)?.networks ?? []) networks.add(net.name);
   for (const network of networks) {
-    claimKeys.add(keyOf(namespace, claimName(name, network)));
-    claimKeys.add(keyOf(namespace, collisionClaimName(name, network)));
-    claimKeys.add(keyOf(namespace, referenceClaimName(name, network)));
+    claimKeys.add(keyString({ namespace: namespace, name: claimName(name, network) }));
+    claimKeys.add(keyString({ namespace: namespace, name: collisionClaimName(name, network) }));
+    claimKeys.add(keyString({ namespace: namespace, name: referenceClaimName(name, network) }));
   }
   const claims: IPAMClaim[] = [];
   for (const claimKey of claimKeys) {
@@ -120,7 +120,7 @@ async function fillMissingNads(input: DecideInput, { client, log, signal }: Api)
   if (missing.length === 0) return input;
   const nads = new Map(input.nads);
   for (const nadKey of missing) {
-    const { namespace: ns, name } = requestOf(nadKey);
+    const { namespace: ns, name } = parseKey(nadKey);
     try {
       nads.set(nadKey, trimNetworkAttachmentDefinition(await client.get<unknown>(resources.networkAttachmentDefinitions, ns, name, { signal })));
     } catch (err) {
@@ -220,7 +220,7 @@ class PlanWrites {
 
   async #create(claim: IPAMClaim, failures: unknown[]): Promise<void> {
     const { client, overlay } = this.#deps;
-    const claimKey = keyOf(this.#namespace, claim.metadata.name);
+    const claimKey = keyString({ namespace: this.#namespace, name: claim.metadata.name });
     overlay.beginCreate(claimKey);
     let created: IPAMClaim | null = null;
     try {
@@ -269,7 +269,7 @@ class PlanWrites {
   }
 
   async release(write: ClaimWrite): Promise<void> {
-    const claimKey = keyOf(this.#namespace, write.name);
+    const claimKey = keyString({ namespace: this.#namespace, name: write.name });
     const current = this.#deps.overlay.view(claimKey, this.#deps.sources.claims.getByKey(claimKey));
     const ops = removeFinalizerPatch(current?.metadata.finalizers, CLAIM_FINALIZER);
     if (!ops) return;
@@ -317,7 +317,7 @@ class PlanWrites {
 
   /** A write of claim `name` made against resourceVersion `before` that the API server answered with `answer`. */
   #record(name: string, before: string, answer: IPAMClaim | null, counted?: keyof ReconcileTally): void {
-    this.#deps.overlay.record(keyOf(this.#namespace, name), before, answer);
+    this.#deps.overlay.record(keyString({ namespace: this.#namespace, name: name }), before, answer);
     if (counted) this.#count(counted);
   }
 

@@ -24,11 +24,6 @@ export interface ChangeEvent<T> {
 
 export type IndexFn<T> = (obj: T) => readonly string[];
 
-// keyOf and objectKey are kept for the callers outside sources/ until /work/briefs/key-rename.md moves them to
-// keyString (issue 44); then they go.
-export const keyOf = (namespace: string | undefined, name: string): string => keyString({ namespace, name });
-export const objectKey = (obj: KubeObject): string => keyString(obj.metadata);
-
 /**
  * Deep equality of plain JSON values, ignoring object members whose value is undefined. Key order does not matter;
  * array order does.
