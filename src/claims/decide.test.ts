@@ -993,7 +993,12 @@ describe('eth0 claims, skipped networks, claims of a NAD the VM no longer names'
       { network: 'blue', claim: swap, status: 'created' },
     );
     assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set(['vm1.blue', swap]) })), NONE);
+    // The source pod being deleted still names the old claim: kept, and looked at again (no event says when it ends).
+    const ending = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set(['vm1.blue', swap]), runningPodTerminating: true });
+    assert.deepEqual(writes(ending), NONE);
+    assert.equal(ending.retry, true);
     const done = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims, namedByRunningPods: new Set([swap]) });
+    assert.notEqual(done.retry, true);
     assert.deepEqual(writes(done), { ...NONE, deletes: ['vm1.blue'] });
     // and the VM keeps the swap name from then on: a steady state, also once the VMI is gone
     const after = applyPlan(claims, done);

@@ -1,5 +1,3 @@
-import { KubeConfigError, loadKubeConfig, type LoadedKubeConfig } from '../kube/load-kubeconfig.ts';
-
 /** Exit codes of `persistent-ips`, documented in --help, so scripts and probes can tell failures apart. */
 export const EXIT = {
   ok: 0,
@@ -25,19 +23,5 @@ export class UsageError extends CliError {
   constructor(message: string, usage: string) {
     super(message, EXIT.usage);
     this.usage = usage;
-  }
-}
-
-/**
- * The kubeconfig the flags name, or the default one. A file or context the user named that is wrong is said in one
- * line; with none named, `hint` says how to name one.
- */
-export function loadKubeConfigOrExplain(options: { kubeconfig?: string; context?: string }, hint: string): LoadedKubeConfig {
-  try {
-    return loadKubeConfig({ ...(options.kubeconfig ? { path: options.kubeconfig } : {}), ...(options.context ? { context: options.context } : {}) });
-  } catch (err) {
-    if (!(err instanceof KubeConfigError)) throw err;
-    const named = options.kubeconfig !== undefined || options.context !== undefined;
-    throw new CliError(named ? err.message.replace(/\s*\n\s*/g, ' ') : `${err.message}\n${hint}`, EXIT.noKubeconfig, { cause: err });
   }
 }

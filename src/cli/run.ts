@@ -17,7 +17,8 @@ import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
 import type { RunOptions } from './run-options.ts';
-import { CliError, EXIT, loadKubeConfigOrExplain } from './exit-codes.ts';
+import { CliError, EXIT } from './exit-codes.ts';
+import { loadKubeConfigOrExplain } from './kubeconfig.ts';
 import { type Process, startTelemetry, startWebhook } from './run-servers.ts';
 import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';
 

@@ -19,7 +19,8 @@ import type { KubeObject, VmNetwork } from '../kube/types.ts';
 import { trimIPAMClaim, trimKubeVirt, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
 import { describeGate, resolveGate, type GateState } from '../controller/feature-gate.ts';
 import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
-import { CliError, EXIT, loadKubeConfigOrExplain } from './exit-codes.ts';
+import { CliError, EXIT } from './exit-codes.ts';
+import { loadKubeConfigOrExplain } from './kubeconfig.ts';
 
 export interface StatusRow {
   namespace: string;
