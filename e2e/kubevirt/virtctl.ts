@@ -57,8 +57,6 @@ interface Migration {
   status?: { phase?: string };
 }
 
-type VmiCondition = { type: string; status: string };
-
 export class VirtCtl {
   readonly api: Api;
 
@@ -237,7 +235,7 @@ export class VirtCtl {
       async () => {
         const v = await this.getVMI(ns, vmName);
         if (!v) return true;
-        const required = (v.status?.conditions as VmiCondition[] | undefined)?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
+        const required = v.status?.conditions?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
         return !isMigrationInProgress(v.status?.migrationState) && !required;
       },
       { ...opts, timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000) },
