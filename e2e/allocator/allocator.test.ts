@@ -52,17 +52,29 @@ let restarts = 0;
 const startAllocatorController = (o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<ControllerProcess> =>
   world.startController({ name: `allocator-${++restarts}${o.leaderElect ? '-elected' : ''}`, extraArgs: ['--qps', '200', '--burst', '400'], ...o });
 
-/** A bridge + static IPAM NAD that opts into the allocator, its pool in annotations. */
-async function allocatorNad(ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> {
+/** A bridge + static IPAM NAD with these annotations. */
+async function bridgeNad(ns: string, name: string, network: string, annotations: Record<string, string> = {}): Promise<void> {
   await world.api.create(paths.nads(ns), {
     apiVersion: 'k8s.cni.cncf.io/v1',
     kind: 'NetworkAttachmentDefinition',
-    metadata: { name, namespace: ns, annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: subnets, ...(exclude ? { [EXCLUDE]: exclude } : {}) } },
+    metadata: { name, namespace: ns, annotations },
     spec: {
       config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
     },
   });
 }
+
+/** The annotations by which a NAD opts into the allocator, its pool in them. */
+const allocatorAnnotations = (subnets: string, exclude?: string): Record<string, string> => ({
+  [ALLOW]: 'true',
+  [ALLOCATOR]: 'true',
+  [SUBNETS]: subnets,
+  ...(exclude ? { [EXCLUDE]: exclude } : {}),
+});
+
+/** A bridge + static IPAM NAD that opts into the allocator. */
+const allocatorNad = (ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> =>
+  bridgeNad(ns, name, network, allocatorAnnotations(subnets, exclude));
 
 /** A VM with one secondary network `data` on `nad`, optionally asking for addresses. */
 function createVM(ns: string, name: string, nad: string, o: { addresses?: string[]; running?: boolean } = {}): Promise<Vm> {
@@ -74,22 +86,44 @@ function createVM(ns: string, name: string, nad: string, o: { addresses?: string
 }
 
 const claimsIn = async (ns: string): Promise<Claim[]> => (await world.api.list<Claim>(paths.claims(ns))).items;
+/** How many claims in `ns` have addresses. */
+const withIps = async (ns: string): Promise<number> => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
 const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world.api.get<Claim>(paths.claims(ns, name));
+
+const isAllocated = (c: Claim | undefined, status = 'True'): boolean => !!c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status);
 
 /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
 function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
-  return waitFor(
-    `IPAMClaim ${ns}/${name} with IPsAllocated=${status}`,
-    async () => {
-      const c = await getClaim(ns, name);
-      return c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status) ? c : undefined;
-    },
-    { timeoutMs, intervalMs: 100 },
-  );
+  const probe = async () => {
+    const c = await getClaim(ns, name);
+    return isAllocated(c, status) && c;
+  };
+  return waitFor(`IPAMClaim ${ns}/${name} with IPsAllocated=${status}`, probe, { timeoutMs, intervalMs: 100 });
 }
 
 async function eventsOf(ns: string, reason: string, involved: string): Promise<CoreEvent[]> {
   return (await world.api.list<CoreEvent>(paths.events(ns))).items.filter((e) => e.reason === reason && e.involvedObject.name === involved);
+}
+
+/** Waits until at least `min` Events `reason` are on `involved`, and returns them. */
+function waitForEvents(ns: string, reason: string, involved: string, min = 1): Promise<CoreEvent[]> {
+  const probe = async () => {
+    const found = await eventsOf(ns, reason, involved);
+    return found.length >= min && found;
+  };
+  return waitFor(`${min} ${reason} Event(s) on ${involved}`, probe, { timeoutMs: EVENTUALLY_MS });
+}
+
+/** Creates `n` stopped VMs on `nad`, ten at a time, named `vm-<i>` padded to `digits`; `created` counts them. */
+async function burstOfVMs(ns: string, nad: string, n: number, digits: number, created = { count: 0 }): Promise<void> {
+  for (let i = 0; i < n; i += 10) {
+    await Promise.all(
+      Array.from({ length: Math.min(10, n - i) }, async (_, k) => {
+        await createVM(ns, `vm-${String(i + k).padStart(digits, '0')}`, nad, { running: false });
+        created.count++;
+      }),
+    );
+  }
 }
 
 /**
@@ -159,23 +193,8 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     'a VM running before its NAD opts in: its claim takes the address its pod has, and even before that claim exists no other VM gets that address',
     async ({ namespace }) => {
       const ns = await namespace('running');
-      const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
       // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.2 from some IPAM.
-      await world.cp.http.expect('POST', nads, [201], {
-        apiVersion: 'k8s.cni.cncf.io/v1',
-        kind: 'NetworkAttachmentDefinition',
-        metadata: { name: 'br-static', namespace: ns },
-        spec: {
-          config: JSON.stringify({
-            cniVersion: '0.4.0',
-            name: 'e2e-running',
-            type: 'bridge',
-            bridge: 'br-e2e',
-            capabilities: { ips: true },
-            ipam: { type: 'static' },
-          }),
-        },
-      });
+      await bridgeNad(ns, 'br-static', 'e2e-running');
       await createVM(ns, 'vm1', 'br-static');
       const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       const networkStatus = [
@@ -203,9 +222,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       // Now the NAD opts in: persistence and the allocator; the lowest free address is the one vm1 has.
       await world.cp.http.expect(
         'PATCH',
-        `${nads}/br-static`,
+        paths.nads(ns, 'br-static'),
         [200],
-        { metadata: { annotations: { [ALLOW]: 'true', [ALLOCATOR]: 'true', [SUBNETS]: '10.69.0.0/24', [EXCLUDE]: '10.69.0.1' } } },
+        { metadata: { annotations: allocatorAnnotations('10.69.0.0/24', '10.69.0.1') } },
         'application/merge-patch+json',
       );
       const vm2 = await waitForCondition(ns, 'vm2.data', 'True');
@@ -216,7 +235,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
         `IPAMClaim ${ns}/vm1.data of vm1 with its address`,
         async () => {
           const c = await getClaim(ns, 'vm1.data');
-          return c?.spec.network === 'e2e-running' && c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True') ? c : undefined;
+          return c?.spec.network === 'e2e-running' && isAllocated(c) && c;
         },
         { timeoutMs: EVENTUALLY_MS },
       );
@@ -298,10 +317,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(cond.reason, 'IPAddressConflict');
       assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
       assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
-      const events = await waitFor('an AddressInUse Event on vm-b', async () => {
-        const found = await eventsOf(ns, 'AddressInUse', 'vm-b');
-        return found.length > 0 ? found : undefined;
-      });
+      const events = await waitForEvents(ns, 'AddressInUse', 'vm-b');
       assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
       t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
       // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
@@ -324,10 +340,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const ns = await namespace('invalid');
       await allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
       await createVM(ns, 'vm1', 'br-bad', { running: false });
-      const events = await waitFor('an InvalidAllocatorPool Event on the NAD', async () => {
-        const found = await eventsOf(ns, 'InvalidAllocatorPool', 'br-bad');
-        return found.length > 0 ? found : undefined;
-      });
+      const events = await waitForEvents(ns, 'InvalidAllocatorPool', 'br-bad');
       assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
       await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
       await new Promise((r) => setTimeout(r, QUIET_MS));
@@ -342,7 +355,6 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     'an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod',
     async ({ t, namespace }) => {
       const ns = await namespace('ovn');
-      const nads = `/apis/k8s.cni.cncf.io/v1/namespaces/${ns}/network-attachment-definitions`;
       const config = (subnets: string) =>
         JSON.stringify({
           cniVersion: '0.4.0',
@@ -353,7 +365,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
           allowPersistentIPs: true,
           netAttachDefName: `${ns}/ovn-l2`,
         });
-      const created = await world.cp.http.expect('POST', nads, [201], {
+      const created = await world.cp.http.expect('POST', paths.nads(ns), [201], {
         apiVersion: 'k8s.cni.cncf.io/v1',
         kind: 'NetworkAttachmentDefinition',
         metadata: { name: 'ovn-l2', namespace: ns, annotations: { [ALLOCATOR]: 'true' } },
@@ -362,14 +374,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const nadUid = created.json<{ metadata: { uid: string } }>().metadata.uid;
       await createVM(ns, 'vm1', 'ovn-l2');
       const refusedEvents = () => eventsOf(ns, 'AllocatorRefused', 'ovn-l2');
-      const [first] = await waitFor(
-        'an AllocatorRefused Event on the NAD',
-        async () => {
-          const found = await refusedEvents();
-          return found.length > 0 ? found : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      const [first] = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2');
       assert.equal(first!.involvedObject.kind, 'NetworkAttachmentDefinition');
       assert.equal(first!.involvedObject.uid, nadUid);
       assert.match(first!.message, new RegExp(`^NetworkAttachmentDefinition ${ns}/ovn-l2 \\(generation 1\\) has CNI type "ovn-k8s-cni-overlay"`));
@@ -404,15 +409,8 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
 
       // An edit of the NAD's spec is a new generation: told once more, once.
-      await world.cp.http.expect('PATCH', `${nads}/ovn-l2`, [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
-      const both = await waitFor(
-        'a second AllocatorRefused Event, for generation 2',
-        async () => {
-          const found = await refusedEvents();
-          return found.length >= 2 ? found : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      await world.cp.http.expect('PATCH', paths.nads(ns, 'ovn-l2'), [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
+      const both = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2', 2); // the second, for generation 2
       await new Promise((r) => setTimeout(r, QUIET_MS));
       const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
       assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
@@ -427,26 +425,19 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const ns = await namespace('burst');
       const N = 200;
       await allocatorNad(ns, 'br-burst', 'e2e-burst', '10.66.0.0/24');
-      const allocated = async () => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
       // VMs that do not run: the claims come from the VMs alone, and no launcher pod is needed.
-      let created = 0;
-      const create = async (i: number) => {
-        await createVM(ns, `vm-${String(i).padStart(3, '0')}`, 'br-burst', { running: false });
-        created++;
-      };
-      const burst = (async () => {
-        for (let i = 0; i < N; i += 10) await Promise.all(Array.from({ length: Math.min(10, N - i) }, (_, k) => create(i + k)));
-      })();
+      const created = { count: 0 };
+      const burst = burstOfVMs(ns, 'br-burst', N, 3, created);
       const atKill = await waitFor(
         'a third of the burst allocated',
         async () => {
-          const n = await allocated();
+          const n = await withIps(ns);
           return n >= N / 3 ? n : undefined;
         },
         { timeoutMs: 120_000, intervalMs: 20 },
       );
       await world.controller.kill();
-      const killedAt = { created, allocated: await allocated() };
+      const killedAt = { created: created.count, allocated: await withIps(ns) };
       t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
       await burst;
       world.controller = await startAllocatorController();
@@ -454,8 +445,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
         `${N} claims allocated after the restart`,
         async () => {
           const all = await claimsIn(ns);
-          const done = all.filter((c) => c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True'));
-          return all.length === N && done.length === N ? all : undefined;
+          return all.length === N && all.every((c) => isAllocated(c)) ? all : undefined;
         },
         { timeoutMs: 120_000, intervalMs: 250 },
       );
@@ -498,17 +488,10 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       world.controller = first;
       await first.waitForLog('leadership', (l) => l.msg === 'starting allocator workers');
       const standby = await startAllocatorController({ leaderElect: true, webhookPort: await freePort() });
-      const allocated = async () => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
-      const burst = (async () => {
-        for (let i = 0; i < N; i += 10) {
-          await Promise.all(
-            Array.from({ length: Math.min(10, N - i) }, (_, k) => createVM(ns, `vm-${String(i + k).padStart(2, '0')}`, 'br-leader', { running: false })),
-          );
-        }
-      })();
-      await waitFor('a third of the burst allocated', async () => ((await allocated()) >= N / 3 ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });
+      const burst = burstOfVMs(ns, 'br-leader', N, 2);
+      await waitFor('a third of the burst allocated', async () => ((await withIps(ns)) >= N / 3 ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });
       await first.kill();
-      t.diagnostic(`leader killed with ${await allocated()}/${N} claims allocated`);
+      t.diagnostic(`leader killed with ${await withIps(ns)}/${N} claims allocated`);
       await burst;
       await standby.waitForLog('leadership', (l) => l.msg === 'starting allocator workers', { timeoutMs: 60_000 });
       const barrier = standby.logs.find((l) => l.msg === 'read every claim before allocating');
@@ -517,7 +500,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
         `${N} claims allocated by the new leader`,
         async () => {
           const all = await claimsIn(ns);
-          return all.length === N && all.every((c) => c.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === 'True')) ? all : undefined;
+          return all.length === N && all.every((c) => isAllocated(c)) ? all : undefined;
         },
         { timeoutMs: 90_000, intervalMs: 250 },
       );

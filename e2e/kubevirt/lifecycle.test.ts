@@ -21,7 +21,6 @@ import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
 import { setGateInCR } from './kubevirt.ts';
-import { VirtCtl } from './virtctl.ts';
 import { assertPodReferences, podElements } from './flows.ts';
 import { EVENTUALLY_MS, waitFor, World, worldCase } from './world.ts';
 
@@ -307,7 +306,7 @@ async function primaryPodNetwork(ns: string, podName: string, nad: string): Prom
  */
 async function hotplugWithGateOff(ns: string, pod: Pod): Promise<Pod> {
   await setGate(false);
-  await new VirtCtl(world.api).hotplugInterface(ns, 'vm1', { networkName: 'plain', nadName: 'nad-plain' }, { wait: false });
+  await world.kv.hotplugInterface(ns, 'vm1', { networkName: 'plain', nadName: 'nad-plain' }, { wait: false });
   return waitFor(
     'virt-controller to add the hotplugged element to the running pod',
     async () => {

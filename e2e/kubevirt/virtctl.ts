@@ -57,8 +57,6 @@ interface Migration {
   status?: { phase?: string };
 }
 
-type VmiCondition = { type: string; status: string };
-
 export class VirtCtl {
   readonly api: Api;
 
@@ -176,14 +174,8 @@ export class VirtCtl {
         },
       ];
     });
-    if (opts.wait === false) return undefined;
-    const vmi = await this.getVMI(ns, vmName);
-    if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
-    return this.waitForVMI(ns, vmName, (v) => !!v.status?.interfaces?.some((s) => s.name === req.networkName && (s.infoSource ?? '').includes('domain')), {
-      ...opts,
-      timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000),
-      what: `interface ${req.networkName} to be plugged into the domain of VMI ${ns}/${vmName}`,
-    });
+    const plugged = (v: Vmi) => !!v.status?.interfaces?.some((s) => s.name === req.networkName && (s.infoSource ?? '').includes('domain'));
+    return this.#nicChanged(ns, vmName, opts, `interface ${req.networkName} to be plugged into the domain of VMI ${ns}/${vmName}`, plugged);
   }
 
   /**
@@ -202,20 +194,18 @@ export class VirtCtl {
           : [],
       ),
     );
+    const unplugged = (v: Vmi) => !v.spec?.networks?.some((n) => names.includes(n.name));
+    return this.#nicChanged(ns, vmName, opts, `interfaces ${names.join(', ')} to leave the spec of VMI ${ns}/${vmName}`, unplugged);
+  }
+
+  /** After a NIC edit: waits (by default, and when the VM runs) until `pred` holds for its VMI, and returns it. */
+  async #nicChanged(ns: string, vmName: string, opts: OpOptions, what: string, pred: (v: Vmi) => boolean): Promise<Vmi | undefined> {
     if (opts.wait === false) return undefined;
     const vmi = await this.getVMI(ns, vmName);
     if (!vmi || vmi.metadata.deletionTimestamp) return undefined;
-    return this.waitForVMI(ns, vmName, (v) => !v.spec?.networks?.some((n) => names.includes(n.name)), {
-      ...opts,
-      timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000),
-      what: `interfaces ${names.join(', ')} to leave the spec of VMI ${ns}/${vmName}`,
-    });
+    return this.waitForVMI(ns, vmName, pred, { ...opts, timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000), what });
   }
 
-  /**
-   * Waits until a running VMI has no migration in progress and no MigrationRequired condition: a NIC change issued
-   * while an earlier one's migration is still pending was seen to wait for a migration KubeVirt never started.
-   */
   /**
    * Edits the VM as `kubectl edit` does: the patch applies only to the object it was computed from (a `test` of the
    * resourceVersion), and when someone wrote it in between (virt-controller updates the VM's status at any time; the
@@ -234,6 +224,10 @@ export class VirtCtl {
     }
   }
 
+  /**
+   * Waits until a running VMI has no migration in progress and no MigrationRequired condition: a NIC change issued
+   * while an earlier one's migration is still pending was seen to wait for a migration KubeVirt never started.
+   */
   async #settled(ns: string, vmName: string, opts: WaitOptions): Promise<void> {
     if (!(await this.getVMI(ns, vmName))) return;
     await waitFor(
@@ -241,7 +235,7 @@ export class VirtCtl {
       async () => {
         const v = await this.getVMI(ns, vmName);
         if (!v) return true;
-        const required = (v.status?.conditions as VmiCondition[] | undefined)?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
+        const required = v.status?.conditions?.some((c) => c.type === 'MigrationRequired' && c.status === 'True');
         return !isMigrationInProgress(v.status?.migrationState) && !required;
       },
       { ...opts, timeoutMs: Math.max(opts.timeoutMs ?? 0, 120_000) },
@@ -251,33 +245,19 @@ export class VirtCtl {
   // -- waits ------------------------------------------------------------------------------------------------------
 
   waitForVM(ns: string, name: string, pred: (vm: Vm) => boolean = () => true, opts: WaitOptions & { what?: string } = {}): Promise<Vm> {
-    return waitFor(
-      opts.what ?? `VM ${ns}/${name}`,
-      async () => {
-        const vm = await this.getVM(ns, name);
-        return vm && pred(vm) ? vm : undefined;
-      },
-      opts,
-    );
+    return this.#until(opts.what ?? `VM ${ns}/${name}`, () => this.getVM(ns, name), pred, opts);
   }
 
-  async waitForVMGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
-    await waitFor(`VM ${ns}/${name} to be gone`, async () => (await this.getVM(ns, name)) === undefined, opts);
+  waitForVMGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
+    return this.#gone(`VM ${ns}/${name}`, () => this.getVM(ns, name), opts);
   }
 
   waitForVMI(ns: string, name: string, pred: (vmi: Vmi) => boolean = () => true, opts: WaitOptions & { what?: string } = {}): Promise<Vmi> {
-    return waitFor(
-      opts.what ?? `VMI ${ns}/${name}`,
-      async () => {
-        const vmi = await this.getVMI(ns, name);
-        return vmi && pred(vmi) ? vmi : undefined;
-      },
-      opts,
-    );
+    return this.#until(opts.what ?? `VMI ${ns}/${name}`, () => this.getVMI(ns, name), pred, opts);
   }
 
-  async waitForVMIGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
-    await waitFor(`VMI ${ns}/${name} to be gone`, async () => (await this.getVMI(ns, name)) === undefined, opts);
+  waitForVMIGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
+    return this.#gone(`VMI ${ns}/${name}`, () => this.getVMI(ns, name), opts);
   }
 
   /**
@@ -297,20 +277,30 @@ export class VirtCtl {
     );
   }
 
-  async waitForPodGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
-    await waitFor(`pod ${ns}/${name} to be gone`, async () => (await this.api.get(paths.pods(ns, name))) === undefined, opts);
+  waitForPodGone(ns: string, name: string, opts: WaitOptions = {}): Promise<void> {
+    return this.#gone(`pod ${ns}/${name}`, () => this.api.get(paths.pods(ns, name)), opts);
   }
 
   /** Waits for the pod to have finished (phase Succeeded or Failed): the source pod of a completed migration. */
-  async waitForPodCompleted(ns: string, name: string, opts: WaitOptions = {}): Promise<V1Pod> {
+  waitForPodCompleted(ns: string, name: string, opts: WaitOptions = {}): Promise<V1Pod> {
+    const get = () => this.api.get<V1Pod>(paths.pods(ns, name));
+    return this.#until(`pod ${ns}/${name} to complete`, get, (p) => p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed', opts);
+  }
+
+  /** Waits until `get` returns an object `pred` holds for, and returns it. */
+  #until<T>(what: string, get: () => Promise<T | undefined>, pred: (o: T) => boolean, opts: WaitOptions): Promise<T> {
     return waitFor(
-      `pod ${ns}/${name} to complete`,
+      what,
       async () => {
-        const p = await this.api.get<V1Pod>(paths.pods(ns, name));
-        return p?.status?.phase === 'Succeeded' || p?.status?.phase === 'Failed' ? p : undefined;
+        const o = await get();
+        return o && pred(o) ? o : undefined;
       },
       opts,
     );
+  }
+
+  async #gone(what: string, get: () => Promise<unknown>, opts: WaitOptions): Promise<void> {
+    await waitFor(`${what} to be gone`, async () => (await get()) === undefined, opts);
   }
 }
 

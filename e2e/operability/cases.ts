@@ -1,5 +1,6 @@
 // Named cases with their wall time, and the summary line every operability file prints at its end (summaryAtEnd).
 import { after, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { worldCase } from '../kubevirt/world.ts';
 import type { World } from './world.ts';
 
@@ -34,3 +35,12 @@ export function summaryAtEnd(world: World): void {
 
 /** Milliseconds as seconds with one decimal. */
 export const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+/** Runs `step` every `periodMs` (a pace, not a wait for something to happen; a slow step delays the next) until `done()`. */
+export async function paced(periodMs: number, done: () => boolean, step: (i: number) => Promise<unknown>): Promise<void> {
+  const t0 = Date.now();
+  for (let i = 0; !done(); i++) {
+    await step(i);
+    await sleep(Math.max(0, t0 + (i + 1) * periodMs - Date.now()));
+  }
+}

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, describe } from 'node:test';
-import { operabilityCase, secs, summaryAtEnd } from './cases.ts';
+import { operabilityCase, paced, secs, summaryAtEnd } from './cases.ts';
 import { sumOf, parsePrometheus, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
@@ -85,21 +85,15 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
       const untrusted: string[] = [];
       const wanted = expectedReferences({ red: 'vmi-rot.red' });
 
-      const paced = async (periodMs: number, step: (i: number) => Promise<void>) => {
-        for (let i = 0; Date.now() - t0 < LOAD_MS; i++) {
-          await step(i);
-          const next = t0 + (i + 1) * periodMs; // a pace, not a wait for something to happen
-          await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
-        }
-      };
+      const loadOver = () => Date.now() - t0 >= LOAD_MS;
       await Promise.all([
         // Launcher pods through the API server (admission → webhook over TLS, verified with the caBundle).
-        paced(POD_PERIOD_MS, async (i) => {
+        paced(POD_PERIOD_MS, loadOver, async (i) => {
           pods.push(await world.createLauncherPod(vmi, `rot-${i}`));
         }),
         // What is served and what is published: the certificate on the port must always verify against the caBundle
         // the API server has at that moment.
-        paced(SAMPLE_PERIOD_MS, async () => {
+        paced(SAMPLE_PERIOD_MS, loadOver, async () => {
           const config = await world.api.get<{ webhooks: { clientConfig: { caBundle?: string } }[] }>(
             paths.webhookConfigurations('persistent-ips-launcher-pods'),
           );

@@ -15,7 +15,7 @@ import { after, before, describe } from 'node:test';
 import { CLAIM_FINALIZER } from '../../src/claims/constants.ts';
 import { freePort, poll } from '../harness/index.ts';
 import { buildVM, launcherPodName, renderLauncherPod } from '../kubevirt/launcher-fixture.ts';
-import { operabilityCase, secs, summaryAtEnd } from './cases.ts';
+import { operabilityCase, paced, secs, summaryAtEnd } from './cases.ts';
 import { sumOf, type ControllerProcess } from '../local/controller-process.ts';
 import {
   claimReferences,
@@ -106,28 +106,21 @@ describe('operability: leader election between two controller processes', { time
       let killedAt = 0;
       const directPods: (PodCreation & { at: number })[] = [];
       const aAnswers: { sent: number; done: number; a: AdmissionAnswer }[] = [];
-      const paced = async (periodMs: number, step: (i: number) => Promise<void>, until: () => boolean = () => !loading) => {
-        const t0 = Date.now();
-        for (let i = 0; !until(); i++) {
-          await step(i);
-          const next = t0 + (i + 1) * periodMs; // a pace, not a wait for something to happen
-          await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
-        }
-      };
+      const loadOver = () => !loading;
       const loops = Promise.all([
-        paced(600, () => createVm()),
-        paced(300, async (i) => {
+        paced(600, loadOver, () => createVm()),
+        paced(300, loadOver, async (i) => {
           const created = await world.createLauncherPod(probeVmi, `direct-${i}`);
           directPods.push({ ...created, at: Date.now() });
         }),
         paced(
           100,
+          () => killedAt > 0 || !loading,
           async () => {
             const sent = Date.now();
             const answer = await admitDirectly(portA, ca, probePod);
             aAnswers.push({ sent, done: Date.now(), a: answer });
           },
-          () => killedAt > 0 || !loading,
         ),
       ]);
       try {

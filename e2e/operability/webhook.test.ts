@@ -11,6 +11,7 @@ import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
+import type { NetworkSelectionElement } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
 import { setGateInCR } from '../kubevirt/kubevirt.ts';
@@ -76,19 +77,18 @@ async function createNads(ns: string): Promise<void> {
   await world.createNad(ns, 'nad-plain', { network: 'plain', persistent: false, subnets: '10.202.0.0/24' });
 }
 
+/** `elements` with exactly `refs` added: `ipam-claim-reference` on the interfaces that have one. */
+const withRefs = (elements: NetworkSelectionElement[], refs: Record<string, string | undefined>) =>
+  elements.map((e) => (refs[e.interface!] ? { ...e, 'ipam-claim-reference': refs[e.interface!] } : e));
+
 /**
  * The admitted pod must be the rendered one (what KubeVirt asked for) with exactly `refs` added: every element
  * kept as it was, in order, plus `ipam-claim-reference` where a claim is expected, and nothing else changed.
  */
 function assertAdmittedAs(pod: V1Pod, rendered: V1Pod, refs: Record<string, string | undefined>): void {
-  const before = networkElements(rendered);
-  const admitted = networkElements(pod);
   assert.deepEqual(
-    admitted,
-    before.map((e) => {
-      const ref = refs[e.interface!];
-      return ref ? { ...e, 'ipam-claim-reference': ref } : e;
-    }),
+    networkElements(pod),
+    withRefs(networkElements(rendered), refs),
     'network-selection elements: the rendered ones, in order, with exactly the expected ipam-claim-reference values',
   );
   assert.deepEqual(claimReferences(pod), refs);
@@ -106,10 +106,7 @@ function assertAdmittedAs(pod: V1Pod, rendered: V1Pod, refs: Record<string, stri
 function assertVmPodAdmitted(pod: V1Pod, vmi: Vmi, refs: Record<string, string | undefined>): void {
   assert.deepEqual(
     networkElements(pod),
-    launcherNetworkElements(vmi.metadata.namespace!, vmi.spec).map((e) => {
-      const ref = refs[e.interface!];
-      return ref ? { ...e, 'ipam-claim-reference': ref } : e;
-    }),
+    withRefs(launcherNetworkElements(vmi.metadata.namespace!, vmi.spec), refs),
     "network-selection elements: KubeVirt's, in order, with exactly the expected ipam-claim-reference values",
   );
   assert.deepEqual(claimReferences(pod), refs);

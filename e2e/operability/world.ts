@@ -23,7 +23,7 @@ import {
   type Vmi,
 } from '../kubevirt/launcher-fixture.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
-import { nadConfig } from '../suite/fixtures.ts';
+import { createPersistentNad } from '../suite/fixtures.ts';
 import { paths } from '../suite/kube.ts';
 import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
@@ -134,13 +134,7 @@ export class World extends KubeVirtWorld {
 
   /** An OVN-Kubernetes layer2 NAD; persistent unless `persistent: false`. `network` is the config's `name`. */
   async createNad(namespace: string, name: string, o: { network: string; persistent?: boolean; subnets?: string }): Promise<void> {
-    const config = nadConfig(namespace, name, { network: o.network, allowPersistentIPs: o.persistent !== false, ...(o.subnets ? { subnets: o.subnets } : {}) });
-    await this.api.create(paths.nads(namespace), {
-      apiVersion: 'k8s.cni.cncf.io/v1',
-      kind: 'NetworkAttachmentDefinition',
-      metadata: { name, namespace },
-      spec: { config },
-    });
+    await createPersistentNad(this, namespace, name, { network: o.network, allowPersistentIPs: o.persistent !== false, subnets: o.subnets });
   }
 
   /**

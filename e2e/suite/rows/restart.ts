@@ -3,7 +3,6 @@
 // a launcher pod the first moment it answers after a restart.
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { poll } from '../../harness/index.ts';
 import { admitDirectly, applyPatch } from '../../local/admission.ts';
 import { localWebhookConfiguration } from '../../local/webhook-config.ts';
@@ -32,12 +31,8 @@ async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<u
 
 /** Polls (every 5 ms: the point is to stop the controller early) until `pred` holds for the recorded events. */
 async function whenLog<T extends IPAMClaim>(log: WatchLog<T>, what: string, pred: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    log.check();
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
+  // A broken watch fails at once (check throws), not at the deadline.
+  await poll(what, timeoutMs, async () => pred() || undefined, { intervalMs: 5, abort: () => void log.check() });
 }
 
 /** How long the start-up case keeps asking the restarted webhook before giving up. */
