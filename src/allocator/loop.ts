@@ -22,7 +22,6 @@
 import { keyString } from '../kube/key.ts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { Subscription } from 'rxjs';
 import { merge } from '../streams/rx.ts';
 import type { KubeClient } from '../kube/client.ts';
 import { ifFound } from '../kube/errors.ts';
@@ -31,7 +30,7 @@ import type { IPAMClaim, NetworkAttachmentDefinition, Pod } from '../kube/types.
 import { hasActivePods, launcherPodSelector } from '../claims/index.ts';
 import { type Clock, realClock, sleep } from '../kube/clock.ts';
 import type { WorkQueue } from '../queue/index.ts';
-import { createLoop, type LoopReconciler } from '../controller/loop.ts';
+import { createLoop, type LoopReconciler, type Watch, watch } from '../controller/loop.ts';
 import type { Sources } from '../sources/kinds.ts';
 import { CLAIMS_BY_OWNER_NAME, NADS_BY_NETWORK, nadNetwork, registerIndexes, vmisByNad } from '../sources/indexes.ts';
 import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.ts';
@@ -123,6 +122,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
 
   const loop = createLoop({
     name: ALLOCATOR_QUEUE,
+    watches: watches(options.sources, overlay),
     keys: () => allKeys(nads, overlay),
     log,
     ...(metrics ? { metrics } : {}),
@@ -150,7 +150,6 @@ export function createAllocator(options: AllocatorOptions): Allocator {
     }),
   });
   const { queue } = loop;
-  const subscriptions = enqueueOnEvents(options.sources, overlay, queue);
 
   return {
     queue,
@@ -174,7 +173,7 @@ export function createAllocator(options: AllocatorOptions): Allocator {
       await loop.serve({ concurrency, resyncIntervalMs: options.resyncIntervalMs ?? 600_000, drainTimeoutMs }, signal);
     },
     async stop(): Promise<void> {
-      for (const s of subscriptions) s.unsubscribe();
+      loop.dispose();
     },
   };
 }
@@ -192,36 +191,35 @@ function allKeys(nads: AllocatorSources['nads'], overlay: WriteOverlay): string[
   return [...out];
 }
 
-function enqueueOnEvents({ nads, vms, vmis, claims }: AllocatorSources, overlay: WriteOverlay, queue: WorkQueue): Subscription[] {
+/** The events that bring keys into the queue: a claim's network, a NAD's networks and itself, a VM's or VMI's claims. */
+function watches({ nads, vms, vmis, claims }: AllocatorSources, overlay: WriteOverlay): Watch[] {
   const managed = (network: string): boolean => nads.byIndex(NADS_BY_NETWORK, network).some(isAllocatorNad) || overlay.keysOf(network).length > 0;
-  const enqueueNetwork = (network: string | undefined): void => {
-    if (network && managed(network)) queue.add(networkKey(network));
-  };
+  const networkKeys = (networks: readonly (string | undefined)[]): string[] =>
+    [...new Set(networks)].filter((n): n is string => !!n && managed(n)).map(networkKey);
   return [
-    claims.events$.subscribe((e) => {
+    watch(claims.events$, (e) => {
       if (e.type === 'delete') overlay.observeDeleted(keyString(e.object.metadata), e.object.metadata.uid);
-      enqueueNetwork(e.object.spec?.network);
-      if (e.old && e.old.spec?.network !== e.object.spec?.network) enqueueNetwork(e.old.spec?.network);
+      return networkKeys([e.object.spec?.network, ...(e.old && e.old.spec?.network !== e.object.spec?.network ? [e.old.spec?.network] : [])]);
     }),
-    nads.events$.subscribe((e) => {
+    watch(nads.events$, (e) => {
       const networks = new Set([...nadNetwork(e.object), ...(e.old ? nadNetwork(e.old) : [])]);
       // A network any of whose NADs opts in, or opted in before this change (to clear what was reported).
       const wasOn = isAllocatorNad(e.object) || (e.old !== undefined && isAllocatorNad(e.old));
-      for (const network of networks) if (wasOn || managed(network)) queue.add(networkKey(network));
+      const keys = [...networks].filter((network) => wasOn || managed(network)).map(networkKey);
       const mentions = (n: NetworkAttachmentDefinition | undefined) => n?.metadata.annotations?.[ALLOCATOR_ANNOTATION] !== undefined;
-      if (mentions(e.object) || mentions(e.old)) queue.add(keyString(e.object.metadata));
+      return mentions(e.object) || mentions(e.old) ? [...keys, keyString(e.object.metadata)] : keys;
     }),
-    merge(vms.events$, vmis.events$).subscribe((e) => {
-      for (const claim of claims.byIndex(CLAIMS_BY_OWNER_NAME, keyString(e.object.metadata))) enqueueNetwork(claim.spec?.network);
-    }),
+    watch(merge(vms.events$, vmis.events$), (e) => networkKeys(claims.byIndex(CLAIMS_BY_OWNER_NAME, keyString(e.object.metadata)).map((c) => c.spec?.network))),
     // A VMI's pods may hold addresses no claim records (plan.ts, inUse): when it gains or loses its pods, a claim refused
     // because of them may now be served.
-    vmis.events$.subscribe((e) => {
-      if (e.type === 'update' && e.old && hasActivePods(e.old) === hasActivePods(e.object)) return;
-      for (const key of vmisByNad(e.object)) {
-        const nad = nads.getByKey(key);
-        if (nad) for (const network of nadNetwork(nad)) enqueueNetwork(network);
-      }
+    watch(vmis.events$, (e) => {
+      if (e.type === 'update' && e.old && hasActivePods(e.old) === hasActivePods(e.object)) return [];
+      return networkKeys(
+        [...vmisByNad(e.object)].flatMap((key) => {
+          const nad = nads.getByKey(key);
+          return nad ? nadNetwork(nad) : [];
+        }),
+      );
     }),
   ];
 }
