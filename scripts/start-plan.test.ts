@@ -63,10 +63,8 @@ function argvOf(line: string): string[] {
 describe('npm start: where to look next, once the demo VM has its claim', () => {
   // Paths with a space and a quote: the lines must still paste into a shell as they are.
   const demo: LocalDemo = {
-    kubectl: '/home/a b/.cache/persistent-ips/controlplane/k/bin/kubectl',
+    binDir: "/home/a b/it's/.cluster/local/bin",
     kubeconfig: "/home/a b/it's/.cluster/local/kubeconfig",
-    node: '/repo/node_modules/node/bin/node',
-    cli: '/repo/dist/cli/main.js',
     metricsUrl: 'http://127.0.0.1:40123/metrics',
     logDir: '/repo/.cluster/local',
     controllerLog: 'controller-start.log',
@@ -84,18 +82,21 @@ describe('npm start: where to look next, once the demo VM has its claim', () => 
       .trim();
   };
 
-  it('the claims: kubectl with the local kubeconfig, runnable as printed', () => {
-    assert.deepEqual(argvOf(command('the claims')), [demo.kubectl, '--kubeconfig', demo.kubeconfig, 'get', 'ipamclaims', '-n', 'vm-demo', '-o', 'wide']);
-    assert.deepEqual(argvOf(command('one claim')), [
-      demo.kubectl,
-      '--kubeconfig',
-      demo.kubeconfig,
-      ...words('get ipamclaim -n vm-demo vm-a.tenantblue -o yaml'),
-    ]);
+  it('one export line points the shell at the local kubeconfig and puts the bin folder first on PATH', () => {
+    const exports = lines.filter((l) => l.trimStart().startsWith('export '));
+    assert.equal(exports.length, 1, lines.join('\n'));
+    const res = spawnSync('bash', ['-c', `${exports[0]}; printf '%s\\0' "$KUBECONFIG" "$PATH"`], { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } });
+    assert.equal(res.status, 0, res.stderr);
+    const [kubeconfig, path] = res.stdout.split('\0');
+    assert.equal(kubeconfig, demo.kubeconfig);
+    assert.ok(path?.startsWith(`${demo.binDir}:`) && path.endsWith(':/usr/bin:/bin'), path);
   });
 
-  it('status: the built CLI on the Node npm start runs on, with the same kubeconfig', () => {
-    assert.deepEqual(argvOf(command('status')), [demo.node, demo.cli, 'status', '-n', 'vm-demo', '--kubeconfig', demo.kubeconfig]);
+  it('then short commands: kubectl and the kubectl plugin, with no path or kubeconfig repeated', () => {
+    assert.deepEqual(argvOf(command('the claims')), words('kubectl get ipamclaims -n vm-demo -o wide'));
+    assert.deepEqual(argvOf(command('one claim')), words('kubectl get ipamclaim -n vm-demo vm-a.tenantblue -o yaml'));
+    assert.deepEqual(argvOf(command('status')), words('kubectl persistent-ips status -n vm-demo'));
+    for (const line of lines.filter((l) => /^\s+kubectl /.test(l))) assert.doesNotMatch(line, /--kubeconfig|\/bin\//, line);
   });
 
   it('the webhook line keeps its JSONPath in one word', () => {

@@ -93,12 +93,10 @@ export function shellWord(word: string): string {
 }
 
 export interface LocalDemo {
-  /** The kubectl binary (the control plane's own build) and the kubeconfig of the local control plane. */
-  kubectl: string;
+  /** A folder with `kubectl` (the control plane's own build) and `kubectl-persistent_ips` (this checkout's CLI). */
+  binDir: string;
+  /** The kubeconfig of the local control plane. */
   kubeconfig: string;
-  /** The Node binary npm start runs on, and the built CLI (dist/cli/main.js), for `persistent-ips status`. */
-  node: string;
-  cli: string;
   /** Where the controller serves /metrics (plain HTTP on 127.0.0.1). */
   metricsUrl: string;
   /** The world's directory (e2e/kubevirt/world.ts layout) and the controller's log file name in it. */
@@ -111,24 +109,27 @@ export interface LocalDemo {
 }
 
 /**
- * What `npm start` prints once the demo VM has its claim: each line a command to paste into another terminal as it
- * is (absolute paths, the local kubeconfig named: $KUBECONFIG is never relied on), then how to stop.
+ * What `npm start` prints once the demo VM has its claim: first the one line that points a shell at the local
+ * cluster (its kubeconfig, and a PATH where `kubectl` is the control plane's own build and `kubectl persistent-ips`
+ * this checkout's CLI), then short commands to paste into that shell, then how to stop.
  */
 export function localNextSteps(d: LocalDemo): string[] {
-  const kubectl = `${shellWord(d.kubectl)} --kubeconfig ${shellWord(d.kubeconfig)}`;
   const ns = shellWord(d.namespace);
+  const vm = shellWord(d.vm);
   return [
-    'Where to look next (in another terminal):',
-    `  the claims:   ${kubectl} get ipamclaims -n ${ns} -o wide`,
-    `  one claim:    ${kubectl} get ipamclaim -n ${ns} ${shellWord(d.claim)} -o yaml`,
-    `  status:       ${shellWord(d.node)} ${shellWord(d.cli)} status -n ${ns} --kubeconfig ${shellWord(d.kubeconfig)}`,
-    `  the webhook:  ${kubectl} get pods -n ${ns} -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`,
+    'In another terminal, set up the shell for the local cluster once:',
+    `  export KUBECONFIG=${shellWord(d.kubeconfig)} PATH=${shellWord(d.binDir)}:"$PATH"`,
+    'Then look:',
+    `  the claims:   kubectl get ipamclaims -n ${ns} -o wide`,
+    `  one claim:    kubectl get ipamclaim -n ${ns} ${shellWord(d.claim)} -o yaml`,
+    `  status:       kubectl persistent-ips status -n ${ns}`,
+    `  the webhook:  kubectl get pods -n ${ns} -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`,
     `  metrics:      ${d.metricsUrl}   (curl -s ${d.metricsUrl} | grep '^persistent_ips_')`,
     `  logs:         ${d.logDir} (${d.controllerLog}, kubevirt/virt-controller.log, ovn-kubernetes/ovnkube.log, node-standin.log, controlplane/logs/)`,
     'Try:',
-    `  ${kubectl} patch vm -n ${ns} ${shellWord(d.vm)} --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop the VM: the claim and its address stay`,
-    `  ${kubectl} patch vm -n ${ns} ${shellWord(d.vm)} --type merge -p '{"spec":{"runStrategy":"Always"}}'   # start it again: the new launcher pod gets the same address`,
-    `  ${kubectl} delete vm -n ${ns} ${shellWord(d.vm)}   # delete it: the claim goes, and OVN-K frees the address`,
+    `  kubectl patch vm -n ${ns} ${vm} --type merge -p '{"spec":{"runStrategy":"Halted"}}'   # stop the VM: the claim and its address stay`,
+    `  kubectl patch vm -n ${ns} ${vm} --type merge -p '{"spec":{"runStrategy":"Always"}}'   # start it again: the new launcher pod gets the same address`,
+    `  kubectl delete vm -n ${ns} ${vm}   # delete it: the claim goes, and OVN-K frees the address`,
     'To stop: Ctrl-C here; it stops the controller, virt-controller, the OVN-K cluster manager, the stand-ins and the control plane.',
   ];
 }

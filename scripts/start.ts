@@ -6,12 +6,13 @@
 // unless told otherwise (start-plan.ts). Ctrl-C stops everything.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { kubectlPath } from '../e2e/harness/index.ts';
 import { KUBEVIRT_VERSION } from '../e2e/kubevirt/kubevirt.ts';
 import { World } from '../e2e/kubevirt/world.ts';
 import { CLI, NODE } from '../e2e/local/controller-process.ts';
-import { localNextSteps, planStart, START_USAGE, StartUsageError, type StartPlan } from './start-plan.ts';
+import { localNextSteps, planStart, shellWord, START_USAGE, StartUsageError, type StartPlan } from './start-plan.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const cli = join(root, 'dist', 'cli', 'main.js');
@@ -117,10 +118,8 @@ async function local(dirFlag: string | undefined): Promise<void> {
     const status = spawnSync(NODE, [CLI, 'status', '-n', 'vm-demo', '--kubeconfig', world.cp.kubeconfigPath], { env: childEnv(), encoding: 'utf8' });
     say(`persistent-ips status -n vm-demo:\n${status.stdout}${status.stderr}`);
     for (const line of localNextSteps({
-      kubectl: kubectlPath(world.cp.binDir),
+      binDir: shellBin(dir, kubectlPath(world.cp.binDir)),
       kubeconfig: world.cp.kubeconfigPath,
-      node: NODE,
-      cli: CLI,
       metricsUrl: `http://127.0.0.1:${world.controller.metricsPort}/metrics`,
       logDir: dir,
       controllerLog: basename(world.controller.logFile),
@@ -133,6 +132,20 @@ async function local(dirFlag: string | undefined): Promise<void> {
     say(`persistent-ips: ${err instanceof Error ? err.message : String(err)}`);
     await stopAll(1);
   }
+}
+
+/**
+ * DIR/bin, for the reader's shell: `kubectl`, the control plane's own build, and `kubectl-persistent_ips`, this
+ * checkout's CLI on the Node npm start runs on (the machine's own `node` may be older than the CLI needs), which
+ * kubectl runs for `kubectl persistent-ips`, as it would the package's bin once installed.
+ */
+function shellBin(dir: string, kubectl: string): string {
+  const bin = join(dir, 'bin');
+  rmSync(bin, { recursive: true, force: true });
+  mkdirSync(bin, { recursive: true });
+  symlinkSync(kubectl, join(bin, 'kubectl'));
+  writeFileSync(join(bin, 'kubectl-persistent_ips'), `#!/bin/sh\nexec ${shellWord(NODE)} ${shellWord(CLI)} "$@"\n`, { mode: 0o755 });
+  return bin;
 }
 
 let plan: StartPlan;
