@@ -19,7 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { PoolAllocator, type ClaimAddresses } from '../src/allocator/allocator.ts';
 import { formatAddress } from '../src/allocator/address.ts';
 import { type Pool, parsePool } from '../src/allocator/pool.ts';
-import { fmtN } from './lib/report.ts';
+import { fmtN, type Row } from './lib/report.ts';
 import { median, round } from './lib/stats.ts';
 
 export interface AllocatorBenchOptions {
@@ -202,8 +202,9 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
   };
 }
 
-export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
-  const rows: [string, string][] = [
+/** The figures as report rows (bench/run.ts's section, and the table below). */
+export function allocatorRows(r: AllocatorBenchResult): Row[] {
+  return [
     [`/16: ${r.slash16.inUse} of ${r.slash16.usable} in use (${r.slash16.freeIntervals} free intervals)`, ''],
     ['  allocations until exhausted', `${r.slash16.allocations}`],
     ['  allocations per second', fmtN(r.slash16.allocationsPerSecond)],
@@ -216,6 +217,10 @@ export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
     ['/64: request at the far end', `${r.ipv6_64.requestFarEndMicros} µs`],
     [`/64: rebuild ${r.rebuild.claims} scattered claims + allocate`, `${r.ipv6_64.rebuildThenAllocateMs} ms`],
   ];
+}
+
+export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
+  const rows = allocatorRows(r);
   const width = Math.max(...rows.map(([k]) => k.length));
   return [`allocator benchmark (node ${r.node}, median of ${r.runs} runs)`, ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`)].join('\n');
 }

@@ -23,13 +23,13 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pinnedVersions } from '../e2e/harness/index.ts';
-import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
+import { allocatorRows, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
 import { runScales } from './scales.ts';
 import { ControllerProcess, stopControllers, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { killAllSync, stopAll } from './lib/processes.ts';
 import { startWorld, type World } from './lib/world.ts';
-import { fmtMs, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
+import { fmtMs, fmtMsOf, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
 import {
   churn,
   coldStart,
@@ -408,18 +408,12 @@ function churnSection(c: ChurnResult): Section {
     ['latency VM POST → claim ADDED: p50', fmtMs(c.latencyMs.p50)],
     ['p95', fmtMs(c.latencyMs.p95)],
     ['p99', fmtMs(c.latencyMs.p99)],
-    ['max / mean / min', `${fmtMs(c.latencyMs.max)} / ${fmtMs(c.latencyMs.mean)} / ${fmtMs(c.latencyMs.min)}`],
-    ['per VM (both claims): p50 / p95 / p99', `${fmtMs(c.perVmLatencyMs.p50)} / ${fmtMs(c.perVmLatencyMs.p95)} / ${fmtMs(c.perVmLatencyMs.p99)}`],
-    [
-      'API server answer to the VM POST: p50 / p95 / p99 / max',
-      `${fmtMs(c.vmPostMs.p50)} / ${fmtMs(c.vmPostMs.p95)} / ${fmtMs(c.vmPostMs.p99)} / ${fmtMs(c.vmPostMs.max)}`,
-    ],
-    [
-      'API server answer to the VMI POST: p50 / p95 / p99 / max',
-      `${fmtMs(c.vmiPostMs.p50)} / ${fmtMs(c.vmiPostMs.p95)} / ${fmtMs(c.vmiPostMs.p99)} / ${fmtMs(c.vmiPostMs.max)}`,
-    ],
-    ['controller: work-queue wait p50 / p99 (from its histogram)', `${fmtMs(c.controller.queueWaitP50Ms)} / ${fmtMs(c.controller.queueWaitP99Ms)}`],
-    ['controller: reconcile time p50 / p99 (from its histogram)', `${fmtMs(c.controller.reconcileP50Ms)} / ${fmtMs(c.controller.reconcileP99Ms)}`],
+    ['max / mean / min', fmtMsOf(c.latencyMs, 'max', 'mean', 'min')],
+    ['per VM (both claims): p50 / p95 / p99', fmtMsOf(c.perVmLatencyMs, 'p50', 'p95', 'p99')],
+    ['API server answer to the VM POST: p50 / p95 / p99 / max', fmtMsOf(c.vmPostMs, 'p50', 'p95', 'p99', 'max')],
+    ['API server answer to the VMI POST: p50 / p95 / p99 / max', fmtMsOf(c.vmiPostMs, 'p50', 'p95', 'p99', 'max')],
+    ['controller: work-queue wait p50 / p99 (from its histogram)', fmtMsOf(c.controller, 'queueWaitP50Ms', 'queueWaitP99Ms')],
+    ['controller: reconcile time p50 / p99 (from its histogram)', fmtMsOf(c.controller, 'reconcileP50Ms', 'reconcileP99Ms')],
     ['controller GC and event loop during the churn', gcRow(c.controller.runtime)],
     ['ipamclaims writes per claim', String(c.claimWritesPerClaim)],
     ['load average (1 min) before → after', `${c.loadavgBefore[0]} → ${c.loadavgAfter[0]}`],
@@ -511,17 +505,10 @@ function largeSection(setup: SetupResult, cold: ColdStartResult): Section {
 }
 
 function allocatorSection(r: AllocatorBenchResult): Section {
-  const rows: Row[] = formatAllocatorBenchTable(r)
-    .split('\n')
-    .slice(1)
-    .map((l): Row => {
-      const m = /^(.*?\S)\s{2,}(\S.*)$/.exec(l);
-      return m ? [m[1]!, m[2]!] : [l.trim(), ''];
-    });
   return {
     id: 'allocator',
     title: `7. Allocator (bench/allocator.ts, median of ${r.runs} runs)`,
-    rows,
+    rows: allocatorRows(r),
     json: r,
     svg: barChart({
       title: 'Allocator throughput',

@@ -105,31 +105,29 @@ export class ControllerProcess {
   }
 
   /**
-   * Spawns the controller (through e2e's ControllerProcess, with the Deployment's args and env) and waits until its
+   * Spawns the controller on the context's control plane (through e2e's ControllerProcess, with the Deployment's args
+   * and env, the context's settings, node flags and `moreNodeArgs`, entry and env) and waits until its
    * metrics server answers (or it exits). The ports are found free just before; when another process takes one in
    * between (EADDRINUSE in the log), it retries with new ports and a new spawn time, up to 3 times.
    */
-  static async start(
-    name: string,
-    opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string; env?: Record<string, string> },
-  ): Promise<ControllerProcess> {
+  static async startIn(ctx: BenchContext, name: string, moreNodeArgs: string[] = []): Promise<ControllerProcess> {
     const shipped = shippedController();
-    const certDir = join(opts.dir, `webhook-certs-${name}`);
+    const certDir = join(ctx.dir, `webhook-certs-${name}`);
     mkdirSync(certDir, { recursive: true });
-    const s = opts.settings;
-    const over = new Set(s.overridden ?? []);
-    const nodeArgs = opts.nodeArgs ?? [];
-    const entry = opts.entry ?? CONTROLLER_ENTRY;
+    const s = ctx.settings;
+    const kubeconfig = ctx.cp.kubeconfigPath;
+    const nodeArgs = [...ctx.nodeArgs, ...moreNodeArgs];
+    const entry = ctx.controllerEntry ?? CONTROLLER_ENTRY;
     // An experiment's own environment (bench/paired.ts arms) goes last, over the Deployment's.
-    const extra = opts.env ?? {};
+    const extra = ctx.controllerEnv ?? {};
     for (let attempt = 1; ; attempt++) {
       let args: string[] = [];
       let spawnAt = 0;
       const webhookPort = await freePort();
       const p = await E2eController.start({
         name: attempt > 1 ? `${name}.${attempt}` : name,
-        kubeconfig: opts.kubeconfig,
-        logDir: opts.dir,
+        kubeconfig,
+        logDir: ctx.dir,
         webhookPort,
         waitReady: false,
         command: (probePort, metricsPort) => {
@@ -137,7 +135,7 @@ export class ControllerProcess {
           // local, plus the kubeconfig, and --concurrency/--qps/--burst only when the benchmark's user asked for
           // other values.
           args = localArgs(shipped.args, {
-            '--kubeconfig': opts.kubeconfig,
+            '--kubeconfig': kubeconfig,
             '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
             // The benchmark scrapes /metrics once a second over plain HTTP; the Deployment's authenticated HTTPS
             // scrape (TokenReview per new token) is not what is measured here.
@@ -145,9 +143,7 @@ export class ControllerProcess {
             '--health-probe-bind-address': `127.0.0.1:${probePort}`,
             '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
             '--webhook-cert-dir': certDir,
-            ...(over.has('concurrency') ? { '--concurrency': String(s.concurrency) } : {}),
-            ...(over.has('qps') ? { '--qps': String(s.qps) } : {}),
-            ...(over.has('burst') ? { '--burst': String(s.burst) } : {}),
+            ...Object.fromEntries((s.overridden ?? []).map((k) => [`--${k}`, String(s[k])])),
             '--resync-period': String(s.resyncSeconds),
             ...(s.logLevel ? { '--log-level': s.logLevel } : {}),
             ...(s.namespace ? { '--namespace': s.namespace } : {}),
@@ -174,18 +170,6 @@ export class ControllerProcess {
       if (attempt < 3 && output.some((l) => /EADDRINUSE/.test(l))) continue;
       return c; // exited for another reason: the caller's first wait reports it with the log
     }
-  }
-
-  /** A controller on the context's control plane, with its settings, node flags (and `nodeArgs`), entry and env. */
-  static startIn(ctx: BenchContext, name: string, nodeArgs: string[] = []): Promise<ControllerProcess> {
-    return ControllerProcess.start(name, {
-      kubeconfig: ctx.cp.kubeconfigPath,
-      dir: ctx.dir,
-      settings: ctx.settings,
-      nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
-      ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
-      ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
-    });
   }
 
   /** Whether the metrics server answers, polled every 50 ms (a local call, not the API server). */
@@ -260,14 +244,13 @@ export class ControllerProcess {
   }
 
   /** Reconciles so far and the queue's state. */
-  async queueState(): Promise<{ reconciles: number; adds: number; depth: number; active: number; created: number; apiRequests: number }> {
+  async queueState(): Promise<{ reconciles: number; adds: number; depth: number; active: number; apiRequests: number }> {
     const m = await this.metrics();
     return {
       reconciles: sumOf(m, 'controller_runtime_reconcile_total', { controller: CONTROLLER }),
       adds: sumOf(m, 'workqueue_adds_total', { name: CONTROLLER }),
       depth: sumOf(m, 'workqueue_depth', { name: CONTROLLER }),
       active: sumOf(m, 'controller_runtime_active_workers', { controller: CONTROLLER }),
-      created: sumOf(m, 'persistent_ips_claims_created_total'),
       apiRequests: sumOf(m, 'persistent_ips_api_requests_total'),
     };
   }

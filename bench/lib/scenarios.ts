@@ -29,8 +29,6 @@ export interface BenchContext {
   setupConcurrency: number;
   /** Extra `node` flags for every controller process (e.g. --max-old-space-size=128). */
   nodeArgs: string[];
-  /** Parallel requests of the warm-up (default 4). */
-  concurrencyForWarmUp?: number;
   /** The controller's entry point when not dist/cli/main.js (a bench/paired.ts arm's build). */
   controllerEntry?: string;
   /** Environment for the controllers over the Deployment's (bench/paired.ts arms). */
@@ -102,7 +100,7 @@ export async function warmUp(ctx: BenchContext, count: number): Promise<number> 
   await createNamespace(ctx.kube, ns, false);
   await runPool(
     Array.from({ length: count }, (_, i) => i),
-    ctx.concurrencyForWarmUp ?? 4,
+    4,
     async (i) => {
       await ctx.kube.json('POST', paths.claims(ns), [201], {
         apiVersion: 'k8s.cni.cncf.io/v1alpha1',
@@ -131,6 +129,8 @@ export interface ConvergenceResult {
   spawnToReadyS?: number;
   spawnToFirstClaimS: number;
   spawnToAllClaimsS: number;
+  /** First claim → last claim: the write phase alone. */
+  writePhaseS: number;
   claimsPerSecond: number;
   /** CPU seconds per process from spawn to the last claim. */
   cpuSeconds: Record<string, number>;
@@ -143,12 +143,29 @@ export interface ConvergenceResult {
   loadavgAfter: number[];
 }
 
+/** What a convergence run measures from before its process is spawned: load, API requests, control-plane CPU. */
+async function measuring(ctx: BenchContext): Promise<{ loadavgBefore: number[]; window: { end(): Promise<WriteSummary> }; cpu: CpuWindow }> {
+  return { loadavgBefore: load(), window: await requestWindow(ctx.kube), cpu: new CpuWindow(cpPids(ctx.cp)) };
+}
+
+/** The timings of `claims` claims seen on `watch`, the last at `lastAt`, from a process spawned at `spawnAt`. */
+function convergence(watch: ClaimWatch, claims: number, spawnAt: number, lastAt: number) {
+  const first = Math.min(...watch.added.values());
+  const total = (lastAt - spawnAt) / 1000;
+  return {
+    claims,
+    spawnToFirstClaimS: round((first - spawnAt) / 1000, 3),
+    spawnToAllClaimsS: round(total, 3),
+    writePhaseS: round((lastAt - first) / 1000, 3),
+    claimsPerSecond: round(claims / total, 1),
+    series: cumulative(watch.added.values(), spawnAt),
+  };
+}
+
 export interface ColdStartResult extends ConvergenceResult {
   vms: number;
   /** Spawn → the probe server answers at all (Node started, modules loaded, API server reached). */
   spawnToProcessUpS: number | null;
-  /** First claim → last claim: the write phase alone. */
-  writePhaseS: number;
   controllerCommand: string;
   /** The controller's own count of API requests and reconciles up to idle. */
   controllerApiRequests: number;
@@ -172,9 +189,7 @@ export async function coldStart(
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
   if (watch.added.size !== 0) throw new Error(`${namespace} already has ${watch.added.size} claims`);
-  const loadavgBefore = load();
-  const window = await requestWindow(ctx.kube);
-  const cpu = new CpuWindow(cpPids(ctx.cp));
+  const { loadavgBefore, window, cpu } = await measuring(ctx);
   const controller = await ControllerProcess.startIn(ctx, name, nodeArgs);
   cpu.add('controller', controller.pid);
   try {
@@ -192,7 +207,7 @@ export async function coldStart(
       death.cancel();
       clearInterval(progress);
     }
-    const cpuSeconds = cpu.end().cpuSeconds;
+    const cpuSeconds = cpu.end();
     const readyAt = await ready;
     const loadavgAfter = load();
     const idle = await controller.waitIdle({ quietMs: 1500 });
@@ -200,28 +215,21 @@ export async function coldStart(
     const writes = await window.end();
     watch.stop();
     const spawnAt = controller.spawnAt;
-    const first = Math.min(...watch.added.values());
-    const total = (lastAt - spawnAt) / 1000;
     return {
       controller,
       result: {
         namespace,
         vms,
-        claims: expected,
         controllerCommand: controller.commandLine,
         spawnToProcessUpS: controller.firstProbeAnswerAt === undefined ? null : round((controller.firstProbeAnswerAt - spawnAt) / 1000, 3),
         spawnToReadyS: round((readyAt - spawnAt) / 1000, 3),
-        spawnToFirstClaimS: round((first - spawnAt) / 1000, 3),
-        spawnToAllClaimsS: round(total, 3),
-        writePhaseS: round((lastAt - first) / 1000, 3),
-        claimsPerSecond: round(expected / total, 1),
+        ...convergence(watch, expected, spawnAt, lastAt),
         cpuSeconds,
         writes,
         ...perClaim(writes, expected),
         controllerApiRequests: idle.apiRequests,
         reconciles: idle.reconciles,
         runtime,
-        series: cumulative(watch.added.values(), spawnAt),
         loadavgBefore,
         loadavgAfter,
       },
@@ -234,8 +242,6 @@ export async function coldStart(
 }
 
 export interface LimitResult extends ConvergenceResult {
-  /** First claim → last claim. */
-  writePhaseS: number;
   /** `https`: the bare node:https client (the limit). `project`: the controller's own KubeClient (a diagnostic). */
   client: 'https' | 'project';
   concurrency: number;
@@ -254,27 +260,13 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
   const bodies = owners.flatMap((o) => claimBodies(namespace, o));
   const jobFile = join(ctx.dir, `limit-${namespace}.json`);
   const resultFile = join(ctx.dir, `limit-${namespace}.result.json`);
-  writeFileSync(
-    jobFile,
-    JSON.stringify({
-      server: ctx.cp.server,
-      token: ctx.cp.token,
-      caFile: ctx.cp.caFile,
-      kubeconfig: ctx.cp.kubeconfigPath,
-      client,
-      concurrency: ctx.settings.concurrency,
-      qps: ctx.settings.qps,
-      burst: ctx.settings.burst,
-      claims: bodies,
-    }),
-    { mode: 0o600 },
-  );
+  const { concurrency, qps, burst } = ctx.settings;
+  const { server, token, caFile, kubeconfigPath: kubeconfig } = ctx.cp;
+  writeFileSync(jobFile, JSON.stringify({ server, token, caFile, kubeconfig, client, concurrency, qps, burst, claims: bodies }), { mode: 0o600 });
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
   await sleep(1000); // let the owners' creation settle (garbage collector graph, watch caches)
-  const loadavgBefore = load();
-  const window = await requestWindow(ctx.kube);
-  const cpu = new CpuWindow(cpPids(ctx.cp));
+  const { loadavgBefore, window, cpu } = await measuring(ctx);
   const spawnAt = performance.now();
   const writer = spawnTracked('limit-writer', process.execPath, [LIMIT_WRITER, jobFile, resultFile], join(ctx.dir, `limit-writer-${namespace}.log`));
   try {
@@ -284,30 +276,24 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
     });
     writerDone.catch(() => undefined);
     const lastAt = await Promise.race([watch.waitForCount(bodies.length, 30 * 60_000), writerDone]);
-    const cpuWindow = cpu.end();
+    const cpuSeconds = cpu.end();
     const loadavgAfter = load();
     const code = await writer.exited;
     if (code !== 0) throw new Error(`limit writer exited with ${code}`);
     const report = JSON.parse(readFileSync(resultFile, 'utf8')) as { posted: number; cpuSeconds: number };
     await sleep(1500);
     const writes = await window.end();
-    const total = (lastAt - spawnAt) / 1000;
     return {
       namespace,
-      claims: bodies.length,
       client,
-      concurrency: ctx.settings.concurrency,
-      qps: ctx.settings.qps,
-      burst: ctx.settings.burst,
+      concurrency,
+      qps,
+      burst,
       ownersSetupSeconds: setup.seconds,
-      spawnToFirstClaimS: round((Math.min(...watch.added.values()) - spawnAt) / 1000, 3),
-      spawnToAllClaimsS: round(total, 3),
-      writePhaseS: round((lastAt - Math.min(...watch.added.values())) / 1000, 3),
-      claimsPerSecond: round(bodies.length / total, 1),
-      cpuSeconds: { ...cpuWindow.cpuSeconds, 'limit-writer': round(report.cpuSeconds, 2) },
+      ...convergence(watch, bodies.length, spawnAt, lastAt),
+      cpuSeconds: { ...cpuSeconds, 'limit-writer': round(report.cpuSeconds, 2) },
       writes,
       ...perClaim(writes, bodies.length),
-      series: cumulative(watch.added.values(), spawnAt),
       loadavgBefore,
       loadavgAfter,
     };
