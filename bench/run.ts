@@ -42,6 +42,8 @@ import {
   vmiStatusUpdates,
   warmUp,
   type BenchContext,
+  type Harness,
+  type ModeRun,
   type ChurnResult,
   type ColdStartResult,
   type LimitResult,
@@ -524,19 +526,128 @@ function allocatorSection(r: AllocatorBenchResult): Section {
 
 // ---------------------------------------------------------------------------------------------------------------
 
+/** The scenarios of the default mode, in the order of the comment at the top. */
+async function runScenarios(o: Options, settings: ControllerSettings, tmp: string, h: Harness): Promise<ModeRun> {
+  const ctx = await h.startCp('cp');
+  const commands: Record<string, string> = {};
+  const memory: MemoryEntry[] = [];
+  const n = o.vms;
+
+  log(`setup: ${n} VMs with VMIs in bench-cold`);
+  const { result: setup } = await createVms(ctx, 'bench-cold', 'cold', n);
+  log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
+
+  const warmUpClaims = Math.min(1000, 2 * n);
+  const warmUpS = await warmUp(ctx, warmUpClaims);
+  log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
+
+  log('1. cold start');
+  const profDir = join(tmp, 'profiles');
+  const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []);
+  commands['cold start'] = cold.controllerCommand;
+  log(`converged in ${cold.spawnToAllClaimsS} s`);
+
+  const coldMemory: MemoryEntry = { label: 'cold start', vms: n, memory: a.memoryNow() };
+  log('4b. VMI status updates');
+  const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
+  log('4c. restart, 1/2: stopping the controller');
+  const stopped = await stopController(ctx, a);
+  memory.push(coldMemory);
+  if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
+
+  log('2. the limit');
+  const lim = await limit(ctx, 'bench-limit', n);
+  let viaProject: LimitResult | undefined;
+  if (!o.skipDiagnostics) {
+    log("2b. diagnostic: the same writes through the controller's KubeClient");
+    viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
+  }
+
+  log('4c. restart, 2/2: a new controller');
+  const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
+  const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
+  commands['restart and churn'] = b.commandLine;
+
+  log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
+  const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
+  const stoppedB = await stopController(ctx, b);
+  memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
+
+  log('4a. resync');
+  const resyncCtx = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
+  const c = await ControllerProcess.startIn({ ...resyncCtx, settings: { ...resyncCtx.settings, logLevel: 'debug' } }, 'resync');
+  commands.resync = c.commandLine;
+  const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
+  await c.stop();
+
+  // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
+  // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
+  const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
+  for (let k = 2; k <= o.rounds; k++) {
+    const coldNs = `bench-cold-r${k}`;
+    log(`ratio round ${k}/${o.rounds}: setup`);
+    await createVms(ctx, coldNs, 'cold', n);
+    const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
+    const runCold = async (): Promise<ColdStartResult> => {
+      log(`ratio round ${k}/${o.rounds}: cold start`);
+      const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
+      await stopController(ctx, controller);
+      return result;
+    };
+    const runLimit = (): Promise<LimitResult> => {
+      log(`ratio round ${k}/${o.rounds}: limit`);
+      return limit(ctx, `bench-limit-r${k}`, n);
+    };
+    if (k % 2 === 0) {
+      const l = await runLimit();
+      rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
+    } else {
+      const c2 = await runCold();
+      rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
+    }
+  }
+  h.show(coldStartSection(cold, lim, settings, viaProject, rounds));
+  h.show(
+    writesSection([
+      { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
+      { label: 'limit client', claims: lim.claims, w: lim.writes },
+      { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
+    ]),
+  );
+  h.show(steadySection([resyncStep, statusStep, restartStep]));
+  h.show(churnSection(ch));
+
+  let large: Section | undefined;
+  if (!o.skipLarge && o.maxVms > n) {
+    log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
+    await h.stopCp();
+    const second = await h.startCp('cp-large');
+    const { result: lsetup } = await createVms(second, 'bench-large', 'cold', o.maxVms);
+    log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
+    const { result: lcold, controller: d } = await coldStart(second, 'bench-large', o.maxVms, 'large');
+    commands['large cold start'] = lcold.controllerCommand;
+    memory.push({ label: 'large cold start', vms: o.maxVms, memory: d.memoryNow() });
+    await stopController(second, d);
+    large = largeSection(lsetup, lcold);
+  }
+  h.show(memorySection(memory));
+  if (large) h.show(large);
+  await h.stopCp();
+
+  if (!o.skipAllocator) {
+    log('7. allocator benchmark');
+    h.show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
+  }
+  return { k8sVersion: ctx.cp.version, setup, commands };
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   // What we ship is what we measure: the controller keeps the Deployment's --concurrency/--qps/--burst unless the
   // user gave them, and the limit client uses the same values as the controller.
-  const shippedClient = await shippedClientSettings();
   const overridden = (['concurrency', 'qps', 'burst'] as const).filter((k) => o[k] !== undefined);
-  const settings: ControllerSettings = {
-    concurrency: o.concurrency ?? shippedClient.concurrency,
-    qps: o.qps ?? shippedClient.qps,
-    burst: o.burst ?? shippedClient.burst,
-    overridden,
-    resyncSeconds: 600,
-  };
+  const given = Object.fromEntries(overridden.map((k) => [k, o[k]]));
+  const settings: ControllerSettings = { ...(await shippedClientSettings()), ...given, overridden, resyncSeconds: 600 };
   const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-bench-'));
   const loadStart = loadavg().map((x) => round(x, 2));
   log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
@@ -575,149 +686,25 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('exit', killAllSync);
 
-  const startCp = async (name: string): Promise<World & { ctx: BenchContext }> => {
-    const w = await startWorld(join(tmp, name), (l) => log(`[control plane] ${l}`), Math.max(32, o.setupConcurrency));
-    world = w;
-    return { ...w, ctx: { kube: w.kube, cp: w.cp, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log } };
-  };
-
   const sections: Section[] = [];
-  const show = (s: Section): void => {
-    sections.push(s);
-    print(textTable(s.title, s.rows));
+  const h: Harness = {
+    startCp: async (name) => {
+      world = await startWorld(join(tmp, name), (l) => log(`[control plane] ${l}`), Math.max(32, o.setupConcurrency));
+      return { kube: world.kube, cp: world.cp, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log };
+    },
+    stopCp,
+    show: (section) => {
+      sections.push(section);
+      print(textTable(section.title, section.rows));
+    },
+    log,
   };
-  const controllerCommands: Record<string, string> = {};
-  const memory: MemoryEntry[] = [];
-  let k8sVersion = '';
-  let setup: SetupResult | undefined;
 
   try {
-    if (o.scales.length > 0) {
-      const scaleRun = await runScales(o, startCp, stopCp, log);
-      k8sVersion = scaleRun.k8sVersion;
-      setup = scaleRun.setup;
-      Object.assign(controllerCommands, scaleRun.commands);
-      for (const section of scaleRun.sections) show(section);
-      await cleanup();
-    } else {
-      const { ctx } = await startCp('cp');
-      k8sVersion = ctx.cp.version;
-      const n = o.vms;
-
-      log(`setup: ${n} VMs with VMIs in bench-cold`);
-      const { result: setupResult } = await createVms(ctx, 'bench-cold', 'cold', n);
-      setup = setupResult;
-      log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
-
-      const warmUpClaims = Math.min(1000, 2 * n);
-      const warmUpS = await warmUp(ctx, warmUpClaims);
-      log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
-
-      log('1. cold start');
-      const profDir = join(tmp, 'profiles');
-      const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', [
-        ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
-      ]);
-      controllerCommands['cold start'] = cold.controllerCommand;
-      log(`converged in ${cold.spawnToAllClaimsS} s`);
-
-      const coldMemory: MemoryEntry = { label: 'cold start', vms: n, memory: a.memoryNow() };
-      log('4b. VMI status updates');
-      const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
-      log('4c. restart, 1/2: stopping the controller');
-      const stopped = await stopController(ctx, a);
-      memory.push(coldMemory);
-      if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
-
-      log('2. the limit');
-      const lim = await limit(ctx, 'bench-limit', n);
-      let viaProject: LimitResult | undefined;
-      if (!o.skipDiagnostics) {
-        log("2b. diagnostic: the same writes through the controller's KubeClient");
-        viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
-      }
-
-      log('4c. restart, 2/2: a new controller');
-      const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
-      const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
-      controllerCommands['restart and churn'] = b.commandLine;
-
-      log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
-      const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
-      const stoppedB = await stopController(ctx, b);
-      memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
-
-      log('4a. resync');
-      const c = await ControllerProcess.startIn({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' } }, 'resync');
-      controllerCommands.resync = c.commandLine;
-      const resyncStep = await resync({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } }, c, keysAfterLimit + ch.vms);
-      await c.stop();
-
-      // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
-      // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
-      const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
-      for (let k = 2; k <= o.rounds; k++) {
-        const coldNs = `bench-cold-r${k}`;
-        log(`ratio round ${k}/${o.rounds}: setup`);
-        await createVms(ctx, coldNs, 'cold', n);
-        const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
-        const runCold = async (): Promise<ColdStartResult> => {
-          log(`ratio round ${k}/${o.rounds}: cold start`);
-          const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
-          await stopController(ctx, controller);
-          return result;
-        };
-        const runLimit = (): Promise<LimitResult> => {
-          log(`ratio round ${k}/${o.rounds}: limit`);
-          return limit(ctx, `bench-limit-r${k}`, n);
-        };
-        if (k % 2 === 0) {
-          const l = await runLimit();
-          rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
-        } else {
-          const c2 = await runCold();
-          rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
-        }
-      }
-      show(coldStartSection(cold, lim, settings, viaProject, rounds));
-
-      show(
-        writesSection([
-          { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
-          { label: 'limit client', claims: lim.claims, w: lim.writes },
-          { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
-        ]),
-      );
-      show(steadySection([resyncStep, statusStep, restartStep]));
-      show(churnSection(ch));
-
-      let large: { setup: SetupResult; cold: ColdStartResult } | undefined;
-      if (!o.skipLarge && o.maxVms > n) {
-        log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
-        await stopCp();
-        const second = await startCp('cp-large');
-        const { result: lsetup } = await createVms(second.ctx, 'bench-large', 'cold', o.maxVms);
-        log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
-        const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large');
-        controllerCommands['large cold start'] = lcold.controllerCommand;
-        memory.push({ label: 'large cold start', vms: o.maxVms, memory: d.memoryNow() });
-        await stopController(second.ctx, d);
-        large = { setup: lsetup, cold: lcold };
-      }
-      show(memorySection(memory));
-      if (large) show(largeSection(large.setup, large.cold));
-
-      await cleanup();
-
-      if (!o.skipAllocator) {
-        log('7. allocator benchmark');
-        show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
-      }
-    }
+    const { k8sVersion, setup, commands: controllerCommands } = o.scales.length > 0 ? await runScales(o, h) : await runScenarios(o, settings, tmp, h);
+    await cleanup();
 
     const loadEnd = loadavg().map((x) => round(x, 2));
-    const commit = commitAtStart;
-    const dirtySrc = dirtySrcAtStart;
     const metaJson = {
       date: new Date(t0).toISOString(),
       durationSeconds: round((Date.now() - t0) / 1000, 1),
@@ -729,8 +716,8 @@ async function main(): Promise<void> {
       node: process.version,
       kubernetes: k8sVersion,
       etcd: pinnedVersions().etcd,
-      commit,
-      srcHadUncommittedChanges: dirtySrc,
+      commit: commitAtStart,
+      srcHadUncommittedChanges: dirtySrcAtStart,
       options: { ...o, out: relative(REPO, o.out) },
       controllerFlags: Object.fromEntries(Object.entries(controllerCommands).map(([k, v]) => [k, v.replaceAll(tmp, 'TMP')])),
       setup,
@@ -741,7 +728,7 @@ async function main(): Promise<void> {
       ['machine', `${metaJson.cpus} CPUs (${metaJson.cpuModel}), ${metaJson.memoryGiB} GiB`],
       ['load average (1/5/15 min) at start → end', `${loadStart.join(' / ')} → ${loadEnd.join(' / ')} (other jobs share the machine)`],
       ['Node / Kubernetes / etcd', `${metaJson.node} / ${k8sVersion} / ${metaJson.etcd}`],
-      ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
+      ['commit', `${commitAtStart}${dirtySrcAtStart ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
       [
         'benchmark options',
         `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --resync-seconds ${o.resyncSeconds}`,

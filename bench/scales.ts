@@ -1,14 +1,23 @@
 // `npm run bench -- --scales 1000,3000,10000`: memory, CPU and log volume of the controller, started exactly as the
 // shipped Deployment starts it, at several cluster sizes, each on a fresh control plane. See docs/benchmarks.
-import type { ControlPlane } from '../e2e/harness/index.ts';
 import { ControllerProcess } from './lib/controller.ts';
 import { quantityMiB, shippedController } from './lib/deployment.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { KubeHttp } from '../e2e/harness/kubehttp.ts';
-import { atMost, fmtMsOf, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
+import { atMost, fmtMsOf, fmtN, fmtS, verdict, type Row } from './lib/report.ts';
 import { ClaimWatch } from './lib/claim-watch.ts';
 import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
-import { churn, coldStart, createVms, gcRow, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
+import {
+  churn,
+  coldStart,
+  createVms,
+  gcRow,
+  type BenchContext,
+  type ChurnResult,
+  type ColdStartResult,
+  type Harness,
+  type ModeRun,
+  type SetupResult,
+} from './lib/scenarios.ts';
 import { round } from './lib/stats.ts';
 import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
 import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
@@ -166,12 +175,7 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
   return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
 }
 
-export async function runScales(
-  o: ScaleOptions,
-  startCp: (name: string) => Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }>,
-  stopCp: () => Promise<void>,
-  log: (line: string) => void,
-): Promise<{ k8sVersion: string; setup: SetupResult | undefined; commands: Record<string, string>; sections: Section[] }> {
+export async function runScales(o: ScaleOptions, { startCp, stopCp, show, log }: Harness): Promise<ModeRun> {
   const shipped = shippedController();
   const limitMiB = quantityMiB(shipped.limits.memory);
   const commands: Record<string, string> = {};
@@ -183,9 +187,8 @@ export async function runScales(
 
   for (const [i, n] of o.scales.entries()) {
     log(`scale ${n}: fresh control plane`);
-    const c = await startCp(`cp-${n}`);
-    k8sVersion = c.cp.version;
-    const ctx = c.ctx;
+    const ctx = await startCp(`cp-${n}`);
+    k8sVersion = ctx.cp.version;
     if (i === 0) {
       log('idle controller: caches synced, no VMs');
       const ctl = await ControllerProcess.startIn(ctx, 'idle');
@@ -245,12 +248,12 @@ export async function runScales(
     if (o.compareIe) {
       log(`scale ${n}: ipam-extensions on a fresh control plane`);
       const ie = await startCp(`ie-${n}`);
-      await createVms(ie.ctx, 'bench-scale', 'cold', n);
+      await createVms(ie, 'bench-scale', 'cold', n);
       entry.ie = await ieColdStart({
         binary: o.compareIe,
         kube: ie.kube,
         kubeconfig: ie.cp.kubeconfigPath,
-        dir: ie.ctx.dir,
+        dir: ie.dir,
         namespace: 'bench-scale',
         vms: n,
         probePort: await freePort(),
@@ -351,7 +354,7 @@ export async function runScales(
       );
     }
   }
-  const section: Section = {
+  show({
     id: 'scales',
     title: 'Memory, CPU and logs by cluster size, controller started as the Deployment starts it',
     rows,
@@ -360,6 +363,6 @@ export async function runScales(
       "Peak RSS is the kernel's VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.",
     ],
     json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },
-  };
-  return { k8sVersion, setup: firstSetup, commands, sections: [section] };
+  });
+  return { k8sVersion, ...(firstSetup ? { setup: firstSetup } : {}), commands };
 }

@@ -16,6 +16,7 @@ import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NET
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
 import { spawnTracked } from './processes.ts';
+import type { Section } from './report.ts';
 import { cumulative, histogram, mean, percentile, round } from './stats.ts';
 
 const LIMIT_WRITER = fileURLToPath(new URL('./limit-writer.ts', import.meta.url));
@@ -34,6 +35,23 @@ export interface BenchContext {
   /** Environment for the controllers over the Deployment's (bench/paired.ts arms). */
   controllerEnv?: Record<string, string>;
   log: (line: string) => void;
+}
+
+/** What a mode of the benchmark gets: control planes one at a time, a report section printed as soon as it is done. */
+export interface Harness {
+  /** A fresh control plane (stopping none: call stopCp first). */
+  startCp(name: string): Promise<BenchContext>;
+  stopCp(): Promise<void>;
+  show(section: Section): void;
+  log(line: string): void;
+}
+
+/** What a mode reports for the run's own section besides its sections. */
+export interface ModeRun {
+  k8sVersion: string;
+  setup?: SetupResult;
+  /** The controllers' command lines by step. */
+  commands: Record<string, string>;
 }
 
 const load = (): number[] => loadavg().map((x) => round(x, 2));
