@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import { World } from '../e2e/kubevirt/world.ts';
 import { nadConfig } from '../e2e/suite/fixtures.ts';
 import { paths } from '../e2e/suite/kube.ts';
-import { percentile, round } from './lib/stats.ts';
+import { pcts, round } from './lib/stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -91,24 +91,13 @@ try {
     await sleep(5000);
   }
   ctrl.stop();
-  const lat = [...sentAt].flatMap(([claim, sent]) => {
-    const a = addressed.get(claim);
-    return a ? [a.at - sent] : [];
-  });
-  const toClaim = [...sentAt].flatMap(([claim, sent]) => {
-    const c = created.get(claim);
-    return c ? [c - sent] : [];
-  });
-  const claimToAddress = [...created].flatMap(([claim, c]) => {
-    const a = addressed.get(claim);
-    return a ? [a.at - c] : [];
-  });
-  const q = (xs: number[]) => ({
-    p50: round(percentile(xs, 50), 0),
-    p95: round(percentile(xs, 95), 0),
-    p99: round(percentile(xs, 99), 0),
-    max: round(Math.max(...xs), 0),
-  });
+  // The time from each key's `from` to its `to`, for the keys in both.
+  const gaps = (from: Map<string, number>, to: Map<string, number>): number[] => [...from].flatMap(([k, t]) => (to.has(k) ? [to.get(k)! - t] : []));
+  const addressedAt = new Map([...addressed].map(([k, a]) => [k, a.at]));
+  const lat = gaps(sentAt, addressedAt);
+  const toClaim = gaps(sentAt, created);
+  const claimToAddress = gaps(created, addressedAt);
+  const q = (xs: number[]) => pcts(xs, 0);
   const unique = new Set([...addressed.values()].map((a) => a.ips.join(','))).size;
   const result = {
     vms: N,

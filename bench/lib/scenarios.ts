@@ -17,7 +17,7 @@ import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
 import { spawnTracked } from './processes.ts';
 import type { Section } from './report.ts';
-import { cumulative, histogram, mean, percentile, round } from './stats.ts';
+import { cumulative, histogram, mean, pcts, round } from './stats.ts';
 
 const LIMIT_WRITER = fileURLToPath(new URL('./limit-writer.ts', import.meta.url));
 
@@ -351,16 +351,16 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
   const patchSeconds = (performance.now() - t0) / 1000;
   const idle = await controller.waitIdle({ quietMs: 2500 });
   const writes = await window.end();
-  return {
-    step: 'vmi-status',
-    description: `status of all ${vms} VMIs patched (phase Running, activePods, interfaces, Ready condition)`,
-    claimWrites: writes.claimWrites,
-    eventWrites: writes.eventWrites,
+  return steadyStep('vmi-status', `status of all ${vms} VMIs patched (phase Running, activePods, interfaces, Ready condition)`, writes, t0, {
     reconciles: idle.reconciles - before.reconciles,
-    seconds: round((performance.now() - t0) / 1000),
-    writes,
     detail: { vmiStatusPatches: vms, patchSeconds: round(patchSeconds), queueAdds: idle.adds - before.adds },
-  };
+  });
+}
+
+/** A step's result: the API server's count of writes in it, its reconciles, its duration since `t0`. */
+function steadyStep(step: string, description: string, writes: WriteSummary, t0: number, r: Pick<SteadyStepResult, 'reconciles' | 'detail'>): SteadyStepResult {
+  const { claimWrites, eventWrites } = writes;
+  return { step, description, claimWrites, eventWrites, reconciles: r.reconciles, seconds: round((performance.now() - t0) / 1000), writes, detail: r.detail };
 }
 
 /** (c), first half: stops a controller (SIGTERM, graceful drain); the writes it makes on the way out. */
@@ -434,16 +434,11 @@ export async function resync(ctx: BenchContext, controller: ControllerProcess, k
   const idle = await controller.waitIdle({ minReconciles: before.reconciles + passKeys, quietMs: 1000 });
   passes = controller.logLines().filter(after) as { keys?: number }[];
   const writes = await window.end();
-  return {
-    step: 'resync',
-    description: `controller run with --resync-period ${ctx.settings.resyncSeconds}; counted across ${passes.length} full resync pass(es) of ${passKeys} keys`,
-    claimWrites: writes.claimWrites,
-    eventWrites: writes.eventWrites,
+  const description = `controller run with --resync-period ${ctx.settings.resyncSeconds}; counted across ${passes.length} full resync pass(es) of ${passKeys} keys`;
+  return steadyStep('resync', description, writes, t0, {
     reconciles: idle.reconciles - before.reconciles,
-    seconds: round((performance.now() - t0) / 1000),
-    writes,
     detail: { resyncPasses: passes.length, keysPerPass: passKeys, controllerCommand: controller.commandLine },
-  };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -542,7 +537,6 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     perVmMs.push(worst);
   }
   const r = (x: number): number => round(x, 1);
-  const pcts = (xs: number[]) => ({ p50: r(percentile(xs, 50)), p95: r(percentile(xs, 95)), p99: r(percentile(xs, 99)), max: r(Math.max(...xs)) });
   const worstPerBucket = (values: number[]): [number, number][] => {
     const m = new Map<number, number>();
     values.forEach((v, i) => {
@@ -559,11 +553,11 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     claims: perClaimMs.length,
     achievedRate: round(total / genSeconds, 2),
     maxScheduleLagMs: r(maxLag),
-    latencyMs: { ...pcts(perClaimMs), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
-    perVmLatencyMs: pcts(perVmMs),
+    latencyMs: { ...pcts(perClaimMs, 1), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
+    perVmLatencyMs: pcts(perVmMs, 1),
     histogram: histogram(perClaimMs, [10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000]),
-    vmPostMs: pcts(vmPost),
-    vmiPostMs: pcts(vmiPost),
+    vmPostMs: pcts(vmPost, 1),
+    vmiPostMs: pcts(vmiPost, 1),
     controller: {
       queueWaitP50Ms: hq('workqueue_queue_duration_seconds', 0.5),
       queueWaitP99Ms: hq('workqueue_queue_duration_seconds', 0.99),
