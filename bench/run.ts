@@ -123,7 +123,7 @@ const BOOLEAN = ['skip-large', 'skip-allocator', 'skip-diagnostics', 'cpu-prof',
 type Camel<S extends string> = S extends `${infer A}-${infer B}` ? `${A}${Capitalize<Camel<B>>}` : S;
 const camel = (flag: string): string => flag.replace(/-(.)/g, (_, c: string) => c.toUpperCase());
 
-type Options = { [K in keyof typeof NUMERIC as Camel<K>]: (typeof NUMERIC)[K][0] extends number ? number : number | undefined } & {
+export type Options = { [K in keyof typeof NUMERIC as Camel<K>]: (typeof NUMERIC)[K][0] extends number ? number : number | undefined } & {
   [K in (typeof BOOLEAN)[number] as Camel<K>]: boolean;
 } & { out: string; nodeArgs: string[]; scales: number[]; compareIe?: string };
 
@@ -342,7 +342,6 @@ function coldStartSection(
 function writesSection(
   entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[],
 ): Section {
-  const rows: Row[] = [];
   const json = entries.map((e) => ({
     scenario: e.label,
     claimsCreated: e.claims,
@@ -352,17 +351,17 @@ function writesSection(
     eventWrites: e.w.eventWrites,
     eventWritesPerClaim: round(e.w.eventWrites / Math.max(1, e.claims), 4),
   }));
-  for (const j of json) {
-    const by = Object.entries(j.claimWritesBy)
-      .map(([k, v]) => `${k}: ${v}`)
-      .join(', ');
-    rows.push([`${j.scenario}: ${fmtN(j.claimsCreated)} claims created`, '']);
-    rows.push([
-      '  ipamclaims writes per claim (target 1.0)',
-      `${j.claimWritesPerClaim} (${j.claimWrites} writes${by ? `; ${by}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`,
-    ]);
-    rows.push(['  event writes per claim', `${j.eventWritesPerClaim} (${j.eventWrites})`]);
-  }
+  const rows = json.flatMap((j): Row[] => {
+    const by = Object.entries(j.claimWritesBy).map(([k, v]) => `${k}: ${v}`);
+    return [
+      [`${j.scenario}: ${fmtN(j.claimsCreated)} claims created`, ''],
+      [
+        '  ipamclaims writes per claim (target 1.0)',
+        `${j.claimWritesPerClaim} (${j.claimWrites} writes${by.length ? `; ${by.join(', ')}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`,
+      ],
+      ['  event writes per claim', `${j.eventWritesPerClaim} (${j.eventWrites})`],
+    ];
+  });
   return {
     id: 'writes',
     title: '3. Write amplification (counted by the API server)',
@@ -381,14 +380,13 @@ function writesSection(
 }
 
 function steadySection(steps: SteadyStepResult[]): Section {
-  const rows: Row[] = [];
-  for (const s of steps) {
-    rows.push([`${s.step}: ${s.description}`, '']);
-    rows.push(['  ipamclaims writes (target 0)', `${s.claimWrites} ${verdict(s.claimWrites === 0)}`]);
-    rows.push(['  event writes', String(s.eventWrites)]);
-    rows.push(['  reconciles during the step', fmtN(s.reconciles)]);
-    rows.push(['  duration', fmtS(s.seconds)]);
-  }
+  const rows = steps.flatMap((s): Row[] => [
+    [`${s.step}: ${s.description}`, ''],
+    ['  ipamclaims writes (target 0)', `${s.claimWrites} ${verdict(s.claimWrites === 0)}`],
+    ['  event writes', String(s.eventWrites)],
+    ['  reconciles during the step', fmtN(s.reconciles)],
+    ['  duration', fmtS(s.seconds)],
+  ]);
   return {
     id: 'steady-state',
     title: '4. Steady state: writes caused by resync, VMI status updates and a restart',
@@ -447,18 +445,17 @@ interface MemoryEntry {
 }
 
 function memorySection(entries: MemoryEntry[]): Section {
-  const rows: Row[] = [];
-  for (const e of entries) {
-    const m = e.memory;
-    rows.push([`${e.label} (N = ${fmtN(e.vms)})`, '']);
-    rows.push([
+  const mib = (x: number | null): string => (x === null ? 'n/a' : `${x.toFixed(1)} MiB`);
+  const rows = entries.flatMap(({ label, vms, memory: m }): Row[] => [
+    [`${label} (N = ${fmtN(vms)})`, ''],
+    [
       '  peak RSS (VmHWM)',
-      `${m.peakRssMiB.toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MB at 10,000: ${e.vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`,
-    ]);
-    rows.push(['  peak process_resident_memory_bytes', m.peakResidentMetricMiB === null ? 'n/a' : `${m.peakResidentMetricMiB.toFixed(1)} MiB`]);
-    rows.push(['  peak nodejs_heap_size_used_bytes', m.peakHeapUsedMiB === null ? 'n/a' : `${m.peakHeapUsedMiB.toFixed(1)} MiB`]);
-    rows.push(['  peak nodejs_heap_size_total_bytes', m.peakHeapTotalMiB === null ? 'n/a' : `${m.peakHeapTotalMiB.toFixed(1)} MiB`]);
-  }
+      `${mib(m.peakRssMiB)} (target < ${RSS_TARGET_MIB} MB at 10,000: ${vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`,
+    ],
+    ['  peak process_resident_memory_bytes', mib(m.peakResidentMetricMiB)],
+    ['  peak nodejs_heap_size_used_bytes', mib(m.peakHeapUsedMiB)],
+    ['  peak nodejs_heap_size_total_bytes', mib(m.peakHeapTotalMiB)],
+  ]);
   return {
     id: 'memory',
     title: '6. Controller memory',
@@ -585,26 +582,21 @@ async function runScenarios(o: Options, settings: ControllerSettings, tmp: strin
   const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
   for (let k = 2; k <= o.rounds; k++) {
     const coldNs = `bench-cold-r${k}`;
-    log(`ratio round ${k}/${o.rounds}: setup`);
+    const say = (what: string): void => log(`ratio round ${k}/${o.rounds}: ${what}`);
+    say('setup');
     await createVms(ctx, coldNs, 'cold', n);
     const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
-    const runCold = async (): Promise<ColdStartResult> => {
-      log(`ratio round ${k}/${o.rounds}: cold start`);
-      const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
-      await stopController(ctx, controller);
-      return result;
-    };
     const runLimit = (): Promise<LimitResult> => {
-      log(`ratio round ${k}/${o.rounds}: limit`);
+      say('limit');
       return limit(ctx, `bench-limit-r${k}`, n);
     };
-    if (k % 2 === 0) {
-      const l = await runLimit();
-      rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
-    } else {
-      const c2 = await runCold();
-      rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
-    }
+    const limitFirst = k % 2 === 0;
+    const first = limitFirst ? await runLimit() : undefined;
+    say('cold start');
+    const { result: c2, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
+    await stopController(ctx, controller);
+    const how = limitFirst ? 'limit, then cold start' : 'cold start, then limit';
+    rounds.push(ratioRound(k, `--namespace ${coldNs}; ${how}`, c2, first ?? (await runLimit())));
   }
   h.show(coldStartSection(cold, lim, settings, viaProject, rounds));
   h.show(

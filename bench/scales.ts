@@ -1,6 +1,7 @@
 // `npm run bench -- --scales 1000,3000,10000`: memory, CPU and log volume of the controller, started exactly as the
 // shipped Deployment starts it, at several cluster sizes, each on a fresh control plane. See docs/benchmarks.
 import { ControllerProcess } from './lib/controller.ts';
+import type { Options } from './run.ts';
 import { quantityMiB, shippedController } from './lib/deployment.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { atMost, fmtMsOf, fmtN, fmtS, verdict, type Row } from './lib/report.ts';
@@ -23,19 +24,6 @@ import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
 import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
 import { freePort } from '../e2e/harness/index.ts';
 import { loadavg } from 'node:os';
-
-export interface ScaleOptions {
-  scales: number[];
-  scaleChurn: boolean;
-  /** > 0: after the first cold start, kube-apiserver is stopped this long, then started again. */
-  outageSeconds: number;
-  churnRate: number;
-  churnSeconds: number;
-  /** > 0: after each cold start has settled, this many launcher-pod admissions at once (0: none). */
-  webhookBurst: number;
-  /** An ipam-extensions manager binary: after each size, the same cold start by it on a fresh control plane. */
-  compareIe?: string;
-}
 
 /** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
 export const IDLE_TARGET_MIB = 80;
@@ -175,7 +163,7 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
   return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
 }
 
-export async function runScales(o: ScaleOptions, { startCp, stopCp, show, log }: Harness): Promise<ModeRun> {
+export async function runScales(o: Options, { startCp, stopCp, show, log }: Harness): Promise<ModeRun> {
   const shipped = shippedController();
   const limitMiB = quantityMiB(shipped.limits.memory);
   const commands: Record<string, string> = {};
