@@ -46,6 +46,7 @@ import {
   type ModeRun,
   type ChurnResult,
   type ColdStartResult,
+  type ConvergenceResult,
   type LimitResult,
   type SetupResult,
   type SteadyStepResult,
@@ -239,6 +240,12 @@ const cpuRow = (c: Record<string, number>): string =>
     .map(([k, v]) => `${k} ${v.toFixed(1)}`)
     .join(', ');
 
+/** "2.10 ms / 1.93 ms" */
+const msPair = (a: number, b: number): string => `${a.toFixed(2)} ms / ${b.toFixed(2)} ms`;
+
+/** A convergence's write phase and its rate, e.g. "4.21 s (950 claims/s)", with `more` inside the parentheses. */
+const writePhase = (r: ConvergenceResult, more = ''): string => `${fmtS(r.writePhaseS)} (${Math.round(r.claims / r.writePhaseS)} claims/s${more})`;
+
 function coldStartSection(
   cold: ColdStartResult,
   lim: LimitResult,
@@ -260,10 +267,10 @@ function coldStartSection(
     ['controller: spawn → /readyz (caches synced)', fmtS(cold.spawnToReadyS)],
     ['controller: spawn → first claim', fmtS(cold.spawnToFirstClaimS)],
     ['controller: spawn → all claims (convergence)', fmtS(cold.spawnToAllClaimsS)],
-    ['controller: write phase (first → last claim)', `${fmtS(cold.writePhaseS)} (${Math.round(cold.claims / cold.writePhaseS)} claims/s)`],
+    ['controller: write phase (first → last claim)', writePhase(cold)],
     ['limit client: spawn → first claim', fmtS(lim.spawnToFirstClaimS)],
     ['limit client: spawn → all claims', fmtS(lim.spawnToAllClaimsS)],
-    ['limit client: write phase (first → last claim)', `${fmtS(lim.writePhaseS)} (${Math.round(lim.claims / lim.writePhaseS)} claims/s)`],
+    ['limit client: write phase (first → last claim)', writePhase(lim)],
     ['convergence / limit, this pair (round 1)', ratio.toFixed(3)],
     ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
     [
@@ -277,26 +284,17 @@ function coldStartSection(
         `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; CPU per claim ${r.controllerCpuPerClaimMs.toFixed(2)} / ${r.limitCpuPerClaimMs.toFixed(2)} ms; load ${r.loadavg1}`,
       ],
     ),
-    [
-      `controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`,
-      `${medianCpu.toFixed(2)} ms / ${medianLimitCpu.toFixed(2)} ms`,
-    ],
+    [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, msPair(medianCpu, medianLimitCpu)],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
-    [
-      'controller CPU per claim / limit client CPU per claim, round 1',
-      `${rounds[0]!.controllerCpuPerClaimMs.toFixed(2)} ms / ${rounds[0]!.limitCpuPerClaimMs.toFixed(2)} ms`,
-    ],
+    ['controller CPU per claim / limit client CPU per claim, round 1', msPair(rounds[0]!.controllerCpuPerClaimMs, rounds[0]!.limitCpuPerClaimMs)],
     ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
-    ...(viaProject && projectRatio !== undefined
+    ...(viaProject
       ? ([
           ["diagnostic: the same writes through the controller's KubeClient (src/kube), no controller", ''],
           ['  spawn → first claim / all claims', `${fmtS(viaProject.spawnToFirstClaimS)} / ${fmtS(viaProject.spawnToAllClaimsS)}`],
-          [
-            '  write phase (first → last claim)',
-            `${fmtS(viaProject.writePhaseS)} (${Math.round(viaProject.claims / viaProject.writePhaseS)} claims/s; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's)`,
-          ],
-          ['  KubeClient / limit', `${projectRatio.toFixed(3)}`],
+          ['  write phase (first → last claim)', writePhase(viaProject, `; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's`)],
+          ['  KubeClient / limit', `${projectRatio!.toFixed(3)}`],
           ['  client CPU per claim', `${((1000 * (viaProject.cpuSeconds['limit-writer'] ?? NaN)) / viaProject.claims).toFixed(2)} ms`],
           ['  CPU seconds', cpuRow(viaProject.cpuSeconds)],
         ] as Row[])
