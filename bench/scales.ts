@@ -23,7 +23,6 @@ import { round } from './lib/stats.ts';
 import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
 import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
 import { freePort } from '../e2e/harness/index.ts';
-import { loadavg } from 'node:os';
 
 /** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
 export const IDLE_TARGET_MIB = 80;
@@ -214,7 +213,7 @@ export async function runScales(o: Options, { startCp, stopCp, show, log }: Harn
     log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
     if (o.webhookBurst > 0) {
       // After the memory figures: the burst's own allocations are not part of a cold start.
-      entry.burst = await webhookBurst(ctx.kube, controller, 'bench-scale', Math.min(o.webhookBurst, n), () => loadavg()[0]!);
+      entry.burst = await webhookBurst(ctx.kube, controller, 'bench-scale', Math.min(o.webhookBurst, n));
       log(
         `scale ${n}: webhook burst of ${entry.burst.pods}: server p50/p99 ${entry.burst.serverMs.p50}/${entry.burst.serverMs.p99} ms, API reads ${JSON.stringify(entry.burst.apiReads)}`,
       );

@@ -345,7 +345,7 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
     ctx.setupConcurrency,
     // KubeVirt's VMI CRD has no status subresource: virt-controller patches status on the object itself.
     async (name) => {
-      await ctx.kube.json('PATCH', paths.vmis(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
+      await ctx.kube.json('PATCH', paths.vmis(namespace, name), [200], vmiStatusPatch(1), 'application/merge-patch+json');
     },
   );
   const patchSeconds = (performance.now() - t0) / 1000;

@@ -3,6 +3,7 @@
 // webhook's own histogram, client-side latency per request, and what the webhook read from the API server meanwhile
 // (its lookup counters), which in this steady state must be nothing.
 import { Agent, request } from 'node:https';
+import { loadavg } from 'node:os';
 import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from './controller.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
@@ -39,13 +40,7 @@ function delta(after: Record<string, number>, before: Record<string, number>): R
   return out;
 }
 
-export async function webhookBurst(
-  kube: KubeHttp,
-  controller: ControllerProcess,
-  namespace: string,
-  pods: number,
-  loadavg: () => number,
-): Promise<WebhookBurstResult> {
+export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number): Promise<WebhookBurstResult> {
   const list = await kube.json<{ items: Vmi[] }>('GET', `${paths.vmis(namespace)}?limit=${pods}`, [200]);
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);
@@ -65,7 +60,7 @@ export async function webhookBurst(
     });
   });
   const before = await controller.metrics();
-  const loadavgBefore = loadavg();
+  const loadavgBefore = loadavg()[0]!;
   // The serving certificate is the controller's own (self-signed CA in its Secret); the API server would check it
   // against the caBundle, which is not what is measured here.
   const agent = new Agent({ keepAlive: true, maxSockets: pods, rejectUnauthorized: false });
