@@ -76,10 +76,8 @@ export async function stopControllers(): Promise<void> {
 
 export class ControllerProcess {
   readonly name: string;
-  readonly args: string[];
-  readonly nodeArgs: string[];
-  /** NODE_OPTIONS of the process: the Deployment's. */
-  readonly nodeOptions: string;
+  /** The command line, with the per-run ports, kubeconfig and certificate dir replaced by placeholders. */
+  readonly commandLine: string;
   readonly spawnAt: number;
   readonly #p: E2eController;
   /** The webhook's admission endpoint (HTTPS, the controller's own certificate). */
@@ -88,18 +86,13 @@ export class ControllerProcess {
   #sampler: NodeJS.Timeout | undefined;
   #lastHwmKb = 0;
   #lastCpu = 0;
-  entryLabel = 'dist/cli/main.js';
-  /** Environment an experiment added (K=V ...), shown in the command line. */
-  extraEnv = '';
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
-  private constructor(name: string, p: E2eController, args: string[], nodeArgs: string[], nodeOptions: string, spawnAt: number) {
+  private constructor(name: string, p: E2eController, commandLine: string, spawnAt: number) {
     this.name = name;
     this.#p = p;
-    this.args = args;
-    this.nodeArgs = nodeArgs;
-    this.nodeOptions = nodeOptions;
+    this.commandLine = commandLine;
     this.spawnAt = spawnAt;
     this.webhookUrl = `https://127.0.0.1:${p.webhookPort}/mutate-v1-pod`;
   }
@@ -155,12 +148,18 @@ export class ControllerProcess {
           return { args: [...nodeArgs, entry, ...args], env: { ...env, ...extra } };
         },
       });
-      const c = new ControllerProcess(name, p, args, nodeArgs, extra.NODE_OPTIONS ?? shipped.nodeOptions, spawnAt);
-      c.extraEnv = Object.entries(extra)
-        .filter(([k]) => k !== 'NODE_OPTIONS')
-        .map(([k, v]) => `${k}=${v}`)
-        .join(' ');
-      c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      // An experiment's environment (K=V ...) and entry are shown; NODE_OPTIONS is the Deployment's unless it set its own.
+      const shownEnv = Object.entries(extra).flatMap(([k, v]) => (k === 'NODE_OPTIONS' ? [] : [`${k}=${v} `]));
+      const shownEntry = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      const shownArgs = args.map((a) =>
+        a
+          .replace(/^(--kubeconfig=).*/, '$1KUBECONFIG')
+          .replace(/^(--webhook-cert-dir=).*/, '$1TMP')
+          .replace(/^(--[a-z-]+-bind-address=)127\.0\.0\.1:\d+$/, '$1127.0.0.1:PORT'),
+      );
+      const nodeOptions = extra.NODE_OPTIONS ?? shipped.nodeOptions;
+      const commandLine = `${shownEnv.join('')}NODE_OPTIONS=${nodeOptions || "''"} node ${[...nodeArgs, shownEntry, ...shownArgs].join(' ')}`;
+      const c = new ControllerProcess(name, p, commandLine, spawnAt);
       live.add(c);
       c.#startSampling();
       // Up, or still starting after a minute: the caller's waits take it from here.
@@ -207,17 +206,6 @@ export class ControllerProcess {
     });
     died.catch(() => undefined);
     return { died, cancel: () => void (active = false) };
-  }
-
-  /** The command line, with the per-run ports, kubeconfig and certificate dir replaced by placeholders. */
-  get commandLine(): string {
-    const shown = this.args.map((a) =>
-      a
-        .replace(/^(--kubeconfig=).*/, '$1KUBECONFIG')
-        .replace(/^(--webhook-cert-dir=).*/, '$1TMP')
-        .replace(/^(--[a-z-]+-bind-address=)127\.0\.0\.1:\d+$/, '$1127.0.0.1:PORT'),
-    );
-    return `${this.extraEnv ? `${this.extraEnv} ` : ''}NODE_OPTIONS=${this.nodeOptions || "''"} node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
   }
 
   #check(): void {
