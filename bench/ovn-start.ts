@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import { World } from '../e2e/kubevirt/world.ts';
 import { nadConfig } from '../e2e/suite/fixtures.ts';
 import { paths } from '../e2e/suite/kube.ts';
+import { paced } from './lib/pool.ts';
 import { pcts, round } from './lib/stats.ts';
 
 const { values } = parseArgs({
@@ -48,40 +49,27 @@ try {
     if (ips.length > 0 && !addressed.has(obj.metadata.name)) addressed.set(obj.metadata.name, { at, ips });
   });
   void ctrl.done.then(() => say('claim watch ended'));
-  const sentAt = new Map<string, number>();
-  const failures: string[] = [];
-  const inflight: Promise<unknown>[] = [];
   const load0 = loadavg();
-  const t0 = performance.now();
-  for (let i = 0; i < N; i++) {
-    const due = t0 + (i * 1000) / RATE;
-    const wait = due - performance.now();
-    if (wait > 1) await sleep(wait);
-    const name = `vm-${String(i).padStart(5, '0')}`;
-    sentAt.set(`${name}.tenant`, performance.now());
-    inflight.push(
-      world.api
-        .create(paths.vms(ns), {
-          apiVersion: 'kubevirt.io/v1',
-          kind: 'VirtualMachine',
-          metadata: { name, namespace: ns },
+  const vmName = (i: number): string => `vm-${String(i).padStart(5, '0')}`;
+  const { t0, sentAt: sent } = await paced(N, RATE, async (i) => {
+    await world.api.create(paths.vms(ns), {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachine',
+      metadata: { name: vmName(i), namespace: ns },
+      spec: {
+        runStrategy: 'Always',
+        template: {
           spec: {
-            runStrategy: 'Always',
-            template: {
-              spec: {
-                domain: { devices: { interfaces: [{ name: 'tenant', bridge: {} }] }, resources: { requests: { memory: '128Mi' } } },
-                networks: [{ name: 'tenant', multus: { networkName: 'tenant' } }],
-                terminationGracePeriodSeconds: 0,
-              },
-            },
+            domain: { devices: { interfaces: [{ name: 'tenant', bridge: {} }] }, resources: { requests: { memory: '128Mi' } } },
+            networks: [{ name: 'tenant', multus: { networkName: 'tenant' } }],
+            terminationGracePeriodSeconds: 0,
           },
-        })
-        .catch((e: unknown) => failures.push(String(e))),
-    );
-  }
-  await Promise.all(inflight);
+        },
+      },
+    });
+  });
   const genS = (performance.now() - t0) / 1000;
-  if (failures.length > 0) throw new Error(`${failures.length} VM creations failed, e.g. ${failures[0]}`);
+  const sentAt = new Map(sent.map((at, i) => [`${vmName(i)}.tenant`, at]));
   say(`${N} VMs created in ${genS.toFixed(1)} s (target ${RATE}/s); waiting for their addresses`);
   const deadline = Date.now() + Number(values['timeout-s']) * 1000;
   let last = -1;

@@ -11,7 +11,7 @@ import { ControllerProcess, type ControllerSettings, type MemorySummary, type Ru
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { paths } from '../../e2e/suite/kube.ts';
-import { runPool } from './pool.ts';
+import { paced, runPool } from './pool.ts';
 import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, vmiStatusPatch, vmName } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
@@ -482,37 +482,22 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
   const total = Math.round(rate * seconds);
   const loadavgBefore = load();
   const window = await requestWindow(ctx.kube);
-  const sentAt: number[] = new Array(total);
   const vmPost: number[] = new Array(total);
   const vmiPost: number[] = new Array(total);
   const metricsBefore = await controller.metrics();
   const uptimeBefore = controller.uptimeS;
-  const inflight: Promise<void>[] = [];
-  const failures: string[] = [];
-  let maxLag = 0;
-  const t0 = performance.now() + 50;
-  for (let i = 0; i < total; i++) {
-    const due = t0 + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await sleep(wait);
-    maxLag = Math.max(maxLag, performance.now() - due);
-    const sent = performance.now();
-    sentAt[i] = sent;
-    inflight.push(
-      (async () => {
-        const vm = await createVm(ctx.kube, namespace, vmName('churn', i));
-        const between = performance.now();
-        vmPost[i] = between - sent;
-        await createVmi(ctx.kube, vm);
-        vmiPost[i] = performance.now() - between;
-      })().catch((err: unknown) => {
-        failures.push((err as Error).message);
-      }),
-    );
-  }
-  const genSeconds = (performance.now() - t0) / 1000;
-  await Promise.all(inflight);
-  if (failures.length > 0) throw new Error(`${failures.length} VM creations failed, e.g. ${failures[0]}`);
+  const {
+    t0,
+    sentAt,
+    seconds: genSeconds,
+    maxLagMs: maxLag,
+  } = await paced(total, rate, async (i, sent) => {
+    const vm = await createVm(ctx.kube, namespace, vmName('churn', i));
+    const between = performance.now();
+    vmPost[i] = between - sent;
+    await createVmi(ctx.kube, vm);
+    vmiPost[i] = performance.now() - between;
+  });
   await watch.waitForCount(total * NETWORKS.length, 180_000);
   const loadavgAfter = load();
   await controller.waitIdle({ quietMs: 1500 });
