@@ -293,20 +293,15 @@ export class ControllerProcess {
   }
 
   /** GC pauses (cumulative since start, or since `since`) and the worst event-loop delay sampled after `fromT`. */
-  async runtimeStats(since?: Sample[], fromT = 0): Promise<RuntimeStats> {
+  async runtimeStats(since: Sample[] = [], fromT = 0): Promise<RuntimeStats> {
     const now = await this.metrics();
     const gc: RuntimeStats['gc'] = {};
     const kinds = new Set(now.filter((s) => s.name === 'nodejs_gc_duration_seconds_count').map((s) => s.labels.kind ?? ''));
     for (const kind of kinds) {
-      const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), since ? buckets(since, 'nodejs_gc_duration_seconds', { kind }) : new Map());
-      const at = (le: number): number => d.get(le) ?? 0;
-      const count = sumOf(now, 'nodejs_gc_duration_seconds_count', { kind }) - (since ? sumOf(since, 'nodejs_gc_duration_seconds_count', { kind }) : 0);
-      gc[kind] = {
-        count,
-        seconds: round(sumOf(now, 'nodejs_gc_duration_seconds_sum', { kind }) - (since ? sumOf(since, 'nodejs_gc_duration_seconds_sum', { kind }) : 0), 3),
-        over100ms: count - at(0.1),
-        over1s: count - at(1),
-      };
+      const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), buckets(since, 'nodejs_gc_duration_seconds', { kind }));
+      const delta = (name: string): number => sumOf(now, name, { kind }) - sumOf(since, name, { kind });
+      const count = delta('nodejs_gc_duration_seconds_count');
+      gc[kind] = { count, seconds: round(delta('nodejs_gc_duration_seconds_sum'), 3), over100ms: count - (d.get(0.1) ?? 0), over1s: count - (d.get(1) ?? 0) };
     }
     const lags = this.#samples.filter((s) => s.t >= fromT && s.eventLoopLagMaxMs !== undefined).map((s) => s.eventLoopLagMaxMs!);
     return { gc, eventLoopLagMaxMs: lags.length ? Math.max(...lags) : null };
