@@ -22,7 +22,6 @@ import {
 import { round } from './lib/stats.ts';
 import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
 import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
-import { freePort } from '../e2e/harness/index.ts';
 
 /** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
 export const IDLE_TARGET_MIB = 80;
@@ -236,16 +235,7 @@ export async function runScales(o: Options, { startCp, stopCp, show, log }: Harn
       log(`scale ${n}: ipam-extensions on a fresh control plane`);
       const ie = await startCp(`ie-${n}`);
       await createVms(ie, 'bench-scale', 'cold', n);
-      entry.ie = await ieColdStart({
-        binary: o.compareIe,
-        kube: ie.kube,
-        kubeconfig: ie.cp.kubeconfigPath,
-        dir: ie.dir,
-        namespace: 'bench-scale',
-        vms: n,
-        probePort: await freePort(),
-        log,
-      });
+      entry.ie = await ieColdStart(ie, o.compareIe, 'bench-scale', n);
       log(`scale ${n}: ipam-extensions peak ${entry.ie.peakRssMiB} MiB, steady ${entry.ie.steadyRssMiB} MiB, ${entry.ie.cpuPerClaimMs} ms CPU per claim`);
       await stopCp();
     }
