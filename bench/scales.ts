@@ -64,16 +64,17 @@ async function outage(
   let restarts = 0;
   let warnings = 0;
   let supervising = true;
-  const countWarnings = (c: ControllerProcess, from: number): number =>
+  const logsBefore = current.logLines().length;
+  // Warnings and errors of a controller process, since the outage began for the one it had then.
+  const warningsOf = (c: ControllerProcess): number =>
     c
       .logLines()
-      .slice(from)
+      .slice(c === controller ? logsBefore : 0)
       .filter((l) => l.level === 'warn' || l.level === 'error').length;
-  const logsBefore = current.logLines().length;
   const supervisor = (async () => {
     while (supervising) {
       if (current.exited) {
-        warnings += countWarnings(current, current === controller ? logsBefore : 0);
+        warnings += warningsOf(current);
         restarts++;
         log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
         current = await ControllerProcess.startIn(ctx, `${current.name.replace(/-r\d+$/, '')}-r${restarts}`);
@@ -111,7 +112,7 @@ async function outage(
     supervising = false;
     await supervisor;
   }
-  warnings += countWarnings(current, current === controller ? logsBefore : 0);
+  warnings += warningsOf(current);
   return {
     controller: current,
     result: {
