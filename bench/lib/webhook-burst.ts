@@ -104,11 +104,10 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
   const seconds = (performance.now() - t0) / 1000;
   const after = await controller.metrics();
   const hist = bucketDelta(buckets(after, HIST), buckets(before, HIST));
-  const lookups = (name: string) => delta(counterBy(after, name, 'source'), counterBy(before, name, 'source'));
-  const vmiLookups = lookups('persistent_ips_webhook_vmi_lookups_total');
-  const claimLookups = lookups('persistent_ips_webhook_claim_lookups_total');
-  const apiSources = (d: Record<string, number>) =>
-    Object.entries(d)
+  // A counter's increase over the burst by one of its labels.
+  const counted = (name: string, label: string) => delta(counterBy(after, name, label), counterBy(before, name, label));
+  const apiSources = (name: string) =>
+    Object.entries(counted(name, 'source'))
       .filter(([k]) => k.startsWith('api'))
       .reduce((a, [, v]) => a + v, 0);
   clientMs.sort((a, b) => a - b);
@@ -116,11 +115,8 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
     pods,
     serverMs: { p50: round(1000 * histogramQuantile(0.5, hist), 2), p99: round(1000 * histogramQuantile(0.99, hist), 2) },
     clientMs: { p50: round(percentile(clientMs, 50), 2), p99: round(percentile(clientMs, 99), 2), max: round(clientMs[clientMs.length - 1] ?? NaN, 2) },
-    outcomes: delta(
-      counterBy(after, 'persistent_ips_webhook_admissions_total', 'result'),
-      counterBy(before, 'persistent_ips_webhook_admissions_total', 'result'),
-    ),
-    apiReads: { vmi: apiSources(vmiLookups), claim: apiSources(claimLookups) },
+    outcomes: counted('persistent_ips_webhook_admissions_total', 'result'),
+    apiReads: { vmi: apiSources('persistent_ips_webhook_vmi_lookups_total'), claim: apiSources('persistent_ips_webhook_claim_lookups_total') },
     seconds: round(seconds, 2),
     loadavgBefore: round(loadavgBefore, 2),
   };
