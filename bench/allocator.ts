@@ -19,7 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { PoolAllocator, type ClaimAddresses } from '../src/allocator/allocator.ts';
 import { formatAddress } from '../src/allocator/address.ts';
 import { type Pool, parsePool } from '../src/allocator/pool.ts';
-import { fmtN } from './lib/report.ts';
+import { fmtN, type Row } from './lib/report.ts';
 import { median, round } from './lib/stats.ts';
 
 export interface AllocatorBenchOptions {
@@ -86,38 +86,29 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
   for (let r = 0; r < runs; r++) {
     const rand = mulberry32(seed + r);
     const offsets = sample(rand, 1, usable16, inUse); // host offsets 1..65534
-    const claims: ClaimAddresses[] = offsets.map((off, i) => ({
-      key: `ns/vm-${i}.net`,
-      ips: [`${formatAddress(4, 0x0a000000n + BigInt(off))}/16`],
-    }));
+    const claims: ClaimAddresses[] = offsets.map((off, i) => ({ key: `ns/vm-${i}.net`, ips: [ip4(off)] }));
     const a = new PoolAllocator(p16);
-    let t = performance.now();
-    a.rebuild(claims);
-    const setup = performance.now() - t;
+    const [setup] = timed(() => a.rebuild(claims));
     const intervals = a.stats().families[0]!.freeIntervals;
 
-    t = performance.now();
     let allocs = 0;
-    for (;;) {
-      const res = a.allocate(`ns/new-${allocs}.net`);
-      if (!res.ok) break;
-      allocs++;
-    }
-    const alloc = performance.now() - t;
+    const [alloc] = timed(() => {
+      while (a.allocate(`ns/new-${allocs}.net`).ok) allocs++;
+    });
     if (allocs !== usable16 - inUse) throw new Error(`expected ${usable16 - inUse} allocations, got ${allocs}`);
 
     // Churn on the (now full) pool: free a random holder, allocate for a new key.
     const keys = [...claims.map((c) => c.key), ...Array.from({ length: allocs }, (_, i) => `ns/new-${i}.net`)];
-    t = performance.now();
-    for (let i = 0; i < churnOps; i++) {
-      const j = Math.floor(rand() * keys.length);
-      a.release(keys[j]!);
-      const key = `ns/churn-${i}.net`;
-      const res = a.allocate(key);
-      if (!res.ok) throw new Error(`churn allocation failed: ${res.message}`);
-      keys[j] = key;
-    }
-    const churn = performance.now() - t;
+    const [churn] = timed(() => {
+      for (let i = 0; i < churnOps; i++) {
+        const j = Math.floor(rand() * keys.length);
+        a.release(keys[j]!);
+        const key = `ns/churn-${i}.net`;
+        const res = a.allocate(key);
+        if (!res.ok) throw new Error(`churn allocation failed: ${res.message}`);
+        keys[j] = key;
+      }
+    });
     s16.push({ setup, alloc, allocs, churn, intervals });
   }
   const allocMs = median(s16.map((s) => s.alloc));
@@ -129,14 +120,10 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
   for (let r = 0; r < runs; r++) {
     const rand = mulberry32(seed + 1000 + r);
     const v4 = sample(rand, 1, usable16, rebuildClaims);
-    const claims: ClaimAddresses[] = v4.map((off, i) => ({
-      key: `ns/vm-${i}.net`,
-      ips: [`${formatAddress(4, 0x0a000000n + BigInt(off))}/16`, `${formatAddress(6, (0xfd00n << 112n) + randomBigInt64(rand))}/64`],
-    }));
+    const claims: ClaimAddresses[] = v4.map((off, i) => ({ key: `ns/vm-${i}.net`, ips: [ip4(off), ip6(rand)] }));
     const a = new PoolAllocator(pDual);
-    const t = performance.now();
-    const report = a.rebuild(claims);
-    rebuildTimes.push(performance.now() - t);
+    const [ms, report] = timed(() => a.rebuild(claims));
+    rebuildTimes.push(ms);
     if (report.problems.length > 0) throw new Error(`unexpected rebuild problems: ${report.problems[0]!.message}`);
   }
   const rebuildMs = median(rebuildTimes);
@@ -146,28 +133,26 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
   const far: number[] = [];
   const rebuild64: number[] = [];
   for (let r = 0; r < runs; r++) {
-    let t = performance.now();
-    const p64 = pool('fd00::/64');
-    const res = new PoolAllocator(p64).allocate('ns/vm.net');
-    first.push((performance.now() - t) * 1000);
+    const [firstMs, [p64, res]] = timed(() => {
+      const p = pool('fd00::/64');
+      return [p, new PoolAllocator(p).allocate('ns/vm.net')] as const;
+    });
+    first.push(firstMs * 1000);
     if (!res.ok || res.ips[0] !== 'fd00::1/64') throw new Error('unexpected first /64 allocation');
 
     const b = new PoolAllocator(p64);
-    t = performance.now();
-    const req = b.allocate('ns/vm.net', { requested: ['fd00::ffff:ffff:ffff:fffe'] });
-    far.push((performance.now() - t) * 1000);
+    const [farMs, req] = timed(() => b.allocate('ns/vm.net', { requested: ['fd00::ffff:ffff:ffff:fffe'] }));
+    far.push(farMs * 1000);
     if (!req.ok) throw new Error(req.message);
 
     const rand = mulberry32(seed + 2000 + r);
-    const claims: ClaimAddresses[] = Array.from({ length: rebuildClaims }, (_, i) => ({
-      key: `ns/vm-${i}.net`,
-      ips: [`${formatAddress(6, (0xfd00n << 112n) + randomBigInt64(rand))}/64`],
-    }));
+    const claims: ClaimAddresses[] = Array.from({ length: rebuildClaims }, (_, i) => ({ key: `ns/vm-${i}.net`, ips: [ip6(rand)] }));
     const c = new PoolAllocator(p64);
-    t = performance.now();
-    c.rebuild(claims);
-    const next = c.allocate('ns/next.net');
-    rebuild64.push(performance.now() - t);
+    const [rebuildMs, next] = timed(() => {
+      c.rebuild(claims);
+      return c.allocate('ns/next.net');
+    });
+    rebuild64.push(rebuildMs);
     if (!next.ok) throw new Error(next.message);
   }
 
@@ -202,8 +187,9 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
   };
 }
 
-export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
-  const rows: [string, string][] = [
+/** The figures as report rows (bench/run.ts's section, and the table below). */
+export function allocatorRows(r: AllocatorBenchResult): Row[] {
+  return [
     [`/16: ${r.slash16.inUse} of ${r.slash16.usable} in use (${r.slash16.freeIntervals} free intervals)`, ''],
     ['  allocations until exhausted', `${r.slash16.allocations}`],
     ['  allocations per second', fmtN(r.slash16.allocationsPerSecond)],
@@ -216,6 +202,10 @@ export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
     ['/64: request at the far end', `${r.ipv6_64.requestFarEndMicros} µs`],
     [`/64: rebuild ${r.rebuild.claims} scattered claims + allocate`, `${r.ipv6_64.rebuildThenAllocateMs} ms`],
   ];
+}
+
+export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
+  const rows = allocatorRows(r);
   const width = Math.max(...rows.map(([k]) => k.length));
   return [`allocator benchmark (node ${r.node}, median of ${r.runs} runs)`, ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`)].join('\n');
 }
@@ -236,11 +226,21 @@ function sample(rand: () => number, lo: number, hi: number, count: number): numb
   return values.slice(0, count);
 }
 
-/** A random 64-bit host part, never 0 (the subnet-router anycast address). */
-function randomBigInt64(rand: () => number): bigint {
+/** Milliseconds `fn` took, and what it returned. */
+function timed<T>(fn: () => T): [number, T] {
+  const t = performance.now();
+  const value = fn();
+  return [performance.now() - t, value];
+}
+
+/** The address at host offset `off` of 10.0.0.0/16. */
+const ip4 = (off: number): string => `${formatAddress(4, 0x0a000000n + BigInt(off))}/16`;
+
+/** A random address of fd00::/64, never the subnet-router anycast address (host part 0). */
+function ip6(rand: () => number): string {
   const hi = BigInt(Math.floor(rand() * 2 ** 32));
   const lo = BigInt(Math.floor(rand() * 2 ** 32));
-  return (hi << 32n) | lo || 1n;
+  return `${formatAddress(6, (0xfd00n << 112n) + ((hi << 32n) | lo || 1n))}/64`;
 }
 
 function mulberry32(seed: number): () => number {

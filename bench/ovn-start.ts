@@ -12,7 +12,8 @@ import { parseArgs } from 'node:util';
 import { World } from '../e2e/kubevirt/world.ts';
 import { nadConfig } from '../e2e/suite/fixtures.ts';
 import { paths } from '../e2e/suite/kube.ts';
-import { percentile, round } from './lib/stats.ts';
+import { paced } from './lib/pool.ts';
+import { pcts, round } from './lib/stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -48,40 +49,27 @@ try {
     if (ips.length > 0 && !addressed.has(obj.metadata.name)) addressed.set(obj.metadata.name, { at, ips });
   });
   void ctrl.done.then(() => say('claim watch ended'));
-  const sentAt = new Map<string, number>();
-  const failures: string[] = [];
-  const inflight: Promise<unknown>[] = [];
   const load0 = loadavg();
-  const t0 = performance.now();
-  for (let i = 0; i < N; i++) {
-    const due = t0 + (i * 1000) / RATE;
-    const wait = due - performance.now();
-    if (wait > 1) await sleep(wait);
-    const name = `vm-${String(i).padStart(5, '0')}`;
-    sentAt.set(`${name}.tenant`, performance.now());
-    inflight.push(
-      world.api
-        .create(paths.vms(ns), {
-          apiVersion: 'kubevirt.io/v1',
-          kind: 'VirtualMachine',
-          metadata: { name, namespace: ns },
+  const vmName = (i: number): string => `vm-${String(i).padStart(5, '0')}`;
+  const { t0, sentAt: sent } = await paced(N, RATE, async (i) => {
+    await world.api.create(paths.vms(ns), {
+      apiVersion: 'kubevirt.io/v1',
+      kind: 'VirtualMachine',
+      metadata: { name: vmName(i), namespace: ns },
+      spec: {
+        runStrategy: 'Always',
+        template: {
           spec: {
-            runStrategy: 'Always',
-            template: {
-              spec: {
-                domain: { devices: { interfaces: [{ name: 'tenant', bridge: {} }] }, resources: { requests: { memory: '128Mi' } } },
-                networks: [{ name: 'tenant', multus: { networkName: 'tenant' } }],
-                terminationGracePeriodSeconds: 0,
-              },
-            },
+            domain: { devices: { interfaces: [{ name: 'tenant', bridge: {} }] }, resources: { requests: { memory: '128Mi' } } },
+            networks: [{ name: 'tenant', multus: { networkName: 'tenant' } }],
+            terminationGracePeriodSeconds: 0,
           },
-        })
-        .catch((e: unknown) => failures.push(String(e))),
-    );
-  }
-  await Promise.all(inflight);
+        },
+      },
+    });
+  });
   const genS = (performance.now() - t0) / 1000;
-  if (failures.length > 0) throw new Error(`${failures.length} VM creations failed, e.g. ${failures[0]}`);
+  const sentAt = new Map(sent.map((at, i) => [`${vmName(i)}.tenant`, at]));
   say(`${N} VMs created in ${genS.toFixed(1)} s (target ${RATE}/s); waiting for their addresses`);
   const deadline = Date.now() + Number(values['timeout-s']) * 1000;
   let last = -1;
@@ -91,24 +79,13 @@ try {
     await sleep(5000);
   }
   ctrl.stop();
-  const lat = [...sentAt].flatMap(([claim, sent]) => {
-    const a = addressed.get(claim);
-    return a ? [a.at - sent] : [];
-  });
-  const toClaim = [...sentAt].flatMap(([claim, sent]) => {
-    const c = created.get(claim);
-    return c ? [c - sent] : [];
-  });
-  const claimToAddress = [...created].flatMap(([claim, c]) => {
-    const a = addressed.get(claim);
-    return a ? [a.at - c] : [];
-  });
-  const q = (xs: number[]) => ({
-    p50: round(percentile(xs, 50), 0),
-    p95: round(percentile(xs, 95), 0),
-    p99: round(percentile(xs, 99), 0),
-    max: round(Math.max(...xs), 0),
-  });
+  // The time from each key's `from` to its `to`, for the keys in both.
+  const gaps = (from: Map<string, number>, to: Map<string, number>): number[] => [...from].flatMap(([k, t]) => (to.has(k) ? [to.get(k)! - t] : []));
+  const addressedAt = new Map([...addressed].map(([k, a]) => [k, a.at]));
+  const lat = gaps(sentAt, addressedAt);
+  const toClaim = gaps(sentAt, created);
+  const claimToAddress = gaps(created, addressedAt);
+  const q = (xs: number[]) => pcts(xs, 0);
   const unique = new Set([...addressed.values()].map((a) => a.ips.join(','))).size;
   const result = {
     vms: N,

@@ -170,37 +170,13 @@ async function main(): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       for (const arm of r % 2 === 0 ? arms : [...arms].reverse()) {
         const ns = `paired-${r}-${arm.name}`;
-        if (vms === 0) {
-          samples.push(await startUp(base, { ...settings, namespace: ns }, arm, r, settleMs));
-          continue;
-        }
-        await createVms(base, ns, 'vm', vms);
-        const ctx: BenchContext = { ...armContext(base, arm), settings: { ...settings, namespace: ns } };
-        const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
-        if (settleMs > 0) await sleep(settleMs);
-        const mem = procMemory(controller.pid);
-        const threads = threadCpu(controller.pid, 2);
-        const times = procCpuTimes(controller.pid);
-        const apiRequests = requestsByVerb(await controller.metrics());
-        await controller.stop();
-        const s: Sample = {
-          arm: arm.name,
-          round: r,
-          cpuSeconds: round(result.cpuSeconds.controller!, 2),
-          cpuMsPerClaim: round((result.cpuSeconds.controller! * 1000) / result.claims, 3),
-          convergenceS: result.spawnToAllClaimsS,
-          peakRssMiB: round((mem?.hwmKb ?? 0) / 1024, 1),
-          settledRssMiB: settleMs > 0 && mem ? round(mem.rssKb / 1024, 1) : null,
-          threads,
-          systemSeconds: times ? round(times.system, 2) : null,
-          childSeconds: times ? round(times.children, 2) : null,
-          reconciles: result.reconciles,
-          apiRequests,
+        const ctx: BenchContext = {
+          ...base,
+          controllerEnv: arm.env,
+          ...(arm.entry ? { controllerEntry: arm.entry } : {}),
+          settings: { ...settings, namespace: ns },
         };
-        samples.push(s);
-        log(
-          `${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s; its child processes ${s.childSeconds} s (not counted above); ${s.reconciles} reconciles, API requests ${JSON.stringify(apiRequests)}`,
-        );
+        samples.push(vms === 0 ? await startUp(ctx, arm, r, settleMs) : await pairedColdStart(ctx, arm, r, vms, settleMs));
         // The namespace stays: its claims carry our finalizer, so deleting it with no controller running would leave
         // the namespace controller retrying in the background of the next arm. The control plane goes at the end.
       }
@@ -260,24 +236,52 @@ function requestsByVerb(metrics: PromSample[]): Record<string, number> {
   return out;
 }
 
-/** The arm's build and environment for its controllers. */
-const armContext = (base: BenchContext, arm: Arm): BenchContext => ({ ...base, controllerEnv: arm.env, ...(arm.entry ? { controllerEntry: arm.entry } : {}) });
+/** The controller's /proc figures now: memory, CPU seconds by thread, in the kernel and of its reaped children. */
+function procFigures(pid: number, digits: number) {
+  const mem = procMemory(pid);
+  const threads = Object.fromEntries(Object.entries(procThreadCpuSeconds(pid)).map(([k, v]) => [k, round(v, digits)]));
+  const times = procCpuTimes(pid);
+  return { mem, threads, systemSeconds: times ? round(times.system, digits) : null, childSeconds: times ? round(times.children, digits) : null };
+}
 
-/** CPU seconds by thread name, rounded. */
-function threadCpu(pid: number, digits: number): Record<string, number> {
-  return Object.fromEntries(Object.entries(procThreadCpuSeconds(pid)).map(([k, v]) => [k, round(v, digits)]));
+const procLog = (s: Sample): string =>
+  `CPU s by thread ${JSON.stringify(s.threads)}, in the kernel ${s.systemSeconds} s; its child processes ${s.childSeconds} s (not counted above)`;
+
+/** One cold start of `vms` VMs in the context's namespace: the controller's CPU per claim, convergence, peak RSS. */
+async function pairedColdStart(ctx: BenchContext, arm: Arm, r: number, vms: number, settleMs: number): Promise<Sample> {
+  const ns = ctx.settings.namespace!;
+  await createVms(ctx, ns, 'vm', vms);
+  const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
+  if (settleMs > 0) await sleep(settleMs);
+  const { mem, ...proc } = procFigures(controller.pid, 2);
+  const apiRequests = requestsByVerb(await controller.metrics());
+  await controller.stop();
+  const s: Sample = {
+    arm: arm.name,
+    round: r,
+    cpuSeconds: round(result.cpuSeconds.controller!, 2),
+    cpuMsPerClaim: round((result.cpuSeconds.controller! * 1000) / result.claims, 3),
+    convergenceS: result.spawnToAllClaimsS,
+    peakRssMiB: round((mem?.hwmKb ?? 0) / 1024, 1),
+    settledRssMiB: settleMs > 0 && mem ? round(mem.rssKb / 1024, 1) : null,
+    ...proc,
+    reconciles: result.reconciles,
+    apiRequests,
+  };
+  ctx.log(
+    `${arm.name} round ${r + 1}: ${s.cpuMsPerClaim} ms CPU per claim, converged in ${s.convergenceS} s, peak RSS ${s.peakRssMiB} MiB${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB after ${settleMs / 1000} s`}; ${procLog(s)}; ${s.reconciles} reconciles, API requests ${JSON.stringify(apiRequests)}`,
+  );
+  return s;
 }
 
 /** One start with no VMs: the controller's CPU and RSS at /readyz + 1 s. */
-async function startUp(base: BenchContext, settings: BenchContext['settings'], arm: Arm, r: number, settleMs: number): Promise<Sample> {
-  const controller = await ControllerProcess.startIn({ ...armContext(base, arm), settings }, `${arm.name}-${r}`, arm.flags);
+async function startUp(ctx: BenchContext, arm: Arm, r: number, settleMs: number): Promise<Sample> {
+  const controller = await ControllerProcess.startIn(ctx, `${arm.name}-${r}`, arm.flags);
   try {
     await controller.waitReady(60_000);
     await sleep(1000);
     const cpuSeconds = controller.cpuSeconds();
-    const mem = procMemory(controller.pid);
-    const threads = threadCpu(controller.pid, 3);
-    const times = procCpuTimes(controller.pid);
+    const { mem, ...proc } = procFigures(controller.pid, 3);
     if (settleMs > 0) await sleep(settleMs);
     const settled = settleMs > 0 ? procMemory(controller.pid) : undefined;
     const s: Sample = {
@@ -288,14 +292,12 @@ async function startUp(base: BenchContext, settings: BenchContext['settings'], a
       convergenceS: null,
       peakRssMiB: round((mem?.rssKb ?? 0) / 1024, 1),
       settledRssMiB: settled ? round(settled.rssKb / 1024, 1) : null,
-      threads,
-      systemSeconds: times ? round(times.system, 3) : null,
-      childSeconds: times ? round(times.children, 3) : null,
+      ...proc,
       reconciles: null,
       apiRequests: null,
     };
-    base.log(
-      `${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; CPU s by thread ${JSON.stringify(threads)}, in the kernel ${s.systemSeconds} s; its child processes ${s.childSeconds} s (not counted above)`,
+    ctx.log(
+      `${arm.name} round ${r + 1}: start-up ${s.cpuSeconds} s CPU, RSS ${s.peakRssMiB} MiB at /readyz + 1 s${s.settledRssMiB === null ? '' : `, ${s.settledRssMiB} MiB idle ${settleMs / 1000} s later`}; ${procLog(s)}`,
     );
     return s;
   } finally {

@@ -23,13 +23,13 @@ import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pinnedVersions } from '../e2e/harness/index.ts';
-import { formatAllocatorBenchTable, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
+import { allocatorRows, runAllocatorBench, type AllocatorBenchResult } from './allocator.ts';
 import { runScales } from './scales.ts';
 import { ControllerProcess, stopControllers, type ControllerSettings, type MemorySummary } from './lib/controller.ts';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { killAllSync, stopAll } from './lib/processes.ts';
 import { startWorld, type World } from './lib/world.ts';
-import { fmtMs, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
+import { fmtMs, fmtMsOf, fmtN, fmtS, textTable, verdict, writeReport, type Row, type Section } from './lib/report.ts';
 import {
   churn,
   coldStart,
@@ -42,8 +42,11 @@ import {
   vmiStatusUpdates,
   warmUp,
   type BenchContext,
+  type Harness,
+  type ModeRun,
   type ChurnResult,
   type ColdStartResult,
+  type ConvergenceResult,
   type LimitResult,
   type SetupResult,
   type SteadyStepResult,
@@ -121,7 +124,7 @@ const BOOLEAN = ['skip-large', 'skip-allocator', 'skip-diagnostics', 'cpu-prof',
 type Camel<S extends string> = S extends `${infer A}-${infer B}` ? `${A}${Capitalize<Camel<B>>}` : S;
 const camel = (flag: string): string => flag.replace(/-(.)/g, (_, c: string) => c.toUpperCase());
 
-type Options = { [K in keyof typeof NUMERIC as Camel<K>]: (typeof NUMERIC)[K][0] extends number ? number : number | undefined } & {
+export type Options = { [K in keyof typeof NUMERIC as Camel<K>]: (typeof NUMERIC)[K][0] extends number ? number : number | undefined } & {
   [K in (typeof BOOLEAN)[number] as Camel<K>]: boolean;
 } & { out: string; nodeArgs: string[]; scales: number[]; compareIe?: string };
 
@@ -237,6 +240,12 @@ const cpuRow = (c: Record<string, number>): string =>
     .map(([k, v]) => `${k} ${v.toFixed(1)}`)
     .join(', ');
 
+/** "2.10 ms / 1.93 ms" */
+const msPair = (a: number, b: number): string => `${a.toFixed(2)} ms / ${b.toFixed(2)} ms`;
+
+/** A convergence's write phase and its rate, e.g. "4.21 s (950 claims/s)", with `more` inside the parentheses. */
+const writePhase = (r: ConvergenceResult, more = ''): string => `${fmtS(r.writePhaseS)} (${Math.round(r.claims / r.writePhaseS)} claims/s${more})`;
+
 function coldStartSection(
   cold: ColdStartResult,
   lim: LimitResult,
@@ -258,10 +267,10 @@ function coldStartSection(
     ['controller: spawn → /readyz (caches synced)', fmtS(cold.spawnToReadyS)],
     ['controller: spawn → first claim', fmtS(cold.spawnToFirstClaimS)],
     ['controller: spawn → all claims (convergence)', fmtS(cold.spawnToAllClaimsS)],
-    ['controller: write phase (first → last claim)', `${fmtS(cold.writePhaseS)} (${Math.round(cold.claims / cold.writePhaseS)} claims/s)`],
+    ['controller: write phase (first → last claim)', writePhase(cold)],
     ['limit client: spawn → first claim', fmtS(lim.spawnToFirstClaimS)],
     ['limit client: spawn → all claims', fmtS(lim.spawnToAllClaimsS)],
-    ['limit client: write phase (first → last claim)', `${fmtS(lim.writePhaseS)} (${Math.round(lim.claims / lim.writePhaseS)} claims/s)`],
+    ['limit client: write phase (first → last claim)', writePhase(lim)],
     ['convergence / limit, this pair (round 1)', ratio.toFixed(3)],
     ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
     [
@@ -275,26 +284,17 @@ function coldStartSection(
         `${fmtS(r.controllerS)} / ${fmtS(r.limitS)} = ${r.ratio.toFixed(3)}; write phase ${r.writePhaseRatio.toFixed(3)}; CPU per claim ${r.controllerCpuPerClaimMs.toFixed(2)} / ${r.limitCpuPerClaimMs.toFixed(2)} ms; load ${r.loadavg1}`,
       ],
     ),
-    [
-      `controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`,
-      `${medianCpu.toFixed(2)} ms / ${medianLimitCpu.toFixed(2)} ms`,
-    ],
+    [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, msPair(medianCpu, medianLimitCpu)],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
-    [
-      'controller CPU per claim / limit client CPU per claim, round 1',
-      `${rounds[0]!.controllerCpuPerClaimMs.toFixed(2)} ms / ${rounds[0]!.limitCpuPerClaimMs.toFixed(2)} ms`,
-    ],
+    ['controller CPU per claim / limit client CPU per claim, round 1', msPair(rounds[0]!.controllerCpuPerClaimMs, rounds[0]!.limitCpuPerClaimMs)],
     ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
-    ...(viaProject && projectRatio !== undefined
+    ...(viaProject
       ? ([
           ["diagnostic: the same writes through the controller's KubeClient (src/kube), no controller", ''],
           ['  spawn → first claim / all claims', `${fmtS(viaProject.spawnToFirstClaimS)} / ${fmtS(viaProject.spawnToAllClaimsS)}`],
-          [
-            '  write phase (first → last claim)',
-            `${fmtS(viaProject.writePhaseS)} (${Math.round(viaProject.claims / viaProject.writePhaseS)} claims/s; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's)`,
-          ],
-          ['  KubeClient / limit', `${projectRatio.toFixed(3)}`],
+          ['  write phase (first → last claim)', writePhase(viaProject, `; ${(viaProject.writePhaseS / lim.writePhaseS).toFixed(3)} × the limit's`)],
+          ['  KubeClient / limit', `${projectRatio!.toFixed(3)}`],
           ['  client CPU per claim', `${((1000 * (viaProject.cpuSeconds['limit-writer'] ?? NaN)) / viaProject.claims).toFixed(2)} ms`],
           ['  CPU seconds', cpuRow(viaProject.cpuSeconds)],
         ] as Row[])
@@ -340,7 +340,6 @@ function coldStartSection(
 function writesSection(
   entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[],
 ): Section {
-  const rows: Row[] = [];
   const json = entries.map((e) => ({
     scenario: e.label,
     claimsCreated: e.claims,
@@ -350,17 +349,17 @@ function writesSection(
     eventWrites: e.w.eventWrites,
     eventWritesPerClaim: round(e.w.eventWrites / Math.max(1, e.claims), 4),
   }));
-  for (const j of json) {
-    const by = Object.entries(j.claimWritesBy)
-      .map(([k, v]) => `${k}: ${v}`)
-      .join(', ');
-    rows.push([`${j.scenario}: ${fmtN(j.claimsCreated)} claims created`, '']);
-    rows.push([
-      '  ipamclaims writes per claim (target 1.0)',
-      `${j.claimWritesPerClaim} (${j.claimWrites} writes${by ? `; ${by}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`,
-    ]);
-    rows.push(['  event writes per claim', `${j.eventWritesPerClaim} (${j.eventWrites})`]);
-  }
+  const rows = json.flatMap((j): Row[] => {
+    const by = Object.entries(j.claimWritesBy).map(([k, v]) => `${k}: ${v}`);
+    return [
+      [`${j.scenario}: ${fmtN(j.claimsCreated)} claims created`, ''],
+      [
+        '  ipamclaims writes per claim (target 1.0)',
+        `${j.claimWritesPerClaim} (${j.claimWrites} writes${by.length ? `; ${by.join(', ')}` : ''}) ${verdict(j.claimWritesPerClaim === 1)}`,
+      ],
+      ['  event writes per claim', `${j.eventWritesPerClaim} (${j.eventWrites})`],
+    ];
+  });
   return {
     id: 'writes',
     title: '3. Write amplification (counted by the API server)',
@@ -379,14 +378,13 @@ function writesSection(
 }
 
 function steadySection(steps: SteadyStepResult[]): Section {
-  const rows: Row[] = [];
-  for (const s of steps) {
-    rows.push([`${s.step}: ${s.description}`, '']);
-    rows.push(['  ipamclaims writes (target 0)', `${s.claimWrites} ${verdict(s.claimWrites === 0)}`]);
-    rows.push(['  event writes', String(s.eventWrites)]);
-    rows.push(['  reconciles during the step', fmtN(s.reconciles)]);
-    rows.push(['  duration', fmtS(s.seconds)]);
-  }
+  const rows = steps.flatMap((s): Row[] => [
+    [`${s.step}: ${s.description}`, ''],
+    ['  ipamclaims writes (target 0)', `${s.claimWrites} ${verdict(s.claimWrites === 0)}`],
+    ['  event writes', String(s.eventWrites)],
+    ['  reconciles during the step', fmtN(s.reconciles)],
+    ['  duration', fmtS(s.seconds)],
+  ]);
   return {
     id: 'steady-state',
     title: '4. Steady state: writes caused by resync, VMI status updates and a restart',
@@ -408,18 +406,12 @@ function churnSection(c: ChurnResult): Section {
     ['latency VM POST → claim ADDED: p50', fmtMs(c.latencyMs.p50)],
     ['p95', fmtMs(c.latencyMs.p95)],
     ['p99', fmtMs(c.latencyMs.p99)],
-    ['max / mean / min', `${fmtMs(c.latencyMs.max)} / ${fmtMs(c.latencyMs.mean)} / ${fmtMs(c.latencyMs.min)}`],
-    ['per VM (both claims): p50 / p95 / p99', `${fmtMs(c.perVmLatencyMs.p50)} / ${fmtMs(c.perVmLatencyMs.p95)} / ${fmtMs(c.perVmLatencyMs.p99)}`],
-    [
-      'API server answer to the VM POST: p50 / p95 / p99 / max',
-      `${fmtMs(c.vmPostMs.p50)} / ${fmtMs(c.vmPostMs.p95)} / ${fmtMs(c.vmPostMs.p99)} / ${fmtMs(c.vmPostMs.max)}`,
-    ],
-    [
-      'API server answer to the VMI POST: p50 / p95 / p99 / max',
-      `${fmtMs(c.vmiPostMs.p50)} / ${fmtMs(c.vmiPostMs.p95)} / ${fmtMs(c.vmiPostMs.p99)} / ${fmtMs(c.vmiPostMs.max)}`,
-    ],
-    ['controller: work-queue wait p50 / p99 (from its histogram)', `${fmtMs(c.controller.queueWaitP50Ms)} / ${fmtMs(c.controller.queueWaitP99Ms)}`],
-    ['controller: reconcile time p50 / p99 (from its histogram)', `${fmtMs(c.controller.reconcileP50Ms)} / ${fmtMs(c.controller.reconcileP99Ms)}`],
+    ['max / mean / min', fmtMsOf(c.latencyMs, 'max', 'mean', 'min')],
+    ['per VM (both claims): p50 / p95 / p99', fmtMsOf(c.perVmLatencyMs, 'p50', 'p95', 'p99')],
+    ['API server answer to the VM POST: p50 / p95 / p99 / max', fmtMsOf(c.vmPostMs, 'p50', 'p95', 'p99', 'max')],
+    ['API server answer to the VMI POST: p50 / p95 / p99 / max', fmtMsOf(c.vmiPostMs, 'p50', 'p95', 'p99', 'max')],
+    ['controller: work-queue wait p50 / p99 (from its histogram)', fmtMsOf(c.controller, 'queueWaitP50Ms', 'queueWaitP99Ms')],
+    ['controller: reconcile time p50 / p99 (from its histogram)', fmtMsOf(c.controller, 'reconcileP50Ms', 'reconcileP99Ms')],
     ['controller GC and event loop during the churn', gcRow(c.controller.runtime)],
     ['ipamclaims writes per claim', String(c.claimWritesPerClaim)],
     ['load average (1 min) before → after', `${c.loadavgBefore[0]} → ${c.loadavgAfter[0]}`],
@@ -451,18 +443,17 @@ interface MemoryEntry {
 }
 
 function memorySection(entries: MemoryEntry[]): Section {
-  const rows: Row[] = [];
-  for (const e of entries) {
-    const m = e.memory;
-    rows.push([`${e.label} (N = ${fmtN(e.vms)})`, '']);
-    rows.push([
+  const mib = (x: number | null): string => (x === null ? 'n/a' : `${x.toFixed(1)} MiB`);
+  const rows = entries.flatMap(({ label, vms, memory: m }): Row[] => [
+    [`${label} (N = ${fmtN(vms)})`, ''],
+    [
       '  peak RSS (VmHWM)',
-      `${m.peakRssMiB.toFixed(1)} MiB (target < ${RSS_TARGET_MIB} MB at 10,000: ${e.vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`,
-    ]);
-    rows.push(['  peak process_resident_memory_bytes', m.peakResidentMetricMiB === null ? 'n/a' : `${m.peakResidentMetricMiB.toFixed(1)} MiB`]);
-    rows.push(['  peak nodejs_heap_size_used_bytes', m.peakHeapUsedMiB === null ? 'n/a' : `${m.peakHeapUsedMiB.toFixed(1)} MiB`]);
-    rows.push(['  peak nodejs_heap_size_total_bytes', m.peakHeapTotalMiB === null ? 'n/a' : `${m.peakHeapTotalMiB.toFixed(1)} MiB`]);
-  }
+      `${mib(m.peakRssMiB)} (target < ${RSS_TARGET_MIB} MB at 10,000: ${vms >= 10_000 ? verdict(m.peakRssMiB * 1.048576 < RSS_TARGET_MIB) : 'n/a'})`,
+    ],
+    ['  peak process_resident_memory_bytes', mib(m.peakResidentMetricMiB)],
+    ['  peak nodejs_heap_size_used_bytes', mib(m.peakHeapUsedMiB)],
+    ['  peak nodejs_heap_size_total_bytes', mib(m.peakHeapTotalMiB)],
+  ]);
   return {
     id: 'memory',
     title: '6. Controller memory',
@@ -511,17 +502,10 @@ function largeSection(setup: SetupResult, cold: ColdStartResult): Section {
 }
 
 function allocatorSection(r: AllocatorBenchResult): Section {
-  const rows: Row[] = formatAllocatorBenchTable(r)
-    .split('\n')
-    .slice(1)
-    .map((l): Row => {
-      const m = /^(.*?\S)\s{2,}(\S.*)$/.exec(l);
-      return m ? [m[1]!, m[2]!] : [l.trim(), ''];
-    });
   return {
     id: 'allocator',
     title: `7. Allocator (bench/allocator.ts, median of ${r.runs} runs)`,
-    rows,
+    rows: allocatorRows(r),
     json: r,
     svg: barChart({
       title: 'Allocator throughput',
@@ -537,19 +521,123 @@ function allocatorSection(r: AllocatorBenchResult): Section {
 
 // ---------------------------------------------------------------------------------------------------------------
 
+/** The scenarios of the default mode, in the order of the comment at the top. */
+async function runScenarios(o: Options, settings: ControllerSettings, tmp: string, h: Harness): Promise<ModeRun> {
+  const ctx = await h.startCp('cp');
+  const commands: Record<string, string> = {};
+  const memory: MemoryEntry[] = [];
+  const n = o.vms;
+
+  log(`setup: ${n} VMs with VMIs in bench-cold`);
+  const { result: setup } = await createVms(ctx, 'bench-cold', 'cold', n);
+  log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
+
+  const warmUpClaims = Math.min(1000, 2 * n);
+  const warmUpS = await warmUp(ctx, warmUpClaims);
+  log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
+
+  log('1. cold start');
+  const profDir = join(tmp, 'profiles');
+  const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []);
+  commands['cold start'] = cold.controllerCommand;
+  log(`converged in ${cold.spawnToAllClaimsS} s`);
+
+  const coldMemory: MemoryEntry = { label: 'cold start', vms: n, memory: a.memoryNow() };
+  log('4b. VMI status updates');
+  const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
+  log('4c. restart, 1/2: stopping the controller');
+  const stopped = await stopController(ctx, a);
+  memory.push(coldMemory);
+  if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
+
+  log('2. the limit');
+  const lim = await limit(ctx, 'bench-limit', n);
+  let viaProject: LimitResult | undefined;
+  if (!o.skipDiagnostics) {
+    log("2b. diagnostic: the same writes through the controller's KubeClient");
+    viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
+  }
+
+  log('4c. restart, 2/2: a new controller');
+  const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
+  const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
+  commands['restart and churn'] = b.commandLine;
+
+  log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
+  const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
+  const stoppedB = await stopController(ctx, b);
+  memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
+
+  log('4a. resync');
+  const resyncCtx = { ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } };
+  const c = await ControllerProcess.startIn({ ...resyncCtx, settings: { ...resyncCtx.settings, logLevel: 'debug' } }, 'resync');
+  commands.resync = c.commandLine;
+  const resyncStep = await resync(resyncCtx, c, keysAfterLimit + ch.vms);
+  await c.stop();
+
+  // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
+  // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
+  const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
+  for (let k = 2; k <= o.rounds; k++) {
+    const coldNs = `bench-cold-r${k}`;
+    const say = (what: string): void => log(`ratio round ${k}/${o.rounds}: ${what}`);
+    say('setup');
+    await createVms(ctx, coldNs, 'cold', n);
+    const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
+    const runLimit = (): Promise<LimitResult> => {
+      say('limit');
+      return limit(ctx, `bench-limit-r${k}`, n);
+    };
+    const limitFirst = k % 2 === 0;
+    const first = limitFirst ? await runLimit() : undefined;
+    say('cold start');
+    const { result: c2, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
+    await stopController(ctx, controller);
+    const how = limitFirst ? 'limit, then cold start' : 'cold start, then limit';
+    rounds.push(ratioRound(k, `--namespace ${coldNs}; ${how}`, c2, first ?? (await runLimit())));
+  }
+  h.show(coldStartSection(cold, lim, settings, viaProject, rounds));
+  h.show(
+    writesSection([
+      { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
+      { label: 'limit client', claims: lim.claims, w: lim.writes },
+      { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
+    ]),
+  );
+  h.show(steadySection([resyncStep, statusStep, restartStep]));
+  h.show(churnSection(ch));
+
+  let large: Section | undefined;
+  if (!o.skipLarge && o.maxVms > n) {
+    log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
+    await h.stopCp();
+    const second = await h.startCp('cp-large');
+    const { result: lsetup } = await createVms(second, 'bench-large', 'cold', o.maxVms);
+    log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
+    const { result: lcold, controller: d } = await coldStart(second, 'bench-large', o.maxVms, 'large');
+    commands['large cold start'] = lcold.controllerCommand;
+    memory.push({ label: 'large cold start', vms: o.maxVms, memory: d.memoryNow() });
+    await stopController(second, d);
+    large = largeSection(lsetup, lcold);
+  }
+  h.show(memorySection(memory));
+  if (large) h.show(large);
+  await h.stopCp();
+
+  if (!o.skipAllocator) {
+    log('7. allocator benchmark');
+    h.show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
+  }
+  return { k8sVersion: ctx.cp.version, setup, commands };
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   // What we ship is what we measure: the controller keeps the Deployment's --concurrency/--qps/--burst unless the
   // user gave them, and the limit client uses the same values as the controller.
-  const shippedClient = await shippedClientSettings();
   const overridden = (['concurrency', 'qps', 'burst'] as const).filter((k) => o[k] !== undefined);
-  const settings: ControllerSettings = {
-    concurrency: o.concurrency ?? shippedClient.concurrency,
-    qps: o.qps ?? shippedClient.qps,
-    burst: o.burst ?? shippedClient.burst,
-    overridden,
-    resyncSeconds: 600,
-  };
+  const given = Object.fromEntries(overridden.map((k) => [k, o[k]]));
+  const settings: ControllerSettings = { ...(await shippedClientSettings()), ...given, overridden, resyncSeconds: 600 };
   const tmp = mkdtempSync(join(tmpdir(), 'persistent-ips-bench-'));
   const loadStart = loadavg().map((x) => round(x, 2));
   log(`temp dir ${tmp}; load average ${loadStart.join(' ')} on ${cpus().length} CPUs`);
@@ -588,149 +676,25 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
   process.on('exit', killAllSync);
 
-  const startCp = async (name: string): Promise<World & { ctx: BenchContext }> => {
-    const w = await startWorld(join(tmp, name), (l) => log(`[control plane] ${l}`), Math.max(32, o.setupConcurrency));
-    world = w;
-    return { ...w, ctx: { kube: w.kube, cp: w.cp, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log } };
-  };
-
   const sections: Section[] = [];
-  const show = (s: Section): void => {
-    sections.push(s);
-    print(textTable(s.title, s.rows));
+  const h: Harness = {
+    startCp: async (name) => {
+      world = await startWorld(join(tmp, name), (l) => log(`[control plane] ${l}`), Math.max(32, o.setupConcurrency));
+      return { kube: world.kube, cp: world.cp, dir: tmp, settings, setupConcurrency: o.setupConcurrency, nodeArgs: o.nodeArgs, log };
+    },
+    stopCp,
+    show: (section) => {
+      sections.push(section);
+      print(textTable(section.title, section.rows));
+    },
+    log,
   };
-  const controllerCommands: Record<string, string> = {};
-  const memory: MemoryEntry[] = [];
-  let k8sVersion = '';
-  let setup: SetupResult | undefined;
 
   try {
-    if (o.scales.length > 0) {
-      const scaleRun = await runScales(o, startCp, stopCp, log);
-      k8sVersion = scaleRun.k8sVersion;
-      setup = scaleRun.setup;
-      Object.assign(controllerCommands, scaleRun.commands);
-      for (const section of scaleRun.sections) show(section);
-      await cleanup();
-    } else {
-      const { ctx } = await startCp('cp');
-      k8sVersion = ctx.cp.version;
-      const n = o.vms;
-
-      log(`setup: ${n} VMs with VMIs in bench-cold`);
-      const { result: setupResult } = await createVms(ctx, 'bench-cold', 'cold', n);
-      setup = setupResult;
-      log(`setup done in ${setup.seconds} s (${setup.objectsPerSecond} objects/s)`);
-
-      const warmUpClaims = Math.min(1000, 2 * n);
-      const warmUpS = await warmUp(ctx, warmUpClaims);
-      log(`API server warmed up with ${warmUpClaims} claim creates (${warmUpS} s)`);
-
-      log('1. cold start');
-      const profDir = join(tmp, 'profiles');
-      const { result: cold, controller: a } = await coldStart(ctx, 'bench-cold', n, 'cold-start', [
-        ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
-      ]);
-      controllerCommands['cold start'] = cold.controllerCommand;
-      log(`converged in ${cold.spawnToAllClaimsS} s`);
-
-      const coldMemory: MemoryEntry = { label: 'cold start', vms: n, memory: a.memoryNow() };
-      log('4b. VMI status updates');
-      const statusStep = await vmiStatusUpdates(ctx, a, 'bench-cold', n);
-      log('4c. restart, 1/2: stopping the controller');
-      const stopped = await stopController(ctx, a);
-      memory.push(coldMemory);
-      if (o.cpuProf) log(`CPU profile of the cold-start controller in ${profDir}`);
-
-      log('2. the limit');
-      const lim = await limit(ctx, 'bench-limit', n);
-      let viaProject: LimitResult | undefined;
-      if (!o.skipDiagnostics) {
-        log("2b. diagnostic: the same writes through the controller's KubeClient");
-        viaProject = await limit(ctx, 'bench-limit-kubeclient', n, 'project');
-      }
-
-      log('4c. restart, 2/2: a new controller');
-      const keysAfterLimit = (viaProject ? 3 : 2) * n; // bench-cold VMs + the limit namespaces' owner VMs
-      const { result: restartStep, controller: b } = await restart(ctx, keysAfterLimit, 'restart', stopped);
-      controllerCommands['restart and churn'] = b.commandLine;
-
-      log(`5. churn: ${o.churnRate} VMs/s for ${o.churnSeconds} s`);
-      const ch = await churn(ctx, b, 'bench-churn', o.churnRate, o.churnSeconds);
-      const stoppedB = await stopController(ctx, b);
-      memory.push({ label: 'restart + churn', vms: keysAfterLimit + ch.vms, memory: stoppedB.memory });
-
-      log('4a. resync');
-      const c = await ControllerProcess.startIn({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds, logLevel: 'debug' } }, 'resync');
-      controllerCommands.resync = c.commandLine;
-      const resyncStep = await resync({ ...ctx, settings: { ...settings, resyncSeconds: o.resyncSeconds } }, c, keysAfterLimit + ch.vms);
-      await c.stop();
-
-      // More paired rounds for the ratio, each in fresh namespaces with a namespace-scoped controller (so N stays N
-      // whatever the earlier steps left in the cluster), alternating which of the pair runs first.
-      const rounds: RatioRound[] = [ratioRound(1, 'cluster-wide controller; cold start, then limit', cold, lim)];
-      for (let k = 2; k <= o.rounds; k++) {
-        const coldNs = `bench-cold-r${k}`;
-        log(`ratio round ${k}/${o.rounds}: setup`);
-        await createVms(ctx, coldNs, 'cold', n);
-        const scoped: BenchContext = { ...ctx, settings: { ...settings, namespace: coldNs } };
-        const runCold = async (): Promise<ColdStartResult> => {
-          log(`ratio round ${k}/${o.rounds}: cold start`);
-          const { result, controller } = await coldStart(scoped, coldNs, n, `cold-r${k}`);
-          await stopController(ctx, controller);
-          return result;
-        };
-        const runLimit = (): Promise<LimitResult> => {
-          log(`ratio round ${k}/${o.rounds}: limit`);
-          return limit(ctx, `bench-limit-r${k}`, n);
-        };
-        if (k % 2 === 0) {
-          const l = await runLimit();
-          rounds.push(ratioRound(k, `--namespace ${coldNs}; limit, then cold start`, await runCold(), l));
-        } else {
-          const c2 = await runCold();
-          rounds.push(ratioRound(k, `--namespace ${coldNs}; cold start, then limit`, c2, await runLimit()));
-        }
-      }
-      show(coldStartSection(cold, lim, settings, viaProject, rounds));
-
-      show(
-        writesSection([
-          { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
-          { label: 'limit client', claims: lim.claims, w: lim.writes },
-          { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
-        ]),
-      );
-      show(steadySection([resyncStep, statusStep, restartStep]));
-      show(churnSection(ch));
-
-      let large: { setup: SetupResult; cold: ColdStartResult } | undefined;
-      if (!o.skipLarge && o.maxVms > n) {
-        log(`6. large cold start at ${o.maxVms} VMs on a fresh control plane`);
-        await stopCp();
-        const second = await startCp('cp-large');
-        const { result: lsetup } = await createVms(second.ctx, 'bench-large', 'cold', o.maxVms);
-        log(`setup done in ${lsetup.seconds} s (${lsetup.objectsPerSecond} objects/s)`);
-        const { result: lcold, controller: d } = await coldStart(second.ctx, 'bench-large', o.maxVms, 'large');
-        controllerCommands['large cold start'] = lcold.controllerCommand;
-        memory.push({ label: 'large cold start', vms: o.maxVms, memory: d.memoryNow() });
-        await stopController(second.ctx, d);
-        large = { setup: lsetup, cold: lcold };
-      }
-      show(memorySection(memory));
-      if (large) show(largeSection(large.setup, large.cold));
-
-      await cleanup();
-
-      if (!o.skipAllocator) {
-        log('7. allocator benchmark');
-        show(allocatorSection(runAllocatorBench({ runs: o.allocatorRuns })));
-      }
-    }
+    const { k8sVersion, setup, commands: controllerCommands } = o.scales.length > 0 ? await runScales(o, h) : await runScenarios(o, settings, tmp, h);
+    await cleanup();
 
     const loadEnd = loadavg().map((x) => round(x, 2));
-    const commit = commitAtStart;
-    const dirtySrc = dirtySrcAtStart;
     const metaJson = {
       date: new Date(t0).toISOString(),
       durationSeconds: round((Date.now() - t0) / 1000, 1),
@@ -742,8 +706,8 @@ async function main(): Promise<void> {
       node: process.version,
       kubernetes: k8sVersion,
       etcd: pinnedVersions().etcd,
-      commit,
-      srcHadUncommittedChanges: dirtySrc,
+      commit: commitAtStart,
+      srcHadUncommittedChanges: dirtySrcAtStart,
       options: { ...o, out: relative(REPO, o.out) },
       controllerFlags: Object.fromEntries(Object.entries(controllerCommands).map(([k, v]) => [k, v.replaceAll(tmp, 'TMP')])),
       setup,
@@ -754,7 +718,7 @@ async function main(): Promise<void> {
       ['machine', `${metaJson.cpus} CPUs (${metaJson.cpuModel}), ${metaJson.memoryGiB} GiB`],
       ['load average (1/5/15 min) at start → end', `${loadStart.join(' / ')} → ${loadEnd.join(' / ')} (other jobs share the machine)`],
       ['Node / Kubernetes / etcd', `${metaJson.node} / ${k8sVersion} / ${metaJson.etcd}`],
-      ['commit', `${commit}${dirtySrc ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
+      ['commit', `${commitAtStart}${dirtySrcAtStart ? ' (src/ had uncommitted changes; dist/ was built from the working tree)' : ''}`],
       [
         'benchmark options',
         `--vms ${o.vms} --max-vms ${o.skipLarge ? 'skipped' : o.maxVms} --churn-rate ${o.churnRate} --churn-seconds ${o.churnSeconds} --resync-seconds ${o.resyncSeconds}`,

@@ -1,32 +1,27 @@
 // `npm run bench -- --scales 1000,3000,10000`: memory, CPU and log volume of the controller, started exactly as the
 // shipped Deployment starts it, at several cluster sizes, each on a fresh control plane. See docs/benchmarks.
-import type { ControlPlane } from '../e2e/harness/index.ts';
 import { ControllerProcess } from './lib/controller.ts';
+import type { Options } from './run.ts';
 import { quantityMiB, shippedController } from './lib/deployment.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { KubeHttp } from '../e2e/harness/kubehttp.ts';
-import { fmtMs, fmtN, fmtS, verdict, type Row, type Section } from './lib/report.ts';
+import { atMost, fmtMsOf, fmtN, fmtS, verdict, type Row } from './lib/report.ts';
 import { ClaimWatch } from './lib/claim-watch.ts';
 import { createNamespace, createVmWithVmi, NETWORKS } from './lib/objects.ts';
-import { churn, coldStart, createVms, gcRow, type BenchContext, type ChurnResult, type ColdStartResult, type SetupResult } from './lib/scenarios.ts';
+import {
+  churn,
+  coldStart,
+  createVms,
+  gcRow,
+  type BenchContext,
+  type ChurnResult,
+  type ColdStartResult,
+  type Harness,
+  type ModeRun,
+  type SetupResult,
+} from './lib/scenarios.ts';
 import { round } from './lib/stats.ts';
 import { webhookBurst, type WebhookBurstResult } from './lib/webhook-burst.ts';
 import { ieColdStart, type IeResult } from './lib/compare-ie.ts';
-import { freePort } from '../e2e/harness/index.ts';
-import { loadavg } from 'node:os';
-
-export interface ScaleOptions {
-  scales: number[];
-  scaleChurn: boolean;
-  /** > 0: after the first cold start, kube-apiserver is stopped this long, then started again. */
-  outageSeconds: number;
-  churnRate: number;
-  churnSeconds: number;
-  /** > 0: after each cold start has settled, this many launcher-pod admissions at once (0: none). */
-  webhookBurst: number;
-  /** An ipam-extensions manager binary: after each size, the same cold start by it on a fresh control plane. */
-  compareIe?: string;
-}
 
 /** Targets of issue 15 (docs/benchmarks/README.md), MiB of RSS. */
 export const IDLE_TARGET_MIB = 80;
@@ -69,16 +64,17 @@ async function outage(
   let restarts = 0;
   let warnings = 0;
   let supervising = true;
-  const countWarnings = (c: ControllerProcess, from: number): number =>
+  const logsBefore = current.logLines().length;
+  // Warnings and errors of a controller process, since the outage began for the one it had then.
+  const warningsOf = (c: ControllerProcess): number =>
     c
       .logLines()
-      .slice(from)
+      .slice(c === controller ? logsBefore : 0)
       .filter((l) => l.level === 'warn' || l.level === 'error').length;
-  const logsBefore = current.logLines().length;
   const supervisor = (async () => {
     while (supervising) {
       if (current.exited) {
-        warnings += countWarnings(current, current === controller ? logsBefore : 0);
+        warnings += warningsOf(current);
         restarts++;
         log(`outage: the controller exited (${restarts}); starting it again, as the kubelet would`);
         current = await ControllerProcess.startIn(ctx, `${current.name.replace(/-r\d+$/, '')}-r${restarts}`);
@@ -116,7 +112,7 @@ async function outage(
     supervising = false;
     await supervisor;
   }
-  warnings += countWarnings(current, current === controller ? logsBefore : 0);
+  warnings += warningsOf(current);
   return {
     controller: current,
     result: {
@@ -166,12 +162,7 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
   return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
 }
 
-export async function runScales(
-  o: ScaleOptions,
-  startCp: (name: string) => Promise<{ cp: ControlPlane; kube: KubeHttp; ctx: BenchContext }>,
-  stopCp: () => Promise<void>,
-  log: (line: string) => void,
-): Promise<{ k8sVersion: string; setup: SetupResult | undefined; commands: Record<string, string>; sections: Section[] }> {
+export async function runScales(o: Options, { startCp, stopCp, show, log }: Harness): Promise<ModeRun> {
   const shipped = shippedController();
   const limitMiB = quantityMiB(shipped.limits.memory);
   const commands: Record<string, string> = {};
@@ -183,9 +174,8 @@ export async function runScales(
 
   for (const [i, n] of o.scales.entries()) {
     log(`scale ${n}: fresh control plane`);
-    const c = await startCp(`cp-${n}`);
-    k8sVersion = c.cp.version;
-    const ctx = c.ctx;
+    const ctx = await startCp(`cp-${n}`);
+    k8sVersion = ctx.cp.version;
     if (i === 0) {
       log('idle controller: caches synced, no VMs');
       const ctl = await ControllerProcess.startIn(ctx, 'idle');
@@ -223,7 +213,7 @@ export async function runScales(
     log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
     if (o.webhookBurst > 0) {
       // After the memory figures: the burst's own allocations are not part of a cold start.
-      entry.burst = await webhookBurst(ctx.kube, controller, 'bench-scale', Math.min(o.webhookBurst, n), () => loadavg()[0]!);
+      entry.burst = await webhookBurst(ctx.kube, controller, 'bench-scale', Math.min(o.webhookBurst, n));
       log(
         `scale ${n}: webhook burst of ${entry.burst.pods}: server p50/p99 ${entry.burst.serverMs.p50}/${entry.burst.serverMs.p99} ms, API reads ${JSON.stringify(entry.burst.apiReads)}`,
       );
@@ -245,96 +235,78 @@ export async function runScales(
     if (o.compareIe) {
       log(`scale ${n}: ipam-extensions on a fresh control plane`);
       const ie = await startCp(`ie-${n}`);
-      await createVms(ie.ctx, 'bench-scale', 'cold', n);
-      entry.ie = await ieColdStart({
-        binary: o.compareIe,
-        kube: ie.kube,
-        kubeconfig: ie.cp.kubeconfigPath,
-        dir: ie.ctx.dir,
-        namespace: 'bench-scale',
-        vms: n,
-        probePort: await freePort(),
-        log,
-      });
+      await createVms(ie, 'bench-scale', 'cold', n);
+      entry.ie = await ieColdStart(ie, o.compareIe, 'bench-scale', n);
       log(`scale ${n}: ipam-extensions peak ${entry.ie.peakRssMiB} MiB, steady ${entry.ie.steadyRssMiB} MiB, ${entry.ie.cpuPerClaimMs} ms CPU per claim`);
       await stopCp();
     }
   }
 
+  const env = Object.entries(shipped.env).map(([k, v]) => `${k}=${v}`);
   const rows: Row[] = [
     [
       'Deployment (manifests/controller/deployment.yaml)',
-      `${
-        Object.entries(shipped.env)
-          .map(([k, v]) => `${k}=${v}`)
-          .join(' ') || 'no env'
-      }; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`,
+      `${env.join(' ') || 'no env'}; requests ${JSON.stringify(shipped.requests)}; limits ${JSON.stringify(shipped.limits)}`,
     ],
   ];
   if (idle) {
     rows.push([
       'idle RSS: caches synced, no VMs (median of the last 10 s of 20 s)',
-      `${idle.rssMiB} MiB (target ≤ ${IDLE_TARGET_MIB}: ${verdict(idle.rssMiB <= IDLE_TARGET_MIB)}); peak ${idle.peakMiB} MiB`,
+      `${idle.rssMiB} MiB (${atMost(idle.rssMiB, IDLE_TARGET_MIB)}); peak ${idle.peakMiB} MiB`,
     ]);
   }
   for (const e of entries) {
-    const target = peakTargetMiB(e.vms);
-    rows.push([`${fmtN(e.vms)} VMs × 2 networks → ${fmtN(e.cold.claims)} claims`, '']);
-    rows.push([
-      '  peak RSS (VmHWM)',
-      `${e.peakRssMiB} MiB (target ≤ ${target}: ${verdict(e.peakRssMiB <= target)}; Deployment limit ${limitMiB ?? '?'} MiB: ${verdict(limitMiB === undefined || e.peakRssMiB < limitMiB)})`,
-    ]);
-    rows.push([
-      '  steady RSS, 30 s after convergence (median of the last 15 s)',
-      `${e.steadyRssMiB} MiB${e.vms >= 10_000 ? ` (target ≤ ${STEADY_TARGET_10K_MIB}: ${verdict(e.steadyRssMiB <= STEADY_TARGET_10K_MIB)})` : ''}`,
-    ]);
-    rows.push(['  peak heap used', e.peakHeapUsedMiB === null ? 'n/a' : `${e.peakHeapUsedMiB} MiB`]);
-    rows.push(['  spawn → ready / all claims', `${fmtS(e.cold.spawnToReadyS)} / ${fmtS(e.cold.spawnToAllClaimsS)}`]);
-    rows.push([
-      '  controller CPU per claim, spawn → last claim',
-      `${e.cpuPerClaimMs} ms (target ≤ ${CPU_PER_CLAIM_TARGET_MS}: ${verdict(e.cpuPerClaimMs <= CPU_PER_CLAIM_TARGET_MS)})`,
-    ]);
-    rows.push([
-      '  log lines at info and above, spawn → settled',
-      `${e.infoLines} (${Math.round(e.logBytes / 1024)} KiB)${e.vms === 1000 ? ` (target ≤ ${INFO_LINES_TARGET_1K}: ${verdict(e.infoLines <= INFO_LINES_TARGET_1K)})` : ''}`,
-    ]);
-    rows.push(['  GC and event loop', gcRow(e.cold.runtime)]);
-    rows.push(['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)]);
-    rows.push(['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)]);
-    rows.push(['  load average (1 min) before → after', `${e.cold.loadavgBefore[0]} → ${e.cold.loadavgAfter[0]}`]);
+    const underLimit = verdict(limitMiB === undefined || e.peakRssMiB < limitMiB);
+    rows.push(
+      [`${fmtN(e.vms)} VMs × 2 networks → ${fmtN(e.cold.claims)} claims`, ''],
+      ['  peak RSS (VmHWM)', `${e.peakRssMiB} MiB (${atMost(e.peakRssMiB, peakTargetMiB(e.vms))}; Deployment limit ${limitMiB ?? '?'} MiB: ${underLimit})`],
+      [
+        '  steady RSS, 30 s after convergence (median of the last 15 s)',
+        `${e.steadyRssMiB} MiB${e.vms >= 10_000 ? ` (${atMost(e.steadyRssMiB, STEADY_TARGET_10K_MIB)})` : ''}`,
+      ],
+      ['  peak heap used', e.peakHeapUsedMiB === null ? 'n/a' : `${e.peakHeapUsedMiB} MiB`],
+      ['  spawn → ready / all claims', `${fmtS(e.cold.spawnToReadyS)} / ${fmtS(e.cold.spawnToAllClaimsS)}`],
+      ['  controller CPU per claim, spawn → last claim', `${e.cpuPerClaimMs} ms (${atMost(e.cpuPerClaimMs, CPU_PER_CLAIM_TARGET_MS)})`],
+      [
+        '  log lines at info and above, spawn → settled',
+        `${e.infoLines} (${Math.round(e.logBytes / 1024)} KiB)${e.vms === 1000 ? ` (${atMost(e.infoLines, INFO_LINES_TARGET_1K)})` : ''}`,
+      ],
+      ['  GC and event loop', gcRow(e.cold.runtime)],
+      ['  ipamclaims writes per claim', String(e.cold.claimWritesPerClaim)],
+      ['  process alive after convergence (no heap error, no kill)', verdict(!e.exitedEarly)],
+      ['  load average (1 min) before → after', `${e.cold.loadavgBefore[0]} → ${e.cold.loadavgAfter[0]}`],
+    );
     if (e.ie) {
       const ie = e.ie;
       const ratio = (a: number, b: number) => (b > 0 ? `${round(a / b, 2)}×` : 'n/a');
-      rows.push([
-        `  kubevirt/ipam-extensions, same VMs on a fresh control plane (--compare-ie): peak / steady RSS`,
-        `${ie.peakRssMiB} / ${ie.steadyRssMiB} MiB; this project ÷ it: ${ratio(e.peakRssMiB, ie.peakRssMiB)} / ${ratio(e.steadyRssMiB, ie.steadyRssMiB)}${ie.exited ? ' (it exited early)' : ''}`,
-      ]);
-      rows.push([
-        '    its CPU per claim, spawn → last claim; this project ÷ it',
-        `${ie.cpuPerClaimMs} ms (${ie.cpuSeconds} s); ${ratio(e.cpuPerClaimMs, ie.cpuPerClaimMs)}`,
-      ]);
-      rows.push([
-        '    its spawn → all claims (its client: QPS 20, burst 30)',
-        `${fmtS(ie.spawnToAllClaimsS)} (this project: ${fmtS(e.cold.spawnToAllClaimsS)})`,
-      ]);
+      rows.push(
+        [
+          `  kubevirt/ipam-extensions, same VMs on a fresh control plane (--compare-ie): peak / steady RSS`,
+          `${ie.peakRssMiB} / ${ie.steadyRssMiB} MiB; this project ÷ it: ${ratio(e.peakRssMiB, ie.peakRssMiB)} / ${ratio(e.steadyRssMiB, ie.steadyRssMiB)}${ie.exited ? ' (it exited early)' : ''}`,
+        ],
+        [
+          '    its CPU per claim, spawn → last claim; this project ÷ it',
+          `${ie.cpuPerClaimMs} ms (${ie.cpuSeconds} s); ${ratio(e.cpuPerClaimMs, ie.cpuPerClaimMs)}`,
+        ],
+        ['    its spawn → all claims (its client: QPS 20, burst 30)', `${fmtS(ie.spawnToAllClaimsS)} (this project: ${fmtS(e.cold.spawnToAllClaimsS)})`],
+      );
     }
     if (e.burst) {
       const b = e.burst;
-      rows.push([
-        `  webhook: ${fmtN(b.pods)} launcher-pod admissions at once, server-side latency p50 / p99 (controller_runtime_webhook_latency_seconds)`,
-        `${fmtMs(b.serverMs.p50)} / ${fmtMs(b.serverMs.p99)}`,
-      ]);
-      rows.push([
-        '    client-side p50 / p99 / max; whole burst',
-        `${fmtMs(b.clientMs.p50)} / ${fmtMs(b.clientMs.p99)} / ${fmtMs(b.clientMs.max)}; ${fmtS(b.seconds)}`,
-      ]);
-      rows.push([
-        '    API reads during the burst (VMI / claim); outcomes',
-        `${b.apiReads.vmi} / ${b.apiReads.claim} (target 0: ${verdict(b.apiReads.vmi + b.apiReads.claim === 0)}); ${Object.entries(b.outcomes)
-          .map(([k, v]) => `${k} ${v}`)
-          .join(', ')}`,
-      ]);
-      rows.push(['    load average (1 min) before', String(b.loadavgBefore)]);
+      const reads = b.apiReads.vmi + b.apiReads.claim;
+      const outcomes = Object.entries(b.outcomes).map(([k, v]) => `${k} ${v}`);
+      rows.push(
+        [
+          `  webhook: ${fmtN(b.pods)} launcher-pod admissions at once, server-side latency p50 / p99 (controller_runtime_webhook_latency_seconds)`,
+          fmtMsOf(b.serverMs, 'p50', 'p99'),
+        ],
+        ['    client-side p50 / p99 / max; whole burst', `${fmtMsOf(b.clientMs, 'p50', 'p99', 'max')}; ${fmtS(b.seconds)}`],
+        [
+          '    API reads during the burst (VMI / claim); outcomes',
+          `${b.apiReads.vmi} / ${b.apiReads.claim} (target 0: ${verdict(reads === 0)}); ${outcomes.join(', ')}`,
+        ],
+        ['    load average (1 min) before', String(b.loadavgBefore)],
+      );
     }
     if (e.outage) {
       const x = e.outage;
@@ -345,23 +317,22 @@ export async function runScales(
     }
     if (e.churn) {
       const ch = e.churn;
-      rows.push([
-        `  churn ${ch.targetRate} VMs/s × ${ch.seconds} s with ${fmtN(e.vms)} VMs cached: VM POST → claim ADDED p50 / p95 / p99`,
-        `${fmtMs(ch.latencyMs.p50)} / ${fmtMs(ch.latencyMs.p95)} / ${fmtMs(ch.latencyMs.p99)} (target p99 < ${CHURN_P99_TARGET_MS} ms: ${verdict(ch.latencyMs.p99 < CHURN_P99_TARGET_MS)})`,
-      ]);
-      rows.push([
-        '    achieved rate; API server answer to the VM POST p50 / p99',
-        `${ch.achievedRate}/s; ${fmtMs(ch.vmPostMs.p50)} / ${fmtMs(ch.vmPostMs.p99)}`,
-      ]);
-      rows.push([
-        '    work-queue wait p50 / p99; reconcile p50 / p99',
-        `${fmtMs(ch.controller.queueWaitP50Ms)} / ${fmtMs(ch.controller.queueWaitP99Ms)}; ${fmtMs(ch.controller.reconcileP50Ms)} / ${fmtMs(ch.controller.reconcileP99Ms)}`,
-      ]);
-      rows.push(['    peak RSS including the churn', `${e.peakRssAfterChurnMiB} MiB`]);
-      rows.push(['    load average (1 min) before → after', `${ch.loadavgBefore[0]} → ${ch.loadavgAfter[0]}`]);
+      rows.push(
+        [
+          `  churn ${ch.targetRate} VMs/s × ${ch.seconds} s with ${fmtN(e.vms)} VMs cached: VM POST → claim ADDED p50 / p95 / p99`,
+          `${fmtMsOf(ch.latencyMs, 'p50', 'p95', 'p99')} (target p99 < ${CHURN_P99_TARGET_MS} ms: ${verdict(ch.latencyMs.p99 < CHURN_P99_TARGET_MS)})`,
+        ],
+        ['    achieved rate; API server answer to the VM POST p50 / p99', `${ch.achievedRate}/s; ${fmtMsOf(ch.vmPostMs, 'p50', 'p99')}`],
+        [
+          '    work-queue wait p50 / p99; reconcile p50 / p99',
+          `${fmtMsOf(ch.controller, 'queueWaitP50Ms', 'queueWaitP99Ms')}; ${fmtMsOf(ch.controller, 'reconcileP50Ms', 'reconcileP99Ms')}`,
+        ],
+        ['    peak RSS including the churn', `${e.peakRssAfterChurnMiB} MiB`],
+        ['    load average (1 min) before → after', `${ch.loadavgBefore[0]} → ${ch.loadavgAfter[0]}`],
+      );
     }
   }
-  const section: Section = {
+  show({
     id: 'scales',
     title: 'Memory, CPU and logs by cluster size, controller started as the Deployment starts it',
     rows,
@@ -370,6 +341,6 @@ export async function runScales(
       "Peak RSS is the kernel's VmHWM from spawn to the end of the step; steady RSS the median VmRSS over the last 15 s of a 30 s wait after the controller went idle.",
     ],
     json: { shipped, limitMiB, idle, entries: entries.map((e) => ({ ...e, cold: { ...e.cold, series: undefined } })) },
-  };
-  return { k8sVersion, setup: firstSetup, commands, sections: [section] };
+  });
+  return { k8sVersion, ...(firstSetup ? { setup: firstSetup } : {}), commands };
 }

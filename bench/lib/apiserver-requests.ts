@@ -12,38 +12,21 @@ export interface RequestRow {
   count: number;
 }
 
-export type RequestCounts = Map<string, RequestRow>;
+const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'DELETECOLLECTION', 'APPLY']);
 
-export const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'DELETECOLLECTION', 'APPLY']);
-
-export async function scrapeRequests(kube: KubeHttp): Promise<RequestCounts> {
+/** apiserver_request_total now, by verb, group, resource, subresource and code. */
+async function scrapeRequests(kube: KubeHttp): Promise<Map<string, RequestRow>> {
   const res = await kube.request('GET', '/metrics');
   if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
-  const out: RequestCounts = new Map();
-  for (const s of parsePrometheus(res.body, (n) => n === 'apiserver_request_total')) {
-    const row: RequestRow = {
-      verb: s.labels.verb ?? '',
-      group: s.labels.group ?? '',
-      resource: s.labels.resource ?? '',
-      subresource: s.labels.subresource ?? '',
-      code: s.labels.code ?? '',
-      count: s.value,
-    };
-    const key = `${row.verb}|${row.group}|${row.resource}|${row.subresource}|${row.code}`;
+  const out = new Map<string, RequestRow>();
+  for (const { labels, value } of parsePrometheus(res.body, (n) => n === 'apiserver_request_total')) {
+    const { verb = '', group = '', resource = '', subresource = '', code = '' } = labels;
+    const key = `${verb}|${group}|${resource}|${subresource}|${code}`;
     const prev = out.get(key);
-    if (prev) prev.count += row.count;
-    else out.set(key, row);
+    if (prev) prev.count += value;
+    else out.set(key, { verb, group, resource, subresource, code, count: value });
   }
   return out;
-}
-
-export function diffRequests(after: RequestCounts, before: RequestCounts): RequestRow[] {
-  const rows: RequestRow[] = [];
-  for (const [key, row] of after) {
-    const count = row.count - (before.get(key)?.count ?? 0);
-    if (count > 0) rows.push({ ...row, count });
-  }
-  return rows.sort((a, b) => b.count - a.count || a.resource.localeCompare(b.resource) || a.verb.localeCompare(b.verb));
 }
 
 export interface WriteSummary {
@@ -59,7 +42,14 @@ export interface WriteSummary {
   rows: RequestRow[];
 }
 
-export function summarizeRequests(rows: RequestRow[]): WriteSummary {
+/** The requests between two scrapes, the writes on claims and events counted out. */
+function summarizeRequests(after: Map<string, RequestRow>, before: Map<string, RequestRow>): WriteSummary {
+  const rows: RequestRow[] = [];
+  for (const [key, row] of after) {
+    const count = row.count - (before.get(key)?.count ?? 0);
+    if (count > 0) rows.push({ ...row, count });
+  }
+  rows.sort((a, b) => b.count - a.count || a.resource.localeCompare(b.resource) || a.verb.localeCompare(b.verb));
   const s: WriteSummary = { claimWrites: 0, claimWritesBy: {}, eventWrites: 0, readsByResource: {}, rows };
   for (const r of rows) {
     if (WRITE_VERBS.has(r.verb)) {
@@ -82,6 +72,6 @@ export function summarizeRequests(rows: RequestRow[]): WriteSummary {
 export async function requestWindow(kube: KubeHttp): Promise<{ end(): Promise<WriteSummary> }> {
   const before = await scrapeRequests(kube);
   return {
-    end: async () => summarizeRequests(diffRequests(await scrapeRequests(kube), before)),
+    end: async () => summarizeRequests(await scrapeRequests(kube), before),
   };
 }

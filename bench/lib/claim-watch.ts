@@ -16,7 +16,6 @@ export class ClaimWatch {
   #handle: WatchHandle | undefined;
   #stopped = false;
   #waiters: { count: number; resolve: (t: number) => void; timer: NodeJS.Timeout; reject: (e: Error) => void }[] = [];
-  #lastEventAt = 0;
 
   constructor(kube: KubeHttp, namespace: string) {
     this.#kube = kube;
@@ -52,12 +51,8 @@ export class ClaimWatch {
   #onEvent(event: { type: string; object: unknown }, at: number): void {
     const obj = event.object as WatchedObject;
     if (obj?.metadata?.resourceVersion) this.#rv = obj.metadata.resourceVersion;
-    if (event.type === 'ERROR') {
-      // 410 Gone (or similar): the next open lists nothing new; relisting is not needed for a create-only count.
-      return;
-    }
-    if (event.type === 'BOOKMARK') return;
-    this.#lastEventAt = at;
+    // ERROR (410 Gone or similar): the next open lists nothing new; relisting is not needed for a create-only count.
+    if (event.type === 'ERROR' || event.type === 'BOOKMARK') return;
     const name = obj?.metadata?.name;
     if (event.type === 'ADDED' && name && !this.added.has(name)) {
       this.added.set(name, at);
@@ -72,11 +67,6 @@ export class ClaimWatch {
         });
       }
     }
-  }
-
-  /** performance.now() of the last non-bookmark event. */
-  get lastEventAt(): number {
-    return this.#lastEventAt;
   }
 
   /** Resolves with the receipt time of the event that brought the count of claims to `count`. */

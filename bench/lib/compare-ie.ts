@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { generateCa, generateServing } from '../../src/webhook/certs.ts';
 import { ClaimWatch } from './claim-watch.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { procCpuSeconds, procMemory } from './proc.ts';
 import { spawnTracked, stopTracked } from './processes.ts';
 import { round } from './stats.ts';
+import { freePort } from '../../e2e/harness/index.ts';
+import type { BenchContext } from './scenarios.ts';
 
 export interface IeResult {
   vms: number;
@@ -25,16 +26,9 @@ export interface IeResult {
   exited: boolean;
 }
 
-export async function ieColdStart(opts: {
-  binary: string;
-  kube: KubeHttp;
-  kubeconfig: string;
-  dir: string;
-  namespace: string;
-  vms: number;
-  probePort: number;
-  log: (l: string) => void;
-}): Promise<IeResult> {
+/** Its manager (`binary`) started against the context's control plane, whose `namespace` holds `vms` VMs. */
+export async function ieColdStart(ctx: BenchContext, binary: string, namespace: string, vms: number): Promise<IeResult> {
+  const opts = { kube: ctx.kube, kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, namespace, vms, probePort: await freePort(), log: ctx.log };
   const certDir = join(opts.dir, `ie-certs-${opts.vms}`);
   mkdirSync(certDir, { recursive: true });
   const now = Date.now();
@@ -48,7 +42,7 @@ export async function ieColdStart(opts: {
   const spawnAt = performance.now();
   const p = spawnTracked(
     `ipam-extensions-${opts.vms}`,
-    opts.binary,
+    binary,
     [`--kubeconfig=${opts.kubeconfig}`, `--certificates-dir=${certDir}`, `--health-probe-bind-address=127.0.0.1:${opts.probePort}`],
     join(opts.dir, `ipam-extensions-${opts.vms}.log`),
   );

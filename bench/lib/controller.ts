@@ -76,10 +76,8 @@ export async function stopControllers(): Promise<void> {
 
 export class ControllerProcess {
   readonly name: string;
-  readonly args: string[];
-  readonly nodeArgs: string[];
-  /** NODE_OPTIONS of the process: the Deployment's. */
-  readonly nodeOptions: string;
+  /** The command line, with the per-run ports, kubeconfig and certificate dir replaced by placeholders. */
+  readonly commandLine: string;
   readonly spawnAt: number;
   readonly #p: E2eController;
   /** The webhook's admission endpoint (HTTPS, the controller's own certificate). */
@@ -88,48 +86,41 @@ export class ControllerProcess {
   #sampler: NodeJS.Timeout | undefined;
   #lastHwmKb = 0;
   #lastCpu = 0;
-  entryLabel = 'dist/cli/main.js';
-  /** Environment an experiment added (K=V ...), shown in the command line. */
-  extraEnv = '';
   /** performance.now() of the first answer (any status) from the probe server: the process is up and connected. */
   firstProbeAnswerAt: number | undefined;
 
-  private constructor(name: string, p: E2eController, args: string[], nodeArgs: string[], nodeOptions: string, spawnAt: number) {
+  private constructor(name: string, p: E2eController, commandLine: string, spawnAt: number) {
     this.name = name;
     this.#p = p;
-    this.args = args;
-    this.nodeArgs = nodeArgs;
-    this.nodeOptions = nodeOptions;
+    this.commandLine = commandLine;
     this.spawnAt = spawnAt;
     this.webhookUrl = `https://127.0.0.1:${p.webhookPort}/mutate-v1-pod`;
   }
 
   /**
-   * Spawns the controller (through e2e's ControllerProcess, with the Deployment's args and env) and waits until its
+   * Spawns the controller on the context's control plane (through e2e's ControllerProcess, with the Deployment's args
+   * and env, the context's settings, node flags and `moreNodeArgs`, entry and env) and waits until its
    * metrics server answers (or it exits). The ports are found free just before; when another process takes one in
    * between (EADDRINUSE in the log), it retries with new ports and a new spawn time, up to 3 times.
    */
-  static async start(
-    name: string,
-    opts: { kubeconfig: string; dir: string; settings: ControllerSettings; nodeArgs?: string[]; entry?: string; env?: Record<string, string> },
-  ): Promise<ControllerProcess> {
+  static async startIn(ctx: BenchContext, name: string, moreNodeArgs: string[] = []): Promise<ControllerProcess> {
     const shipped = shippedController();
-    const certDir = join(opts.dir, `webhook-certs-${name}`);
+    const certDir = join(ctx.dir, `webhook-certs-${name}`);
     mkdirSync(certDir, { recursive: true });
-    const s = opts.settings;
-    const over = new Set(s.overridden ?? []);
-    const nodeArgs = opts.nodeArgs ?? [];
-    const entry = opts.entry ?? CONTROLLER_ENTRY;
+    const s = ctx.settings;
+    const kubeconfig = ctx.cp.kubeconfigPath;
+    const nodeArgs = [...ctx.nodeArgs, ...moreNodeArgs];
+    const entry = ctx.controllerEntry ?? CONTROLLER_ENTRY;
     // An experiment's own environment (bench/paired.ts arms) goes last, over the Deployment's.
-    const extra = opts.env ?? {};
+    const extra = ctx.controllerEnv ?? {};
     for (let attempt = 1; ; attempt++) {
       let args: string[] = [];
       let spawnAt = 0;
       const webhookPort = await freePort();
       const p = await E2eController.start({
         name: attempt > 1 ? `${name}.${attempt}` : name,
-        kubeconfig: opts.kubeconfig,
-        logDir: opts.dir,
+        kubeconfig,
+        logDir: ctx.dir,
         webhookPort,
         waitReady: false,
         command: (probePort, metricsPort) => {
@@ -137,7 +128,7 @@ export class ControllerProcess {
           // local, plus the kubeconfig, and --concurrency/--qps/--burst only when the benchmark's user asked for
           // other values.
           args = localArgs(shipped.args, {
-            '--kubeconfig': opts.kubeconfig,
+            '--kubeconfig': kubeconfig,
             '--metrics-bind-address': `127.0.0.1:${metricsPort}`,
             // The benchmark scrapes /metrics once a second over plain HTTP; the Deployment's authenticated HTTPS
             // scrape (TokenReview per new token) is not what is measured here.
@@ -145,9 +136,7 @@ export class ControllerProcess {
             '--health-probe-bind-address': `127.0.0.1:${probePort}`,
             '--webhook-bind-address': `127.0.0.1:${webhookPort}`,
             '--webhook-cert-dir': certDir,
-            ...(over.has('concurrency') ? { '--concurrency': String(s.concurrency) } : {}),
-            ...(over.has('qps') ? { '--qps': String(s.qps) } : {}),
-            ...(over.has('burst') ? { '--burst': String(s.burst) } : {}),
+            ...Object.fromEntries((s.overridden ?? []).map((k) => [`--${k}`, String(s[k])])),
             '--resync-period': String(s.resyncSeconds),
             ...(s.logLevel ? { '--log-level': s.logLevel } : {}),
             ...(s.namespace ? { '--namespace': s.namespace } : {}),
@@ -159,12 +148,18 @@ export class ControllerProcess {
           return { args: [...nodeArgs, entry, ...args], env: { ...env, ...extra } };
         },
       });
-      const c = new ControllerProcess(name, p, args, nodeArgs, extra.NODE_OPTIONS ?? shipped.nodeOptions, spawnAt);
-      c.extraEnv = Object.entries(extra)
-        .filter(([k]) => k !== 'NODE_OPTIONS')
-        .map(([k, v]) => `${k}=${v}`)
-        .join(' ');
-      c.entryLabel = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      // An experiment's environment (K=V ...) and entry are shown; NODE_OPTIONS is the Deployment's unless it set its own.
+      const shownEnv = Object.entries(extra).flatMap(([k, v]) => (k === 'NODE_OPTIONS' ? [] : [`${k}=${v} `]));
+      const shownEntry = entry === CONTROLLER_ENTRY ? 'dist/cli/main.js' : `${entry} (EXPERIMENT)`;
+      const shownArgs = args.map((a) =>
+        a
+          .replace(/^(--kubeconfig=).*/, '$1KUBECONFIG')
+          .replace(/^(--webhook-cert-dir=).*/, '$1TMP')
+          .replace(/^(--[a-z-]+-bind-address=)127\.0\.0\.1:\d+$/, '$1127.0.0.1:PORT'),
+      );
+      const nodeOptions = extra.NODE_OPTIONS ?? shipped.nodeOptions;
+      const commandLine = `${shownEnv.join('')}NODE_OPTIONS=${nodeOptions || "''"} node ${[...nodeArgs, shownEntry, ...shownArgs].join(' ')}`;
+      const c = new ControllerProcess(name, p, commandLine, spawnAt);
       live.add(c);
       c.#startSampling();
       // Up, or still starting after a minute: the caller's waits take it from here.
@@ -174,18 +169,6 @@ export class ControllerProcess {
       if (attempt < 3 && output.some((l) => /EADDRINUSE/.test(l))) continue;
       return c; // exited for another reason: the caller's first wait reports it with the log
     }
-  }
-
-  /** A controller on the context's control plane, with its settings, node flags (and `nodeArgs`), entry and env. */
-  static startIn(ctx: BenchContext, name: string, nodeArgs: string[] = []): Promise<ControllerProcess> {
-    return ControllerProcess.start(name, {
-      kubeconfig: ctx.cp.kubeconfigPath,
-      dir: ctx.dir,
-      settings: ctx.settings,
-      nodeArgs: [...ctx.nodeArgs, ...nodeArgs],
-      ...(ctx.controllerEntry ? { entry: ctx.controllerEntry } : {}),
-      ...(ctx.controllerEnv ? { env: ctx.controllerEnv } : {}),
-    });
   }
 
   /** Whether the metrics server answers, polled every 50 ms (a local call, not the API server). */
@@ -225,17 +208,6 @@ export class ControllerProcess {
     return { died, cancel: () => void (active = false) };
   }
 
-  /** The command line, with the per-run ports, kubeconfig and certificate dir replaced by placeholders. */
-  get commandLine(): string {
-    const shown = this.args.map((a) =>
-      a
-        .replace(/^(--kubeconfig=).*/, '$1KUBECONFIG')
-        .replace(/^(--webhook-cert-dir=).*/, '$1TMP')
-        .replace(/^(--[a-z-]+-bind-address=)127\.0\.0\.1:\d+$/, '$1127.0.0.1:PORT'),
-    );
-    return `${this.extraEnv ? `${this.extraEnv} ` : ''}NODE_OPTIONS=${this.nodeOptions || "''"} node ${[...this.nodeArgs, this.entryLabel, ...shown].join(' ')}`;
-  }
-
   #check(): void {
     const died = this.#p.diedReason();
     if (died) throw new Error(`${died}\nits log: ${this.logFile}`);
@@ -260,14 +232,13 @@ export class ControllerProcess {
   }
 
   /** Reconciles so far and the queue's state. */
-  async queueState(): Promise<{ reconciles: number; adds: number; depth: number; active: number; created: number; apiRequests: number }> {
+  async queueState(): Promise<{ reconciles: number; adds: number; depth: number; active: number; apiRequests: number }> {
     const m = await this.metrics();
     return {
       reconciles: sumOf(m, 'controller_runtime_reconcile_total', { controller: CONTROLLER }),
       adds: sumOf(m, 'workqueue_adds_total', { name: CONTROLLER }),
       depth: sumOf(m, 'workqueue_depth', { name: CONTROLLER }),
       active: sumOf(m, 'controller_runtime_active_workers', { controller: CONTROLLER }),
-      created: sumOf(m, 'persistent_ips_claims_created_total'),
       apiRequests: sumOf(m, 'persistent_ips_api_requests_total'),
     };
   }
@@ -322,20 +293,15 @@ export class ControllerProcess {
   }
 
   /** GC pauses (cumulative since start, or since `since`) and the worst event-loop delay sampled after `fromT`. */
-  async runtimeStats(since?: Sample[], fromT = 0): Promise<RuntimeStats> {
+  async runtimeStats(since: Sample[] = [], fromT = 0): Promise<RuntimeStats> {
     const now = await this.metrics();
     const gc: RuntimeStats['gc'] = {};
     const kinds = new Set(now.filter((s) => s.name === 'nodejs_gc_duration_seconds_count').map((s) => s.labels.kind ?? ''));
     for (const kind of kinds) {
-      const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), since ? buckets(since, 'nodejs_gc_duration_seconds', { kind }) : new Map());
-      const at = (le: number): number => d.get(le) ?? 0;
-      const count = sumOf(now, 'nodejs_gc_duration_seconds_count', { kind }) - (since ? sumOf(since, 'nodejs_gc_duration_seconds_count', { kind }) : 0);
-      gc[kind] = {
-        count,
-        seconds: round(sumOf(now, 'nodejs_gc_duration_seconds_sum', { kind }) - (since ? sumOf(since, 'nodejs_gc_duration_seconds_sum', { kind }) : 0), 3),
-        over100ms: count - at(0.1),
-        over1s: count - at(1),
-      };
+      const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), buckets(since, 'nodejs_gc_duration_seconds', { kind }));
+      const delta = (name: string): number => sumOf(now, name, { kind }) - sumOf(since, name, { kind });
+      const count = delta('nodejs_gc_duration_seconds_count');
+      gc[kind] = { count, seconds: round(delta('nodejs_gc_duration_seconds_sum'), 3), over100ms: count - (d.get(0.1) ?? 0), over1s: count - (d.get(1) ?? 0) };
     }
     const lags = this.#samples.filter((s) => s.t >= fromT && s.eventLoopLagMaxMs !== undefined).map((s) => s.eventLoopLagMaxMs!);
     return { gc, eventLoopLagMaxMs: lags.length ? Math.max(...lags) : null };

@@ -59,20 +59,10 @@ const flagName = (a: string): string => a.split('=')[0]!;
  * removes the flag.
  */
 export function localArgs(shipped: string[], overrides: Record<string, string | undefined>): string[] {
-  const out: string[] = [];
-  const done = new Set<string>();
-  for (const a of shipped) {
-    const name = flagName(a);
-    if (name in overrides) {
-      done.add(name);
-      const v = overrides[name];
-      if (v !== undefined) out.push(`${name}=${v}`);
-    } else {
-      out.push(a);
-    }
-  }
-  for (const [name, v] of Object.entries(overrides)) if (!done.has(name) && v !== undefined) out.push(`${name}=${v}`);
-  return out;
+  const set = (name: string): string[] => (overrides[name] === undefined ? [] : [`${name}=${overrides[name]}`]);
+  const kept = shipped.flatMap((a) => (flagName(a) in overrides ? set(flagName(a)) : [a]));
+  const added = Object.keys(overrides).filter((name) => !shipped.some((a) => flagName(a) === name));
+  return [...kept, ...added.flatMap(set)];
 }
 
 /**

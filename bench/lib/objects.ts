@@ -44,8 +44,8 @@ export async function createNamespace(kube: KubeHttp, namespace: string, withNad
  * namespace for its Lease and webhook Secret.
  */
 export async function createKubeVirtCR(kube: KubeHttp, controllerNamespace = 'persistent-ips-system'): Promise<void> {
-  await kube.json('POST', paths.namespaces(), [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controllerNamespace } });
-  await kube.json('POST', paths.namespaces(), [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kubevirt' } });
+  for (const name of [controllerNamespace, 'kubevirt'])
+    await kube.json('POST', paths.namespaces(), [201, 409], { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   await kube.json('POST', paths.kubeVirts('kubevirt'), [201, 409], {
     apiVersion: 'kubevirt.io/v1',
     kind: 'KubeVirt',
@@ -56,12 +56,8 @@ export async function createKubeVirtCR(kube: KubeHttp, controllerNamespace = 'pe
 
 export const vmName = (prefix: string, i: number): string => `${prefix}-${String(i).padStart(5, '0')}`;
 
-export function vmBody(namespace: string, name: string): Vm {
-  return buildVM({ namespace, name, networks: NETWORKS.map((n) => ({ name: n, nadName: n })) });
-}
-
 export async function createVm(kube: KubeHttp, namespace: string, name: string): Promise<Vm> {
-  return kube.json<Vm>('POST', paths.vms(namespace), [201], vmBody(namespace, name));
+  return kube.json<Vm>('POST', paths.vms(namespace), [201], buildVM({ namespace, name, networks: NETWORKS.map((n) => ({ name: n, nadName: n })) }));
 }
 
 export async function createVmi(kube: KubeHttp, vm: Vm): Promise<Vmi> {
@@ -92,7 +88,7 @@ export function claimBodies(namespace: string, vm: { name: string; uid: string }
 }
 
 /** A status change of the kind virt-handler makes all the time: phase, the launcher pod, the interfaces. */
-export function vmiStatusPatch(_vmi: { metadata: { name: string; uid?: string } }, round: number): unknown {
+export function vmiStatusPatch(round: number): unknown {
   return {
     status: {
       phase: 'Running',

@@ -75,41 +75,28 @@ export function procThreadCpuSeconds(pid: number): Record<string, number> {
 
 /** CPU seconds used by each of `pids` between construction and `end()`. */
 export class CpuWindow {
-  readonly #start = new Map<string, number>();
-  readonly #pids: Record<string, number> = {};
-  readonly #last: Record<string, number> = {};
+  /** Process name → pid and its CPU seconds when the window began. */
+  readonly #start = new Map<string, { pid: number; cpu: number }>();
   readonly #self = process.cpuUsage();
-  readonly #t0 = performance.now();
 
   constructor(pids: Record<string, number>) {
     for (const [name, pid] of Object.entries(pids)) this.add(name, pid, procCpuSeconds(pid) ?? 0);
   }
 
   /** A process started during the window counts from 0. */
-  add(name: string, pid: number, startCpu = 0): void {
-    this.#pids[name] = pid;
-    this.#start.set(name, startCpu);
+  add(name: string, pid: number, cpu = 0): void {
+    this.#start.set(name, { pid, cpu });
   }
 
-  /** Reads the processes now (call before one of them exits, so its figure survives it). */
-  sample(): void {
-    for (const [name, pid] of Object.entries(this.#pids)) {
+  /** Seconds of CPU per process (plus `bench` for this process); call before one of them exits, so its figure survives it. */
+  end(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [name, { pid, cpu }] of this.#start) {
       const now = procCpuSeconds(pid);
-      if (now !== undefined) this.#last[name] = now;
-    }
-  }
-
-  /** Seconds of CPU per process (plus `bench` for this process) and the wall time of the window. */
-  end(extra: Record<string, number> = {}): { wallSeconds: number; cpuSeconds: Record<string, number> } {
-    const cpu: Record<string, number> = {};
-    this.sample();
-    for (const name of Object.keys(this.#pids)) {
-      const now = this.#last[name];
-      if (now !== undefined) cpu[name] = round(now - (this.#start.get(name) ?? 0), 2);
+      if (now !== undefined) out[name] = round(now - cpu, 2);
     }
     const self = process.cpuUsage(this.#self);
-    cpu.bench = round((self.user + self.system) / 1e6, 2);
-    for (const [k, v] of Object.entries(extra)) cpu[k] = round(v, 2);
-    return { wallSeconds: round((performance.now() - this.#t0) / 1000, 2), cpuSeconds: cpu };
+    out.bench = round((self.user + self.system) / 1e6, 2);
+    return out;
   }
 }

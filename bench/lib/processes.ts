@@ -31,25 +31,19 @@ export async function stopAll(): Promise<void> {
   await Promise.all([...live].map((p) => stopTracked(p, 5_000)));
 }
 
+/** SIGKILL to the process group and the process; either may be gone already. */
+function kill(pid: number): void {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+}
+
 export function killAllSync(): void {
-  for (const pid of external) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-    }
-  }
+  for (const pid of external) kill(pid);
   external.clear();
-  for (const p of live) {
-    if (p.hasExited()) continue;
-    for (const target of [-p.pid, p.pid]) {
-      try {
-        process.kill(target, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-    }
-  }
+  for (const p of live) if (!p.hasExited()) kill(p.pid);
 }

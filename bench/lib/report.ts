@@ -68,3 +68,7 @@ export const fmtS = (s: number | undefined): string => (s === undefined || !Numb
 export const fmtMs = (ms: number): string => `${ms.toFixed(1)} ms`;
 export const fmtN = (n: number): string => n.toLocaleString('en-US');
 export const verdict = (ok: boolean): string => (ok ? 'met' : 'MISSED');
+/** Some of a result's millisecond figures, e.g. "3.1 ms / 9.8 ms" for fmtMsOf(latency, 'p50', 'p99'). */
+export const fmtMsOf = <K extends string>(x: Record<NoInfer<K>, number>, ...keys: K[]): string => keys.map((k) => fmtMs(x[k])).join(' / ');
+/** "target ≤ 80: met" */
+export const atMost = (x: number, max: number): string => `target ≤ ${max}: ${verdict(x <= max)}`;

@@ -11,12 +11,13 @@ import { ControllerProcess, type ControllerSettings, type MemorySummary, type Ru
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { paths } from '../../e2e/suite/kube.ts';
-import { runPool } from './pool.ts';
+import { paced, runPool } from './pool.ts';
 import { claimBodies, createNamespace, createVm, createVmi, createVmWithVmi, NETWORKS, vmiStatusPatch, vmName } from './objects.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { CpuWindow } from './proc.ts';
 import { spawnTracked } from './processes.ts';
-import { cumulative, histogram, mean, percentile, round } from './stats.ts';
+import type { Section } from './report.ts';
+import { cumulative, histogram, mean, pcts, round } from './stats.ts';
 
 const LIMIT_WRITER = fileURLToPath(new URL('./limit-writer.ts', import.meta.url));
 
@@ -29,13 +30,28 @@ export interface BenchContext {
   setupConcurrency: number;
   /** Extra `node` flags for every controller process (e.g. --max-old-space-size=128). */
   nodeArgs: string[];
-  /** Parallel requests of the warm-up (default 4). */
-  concurrencyForWarmUp?: number;
   /** The controller's entry point when not dist/cli/main.js (a bench/paired.ts arm's build). */
   controllerEntry?: string;
   /** Environment for the controllers over the Deployment's (bench/paired.ts arms). */
   controllerEnv?: Record<string, string>;
   log: (line: string) => void;
+}
+
+/** What a mode of the benchmark gets: control planes one at a time, a report section printed as soon as it is done. */
+export interface Harness {
+  /** A fresh control plane (stopping none: call stopCp first). */
+  startCp(name: string): Promise<BenchContext>;
+  stopCp(): Promise<void>;
+  show(section: Section): void;
+  log(line: string): void;
+}
+
+/** What a mode reports for the run's own section besides its sections. */
+export interface ModeRun {
+  k8sVersion: string;
+  setup?: SetupResult;
+  /** The controllers' command lines by step. */
+  commands: Record<string, string>;
 }
 
 const load = (): number[] => loadavg().map((x) => round(x, 2));
@@ -102,7 +118,7 @@ export async function warmUp(ctx: BenchContext, count: number): Promise<number> 
   await createNamespace(ctx.kube, ns, false);
   await runPool(
     Array.from({ length: count }, (_, i) => i),
-    ctx.concurrencyForWarmUp ?? 4,
+    4,
     async (i) => {
       await ctx.kube.json('POST', paths.claims(ns), [201], {
         apiVersion: 'k8s.cni.cncf.io/v1alpha1',
@@ -131,6 +147,8 @@ export interface ConvergenceResult {
   spawnToReadyS?: number;
   spawnToFirstClaimS: number;
   spawnToAllClaimsS: number;
+  /** First claim → last claim: the write phase alone. */
+  writePhaseS: number;
   claimsPerSecond: number;
   /** CPU seconds per process from spawn to the last claim. */
   cpuSeconds: Record<string, number>;
@@ -143,12 +161,29 @@ export interface ConvergenceResult {
   loadavgAfter: number[];
 }
 
+/** What a convergence run measures from before its process is spawned: load, API requests, control-plane CPU. */
+async function measuring(ctx: BenchContext): Promise<{ loadavgBefore: number[]; window: { end(): Promise<WriteSummary> }; cpu: CpuWindow }> {
+  return { loadavgBefore: load(), window: await requestWindow(ctx.kube), cpu: new CpuWindow(cpPids(ctx.cp)) };
+}
+
+/** The timings of `claims` claims seen on `watch`, the last at `lastAt`, from a process spawned at `spawnAt`. */
+function convergence(watch: ClaimWatch, claims: number, spawnAt: number, lastAt: number) {
+  const first = Math.min(...watch.added.values());
+  const total = (lastAt - spawnAt) / 1000;
+  return {
+    claims,
+    spawnToFirstClaimS: round((first - spawnAt) / 1000, 3),
+    spawnToAllClaimsS: round(total, 3),
+    writePhaseS: round((lastAt - first) / 1000, 3),
+    claimsPerSecond: round(claims / total, 1),
+    series: cumulative(watch.added.values(), spawnAt),
+  };
+}
+
 export interface ColdStartResult extends ConvergenceResult {
   vms: number;
   /** Spawn → the probe server answers at all (Node started, modules loaded, API server reached). */
   spawnToProcessUpS: number | null;
-  /** First claim → last claim: the write phase alone. */
-  writePhaseS: number;
   controllerCommand: string;
   /** The controller's own count of API requests and reconciles up to idle. */
   controllerApiRequests: number;
@@ -172,9 +207,7 @@ export async function coldStart(
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
   if (watch.added.size !== 0) throw new Error(`${namespace} already has ${watch.added.size} claims`);
-  const loadavgBefore = load();
-  const window = await requestWindow(ctx.kube);
-  const cpu = new CpuWindow(cpPids(ctx.cp));
+  const { loadavgBefore, window, cpu } = await measuring(ctx);
   const controller = await ControllerProcess.startIn(ctx, name, nodeArgs);
   cpu.add('controller', controller.pid);
   try {
@@ -192,7 +225,7 @@ export async function coldStart(
       death.cancel();
       clearInterval(progress);
     }
-    const cpuSeconds = cpu.end().cpuSeconds;
+    const cpuSeconds = cpu.end();
     const readyAt = await ready;
     const loadavgAfter = load();
     const idle = await controller.waitIdle({ quietMs: 1500 });
@@ -200,28 +233,21 @@ export async function coldStart(
     const writes = await window.end();
     watch.stop();
     const spawnAt = controller.spawnAt;
-    const first = Math.min(...watch.added.values());
-    const total = (lastAt - spawnAt) / 1000;
     return {
       controller,
       result: {
         namespace,
         vms,
-        claims: expected,
         controllerCommand: controller.commandLine,
         spawnToProcessUpS: controller.firstProbeAnswerAt === undefined ? null : round((controller.firstProbeAnswerAt - spawnAt) / 1000, 3),
         spawnToReadyS: round((readyAt - spawnAt) / 1000, 3),
-        spawnToFirstClaimS: round((first - spawnAt) / 1000, 3),
-        spawnToAllClaimsS: round(total, 3),
-        writePhaseS: round((lastAt - first) / 1000, 3),
-        claimsPerSecond: round(expected / total, 1),
+        ...convergence(watch, expected, spawnAt, lastAt),
         cpuSeconds,
         writes,
         ...perClaim(writes, expected),
         controllerApiRequests: idle.apiRequests,
         reconciles: idle.reconciles,
         runtime,
-        series: cumulative(watch.added.values(), spawnAt),
         loadavgBefore,
         loadavgAfter,
       },
@@ -234,8 +260,6 @@ export async function coldStart(
 }
 
 export interface LimitResult extends ConvergenceResult {
-  /** First claim → last claim. */
-  writePhaseS: number;
   /** `https`: the bare node:https client (the limit). `project`: the controller's own KubeClient (a diagnostic). */
   client: 'https' | 'project';
   concurrency: number;
@@ -254,27 +278,13 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
   const bodies = owners.flatMap((o) => claimBodies(namespace, o));
   const jobFile = join(ctx.dir, `limit-${namespace}.json`);
   const resultFile = join(ctx.dir, `limit-${namespace}.result.json`);
-  writeFileSync(
-    jobFile,
-    JSON.stringify({
-      server: ctx.cp.server,
-      token: ctx.cp.token,
-      caFile: ctx.cp.caFile,
-      kubeconfig: ctx.cp.kubeconfigPath,
-      client,
-      concurrency: ctx.settings.concurrency,
-      qps: ctx.settings.qps,
-      burst: ctx.settings.burst,
-      claims: bodies,
-    }),
-    { mode: 0o600 },
-  );
+  const { concurrency, qps, burst } = ctx.settings;
+  const { server, token, caFile, kubeconfigPath: kubeconfig } = ctx.cp;
+  writeFileSync(jobFile, JSON.stringify({ server, token, caFile, kubeconfig, client, concurrency, qps, burst, claims: bodies }), { mode: 0o600 });
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
   await sleep(1000); // let the owners' creation settle (garbage collector graph, watch caches)
-  const loadavgBefore = load();
-  const window = await requestWindow(ctx.kube);
-  const cpu = new CpuWindow(cpPids(ctx.cp));
+  const { loadavgBefore, window, cpu } = await measuring(ctx);
   const spawnAt = performance.now();
   const writer = spawnTracked('limit-writer', process.execPath, [LIMIT_WRITER, jobFile, resultFile], join(ctx.dir, `limit-writer-${namespace}.log`));
   try {
@@ -284,30 +294,24 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
     });
     writerDone.catch(() => undefined);
     const lastAt = await Promise.race([watch.waitForCount(bodies.length, 30 * 60_000), writerDone]);
-    const cpuWindow = cpu.end();
+    const cpuSeconds = cpu.end();
     const loadavgAfter = load();
     const code = await writer.exited;
     if (code !== 0) throw new Error(`limit writer exited with ${code}`);
     const report = JSON.parse(readFileSync(resultFile, 'utf8')) as { posted: number; cpuSeconds: number };
     await sleep(1500);
     const writes = await window.end();
-    const total = (lastAt - spawnAt) / 1000;
     return {
       namespace,
-      claims: bodies.length,
       client,
-      concurrency: ctx.settings.concurrency,
-      qps: ctx.settings.qps,
-      burst: ctx.settings.burst,
+      concurrency,
+      qps,
+      burst,
       ownersSetupSeconds: setup.seconds,
-      spawnToFirstClaimS: round((Math.min(...watch.added.values()) - spawnAt) / 1000, 3),
-      spawnToAllClaimsS: round(total, 3),
-      writePhaseS: round((lastAt - Math.min(...watch.added.values())) / 1000, 3),
-      claimsPerSecond: round(bodies.length / total, 1),
-      cpuSeconds: { ...cpuWindow.cpuSeconds, 'limit-writer': round(report.cpuSeconds, 2) },
+      ...convergence(watch, bodies.length, spawnAt, lastAt),
+      cpuSeconds: { ...cpuSeconds, 'limit-writer': round(report.cpuSeconds, 2) },
       writes,
       ...perClaim(writes, bodies.length),
-      series: cumulative(watch.added.values(), spawnAt),
       loadavgBefore,
       loadavgAfter,
     };
@@ -341,22 +345,22 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
     ctx.setupConcurrency,
     // KubeVirt's VMI CRD has no status subresource: virt-controller patches status on the object itself.
     async (name) => {
-      await ctx.kube.json('PATCH', paths.vmis(namespace, name), [200], vmiStatusPatch({ metadata: { name } }, 1), 'application/merge-patch+json');
+      await ctx.kube.json('PATCH', paths.vmis(namespace, name), [200], vmiStatusPatch(1), 'application/merge-patch+json');
     },
   );
   const patchSeconds = (performance.now() - t0) / 1000;
   const idle = await controller.waitIdle({ quietMs: 2500 });
   const writes = await window.end();
-  return {
-    step: 'vmi-status',
-    description: `status of all ${vms} VMIs patched (phase Running, activePods, interfaces, Ready condition)`,
-    claimWrites: writes.claimWrites,
-    eventWrites: writes.eventWrites,
+  return steadyStep('vmi-status', `status of all ${vms} VMIs patched (phase Running, activePods, interfaces, Ready condition)`, writes, t0, {
     reconciles: idle.reconciles - before.reconciles,
-    seconds: round((performance.now() - t0) / 1000),
-    writes,
     detail: { vmiStatusPatches: vms, patchSeconds: round(patchSeconds), queueAdds: idle.adds - before.adds },
-  };
+  });
+}
+
+/** A step's result: the API server's count of writes in it, its reconciles, its duration since `t0`. */
+function steadyStep(step: string, description: string, writes: WriteSummary, t0: number, r: Pick<SteadyStepResult, 'reconciles' | 'detail'>): SteadyStepResult {
+  const { claimWrites, eventWrites } = writes;
+  return { step, description, claimWrites, eventWrites, reconciles: r.reconciles, seconds: round((performance.now() - t0) / 1000), writes, detail: r.detail };
 }
 
 /** (c), first half: stops a controller (SIGTERM, graceful drain); the writes it makes on the way out. */
@@ -430,16 +434,11 @@ export async function resync(ctx: BenchContext, controller: ControllerProcess, k
   const idle = await controller.waitIdle({ minReconciles: before.reconciles + passKeys, quietMs: 1000 });
   passes = controller.logLines().filter(after) as { keys?: number }[];
   const writes = await window.end();
-  return {
-    step: 'resync',
-    description: `controller run with --resync-period ${ctx.settings.resyncSeconds}; counted across ${passes.length} full resync pass(es) of ${passKeys} keys`,
-    claimWrites: writes.claimWrites,
-    eventWrites: writes.eventWrites,
+  const description = `controller run with --resync-period ${ctx.settings.resyncSeconds}; counted across ${passes.length} full resync pass(es) of ${passKeys} keys`;
+  return steadyStep('resync', description, writes, t0, {
     reconciles: idle.reconciles - before.reconciles,
-    seconds: round((performance.now() - t0) / 1000),
-    writes,
     detail: { resyncPasses: passes.length, keysPerPass: passKeys, controllerCommand: controller.commandLine },
-  };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -483,37 +482,22 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
   const total = Math.round(rate * seconds);
   const loadavgBefore = load();
   const window = await requestWindow(ctx.kube);
-  const sentAt: number[] = new Array(total);
   const vmPost: number[] = new Array(total);
   const vmiPost: number[] = new Array(total);
   const metricsBefore = await controller.metrics();
   const uptimeBefore = controller.uptimeS;
-  const inflight: Promise<void>[] = [];
-  const failures: string[] = [];
-  let maxLag = 0;
-  const t0 = performance.now() + 50;
-  for (let i = 0; i < total; i++) {
-    const due = t0 + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await sleep(wait);
-    maxLag = Math.max(maxLag, performance.now() - due);
-    const sent = performance.now();
-    sentAt[i] = sent;
-    inflight.push(
-      (async () => {
-        const vm = await createVm(ctx.kube, namespace, vmName('churn', i));
-        const between = performance.now();
-        vmPost[i] = between - sent;
-        await createVmi(ctx.kube, vm);
-        vmiPost[i] = performance.now() - between;
-      })().catch((err: unknown) => {
-        failures.push((err as Error).message);
-      }),
-    );
-  }
-  const genSeconds = (performance.now() - t0) / 1000;
-  await Promise.all(inflight);
-  if (failures.length > 0) throw new Error(`${failures.length} VM creations failed, e.g. ${failures[0]}`);
+  const {
+    t0,
+    sentAt,
+    seconds: genSeconds,
+    maxLagMs: maxLag,
+  } = await paced(total, rate, async (i, sent) => {
+    const vm = await createVm(ctx.kube, namespace, vmName('churn', i));
+    const between = performance.now();
+    vmPost[i] = between - sent;
+    await createVmi(ctx.kube, vm);
+    vmiPost[i] = performance.now() - between;
+  });
   await watch.waitForCount(total * NETWORKS.length, 180_000);
   const loadavgAfter = load();
   await controller.waitIdle({ quietMs: 1500 });
@@ -538,7 +522,6 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     perVmMs.push(worst);
   }
   const r = (x: number): number => round(x, 1);
-  const pcts = (xs: number[]) => ({ p50: r(percentile(xs, 50)), p95: r(percentile(xs, 95)), p99: r(percentile(xs, 99)), max: r(Math.max(...xs)) });
   const worstPerBucket = (values: number[]): [number, number][] => {
     const m = new Map<number, number>();
     values.forEach((v, i) => {
@@ -555,11 +538,11 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     claims: perClaimMs.length,
     achievedRate: round(total / genSeconds, 2),
     maxScheduleLagMs: r(maxLag),
-    latencyMs: { ...pcts(perClaimMs), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
-    perVmLatencyMs: pcts(perVmMs),
+    latencyMs: { ...pcts(perClaimMs, 1), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
+    perVmLatencyMs: pcts(perVmMs, 1),
     histogram: histogram(perClaimMs, [10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000]),
-    vmPostMs: pcts(vmPost),
-    vmiPostMs: pcts(vmiPost),
+    vmPostMs: pcts(vmPost, 1),
+    vmiPostMs: pcts(vmiPost, 1),
     controller: {
       queueWaitP50Ms: hq('workqueue_queue_duration_seconds', 0.5),
       queueWaitP99Ms: hq('workqueue_queue_duration_seconds', 0.99),

@@ -16,6 +16,12 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
+/** p50, p95, p99 and max of `xs`, rounded to `digits`. */
+export function pcts(xs: readonly number[], digits: number): { p50: number; p95: number; p99: number; max: number } {
+  const r = (p: number): number => round(percentile(xs, p), digits);
+  return { p50: r(50), p95: r(95), p99: r(99), max: round(Math.max(...xs), digits) };
+}
+
 export function mean(xs: readonly number[]): number {
   return xs.length === 0 ? NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }

@@ -37,12 +37,23 @@ interface Frame {
   bottom: number;
 }
 
-function header(f: Frame, title: string): string[] {
-  return [
+/** The chart's frame: title, horizontal grid lines with their y ticks up to `yMax`, both axes and the y label. */
+function frame(f: Frame, title: string, yLabel: string, yMax: number, yStep: number, Y: (y: number) => number): string[] {
+  const pw = f.width - f.left - f.right;
+  const bottom = f.height - f.bottom;
+  const out = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${f.width}" height="${f.height}" viewBox="0 0 ${f.width} ${f.height}" ${FONT} font-size="12">`,
     `<rect width="${f.width}" height="${f.height}" fill="white"/>`,
     `<text x="${f.width / 2}" y="20" text-anchor="middle" font-size="14" font-weight="bold">${esc(title)}</text>`,
   ];
+  for (let y = 0; y <= yMax + 1e-9; y += yStep) {
+    out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(y).toFixed(1)}" y2="${Y(y).toFixed(1)}" stroke="#e5e5e5"/>`);
+    out.push(`<text x="${f.left - 6}" y="${(Y(y) + 4).toFixed(1)}" text-anchor="end">${fmtTick(y)}</text>`);
+  }
+  out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${bottom}" y2="${bottom}" stroke="#333"/>`);
+  out.push(`<line x1="${f.left}" x2="${f.left}" y1="${f.top}" y2="${bottom}" stroke="#333"/>`);
+  out.push(`<text transform="translate(16 ${f.top + (bottom - f.top) / 2}) rotate(-90)" text-anchor="middle">${esc(yLabel)}</text>`);
+  return out;
 }
 
 export function lineChart(o: {
@@ -70,19 +81,12 @@ export function lineChart(o: {
   const yMax = Math.ceil(yMaxRaw / yStep) * yStep;
   const X = (x: number): number => f.left + (x / xMax) * pw;
   const Y = (y: number): number => f.top + ph - (y / yMax) * ph;
-  const out = header(f, o.title);
-  for (let y = 0; y <= yMax + 1e-9; y += yStep) {
-    out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(y).toFixed(1)}" y2="${Y(y).toFixed(1)}" stroke="#e5e5e5"/>`);
-    out.push(`<text x="${f.left - 6}" y="${(Y(y) + 4).toFixed(1)}" text-anchor="end">${fmtTick(y)}</text>`);
-  }
+  const out = frame(f, o.title, o.yLabel, yMax, yStep, Y);
   for (let x = 0; x <= xMax + 1e-9; x += xStep) {
     out.push(`<line x1="${X(x).toFixed(1)}" x2="${X(x).toFixed(1)}" y1="${f.top + ph}" y2="${f.top + ph + 4}" stroke="#333"/>`);
     out.push(`<text x="${X(x).toFixed(1)}" y="${f.top + ph + 18}" text-anchor="middle">${fmtTick(x)}</text>`);
   }
-  out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${f.top + ph}" y2="${f.top + ph}" stroke="#333"/>`);
-  out.push(`<line x1="${f.left}" x2="${f.left}" y1="${f.top}" y2="${f.top + ph}" stroke="#333"/>`);
   out.push(`<text x="${f.left + pw / 2}" y="${f.top + ph + 36}" text-anchor="middle">${esc(o.xLabel)}</text>`);
-  out.push(`<text transform="translate(16 ${f.top + ph / 2}) rotate(-90)" text-anchor="middle">${esc(o.yLabel)}</text>`);
   for (const h of o.hLines ?? []) {
     out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(h.y).toFixed(1)}" y2="${Y(h.y).toFixed(1)}" stroke="#888" stroke-dasharray="5 4"/>`);
     out.push(`<text x="${f.left + pw - 4}" y="${(Y(h.y) - 4).toFixed(1)}" text-anchor="end" fill="#555">${esc(h.label)}</text>`);
@@ -118,11 +122,7 @@ export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?
   const yStep = niceStep(yMaxRaw);
   const yMax = Math.ceil((yMaxRaw * 1.08) / yStep) * yStep;
   const Y = (y: number): number => f.top + ph - (y / yMax) * ph;
-  const out = header(f, o.title);
-  for (let y = 0; y <= yMax + 1e-9; y += yStep) {
-    out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(y).toFixed(1)}" y2="${Y(y).toFixed(1)}" stroke="#e5e5e5"/>`);
-    out.push(`<text x="${f.left - 6}" y="${(Y(y) + 4).toFixed(1)}" text-anchor="end">${fmtTick(y)}</text>`);
-  }
+  const out = frame(f, o.title, o.yLabel, yMax, yStep, Y);
   const slot = pw / Math.max(1, o.bars.length);
   const bw = Math.min(60, slot * 0.6);
   o.bars.forEach((b, i) => {
@@ -141,9 +141,6 @@ export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?
     for (const [j, l] of lines.slice(0, 3).entries())
       out.push(`<text x="${cx.toFixed(1)}" y="${f.top + ph + 16 + j * 14}" text-anchor="middle">${esc(l)}</text>`);
   });
-  out.push(`<line x1="${f.left}" x2="${f.left + pw}" y1="${f.top + ph}" y2="${f.top + ph}" stroke="#333"/>`);
-  out.push(`<line x1="${f.left}" x2="${f.left}" y1="${f.top}" y2="${f.top + ph}" stroke="#333"/>`);
-  out.push(`<text transform="translate(16 ${f.top + ph / 2}) rotate(-90)" text-anchor="middle">${esc(o.yLabel)}</text>`);
   if (o.target) {
     out.push(
       `<line x1="${f.left}" x2="${f.left + pw}" y1="${Y(o.target.y).toFixed(1)}" y2="${Y(o.target.y).toFixed(1)}" stroke="#d62728" stroke-dasharray="6 4"/>`,

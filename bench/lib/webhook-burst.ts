@@ -3,6 +3,7 @@
 // webhook's own histogram, client-side latency per request, and what the webhook read from the API server meanwhile
 // (its lookup counters), which in this steady state must be nothing.
 import { Agent, request } from 'node:https';
+import { loadavg } from 'node:os';
 import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt/launcher-fixture.ts';
 import type { ControllerProcess } from './controller.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
@@ -39,13 +40,7 @@ function delta(after: Record<string, number>, before: Record<string, number>): R
   return out;
 }
 
-export async function webhookBurst(
-  kube: KubeHttp,
-  controller: ControllerProcess,
-  namespace: string,
-  pods: number,
-  loadavg: () => number,
-): Promise<WebhookBurstResult> {
+export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number): Promise<WebhookBurstResult> {
   const list = await kube.json<{ items: Vmi[] }>('GET', `${paths.vmis(namespace)}?limit=${pods}`, [200]);
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);
@@ -65,7 +60,7 @@ export async function webhookBurst(
     });
   });
   const before = await controller.metrics();
-  const loadavgBefore = loadavg();
+  const loadavgBefore = loadavg()[0]!;
   // The serving certificate is the controller's own (self-signed CA in its Secret); the API server would check it
   // against the caBundle, which is not what is measured here.
   const agent = new Agent({ keepAlive: true, maxSockets: pods, rejectUnauthorized: false });
@@ -109,11 +104,10 @@ export async function webhookBurst(
   const seconds = (performance.now() - t0) / 1000;
   const after = await controller.metrics();
   const hist = bucketDelta(buckets(after, HIST), buckets(before, HIST));
-  const lookups = (name: string) => delta(counterBy(after, name, 'source'), counterBy(before, name, 'source'));
-  const vmiLookups = lookups('persistent_ips_webhook_vmi_lookups_total');
-  const claimLookups = lookups('persistent_ips_webhook_claim_lookups_total');
-  const apiSources = (d: Record<string, number>) =>
-    Object.entries(d)
+  // A counter's increase over the burst by one of its labels.
+  const counted = (name: string, label: string) => delta(counterBy(after, name, label), counterBy(before, name, label));
+  const apiSources = (name: string) =>
+    Object.entries(counted(name, 'source'))
       .filter(([k]) => k.startsWith('api'))
       .reduce((a, [, v]) => a + v, 0);
   clientMs.sort((a, b) => a - b);
@@ -121,11 +115,8 @@ export async function webhookBurst(
     pods,
     serverMs: { p50: round(1000 * histogramQuantile(0.5, hist), 2), p99: round(1000 * histogramQuantile(0.99, hist), 2) },
     clientMs: { p50: round(percentile(clientMs, 50), 2), p99: round(percentile(clientMs, 99), 2), max: round(clientMs[clientMs.length - 1] ?? NaN, 2) },
-    outcomes: delta(
-      counterBy(after, 'persistent_ips_webhook_admissions_total', 'result'),
-      counterBy(before, 'persistent_ips_webhook_admissions_total', 'result'),
-    ),
-    apiReads: { vmi: apiSources(vmiLookups), claim: apiSources(claimLookups) },
+    outcomes: counted('persistent_ips_webhook_admissions_total', 'result'),
+    apiReads: { vmi: apiSources('persistent_ips_webhook_vmi_lookups_total'), claim: apiSources('persistent_ips_webhook_claim_lookups_total') },
     seconds: round(seconds, 2),
     loadavgBefore: round(loadavgBefore, 2),
   };
