@@ -199,7 +199,7 @@ function watches({ nads, vms, vmis, claims }: AllocatorSources, overlay: WriteOv
   return [
     watch(claims.events$, (e) => {
       if (e.type === 'delete') overlay.observeDeleted(keyString(e.object.metadata), e.object.metadata.uid);
-      return networkKeys([e.object.spec?.network, ...(e.old && e.old.spec?.network !== e.object.spec?.network ? [e.old.spec?.network] : [])]);
+      return networkKeys([e.object.spec?.network, e.old?.spec?.network]);
     }),
     watch(nads.events$, (e) => {
       const networks = new Set([...nadNetwork(e.object), ...(e.old ? nadNetwork(e.old) : [])]);

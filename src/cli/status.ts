@@ -134,12 +134,8 @@ function ownersOf(input: StatusInput, vmis: Map<string, VirtualMachineInstance>)
 /** The rows of one owner's networks, but the cluster default network when it is not kept persistent. */
 function networkRows(o: Owner, joined: Joined): StatusRow[] {
   const { nads, claims } = joined;
-  const verdicts = new Map(
-    persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, (n) => claims.get(keyString({ namespace: o.namespace, name: n }))).map((v) => [
-      v.network,
-      v,
-    ]),
-  );
+  const claimNamed = (name: string) => claims.get(keyString({ namespace: o.namespace, name }));
+  const verdicts = new Map(persistentNetworks({ namespace: o.namespace, name: o.name }, o.spec, nads, claimNamed).map((v) => [v.network, v]));
   const rows: StatusRow[] = [];
   for (const net of o.spec?.networks ?? []) {
     if (!net || typeof net.name !== 'string') continue;
