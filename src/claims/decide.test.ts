@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
-import { claimNameFor, decide, hasWrites, needsLauncherPodRead, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
+import { claimNameFor, decide, needsLauncherPodRead, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
 import {
   annotatedBridgeNad,
   applyPlan,
@@ -43,6 +43,7 @@ function writes(plan: Plan): { creates: string[]; removeFinalizers: string[]; de
 }
 
 const NONE = { creates: [], removeFinalizers: [], deletes: [] };
+const hasWrites = (plan: Plan): boolean => plan.creates.length + plan.adopts.length + plan.removeFinalizers.length + plan.deletes.length > 0;
 const reasons = (plan: Plan): string[] => plan.problems.map((p) => p.reason);
 
 const blue = ovnNad('blue');
