@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
-import { claimNameFor, decide, hasWrites, needsLauncherPodRead, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
+import { claimNameFor, decide, needsLauncherPodRead, persistentNetworks, type DecideInput, type Plan } from './decide.ts';
 import {
   annotatedBridgeNad,
   applyPlan,
@@ -43,6 +43,7 @@ function writes(plan: Plan): { creates: string[]; removeFinalizers: string[]; de
 }
 
 const NONE = { creates: [], removeFinalizers: [], deletes: [] };
+const hasWrites = (plan: Plan): boolean => plan.creates.length + plan.adopts.length + plan.removeFinalizers.length + plan.deletes.length > 0;
 const reasons = (plan: Plan): string[] => plan.problems.map((p) => p.reason);
 
 const blue = ovnNad('blue');
@@ -68,6 +69,10 @@ interface Expect {
   reasons?: string[];
   retry?: boolean;
   wanted?: Plan['wanted'];
+  /** The status of each wanted claim, in order. */
+  statuses?: string[];
+  /** The plan has no owner. */
+  noOwner?: boolean;
 }
 
 function check(plan: Plan, expected: Expect): void {
@@ -76,6 +81,12 @@ function check(plan: Plan, expected: Expect): void {
   if (expected.reasons) assert.deepEqual(reasons(plan), expected.reasons);
   if (expected.retry !== undefined) assert.equal(plan.retry, expected.retry);
   if (expected.wanted) assert.deepEqual(plan.wanted, expected.wanted);
+  if (expected.noOwner) assert.equal(plan.owner, undefined);
+  if (expected.statuses)
+    assert.deepEqual(
+      plan.wanted.map((w) => w.status),
+      expected.statuses,
+    );
 }
 
 /** A table of decisions: title, input (a function, so that fixtures are made per case), what the plan shows. */
@@ -84,8 +95,141 @@ function decisions(rows: [string, () => Partial<DecideInput>, Expect][]): void {
 }
 
 const on = (...networks: NetSpec[]): VirtualMachine => virtualMachine({ networks });
+/** A VM, the claims of both its persistent networks, and whatever else the case adds. */
+const withBoth = (theVm: VirtualMachine, more: Partial<DecideInput> = {}): Partial<DecideInput> => ({ vm: theVm, nads: NADS, claims: both(theVm), ...more });
 
 describe('spec section 5: lifecycle', () => {
+  const BOTH = ['vm1.blue', 'vm1.green'];
+  decisions([
+    [
+      'VM stopped: the VMI and pod are gone, the claims and their finalizers stay (no writes)',
+      () => withBoth(vm({ running: false })),
+      { writes: {}, reasons: [] },
+    ],
+    [
+      'VM started again: the same claims are reused, with no new objects and no writes',
+      () => withBoth(vm(), { vmi: vmiOf(vm(), { uid: 'vmi-uid-2' }) }),
+      { writes: {}, statuses: ['created', 'created'] },
+    ],
+    [
+      'live migration: source and target pods of the VMI change nothing',
+      () => withBoth(vm(), { vmi: vmiOf(vm(), { migrating: true, activePods: { source: 'node-1', target: 'node-2' } }) }),
+      { writes: {}, retry: false },
+    ],
+    [
+      'VM deleted (background): the finalizer holds while the VMI is still there, and a VM on its way out is not nagged about its networks',
+      () => {
+        const theVm = vm({ deleting: true });
+        return withBoth(theVm, { vmi: vmiOf(theVm, { deleting: true }) });
+      },
+      { writes: {}, reasons: [] },
+    ],
+    [
+      'VM deleted (background): the finalizer holds while the VM is gone but its VMI is not, and a VMI whose VM is gone owns nothing',
+      () => ({ vmi: vmiOf(vm(), { deleting: true }), nads: NADS, claims: both(vm()) }),
+      { writes: {}, noOwner: true },
+    ],
+    [
+      'VM deleted (background): the claims lose the finalizer when VM and VMI are both gone',
+      () => ({ nads: NADS, claims: both(vm()) }),
+      { writes: { removeFinalizers: BOTH }, noOwner: true },
+    ],
+    [
+      'standalone VMI: the finalizer holds while the VMI is terminating with active pods',
+      () => {
+        const vmi = standaloneVmi({ networks: nets, deleting: true });
+        return { vmi, nads: NADS, claims: both(vmi) };
+      },
+      { writes: {} },
+    ],
+    [
+      'standalone VMI: the claims lose the finalizer when the VMI is gone',
+      () => ({ nads: NADS, claims: both(standaloneVmi({ networks: nets })) }),
+      { writes: { removeFinalizers: BOTH } },
+    ],
+    [
+      'hotplug an interface: a new claim appears for it, and only for it',
+      () => withBoth(on(...nets, multus('blue2', 'blue2')), { vmi: vmiOf(vm()), nads: nadMap(blue, green, plainNad, ovnNad('blue2')) }),
+      { writes: { creates: ['vm1.blue2'] } },
+    ],
+    [
+      'hot-unplug (state: absent): the deleted claim then loses its finalizer',
+      () => {
+        const theVm = unplugging();
+        const vmi = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green')] });
+        return { vm: theVm, vmi, nads: NADS, claims: [claimOf(theVm, 'blue', { deleting: true }), claimOf(theVm, 'green')] };
+      },
+      { writes: { removeFinalizers: ['vm1.blue'] } },
+    ],
+    [
+      'hot-unplug (state: absent): a network removed from a stopped VM loses its claim',
+      () => withBoth(virtualMachine({ running: false, networks: [podNetwork(), multus('green', 'green')] })),
+      { writes: { deletes: ['vm1.blue'] } },
+    ],
+    [
+      'feature gate turned off: deleted VMs still release their claims (no stranded finalizer)',
+      () => withBoth(vm({ deleting: true }), { gateEnabled: false }),
+      { writes: { removeFinalizers: BOTH } },
+    ],
+    [
+      'feature gate turned off: claims of unplugged networks are still cleaned up',
+      () => {
+        const theVm = on(podNetwork(), multus('green', 'green'));
+        return withBoth(theVm, { vmi: vmiOf(theVm), gateEnabled: false, namedByRunningPods: new Set() });
+      },
+      { writes: { deletes: ['vm1.blue'] } },
+    ],
+    [
+      'claim with the same name but another owner UID: the leftover keeps its finalizer while its VMI lives',
+      () => ({
+        vm: vm(),
+        vmi: vmiOf(vm({ uid: 'vm-uid-0' }), { deleting: true }),
+        nads: NADS,
+        claims: [claimOf(vm({ uid: 'vm-uid-0' }), 'blue'), claimOf(vm(), 'green')],
+      }),
+      { writes: {}, reasons: ['ClaimOwnedByAnotherObject'] },
+    ],
+    [
+      'claim with the same name but another owner UID: a claim of another kind of owner is never touched',
+      () => {
+        const foreign = claim({ name: 'vm1.blue', owners: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'cm-uid' }], finalizers: [CLAIM_FINALIZER] });
+        return { vm: vm(), nads: NADS, claims: [foreign, claimOf(vm(), 'green')] };
+      },
+      { writes: {}, reasons: ['ClaimOwnedByAnotherObject'], retry: true },
+    ],
+    [
+      'claim terminating (deletionTimestamp): wait for it to go',
+      () => ({ vm: vm(), nads: NADS, claims: [claimOf(vm({ uid: 'vm-uid-0' }), 'blue', { deleting: true, finalizers: [] }), claimOf(vm(), 'green')] }),
+      { writes: {}, reasons: ['ClaimTerminating'], retry: true },
+    ],
+    [
+      'claim terminating (deletionTimestamp): then create the new one; NAD missing / invalid JSON / empty config: once the NAD appears or is fixed, the claim is created',
+      () => ({ vm: vm(), nads: NADS, claims: [claimOf(vm(), 'green')] }),
+      { writes: { creates: ['vm1.blue'] } },
+    ],
+    [
+      'claim created by hand, no owner: never adopted or deleted; reported and retried',
+      // Without our finalizer it is not ours, whatever its label says (ORPHAN needs both).
+      () => ({ vm: vm(), nads: NADS, claims: [claim({ name: 'vm1.blue', network: 'net-blue', labels: { [VM_LABEL]: VM_NAME } }), claimOf(vm(), 'green')] }),
+      { writes: {}, reasons: ['ClaimNotOwned'], retry: true },
+    ],
+    [
+      'claim created by hand, no owner: left alone when the VM is deleted too',
+      () => ({ nads: NADS, claims: [claim({ name: 'vm1.blue', labels: { [VM_LABEL]: VM_NAME }, finalizers: ['example.com/hand-made'] })] }),
+      { writes: {} },
+    ],
+    [
+      'controller restarted at any moment: half-made claims are completed, nothing is duplicated',
+      () => ({ vm: vm(), vmi: vmiOf(vm()), nads: NADS, claims: [claimOf(vm(), 'green')] }),
+      { writes: { creates: ['vm1.blue'] } },
+    ],
+    [
+      'controller restarted at any moment: claims already released are not written again',
+      () => ({ nads: NADS, claims: ['blue', 'green'].map((network) => claimOf(vm(), network, { finalizers: [] })) }),
+      { writes: {} },
+    ],
+  ]);
+
   it('create VM (running): claims with owner reference, finalizer and label for each persistent network', () => {
     const theVm = vm();
     const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS });
@@ -125,41 +269,6 @@ describe('spec section 5: lifecycle', () => {
     for (const running of [true, false]) assert.deepEqual(writes(run({ vm: vm({ running }), nads: NADS })).creates, ['vm1.blue', 'vm1.green']);
   });
 
-  it('VM stopped: the VMI and pod are gone, the claims and their finalizers stay (no writes)', () => {
-    const theVm = vm({ running: false });
-    check(run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') }), { writes: {}, reasons: [] });
-  });
-
-  it('VM started again: the same claims are reused, with no new objects and no writes', () => {
-    const theVm = vm();
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { uid: 'vmi-uid-2' }), nads: NADS, claims: both(theVm) });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(
-      plan.wanted.map((w) => w.status),
-      ['created', 'created'],
-    );
-  });
-
-  it('live migration: source and target pods of the VMI change nothing', () => {
-    const theVm = vm();
-    const vmi = vmiOf(theVm, { migrating: true, activePods: { source: 'node-1', target: 'node-2' } });
-    check(run({ vm: theVm, vmi, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') }), { writes: {}, retry: false });
-  });
-
-  it('VM deleted (background): the finalizer holds while the VMI is still there', () => {
-    const theVm = vm({ deleting: true });
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims: both(theVm) });
-    assert.deepEqual(writes(plan), NONE);
-    assert.deepEqual(plan.problems, [], 'a VM on its way out is not nagged about its networks');
-  });
-
-  it('VM deleted (background): the finalizer holds while the VM is gone but its VMI is not', () => {
-    const theVm = vm();
-    const plan = run({ vmi: vmiOf(theVm, { deleting: true }), nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), NONE);
-    assert.equal(plan.owner, undefined, 'a VMI whose VM is gone owns nothing');
-  });
-
   it('VM deleted (background): the claims lose the finalizer once the VMI is gone, for GC to remove them', () => {
     const theVm = vm({ deleting: true });
     const claims = claimsOf(theVm, 'blue', 'green');
@@ -170,12 +279,6 @@ describe('spec section 5: lifecycle', () => {
       uid: claims[0]?.metadata.uid,
       resourceVersion: claims[0]?.metadata.resourceVersion,
     });
-  });
-
-  it('VM deleted (background): the claims lose the finalizer when VM and VMI are both gone', () => {
-    const plan = run({ nads: NADS, claims: claimsOf(vm(), 'blue', 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
-    assert.equal(plan.owner, undefined);
   });
 
   it('VM deleted (foreground): GC marked the claims; the finalizer holds while the VMI is there, and goes once it is gone (the VM can finish)', () => {
@@ -202,12 +305,6 @@ describe('spec section 5: lifecycle', () => {
     assert.deepEqual(plan.owner, { kind: 'VirtualMachineInstance', name: VM_NAME, uid: vmi.metadata.uid });
   });
 
-  it('standalone VMI: the finalizer holds while the VMI is terminating with active pods', () => {
-    const vmi = standaloneVmi({ networks: nets, deleting: true });
-    const plan = run({ vmi, nads: NADS, claims: claimsOf(vmi, 'blue', 'green') });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
   it('standalone VMI: the claims lose the finalizer when the VMI is terminating with no active pods and a fresh read finds no launcher pod', () => {
     const vmi = standaloneVmi({ networks: nets, deleting: true, activePods: {} });
     const claims = claimsOf(vmi, 'blue', 'green');
@@ -224,20 +321,6 @@ describe('spec section 5: lifecycle', () => {
     const withPods = standaloneVmi({ networks: nets, deleting: true });
     const ofVm = vmiOf(vm(), { deleting: true, activePods: {} });
     for (const v of [running, withPods, ofVm]) assert.equal(needsLauncherPodRead({ vmi: v, claims: claimsOf(v, 'blue') }), false);
-  });
-
-  it('standalone VMI: the claims lose the finalizer when the VMI is gone', () => {
-    const vmi = standaloneVmi({ networks: nets });
-    const plan = run({ nads: NADS, claims: claimsOf(vmi, 'blue', 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
-  });
-
-  it('hotplug an interface: a new claim appears for it, and only for it', () => {
-    const before = vm();
-    const after = virtualMachine({ networks: [...nets, multus('blue2', 'blue2')] });
-    const nads = nadMap(blue, green, plainNad, ovnNad('blue2'));
-    const plan = run({ vm: after, vmi: vmiOf(before), nads, claims: both(after) });
-    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue2'] });
   });
 
   it('hot-unplug (state: absent): nothing happens while the VMI still has the interface', () => {
@@ -269,20 +352,6 @@ describe('spec section 5: lifecycle', () => {
     });
   });
 
-  it('hot-unplug (state: absent): the deleted claim then loses its finalizer', () => {
-    const theVm = unplugging();
-    const vmi = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green')] });
-    const claims = [claimOf(theVm, 'blue', { deleting: true }), claimOf(theVm, 'green')];
-    const plan = run({ vm: theVm, vmi, nads: NADS, claims });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue'] });
-  });
-
-  it('hot-unplug (state: absent): a network removed from a stopped VM loses its claim', () => {
-    const theVm = virtualMachine({ running: false, networks: [podNetwork(), multus('green', 'green')] });
-    const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
-  });
-
   it('hot-unplug (state: absent): plugged back while its claim is being deleted, the claim is created anew', () => {
     const theVm = vm();
     const vmiWithout = vmiOf(theVm, { networks: [podNetwork(), multus('green', 'green'), multus('plain', 'plain')] });
@@ -298,18 +367,6 @@ describe('spec section 5: lifecycle', () => {
     const theVm = vm();
     check(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, gateEnabled: false }), { writes: {}, wanted: [], reasons: [] });
     assert.deepEqual(writes(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false })), NONE);
-  });
-
-  it('feature gate turned off: deleted VMs still release their claims (no stranded finalizer)', () => {
-    const theVm = vm({ deleting: true });
-    const plan = run({ vm: theVm, nads: NADS, claims: claimsOf(theVm, 'blue', 'green'), gateEnabled: false });
-    assert.deepEqual(writes(plan), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
-  });
-
-  it('feature gate turned off: claims of unplugged networks are still cleaned up', () => {
-    const theVm = virtualMachine({ networks: [podNetwork(), multus('green', 'green')] });
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: both(theVm), gateEnabled: false, namedByRunningPods: new Set() });
-    assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue'] });
   });
 
   it('NAD edited to drop allowPersistentIPs: no new claim for it; the existing claim is kept while in use, and goes with the VM', () => {
@@ -343,52 +400,6 @@ describe('spec section 5: lifecycle', () => {
     });
   });
 
-  it('claim with the same name but another owner UID: the leftover keeps its finalizer while its VMI lives', () => {
-    const earlier = vm({ uid: 'vm-uid-0' });
-    const theVm = vm();
-    const claims = [claimOf(earlier, 'blue'), claimOf(theVm, 'green')];
-    check(run({ vm: theVm, vmi: vmiOf(earlier, { deleting: true }), nads: NADS, claims }), { writes: {}, reasons: ['ClaimOwnedByAnotherObject'] });
-  });
-
-  it('claim with the same name but another owner UID: a claim of another kind of owner is never touched', () => {
-    const theVm = vm();
-    const foreign = claim({
-      name: 'vm1.blue',
-      owners: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'cm-uid' }],
-      finalizers: [CLAIM_FINALIZER],
-    });
-    check(run({ vm: theVm, nads: NADS, claims: [foreign, claimOf(theVm, 'green')] }), { writes: {}, reasons: ['ClaimOwnedByAnotherObject'], retry: true });
-  });
-
-  it('claim terminating (deletionTimestamp): wait for it to go', () => {
-    const theVm = vm();
-    const going = claimOf(vm({ uid: 'vm-uid-0' }), 'blue', { deleting: true, finalizers: [] });
-    check(run({ vm: theVm, nads: NADS, claims: [going, claimOf(theVm, 'green')] }), { writes: {}, reasons: ['ClaimTerminating'], retry: true });
-  });
-
-  it('claim terminating (deletionTimestamp): then create the new one', () => {
-    const theVm = vm();
-    const plan = run({ vm: theVm, nads: NADS, claims: [claimOf(theVm, 'green')] });
-    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue'] });
-  });
-
-  it('claim created by hand, no owner: never adopted or deleted; reported and retried', () => {
-    const theVm = vm();
-    // Without our finalizer it is not ours, whatever its label says (ORPHAN needs both).
-    const handMade = claim({
-      name: 'vm1.blue',
-      network: 'net-blue',
-      labels: { [VM_LABEL]: VM_NAME },
-    });
-    check(run({ vm: theVm, nads: NADS, claims: [handMade, claimOf(theVm, 'green')] }), { writes: {}, reasons: ['ClaimNotOwned'], retry: true });
-  });
-
-  it('claim created by hand, no owner: left alone when the VM is deleted too', () => {
-    const handMade = claim({ name: 'vm1.blue', labels: { [VM_LABEL]: VM_NAME }, finalizers: ['example.com/hand-made'] });
-    const plan = run({ nads: NADS, claims: [handMade] });
-    assert.deepEqual(writes(plan), NONE);
-  });
-
   const brokenNads: [string, NetworkAttachmentDefinition, string][] = [
     ['NAD missing', nad('other', {}), 'NetworkAttachmentDefinitionNotFound'],
     ['invalid JSON', nad('blue', '{"name": "net-blue", "allowPersistentIPs": tr'), 'InvalidNetworkConfig'],
@@ -406,23 +417,6 @@ describe('spec section 5: lifecycle', () => {
       assert.deepEqual(plan.wanted[0], { network: 'blue', claim: 'vm1.blue', status: 'blocked', reason });
     });
   }
-
-  it('NAD missing / invalid JSON / empty config: once the NAD appears or is fixed, the claim is created', () => {
-    const plan = run({ vm: vm(), nads: NADS, claims: [claimOf(vm(), 'green')] });
-    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue'] });
-  });
-
-  it('controller restarted at any moment: half-made claims are completed, nothing is duplicated', () => {
-    const theVm = vm();
-    const plan = run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: claimsOf(theVm, 'green') });
-    assert.deepEqual(writes(plan), { ...NONE, creates: ['vm1.blue'] });
-  });
-
-  it('controller restarted at any moment: claims already released are not written again', () => {
-    const released = ['blue', 'green'].map((network) => claimOf(vm(), network, { finalizers: [] }));
-    const plan = run({ nads: NADS, claims: released });
-    assert.deepEqual(writes(plan), NONE);
-  });
 
   it('controller restarted at any moment: a finalizer is never removed early, whatever was done before', () => {
     const theVm = vm();

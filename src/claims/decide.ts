@@ -30,7 +30,7 @@ import { claimNamesOf } from './naming.ts';
 import { controllerRef, kubevirtOwnerRefs } from './owners.ts';
 import { persistentNetworks, type Finding, type NetworkVerdict } from './persistent-networks.ts';
 import type { ClaimOwner, ClaimWrite, DecideInput, Plan } from './plan.ts';
-import { isUsed, networksOf, usageOf, type Usage } from './usage.ts';
+import { isUsed, networksOf, type Usage } from './usage.ts';
 
 export * from './plan.ts';
 export { claimNameFor, claimNamesOf, type ClaimLookup } from './naming.ts';
@@ -45,7 +45,7 @@ export function decide(input: DecideInput): Plan {
   if (owner) plan.owner = owner.ref;
 
   const vmiNetworks = [...networksOf(input.vmi?.spec, true)];
-  const inVmi = usageOf(key.name, vmiNetworks);
+  const inVmi: Usage = { vmName: key.name, networks: vmiNetworks };
 
   // WANTED: claims are created only while the gate is on and the owner is not going away; a terminating owner
   // would only get claims that garbage collection removes again.
@@ -53,7 +53,7 @@ export function decide(input: DecideInput): Plan {
     planWantedClaims(input, owner, claims, plan, inVmi);
   }
 
-  const inUse = usageOf(key.name, [...networksOf(input.vm?.spec?.template?.spec, false), ...vmiNetworks]);
+  const inUse: Usage = { vmName: key.name, networks: [...networksOf(input.vm?.spec?.template?.spec, false), ...vmiNetworks] };
   for (const claim of claims) {
     const write = writeRef(claim);
     const refs = kubevirtOwnerRefs(claim);

@@ -132,12 +132,10 @@ export function parseCniConfig(text: unknown): NadConfig {
   if (typeof allow === 'boolean') result.allowPersistentIPs = allow;
   else if (allow !== undefined && allow !== null) badField('allowPersistentIPs', 'a boolean');
 
-  const role = stringField('role', lookup('role'));
-  if (role !== undefined) result.role = role;
-  const topology = stringField('topology', lookup('topology'));
-  if (topology !== undefined) result.topology = topology;
-  const type = stringField('type', lookup('type'));
-  if (type !== undefined) result.type = type;
+  for (const field of ['role', 'topology', 'type'] as const) {
+    const value = stringField(field, lookup(field));
+    if (value !== undefined) result[field] = value;
+  }
   result.subnets = listField('subnets');
   result.excludeSubnets = listField('excludeSubnets');
   return result;

@@ -6,16 +6,18 @@ import { hash } from 'node:crypto';
 export const MAX_SUBDOMAIN_LENGTH = 253;
 export const PRIMARY_POD_INTERFACE = 'eth0';
 
-const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** The characters of a DNS-1123 label, and of a subdomain (labels joined by dots), whatever their length. */
+export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** A DNS-1123 label (what a namespace name must be): lowercase alphanumerics and '-', at most 63 characters. */
 export function isDns1123Label(name: string): boolean {
-  return name.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name);
+  return name.length <= 63 && DNS1123_LABEL.test(name);
 }
 
 /** Kubernetes' rule for object names such as an IPAMClaim's: DNS-1123 subdomain, at most 253 characters. */
 export function isDns1123Subdomain(name: string): boolean {
-  return name.length > 0 && name.length <= MAX_SUBDOMAIN_LENGTH && SUBDOMAIN.test(name);
+  return name.length > 0 && name.length <= MAX_SUBDOMAIN_LENGTH && DNS1123_SUBDOMAIN.test(name);
 }
 
 function sha256Hex(text: string): string {

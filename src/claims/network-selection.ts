@@ -6,13 +6,12 @@
 import type { NetworkSelectionElement, Pod } from '../kube/types.ts';
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION } from './constants.ts';
 import { isObject } from './nad-config.ts';
+import { DNS1123_LABEL, DNS1123_SUBDOMAIN } from './names.ts';
 
 export const IPAM_CLAIM_REFERENCE = 'ipam-claim-reference';
 
 export type NetworkSelection = { ok: true; format: 'json' | 'list'; elements: NetworkSelectionElement[] } | { ok: false; error: string };
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const INTERFACE = /^[^\s,/@]+$/;
 
 /** Parses the value of a networks (or default-network) annotation. An empty value selects no network. */
@@ -56,8 +55,8 @@ function parseList(text: string): NetworkSelection {
     if (at.length > 2) return { ok: false, error: `"${item}": more than one "@"` };
     const name = at[0]!.trim();
     const iface = at.length === 2 ? at[1]!.trim() : undefined;
-    if (!DNS_SUBDOMAIN.test(name)) return { ok: false, error: `"${item}": "${name}" is not a valid network name` };
-    if (namespace !== undefined && !DNS_LABEL.test(namespace)) return { ok: false, error: `"${item}": "${namespace}" is not a valid namespace` };
+    if (!DNS1123_SUBDOMAIN.test(name)) return { ok: false, error: `"${item}": "${name}" is not a valid network name` };
+    if (namespace !== undefined && !DNS1123_LABEL.test(namespace)) return { ok: false, error: `"${item}": "${namespace}" is not a valid namespace` };
     if (iface !== undefined && !INTERFACE.test(iface)) return { ok: false, error: `"${item}": "${iface}" is not a valid interface name` };
     const element: NetworkSelectionElement = { name };
     if (namespace !== undefined) element.namespace = namespace;
@@ -84,12 +83,7 @@ export function elementNamespace(element: NetworkSelectionElement, podNamespace:
  */
 export function isBindingPluginElement(element: NetworkSelectionElement): boolean {
   const args = (element as Record<string, unknown>)['cni-args'];
-  return (
-    (element.interface === undefined || element.interface === '') &&
-    typeof args === 'object' &&
-    args !== null &&
-    typeof (args as Record<string, unknown>)['logicNetworkName'] === 'string'
-  );
+  return (element.interface === undefined || element.interface === '') && isObject(args) && typeof args['logicNetworkName'] === 'string';
 }
 
 /** The claim an element names, if any. */

@@ -115,7 +115,3 @@ export interface Plan {
   /** SWAP: decide again with DecideInput.namedByRunningPods, which a claim of an earlier NAD waits on. */
   needsPodRead?: true;
 }
-
-export function hasWrites(plan: Plan): boolean {
-  return plan.creates.length + plan.adopts.length + plan.removeFinalizers.length + plan.deletes.length > 0;
-}

@@ -26,6 +26,8 @@ export type ClaimStandingReason =
 
 export type ClaimStanding = { usable: true } | { usable: false; reason: ClaimStandingReason; message: string };
 
+const denied = (reason: ClaimStandingReason, message: string): ClaimStanding => ({ usable: false, reason, message });
+
 export function ownerUidsOf(vmi: VirtualMachineInstance): ClaimOwnerUids {
   const vmRef = controllerRef(vmi, 'VirtualMachine');
   return {
@@ -42,42 +44,34 @@ export function ownerUidsOf(vmi: VirtualMachineInstance): ClaimOwnerUids {
  */
 export function claimStanding(claim: IPAMClaim | undefined, name: string, owners: ClaimOwnerUids, expectedNetwork?: string): ClaimStanding {
   if (!claim) {
-    return {
-      usable: false,
-      reason: 'ClaimNotFound',
-      message: `IPAMClaim ${name} does not exist yet; the controller creates it for ${owners.name}, and the launcher pod is admitted on KubeVirt's retry once it does`,
-    };
+    return denied(
+      'ClaimNotFound',
+      `IPAMClaim ${name} does not exist yet; the controller creates it for ${owners.name}, and the launcher pod is admitted on KubeVirt's retry once it does`,
+    );
   }
   const refs = claim.metadata.ownerReferences ?? [];
   const mine = refs.some((ref) => !!ref.uid && (ref.uid === owners.vmUid || ref.uid === owners.vmiUid));
   if (!mine) {
     if (refs.length === 0) {
-      return {
-        usable: false,
-        reason: 'ClaimNotOwned',
-        message: `IPAMClaim ${name} has no owner; its addresses are not ${owners.name}'s (delete it, or give it an ownerReference to the VM)`,
-      };
+      return denied(
+        'ClaimNotOwned',
+        `IPAMClaim ${name} has no owner; its addresses are not ${owners.name}'s (delete it, or give it an ownerReference to the VM)`,
+      );
     }
     const others = refs.map((ref) => `${ref.kind} ${ref.name} (uid ${ref.uid})`).join(', ');
-    return {
-      usable: false,
-      reason: 'ClaimOwnedByAnotherObject',
-      message: `IPAMClaim ${name} belongs to ${others}, not to ${owners.name} (uid ${owners.vmUid ?? owners.vmiUid ?? 'unknown'}); the launcher pod waits until ${owners.name}'s own claim exists`,
-    };
+    return denied(
+      'ClaimOwnedByAnotherObject',
+      `IPAMClaim ${name} belongs to ${others}, not to ${owners.name} (uid ${owners.vmUid ?? owners.vmiUid ?? 'unknown'}); the launcher pod waits until ${owners.name}'s own claim exists`,
+    );
   }
   if (claim.metadata.deletionTimestamp) {
-    return {
-      usable: false,
-      reason: 'ClaimTerminating',
-      message: `IPAMClaim ${name} is being deleted; the launcher pod waits until it is gone and created anew`,
-    };
+    return denied('ClaimTerminating', `IPAMClaim ${name} is being deleted; the launcher pod waits until it is gone and created anew`);
   }
   if (expectedNetwork !== undefined && claim.spec?.network !== expectedNetwork) {
-    return {
-      usable: false,
-      reason: 'ClaimNetworkMismatch',
-      message: `IPAMClaim ${name} is for network "${claim.spec?.network ?? ''}", but the VM's NAD is now network "${expectedNetwork}"; it is replaced once no VMI uses it`,
-    };
+    return denied(
+      'ClaimNetworkMismatch',
+      `IPAMClaim ${name} is for network "${claim.spec?.network ?? ''}", but the VM's NAD is now network "${expectedNetwork}"; it is replaced once no VMI uses it`,
+    );
   }
   return { usable: true };
 }

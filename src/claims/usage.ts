@@ -31,11 +31,6 @@ export function* networksOf(spec: VmiSpecLike | undefined, includeAbsent: boolea
   }
 }
 
-/** The networks in use, whose identities are only worked out if a claim is judged against them. */
-export function usageOf(vmName: string, networks: readonly VmNetwork[]): Usage {
-  return { vmName, networks };
-}
-
 /**
  * What identifies the claim of each network: its claim name, the name kubevirt/ipam-extensions gave it (claims
  * adopted after a switch from the reference implementation keep the reference's name), and its pod interface.

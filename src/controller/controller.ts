@@ -18,6 +18,8 @@ import type { ReconcileResult } from '../queue/index.ts';
 import { WriteOverlay } from './write-overlay.ts';
 
 const CONTROLLER_NAME = 'virtualmachine-ipamclaims';
+/** How often, while leading, an info line sums up what the workers did (only when they did something); single writes are logged at debug. */
+const SUMMARY_INTERVAL_MS = 60_000;
 
 export interface ControllerOptions {
   client: KubeClient;
@@ -28,9 +30,6 @@ export interface ControllerOptions {
   concurrency: number;
   /** Full pass over every key; default 10 minutes. */
   resyncIntervalMs?: number;
-  /** How often, while leading, an info line sums up what the workers did (only when they did something).
-   * Default 60 s. Single writes are logged at debug. */
-  summaryIntervalMs?: number;
 }
 
 export interface Controller {
@@ -65,7 +64,7 @@ export function createController(options: ControllerOptions): Controller {
     gate: () => gate.state,
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
       log.info({ concurrency: options.concurrency, gate: gate.state }, 'starting workers');
-      const summaries = setInterval(() => summary.report(queue), options.summaryIntervalMs ?? 60_000);
+      const summaries = setInterval(() => summary.report(queue), SUMMARY_INTERVAL_MS);
       summaries.unref();
       // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
       try {

@@ -9,6 +9,17 @@ function newQueue(clock = new FakeClock(), metrics?: WorkQueueMetrics): { q: Wor
   return { q: new WorkQueue({ name: 'test', clock, metrics }), clock };
 }
 
+/** Gets and finishes every queued key, in the order handed out. */
+async function handOutAll(q: WorkQueue): Promise<string[]> {
+  const order: string[] = [];
+  while (q.len() > 0) {
+    const k = (await q.get()) as string;
+    order.push(k);
+    q.done(k);
+  }
+  return order;
+}
+
 describe('ExponentialFailureRateLimiter', () => {
   it('doubles from the base delay per failure and caps at the maximum', () => {
     const rl = new ExponentialFailureRateLimiter({ baseDelayMs: 5, maxDelayMs: 100 });
@@ -269,11 +280,7 @@ describe('WorkQueue', () => {
           }
         }
         for (const k of inFlight.splice(0)) q.done(k);
-        while (q.len() > 0) {
-          const k = (await q.get()) as string;
-          owed.delete(k);
-          q.done(k);
-        }
+        for (const k of await handOutAll(q)) owed.delete(k);
         assert.deepEqual([...owed], []);
       }),
     );
@@ -288,13 +295,7 @@ describe('WorkQueue priorities', () => {
     q.add('r3');
     q.add('r1', { priority: 'low' });
     assert.equal(q.len(), 4, 'a promoted key is counted once');
-    const order: string[] = [];
-    for (let i = 0; i < 4; i++) {
-      const k = (await q.get()) as string;
-      order.push(k);
-      q.done(k);
-    }
-    assert.deepEqual(order, ['new-vm', 'r3', 'r1', 'r2']);
+    assert.deepEqual(await handOutAll(q), ['new-vm', 'r3', 'r1', 'r2']);
     assert.equal(q.len(), 0);
   });
 
@@ -323,13 +324,7 @@ describe('WorkQueue priorities', () => {
     q.add('live');
     q.done(a);
     q.done(b);
-    const order: string[] = [];
-    while (q.len() > 0) {
-      const k = (await q.get()) as string;
-      order.push(k);
-      q.done(k);
-    }
-    assert.deepEqual(order, ['live', 'b', 'a']);
+    assert.deepEqual(await handOutAll(q), ['live', 'b', 'a']);
   });
 
   it('never loses or duplicates a key, whatever the mix of priorities (property)', async () => {
@@ -339,13 +334,7 @@ describe('WorkQueue priorities', () => {
         for (const [k, low] of adds) q.add(k, low ? { priority: 'low' } : {});
         const expected = new Set(adds.map(([k]) => k));
         assert.equal(q.len(), expected.size);
-        const got: string[] = [];
-        while (q.len() > 0) {
-          const k = (await q.get()) as string;
-          got.push(k);
-          q.done(k);
-        }
-        assert.deepEqual([...got].sort(), [...expected].sort());
+        assert.deepEqual((await handOutAll(q)).sort(), [...expected].sort());
       }),
     );
   });

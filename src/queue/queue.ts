@@ -8,7 +8,7 @@
 // nothing to do; a VM created meanwhile must not wait for all of them.
 
 import { type Clock, type TimerHandle, realClock } from '../kube/clock.ts';
-import { ExponentialFailureRateLimiter, type RateLimiter } from './rate-limiter.ts';
+import { ExponentialFailureRateLimiter } from './rate-limiter.ts';
 
 /**
  * Hooks named after controller-runtime's workqueue metrics (label `name` = the queue's name), so that telemetry can
@@ -33,8 +33,6 @@ export interface WorkQueueOptions {
   /** Used in logs and as the metrics label. */
   name?: string;
   clock?: Clock;
-  /** Defaults to the exponential per-key limiter with client-go's defaults (5 ms doubling up to 1000 s). */
-  rateLimiter?: RateLimiter;
   metrics?: WorkQueueMetrics;
 }
 
@@ -105,7 +103,8 @@ interface Shutdown {
 export class WorkQueue {
   readonly name: string;
   readonly #clock: Clock;
-  readonly #limiter: RateLimiter;
+  /** client-go's defaults: 5 ms doubling up to 1000 s. */
+  readonly #limiter = new ExponentialFailureRateLimiter();
   readonly #metrics: WorkQueueMetrics;
 
   readonly #queue = new Fifo<string>();
@@ -128,7 +127,6 @@ export class WorkQueue {
   constructor(options: WorkQueueOptions = {}) {
     this.name = options.name ?? 'queue';
     this.#clock = options.clock ?? realClock;
-    this.#limiter = options.rateLimiter ?? new ExponentialFailureRateLimiter();
     this.#metrics = options.metrics ?? {};
   }
 

@@ -1,15 +1,6 @@
 // Per-key retry delays, with the same defaults as client-go's item exponential failure rate limiter, so that the
 // retry cadence of this controller reads like any other controller's to an operator.
 
-export interface RateLimiter {
-  /** The delay before `key` may be retried; every call counts as one more failure. */
-  when(key: string): number;
-  /** Clears the failure history of `key` (after a success or when the key is abandoned). */
-  forget(key: string): void;
-  /** How many failures `key` has accumulated since it was last forgotten. */
-  numRequeues(key: string): number;
-}
-
 export interface ExponentialBackoffOptions {
   /** Delay after the first failure. Default 5 ms. */
   baseDelayMs?: number;
@@ -21,7 +12,7 @@ export const DEFAULT_BASE_DELAY_MS = 5;
 export const DEFAULT_MAX_DELAY_MS = 1_000_000;
 
 /** delay(n) = base · 2ⁿ capped at max, where n counts the earlier failures of the key. */
-export class ExponentialFailureRateLimiter implements RateLimiter {
+export class ExponentialFailureRateLimiter {
   readonly baseDelayMs: number;
   readonly maxDelayMs: number;
   #failures = new Map<string, number>();
@@ -34,6 +25,7 @@ export class ExponentialFailureRateLimiter implements RateLimiter {
     }
   }
 
+  /** The delay before `key` may be retried; every call counts as one more failure. */
   when(key: string): number {
     const n = this.#failures.get(key) ?? 0;
     this.#failures.set(key, n + 1);
@@ -41,6 +33,7 @@ export class ExponentialFailureRateLimiter implements RateLimiter {
     return Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** n);
   }
 
+  /** Clears the failure history of `key` (after a success or when the key is abandoned). */
   forget(key: string): void {
     this.#failures.delete(key);
   }

@@ -1,4 +1,4 @@
-import { describe, it } from 'node:test';
+import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { KubeClient } from '../kube/client.ts';
@@ -49,6 +49,9 @@ interface Harness {
   watching: () => Promise<void>;
 }
 
+/** The informers harness() made. */
+const made: Informer<IPAMClaim>[] = [];
+
 function harness(): Harness {
   const clock = new FakeClock();
   const lw = new FakeListWatch();
@@ -67,6 +70,7 @@ function harness(): Harness {
     watchTimeoutSeconds: 300,
     metrics,
   });
+  made.push(inf);
   const events: string[] = [];
   let done = false;
   inf.events$.subscribe({
@@ -105,6 +109,11 @@ async function failingWaits(h: Harness, n: number, failure: () => Error): Promis
 }
 
 describe('Informer', () => {
+  // Every harness's informer is stopped after its test (stop is idempotent); tests about stopping call it themselves.
+  afterEach(async () => {
+    for (const inf of made.splice(0)) await inf.stop();
+  });
+
   it('lists page by page, then watches from the list’s resourceVersion with bookmarks', async () => {
     const h = harness();
     h.lw.answerList(page([raw('a', '5'), raw('b', '6')], '10', 'tok'), page([raw('c', '7')], '10'));
@@ -126,7 +135,6 @@ describe('Informer', () => {
     assert.equal(w.request.allowWatchBookmarks, true);
     assert.equal(w.request.timeoutSeconds, 300);
     assert.equal(h.inf.state, 'watching');
-    await h.inf.stop();
   });
 
   it('applies watch events, emits only real changes, and keeps the cache consistent with each event', async () => {
@@ -148,7 +156,6 @@ describe('Informer', () => {
     assert.equal(h.inf.get('ns1', 'a')?.metadata.resourceVersion, '13', 'the silent update still refreshed the cache');
     assert.equal(h.inf.resourceVersion, '30');
     assert.ok(Object.isFrozen(h.inf.get('ns1', 'a')?.metadata), 'cached objects are immutable');
-    await h.inf.stop();
   });
 
   it('resumes at once from the last resourceVersion when the server closes the watch', async () => {
@@ -160,7 +167,6 @@ describe('Informer', () => {
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '25');
     assert.equal(h.lw.listRequests.length, 1, 'no relist');
     assert.deepEqual(h.restarts, ['closed']);
-    await h.inf.stop();
   });
 
   it('on a watch ERROR 410 relists and emits the difference against the cache', async () => {
@@ -182,7 +188,6 @@ describe('Informer', () => {
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '20');
     assert.deepEqual(h.lists, ['initial', 'gone']);
     assert.deepEqual(h.restarts, ['gone']);
-    await h.inf.stop();
   });
 
   it('on an HTTP 410 when opening the watch relists too', async () => {
@@ -193,7 +198,6 @@ describe('Informer', () => {
     assert.deepEqual(h.events, ['add a', 'delete a?', 'add b']);
     assert.equal(h.lw.watches.length, 1);
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '20');
-    await h.inf.stop();
   });
 
   it('restarts a silent watch from where it was, without backoff', async () => {
@@ -212,7 +216,6 @@ describe('Informer', () => {
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '12');
     assert.deepEqual(h.clock.pendingDelays(), [60_000], 'only the new watch’s silence timer is pending');
     assert.deepEqual(h.restarts, ['silent']);
-    await h.inf.stop();
   });
 
   it('reconnects after errors with growing jittered backoff, resumes from the same resourceVersion, and resets after progress', async () => {
@@ -241,7 +244,6 @@ describe('Informer', () => {
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '11');
     assert.equal(h.lw.listRequests.length, 1, 'errors other than 410 never relist');
     assert.deepEqual(h.events, ['add a', 'update a']);
-    await h.inf.stop();
   });
 
   it('after an outage, a 410 relists at once instead of inheriting the outage backoff, and an unanswered server is retried within seconds', async () => {
@@ -261,7 +263,6 @@ describe('Informer', () => {
     assert.deepEqual(h.lists, ['initial', 'gone']);
     assert.ok(h.events.includes('add b'), 'the change made during the outage is seen');
     assert.equal(h.lw.lastWatch?.request.resourceVersion, '30', 'watching again from the new list');
-    await h.inf.stop();
   });
 
   it('keeps the long backoff for failures the server answers (5xx)', async () => {
@@ -270,7 +271,6 @@ describe('Informer', () => {
       new KubeApiError({ reason: 'transient', code: 503, object: { kind: 'IPAMClaim' }, verb: 'watch', message: 'unavailable' });
     const waits = await failingWaits(h, 8, unavailable);
     assert.deepEqual(waits, [400, 800, 1600, 3200, 6400, 12_800, 15_000, 15_000]);
-    await h.inf.stop();
   });
 
   it('treats a watch ERROR other than 410 as a connection error', async () => {
@@ -279,7 +279,6 @@ describe('Informer', () => {
     await flushPromises();
     assert.deepEqual(h.clock.pendingDelays(), [400]);
     assert.equal(h.lw.listRequests.length, 1);
-    await h.inf.stop();
   });
 
   it('backs off when a watch closes at once without any event', async () => {
@@ -294,7 +293,6 @@ describe('Informer', () => {
     h.lw.lastWatch?.end();
     await flushPromises();
     assert.equal(h.lw.watches.length, 3, 'a quiet watch that lasted a while is resumed at once');
-    await h.inf.stop();
   });
 
   it('retries a failed initial list and becomes synced after it succeeds', async () => {
@@ -308,7 +306,6 @@ describe('Informer', () => {
     await h.inf.synced;
     assert.deepEqual(h.lists, ['initial', 'retry']);
     assert.deepEqual(h.events, ['add a']);
-    await h.inf.stop();
   });
 
   it('stop during backoff ends everything: no restart, no timers, stream completed', async () => {
@@ -353,7 +350,6 @@ describe('Informer', () => {
     h.lw.lastWatch?.push({ type: 'ADDED', object: raw('vm1.b', '11', { vm: 'vm1' }) }, { type: 'DELETED', object: raw('vm1.a', '12', { vm: 'vm1' }) });
     await flushPromises();
     assert.deepEqual(h.inf.indexKeys(CLAIMS_BY_VM, 'ns1/vm1'), ['ns1/vm1.b']);
-    await h.inf.stop();
   });
 });
 

@@ -58,18 +58,11 @@ export interface InformerOptions<T extends KubeObject> {
   random?: () => number;
   pageSize?: number;
   backoff?: BackoffPolicy;
-  /** Ceiling of the backoff while the API server does not answer at all (connection refused, reset, timeout).
-   * Such attempts cost the server nothing, and a short ceiling lets the informer notice within seconds that the
-   * server is back. Default 3.2 s; answered failures (5xx, 429) keep `backoff.maxMs`. */
-  unreachableMaxMs?: number;
   /** Restart a watch that delivered neither an event nor a bookmark for this long. Default 150 s (the API server
    * sends a bookmark about every minute to watchers that allow them). */
   silentWatchTimeoutMs?: number;
   /** Server-side watch duration per request. Default: random in [300, 600) s, like client-go. */
   watchTimeoutSeconds?: number;
-  /** A watch that ends normally sooner than this with no event counts as a failure (backoff), so that a server or
-   * proxy that closes watches at once does not make us spin. Default 1 s. */
-  minWatchDurationMs?: number;
   metrics?: InformerMetrics;
 }
 
@@ -77,6 +70,14 @@ export interface InformerOptions<T extends KubeObject> {
 export class InformerStoppedError extends Error {
   override readonly name: string = 'InformerStoppedError';
 }
+
+// The backoff's ceiling while the API server does not answer at all (connection refused, reset, timeout): such
+// attempts cost the server nothing, and a short ceiling notices within seconds that it is back. Answered failures
+// (5xx, 429) keep `backoff.maxMs`.
+const UNREACHABLE_MAX_MS = 3200;
+// A watch that ends normally sooner than this with no event is a failure (backoff), so that a server or proxy that
+// closes watches at once does not make us spin.
+const MIN_WATCH_MS = 1000;
 
 /** Why a watch was abandoned; used as the abort reason so the loop can tell it from other failures. */
 class SilentWatch extends Error {}
@@ -101,7 +102,6 @@ export class Informer<T extends KubeObject> {
   readonly #unreachableBackoff: BackoffPolicy;
   readonly #silentMs: number;
   readonly #watchTimeoutSeconds: number | undefined;
-  readonly #minWatchMs: number;
   readonly #metrics: InformerMetrics;
 
   #state: InformerState = 'idle';
@@ -129,10 +129,9 @@ export class Informer<T extends KubeObject> {
     this.#random = options.random ?? Math.random;
     this.#pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
     this.#backoff = options.backoff ?? {};
-    this.#unreachableBackoff = { ...this.#backoff, maxMs: Math.min(this.#backoff.maxMs ?? DEFAULT_RECONNECT_BACKOFF.maxMs, options.unreachableMaxMs ?? 3200) };
+    this.#unreachableBackoff = { ...this.#backoff, maxMs: Math.min(this.#backoff.maxMs ?? DEFAULT_RECONNECT_BACKOFF.maxMs, UNREACHABLE_MAX_MS) };
     this.#silentMs = options.silentWatchTimeoutMs ?? 150_000;
     this.#watchTimeoutSeconds = options.watchTimeoutSeconds;
-    this.#minWatchMs = options.minWatchDurationMs ?? 1000;
     this.#metrics = options.metrics ?? {};
     this.events$ = this.#subject.asObservable();
     this.synced = new Promise<void>((resolve, reject) => {
@@ -240,7 +239,7 @@ export class Informer<T extends KubeObject> {
           // Not a failure of the server: restart at once from where we are, without growing the backoff.
           this.#logger.warn({ silentMs: this.#silentMs, resourceVersion: this.#resourceVersion }, 'watch silent; restarting it');
           this.#metrics.watchRestart?.(this.kind, 'silent');
-        } else if (outcome.events === 0 && outcome.durationMs < this.#minWatchMs) {
+        } else if (outcome.events === 0 && outcome.durationMs < MIN_WATCH_MS) {
           failures++;
           delay = reconnectDelay(failures, this.#backoff, this.#random);
           this.#logger.warn({ durationMs: outcome.durationMs, delayMs: Math.round(delay) }, 'watch closed at once without events; backing off');

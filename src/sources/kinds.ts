@@ -6,7 +6,7 @@ import type { KubeClient, Selection } from '../kube/client.ts';
 import { type ResourceDescriptor, resources } from '../kube/resources.ts';
 import type { IPAMClaim, KubeObject, KubeVirtCR, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import type { Clock } from '../kube/clock.ts';
-import { Informer, type InformerMetrics, type InformerOptions, type ListWatch } from './informer.ts';
+import { Informer, type InformerOptions, type ListWatch } from './informer.ts';
 import { registerIndexes } from './indexes.ts';
 import { type Trim, trimIPAMClaim, trimKubeVirt, trimNetworkAttachmentDefinition, trimVirtualMachine, trimVirtualMachineInstance } from './trim.ts';
 
@@ -36,10 +36,7 @@ export function clientListWatch(client: KubeClient, descriptor: ResourceDescript
   };
 }
 
-export type CommonInformerOptions = Pick<
-  InformerOptions<KubeObject>,
-  'logger' | 'clock' | 'random' | 'pageSize' | 'backoff' | 'silentWatchTimeoutMs' | 'watchTimeoutSeconds' | 'metrics'
->;
+export type CommonInformerOptions = Pick<InformerOptions<KubeObject>, 'logger' | 'clock' | 'watchTimeoutSeconds'>;
 
 export function createInformer<T extends KubeObject>(
   client: KubeClient,
@@ -59,13 +56,8 @@ export function createInformer<T extends KubeObject>(
 export interface SourcesOptions {
   /** Restrict VMs, VMIs, NADs and claims to one namespace; undefined = all namespaces. */
   namespace?: string;
-  /** Where the KubeVirt CR is looked for; undefined = all namespaces (it lives in `kubevirt` by convention). */
-  kubeVirtNamespace?: string;
   logger?: Logger;
   clock?: Clock;
-  random?: () => number;
-  metrics?: InformerMetrics;
-  silentWatchTimeoutMs?: number;
 }
 
 export interface Sources {
@@ -83,13 +75,14 @@ export interface Sources {
 
 /** The informers the controller needs, with the indexes it looks things up by. Call start() after subscribing. */
 export function createSources(client: KubeClient, options: SourcesOptions = {}): Sources {
-  const { namespace, kubeVirtNamespace, ...common } = options;
+  const { namespace, ...common } = options;
   const ns: Selection = { namespace };
   const vms = createInformer(client, kinds.virtualMachines, ns, common);
   const vmis = createInformer(client, kinds.virtualMachineInstances, ns, common);
   const nads = createInformer(client, kinds.networkAttachmentDefinitions, ns, common);
   const claims = createInformer(client, kinds.ipamClaims, ns, common);
-  const kubeVirts = createInformer(client, kinds.kubeVirts, { namespace: kubeVirtNamespace }, common);
+  // The KubeVirt CR is looked for in every namespace (it lives in `kubevirt` by convention).
+  const kubeVirts = createInformer(client, kinds.kubeVirts, {}, common);
   registerIndexes({ vms, vmis, nads, claims }, 'shared');
   const all = [vms, vmis, nads, claims, kubeVirts] as unknown as readonly Informer<KubeObject>[];
   return {

@@ -118,11 +118,6 @@ export class Store<T extends KubeObject> {
   readonly #items = new Map<string, T>();
   readonly #byNamespace = new Map<string, Map<string, T>>();
   readonly #indexes = new Map<string, Index<T>>();
-  readonly #equal: (a: T, b: T) => boolean;
-
-  constructor(options: { equal?: (a: T, b: T) => boolean } = {}) {
-    this.#equal = options.equal ?? sameContent;
-  }
 
   get size(): number {
     return this.#items.size;
@@ -186,7 +181,7 @@ export class Store<T extends KubeObject> {
         { type: 'add', object: obj },
       ];
     }
-    if (this.#equal(old, obj)) {
+    if (sameContent(old, obj)) {
       // Only bookkeeping changed: keep the newest resourceVersion for preconditions, without an event. Index
       // functions read content, so the indexes are unaffected.
       this.#items.set(key, obj);

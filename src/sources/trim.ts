@@ -52,6 +52,9 @@ function put<T extends object, K extends keyof T>(target: T, key: K, value: T[K]
   if (value !== undefined) target[key] = value;
 }
 
+/** A status with nothing kept is left out, as an absent one is. */
+const nonEmpty = <T extends object>(out: T): T | undefined => (Object.keys(out).length > 0 ? out : undefined);
+
 function stringList(x: unknown, map: (s: string) => string = (s) => s): string[] | undefined {
   const l = list(x)
     ?.filter((v): v is string => typeof v === 'string')
@@ -242,14 +245,10 @@ export const trimVirtualMachine: Trim<VirtualMachine> = (input) => {
     vmSpec = s;
   }
   const status = rec(raw?.status);
-  let vmStatus: VirtualMachine['status'];
-  if (status) {
-    const st: NonNullable<VirtualMachine['status']> = {};
-    put(st, 'printableStatus', intern(str(status.printableStatus)));
-    put(st, 'ready', bool(status.ready));
-    if (Object.keys(st).length > 0) vmStatus = st;
-  }
-  return objectOf<VirtualMachine>(raw, metadata, vmSpec, vmStatus);
+  const st: NonNullable<VirtualMachine['status']> = {};
+  put(st, 'printableStatus', intern(str(status?.printableStatus)));
+  put(st, 'ready', bool(status?.ready));
+  return objectOf<VirtualMachine>(raw, metadata, vmSpec, nonEmpty(st));
 };
 
 export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) => {
@@ -257,18 +256,14 @@ export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) 
   // creationTimestamp: a claim made after its VMI is the one case where the VMI's running pod is read (running-pods.ts).
   const metadata = trimMeta(raw?.metadata, { annotations: [ADDRESSES_ANNOTATION], created: true });
   const status = rec(raw?.status);
-  let vmiStatus: VirtualMachineInstance['status'];
-  if (status) {
-    const st: NonNullable<VirtualMachineInstance['status']> = {};
-    put(st, 'phase', intern(str(status.phase)));
-    put(
-      st,
-      'activePods',
-      pickStrings(status.activePods, () => true),
-    );
-    if (Object.keys(st).length > 0) vmiStatus = st;
-  }
-  return objectOf<VirtualMachineInstance>(raw, metadata, trimVmiSpec(raw?.spec), vmiStatus);
+  const st: NonNullable<VirtualMachineInstance['status']> = {};
+  put(st, 'phase', intern(str(status?.phase)));
+  put(
+    st,
+    'activePods',
+    pickStrings(status?.activePods, () => true),
+  );
+  return objectOf<VirtualMachineInstance>(raw, metadata, trimVmiSpec(raw?.spec), nonEmpty(st));
 };
 
 export const trimNetworkAttachmentDefinition: Trim<NetworkAttachmentDefinition> = (input) => {
@@ -301,18 +296,13 @@ export const trimIPAMClaim: Trim<IPAMClaim> = (input) => {
   const spec = rec(raw?.spec);
   const meta = trimMeta(raw?.metadata, { labels: true, timestamps: true });
   const claimSpec = share({ network: intern(str(spec?.network) ?? ''), interface: intern(str(spec?.interface) ?? '') });
-  let claimStatus: IPAMClaim['status'];
   const status = rec(raw?.status);
-  if (status) {
-    const st: NonNullable<IPAMClaim['status']> = {};
-    put(st, 'ips', stringList(status.ips));
-    const ownerPod = str(rec(status.ownerPod)?.name);
-    if (ownerPod !== undefined) st.ownerPod = { name: ownerPod };
-    const conditions = compactList(status.conditions, trimCondition);
-    if (conditions) st.conditions = conditions;
-    if (Object.keys(st).length > 0) claimStatus = st;
-  }
-  return objectOf<IPAMClaim>(raw, meta, claimSpec, claimStatus);
+  const st: NonNullable<IPAMClaim['status']> = {};
+  put(st, 'ips', stringList(status?.ips));
+  const ownerPod = str(rec(status?.ownerPod)?.name);
+  if (ownerPod !== undefined) st.ownerPod = { name: ownerPod };
+  put(st, 'conditions', compactList(status?.conditions, trimCondition));
+  return objectOf<IPAMClaim>(raw, meta, claimSpec, nonEmpty(st));
 };
 
 export const trimKubeVirt: Trim<KubeVirtCR> = (input) => {
