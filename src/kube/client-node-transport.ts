@@ -6,20 +6,7 @@
 import { IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import type { ConnectionConfig } from './kubeconfig.ts';
 import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './transport.ts';
-import { buildUrl } from './wire.ts';
-
-/** The connection's kubeconfig entries, as @kubernetes/client-node holds them. */
-export function clientNodeKubeConfig(conn: ConnectionConfig): KubeConfig {
-  const kc = new KubeConfig();
-  const { cluster, user, context } = conn;
-  kc.loadFromOptions({
-    clusters: [{ ...cluster, skipTLSVerify: cluster.skipTLSVerify ?? false }],
-    users: [user],
-    contexts: [context],
-    currentContext: context.name,
-  });
-  return kc;
-}
+import { queryString } from './wire.ts';
 
 /**
  * Sends requests with @kubernetes/client-node's own fetch (undici) and its authentication: every request asks the
@@ -28,8 +15,15 @@ export function clientNodeKubeConfig(conn: ConnectionConfig): KubeConfig {
  * request; the trade-off is that a client certificate rotated on disk needs a restart.
  */
 export function clientNodeTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
-  const kubeConfig = clientNodeKubeConfig(conn);
-  const server = conn.cluster.server;
+  const { cluster, user, context } = conn;
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ ...cluster, skipTLSVerify: cluster.skipTLSVerify ?? false }],
+    users: [user],
+    contexts: [context],
+    currentContext: context.name,
+  });
+  const server = cluster.server;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const http = new IsomorphicFetchHttpLibrary();
   let dispatcher: ReturnType<RequestContext['getDispatcher']>;
@@ -38,7 +32,7 @@ export function clientNodeTransport(conn: ConnectionConfig, options: TransportOp
   return {
     server,
     async request(req: HttpRequest): Promise<HttpResponse> {
-      const ctx = new RequestContext(buildUrl(server, req.path, req.query), req.method);
+      const ctx = new RequestContext(server.replace(/\/+$/, '') + req.path + queryString(req.query), req.method);
       await kubeConfig.applySecurityAuthentication(ctx);
       if (!dispatcherChosen) {
         dispatcher = ctx.getDispatcher();
