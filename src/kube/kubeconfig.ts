@@ -54,8 +54,6 @@ export interface ConnectionConfig {
   cluster: ClusterEntry;
   user: UserEntry;
   context: ContextEntry;
-  /** Every entry, for handing a plugin user to @kubernetes/client-node. */
-  all: KubeConfigData;
 }
 
 type Raw = Record<string, unknown>;
@@ -154,7 +152,7 @@ export function connectionFor(config: KubeConfigData, contextName: string = conf
   if (!cluster) return { error: `context ${contextName} has no cluster with a server URL` };
   // A context without a user (or naming a missing one) connects anonymously, as kubectl does.
   const user = config.users.find((u) => u.name === context.user) ?? { name: context.user };
-  return { cluster, user, context, all: config };
+  return { cluster, user, context };
 }
 
 /** True when the user's credentials come from a plugin that only @kubernetes/client-node implements. */
