@@ -75,11 +75,6 @@ export class KubeApiError extends Error {
   get terminal(): boolean {
     return this.reason === 'invalid' || this.reason === 'badRequest';
   }
-
-  /** Worth retrying with backoff as is (conflicts need a fresh read first). */
-  get transient(): boolean {
-    return this.reason === 'transient';
-  }
 }
 
 function describeRef(ref: ObjectRef): string {

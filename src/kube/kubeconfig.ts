@@ -3,8 +3,7 @@
 // while the connection of a controller needs a server URL, TLS material and a token. Only a user with an exec or auth-provider plugin (or a
 // cluster behind a proxy-url) is handed to the library, loaded on demand by the transport.
 
-import { readFileSync } from 'node:fs';
-import { dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { load as loadYaml } from 'js-yaml';
 
 export interface ClusterEntry {
@@ -74,7 +73,7 @@ function named(list: unknown, what: string, source: string): { name: string; bod
     const entry = obj(e);
     const name = str(entry?.name);
     if (!entry || !name) throw new Error(`${source}: ${what}[${i}].name is missing`);
-    const key = what === 'clusters' ? 'cluster' : what === 'users' ? 'user' : 'context';
+    const key = what.slice(0, -1); // clusters[].cluster, users[].user, contexts[].context
     const body = obj(entry[key]);
     if (!body && key !== 'user') throw new Error(`${source}: ${what}[${i}].${key} is missing`);
     return { name, body: body ?? {} };
@@ -122,10 +121,6 @@ export function parseKubeConfig(text: string, source: string, baseDir: string): 
     return prune({ name, cluster, user: str(body.user) ?? '', namespace: str(body.namespace) });
   });
   return { clusters, users, contexts, currentContext: str(root['current-context']) ?? '' };
-}
-
-export function readKubeConfigFile(file: string): KubeConfigData {
-  return parseKubeConfig(readFileSync(file, 'utf8'), file, dirname(file));
 }
 
 /**
