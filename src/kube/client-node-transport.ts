@@ -43,10 +43,8 @@ export function clientNodeTransport(conn: ConnectionConfig, options: TransportOp
       ctx.setHeaderParam('Accept', 'application/json');
       for (const [key, value] of Object.entries(req.headers ?? {})) ctx.setHeaderParam(key, value);
       if (req.body !== undefined) ctx.setBody(req.body);
-      const signals: AbortSignal[] = [];
-      if (req.signal) signals.push(req.signal);
-      if (!req.streaming) signals.push(AbortSignal.timeout(timeoutMs));
-      if (signals.length > 0) ctx.setSignal(signals.length === 1 ? (signals[0] as AbortSignal) : AbortSignal.any(signals));
+      const signals = [req.signal, req.streaming ? undefined : AbortSignal.timeout(timeoutMs)].filter((s) => s !== undefined);
+      if (signals.length > 0) ctx.setSignal(AbortSignal.any(signals));
       const resp = await http.send(ctx).toPromise();
       return {
         status: resp.httpStatusCode,

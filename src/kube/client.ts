@@ -10,7 +10,7 @@ import { type ResourceDescriptor, resourcePath, resources } from './resources.ts
 import { TokenBucket } from './token-bucket.ts';
 import type { ConnectionConfig } from './kubeconfig.ts';
 import { ClusterUnreachableError } from './load-kubeconfig.ts';
-import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
+import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './transport.ts';
 import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
@@ -51,12 +51,10 @@ export interface PatchOptions extends WriteOptions {
   subresource?: string;
 }
 
-export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
-
 export interface DeleteOptions {
   /** The delete only happens if the object still has this uid / resourceVersion (409 otherwise). */
   preconditions?: { uid?: string; resourceVersion?: string };
-  propagationPolicy?: PropagationPolicy;
+  propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
   gracePeriodSeconds?: number;
   dryRun?: boolean;
   signal?: AbortSignal;
@@ -104,11 +102,6 @@ export interface KubeClientOptions {
   onRequest?: (verb: string, resource: string, code: string) => void;
 }
 
-export interface FromKubeConfigOptions extends KubeClientOptions {
-  /** Deadline for non-watch requests. Default 30 s. */
-  timeoutMs?: number;
-}
-
 type Query = HttpRequest['query'];
 
 const JSON_PATCH = 'application/json-patch+json';
@@ -132,7 +125,7 @@ export class KubeClient {
   }
 
   /** A client for a loaded kubeconfig's connection (see loadKubeConfig). */
-  static fromKubeConfig(connection: ConnectionConfig, options: FromKubeConfigOptions = {}): KubeClient {
+  static fromKubeConfig(connection: ConnectionConfig, options: KubeClientOptions & Pick<TransportOptions, 'timeoutMs'> = {}): KubeClient {
     return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, ...(options.logger ? { logger: options.logger } : {}) }), options);
   }
 
