@@ -142,7 +142,8 @@ export function errorFromResponse(
   } catch {
     // Proxies and load balancers answer with HTML or plain text; the code alone then decides.
   }
-  const retryAfter = parseRetryAfter(headers['retry-after']) ?? status?.details?.retryAfterSeconds;
+  const header = headers['retry-after'] === undefined ? Number.NaN : Number(headers['retry-after']);
+  const retryAfter = Number.isFinite(header) && header >= 0 ? header : status?.details?.retryAfterSeconds;
   const reason = classifyStatus(code, status, verb, ctx);
   let message = status?.message ?? (body.trim().slice(0, 300) || undefined);
   if (reason === 'conflict' && code === 422) message = `JSON patch does not apply to the current object (a test failed or a path is gone): ${message ?? ''}`;
@@ -224,12 +225,6 @@ export function errorFromException(err: unknown, object: ObjectRef, verb: string
 function describeException(err: Error): string {
   const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
   return `${err.message}${cause}`;
-}
-
-function parseRetryAfter(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  return Number.isFinite(n) && n >= 0 ? n : undefined;
 }
 
 const is =
