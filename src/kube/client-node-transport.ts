@@ -6,20 +6,7 @@
 import { IsomorphicFetchHttpLibrary, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import type { ConnectionConfig } from './kubeconfig.ts';
 import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './transport.ts';
-import { buildUrl } from './wire.ts';
-
-/** The connection's kubeconfig entries, as @kubernetes/client-node holds them. */
-export function clientNodeKubeConfig(conn: ConnectionConfig): KubeConfig {
-  const kc = new KubeConfig();
-  const { cluster, user, context } = conn;
-  kc.loadFromOptions({
-    clusters: [{ ...cluster, skipTLSVerify: cluster.skipTLSVerify ?? false }],
-    users: [user],
-    contexts: [context],
-    currentContext: context.name,
-  });
-  return kc;
-}
+import { queryString } from './wire.ts';
 
 /**
  * Sends requests with @kubernetes/client-node's own fetch (undici) and its authentication: every request asks the
@@ -28,8 +15,15 @@ export function clientNodeKubeConfig(conn: ConnectionConfig): KubeConfig {
  * request; the trade-off is that a client certificate rotated on disk needs a restart.
  */
 export function clientNodeTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
-  const kubeConfig = clientNodeKubeConfig(conn);
-  const server = conn.cluster.server;
+  const { cluster, user, context } = conn;
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ ...cluster, skipTLSVerify: cluster.skipTLSVerify ?? false }],
+    users: [user],
+    contexts: [context],
+    currentContext: context.name,
+  });
+  const server = cluster.server;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const http = new IsomorphicFetchHttpLibrary();
   let dispatcher: ReturnType<RequestContext['getDispatcher']>;
@@ -38,7 +32,7 @@ export function clientNodeTransport(conn: ConnectionConfig, options: TransportOp
   return {
     server,
     async request(req: HttpRequest): Promise<HttpResponse> {
-      const ctx = new RequestContext(buildUrl(server, req.path, req.query), req.method);
+      const ctx = new RequestContext(server.replace(/\/+$/, '') + req.path + queryString(req.query), req.method);
       await kubeConfig.applySecurityAuthentication(ctx);
       if (!dispatcherChosen) {
         dispatcher = ctx.getDispatcher();
@@ -49,10 +43,8 @@ export function clientNodeTransport(conn: ConnectionConfig, options: TransportOp
       ctx.setHeaderParam('Accept', 'application/json');
       for (const [key, value] of Object.entries(req.headers ?? {})) ctx.setHeaderParam(key, value);
       if (req.body !== undefined) ctx.setBody(req.body);
-      const signals: AbortSignal[] = [];
-      if (req.signal) signals.push(req.signal);
-      if (!req.streaming) signals.push(AbortSignal.timeout(timeoutMs));
-      if (signals.length > 0) ctx.setSignal(signals.length === 1 ? (signals[0] as AbortSignal) : AbortSignal.any(signals));
+      const signals = [req.signal, req.streaming ? undefined : AbortSignal.timeout(timeoutMs)].filter((s) => s !== undefined);
+      if (signals.length > 0) ctx.setSignal(AbortSignal.any(signals));
       const resp = await http.send(ctx).toPromise();
       return {
         status: resp.httpStatusCode,

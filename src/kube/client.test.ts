@@ -15,19 +15,14 @@ import type { WatchEvent } from './watch-stream.ts';
 
 type Handler = (req: HttpRequest) => HttpResponse | Promise<HttpResponse>;
 
-function respond(status: number, body: unknown, headers: Record<string, string> = {}): HttpResponse {
+/** An answer whose body is `body`, streamed in `chunks` (default: all at once). */
+function respond(status: number, body: unknown, headers: Record<string, string> = {}, chunks?: string[]): HttpResponse {
   const text = typeof body === 'string' ? body : JSON.stringify(body);
-  return { status, headers, text: async () => text, stream: () => streamOf([text]) };
+  return { status, headers, text: async () => text, stream: () => streamOf(chunks ?? [text]) };
 }
 
-function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
-  const enc = new TextEncoder();
-  return new ReadableStream({
-    start(controller) {
-      for (const c of chunks) controller.enqueue(enc.encode(c));
-      controller.close();
-    },
-  });
+async function* streamOf(chunks: string[]): AsyncGenerator<Uint8Array> {
+  for (const c of chunks) yield new TextEncoder().encode(c);
 }
 
 function scripted(...handlers: Handler[]): Transport & { requests: HttpRequest[] } {
@@ -92,12 +87,7 @@ describe('KubeClient', () => {
       JSON.stringify({ type: 'ERROR', object: statusBody(410, 'Expired') }),
     ];
     const text = lines.join('\n') + '\n';
-    const t = scripted(() => ({
-      status: 200,
-      headers: {},
-      text: async () => '',
-      stream: () => streamOf([text.slice(0, 17), text.slice(17, 90), text.slice(90)]),
-    }));
+    const t = scripted(() => respond(200, '', {}, [text.slice(0, 17), text.slice(17, 90), text.slice(90)]));
     const got: WatchEvent[] = [];
     for await (const ev of new KubeClient(t).watch(resources.virtualMachineInstances, { namespace: 'ns1', resourceVersion: '10', timeoutSeconds: 300 }))
       got.push(ev);
@@ -120,7 +110,7 @@ describe('KubeClient', () => {
   });
 
   it('reports a corrupt watch stream as a transient error', async () => {
-    const t = scripted(() => ({ status: 200, headers: {}, text: async () => '', stream: () => streamOf(['{"type":"ADDED","object":{}}\nnot json\n']) }));
+    const t = scripted(() => respond(200, '', {}, ['{"type":"ADDED","object":{}}\nnot json\n']));
     const it = new KubeClient(t).watch(resources.ipamClaims, {});
     await it.next();
     await assert.rejects(it.next(), (e: unknown) => e instanceof KubeApiError && e.reason === 'transient');

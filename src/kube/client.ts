@@ -10,7 +10,7 @@ import { type ResourceDescriptor, resourcePath, resources } from './resources.ts
 import { TokenBucket } from './token-bucket.ts';
 import type { ConnectionConfig } from './kubeconfig.ts';
 import { ClusterUnreachableError } from './load-kubeconfig.ts';
-import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
+import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './transport.ts';
 import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
@@ -51,12 +51,10 @@ export interface PatchOptions extends WriteOptions {
   subresource?: string;
 }
 
-export type PropagationPolicy = 'Foreground' | 'Background' | 'Orphan';
-
 export interface DeleteOptions {
   /** The delete only happens if the object still has this uid / resourceVersion (409 otherwise). */
   preconditions?: { uid?: string; resourceVersion?: string };
-  propagationPolicy?: PropagationPolicy;
+  propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
   gracePeriodSeconds?: number;
   dryRun?: boolean;
   signal?: AbortSignal;
@@ -104,12 +102,10 @@ export interface KubeClientOptions {
   onRequest?: (verb: string, resource: string, code: string) => void;
 }
 
-export interface FromKubeConfigOptions extends KubeClientOptions {
-  /** Deadline for non-watch requests. Default 30 s. */
-  timeoutMs?: number;
-}
-
 type Query = HttpRequest['query'];
+
+const JSON_PATCH = 'application/json-patch+json';
+const WRITE_METHODS = { create: 'POST', update: 'PUT', patch: 'PATCH' } as const;
 
 export class KubeClient {
   readonly transport: Transport;
@@ -129,7 +125,7 @@ export class KubeClient {
   }
 
   /** A client for a loaded kubeconfig's connection (see loadKubeConfig). */
-  static fromKubeConfig(connection: ConnectionConfig, options: FromKubeConfigOptions = {}): KubeClient {
+  static fromKubeConfig(connection: ConnectionConfig, options: KubeClientOptions & Pick<TransportOptions, 'timeoutMs'> = {}): KubeClient {
     return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, ...(options.logger ? { logger: options.logger } : {}) }), options);
   }
 
@@ -231,27 +227,13 @@ export class KubeClient {
     options: WriteOptions & { namespace?: string } = {},
   ): Promise<T> {
     const namespace = options.namespace ?? object.metadata?.namespace;
-    return this.#json<T>('create', { kind: r.kind, namespace, name: object.metadata?.name ?? object.metadata?.generateName }, r.plural, {
-      method: 'POST',
-      path: resourcePath(r, namespace),
-      query: this.#writeQuery(options),
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(object),
-      signal: options.signal,
-    });
+    return this.#write<T>('create', r, namespace, object.metadata?.name ?? object.metadata?.generateName, object, options);
   }
 
   /** PUT: a full replacement, guarded by the object's metadata.resourceVersion when it carries one. */
   replace<T extends { metadata: { namespace?: string; name: string } }>(r: ResourceDescriptor, object: T, options: PatchOptions = {}): Promise<T> {
     const { namespace, name } = object.metadata;
-    return this.#json<T>('update', { kind: r.kind, namespace, name }, r.plural, {
-      method: 'PUT',
-      path: subresourcePath(r, namespace, name, options.subresource),
-      query: this.#writeQuery(options),
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify(object),
-      signal: options.signal,
-    });
+    return this.#write<T>('update', r, namespace, name, object, options);
   }
 
   /**
@@ -273,12 +255,12 @@ export class KubeClient {
 
   /** RFC 6902 JSON patch; a failed `test` operation surfaces as a `conflict`. */
   jsonPatch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, ops: readonly JsonPatchOp[], options: PatchOptions = {}): Promise<T> {
-    return this.#patch<T>(r, namespace, name, 'application/json-patch+json', ops, options);
+    return this.#write<T>('patch', r, namespace, name, ops, options, JSON_PATCH);
   }
 
   /** RFC 7386 merge patch (null deletes a key; arrays are replaced whole). */
   mergePatch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, patch: object, options: PatchOptions = {}): Promise<T> {
-    return this.#patch<T>(r, namespace, name, 'application/merge-patch+json', patch, options);
+    return this.#write<T>('patch', r, namespace, name, patch, options, 'application/merge-patch+json');
   }
 
   /** Creates a core/v1 Event in the event's namespace. */
@@ -288,25 +270,21 @@ export class KubeClient {
     return this.create(resources.events, { apiVersion: 'v1', kind: 'Event', ...event, metadata }, { signal: options.signal });
   }
 
-  #patch<T>(r: ResourceDescriptor, namespace: string | undefined, name: string, contentType: string, body: unknown, options: PatchOptions): Promise<T> {
-    return this.#json<T>(
-      'patch',
-      { kind: r.kind, namespace, name },
-      r.plural,
-      {
-        method: 'PATCH',
-        path: subresourcePath(r, namespace, name, options.subresource),
-        query: this.#writeQuery(options),
-        headers: { 'Content-Type': contentType },
-        body: JSON.stringify(body),
-        signal: options.signal,
-      },
-      { jsonPatch: contentType === 'application/json-patch+json' },
-    );
-  }
-
-  #writeQuery(options: WriteOptions): Query {
-    return { fieldManager: options.fieldManager ?? this.#fieldManager, dryRun: options.dryRun ? 'All' : undefined };
+  /** A write of `body` as JSON (to a collection for a create), by the client's field manager unless the options name another. */
+  #write<T>(
+    verb: keyof typeof WRITE_METHODS,
+    r: ResourceDescriptor,
+    namespace: string | undefined,
+    name: string | undefined,
+    body: unknown,
+    options: PatchOptions,
+    contentType = 'application/json',
+  ): Promise<T> {
+    const path = verb === 'create' ? resourcePath(r, namespace) : subresourcePath(r, namespace, name as string, options.subresource);
+    const query: Query = { fieldManager: options.fieldManager ?? this.#fieldManager, dryRun: options.dryRun ? 'All' : undefined };
+    const headers = { 'Content-Type': contentType };
+    const req: HttpRequest = { method: WRITE_METHODS[verb], path, query, headers, body: JSON.stringify(body), signal: options.signal };
+    return this.#json<T>(verb, { kind: r.kind, namespace, name }, r.plural, req, { jsonPatch: contentType === JSON_PATCH });
   }
 
   async #json<T>(verb: string, ref: ObjectRef, resource: string, req: HttpRequest, ctx: ClassifyContext = {}): Promise<T> {

@@ -2,13 +2,13 @@
 // HTTP/1.1 as its fallback, or @kubernetes/client-node for what only it supports. They implement the interface of
 // transport.ts, which imports none of them.
 
-import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { httpModule } from './http-module.ts';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { type ConnectionConfig, needsClientNode } from './kubeconfig.ts';
 import { http2Transport } from './http2-transport.ts';
 import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './transport.ts';
-import { connectionAuth, connectionReset, flatHeaders, queryString, timeoutError, tlsMaterial, utf8Body } from './wire.ts';
+import { connectionAuth, connectionReset, guardRequest, queryString, requestHeaders, responseOnce, tlsMaterial, utf8Body } from './wire.ts';
 
 /**
  * The transport for a kubeconfig connection. Server certificate, client certificate and key are read once (a
@@ -66,20 +66,16 @@ export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOpti
   const timeoutMs = options.timeoutMs ?? 30_000;
   const agent = secure ? new OneServerAgent({ keepAlive: true, ...tlsMaterial(conn) }) : new (httpModule().Agent)({ keepAlive: true });
   const send = secure ? httpsRequest : httpModule().request;
-  const { fixed, authorization } = connectionAuth(conn.user);
+  const auth = connectionAuth(conn.user);
 
   return {
     server: cluster.server,
     request(req: HttpRequest): Promise<HttpResponse> {
       const signal = req.signal;
       if (signal?.aborted) return Promise.reject(signal.reason);
-      const headers: OutgoingHttpHeaders = { ...fixed, ...req.headers };
-      const bearer = authorization();
-      if (bearer) headers.authorization = bearer;
-      if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
+      const headers = requestHeaders(auth, req);
       return new Promise<HttpResponse>((resolve, reject) => {
         let settledBody = false;
-        let timer: NodeJS.Timeout | undefined;
         const r = send({
           protocol: url.protocol,
           hostname: url.hostname.replace(/^\[|\]$/g, ''),
@@ -89,49 +85,29 @@ export function nodeHttpTransport(conn: ConnectionConfig, options: TransportOpti
           headers,
           agent,
         });
-        const onAbort = (): void => void r.destroy(signal?.reason as Error);
-        const done = (): void => {
-          if (timer) clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-        };
-        if (!req.streaming) timer = setTimeout(() => r.destroy(timeoutError(timeoutMs)), timeoutMs);
-        signal?.addEventListener('abort', onAbort, { once: true });
+        const done = guardRequest(req, timeoutMs, (why) => r.destroy(why as Error));
         r.on('error', (err) => {
           done();
           reject(err);
         });
         r.on('response', (res: IncomingMessage) => {
-          const flat = flatHeaders(res.headers);
           res.on('close', done);
-          let consumed = false;
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: flat,
-            text: () => {
-              if (consumed) return Promise.reject(new Error('response body already consumed'));
-              consumed = true;
-              return new Promise<string>((ok, fail) => {
-                const chunks: Buffer[] = [];
-                res.on('data', (c: Buffer) => chunks.push(c));
-                res.on('end', () => {
-                  settledBody = true;
-                  ok(utf8Body(chunks));
-                });
-                res.on('error', fail);
-                res.on('close', () => {
-                  if (!settledBody) fail(r.destroyed && signal?.aborted ? signal.reason : connectionReset());
-                });
+          const text = (): Promise<string> =>
+            new Promise<string>((ok, fail) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (c: Buffer) => chunks.push(c));
+              res.on('end', () => {
+                settledBody = true;
+                ok(utf8Body(chunks));
               });
-            },
-            stream: () => {
-              if (consumed) return null;
-              consumed = true;
-              return res;
-            },
-          });
+              res.on('error', fail);
+              res.on('close', () => {
+                if (!settledBody) fail(r.destroyed && signal?.aborted ? signal.reason : connectionReset());
+              });
+            });
+          resolve(responseOnce(res.statusCode ?? 0, res.headers, { text, chunks: () => res }));
         });
-        if (req.body !== undefined) r.end(req.body);
-        else r.end();
+        r.end(req.body);
       });
     },
   };

@@ -75,14 +75,9 @@ export class KubeApiError extends Error {
   get terminal(): boolean {
     return this.reason === 'invalid' || this.reason === 'badRequest';
   }
-
-  /** Worth retrying with backoff as is (conflicts need a fresh read first). */
-  get transient(): boolean {
-    return this.reason === 'transient';
-  }
 }
 
-export function describeRef(ref: ObjectRef): string {
+function describeRef(ref: ObjectRef): string {
   const path = ref.namespace ? `${ref.namespace}/${ref.name ?? '*'}` : (ref.name ?? '*');
   return `${ref.kind} ${path}`;
 }
@@ -108,41 +103,27 @@ function isUnappliableJsonPatch(code: number, status: ApiStatus | undefined, ctx
   return !!ctx.jsonPatch && !(status?.details?.causes && status.details.causes.length > 0) && !status?.details?.name;
 }
 
+/** What each class is called in a Status body's `reason` (which decides first), and by HTTP status code. */
+const CLASSES: [ApiErrorReason, statusReasons: string[], codes: number[]][] = [
+  ['notFound', ['NotFound'], [404]],
+  ['alreadyExists', ['AlreadyExists'], []],
+  ['conflict', ['Conflict'], []],
+  ['gone', ['Gone', 'Expired'], [410]],
+  ['invalid', [], [422]],
+  ['unauthorized', ['Unauthorized'], [401]],
+  ['forbidden', ['Forbidden'], [403]],
+  ['badRequest', [], [400, 405, 406, 415]],
+  ['transient', ['TooManyRequests', 'ServerTimeout', 'Timeout', 'ServiceUnavailable', 'InternalError'], [408, 429]],
+];
+
 /** Classifies an HTTP failure from its status code and, when present, the Status body's `reason`. */
 export function classifyStatus(code: number, status?: ApiStatus, verb?: string, ctx: ClassifyContext = {}): ApiErrorReason {
   if (isUnappliableJsonPatch(code, status, ctx)) return 'conflict';
-  switch (status?.reason) {
-    case 'NotFound':
-      return 'notFound';
-    case 'AlreadyExists':
-      return 'alreadyExists';
-    case 'Conflict':
-      return 'conflict';
-    case 'Gone':
-    case 'Expired':
-      return 'gone';
-    case 'Unauthorized':
-      return 'unauthorized';
-    case 'Forbidden':
-      return 'forbidden';
-    case 'TooManyRequests':
-    case 'ServerTimeout':
-    case 'Timeout':
-    case 'ServiceUnavailable':
-    case 'InternalError':
-      return 'transient';
-    default:
-      break;
-  }
-  if (code === 404) return 'notFound';
+  const named = CLASSES.find(([, reasons]) => reasons.includes(status?.reason ?? ''));
+  if (named) return named[0];
   if (code === 409) return verb === 'create' ? 'alreadyExists' : 'conflict';
-  if (code === 410) return 'gone';
-  if (code === 422) return 'invalid';
-  if (code === 401) return 'unauthorized';
-  if (code === 403) return 'forbidden';
-  if (code === 400 || code === 405 || code === 406 || code === 415) return 'badRequest';
-  if (code === 408 || code === 429 || (code >= 500 && code <= 599)) return 'transient';
-  return 'unknown';
+  if (code >= 500 && code <= 599) return 'transient';
+  return CLASSES.find(([, , codes]) => codes.includes(code))?.[0] ?? 'unknown';
 }
 
 /** Parses a failure body (a Status, or anything else) into a classified error. */
@@ -161,7 +142,8 @@ export function errorFromResponse(
   } catch {
     // Proxies and load balancers answer with HTML or plain text; the code alone then decides.
   }
-  const retryAfter = parseRetryAfter(headers['retry-after']) ?? status?.details?.retryAfterSeconds;
+  const header = headers['retry-after'] === undefined ? Number.NaN : Number(headers['retry-after']);
+  const retryAfter = Number.isFinite(header) && header >= 0 ? header : status?.details?.retryAfterSeconds;
   const reason = classifyStatus(code, status, verb, ctx);
   let message = status?.message ?? (body.trim().slice(0, 300) || undefined);
   if (reason === 'conflict' && code === 422) message = `JSON patch does not apply to the current object (a test failed or a path is gone): ${message ?? ''}`;
@@ -243,12 +225,6 @@ export function errorFromException(err: unknown, object: ObjectRef, verb: string
 function describeException(err: Error): string {
   const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
   return `${err.message}${cause}`;
-}
-
-function parseRetryAfter(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  return Number.isFinite(n) && n >= 0 ? n : undefined;
 }
 
 const is =

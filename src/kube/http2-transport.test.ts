@@ -10,7 +10,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import { generateCa, generateServing } from '../webhook/certs.ts';
 import { errorFromException } from './errors.ts';
 import { http2Transport } from './http2-transport.ts';
-import type { HttpResponse, Transport } from './transport.ts';
+import type { Transport } from './transport.ts';
 import { connectionAuth } from './wire.ts';
 
 let ca: string;
@@ -48,14 +48,13 @@ class H2Peer {
     });
   }
 
-  async listen(): Promise<number> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return (this.server.address() as AddressInfo).port;
+  listen(): Promise<number> {
+    return listen(this.server);
   }
 
   async close(): Promise<void> {
     for (const s of this.sessions) s.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await close(this.server);
   }
 
   /** Runs `test` against this peer, listening on `port`, and closes it afterwards whatever happens. */
@@ -68,6 +67,29 @@ class H2Peer {
     }
   }
 }
+
+async function listen(server: NetServer): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
+}
+
+const close = (server: NetServer): Promise<void> => new Promise<void>((resolve) => server.close(() => resolve()));
+
+/** Runs `test` against `server` on a free port, then closes it and every connection it accepted, whatever happens. */
+async function serving(server: NetServer, test: (port: number) => Promise<void>): Promise<void> {
+  const sockets: Socket[] = [];
+  server.on('connection', (socket: Socket) => sockets.push(socket));
+  const port = await listen(server);
+  try {
+    await test(port);
+  } finally {
+    for (const s of sockets) s.destroy();
+    await close(server);
+  }
+}
+
+/** A server that accepts connections and never answers. */
+const silent = (test: (port: number) => Promise<void>): Promise<void> => serving(createNetServer(), test);
 
 function transport(port: number, extra: Partial<Parameters<typeof http2Transport>[0]> = {}): Transport {
   return http2Transport({
@@ -88,10 +110,6 @@ const rejection = (p: Promise<unknown>, why: string): Promise<unknown> =>
     (value) => assert.fail(`${why}: ${String(value)}`),
     (e: unknown) => e,
   );
-
-async function body(resp: HttpResponse): Promise<string> {
-  return resp.text();
-}
 
 describe('http2Transport', { timeout: 20_000 }, () => {
   it('multiplexes concurrent requests on one connection, with the connection headers, query and body', async () => {
@@ -123,7 +141,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
         assert.equal(resp.status, 201);
         assert.equal(resp.headers['x-echo'], 'yes');
         assert.equal(resp.headers[':status'], undefined, 'pseudo-headers are not response headers');
-        assert.deepEqual(JSON.parse(await body(resp)), { path: `/prefix/api/v1/things/${i}?fieldManager=me&limit=5`, received: `{"n":${i}}` });
+        assert.deepEqual(JSON.parse(await resp.text()), { path: `/prefix/api/v1/things/${i}?fieldManager=me&limit=5`, received: `{"n":${i}}` });
       }
       const seen = peer.requests[0];
       assert.equal(seen?.authorization, 'Bearer secret-token');
@@ -171,18 +189,12 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('gives up on a connection whose handshake never completes, with a retriable error', async () => {
-    const sockets: Socket[] = [];
-    const silent: NetServer = createNetServer((socket) => void sockets.push(socket)); // accepts, never answers
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    try {
-      const t = transport((silent.address() as AddressInfo).port, { timeoutMs: 100 });
+    await silent(async (port) => {
+      const t = transport(port, { timeoutMs: 100 });
       const err = await rejection(t.request({ method: 'GET', path: '/watch', streaming: true }), 'expected the connection to time out');
       assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
-    } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
-    }
+    });
   });
 
   it('fails in-flight requests retriably when the connection drops, and the next request reconnects', async () => {
@@ -241,32 +253,27 @@ describe('http2Transport', { timeout: 20_000 }, () => {
     let pinged: () => void = () => undefined;
     const twoPings = new Promise<void>((resolve) => (pinged = () => void (++pings >= 2 && resolve())));
     peer.server.on('session', (s) => s.on('ping', () => pinged()));
-    const port = await peer.listen();
-    // A relay that can be told to swallow everything, like a network path that silently died.
-    let blackhole = false;
-    const sockets: Socket[] = [];
-    const relay: NetServer = createNetServer((client) => {
-      const upstream = netConnect(port, '127.0.0.1');
-      sockets.push(client, upstream);
-      client.on('data', (d) => void (blackhole || upstream.write(d)));
-      upstream.on('data', (d) => void (blackhole || client.write(d)));
-      client.on('error', () => undefined);
-      upstream.on('error', () => undefined);
+    await peer.serve(async (port) => {
+      // A relay that can be told to swallow everything, like a network path that silently died.
+      let blackhole = false;
+      const relay = createNetServer((client) => {
+        const upstream = netConnect(port, '127.0.0.1');
+        client.on('close', () => upstream.destroy());
+        client.on('data', (d) => void (blackhole || upstream.write(d)));
+        upstream.on('data', (d) => void (blackhole || client.write(d)));
+        client.on('error', () => undefined);
+        upstream.on('error', () => undefined);
+      });
+      await serving(relay, async (relayPort) => {
+        const t = transport(relayPort, { pingEveryMs: 100, pingTimeoutMs: 100 });
+        const resp = await t.request({ method: 'GET', path: '/watch', streaming: true });
+        await twoPings; // not only after the first quiet spell
+        blackhole = true;
+        const it = resp.stream()?.[Symbol.asyncIterator]();
+        const err = await rejection(it!.next(), 'expected the stream to fail');
+        assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
+      });
     });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-    try {
-      const t = transport((relay.address() as AddressInfo).port, { pingEveryMs: 100, pingTimeoutMs: 100 });
-      const resp = await t.request({ method: 'GET', path: '/watch', streaming: true });
-      await twoPings; // not only after the first quiet spell
-      blackhole = true;
-      const it = resp.stream()?.[Symbol.asyncIterator]();
-      const err = await rejection(it!.next(), 'expected the stream to fail');
-      assert.equal(errorFromException(err, { kind: 'Thing' }, 'watch').reason, 'transient');
-    } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => relay.close(() => resolve()));
-      await peer.close();
-    }
   });
 
   it('rejects a body cut off by a lost connection or a reset, instead of returning it as complete', async () => {
@@ -298,20 +305,14 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('gives up waiting for a connection as soon as the request is aborted', async () => {
-    const sockets: Socket[] = [];
-    const silent: NetServer = createNetServer((socket) => void sockets.push(socket));
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    try {
+    await silent(async (port) => {
       // A connect deadline far beyond the suite's timeout: only the abort can end this request in time.
-      const t = transport((silent.address() as AddressInfo).port, { timeoutMs: 600_000 });
+      const t = transport(port, { timeoutMs: 600_000 });
       const ac = new AbortController();
       const pending = t.request({ method: 'GET', path: '/version', signal: ac.signal });
       setImmediate(() => ac.abort(new Error('shutting down')));
       await assert.rejects(pending, /shutting down/);
-    } finally {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => silent.close(() => resolve()));
-    }
+    });
   });
 
   it('opens another connection when every open one is at the server limit of concurrent streams, and closes it when idle', async () => {
@@ -408,15 +409,14 @@ describe('http2Transport', { timeout: 20_000 }, () => {
 
   it('falls back to HTTP/1.1 for good when the server refuses h2 in the handshake', async () => {
     const server = createHttpsServer({ key, cert }, (_req, res) => res.end('{"via":"http/1.1"}'));
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     let fallbacks = 0;
-    try {
+    await serving(server, async (port) => {
       const fallback: Transport = {
         server: 'fallback',
         request: async () => ({ status: 299, headers: {}, text: async () => 'fallback', stream: () => null }),
       };
       const said: string[] = [];
-      const t = transport((server.address() as AddressInfo).port, {
+      const t = transport(port, {
         fallback: () => {
           fallbacks++;
           return fallback;
@@ -427,19 +427,16 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       assert.equal((await t.request({ method: 'GET', path: '/b' })).status, 299);
       assert.equal(fallbacks, 1);
       assert.deepEqual(said, ['the API server does not offer HTTP/2; using HTTP/1.1'], 'an operator learns of the fallback once');
-    } finally {
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
+    });
   });
 
   it('falls back to HTTP/1.1 when the handshake completes without agreeing on a protocol', async () => {
     // TLS without ALPN in front of an HTTP/1.1 server: an h2 client would otherwise wait forever for a SETTINGS frame.
     const http: HttpServer = createHttpServer((_req, res) => res.end('{}'));
     const tls = createTlsServer({ key, cert }, (socket) => http.emit('connection', socket));
-    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
     let fellBack = false;
-    try {
-      const t = transport((tls.address() as AddressInfo).port, {
+    await serving(tls, async (port) => {
+      const t = transport(port, {
         fallback: () => {
           fellBack = true;
           return { server: 'fallback', request: async () => ({ status: 204, headers: {}, text: async () => '', stream: () => null }) };
@@ -447,9 +444,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       });
       assert.equal((await t.request({ method: 'GET', path: '/a' })).status, 204);
       assert.ok(fellBack);
-    } finally {
-      await new Promise<void>((resolve) => tls.close(() => resolve()));
-    }
+    });
   });
 
   it('does not retry a server certificate it cannot verify', async () => {

@@ -10,7 +10,17 @@ import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, Outgoi
 import type { Logger } from 'pino';
 import { abortable } from './clock.ts';
 import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
-import { type ConnectionAuth, type TlsMaterial, connectionReset, flatHeaders, queryString, timeoutError, utf8Body } from './wire.ts';
+import {
+  type ConnectionAuth,
+  type TlsMaterial,
+  connectionReset,
+  guardRequest,
+  queryString,
+  requestHeaders,
+  responseOnce,
+  timeoutError,
+  utf8Body,
+} from './wire.ts';
 
 export interface Http2TransportOptions {
   /** `https://host:port`, optionally with a path prefix. */
@@ -246,22 +256,16 @@ class Http2Transport implements Transport {
 
   /** HTTP/2's pseudo-headers, then the connection's fixed ones, the request's own, and the current bearer token. */
   #headers(req: HttpRequest): OutgoingHttpHeaders {
-    const headers: OutgoingHttpHeaders = {
+    return {
       ':method': req.method,
       ':authority': this.#authority,
       ':path': this.#basePath + req.path + queryString(req.query),
-      ...this.#o.auth.fixed,
+      ...requestHeaders(this.#o.auth, req),
     };
-    if (req.headers) for (const name in req.headers) headers[name.toLowerCase()] = req.headers[name];
-    const bearer = this.#o.auth.authorization();
-    if (bearer) headers.authorization = bearer;
-    if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
-    return headers;
   }
 
   #send(conn: Connection, req: HttpRequest, mayRetry: boolean): Promise<HttpResponse> {
     const { session } = conn;
-    const signal = req.signal;
     let stream: ClientHttp2Stream;
     try {
       stream = session.request(this.#headers(req), { endStream: req.body === undefined });
@@ -271,16 +275,19 @@ class Http2Transport implements Transport {
     clearTimeout(conn.idle);
     if (conn.open++ === 0) session.ref();
     if ((stream.id ?? 0) > LAST_STREAM_ID) this.#retire(conn, true);
-    const timeoutMs = this.#o.timeoutMs;
 
     return new Promise<HttpResponse>((resolve, reject) => {
       const exchange = new Exchange(stream);
-      let timer: NodeJS.Timeout | undefined;
-      const onAbort = (): void => exchange.cancel(signal?.reason);
+      // A connection that died silently fails every request until it is found out: a timeout checks it.
+      const disarm = guardRequest(
+        req,
+        this.#o.timeoutMs,
+        (why) => exchange.cancel(why),
+        () => conn.ping(),
+      );
       stream.once('close', () => {
         exchange.closed = true;
-        if (timer) clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
+        disarm();
         if (--conn.open === 0 && !session.destroyed) {
           session.unref();
           this.#idleSpare(conn);
@@ -292,16 +299,9 @@ class Http2Transport implements Transport {
       stream.on('error', (err) => {
         exchange.failure ??= err;
       });
-      if (!req.streaming) {
-        timer = setTimeout(() => {
-          exchange.cancel(timeoutError(timeoutMs));
-          conn.ping(); // a connection that died silently fails every request until it is found out
-        }, timeoutMs);
-      }
-      signal?.addEventListener('abort', onAbort, { once: true });
       stream.once('response', (h: IncomingHttpHeaders) => {
         exchange.responded = true;
-        resolve(responseOf(h, exchange));
+        resolve(responseOnce(Number(h[':status'] ?? 0), h, exchange));
       });
       if (req.body !== undefined) stream.end(req.body);
     });
@@ -313,7 +313,8 @@ class Http2Transport implements Transport {
    * the connection was already closing (which is then retired). Our own cancel closes with CANCEL and is neither.
    */
   #unprocessed(conn: Connection, { stream, failure }: Exchange): boolean {
-    const refused = stream.rstCode === http2Module().constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || isStreamError(failure));
+    const refused =
+      stream.rstCode === http2Module().constants.NGHTTP2_REFUSED_STREAM && (failure === undefined || errorCode(failure) === 'ERR_HTTP2_STREAM_ERROR');
     const unsent = DEAD_CONNECTION_CODES.has(errorCode(failure));
     if (unsent) this.#retire(conn, true);
     return refused || unsent;
@@ -352,67 +353,39 @@ class Exchange {
   failureOrReset(): unknown {
     return this.failure ?? connectionReset();
   }
-}
 
-/** The answer to one request; its body is read once, as text or as a stream. */
-function responseOf(h: IncomingHttpHeaders, exchange: Exchange): HttpResponse {
-  let flat: Record<string, string> | undefined;
-  let consumed = false;
-  return {
-    status: Number(h[':status'] ?? 0),
-    // Read for an error answer (Retry-After, the Status); a successful one never needs them flattened.
-    get headers() {
-      flat ??= flatHeaders(h);
-      return flat;
-    },
-    text: () => {
-      if (consumed) return Promise.reject(new Error('response body already consumed'));
-      consumed = true;
-      return bodyText(exchange);
-    },
-    stream: () => {
-      if (consumed) return null;
-      consumed = true;
-      return checkedBody(exchange);
-    },
-  };
-}
-
-function bodyText(exchange: Exchange): Promise<string> {
-  const { stream } = exchange;
-  return new Promise<string>((ok, fail) => {
-    const chunks: Buffer[] = [];
-    let ended = false;
-    const finish = (): void => {
-      ended = true;
-      ok(utf8Body(chunks));
-    };
-    stream.on('data', (c: Buffer) => chunks.push(c));
-    stream.once('end', () => {
-      if (exchange.complete()) finish(); // else cut off: 'close' says why
+  text(): Promise<string> {
+    const { stream } = this;
+    return new Promise<string>((ok, fail) => {
+      const chunks: Buffer[] = [];
+      let ended = false;
+      const finish = (): void => {
+        ended = true;
+        ok(utf8Body(chunks));
+      };
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.once('end', () => {
+        if (this.complete()) finish(); // else cut off: 'close' says why
+      });
+      const onClose = (): void => {
+        if (ended) return;
+        // Closed before text() was called: an empty body had nothing to buffer, so it ended and closed at once.
+        if (this.failure === undefined && stream.readableEnded && this.complete()) finish();
+        else fail(this.failureOrReset());
+      };
+      if (this.closed) onClose();
+      else stream.once('close', onClose);
     });
-    const onClose = (): void => {
-      if (ended) return;
-      // Closed before text() was called: an empty body had nothing to buffer, so it ended and closed at once.
-      if (exchange.failure === undefined && stream.readableEnded && exchange.complete()) finish();
-      else fail(exchange.failureOrReset());
-    };
-    if (exchange.closed) onClose();
-    else stream.once('close', onClose);
-  });
+  }
+
+  /** The body's chunks; a body cut off by a reset or a lost connection throws instead of ending as if complete. */
+  async *chunks(): AsyncGenerator<Uint8Array> {
+    for await (const chunk of this.stream) yield chunk as Uint8Array;
+    if (!this.complete()) throw this.failureOrReset();
+  }
 }
 
 function errorCode(err: unknown): string {
   const code = (err as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' ? code : '';
-}
-
-function isStreamError(err: unknown): boolean {
-  return errorCode(err) === 'ERR_HTTP2_STREAM_ERROR';
-}
-
-/** The body's chunks; a body cut off by a reset or a lost connection throws instead of ending as if complete. */
-async function* checkedBody(exchange: Exchange): AsyncGenerator<Uint8Array> {
-  for await (const chunk of exchange.stream) yield chunk as Uint8Array;
-  if (!exchange.complete()) throw exchange.failureOrReset();
 }

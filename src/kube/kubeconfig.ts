@@ -3,8 +3,7 @@
 // while the connection of a controller needs a server URL, TLS material and a token. Only a user with an exec or auth-provider plugin (or a
 // cluster behind a proxy-url) is handed to the library, loaded on demand by the transport.
 
-import { readFileSync } from 'node:fs';
-import { dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { load as loadYaml } from 'js-yaml';
 
 export interface ClusterEntry {
@@ -54,8 +53,6 @@ export interface ConnectionConfig {
   cluster: ClusterEntry;
   user: UserEntry;
   context: ContextEntry;
-  /** Every entry, for handing a plugin user to @kubernetes/client-node. */
-  all: KubeConfigData;
 }
 
 type Raw = Record<string, unknown>;
@@ -76,7 +73,7 @@ function named(list: unknown, what: string, source: string): { name: string; bod
     const entry = obj(e);
     const name = str(entry?.name);
     if (!entry || !name) throw new Error(`${source}: ${what}[${i}].name is missing`);
-    const key = what === 'clusters' ? 'cluster' : what === 'users' ? 'user' : 'context';
+    const key = what.slice(0, -1); // clusters[].cluster, users[].user, contexts[].context
     const body = obj(entry[key]);
     if (!body && key !== 'user') throw new Error(`${source}: ${what}[${i}].${key} is missing`);
     return { name, body: body ?? {} };
@@ -126,10 +123,6 @@ export function parseKubeConfig(text: string, source: string, baseDir: string): 
   return { clusters, users, contexts, currentContext: str(root['current-context']) ?? '' };
 }
 
-export function readKubeConfigFile(file: string): KubeConfigData {
-  return parseKubeConfig(readFileSync(file, 'utf8'), file, dirname(file));
-}
-
 /**
  * Merges several files as kubectl does for $KUBECONFIG: the first file that defines a name wins, and the first
  * non-empty current-context wins.
@@ -154,7 +147,7 @@ export function connectionFor(config: KubeConfigData, contextName: string = conf
   if (!cluster) return { error: `context ${contextName} has no cluster with a server URL` };
   // A context without a user (or naming a missing one) connects anonymously, as kubectl does.
   const user = config.users.find((u) => u.name === context.user) ?? { name: context.user };
-  return { cluster, user, context, all: config };
+  return { cluster, user, context };
 }
 
 /** True when the user's credentials come from a plugin that only @kubernetes/client-node implements. */

@@ -4,8 +4,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isIPv6 } from 'node:net';
 import { homedir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { type ConnectionConfig, type KubeConfigData, connectionFor, mergeKubeConfigs, readKubeConfigFile } from './kubeconfig.ts';
+import { delimiter, dirname, join } from 'node:path';
+import { type ConnectionConfig, type KubeConfigData, connectionFor, mergeKubeConfigs, parseKubeConfig } from './kubeconfig.ts';
 
 export type KubeConfigSource = 'explicit' | 'in-cluster' | 'KUBECONFIG' | 'home';
 
@@ -70,7 +70,7 @@ export function loadKubeConfig(options: LoadKubeConfigOptions = {}): LoadedKubeC
   const fromFiles = (files: string[], source: KubeConfigSource): LoadedKubeConfig => {
     let config: KubeConfigData;
     try {
-      config = mergeKubeConfigs(files.map((f) => readKubeConfigFile(f)));
+      config = mergeKubeConfigs(files.map((f) => parseKubeConfig(readFileSync(f, 'utf8'), f, dirname(f))));
     } catch (err) {
       throw new KubeConfigError(`cannot read kubeconfig ${files.join(delimiter)}: ${(err as Error).message}`, tried, { cause: err });
     }

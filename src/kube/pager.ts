@@ -18,8 +18,6 @@ export interface PageRequest {
   signal?: AbortSignal;
 }
 
-export type PageFetcher<T> = (req: PageRequest) => Promise<ListPage<T>>;
-
 /**
  * Smaller than client-go's 500 because of the young generation the Deployment gives V8 (--max-semi-space-size=2):
  * a page of 500 VMs decodes to several MiB of objects that all live until the page is trimmed, so every scavenge
@@ -33,7 +31,7 @@ export const DEFAULT_PAGE_SIZE = 100;
  * one page of raw objects is held at a time, not the whole collection.
  */
 export async function listAllPages<T, U = T>(
-  fetchPage: PageFetcher<T>,
+  fetchPage: (req: PageRequest) => Promise<ListPage<T>>,
   options: { pageSize?: number; signal?: AbortSignal; map?: (item: T) => U } = {},
 ): Promise<{ items: U[]; resourceVersion: string }> {
   const limit = options.pageSize ?? DEFAULT_PAGE_SIZE;

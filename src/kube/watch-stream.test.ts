@@ -5,17 +5,11 @@ import { escapeJsonPointer, removeFinalizerPatch } from './patch.ts';
 import { listAllPages } from './pager.ts';
 import { KubeApiError } from './errors.ts';
 
-function bytes(chunks: (string | Uint8Array)[]): ReadableStream<Uint8Array> {
-  const enc = new TextEncoder();
-  return new ReadableStream({
-    start(c) {
-      for (const x of chunks) c.enqueue(typeof x === 'string' ? enc.encode(x) : x);
-      c.close();
-    },
-  });
+async function* bytes(chunks: (string | Uint8Array)[]): AsyncGenerator<Uint8Array> {
+  for (const x of chunks) yield typeof x === 'string' ? new TextEncoder().encode(x) : x;
 }
 
-async function collect(s: ReadableStream<Uint8Array>): Promise<unknown[]> {
+async function collect(s: AsyncIterable<Uint8Array>): Promise<unknown[]> {
   const out: unknown[] = [];
   for await (const e of parseWatchStream(s)) out.push(e);
   return out;

@@ -4,7 +4,7 @@
 
 import { readFileSync } from 'node:fs';
 import type { ConnectionConfig } from './kubeconfig.ts';
-import type { HttpRequest } from './transport.ts';
+import type { HttpRequest, HttpResponse } from './transport.ts';
 
 export function queryString(query: HttpRequest['query']): string {
   let qs = '';
@@ -16,10 +16,6 @@ export function queryString(query: HttpRequest['query']): string {
     }
   }
   return qs;
-}
-
-export function buildUrl(server: string, path: string, query?: HttpRequest['query']): string {
-  return server.replace(/\/+$/, '') + path + queryString(query);
 }
 
 /** How often a token file is read again (client-go and @kubernetes/client-node: once a minute). */
@@ -79,8 +75,66 @@ function fileOrData(file: string | undefined, data: string | undefined): Buffer 
   return undefined;
 }
 
+/** The headers of one request: the connection's, the request's own (names in lower case), the current token, the body's length. */
+export function requestHeaders(auth: ConnectionAuth, req: HttpRequest): Record<string, string | number> {
+  const headers: Record<string, string | number> = { ...auth.fixed };
+  if (req.headers) for (const name in req.headers) headers[name.toLowerCase()] = req.headers[name] as string;
+  const bearer = auth.authorization();
+  if (bearer) headers.authorization = bearer;
+  if (req.body !== undefined) headers['content-length'] = Buffer.byteLength(req.body);
+  return headers;
+}
+
+/**
+ * Cancels a request when its signal aborts or, unless it streams (a watch), once `timeoutMs` passed; `onTimeout`
+ * runs after such a cancel. Returns what disarms both, for when the exchange is over.
+ */
+export function guardRequest(req: HttpRequest, timeoutMs: number, cancel: (why: unknown) => void, onTimeout?: () => void): () => void {
+  const signal = req.signal;
+  const onAbort = (): void => cancel(signal?.reason);
+  const timer = req.streaming
+    ? undefined
+    : setTimeout(() => {
+        cancel(timeoutError(timeoutMs));
+        onTimeout?.();
+      }, timeoutMs);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  return () => {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  };
+}
+
+/** The answer to one request; its body is read once, as text or as a stream. */
+export function responseOnce(
+  status: number,
+  headers: Record<string, string | string[] | undefined>,
+  body: { text(): Promise<string>; chunks(): AsyncIterable<Uint8Array> },
+): HttpResponse {
+  let flat: Record<string, string> | undefined;
+  let consumed = false;
+  return {
+    status,
+    // Read for an error answer (Retry-After, the Status); a successful one never needs them flattened.
+    get headers() {
+      flat ??= flatHeaders(headers);
+      return flat;
+    },
+    text: () => {
+      if (consumed) return Promise.reject(new Error('response body already consumed'));
+      consumed = true;
+      return body.text();
+    },
+    stream: () => {
+      if (consumed) return null;
+      consumed = true;
+      return body.chunks();
+    },
+  };
+}
+
 /** Response headers as one string each (repeated ones joined), without HTTP/2's pseudo-headers such as `:status`. */
-export function flatHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+function flatHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
   const flat: Record<string, string> = {};
   for (const key in headers) {
     if (key.charCodeAt(0) === 58 /* ':' */) continue;

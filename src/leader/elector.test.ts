@@ -77,8 +77,9 @@ function setUp(now = 0) {
   return { clock, api: new FakeLeaseApi(clock), rec: { events: [], signals: [] } as Recorder };
 }
 
+/** A running elector; its stop() resolves once its run() has. */
 function elector(api: FakeLeaseApi, who: string, rec: Recorder, mode: Mode = { down: false }, work?: (signal: AbortSignal) => Promise<void>) {
-  return createLeaderElector({
+  const e = createLeaderElector({
     lease: ref,
     identity: who,
     client: api.client(who, mode),
@@ -94,13 +95,14 @@ function elector(api: FakeLeaseApi, who: string, rec: Recorder, mode: Mode = { d
       onStoppedLeading: () => rec.events.push({ what: 'stop', who, at: api.clock.now() }),
     },
   });
+  void e.run();
+  return e;
 }
 
 describe('leader elector', () => {
   it('acquires a missing Lease, then renews it every retry period without reading it', async () => {
     const { clock, api, rec } = setUp(1_000_000);
     const a = elector(api, 'a', rec);
-    const done = a.run();
     await advance(clock, 0);
     assert.equal(a.isLeader(), true);
     assert.deepEqual(rec.events, [{ what: 'start', who: 'a', at: 1_000_000 }]);
@@ -109,23 +111,19 @@ describe('leader elector', () => {
     assert.equal(api.writes.length, 1 + 5, 'one create, then one renewal per 2 s');
     assert.equal(a.isLeader(), true);
     await a.stop();
-    await done;
   });
 
   it('a standby waits while the leader renews, and never leads at the same time', async () => {
     const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
-    const runA = a.run();
     await advance(clock, 0);
     const b = elector(api, 'b', rec);
-    const runB = b.run();
     await advance(clock, 60_000);
     assert.equal(a.isLeader(), true);
     assert.equal(b.isLeader(), false);
     assert.equal(b.leader(), 'a');
     await b.stop();
     await a.stop();
-    await Promise.all([runA, runB]);
   });
 
   for (const failure of ['reject', 'hang'] as const) {
@@ -133,10 +131,8 @@ describe('leader elector', () => {
       const { clock, api, rec } = setUp();
       const modeA: Mode = { down: false };
       const a = elector(api, 'a', rec, modeA);
-      const runA = a.run();
       await advance(clock, 0);
       const b = elector(api, 'b', rec);
-      const runB = b.run();
       await advance(clock, 3_000);
       const lastRenewal = api.writes.filter((w) => w.by === 'a').at(-1)!.at;
       modeA.down = failure;
@@ -153,14 +149,12 @@ describe('leader elector', () => {
       assert.equal(b.isLeader(), true);
       await a.stop();
       await b.stop();
-      await Promise.all([runA, runB]);
     });
   }
 
   it('a leader that finds another holder in the Lease stops at once', async () => {
     const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
-    const runA = a.run();
     await advance(clock, 0);
     // Someone overwrites the Lease (e.g. an operator, or a replica with a broken clock).
     api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '999' }, spec: { ...api.lease!.spec, holderIdentity: 'intruder' } };
@@ -172,7 +166,6 @@ describe('leader elector', () => {
     );
     assert.equal(rec.events[1]!.at, 2_000);
     await a.stop();
-    await runA;
   });
 
   it('stop() waits for the leader work, renewing meanwhile, then releases so a standby takes over at its next retry', async () => {
@@ -181,10 +174,8 @@ describe('leader elector', () => {
     const work = (signal: AbortSignal): Promise<void> =>
       new Promise<void>((resolve) => signal.addEventListener('abort', () => (finishWork = resolve), { once: true }));
     const a = elector(api, 'a', rec, { down: false }, work);
-    const runA = a.run();
     await advance(clock, 0);
     const b = elector(api, 'b', rec);
-    const runB = b.run();
     await advance(clock, 1_000);
 
     const stopping = a.stop();
@@ -197,7 +188,6 @@ describe('leader elector', () => {
     assert.equal(b.isLeader(), false);
     finishWork();
     await stopping;
-    await runA;
     assert.equal(api.lease?.spec?.holderIdentity, '');
     assert.equal(api.lease?.spec?.leaseDurationSeconds, 1);
     const releasedAt = clock.now();
@@ -206,14 +196,12 @@ describe('leader elector', () => {
     assert.ok(startB, 'the standby took over');
     assert.ok(startB.at - releasedAt <= 2_400, 'within one (jittered) retry period of the release');
     await b.stop();
-    await runB;
   });
 
   it('after losing the Lease it competes again and can lead a new term with a fresh signal', async () => {
     const { clock, api, rec } = setUp();
     const mode: Mode = { down: false };
     const a = elector(api, 'a', rec, mode);
-    const runA = a.run();
     await advance(clock, 0);
     mode.down = 'reject';
     await advance(clock, 12_000);
@@ -228,24 +216,19 @@ describe('leader elector', () => {
     assert.equal(rec.signals[0]!.aborted, true);
     assert.equal(rec.signals[1]!.aborted, false);
     await a.stop();
-    await runA;
   });
 
   it('stop() on a standby does not touch the Lease', async () => {
     const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
-    const runA = a.run();
     await advance(clock, 0);
     const b = elector(api, 'b', rec);
-    const runB = b.run();
     await advance(clock, 1_000);
     const writes = api.writes.length;
     await b.stop();
-    await runB;
     assert.equal(api.writes.length, writes);
     assert.equal(api.lease?.spec?.holderIdentity, 'a');
     await a.stop();
-    await runA;
   });
 });
 
@@ -253,11 +236,9 @@ describe('leader elector release', () => {
   it('releases even when its last write is stale (someone updated the Lease metadata meanwhile)', async () => {
     const { clock, api, rec } = setUp();
     const a = elector(api, 'a', rec);
-    const runA = a.run();
     await advance(clock, 0);
     api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '1000', labels: { touched: 'yes' } } };
     await a.stop();
-    await runA;
     assert.equal(api.lease?.spec?.holderIdentity, '');
     assert.deepEqual(api.lease?.metadata.labels, { touched: 'yes' });
   });

@@ -160,11 +160,10 @@ export class LeaderElector {
       // Only a stepping-down leader waits for the work; a leader whose work returned early keeps its rhythm.
       if (this.#stopping) this.#wake?.();
     });
-    for (;;) {
-      if (loss.aborted || (this.#stopping && workDone)) break;
+    const over = (): boolean => loss.aborted || (this.#stopping && workDone);
+    while (!over()) {
       await this.#sleep(this.#timing.retryPeriodMs);
-      if (loss.aborted || (this.#stopping && workDone)) continue;
-      await this.#renew(loss);
+      if (!over()) await this.#renew(loss);
     }
     if (this.#holding) await this.#release();
     // A lost term's work may still be winding down: never start a new term over it.
