@@ -162,7 +162,6 @@ function mutate(f: AdmissionFacts, vmi: VirtualMachineInstance, networks: Networ
     ...(f.carry ? { fresh: new Set(f.carry.fresh) } : {}),
     operation: f.operation,
     vmi,
-    gateEnabled: true,
     ...(f.clusterDefaultNetwork ? { clusterDefaultNetwork: f.clusterDefaultNetwork } : {}),
   });
 }

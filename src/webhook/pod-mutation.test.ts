@@ -78,11 +78,6 @@ const rows: Row[] = [
     skipped: 'NotALauncherPod',
   },
   {
-    name: 'gate off: no patch',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), gateEnabled: false },
-    skipped: 'GateDisabled',
-  },
-  {
     name: 'persistent secondary network: its element gets the claim reference',
     input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]) },
     expect: { [NETWORKS]: [el('red', 'red', { 'ipam-claim-reference': 'vm1.red' })] },
@@ -460,7 +455,7 @@ function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
 
 /** The mutation at CREATE with the NADs above, the gate on and (unless given) the claims the controller made. */
 function mutate(input: Row['input']) {
-  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input });
+  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), claims: ownClaims(input), ...input });
 }
 const run = (row: Row) => mutate(row.input);
 /** The claims the references added point at. */
@@ -616,7 +611,7 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
 
   it('primary UDN: the default-network element is only written for a claim of this VM', () => {
     const primaryVmi = vmi([{ name: 'default', pod: {} }]);
-    const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), gateEnabled: true, pod: pod({}), vmi: primaryVmi };
+    const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), pod: pod({}), vmi: primaryVmi };
     const good = ownClaims({ pod: base.pod, vmi: primaryVmi, nads: nadMap(PRIMARY) });
     assert.deepEqual(claimsOf(mutateLauncherPod({ ...base, claims: good })), ['vm1.default']);
     const denied = mutateLauncherPod({ ...base, claims: new Map() });

@@ -1,5 +1,5 @@
-// What the webhook does to a virt-launcher pod, as a pure function: given the pod, its VMI, the NADs and the gate,
-// the JSON patch (RFC 6902) that points the pod's persistent networks at their IPAMClaims.
+// What the webhook does to a virt-launcher pod, as a pure function: given the pod, its VMI and the NADs, the JSON patch
+// (RFC 6902) that points the pod's persistent networks at their IPAMClaims. The gate is on (admission-decide.ts).
 //
 // - Secondary networks: every element of `k8s.v1.cni.cncf.io/networks` whose network is persistent for this VMI
 //   gets `ipam-claim-reference: <claim>`. An element belongs to a VMI network when its NAD (namespace/name) is that
@@ -12,7 +12,7 @@
 //   CREATE: a running pod's default network cannot change.
 // - "Persistent for this VMI" is src/claims' persistentNetworks() on the VMI spec: the very rule the controller uses
 //   to create claims, so a pod never references a claim the controller would not make.
-// - Never touched: pods that are not launcher pods, pods when the gate is off, elements of other networks, elements
+// - Never touched: pods that are not launcher pods, elements of other networks, elements
 //   that already carry a reference (a different one is reported, not overwritten), and any pod whose annotation
 //   cannot be read (reported). An unchanged annotation produces no patch operation.
 // - Built-in allocator networks (`addresses`, at CREATE only): the element also gets `ips`, exactly the claim's
@@ -60,7 +60,6 @@ export interface PodMutationInput {
    * (which also waits for these networks' claims).
    */
   persistent: readonly NetworkVerdict[];
-  gateEnabled: boolean;
   clusterDefaultNetwork?: { namespace: string; name: string };
   /** By VMI network name: the allocator networks' addresses (or why the pod must wait). Used at CREATE only. */
   addresses?: ReadonlyMap<string, PodAddresses>;
@@ -78,7 +77,7 @@ export interface PodMutationInput {
   fresh?: ReadonlySet<number>;
 }
 
-export type PodMutationSkip = 'NotALauncherPod' | 'GateDisabled' | 'UnreadableAnnotation';
+export type PodMutationSkip = 'NotALauncherPod' | 'UnreadableAnnotation';
 
 export type PodMutationReportReason =
   | 'InvalidNetworksAnnotation'
@@ -178,7 +177,6 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   // The VMI as KubeVirt runs it (its defaulting already did this to a VMI from the API; a no-op then).
   const vmi: VirtualMachineInstance = { ...input.vmi, spec: effectiveVmiSpec(input.vmi.spec) };
   if (!isLauncherPod(pod)) return { ...result, skipped: 'NotALauncherPod' };
-  if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
 
   const annotations = pod.metadata?.annotations ?? {};
   // The caller's verdicts name every claim `<vm>.<network>`; which name applies depends on the claims (NAME).
