@@ -315,15 +315,19 @@ export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: read
 // short-lived child process (mint-worker.ts, through child/json-child.ts) that gets the request on stdin and answers
 // PEM text on stdout: the controller never loads the library. Reading certificates uses node:crypto.
 
+/** What a serving certificate is minted from. */
+export type ServingPolicy = Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'>;
+
 export type MintRequest =
   | { kind: 'ca'; now: number; validityMs: number; commonName: string }
-  | { kind: 'serving'; ca: CertKeyPair; now: number; policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'> };
+  | { kind: 'serving'; ca: CertKeyPair; now: number; policy: ServingPolicy };
+export type MintAnswer = { ok: true; pair: CertKeyPair } | { ok: false; message: string };
 
 async function mintInChild(request: MintRequest): Promise<CertKeyPair> {
   // The build puts mint-worker.js in the same folder as the code of this module (dist/cli/, scripts/build.ts); tests and
   // scripts run the TypeScript source next to this file.
   const entry = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url));
-  const answer = await askJsonChild<{ ok: true; pair: CertKeyPair } | { ok: false; message: string }>(entry, request, 'the certificate minting process');
+  const answer = await askJsonChild<MintAnswer>(entry, request, 'the certificate minting process');
   if (!answer.ok) throw new Error(`minting a certificate: ${answer.message}`);
   return answer.pair;
 }
@@ -333,11 +337,7 @@ export async function generateCa(now: number, validityMs: number, commonName = '
 }
 
 /** A serving certificate for the names of the policy, signed by the CA; it never outlives the CA. */
-export async function generateServing(
-  ca: CertKeyPair,
-  now: number,
-  policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'>,
-): Promise<CertKeyPair> {
+export async function generateServing(ca: CertKeyPair, now: number, policy: ServingPolicy): Promise<CertKeyPair> {
   if (policy.dnsNames.length === 0 && policy.ipAddresses.length === 0) throw new Error('a serving certificate needs at least one name');
   for (const ip of policy.ipAddresses) if (isIP(ip) === 0) throw new Error(`not an IP address: ${ip}`);
   const { dnsNames, ipAddresses, servingValidityMs } = policy;

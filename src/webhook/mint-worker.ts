@@ -4,7 +4,8 @@
 import 'reflect-metadata'; // tsyringe, under @peculiar/x509, needs the Reflect polyfill loaded before it.
 import * as x509 from '@peculiar/x509';
 import { createPrivateKey, KeyObject, randomBytes, webcrypto } from 'node:crypto';
-import type { CertPolicy, MintRequest } from './certs.ts';
+import { readFileSync } from 'node:fs';
+import type { MintAnswer, MintRequest, ServingPolicy } from './certs.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
@@ -58,7 +59,7 @@ async function mintCa(now: number, validityMs: number, commonName: string): Prom
   return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
 }
 
-async function mintServing(ca: CertKeyPair, now: number, policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'>): Promise<CertKeyPair> {
+async function mintServing(ca: CertKeyPair, now: number, policy: ServingPolicy): Promise<CertKeyPair> {
   const caCert = new x509.X509Certificate(ca.certPem);
   const signingKey = await importSigningKey(ca.keyPem);
   const keys = await generateKeys();
@@ -87,15 +88,9 @@ async function mintServing(ca: CertKeyPair, now: number, policy: Pick<CertPolicy
   return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
 }
 
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
-}
-
-let answer: { ok: true; pair: CertKeyPair } | { ok: false; message: string };
+let answer: MintAnswer;
 try {
-  const request = JSON.parse(await readStdin()) as MintRequest;
+  const request = JSON.parse(readFileSync(0, 'utf8')) as MintRequest;
   const pair =
     request.kind === 'ca' ? await mintCa(request.now, request.validityMs, request.commonName) : await mintServing(request.ca, request.now, request.policy);
   answer = { ok: true, pair };
