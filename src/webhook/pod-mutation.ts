@@ -127,22 +127,22 @@ export interface PodDenial {
   claim?: string;
 }
 
+/** `what` names a claim nothing shows is this VM's: the IPAM plugin would hand the pod its addresses, so it is refused. */
+function unvouched(network: string, claim: string, what: string, hint = ''): PodDenial {
+  return { network, claim, reason: 'ForeignClaimReference', message: `${what}; nothing shows that claim is this VM's, so the pod is refused${hint}` };
+}
+
 function foreignReference(verdict: NetworkVerdict, where: string, named: string): PodDenial {
-  return {
-    network: verdict.network,
-    claim: verdict.claim,
-    reason: 'ForeignClaimReference',
-    message: `${where} already names IPAMClaim ${named}, not this VM's ${verdict.claim}; nothing shows that claim is this VM's, so the pod is refused (remove whatever writes that reference: another IPAM webhook, or a hand-made pod)`,
-  };
+  const hint = ' (remove whatever writes that reference: another IPAM webhook, or a hand-made pod)';
+  return unvouched(verdict.network, verdict.claim, `${where} already names IPAMClaim ${named}, not this VM's ${verdict.claim}`, hint);
 }
 
 function unverifiedReference(i: number, key: string, named: string): PodDenial {
-  return {
-    network: key,
-    claim: named,
-    reason: 'ForeignClaimReference',
-    message: `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION} names IPAMClaim ${named}, but no persistent network of this VM has that element; nothing shows that claim is this VM's, so the pod is refused`,
-  };
+  return unvouched(
+    key,
+    named,
+    `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION} names IPAMClaim ${named}, but no persistent network of this VM has that element`,
+  );
 }
 
 export function isLauncherPod(pod: Pod): boolean {
@@ -387,11 +387,8 @@ function refuseUnvouchedPodNetworkClaims(m: Mutation, defaultElements: readonly 
     ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
   ];
   for (const [annotation, claim] of named) {
-    m.result.denials.push({
-      network: annotation,
-      claim,
-      reason: 'ForeignClaimReference',
-      message: `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim; nothing shows that claim is this VM's, so the pod is refused`,
-    });
+    m.result.denials.push(
+      unvouched(annotation, claim, `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim`),
+    );
   }
 }
