@@ -273,12 +273,9 @@ export function fingerprintOf(pem: string | undefined): string | undefined {
   return parseCert(pem)?.fingerprint256;
 }
 
-function fingerprints(pemText: string): Set<string> {
-  return new Set(splitPem(pemText).flatMap((pem) => fingerprintOf(pem) ?? []));
-}
-
-function decodeBundle(caBundle: string | undefined): string {
-  return caBundle ? Buffer.from(caBundle, 'base64').toString('utf8') : '';
+/** The fingerprints of the certificates a (base64) caBundle holds. */
+function bundlePrints(caBundle: string | undefined): Set<string> {
+  return new Set(splitPem(Buffer.from(caBundle ?? '', 'base64').toString('utf8')).flatMap((pem) => fingerprintOf(pem) ?? []));
 }
 
 /** Whether every webhook of the configuration trusts the CA (its caBundle contains it). */
@@ -286,7 +283,7 @@ export function webhooksTrust(config: MutatingWebhookConfiguration, caPem: strin
   const ca = parseCert(caPem);
   if (!ca) return false;
   const webhooks = config.webhooks ?? [];
-  return webhooks.length > 0 && webhooks.every((w) => fingerprints(decodeBundle(w.clientConfig?.caBundle)).has(ca.fingerprint256));
+  return webhooks.length > 0 && webhooks.every((w) => bundlePrints(w.clientConfig?.caBundle).has(ca.fingerprint256));
 }
 
 /**
@@ -295,13 +292,12 @@ export function webhooksTrust(config: MutatingWebhookConfiguration, caPem: strin
  * instead of writing into another webhook. Empty when every caBundle already holds exactly these certificates.
  */
 export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: readonly string[]): JsonPatchOp[] {
-  const wanted = joinPem(bundle);
-  const wantedPrints = [...fingerprints(wanted)].sort().join(',');
-  const value = Buffer.from(wanted, 'utf8').toString('base64');
+  const value = Buffer.from(joinPem(bundle), 'utf8').toString('base64');
+  const wantedPrints = [...bundlePrints(value)].sort().join(',');
   const ops: JsonPatchOp[] = [];
   (config.webhooks ?? []).forEach((webhook, i) => {
     const current = webhook.clientConfig?.caBundle;
-    if ([...fingerprints(decodeBundle(current))].sort().join(',') === wantedPrints) return;
+    if ([...bundlePrints(current)].sort().join(',') === wantedPrints) return;
     ops.push({ op: 'test', path: `/webhooks/${i}/name`, value: webhook.name });
     if (!webhook.clientConfig) ops.push({ op: 'add', path: `/webhooks/${i}/clientConfig`, value: { caBundle: value } });
     else ops.push({ op: current === undefined ? 'add' : 'replace', path: `/webhooks/${i}/clientConfig/caBundle`, value });
