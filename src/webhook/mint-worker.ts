@@ -24,68 +24,58 @@ function backdate(validityMs: number): number {
   return Math.min(5 * 60 * 1000, Math.floor(validityMs / 10));
 }
 
-type CryptoKey = webcrypto.CryptoKey;
-type CryptoKeyPair = webcrypto.CryptoKeyPair;
-
-async function exportKey(key: CryptoKey): Promise<string> {
-  return KeyObject.from(key).export({ type: 'pkcs8', format: 'pem' }).toString();
+/** A new key pair, and the certificate `build` makes for it. */
+async function mint(build: (keys: webcrypto.CryptoKeyPair) => Promise<x509.X509Certificate>): Promise<CertKeyPair> {
+  const keys = await webcrypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify']);
+  const cert = await build(keys);
+  return { certPem: cert.toString('pem'), keyPem: KeyObject.from(keys.privateKey).export({ type: 'pkcs8', format: 'pem' }).toString() };
 }
 
-async function importSigningKey(pem: string): Promise<CryptoKey> {
-  const der = createPrivateKey(pem).export({ type: 'pkcs8', format: 'der' });
-  return webcrypto.subtle.importKey('pkcs8', der, KEY_ALGORITHM, false, ['sign']);
+function mintCa(now: number, validityMs: number, commonName: string): Promise<CertKeyPair> {
+  return mint(async (keys) =>
+    x509.X509CertificateGenerator.createSelfSigned({
+      serialNumber: serialNumber(),
+      // A distinct name per CA, as the Kubernetes components do, so that several CAs in one bundle are told apart.
+      name: [{ CN: [`${commonName}@${Math.floor(now / 1000)}`] }],
+      notBefore: new Date(now - backdate(validityMs)),
+      notAfter: new Date(now + validityMs),
+      keys,
+      signingAlgorithm: SIGNING_ALGORITHM,
+      extensions: [
+        new x509.BasicConstraintsExtension(true, 0, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+      ],
+    }),
+  );
 }
 
-async function generateKeys(): Promise<CryptoKeyPair> {
-  return webcrypto.subtle.generateKey(KEY_ALGORITHM, true, ['sign', 'verify']);
-}
-
-async function mintCa(now: number, validityMs: number, commonName: string): Promise<CertKeyPair> {
-  const keys = await generateKeys();
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: serialNumber(),
-    // A distinct name per CA, as the Kubernetes components do, so that several CAs in one bundle are told apart.
-    name: [{ CN: [`${commonName}@${Math.floor(now / 1000)}`] }],
-    notBefore: new Date(now - backdate(validityMs)),
-    notAfter: new Date(now + validityMs),
-    keys,
-    signingAlgorithm: SIGNING_ALGORITHM,
-    extensions: [
-      new x509.BasicConstraintsExtension(true, 0, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
-      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-    ],
+function mintServing(ca: CertKeyPair, now: number, policy: ServingPolicy): Promise<CertKeyPair> {
+  return mint(async (keys) => {
+    const caCert = new x509.X509Certificate(ca.certPem);
+    const der = createPrivateKey(ca.keyPem).export({ type: 'pkcs8', format: 'der' });
+    return x509.X509CertificateGenerator.create({
+      serialNumber: serialNumber(),
+      subject: [{ CN: [policy.dnsNames[0] ?? policy.ipAddresses[0]!] }],
+      issuer: caCert.subject,
+      notBefore: new Date(Math.max(now - backdate(policy.servingValidityMs), caCert.notBefore.getTime())),
+      notAfter: new Date(Math.min(now + policy.servingValidityMs, caCert.notAfter.getTime())),
+      publicKey: keys.publicKey,
+      signingKey: await webcrypto.subtle.importKey('pkcs8', der, KEY_ALGORITHM, false, ['sign']),
+      signingAlgorithm: SIGNING_ALGORITHM,
+      extensions: [
+        new x509.BasicConstraintsExtension(false, undefined, true),
+        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth], false),
+        new x509.SubjectAlternativeNameExtension(
+          [...policy.dnsNames.map((value) => ({ type: 'dns' as const, value })), ...policy.ipAddresses.map((value) => ({ type: 'ip' as const, value }))],
+          false,
+        ),
+        await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+        await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
+      ],
+    });
   });
-  return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
-}
-
-async function mintServing(ca: CertKeyPair, now: number, policy: ServingPolicy): Promise<CertKeyPair> {
-  const caCert = new x509.X509Certificate(ca.certPem);
-  const signingKey = await importSigningKey(ca.keyPem);
-  const keys = await generateKeys();
-  const notAfter = Math.min(now + policy.servingValidityMs, caCert.notAfter.getTime());
-  const cert = await x509.X509CertificateGenerator.create({
-    serialNumber: serialNumber(),
-    subject: [{ CN: [policy.dnsNames[0] ?? policy.ipAddresses[0]!] }],
-    issuer: caCert.subject,
-    notBefore: new Date(Math.max(now - backdate(policy.servingValidityMs), caCert.notBefore.getTime())),
-    notAfter: new Date(notAfter),
-    publicKey: keys.publicKey,
-    signingKey,
-    signingAlgorithm: SIGNING_ALGORITHM,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth], false),
-      new x509.SubjectAlternativeNameExtension(
-        [...policy.dnsNames.map((value) => ({ type: 'dns' as const, value })), ...policy.ipAddresses.map((value) => ({ type: 'ip' as const, value }))],
-        false,
-      ),
-      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-      await x509.AuthorityKeyIdentifierExtension.create(caCert.publicKey),
-    ],
-  });
-  return { certPem: cert.toString('pem'), keyPem: await exportKey(keys.privateKey) };
 }
 
 let answer: MintAnswer;
