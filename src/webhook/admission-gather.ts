@@ -20,7 +20,7 @@ import {
 import { elementNamespace, parseNetworkSelection } from '../claims/network-selection.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import type { NetworkFacts, Owner } from './admission-decide.ts';
-import type { Fetch, PodAdmissionDeps } from './admission.ts';
+import type { Fetch, PodAdmissionDeps } from './admission-types.ts';
 
 export type GatherDeps = Pick<
   PodAdmissionDeps,

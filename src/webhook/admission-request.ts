@@ -3,7 +3,7 @@
 
 import { isObject } from '../claims/nad-config.ts';
 import type { Pod } from '../kube/types.ts';
-import type { AdmissionRequest } from './admission.ts';
+import type { AdmissionRequest } from './admission-types.ts';
 import { annotationsOf, type GuardInput } from './claim-guard.ts';
 import { isLauncherPod } from './pod-mutation.ts';
 

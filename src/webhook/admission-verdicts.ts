@@ -14,7 +14,7 @@
 // | LookupFailed     | 503  | yes       | the VMI, a NAD or a claim cannot be read (API error or timeout)               |
 
 import type { JsonPatchOp } from '../kube/patch.ts';
-import type { AdmissionResponse } from './admission.ts';
+import type { AdmissionResponse } from './admission-types.ts';
 
 /** The `result` label of the admissions metric. */
 export type Outcome = 'patched' | 'unchanged' | 'skipped' | 'denied' | 'allowed_without_vmi' | 'unreadable';
