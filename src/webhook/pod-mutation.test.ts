@@ -4,7 +4,7 @@ import { claimName, collisionClaimName, persistentNetworks, podInterfaceName } f
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
 import { mayNeedReferences, mutateLauncherPod as mutateWith, type PodMutationInput } from './pod-mutation.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
-import { nad, nadMap } from '../../test/objects.ts';
+import { claim, nad, nadMap } from '../../test/objects.ts';
 
 /** The mutation with the persistent networks computed as the admission handler does, once, from the same VMI and NADs. */
 const mutateLauncherPod = (input: Omit<PodMutationInput, 'persistent'>) =>
@@ -436,21 +436,13 @@ const rows: Row[] = [
 
 /** The claims the controller would have made for the row's VMI: each persistent network's, owned by the VMI. */
 function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
-  const nads = input.nads ?? nadMap(...NADS);
-  const claims = new Map<string, IPAMClaim>();
-  for (const verdict of persistentNetworks({ namespace: NS, name: VM }, input.vmi.spec, nads)) {
-    if (!verdict.claimSpec) continue;
-    claims.set(verdict.claim, {
-      metadata: {
-        name: verdict.claim,
-        namespace: NS,
-        uid: `uid-${verdict.claim}`,
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true }],
-      },
-      spec: verdict.claimSpec,
-    });
-  }
-  return claims;
+  const owner = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true };
+  const verdicts = persistentNetworks({ namespace: NS, name: VM }, input.vmi.spec, input.nads ?? nadMap(...NADS));
+  return new Map(
+    verdicts.flatMap(({ claim: name, claimSpec: spec }) =>
+      spec ? [[name, claim({ name, owners: [owner], network: spec.network, iface: spec.interface })]] : [],
+    ),
+  );
 }
 
 /** The mutation at CREATE with the NADs above, the gate on and (unless given) the claims the controller made. */
