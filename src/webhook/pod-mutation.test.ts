@@ -445,7 +445,7 @@ function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
   );
 }
 
-/** The mutation at CREATE with the NADs above, the gate on and (unless given) the claims the controller made. */
+/** The mutation at CREATE with the NADs above and (unless given) the claims the controller made. */
 function mutate(input: Row['input']) {
   return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), claims: ownClaims(input), ...input });
 }
