@@ -138,7 +138,15 @@ const rules: readonly ((f: AdmissionFacts) => Decision | undefined)[] = [
     const vmi = f.vmi?.value;
     if (!owner || !vmi || !f.vmi) return undefined; // noOwner decided
     if (!f.networks) return { need: 'networks', vmi };
-    const result = mutate(f, vmi, f.networks);
+    const result = mutateLauncherPod({
+      ...f.networks,
+      pod: f.subject,
+      namespace: f.namespace,
+      operation: f.operation,
+      vmi,
+      ...(f.carry ? { fresh: new Set(f.carry.fresh) } : {}),
+      ...(f.clusterDefaultNetwork ? { clusterDefaultNetwork: f.clusterDefaultNetwork } : {}),
+    });
     // The pod has a network the cached VMI lacks: a hotplug the cache has not caught up with. Ask the API.
     if (result.staleVmiSuspected && !f.vmi.fromApi) return { need: 'vmiFromApi', owner };
     return verdictOf(f, owner, result);
@@ -152,19 +160,6 @@ export function decideAdmission(facts: AdmissionFacts): Decision {
     if (decision) return decision;
   }
   throw new Error('no admission rule decided'); // the last rule always decides
-}
-
-function mutate(f: AdmissionFacts, vmi: VirtualMachineInstance, networks: NetworkFacts): PodMutation {
-  return mutateLauncherPod({
-    ...networks,
-    pod: f.subject,
-    namespace: f.namespace,
-    ...(f.carry ? { fresh: new Set(f.carry.fresh) } : {}),
-    operation: f.operation,
-    vmi,
-    gateEnabled: true,
-    ...(f.clusterDefaultNetwork ? { clusterDefaultNetwork: f.clusterDefaultNetwork } : {}),
-  });
 }
 
 /** UNCHECKABLE, CLAIMS and PATCH: what the mutation of the pod says. */

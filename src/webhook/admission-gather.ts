@@ -2,7 +2,7 @@
 // have not seen them (admission.ts's header says what each failure means). A failed API read throws
 // TransientLookupError, which the handler answers with a retriable refusal (LookupFailed).
 
-import { keyString } from '../kube/key.ts';
+import { keyString, type ObjectKey } from '../kube/key.ts';
 import { TransientLookupError } from '../allocator/pod-addresses.ts';
 
 export { TransientLookupError };
@@ -11,8 +11,8 @@ import {
   claimNameFor,
   claimNamesOf,
   claimStanding,
-  nadKeyOfNetworkName,
   ownerUidsOf,
+  parseNadReference,
   persistentNetworks,
   withClaimNames,
   type NetworkVerdict,
@@ -61,44 +61,31 @@ export async function readVmi(
   return { value: await fetchVmi(deps, namespace, owner.name, signal), fromApi: true };
 }
 
-function namespaceNads(deps: GatherDeps, namespace: string): Map<string, NetworkAttachmentDefinition> {
-  return new Map(deps.nads.list(namespace).map((nad) => [keyString({ namespace: nad.metadata.namespace ?? namespace, name: nad.metadata.name }), nad]));
+/**
+ * The namespace's NADs and those `named`, from the cache. With `signal` (what the pure mutation needs), a NAD the cache
+ * has not seen is read from the API; without (mayNeedReferences' quick look), it is taken as missing.
+ */
+async function nadsNamed(
+  deps: GatherDeps,
+  namespace: string,
+  named: readonly (ObjectKey | undefined)[],
+  signal?: AbortSignal,
+): Promise<Map<string, NetworkAttachmentDefinition>> {
+  const map = new Map(deps.nads.list(namespace).map((nad) => [keyString({ namespace: nad.metadata.namespace ?? namespace, name: nad.metadata.name }), nad]));
+  for (const ref of named) {
+    if (!ref || map.has(keyString(ref))) continue;
+    const fetch = signal && deps.fetchNad;
+    const nad = deps.nads.get(ref.namespace, ref.name) ?? (fetch && (await apiRead('NetworkAttachmentDefinition', ref.namespace, ref.name, signal, fetch)));
+    if (nad) map.set(keyString(ref), nad);
+  }
+  return map;
 }
 
 /** From the caches only: the namespace's NADs and those the pod's elements name (for mayNeedReferences). */
-export function nadsForPod(deps: GatherDeps, pod: Pod, namespace: string): Map<string, NetworkAttachmentDefinition> {
-  const map = namespaceNads(deps, namespace);
+export function nadsForPod(deps: GatherDeps, pod: Pod, namespace: string): Promise<Map<string, NetworkAttachmentDefinition>> {
   const selection = parseNetworkSelection(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
-  for (const element of selection.ok ? selection.elements : []) {
-    const ns = elementNamespace(element, namespace);
-    const key = keyString({ namespace: ns, name: element.name });
-    const nad = map.has(key) ? undefined : deps.nads.get(ns, element.name);
-    if (nad) map.set(key, nad);
-  }
-  return map;
-}
-
-/** What the pure mutation needs: the namespace's NADs and those the VMI references, from the API if not cached. */
-async function nadsForVmi(
-  deps: GatherDeps,
-  vmi: VirtualMachineInstance,
-  namespace: string,
-  signal: AbortSignal,
-): Promise<Map<string, NetworkAttachmentDefinition>> {
-  const map = namespaceNads(deps, namespace);
-  for (const net of vmi.spec?.networks ?? []) {
-    const key = net?.multus ? nadKeyOfNetworkName(net.multus.networkName, namespace) : undefined;
-    if (!key || map.has(key)) continue;
-    const [ns, name] = key.split('/') as [string, string];
-    const cached = deps.nads.get(ns, name);
-    if (cached) {
-      map.set(key, cached);
-      continue;
-    }
-    const fetched = deps.fetchNad && (await apiRead('NetworkAttachmentDefinition', ns, name, signal, deps.fetchNad));
-    if (fetched) map.set(key, fetched);
-  }
-  return map;
+  const named = (selection.ok ? selection.elements : []).map((element) => ({ namespace: elementNamespace(element, namespace), name: element.name }));
+  return nadsNamed(deps, namespace, named);
 }
 
 /** Everything the mutation of a pod of `vmi` needs read: its NADs, its persistent networks' claims, their addresses. */
@@ -110,7 +97,9 @@ export async function readNetworks(
   waitUntil: number,
   signal: AbortSignal,
 ): Promise<NetworkFacts> {
-  const nads = await nadsForVmi(deps, vmi, namespace, signal);
+  // The namespace's NADs and those the VMI references, from the API if not cached.
+  const named = (vmi.spec?.networks ?? []).map((net) => (net?.multus ? parseNadReference(net.multus.networkName, namespace) : undefined));
+  const nads = await nadsNamed(deps, namespace, named, signal);
   // Once per admission: the claims wait and the mutation work on the same verdicts.
   const persistent = persistentNetworks({ namespace, name: vmi.metadata.name }, vmi.spec, nads);
   const claims = await claimsForVmi(deps, { vmi, namespace, waitUntil, signal }, persistent);

@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { TransientLookupError, createPodAddressLookup, type PodAddressLookup } from '../allocator/pod-addresses.ts';
 import { allocatorNad } from '../../test/allocator-world.ts';
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
-import { admissionReview, ovnNad } from '../../test/objects.ts';
+import { admissionReview, claim as claimFixture, ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type PodAdmissionDeps } from './admission.ts';
@@ -51,32 +51,16 @@ function launcher(
   };
 }
 
-function claim(name: string, options: { ownerUid?: string; ownerKind?: string; network?: string; terminating?: boolean; noOwner?: boolean } = {}): IPAMClaim {
-  return {
-    apiVersion: 'k8s.cni.cncf.io/v1alpha1',
-    kind: 'IPAMClaim',
-    metadata: {
-      name,
-      namespace: NS,
-      uid: `uid-${name}`,
-      resourceVersion: '1',
-      ...(options.terminating ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
-      ...(options.noOwner
-        ? {}
-        : {
-            ownerReferences: [
-              {
-                apiVersion: 'kubevirt.io/v1',
-                kind: options.ownerKind ?? 'VirtualMachineInstance',
-                name: 'vm1',
-                uid: options.ownerUid ?? 'vmi-uid-1',
-                controller: true,
-              },
-            ],
-          }),
-    },
-    spec: { network: options.network ?? 'net-red', interface: '' },
+/** A claim of vm1 (by default of the standalone VMI vmi-uid-1) for the red network. */
+function claim(name: string, options: { ownerUid?: string; ownerKind?: string; network?: string; terminating?: boolean } = {}): IPAMClaim {
+  const owner = {
+    apiVersion: 'kubevirt.io/v1',
+    kind: options.ownerKind ?? 'VirtualMachineInstance',
+    name: 'vm1',
+    uid: options.ownerUid ?? 'vmi-uid-1',
+    controller: true,
   };
+  return claimFixture({ name, owners: [owner], network: options.network ?? 'net-red', deleting: options.terminating ?? false });
 }
 /** The claims the controller makes for vm1's persistent networks (standalone VMI vmi-uid-1). */
 const OWN_CLAIMS = [claim('vm1.red'), claim('vm1.hot')];

@@ -195,7 +195,7 @@ async function decideWithReads(shell: Shell, facts: AdmissionFacts, plog: Logger
     if (!('need' in decision)) return decision;
     switch (decision.need) {
       case 'nads':
-        facts.mayNeedReferences = mayNeedReferences(facts.subject, facts.namespace, nadsForPod(deps, facts.subject, facts.namespace));
+        facts.mayNeedReferences = mayNeedReferences(facts.subject, facts.namespace, await nadsForPod(deps, facts.subject, facts.namespace));
         break;
       case 'vmi':
         facts.vmi = await readVmi(deps, facts.namespace, decision.owner, signal);

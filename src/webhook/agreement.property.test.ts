@@ -131,7 +131,6 @@ describe('controller and webhook agree (generated VM specs)', () => {
           vmi,
           nads,
           persistent: persistentNetworks({ namespace: NS, name: vmi.metadata.name }, vmi.spec, nads),
-          gateEnabled: true,
           claims: new Map(claims.map((c) => [c.metadata.name, c])),
         });
         assert.deepEqual(mutation.references.map((r) => r.claim).sort(), wanted, 'same claims, by name');

@@ -273,12 +273,9 @@ export function fingerprintOf(pem: string | undefined): string | undefined {
   return parseCert(pem)?.fingerprint256;
 }
 
-function fingerprints(pemText: string): Set<string> {
-  return new Set(splitPem(pemText).flatMap((pem) => fingerprintOf(pem) ?? []));
-}
-
-function decodeBundle(caBundle: string | undefined): string {
-  return caBundle ? Buffer.from(caBundle, 'base64').toString('utf8') : '';
+/** The fingerprints of the certificates a (base64) caBundle holds. */
+function bundlePrints(caBundle: string | undefined): Set<string> {
+  return new Set(splitPem(Buffer.from(caBundle ?? '', 'base64').toString('utf8')).flatMap((pem) => fingerprintOf(pem) ?? []));
 }
 
 /** Whether every webhook of the configuration trusts the CA (its caBundle contains it). */
@@ -286,7 +283,7 @@ export function webhooksTrust(config: MutatingWebhookConfiguration, caPem: strin
   const ca = parseCert(caPem);
   if (!ca) return false;
   const webhooks = config.webhooks ?? [];
-  return webhooks.length > 0 && webhooks.every((w) => fingerprints(decodeBundle(w.clientConfig?.caBundle)).has(ca.fingerprint256));
+  return webhooks.length > 0 && webhooks.every((w) => bundlePrints(w.clientConfig?.caBundle).has(ca.fingerprint256));
 }
 
 /**
@@ -295,13 +292,12 @@ export function webhooksTrust(config: MutatingWebhookConfiguration, caPem: strin
  * instead of writing into another webhook. Empty when every caBundle already holds exactly these certificates.
  */
 export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: readonly string[]): JsonPatchOp[] {
-  const wanted = joinPem(bundle);
-  const wantedPrints = [...fingerprints(wanted)].sort().join(',');
-  const value = Buffer.from(wanted, 'utf8').toString('base64');
+  const value = Buffer.from(joinPem(bundle), 'utf8').toString('base64');
+  const wantedPrints = [...bundlePrints(value)].sort().join(',');
   const ops: JsonPatchOp[] = [];
   (config.webhooks ?? []).forEach((webhook, i) => {
     const current = webhook.clientConfig?.caBundle;
-    if ([...fingerprints(decodeBundle(current))].sort().join(',') === wantedPrints) return;
+    if ([...bundlePrints(current)].sort().join(',') === wantedPrints) return;
     ops.push({ op: 'test', path: `/webhooks/${i}/name`, value: webhook.name });
     if (!webhook.clientConfig) ops.push({ op: 'add', path: `/webhooks/${i}/clientConfig`, value: { caBundle: value } });
     else ops.push({ op: current === undefined ? 'add' : 'replace', path: `/webhooks/${i}/clientConfig/caBundle`, value });
@@ -315,15 +311,19 @@ export function caBundlePatch(config: MutatingWebhookConfiguration, bundle: read
 // short-lived child process (mint-worker.ts, through child/json-child.ts) that gets the request on stdin and answers
 // PEM text on stdout: the controller never loads the library. Reading certificates uses node:crypto.
 
+/** What a serving certificate is minted from. */
+export type ServingPolicy = Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'>;
+
 export type MintRequest =
   | { kind: 'ca'; now: number; validityMs: number; commonName: string }
-  | { kind: 'serving'; ca: CertKeyPair; now: number; policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'> };
+  | { kind: 'serving'; ca: CertKeyPair; now: number; policy: ServingPolicy };
+export type MintAnswer = { ok: true; pair: CertKeyPair } | { ok: false; message: string };
 
 async function mintInChild(request: MintRequest): Promise<CertKeyPair> {
   // The build puts mint-worker.js in the same folder as the code of this module (dist/cli/, scripts/build.ts); tests and
   // scripts run the TypeScript source next to this file.
   const entry = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? './mint-worker.ts' : './mint-worker.js', import.meta.url));
-  const answer = await askJsonChild<{ ok: true; pair: CertKeyPair } | { ok: false; message: string }>(entry, request, 'the certificate minting process');
+  const answer = await askJsonChild<MintAnswer>(entry, request, 'the certificate minting process');
   if (!answer.ok) throw new Error(`minting a certificate: ${answer.message}`);
   return answer.pair;
 }
@@ -333,11 +333,7 @@ export async function generateCa(now: number, validityMs: number, commonName = '
 }
 
 /** A serving certificate for the names of the policy, signed by the CA; it never outlives the CA. */
-export async function generateServing(
-  ca: CertKeyPair,
-  now: number,
-  policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses' | 'servingValidityMs'>,
-): Promise<CertKeyPair> {
+export async function generateServing(ca: CertKeyPair, now: number, policy: ServingPolicy): Promise<CertKeyPair> {
   if (policy.dnsNames.length === 0 && policy.ipAddresses.length === 0) throw new Error('a serving certificate needs at least one name');
   for (const ip of policy.ipAddresses) if (isIP(ip) === 0) throw new Error(`not an IP address: ${ip}`);
   const { dnsNames, ipAddresses, servingValidityMs } = policy;

@@ -4,7 +4,7 @@ import { claimName, collisionClaimName, persistentNetworks, podInterfaceName } f
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance, VmInterface, VmNetwork } from '../kube/types.ts';
 import { mayNeedReferences, mutateLauncherPod as mutateWith, type PodMutationInput } from './pod-mutation.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
-import { nad, nadMap } from '../../test/objects.ts';
+import { claim, nad, nadMap } from '../../test/objects.ts';
 
 /** The mutation with the persistent networks computed as the admission handler does, once, from the same VMI and NADs. */
 const mutateLauncherPod = (input: Omit<PodMutationInput, 'persistent'>) =>
@@ -76,11 +76,6 @@ const rows: Row[] = [
     name: 'not a launcher pod: no patch',
     input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }, { app: 'x' }), vmi: vmi([multus('red', 'red')]) },
     skipped: 'NotALauncherPod',
-  },
-  {
-    name: 'gate off: no patch',
-    input: { pod: pod({ [NETWORKS]: json([el('red', 'red')]) }), vmi: vmi([multus('red', 'red')]), gateEnabled: false },
-    skipped: 'GateDisabled',
   },
   {
     name: 'persistent secondary network: its element gets the claim reference',
@@ -441,26 +436,18 @@ const rows: Row[] = [
 
 /** The claims the controller would have made for the row's VMI: each persistent network's, owned by the VMI. */
 function ownClaims(input: Row['input']): Map<string, IPAMClaim> {
-  const nads = input.nads ?? nadMap(...NADS);
-  const claims = new Map<string, IPAMClaim>();
-  for (const verdict of persistentNetworks({ namespace: NS, name: VM }, input.vmi.spec, nads)) {
-    if (!verdict.claimSpec) continue;
-    claims.set(verdict.claim, {
-      metadata: {
-        name: verdict.claim,
-        namespace: NS,
-        uid: `uid-${verdict.claim}`,
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true }],
-      },
-      spec: verdict.claimSpec,
-    });
-  }
-  return claims;
+  const owner = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: VM, uid: 'vmi-uid', controller: true };
+  const verdicts = persistentNetworks({ namespace: NS, name: VM }, input.vmi.spec, input.nads ?? nadMap(...NADS));
+  return new Map(
+    verdicts.flatMap(({ claim: name, claimSpec: spec }) =>
+      spec ? [[name, claim({ name, owners: [owner], network: spec.network, iface: spec.interface })]] : [],
+    ),
+  );
 }
 
-/** The mutation at CREATE with the NADs above, the gate on and (unless given) the claims the controller made. */
+/** The mutation at CREATE with the NADs above and (unless given) the claims the controller made. */
 function mutate(input: Row['input']) {
-  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), gateEnabled: true, claims: ownClaims(input), ...input });
+  return mutateLauncherPod({ namespace: NS, operation: 'CREATE', nads: nadMap(...NADS), claims: ownClaims(input), ...input });
 }
 const run = (row: Row) => mutate(row.input);
 /** The claims the references added point at. */
@@ -616,7 +603,7 @@ describe('mutateLauncherPod: a reference only to a claim of this VM (by uid) tha
 
   it('primary UDN: the default-network element is only written for a claim of this VM', () => {
     const primaryVmi = vmi([{ name: 'default', pod: {} }]);
-    const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), gateEnabled: true, pod: pod({}), vmi: primaryVmi };
+    const base = { namespace: NS, operation: 'CREATE', nads: nadMap(PRIMARY), pod: pod({}), vmi: primaryVmi };
     const good = ownClaims({ pod: base.pod, vmi: primaryVmi, nads: nadMap(PRIMARY) });
     assert.deepEqual(claimsOf(mutateLauncherPod({ ...base, claims: good })), ['vm1.default']);
     const denied = mutateLauncherPod({ ...base, claims: new Map() });

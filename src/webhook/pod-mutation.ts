@@ -1,5 +1,5 @@
-// What the webhook does to a virt-launcher pod, as a pure function: given the pod, its VMI, the NADs and the gate,
-// the JSON patch (RFC 6902) that points the pod's persistent networks at their IPAMClaims.
+// What the webhook does to a virt-launcher pod, as a pure function: given the pod, its VMI and the NADs, the JSON patch
+// (RFC 6902) that points the pod's persistent networks at their IPAMClaims. The gate is on (admission-decide.ts).
 //
 // - Secondary networks: every element of `k8s.v1.cni.cncf.io/networks` whose network is persistent for this VMI
 //   gets `ipam-claim-reference: <claim>`. An element belongs to a VMI network when its NAD (namespace/name) is that
@@ -12,7 +12,7 @@
 //   CREATE: a running pod's default network cannot change.
 // - "Persistent for this VMI" is src/claims' persistentNetworks() on the VMI spec: the very rule the controller uses
 //   to create claims, so a pod never references a claim the controller would not make.
-// - Never touched: pods that are not launcher pods, pods when the gate is off, elements of other networks, elements
+// - Never touched: pods that are not launcher pods, elements of other networks, elements
 //   that already carry a reference (a different one is reported, not overwritten), and any pod whose annotation
 //   cannot be read (reported). An unchanged annotation produces no patch operation.
 // - Built-in allocator networks (`addresses`, at CREATE only): the element also gets `ips`, exactly the claim's
@@ -60,7 +60,6 @@ export interface PodMutationInput {
    * (which also waits for these networks' claims).
    */
   persistent: readonly NetworkVerdict[];
-  gateEnabled: boolean;
   clusterDefaultNetwork?: { namespace: string; name: string };
   /** By VMI network name: the allocator networks' addresses (or why the pod must wait). Used at CREATE only. */
   addresses?: ReadonlyMap<string, PodAddresses>;
@@ -78,7 +77,7 @@ export interface PodMutationInput {
   fresh?: ReadonlySet<number>;
 }
 
-export type PodMutationSkip = 'NotALauncherPod' | 'GateDisabled' | 'UnreadableAnnotation';
+export type PodMutationSkip = 'NotALauncherPod' | 'UnreadableAnnotation';
 
 export type PodMutationReportReason =
   | 'InvalidNetworksAnnotation'
@@ -128,22 +127,22 @@ export interface PodDenial {
   claim?: string;
 }
 
+/** `what` names a claim nothing shows is this VM's: the IPAM plugin would hand the pod its addresses, so it is refused. */
+function unvouched(network: string, claim: string, what: string, hint = ''): PodDenial {
+  return { network, claim, reason: 'ForeignClaimReference', message: `${what}; nothing shows that claim is this VM's, so the pod is refused${hint}` };
+}
+
 function foreignReference(verdict: NetworkVerdict, where: string, named: string): PodDenial {
-  return {
-    network: verdict.network,
-    claim: verdict.claim,
-    reason: 'ForeignClaimReference',
-    message: `${where} already names IPAMClaim ${named}, not this VM's ${verdict.claim}; nothing shows that claim is this VM's, so the pod is refused (remove whatever writes that reference: another IPAM webhook, or a hand-made pod)`,
-  };
+  const hint = ' (remove whatever writes that reference: another IPAM webhook, or a hand-made pod)';
+  return unvouched(verdict.network, verdict.claim, `${where} already names IPAMClaim ${named}, not this VM's ${verdict.claim}`, hint);
 }
 
 function unverifiedReference(i: number, key: string, named: string): PodDenial {
-  return {
-    network: key,
-    claim: named,
-    reason: 'ForeignClaimReference',
-    message: `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION} names IPAMClaim ${named}, but no persistent network of this VM has that element; nothing shows that claim is this VM's, so the pod is refused`,
-  };
+  return unvouched(
+    key,
+    named,
+    `element ${i} (${key}) of ${MULTUS_NETWORKS_ANNOTATION} names IPAMClaim ${named}, but no persistent network of this VM has that element`,
+  );
 }
 
 export function isLauncherPod(pod: Pod): boolean {
@@ -178,7 +177,6 @@ export function mutateLauncherPod(input: PodMutationInput): PodMutation {
   // The VMI as KubeVirt runs it (its defaulting already did this to a VMI from the API; a no-op then).
   const vmi: VirtualMachineInstance = { ...input.vmi, spec: effectiveVmiSpec(input.vmi.spec) };
   if (!isLauncherPod(pod)) return { ...result, skipped: 'NotALauncherPod' };
-  if (!input.gateEnabled) return { ...result, skipped: 'GateDisabled' };
 
   const annotations = pod.metadata?.annotations ?? {};
   // The caller's verdicts name every claim `<vm>.<network>`; which name applies depends on the claims (NAME).
@@ -389,11 +387,8 @@ function refuseUnvouchedPodNetworkClaims(m: Mutation, defaultElements: readonly 
     ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
   ];
   for (const [annotation, claim] of named) {
-    m.result.denials.push({
-      network: annotation,
-      claim,
-      reason: 'ForeignClaimReference',
-      message: `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim; nothing shows that claim is this VM's, so the pod is refused`,
-    });
+    m.result.denials.push(
+      unvouched(annotation, claim, `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim`),
+    );
   }
 }

@@ -6,7 +6,7 @@ import type { Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { Subject } from '../streams/rx.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createPodAdmissionHandler } from './admission.ts';
-import { admissionReview, ovnNad } from '../../test/objects.ts';
+import { admissionReview, claim, ovnNad } from '../../test/objects.ts';
 import { FakeCache } from '../../test/fake-cache.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import type { PodMutationReport } from './pod-mutation.ts';
@@ -43,6 +43,7 @@ describe('admission of a pod with many unknown network elements', () => {
       },
     });
     const red = ovnNad('red');
+    const owner = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true };
     const vmi: VirtualMachineInstance = {
       metadata: { name: 'vm1', namespace: NS, uid: 'vmi-uid' },
       spec: { networks: [{ name: 'red', multus: { networkName: 'red' } }], domain: { devices: { interfaces: [{ name: 'red', bridge: {} }] } } },
@@ -54,7 +55,7 @@ describe('admission of a pod with many unknown network elements', () => {
         namespace: NS,
         labels: { 'kubevirt.io': 'virt-launcher' },
         annotations: { 'kubevirt.io/domain': 'vm1', 'k8s.v1.cni.cncf.io/networks': JSON.stringify(elements) },
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }],
+        ownerReferences: [owner],
       },
     };
     const handle = createPodAdmissionHandler({
@@ -63,16 +64,7 @@ describe('admission of a pod with many unknown network elements', () => {
       vmis: new FakeCache([vmi]),
       nads: new FakeCache([red]),
       // The VM's own claim, so that the pod is admitted (docs/webhook-behaviour.md, which claim a pod may be pointed at).
-      claims: new FakeCache([
-        {
-          metadata: {
-            name: 'vm1.red',
-            namespace: NS,
-            ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachineInstance', name: 'vm1', uid: 'vmi-uid', controller: true }],
-          },
-          spec: { network: 'net-red', interface: '' },
-        },
-      ]),
+      claims: new FakeCache([claim({ name: 'vm1.red', owners: [owner], network: 'net-red' })]),
       claimEvents: new Subject(),
       fetchClaim: async () => undefined,
       fetchVmi: async () => vmi,
