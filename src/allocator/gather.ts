@@ -6,7 +6,7 @@ import type { IPAMClaim, Pod } from '../kube/types.ts';
 import { interfacesOfNetwork, ownerUidsOf } from '../claims/index.ts';
 import { CLAIMS_BY_NETWORK, NADS_BY_NETWORK } from '../sources/indexes.ts';
 import { resolveNetwork } from './nad.ts';
-import { lacksFamily, type PlanClaim } from './plan.ts';
+import { emptyClaimExit, lacksFamily, type PlanClaim } from './plan.ts';
 import type { Pool } from './pool.ts';
 import { ownerRequest, type OwnerLookup } from './requests.ts';
 import { addressesInUse, runningAddresses, runningVmiOf, type RunningAddresses, type VmiOnNetwork, vmisOnNetwork } from './running-address.ts';
@@ -114,13 +114,10 @@ async function runningOf(
 }
 
 // Whether the plan gives the claim a new address. As plan.ts decides: a claim holding some addresses is completed
-// whatever else is true of it; an empty one only when it is served at all.
+// whatever else is true of it; an empty one only when nothing makes it wait or refuses it.
 function willAllocate(c: PlanClaim, pool: Pool): boolean {
   const held = c.claim.status?.ips ?? [];
-  if (!lacksFamily(pool, held)) return false;
-  if (held.length > 0) return true;
-  const served = c.request.kind === 'none' || c.request.kind === 'addresses';
-  return served && !c.claim.metadata.deletionTimestamp && c.running?.kind !== 'invalid' && c.running?.kind !== 'unknown';
+  return lacksFamily(pool, held) && (held.length > 0 || emptyClaimExit(c) === undefined);
 }
 
 /** What the launcher pods of the network's running VMIs use that no claim of the network records: held back. */

@@ -208,7 +208,7 @@ function serve(pass: Pass, c: PlanClaim): void {
  * Why an empty claim gets nothing in this pass, in the order the rules are checked: left for later (`skip`) or
  * refused as an InvalidRequest (`refuse`). Undefined: it is served.
  */
-function emptyClaimExit(c: PlanClaim): { skip: string } | { refuse: string } | undefined {
+export function emptyClaimExit(c: PlanClaim): { skip: string } | { refuse: string } | undefined {
   if (c.claim.metadata.deletionTimestamp) return { skip: 'the claim is being deleted' };
   if (c.request.kind === 'wait' || c.request.kind === 'gone') return { skip: c.request.message };
   if (c.request.kind === 'invalid') return { refuse: `the requested addresses cannot be read: ${c.request.message}` };
