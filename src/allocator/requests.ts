@@ -40,6 +40,8 @@ export interface OwnerLookup {
   owner?: OwnerTarget;
   /** The logical network (VM network `name`) of the claim, when found. */
   network?: string;
+  /** The owner's own VMI, when there is one: the owning VMI, or the VMI the owning VM controls. */
+  vmi?: VirtualMachineInstance;
 }
 
 /** The VM network of `spec` the claim belongs to: same claim name, or same pod interface. */
@@ -78,7 +80,7 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   const spec: VmiSpecLike | undefined = fromVmi ? vmi.spec : vm?.spec?.template?.spec;
 
   const network = networkOfClaim(claim, ref.name, spec);
-  const base: OwnerLookup = network === undefined ? { owner, request: { kind: 'none' } } : { owner, network, request: { kind: 'none' } };
+  const base: OwnerLookup = { owner, request: { kind: 'none' }, ...(network !== undefined ? { network } : {}), ...(fromVmi ? { vmi } : {}) };
   const value = annotations?.[ADDRESSES_ANNOTATION];
   if (value === undefined || network === undefined) return base;
   const parsed = parseAddressesAnnotation(value);
