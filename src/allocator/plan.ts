@@ -22,6 +22,7 @@
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
 import { bareAddress, familyOfAddress, parseAddress } from './address.ts';
 import { type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
+import { cmp } from './intervals.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
 import type { RunningAddresses } from './running-address.ts';
@@ -322,10 +323,7 @@ export function conditionsWith(claim: IPAMClaim, cond: IPAMClaimCondition): IPAM
 }
 
 function byAge(a: PlanClaim, b: PlanClaim): number {
-  const ta = a.claim.metadata.creationTimestamp ?? '';
-  const tb = b.claim.metadata.creationTimestamp ?? '';
-  if (ta !== tb) return ta < tb ? -1 : 1;
-  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  return cmp(a.claim.metadata.creationTimestamp ?? '', b.claim.metadata.creationTimestamp ?? '') || cmp(a.key, b.key);
 }
 
 /** One address whatever its spelling (prefix length, IPv6 zeros); an unreadable string stands for itself. */
