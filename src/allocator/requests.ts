@@ -7,7 +7,7 @@
 
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
-import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike, VmNetwork } from '../kube/types.ts';
 import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
 import { parseAddressesAnnotation } from './addresses-annotation.ts';
 
@@ -46,17 +46,11 @@ export interface OwnerLookup {
 
 /** The VM network of `spec` the claim belongs to: same claim name, or same pod interface. */
 export function networkOfClaim(claim: IPAMClaim, vmName: string, spec: VmiSpecLike | undefined): string | undefined {
+  const nets = (spec?.networks ?? []).filter((net) => net && typeof net.name === 'string');
+  const named = nets.find((net) => claimName(vmName, net.name) === claim.metadata.name || collisionClaimName(vmName, net.name) === claim.metadata.name);
   const iface = claim.spec?.interface;
-  for (const net of spec?.networks ?? []) {
-    if (!net || typeof net.name !== 'string') continue;
-    if (claimName(vmName, net.name) === claim.metadata.name || collisionClaimName(vmName, net.name) === claim.metadata.name) return net.name;
-  }
-  for (const net of spec?.networks ?? []) {
-    if (!net || typeof net.name !== 'string') continue;
-    const primary = net.pod !== undefined || net.multus?.default === true;
-    if (iface && iface === (primary ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name))) return net.name;
-  }
-  return undefined;
+  const podInterface = (net: VmNetwork) => (net.pod !== undefined || net.multus?.default === true ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name));
+  return (named ?? (iface ? nets.find((net) => podInterface(net) === iface) : undefined))?.name;
 }
 
 /** What the claim's owner asks for, and who to tell about it. */
