@@ -172,7 +172,7 @@ function usableSpace(
         code: 'EmptyPool',
         message:
           `no usable ${familyName(family)} address is left in ${own.map((s) => s.text).join(', ')}` +
-          ` once ${reservedWording(own)}excludeSubnets are taken out`,
+          ` once ${reservedWording(family, own)}excludeSubnets are taken out`,
       });
     }
   }
@@ -215,16 +215,17 @@ export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): Ad
 
 /** The addresses of a subnet that may be handed out before excludes (see the header comment). */
 function hostRange(s: Cidr): { start: bigint; end: bigint } {
-  if (s.prefix > FAMILY_BITS[s.family] - 2) return { start: s.first, end: s.last };
+  if (!reserves(s)) return { start: s.first, end: s.last };
   return { start: s.first + 1n, end: s.family === 4 ? s.last - 1n : s.last };
 }
 
-function reservedWording(subnets: Cidr[]): string {
-  const v4 = subnets.some((s) => s.family === 4 && s.prefix <= 30);
-  const v6 = subnets.some((s) => s.family === 6 && s.prefix <= 126);
-  if (v4) return 'network/broadcast addresses and ';
-  if (v6) return 'subnet-router anycast addresses and ';
-  return '';
+/** Whether a subnet keeps addresses back (network/broadcast, subnet-router anycast): all but /31, /32, /127, /128. */
+const reserves = (s: Cidr): boolean => s.prefix <= FAMILY_BITS[s.family] - 2;
+
+/** The reserved addresses of subnets of one family, as the EmptyPool message names them. */
+function reservedWording(family: IPFamily, subnets: Cidr[]): string {
+  if (!subnets.some(reserves)) return '';
+  return family === 4 ? 'network/broadcast addresses and ' : 'subnet-router anycast addresses and ';
 }
 
 function cidrOrder(a: Cidr, b: Cidr): number {
