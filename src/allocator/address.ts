@@ -155,11 +155,6 @@ export function formatCidr(family: IPFamily, value: bigint, prefix: number): str
   return `${formatAddress(family, value)}/${prefix}`;
 }
 
-/** Number of addresses covered by a prefix of the given length. */
-export function prefixSize(family: IPFamily, prefix: number): bigint {
-  return 1n << BigInt(FAMILY_BITS[family] - prefix);
-}
-
 export function familyName(family: IPFamily): string {
   return family === 4 ? 'IPv4' : 'IPv6';
 }

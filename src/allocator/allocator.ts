@@ -261,12 +261,7 @@ export class PoolAllocator {
     return [...state.held.map((h) => h.text), ...state.invalid];
   }
 
-  /** The key holding an address (bare or CIDR form); the first one, sorted, if several conflict. */
-  holderOf(ip: string): string | undefined {
-    return this.holdersOf(ip)[0];
-  }
-
-  /** Every key holding an address, sorted; [] when free or not an address. */
+  /** Every key holding an address (bare or CIDR form), sorted; [] when free or not an address. */
   holdersOf(ip: string): string[] {
     const r = parseAddress(ip, { allowPrefix: true });
     if (!r.ok) return [];

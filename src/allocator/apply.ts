@@ -8,7 +8,7 @@ import type { IPAMClaim } from '../kube/types.ts';
 import type { ReconcileResult } from '../queue/index.ts';
 import { trimIPAMClaim } from '../sources/trim.ts';
 import { conditionsWith, type StatusWrite } from './plan.ts';
-import type { AllocatorPlan, NetworkInput, NetworkReconcilerDeps } from './pass.ts';
+import type { AllocatorInput, AllocatorPlan, NetworkReconcilerDeps } from './pass.ts';
 
 /** Status writes of one pass in flight at once. */
 const WRITE_CONCURRENCY = 16;
@@ -81,10 +81,12 @@ export async function settlePending(deps: NetworkReconcilerDeps, network: string
   return unsettled;
 }
 
-export async function applyNetwork(deps: NetworkReconcilerDeps, input: NetworkInput, plan: AllocatorPlan, signal: AbortSignal): Promise<ReconcileResult> {
-  const { network } = input;
+/** Reports the pass's Events; for a network, also writes its plan. A NAD's plan is its Events only. */
+export async function applyPlan(deps: NetworkReconcilerDeps, input: AllocatorInput, plan: AllocatorPlan, signal: AbortSignal): Promise<ReconcileResult> {
   const { log } = deps;
   for (const r of plan.reports) await deps.recorder.report(r.scope, r.causes);
+  if (input.kind !== 'network') return {};
+  const { network } = input;
   if (plan.problems) log.warn({ network, problems: Object.fromEntries(plan.problems) }, 'network pool is not usable; no new addresses until it is fixed');
   if (plan.forget) deps.metrics?.forget(network);
   const planned = plan.network;

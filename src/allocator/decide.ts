@@ -42,14 +42,7 @@ export function decideNetwork(input: NetworkInput): AllocatorPlan {
   if (state.kind === 'invalid') {
     return { reports: [{ scope, causes: nadCauses(nads, (key) => ({ problems: state.problems.get(key) })) }], forget: true, problems: state.problems };
   }
-  const plan = planNetwork({
-    network,
-    pool: state.pool,
-    now: input.now,
-    claims: input.claims,
-    inUse: input.inUse,
-    ...(input.inUseUnknown !== undefined ? { inUseUnknown: input.inUseUnknown } : {}),
-  });
+  const plan = planNetwork({ ...input, pool: state.pool });
   return {
     reports: [{ scope, causes: nadCauses(nads, (key) => ({ warnings: state.warnings.get(key) })) }],
     network: plan,

@@ -3,13 +3,13 @@
 
 import { keyString } from '../kube/key.ts';
 import type { IPAMClaim, Pod } from '../kube/types.ts';
-import { interfacesOfNetwork, ownerUidsOf } from '../claims/index.ts';
+import { hasActivePods, interfacesOfNetwork, ownerUidsOf } from '../claims/index.ts';
 import { CLAIMS_BY_NETWORK, NADS_BY_NETWORK } from '../sources/indexes.ts';
 import { resolveNetwork } from './nad.ts';
-import { lacksFamily, type PlanClaim } from './plan.ts';
+import { emptyClaimExit, lacksFamily, type PlanClaim } from './plan.ts';
 import type { Pool } from './pool.ts';
 import { ownerRequest, type OwnerLookup } from './requests.ts';
-import { addressesInUse, runningAddresses, runningVmiOf, type RunningAddresses, type VmiOnNetwork, vmisOnNetwork } from './running-address.ts';
+import { addressesInUse, runningAddresses, type RunningAddresses, type VmiOnNetwork, vmisOnNetwork } from './running-address.ts';
 import { mapLimit, settlePending } from './apply.ts';
 import type { LauncherPodLister, NetworkInput, NetworkReconcilerDeps } from './pass.ts';
 
@@ -95,7 +95,9 @@ async function runningOf(
 ): Promise<RunningAddresses | undefined> {
   if (!pods || (claim.status?.ips?.length ?? 0) > 0 || claim.metadata.deletionTimestamp) return undefined;
   if (lookup.network === undefined || (lookup.request.kind !== 'none' && lookup.request.kind !== 'addresses')) return undefined;
-  const vmi = runningVmiOf(claim, deps.vms, deps.vmis);
+  // The owner's own VMI (the VM's, controlled by it, or the owning VMI) with an active pod. A terminating VMI counts:
+  // its guest keeps the address through the pods' grace period, and the claim of that same VM should keep it.
+  const vmi = lookup.vmi && hasActivePods(lookup.vmi) ? lookup.vmi : undefined;
   const namespace = claim.metadata.namespace ?? '';
   const iface = vmi ? interfacesOfNetwork(vmi, lookup.network, namespace) : undefined;
   // A VMI still on a NAD of another network (its VM's NAD swapped, the move pending) has no address on this one.
@@ -114,13 +116,10 @@ async function runningOf(
 }
 
 // Whether the plan gives the claim a new address. As plan.ts decides: a claim holding some addresses is completed
-// whatever else is true of it; an empty one only when it is served at all.
+// whatever else is true of it; an empty one only when nothing makes it wait or refuses it.
 function willAllocate(c: PlanClaim, pool: Pool): boolean {
   const held = c.claim.status?.ips ?? [];
-  if (!lacksFamily(pool, held)) return false;
-  if (held.length > 0) return true;
-  const served = c.request.kind === 'none' || c.request.kind === 'addresses';
-  return served && !c.claim.metadata.deletionTimestamp && c.running?.kind !== 'invalid' && c.running?.kind !== 'unknown';
+  return lacksFamily(pool, held) && (held.length > 0 || emptyClaimExit(c) === undefined);
 }
 
 /** What the launcher pods of the network's running VMIs use that no claim of the network records: held back. */

@@ -173,6 +173,7 @@ export class IntervalSet {
   }
 }
 
-export function cmp(a: bigint, b: bigint): number {
+/** Ascending order of bigints (addresses) or strings (keys, timestamps). */
+export function cmp<T extends bigint | string>(a: T, b: T): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { claimName, podInterfaceName } from '../claims/names.ts';
 import { trimNetworkAttachmentDefinition, trimVirtualMachine, trimVirtualMachineInstance } from '../sources/trim.ts';
-import type { IPAMClaim } from '../kube/types.ts';
+import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { FakeWorld, NS, allocatorNad, claim, nad, vm } from '../../test/allocator-world.ts';
 
 const NET = 'blue';
@@ -20,6 +20,19 @@ function vmWithClaim(w: FakeWorld, name: string, o: Parameters<typeof claim>[3] 
   w.vms.upsert(vm(name, BLUE, addresses));
   return w.addClaim(claim(name, 'blue', NET, o));
 }
+
+/** The VMI of the VM `v` (controlled by it), with these annotations. */
+function vmiOf(v: VirtualMachine, annotations: Record<string, string>): VirtualMachineInstance {
+  const { name } = v.metadata;
+  const owner = { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name, uid: `uid-vm-${name}`, controller: true };
+  return { metadata: { name, namespace: NS, uid: `uid-vmi-${name}`, annotations, ownerReferences: [owner] }, spec: v.spec!.template!.spec! };
+}
+
+/** An opted-in NAD whose config, of CNI `type`, names no network. */
+const nameless = (type: string): NetworkAttachmentDefinition => ({
+  metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
+  spec: { config: JSON.stringify({ type }) },
+});
 
 function allHeld(w: FakeWorld): string[] {
   return [...w.held().values()].flat();
@@ -193,16 +206,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     const [writes, events] = [w.writes.length, w.events.length];
     w.deliver();
     const vm2 = vm('vm2', BLUE, { blue: ['10.0.0.50/24'] });
-    w.vmis.upsert({
-      metadata: {
-        name: 'vm2',
-        namespace: NS,
-        uid: 'uid-vmi-vm2',
-        annotations: vm2.spec!.template!.metadata!.annotations!,
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'vm2', uid: 'uid-vm-vm2', controller: true }],
-      },
-      spec: vm2.spec!.template!.spec!,
-    });
+    w.vmis.upsert(vmiOf(vm2, vm2.spec!.template!.metadata!.annotations!));
     await w.pass(NET);
     assert.deepEqual([w.writes.length, w.events.length], [writes, events]);
   });
@@ -216,16 +220,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
     w.vms.upsert(bad);
     const running = vm('run', BLUE, { blue: ['10.0.0.20'] });
     w.vms.upsert(running);
-    w.vmis.upsert({
-      metadata: {
-        name: 'run',
-        namespace: NS,
-        uid: 'uid-vmi-run',
-        annotations: { 'network.kubevirt.io/addresses': JSON.stringify({ blue: ['10.0.0.30'] }) },
-        ownerReferences: [{ apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine', name: 'run', uid: 'uid-vm-run', controller: true }],
-      },
-      spec: running.spec!.template!.spec!,
-    });
+    w.vmis.upsert(vmiOf(running, { 'network.kubevirt.io/addresses': JSON.stringify({ blue: ['10.0.0.30'] }) }));
     for (const name of ['out', 'gw', 'bad', 'run']) w.addClaim(claim(name, 'blue', NET));
     await w.pass(NET);
     const cond = (name: string) => w.server.get(`${NS}/${name}.blue`)!.status!.conditions![0]!;
@@ -254,8 +249,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   });
 
   it('an invalid pool is reported on the NAD and nothing is allocated', async () => {
-    const w = new FakeWorld();
-    w.nads.upsert(allocatorNad('nad-blue', NET, '10.0.0.0/33'));
+    const w = world('10.0.0.0/33');
     vmWithClaim(w, 'vm1');
     assert.deepEqual(await w.pass(NET), {});
     assert.equal(w.writes.length, 0);
@@ -270,10 +264,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
   it('a malformed switch, or an opted-in NAD without a network name, is reported on the NAD itself', async () => {
     const w = new FakeWorld();
     w.nads.upsert(nad('typo', 'x', { 'persistent-ips.kubevirt.io/allocator': 'yes' }));
-    w.nads.upsert({
-      metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
-      spec: { config: '{"type": "bridge"}' },
-    });
+    w.nads.upsert(nameless('bridge'));
     const reconcile = w.reconciler();
     for (const key of ['vms/typo', 'vms/nameless', 'vms/gone']) await reconcile(key, { signal: new AbortController().signal, retries: 0 });
     assert.deepEqual([...new Set(w.events.map((e) => `${e.involvedObject.name} ${e.reason}`))], ['typo InvalidAllocatorPool', 'nameless InvalidAllocatorPool']);
@@ -355,10 +346,7 @@ describe('allocator pass: conflicts, static requests, pools', () => {
 
   it('an OVN-Kubernetes NAD with the switch and no network name is refused on the NAD itself', async () => {
     const w = new FakeWorld();
-    w.nads.upsert({
-      metadata: { name: 'nameless', namespace: NS, uid: 'u-nameless', annotations: { 'persistent-ips.kubevirt.io/allocator': 'true' } },
-      spec: { config: '{"type": "ovn-k8s-cni-overlay"}' },
-    });
+    w.nads.upsert(nameless('ovn-k8s-cni-overlay'));
     const reconcile = w.reconciler();
     for (let i = 0; i < 2; i++) await reconcile('vms/nameless', { signal: new AbortController().signal, retries: 0 });
     assert.deepEqual(

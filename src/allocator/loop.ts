@@ -42,7 +42,7 @@ import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overla
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { gatherNetwork } from './gather.ts';
 import { decideNad, decideNetwork } from './decide.ts';
-import { applyNetwork } from './apply.ts';
+import { applyPlan } from './apply.ts';
 import type { AllocatorInput, AllocatorPlan, NetworkReconcilerDeps } from './pass.ts';
 
 export const ALLOCATOR_QUEUE = 'ipamclaim-allocator';
@@ -60,11 +60,7 @@ export function createNetworkReconciler(deps: NetworkReconcilerDeps): LoopReconc
       return { kind: 'nad', key, nad: deps.nads.getByKey(key) };
     },
     decide: (input) => (input.kind === 'nad' ? decideNad(input.key, input.nad) : decideNetwork(input)),
-    apply: async (_request, input, plan, ctx) => {
-      if (input.kind === 'network') return applyNetwork(deps, input, plan, ctx.signal);
-      for (const r of plan.reports) await deps.recorder.report(r.scope, r.causes);
-      return {};
-    },
+    apply: (_request, input, plan, ctx) => applyPlan(deps, input, plan, ctx.signal),
   };
 }
 

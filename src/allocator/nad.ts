@@ -31,6 +31,7 @@ import { keyString } from '../kube/key.ts';
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
 import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
+import { cmp } from './intervals.ts';
 import { type Pool, parsePool } from './pool.ts';
 
 export { ALLOCATOR_ANNOTATION } from '../claims/constants.ts';
@@ -157,7 +158,7 @@ export function resolveNetwork(network: string, nads: readonly NetworkAttachment
   const read = nads
     .map(readAllocatorNad)
     .filter((n) => n.network === network)
-    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    .sort((a, b) => cmp(a.key, b.key));
   const enabled = read.filter((n) => n.enabled);
   if (enabled.length === 0) return { kind: 'unmanaged', network };
 

@@ -7,7 +7,7 @@ import type { Cause, EventRecorder } from '../controller/events.ts';
 import type { WriteOverlay } from '../controller/write-overlay.ts';
 import type { AllocatorMetrics } from './metrics.ts';
 import type { NetworkState } from './nad.ts';
-import type { InUse, NetworkPlan, PlanClaim } from './plan.ts';
+import type { InUse, NetworkPlan, PlanClaim, PlanInput } from './plan.ts';
 import type { ReadCache } from './requests.ts';
 import type { VmisByNad } from './running-address.ts';
 
@@ -42,9 +42,9 @@ export interface NetworkReconcilerDeps {
   now?: () => Date;
 }
 
-export interface NetworkInput {
+/** What the plan takes (its pool once the state is ready), and what else the pass needs. */
+export interface NetworkInput extends Omit<PlanInput, 'pool'> {
   kind: 'network';
-  network: string;
   nads: NetworkAttachmentDefinition[];
   state: NetworkState;
   claims: PlanClaim[];
@@ -52,11 +52,8 @@ export interface NetworkInput {
   unsettled: boolean;
   /** Launcher pods that could not be read: their claims wait. */
   podsUnread: boolean;
-  /** Addresses running VMs use on the network that no claim holds (looked for only while a claim waits). */
+  /** Looked for only while a claim waits. */
   inUse: InUse[];
-  /** Why some of those could not be read, if so: no new address then. */
-  inUseUnknown?: string;
-  now: string;
 }
 
 export type AllocatorInput = NetworkInput | { kind: 'nad'; key: string; nad: NetworkAttachmentDefinition | undefined };

@@ -22,6 +22,7 @@
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
 import { bareAddress, familyOfAddress, parseAddress } from './address.ts';
 import { type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
+import { cmp } from './intervals.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
 import type { RunningAddresses } from './running-address.ts';
@@ -208,7 +209,7 @@ function serve(pass: Pass, c: PlanClaim): void {
  * Why an empty claim gets nothing in this pass, in the order the rules are checked: left for later (`skip`) or
  * refused as an InvalidRequest (`refuse`). Undefined: it is served.
  */
-function emptyClaimExit(c: PlanClaim): { skip: string } | { refuse: string } | undefined {
+export function emptyClaimExit(c: PlanClaim): { skip: string } | { refuse: string } | undefined {
   if (c.claim.metadata.deletionTimestamp) return { skip: 'the claim is being deleted' };
   if (c.request.kind === 'wait' || c.request.kind === 'gone') return { skip: c.request.message };
   if (c.request.kind === 'invalid') return { refuse: `the requested addresses cannot be read: ${c.request.message}` };
@@ -322,10 +323,7 @@ export function conditionsWith(claim: IPAMClaim, cond: IPAMClaimCondition): IPAM
 }
 
 function byAge(a: PlanClaim, b: PlanClaim): number {
-  const ta = a.claim.metadata.creationTimestamp ?? '';
-  const tb = b.claim.metadata.creationTimestamp ?? '';
-  if (ta !== tb) return ta < tb ? -1 : 1;
-  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  return cmp(a.claim.metadata.creationTimestamp ?? '', b.claim.metadata.creationTimestamp ?? '') || cmp(a.key, b.key);
 }
 
 /** One address whatever its spelling (prefix length, IPv6 zeros); an unreadable string stands for itself. */

@@ -83,15 +83,21 @@ describe('createPodAddressLookup', () => {
     const verdicts = withClaimNames('vm1', persistentNetworks({ namespace: NS, name: 'vm1' }, vmi.spec, given), (n) => claims.get(n));
     return lookup(NS, vmi, given, verdicts, claims, new AbortController().signal);
   };
+  /** A lookup with no NAD in the allocator's cache, whose API read of a claim answers `fetchClaim`. */
+  const lookupWith = (fetchClaim: (namespace: string, name: string) => Promise<IPAMClaim | undefined>) =>
+    createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim });
+  /** The denial for network blue, which must be one, given the claims resolved and what the API read of a claim answers. */
+  const denial = async (resolved: IPAMClaim[], fetchClaim: () => Promise<IPAMClaim | undefined>, given = nads): Promise<string> => {
+    const r = (await run(lookupWith(fetchClaim), resolved, given)).get('blue');
+    assert.ok(r && 'deny' in r, JSON.stringify(r));
+    return r.deny;
+  };
 
   it('only allocator networks; a claim shown without addresses is read again from the API', async () => {
     const fetched: string[] = [];
-    const lookup = createPodAddressLookup({
-      allocatorNad: () => undefined,
-      fetchClaim: async (ns, name) => {
-        fetched.push(`${ns}/${name}`);
-        return claim('vm1', 'blue', 'blue', { ips: ['10.0.0.1/24'] });
-      },
+    const lookup = lookupWith(async (ns, name) => {
+      fetched.push(`${ns}/${name}`);
+      return claim('vm1', 'blue', 'blue', { ips: ['10.0.0.1/24'] });
     });
     const out = await run(lookup, [claim('vm1', 'blue', 'blue'), claim('vm1', 'plain', 'plain')]);
     assert.deepEqual([...out], [['blue', { ips: ['10.0.0.1/24'] }]]);
@@ -106,12 +112,10 @@ describe('createPodAddressLookup', () => {
       ...claim('vm1', 'blue', 'blue', { ips: ['10.0.0.9/24'] }),
       metadata: { ...claim('vm1', 'blue', 'blue').metadata, name: swapClaimName('vm1', 'blue', 'blue'), uid: 'uid-swap' },
     };
-    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => assert.fail('no read: both claims hold addresses') });
-    assert.deepEqual([...(await run(lookup, [old, swapped]))], [['blue', { ips: ['10.0.0.9/24'] }]]);
+    const noRead = async () => assert.fail('no read: both claims hold addresses');
+    assert.deepEqual([...(await run(lookupWith(noRead), [old, swapped]))], [['blue', { ips: ['10.0.0.9/24'] }]]);
     // Only the old claim resolved (the swap claim not made yet): no address lent from it, the pod waits.
-    const waiting = (await run(lookup, [old])).get('blue');
-    assert.ok(waiting && 'deny' in waiting, JSON.stringify(waiting));
-    assert.match(waiting.deny, /is for network "blue-before", but the VM's NAD is now network "blue"/);
+    assert.match(await denial([old], noRead), /is for network "blue-before", but the VM's NAD is now network "blue"/);
   });
 
   it("a claim replaced or deleted between the webhook's read and the API read lends no address", async () => {
@@ -119,20 +123,15 @@ describe('createPodAddressLookup', () => {
       undefined,
       { ...claim('vm1', 'blue', 'blue', { ips: ['10.0.0.3/24'] }), metadata: { ...claim('vm1', 'blue', 'blue').metadata, uid: 'uid-new-claim' } },
     ]) {
-      const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => answer });
-      const r = (await run(lookup, [claim('vm1', 'blue', 'blue')])).get('blue');
-      assert.ok(r && 'deny' in r, JSON.stringify(r));
-      assert.match(r.deny, /vm1\.blue for network "blue" was deleted or replaced while the launcher pod was admitted/);
+      const deny = await denial([claim('vm1', 'blue', 'blue')], async () => answer);
+      assert.match(deny, /vm1\.blue for network "blue" was deleted or replaced while the launcher pod was admitted/);
     }
   });
 
   it('a terminating claim lends no address, even one it still holds', async () => {
     const c = claim('vm1', 'blue', 'blue', { ips: ['10.0.0.4/24'] });
     c.metadata.deletionTimestamp = '2025-01-02T00:00:00Z';
-    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => c });
-    const r = (await run(lookup, [c])).get('blue');
-    assert.ok(r && 'deny' in r, JSON.stringify(r));
-    assert.match(r.deny, /is being deleted/);
+    assert.match(await denial([c], async () => c), /is being deleted/);
   });
 
   it('a NAD the allocator cache has not seen yet is read from the API (the given one may lack the annotations)', async () => {
@@ -149,10 +148,8 @@ describe('createPodAddressLookup', () => {
   it('a NAD whose pool cannot be served: the denial says why', async () => {
     const broken = new Map(nads);
     broken.set(`${NS}/nad-blue`, allocatorNad('nad-blue', 'blue', '10.0.0.0/33'));
-    const lookup = createPodAddressLookup({ allocatorNad: () => undefined, fetchClaim: async () => claim('vm1', 'blue', 'blue') });
-    const r = (await run(lookup, [claim('vm1', 'blue', 'blue')], broken)).get('blue');
-    assert.ok(r && 'deny' in r);
-    assert.match(r.deny, /cannot be served: subnets: "10\.0\.0\.0\/33" has an invalid prefix length/);
+    const deny = await denial([claim('vm1', 'blue', 'blue')], async () => claim('vm1', 'blue', 'blue'), broken);
+    assert.match(deny, /cannot be served: subnets: "10\.0\.0\.0\/33" has an invalid prefix length/);
   });
 
   it("an OVN-Kubernetes NAD with the switch: no `ips` and no denial (OVN-Kubernetes gives the pod its claim's addresses)", async () => {
@@ -179,10 +176,7 @@ describe('createPodAddressLookup', () => {
   });
 
   it('a failed API read is a TransientLookupError naming the claim', async () => {
-    const lookup = createPodAddressLookup({
-      allocatorNad: () => undefined,
-      fetchClaim: async () => Promise.reject(new Error('etcd timeout')),
-    });
+    const lookup = lookupWith(async () => Promise.reject(new Error('etcd timeout')));
     await assert.rejects(run(lookup, [claim('vm1', 'blue', 'blue')]), (err: unknown) => err instanceof TransientLookupError && err.object.name === 'vm1.blue');
   });
 });

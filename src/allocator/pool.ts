@@ -22,7 +22,7 @@
 // ("192.0.2.1" or "192.0.2.1/32").
 
 import { splitList } from '../claims/nad-config.ts';
-import { type IPFamily, type ParseResult, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress, prefixSize } from './address.ts';
+import { type IPFamily, type ParseResult, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 
 /** The pool keys as found on a NAD (annotation or config). */
@@ -172,7 +172,7 @@ function usableSpace(
         code: 'EmptyPool',
         message:
           `no usable ${familyName(family)} address is left in ${own.map((s) => s.text).join(', ')}` +
-          ` once ${reservedWording(own)}excludeSubnets are taken out`,
+          ` once ${reservedWording(family, own)}excludeSubnets are taken out`,
       });
     }
   }
@@ -215,18 +215,17 @@ export function classifyAddress(pool: Pool, family: IPFamily, value: bigint): Ad
 
 /** The addresses of a subnet that may be handed out before excludes (see the header comment). */
 function hostRange(s: Cidr): { start: bigint; end: bigint } {
-  const bits = FAMILY_BITS[s.family];
-  if (s.family === 4 && s.prefix <= bits - 2) return { start: s.first + 1n, end: s.last - 1n };
-  if (s.family === 6 && s.prefix <= bits - 2) return { start: s.first + 1n, end: s.last };
-  return { start: s.first, end: s.last };
+  if (!reserves(s)) return { start: s.first, end: s.last };
+  return { start: s.first + 1n, end: s.family === 4 ? s.last - 1n : s.last };
 }
 
-function reservedWording(subnets: Cidr[]): string {
-  const v4 = subnets.some((s) => s.family === 4 && s.prefix <= 30);
-  const v6 = subnets.some((s) => s.family === 6 && s.prefix <= 126);
-  if (v4) return 'network/broadcast addresses and ';
-  if (v6) return 'subnet-router anycast addresses and ';
-  return '';
+/** Whether a subnet keeps addresses back (network/broadcast, subnet-router anycast): all but /31, /32, /127, /128. */
+const reserves = (s: Cidr): boolean => s.prefix <= FAMILY_BITS[s.family] - 2;
+
+/** The reserved addresses of subnets of one family, as the EmptyPool message names them. */
+function reservedWording(family: IPFamily, subnets: Cidr[]): string {
+  if (!subnets.some(reserves)) return '';
+  return family === 4 ? 'network/broadcast addresses and ' : 'subnet-router anycast addresses and ';
 }
 
 function cidrOrder(a: Cidr, b: Cidr): number {
@@ -263,7 +262,7 @@ function parseCidrOrAddress(text: string, warn: (warning: string) => void): Pars
   if (!r.ok) return r;
   const { family, value } = r.value;
   const prefix = r.value.prefix ?? FAMILY_BITS[family];
-  const size = prefixSize(family, prefix);
+  const size = 1n << BigInt(FAMILY_BITS[family] - prefix);
   const first = value - (value % size);
   const cidr: Cidr = { family, prefix, first, last: first + size - 1n, text: formatCidr(family, first, prefix) };
   if (value !== first) warn(`"${text}" has host bits set; it is read as ${cidr.text}`);

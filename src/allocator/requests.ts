@@ -7,7 +7,7 @@
 
 import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE } from '../claims/names.ts';
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
-import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../kube/types.ts';
+import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike, VmNetwork } from '../kube/types.ts';
 import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
 import { parseAddressesAnnotation } from './addresses-annotation.ts';
 
@@ -40,21 +40,17 @@ export interface OwnerLookup {
   owner?: OwnerTarget;
   /** The logical network (VM network `name`) of the claim, when found. */
   network?: string;
+  /** The owner's own VMI, when there is one: the owning VMI, or the VMI the owning VM controls. */
+  vmi?: VirtualMachineInstance;
 }
 
 /** The VM network of `spec` the claim belongs to: same claim name, or same pod interface. */
 export function networkOfClaim(claim: IPAMClaim, vmName: string, spec: VmiSpecLike | undefined): string | undefined {
+  const nets = (spec?.networks ?? []).filter((net) => net && typeof net.name === 'string');
+  const named = nets.find((net) => claimName(vmName, net.name) === claim.metadata.name || collisionClaimName(vmName, net.name) === claim.metadata.name);
   const iface = claim.spec?.interface;
-  for (const net of spec?.networks ?? []) {
-    if (!net || typeof net.name !== 'string') continue;
-    if (claimName(vmName, net.name) === claim.metadata.name || collisionClaimName(vmName, net.name) === claim.metadata.name) return net.name;
-  }
-  for (const net of spec?.networks ?? []) {
-    if (!net || typeof net.name !== 'string') continue;
-    const primary = net.pod !== undefined || net.multus?.default === true;
-    if (iface && iface === (primary ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name))) return net.name;
-  }
-  return undefined;
+  const podInterface = (net: VmNetwork) => (net.pod !== undefined || net.multus?.default === true ? PRIMARY_POD_INTERFACE : podInterfaceName(net.name));
+  return (named ?? (iface ? nets.find((net) => podInterface(net) === iface) : undefined))?.name;
 }
 
 /** What the claim's owner asks for, and who to tell about it. */
@@ -78,7 +74,7 @@ export function ownerRequest(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, v
   const spec: VmiSpecLike | undefined = fromVmi ? vmi.spec : vm?.spec?.template?.spec;
 
   const network = networkOfClaim(claim, ref.name, spec);
-  const base: OwnerLookup = network === undefined ? { owner, request: { kind: 'none' } } : { owner, network, request: { kind: 'none' } };
+  const base: OwnerLookup = { owner, request: { kind: 'none' }, ...(network !== undefined ? { network } : {}), ...(fromVmi ? { vmi } : {}) };
   const value = annotations?.[ADDRESSES_ANNOTATION];
   if (value === undefined || network === undefined) return base;
   const parsed = parseAddressesAnnotation(value);

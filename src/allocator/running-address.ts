@@ -14,10 +14,8 @@
 
 import { keyString } from '../kube/key.ts';
 import { hasActivePods, interfacesOfNetwork, isUnfinishedLauncherPod, type NetworkInterfaces } from '../claims/index.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { VMIS_BY_NAD } from '../sources/indexes.ts';
-import type { ReadCache } from './requests.ts';
-import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
 import { nadKeyOfNetworkName } from '../claims/nad-reference.ts';
 import { bareAddress } from './address.ts';
 
@@ -58,28 +56,6 @@ export function parseNetworkStatus(text: string | undefined): NetworkStatusEntry
     out.push({ name: e['name'], ...(typeof e['interface'] === 'string' ? { interface: e['interface'] } : {}), ips });
   }
   return out;
-}
-
-/**
- * The VMI whose launcher pods hold the claim's current address, if the claim's owner has one: the VMI of the owning VM
- * (controlled by it) or the owning VMI itself, with at least one active pod. A terminating VMI counts: its guest keeps
- * the address through the pods' grace period, and the claim of that same VM is the one that should keep it.
- */
-export function runningVmiOf(claim: IPAMClaim, vms: ReadCache<VirtualMachine>, vmis: ReadCache<VirtualMachineInstance>): VirtualMachineInstance | undefined {
-  const ref = kubevirtOwner(claim);
-  if (!ref) return undefined;
-  const namespace = claim.metadata.namespace ?? '';
-  const vmi = vmis.get(namespace, ref.name);
-  if (!vmi?.metadata.uid) return undefined;
-  if (ref.kind === 'VirtualMachine') {
-    const vm = vms.get(namespace, ref.name);
-    const controller = controllerRef(vmi, 'VirtualMachine');
-    if (!vm || vm.metadata.uid !== ref.uid || controller?.uid !== ref.uid) return undefined;
-  } else if (vmi.metadata.uid !== ref.uid) {
-    return undefined;
-  }
-  if (!hasActivePods(vmi)) return undefined;
-  return vmi;
 }
 
 /** What each unfinished launcher pod of `vmiUid` (terminating ones too) lists for one network's interface. */
