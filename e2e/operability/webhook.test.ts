@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { NetworkSelectionElement } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
@@ -18,17 +19,7 @@ import { setGateInCR } from '../kubevirt/kubevirt.ts';
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
-import {
-  claimReferences,
-  expectedReferences,
-  networkElements,
-  paths,
-  verifiedHandshake,
-  World,
-  WEBHOOK_SECRET,
-  CONTROLLER_NAMESPACE,
-  type Secret,
-} from './world.ts';
+import { claimReferences, expectedReferences, networkElements, paths, handshake, World, WEBHOOK_SECRET, CONTROLLER_NAMESPACE, type Secret } from './world.ts';
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World('webhook', { virtController: true });
@@ -112,6 +103,14 @@ function assertVmPodAdmitted(pod: V1Pod, vmi: Vmi, refs: Record<string, string |
   assert.deepEqual(claimReferences(pod), refs);
 }
 
+/** A bounded observation window (NO_CLAIM_WINDOW_MS): no claim of the VM or VMI `owner` appears in `ns`. */
+async function assertNoClaimAppears(ns: string, owner: string, message: string): Promise<void> {
+  for (const deadline = Date.now() + NO_CLAIM_WINDOW_MS; Date.now() < deadline; await sleep(250)) {
+    const names = (await world.api.claims(ns)).map((x) => x.metadata.name).filter((n) => n.startsWith(`${owner}.`));
+    assert.deepEqual(names, [], message);
+  }
+}
+
 const gateLog = (enabled: boolean) => (l: LogLine) => l.msg === 'feature gate changed; reconciling every VM' && l['enabled'] === enabled;
 
 describe('operability: the launcher-pod webhook through the real API server over TLS', { timeout: 15 * 60_000 }, () => {
@@ -137,7 +136,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     async (t) => {
       const c = running();
       const bundle = await world.waitForCaBundle();
-      const tls = await verifiedHandshake(world.webhookPort, bundle);
+      const tls = await handshake(world.webhookPort, bundle);
       assert.ok(tls.authorized, `the webhook's certificate verifies against the caBundle for 127.0.0.1 (${tls.error ?? 'ok'})`);
       const before = await c.metrics();
 
@@ -229,13 +228,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
         'the webhook was called and declined (gate off)',
       );
-      // Bounded observation window (see NO_CLAIM_WINDOW_MS): no claim for this VM.
-      const deadline = Date.now() + NO_CLAIM_WINDOW_MS;
-      while (Date.now() < deadline) {
-        const names = (await world.claims(vmNs)).map((x) => x.metadata.name).filter((n) => n.startsWith('vm-gate-off.'));
-        assert.deepEqual(names, [], 'no claim while the gate is off');
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      await assertNoClaimAppears(vmNs, 'vm-gate-off', 'no claim while the gate is off');
       t.diagnostic(`pod ${pod.metadata!.name} admitted unchanged; no claim in ${NO_CLAIM_WINDOW_MS} ms`);
     } finally {
       const back = c.logs.length;
@@ -325,7 +318,7 @@ describe('operability: the launcher-pod webhook through the real API server over
       const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-late', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm-late'));
       await poll('claims vm-late.red and vm-late.blue', 30_000, async () => {
-        const names = (await world.claims(vmNs)).map((x) => x.metadata.name);
+        const names = (await world.api.claims(vmNs)).map((x) => x.metadata.name);
         return names.includes('vm-late.red') && names.includes('vm-late.blue') ? true : undefined;
       });
       const m = await c.metrics();
@@ -352,13 +345,7 @@ describe('operability: the launcher-pod webhook through the real API server over
           t.diagnostic(
             `pod in ${directNs} (not watched) stored with ${JSON.stringify(claimReferences(created.pod))}; vmi lookups api ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' })}`,
           );
-          // Bounded observation window (see NO_CLAIM_WINDOW_MS): the namespaced controller makes no claim there.
-          const deadline = Date.now() + NO_CLAIM_WINDOW_MS;
-          while (Date.now() < deadline) {
-            const names = (await world.claims(directNs)).map((x) => x.metadata.name).filter((n) => n.startsWith('vmi-other-ns.'));
-            assert.deepEqual(names, [], 'no claim outside the watched namespace');
-            await new Promise((r) => setTimeout(r, 250));
-          }
+          await assertNoClaimAppears(directNs, 'vmi-other-ns', 'no claim outside the watched namespace');
           assert.deepEqual(claimReferences(created.pod), noRefs, 'no reference to a claim this controller will never create');
         } finally {
           await world.api.delete(paths.vmis(directNs, 'vmi-other-ns'));
