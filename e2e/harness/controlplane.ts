@@ -130,7 +130,7 @@ function writeSecrets(apiDir: string): { token: string; tokenFile: string; saKey
   return { token, tokenFile, saKey, saPub };
 }
 
-export function kubeconfigYaml(server: string, caFile: string, token: string): string {
+export function kubeconfigYaml(server: string, caFile: string, token: string, namespace = 'default'): string {
   return [
     'apiVersion: v1',
     'kind: Config',
@@ -148,7 +148,7 @@ export function kubeconfigYaml(server: string, caFile: string, token: string): s
     '    context:',
     '      cluster: persistent-ips',
     '      user: admin',
-    '      namespace: default',
+    `      namespace: ${namespace}`,
     'current-context: persistent-ips',
     '',
   ].join('\n');

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
-import { freePort, poll, type ControlPlane } from '../harness/index.ts';
+import { freePort, kubeconfigYaml, poll, type ControlPlane } from '../harness/index.ts';
 
 export const NAMESPACE = 'persistent-ips-system';
 export type KubeObject = {
@@ -145,19 +145,7 @@ export async function launch(
 export async function launchBuiltCli(cp: ControlPlane, spec: InstalledSpec, dir: string, name: string): Promise<Launched> {
   mkdirSync(join(dir, name, 'certs'), { recursive: true });
   const kubeconfig = join(dir, name, 'kubeconfig');
-  writeFileSync(
-    kubeconfig,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters: [{ name: local, cluster: { server: "' + cp.server + '", certificate-authority: "' + cp.caFile + '" } }]',
-      'users: [{ name: sa, user: { token: "' + spec.token + '" } }]',
-      'contexts: [{ name: sa, context: { cluster: local, user: sa, namespace: ' + spec.namespace + ' } }]',
-      'current-context: sa',
-      '',
-    ].join('\n'),
-    { mode: 0o600 },
-  );
+  writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, spec.token, spec.namespace), { mode: 0o600 });
   const repo = new URL('../../', import.meta.url).pathname;
   return launch([join(repo, 'node_modules', '.bin', 'node'), join(repo, 'dist', 'cli', 'main.js')], spec, {
     logFile: join(dir, name, 'controller.log'),
@@ -195,14 +183,7 @@ export async function waitReady(l: Launched, timeoutMs = 60_000): Promise<void> 
   await poll(
     `controller ready (/readyz on ${l.healthPort})`,
     timeoutMs,
-    async () => {
-      try {
-        const res = await fetch(`http://127.0.0.1:${l.healthPort}/readyz`);
-        return res.status === 200 ? true : undefined;
-      } catch {
-        return undefined;
-      }
-    },
+    async () => ((await fetch(`http://127.0.0.1:${l.healthPort}/readyz`)).status === 200 ? true : undefined),
     { abort: l.exitReason, intervalMs: 250 },
   );
 }
