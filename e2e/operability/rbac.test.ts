@@ -138,8 +138,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     // The controller's watch is made to lag (see lag-proxy.ts), so the webhook must GET the VMI.
     const proxy = await startLagProxy(world.cp.server, 500);
     const token = (await world.cp.kubectl(['create', 'token', SA_NAME, '-n', CONTROLLER_NAMESPACE, '--duration', '1h'])).stdout.trim();
-    const kubeconfig = join(world.dir, 'kubeconfig-serviceaccount-lagging');
-    writeFileSync(kubeconfig, kubeconfigYaml(proxy.server, world.cp.caFile, token), { mode: 0o600 });
+    const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-serviceaccount-lagging'), world.cp.caFile, token);
     const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig });
     try {
       const direct = await world.namespace('rbac-direct');
