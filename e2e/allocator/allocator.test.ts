@@ -15,7 +15,7 @@ import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
 import { type ControllerProcess, runCli } from '../local/controller-process.ts';
-import { paths } from '../suite/kube.ts';
+import { type CoreEvent, paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
@@ -32,11 +32,6 @@ interface Claim {
   metadata: { name: string; namespace: string; uid: string; resourceVersion: string; deletionTimestamp?: string };
   spec: { network: string; interface: string };
   status?: { ips?: string[]; conditions?: { type: string; status: string; reason: string; message: string }[] };
-}
-interface CoreEvent {
-  reason: string;
-  message: string;
-  involvedObject: { kind: string; name: string; uid?: string };
 }
 
 const world = new World({
