@@ -24,7 +24,7 @@ import {
 } from '../kubevirt/launcher-fixture.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
-import { paths } from '../suite/kube.ts';
+import { type CoreEvent, paths } from '../suite/kube.ts';
 import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
@@ -116,10 +116,8 @@ export class World extends KubeVirtWorld {
 
   /** Launcher pods virt-controller could not create (its FailedCreate Events), in `namespace` or everywhere. */
   async rejectedLauncherPods(namespace?: string): Promise<RefusedLauncherPod[]> {
-    const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : '/api/v1/events';
-    const events = await this.api.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(
-      `${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`,
-    );
+    const path = namespace ? paths.events(namespace) : '/api/v1/events';
+    const events = await this.api.list<CoreEvent>(`${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`);
     return events.items
       .filter((e) => e.involvedObject.kind === 'VirtualMachineInstance')
       .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
