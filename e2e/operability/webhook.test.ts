@@ -111,6 +111,16 @@ async function assertNoClaimAppears(ns: string, owner: string, message: string):
   }
 }
 
+/** Admissions the webhook declined (gate off). */
+const skipped = (c: ControllerProcess) => c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
+
+/** Where the webhook found the VMIs of the pods it admitted: its cache, or a GET from the API. */
+async function vmiLookups(c: ControllerProcess): Promise<{ cache: number; api: number }> {
+  const m = await c.metrics();
+  const of = (source: string) => sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source });
+  return { cache: of('cache'), api: of('api') };
+}
+
 const gateLog = (enabled: boolean) => (l: LogLine) => l.msg === 'feature gate changed; reconciling every VM' && l['enabled'] === enabled;
 
 describe('operability: the launcher-pod webhook through the real API server over TLS', { timeout: 15 * 60_000 }, () => {
@@ -220,14 +230,11 @@ describe('operability: the launcher-pod webhook through the real API server over
     await setGateInCR(world.api, false);
     await c.waitForLog('the gate turning off', gateLog(false), { from });
     try {
-      const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
+      const skippedBefore = await skipped(c);
       await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm-gate-off', networks: NETWORKS }));
       const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-gate-off', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, noRefs);
-      assert.ok(
-        (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
-        'the webhook was called and declined (gate off)',
-      );
+      assert.ok((await skipped(c)) > skippedBefore, 'the webhook was called and declined (gate off)');
       await assertNoClaimAppears(vmNs, 'vm-gate-off', 'no claim while the gate is off');
       t.diagnostic(`pod ${pod.metadata!.name} admitted unchanged; no claim in ${NO_CLAIM_WINDOW_MS} ms`);
     } finally {
@@ -243,15 +250,12 @@ describe('operability: the launcher-pod webhook through the real API server over
       const c = await restartController('gate-flag-off', { featureGates: 'PersistentIPs=false' });
       const synced = await c.waitForLog('caches synced', (l) => l.msg === 'caches synced');
       assert.deepEqual(synced['gate'], { enabled: false, source: 'flag' }, 'the flag decides');
-      const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
+      const skippedBefore = await skipped(c);
       const vmi = await world.createVmi(directNs, 'vmi-flag-off', NETWORKS);
       const created = await world.createLauncherPod(vmi, 'create');
       assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : created.message}`);
       assertAdmittedAs(created.pod, renderLauncherPod(vmi, { name: created.pod.metadata!.name! }), noRefs);
-      assert.ok(
-        (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
-        'the webhook was called and declined (gate off)',
-      );
+      assert.ok((await skipped(c)) > skippedBefore, 'the webhook was called and declined (gate off)');
       await world.api.delete(paths.vmis(directNs, 'vmi-flag-off'));
       await restartController('main-2');
     });
@@ -271,14 +275,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         try {
           const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-lagging'), world.cp.caFile, world.cp.token);
           const c = await restartController('main-lagging-watch', { kubeconfig });
-          const source = async () => {
-            const m = await c.metrics();
-            return {
-              cache: sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'cache' }),
-              api: sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' }),
-            };
-          };
-          const start = await source();
+          const start = await vmiLookups(c);
           const names = ['race-1', 'race-2', 'race-3'];
           for (const name of names) {
             const vmi = await world.createVmi(directNs, name, NETWORKS);
@@ -287,7 +284,7 @@ describe('operability: the launcher-pod webhook through the real API server over
             assertAdmittedAs(created.pod, renderLauncherPod(vmi, { name: created.pod.metadata!.name! }), wantedRefs(name));
             t.diagnostic(`${name}: VMI created, launcher pod admitted ${created.ms} ms later with its references`);
           }
-          const end = await source();
+          const end = await vmiLookups(c);
           t.diagnostic(`vmi lookups: source="api" +${end.api - start.api}, source="cache" +${end.cache - start.cache}`);
           assert.equal(end.api - start.api, names.length, 'persistent_ips_webhook_vmi_lookups_total{source="api"} grew by one per pod');
           // The controller makes the claims the references name.
@@ -321,10 +318,8 @@ describe('operability: the launcher-pod webhook through the real API server over
         const names = (await world.api.claims(vmNs)).map((x) => x.metadata.name);
         return names.includes('vm-late.red') && names.includes('vm-late.blue') ? true : undefined;
       });
-      const m = await c.metrics();
-      t.diagnostic(
-        `vm-late admitted after restart; vmi lookups: cache ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'cache' })}, api ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' })}`,
-      );
+      const lookups = await vmiLookups(c);
+      t.diagnostic(`vm-late admitted after restart; vmi lookups: cache ${lookups.cache}, api ${lookups.api}`);
     },
   );
 
@@ -341,9 +336,8 @@ describe('operability: the launcher-pod webhook through the real API server over
           const vmi = await world.createVmi(directNs, 'vmi-other-ns', NETWORKS);
           const created = await world.createLauncherPod(vmi, 'create');
           assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : `HTTP ${created.status} ${created.message}`}`);
-          const m = await c.metrics();
           t.diagnostic(
-            `pod in ${directNs} (not watched) stored with ${JSON.stringify(claimReferences(created.pod))}; vmi lookups api ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' })}`,
+            `pod in ${directNs} (not watched) stored with ${JSON.stringify(claimReferences(created.pod))}; vmi lookups api ${(await vmiLookups(c)).api}`,
           );
           await assertNoClaimAppears(directNs, 'vmi-other-ns', 'no claim outside the watched namespace');
           assert.deepEqual(claimReferences(created.pod), noRefs, 'no reference to a claim this controller will never create');
