@@ -8,13 +8,14 @@
 //   node_modules/.bin/node --test --test-reporter=spec e2e/allocator/allocator.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
 import { type ControllerProcess, runCli } from '../local/controller-process.ts';
-import { paths } from '../suite/kube.ts';
+import { type CoreEvent, paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
@@ -31,11 +32,6 @@ interface Claim {
   metadata: { name: string; namespace: string; uid: string; resourceVersion: string; deletionTimestamp?: string };
   spec: { network: string; interface: string };
   status?: { ips?: string[]; conditions?: { type: string; status: string; reason: string; message: string }[] };
-}
-interface CoreEvent {
-  reason: string;
-  message: string;
-  involvedObject: { kind: string; name: string; uid?: string };
 }
 
 const world = new World({
@@ -99,6 +95,15 @@ function waitForCondition(ns: string, name: string, status: 'True' | 'False', ti
     return isAllocated(c, status) && c;
   };
   return waitFor(`IPAMClaim ${ns}/${name} with IPsAllocated=${status}`, probe, { timeoutMs, intervalMs: 100 });
+}
+
+/** Waits until `ns` holds exactly `n` claims, every one allocated, and returns them. */
+function waitForAllAllocated(ns: string, n: number, how: string, timeoutMs: number): Promise<Claim[]> {
+  const probe = async () => {
+    const all = await claimsIn(ns);
+    return all.length === n && all.every((c) => isAllocated(c)) ? all : undefined;
+  };
+  return waitFor(`${n} claims allocated ${how}`, probe, { timeoutMs, intervalMs: 250 });
 }
 
 async function eventsOf(ns: string, reason: string, involved: string): Promise<CoreEvent[]> {
@@ -201,13 +206,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
         { name: 'ovn-kubernetes', interface: 'eth0', ips: ['10.244.0.9'], default: true },
         { name: `${ns}/br-static`, interface: podInterfaceName('data'), ips: ['10.69.0.2'], mac: '02:00:00:00:00:01' },
       ];
-      await world.cp.http.expect(
-        'PATCH',
-        `/api/v1/namespaces/${ns}/pods/${pod.metadata!.name}`,
-        [200],
-        { metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } } },
-        'application/merge-patch+json',
-      );
+      await world.api.mergePatch(paths.pods(ns, pod.metadata!.name!), {
+        metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } },
+      });
       assert.equal(await getClaim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
       // vm1's claim cannot be made for now: a hand-made object holds its name (on another network, so the allocator
       // leaves it alone; its label brings vm1 back to the controller when it goes). A stopped VM on the same NAD gets
@@ -220,13 +221,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       });
       await createVM(ns, 'vm2', 'br-static', { running: false });
       // Now the NAD opts in: persistence and the allocator; the lowest free address is the one vm1 has.
-      await world.cp.http.expect(
-        'PATCH',
-        paths.nads(ns, 'br-static'),
-        [200],
-        { metadata: { annotations: allocatorAnnotations('10.69.0.0/24', '10.69.0.1') } },
-        'application/merge-patch+json',
-      );
+      await world.api.mergePatch(paths.nads(ns, 'br-static'), { metadata: { annotations: allocatorAnnotations('10.69.0.0/24', '10.69.0.1') } });
       const vm2 = await waitForCondition(ns, 'vm2.data', 'True');
       assert.deepEqual(vm2.status?.ips, ['10.69.0.3/24'], 'vm2 is not given 10.69.0.2, the address vm1 runs with although no claim records it');
 
@@ -321,7 +316,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
       t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
       // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
-      await new Promise((r) => setTimeout(r, QUIET_MS));
+      await sleep(QUIET_MS);
       assert.deepEqual(await world.kv.listLauncherPods(ns, 'vm-b'), [], 'no launcher pod admitted for vm-b');
 
       await world.kv.deleteVM(ns, 'vm-a');
@@ -343,7 +338,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const events = await waitForEvents(ns, 'InvalidAllocatorPool', 'br-bad');
       assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
       await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
-      await new Promise((r) => setTimeout(r, QUIET_MS));
+      await sleep(QUIET_MS);
       assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
       assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
     },
@@ -365,13 +360,13 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
           allowPersistentIPs: true,
           netAttachDefName: `${ns}/ovn-l2`,
         });
-      const created = await world.cp.http.expect('POST', paths.nads(ns), [201], {
+      const created = await world.api.create<{ metadata: { uid: string } }>(paths.nads(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1',
         kind: 'NetworkAttachmentDefinition',
         metadata: { name: 'ovn-l2', namespace: ns, annotations: { [ALLOCATOR]: 'true' } },
         spec: { config: config('10.68.0.0/24') },
       });
-      const nadUid = created.json<{ metadata: { uid: string } }>().metadata.uid;
+      const nadUid = created.metadata.uid;
       await createVM(ns, 'vm1', 'ovn-l2');
       const refusedEvents = () => eventsOf(ns, 'AllocatorRefused', 'ovn-l2');
       const [first] = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2');
@@ -392,26 +387,20 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
 
       // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
       // must leave it alone and say nothing new.
-      const recorded = await world.cp.http.expect(
-        'PATCH',
-        `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/vm1.data/status`,
-        [200],
-        { status: { ips: ['10.68.0.5/24'] } },
-        'application/merge-patch+json',
-      );
-      const rv = recorded.json<Claim>().metadata.resourceVersion;
+      const recorded = await world.api.mergePatch<Claim>(`${paths.claims(ns, 'vm1.data')}/status`, { status: { ips: ['10.68.0.5/24'] } });
+      const rv = recorded.metadata.resourceVersion;
       const from = world.controller.logs.length;
       await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
-      await new Promise((r) => setTimeout(r, QUIET_MS));
+      await sleep(QUIET_MS);
       const after = await getClaim(ns, 'vm1.data');
       assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
       assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
       assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
 
       // An edit of the NAD's spec is a new generation: told once more, once.
-      await world.cp.http.expect('PATCH', paths.nads(ns, 'ovn-l2'), [200], { spec: { config: config('10.68.0.0/23') } }, 'application/merge-patch+json');
+      await world.api.mergePatch(paths.nads(ns, 'ovn-l2'), { spec: { config: config('10.68.0.0/23') } });
       const both = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2', 2); // the second, for generation 2
-      await new Promise((r) => setTimeout(r, QUIET_MS));
+      await sleep(QUIET_MS);
       const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
       assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
       assert.equal((await getClaim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
@@ -441,14 +430,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
       await burst;
       world.controller = await startAllocatorController();
-      const claims = await waitFor(
-        `${N} claims allocated after the restart`,
-        async () => {
-          const all = await claimsIn(ns);
-          return all.length === N && all.every((c) => isAllocated(c)) ? all : undefined;
-        },
-        { timeoutMs: 120_000, intervalMs: 250 },
-      );
+      const claims = await waitForAllAllocated(ns, N, 'after the restart', 120_000);
       const ips = claims.map((c) => c.status!.ips!);
       assert.ok(
         ips.every((l) => l.length === 1),
@@ -467,7 +449,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const older = String(Number(fresh!.metadata.resourceVersion) - 1);
       const res = await world.cp.http.request(
         'PATCH',
-        `/apis/k8s.cni.cncf.io/v1alpha1/namespaces/${ns}/ipamclaims/${stale.metadata.name}/status`,
+        `${paths.claims(ns, stale.metadata.name)}/status`,
         { metadata: { resourceVersion: older }, status: { ips: ['10.66.0.250/24'] } },
         'application/merge-patch+json',
       );
@@ -496,14 +478,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await standby.waitForLog('leadership', (l) => l.msg === 'starting allocator workers', { timeoutMs: 60_000 });
       const barrier = standby.logs.find((l) => l.msg === 'read every claim before allocating');
       t.diagnostic(`new leader: ${JSON.stringify({ claims: barrier?.['claims'], newerThanCache: barrier?.['newerThanCache'] })}`);
-      const claims = await waitFor(
-        `${N} claims allocated by the new leader`,
-        async () => {
-          const all = await claimsIn(ns);
-          return all.length === N && all.every((c) => isAllocated(c)) ? all : undefined;
-        },
-        { timeoutMs: 90_000, intervalMs: 250 },
-      );
+      const claims = await waitForAllAllocated(ns, N, 'by the new leader', 90_000);
       const addresses = claims.map((c) => c.status!.ips![0]!);
       assert.equal(new Set(addresses).size, N, 'all distinct');
       assert.deepEqual([...addresses].sort(), Array.from({ length: N }, (_, i) => `10.67.0.${i + 1}/24`).sort());

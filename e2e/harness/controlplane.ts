@@ -5,7 +5,7 @@
 //   ... use cp.kubeconfigPath (or cp.server + cp.token + cp.caFile) ...
 //   await cp.stop();
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { binariesIn, ensureBinaries, type Binaries } from './binaries.ts';
@@ -34,8 +34,6 @@ export interface StartOptions {
   handleSignals?: boolean;
   /** Grace period between SIGTERM and SIGKILL when stopping. Default 10 s. */
   stopGraceMs?: number;
-  /** Deadline for the whole start (after the binaries exist). Default 180 s. */
-  startTimeoutMs?: number;
   /** How ports are chosen (default freePort). A hook for tests of the retry on ports taken meanwhile. */
   pickPort?: () => Promise<number>;
 }
@@ -97,6 +95,8 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** Deadline for the whole start, once the binaries exist. */
+const START_TIMEOUT_MS = 180_000;
 const ADDRESS_IN_USE = /address already in use|bind: address already in use|EADDRINUSE/i;
 
 /** What a log file holds from `offset` on (at most the last 64 KiB). */
@@ -130,7 +130,7 @@ function writeSecrets(apiDir: string): { token: string; tokenFile: string; saKey
   return { token, tokenFile, saKey, saPub };
 }
 
-export function kubeconfigYaml(server: string, caFile: string, token: string): string {
+export function kubeconfigYaml(server: string, caFile: string, token: string, namespace = 'default'): string {
   return [
     'apiVersion: v1',
     'kind: Config',
@@ -148,7 +148,7 @@ export function kubeconfigYaml(server: string, caFile: string, token: string): s
     '    context:',
     '      cluster: persistent-ips',
     '      user: admin',
-    '      namespace: default',
+    `      namespace: ${namespace}`,
     'current-context: persistent-ips',
     '',
   ].join('\n');
@@ -164,7 +164,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
 
   const bins: Binaries = opts.binDir ? binariesIn(opts.binDir) : await ensureBinaries(log);
   const tStart = Date.now();
-  const deadline = tStart + (opts.startTimeoutMs ?? 180_000);
+  const deadline = tStart + START_TIMEOUT_MS;
   const remaining = () => Math.max(1000, deadline - Date.now());
 
   // Fresh state: what a previous run left is replaced (a running cluster in DIR would be a caller error).
@@ -421,13 +421,7 @@ export async function startControlPlane(opts: StartOptions): Promise<ControlPlan
  * present) and returns the CRD names.
  */
 export async function installCrds(kubeconfig: string, crdDir: string, binDir?: string): Promise<string[]> {
-  let kustomize = false;
-  try {
-    readFileSync(join(crdDir, 'kustomization.yaml'));
-    kustomize = true;
-  } catch {
-    /* plain directory */
-  }
+  const kustomize = existsSync(join(crdDir, 'kustomization.yaml'));
   const res = await runKubectl(
     ['apply', '--server-side', '--force-conflicts', '--field-manager=persistent-ips-harness', kustomize ? '-k' : '-f', crdDir, '-o', 'name'],
     {
@@ -468,11 +462,8 @@ export async function waitForCrdsEstablished(http: KubeHttp, names: string[], ti
  * Proves that kube-controller-manager's garbage collector runs: a ConfigMap owned by another ConfigMap must vanish
  * once its owner is deleted.
  */
-export async function verifyGarbageCollector(
-  http: KubeHttp,
-  opts: { namespace?: string; timeoutMs?: number; abort?: () => string | undefined } = {},
-): Promise<void> {
-  const ns = opts.namespace ?? 'default';
+export async function verifyGarbageCollector(http: KubeHttp, opts: { timeoutMs?: number; abort?: () => string | undefined } = {}): Promise<void> {
+  const ns = 'default';
   const suffix = randomBytes(4).toString('hex');
   const base = `/api/v1/namespaces/${ns}/configmaps`;
   const owner = (await http.expect('POST', base, [201], { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `gc-probe-owner-${suffix}` } })).json<{

@@ -4,11 +4,11 @@
 //
 // Each step is a build script that prints its progress on stderr and the directory of what it built as the last
 // line of stdout, and keeps its own cache (keyed by what it builds from).
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { relative } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { runBuildScript } from './binaries.ts';
 import { REPO_ROOT } from './paths.ts';
 
 export interface PrepareStep {
@@ -90,38 +90,31 @@ export async function preparedTool(tool: NonNullable<PrepareStep['tool']>): Prom
 
 const HEARTBEAT_MS = 25_000;
 
-function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: boolean; seconds: number; output: string }> {
+/** Runs one step with its progress lines, each with the elapsed time, and a line when it has been quiet for a while. */
+async function runStep(step: PrepareStep, say: (line: string) => void): Promise<boolean> {
   const t0 = Date.now();
-  const secs = () => ((Date.now() - t0) / 1000).toFixed(0);
+  const secs = (digits = 0) => ((Date.now() - t0) / 1000).toFixed(digits);
   say(`prepare: ${step.what}`);
-  return new Promise((resolve) => {
-    const child = spawn('bash', [step.script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let last = Date.now();
-    let output = '';
-    const heartbeat = setInterval(() => {
-      if (Date.now() - last >= HEARTBEAT_MS) {
-        say(`prepare: ... still working (${secs()} s)`);
-        last = Date.now();
-      }
-    }, 1000);
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
-    createInterface({ input: child.stderr }).on('line', (line) => {
+  let last = Date.now();
+  const heartbeat = setInterval(() => {
+    if (Date.now() - last >= HEARTBEAT_MS) {
+      say(`prepare: ... still working (${secs()} s)`);
+      last = Date.now();
+    }
+  }, 1000);
+  try {
+    const dir = await runBuildScript(step.script, step.what, true, (line) => {
       last = Date.now();
       say(`  [${secs()} s] ${line}`);
     });
-    child.on('error', (err) => say(`prepare: could not run ${step.script}: ${err.message}`));
-    child.on('close', (code, signal) => {
-      clearInterval(heartbeat);
-      const seconds = (Date.now() - t0) / 1000;
-      const ok = code === 0;
-      say(
-        ok
-          ? `prepare: [${step.id}] ready in ${seconds.toFixed(1)} s: ${output.trim().split('\n').pop()}`
-          : `prepare: [${step.id}] FAILED (${code ?? signal}) after ${seconds.toFixed(1)} s: ${step.script}`,
-      );
-      resolve({ ok, seconds, output });
-    });
-  });
+    say(`prepare: [${step.id}] ready in ${secs(1)} s: ${dir}`);
+    return true;
+  } catch (err) {
+    say(`prepare: [${step.id}] FAILED after ${secs(1)} s: ${err instanceof Error ? err.message : String(err)}`);
+    return false;
+  } finally {
+    clearInterval(heartbeat);
+  }
 }
 
 /**
@@ -133,7 +126,7 @@ function runStep(step: PrepareStep, say: (line: string) => void): Promise<{ ok: 
  */
 export async function prepare(say: (line: string) => void = (l) => process.stdout.write(`${l}\n`), steps: PrepareStep[] = PREPARE_STEPS): Promise<boolean> {
   for (const [i, step] of steps.entries()) {
-    if ((await runStep(step, say)).ok) continue;
+    if (await runStep(step, say)) continue;
     const rest = steps.slice(i + 1).map((s) => s.id);
     if (rest.length > 0) say(`prepare: not built, after [${step.id}] failed: ${rest.map((id) => `[${id}]`).join(' ')}`);
     return false;

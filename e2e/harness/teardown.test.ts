@@ -23,16 +23,18 @@ interface Run {
   ended: Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>;
 }
 
-function runFixture(mode: string): Run {
+/**
+ * Runs the fixture in `mode` under a `node --test` of its own, or (`watchdogS`) under `npm test`'s e2e phase with that
+ * limit for the file.
+ */
+function runFixture(mode: string, watchdogS?: number): Run {
   const pidsFile = join(mkdtempSync(join(tmpdir(), 'pips-teardown-')), 'pids');
   const env: NodeJS.ProcessEnv = { ...process.env, FIXTURE_MODE: mode, FIXTURE_PIDS_FILE: pidsFile };
+  if (watchdogS !== undefined) env['PERSISTENT_IPS_E2E_FILE_TIMEOUT_S'] = String(watchdogS);
   // The fixture must run under a runner of its own, not report into ours.
   delete env['NODE_TEST_CONTEXT'];
-  const child = spawn(process.execPath, ['--test', '--test-reporter=tap', '--test-force-exit', FIXTURE], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
+  const args = watchdogS === undefined ? ['--test', '--test-reporter=tap', '--test-force-exit', FIXTURE] : [TEST_SCRIPT, 'e2e', FIXTURE];
+  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -72,13 +74,8 @@ async function assertAllGone(pids: number[]): Promise<void> {
 }
 
 async function waitReady(run: Run): Promise<void> {
-  await poll('the fixture to start its processes', 60_000, async () => {
-    try {
-      return readFileSync(run.pidsFile, 'utf8').includes('ready') ? true : undefined;
-    } catch {
-      return undefined;
-    }
-  });
+  // poll retries while the file does not exist yet
+  await poll('the fixture to start its processes', 60_000, async () => (readFileSync(run.pidsFile, 'utf8').includes('ready') ? true : undefined));
 }
 
 describe('a failing or stopped setup leaves nothing behind (issue 10)', { timeout: 10 * 60_000 }, () => {
@@ -114,18 +111,7 @@ describe('a failing or stopped setup leaves nothing behind (issue 10)', { timeou
   }
 
   it('a file that hangs is stopped by the e2e watchdog of `npm test` at its limit, named, and leaves nothing behind', async () => {
-    const pidsFile = join(mkdtempSync(join(tmpdir(), 'pips-watchdog-')), 'pids');
-    const env: NodeJS.ProcessEnv = { ...process.env, FIXTURE_MODE: 'hang', FIXTURE_PIDS_FILE: pidsFile, PERSISTENT_IPS_E2E_FILE_TIMEOUT_S: '5' };
-    delete env['NODE_TEST_CONTEXT'];
-    const child = spawn(process.execPath, [TEST_SCRIPT, 'e2e', FIXTURE], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    const run: Run = {
-      pid: child.pid!,
-      pidsFile,
-      ended: new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal, output }))),
-    };
+    const run = runFixture('hang', 5);
     const res = await endsWithin(run, RUNNER_MUST_END_MS);
     assert.equal(res.code, 1, res.output);
     assert.match(res.output, /e2e\/harness\/fixtures\/failing-setup\.fixture\.ts ran past its limit of 5 s/);

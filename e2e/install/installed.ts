@@ -3,11 +3,12 @@
 // install's RBAC is what it gets), against a local control plane that has no kubelet to run the Deployment itself.
 // Used by install.test.ts (the kustomize and Helm installs, built CLI) and image-smoke.ts (the image's rootfs under
 // chroot, with the in-cluster service-account files a pod would have).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
-import { freePort, poll, type ControlPlane } from '../harness/index.ts';
+import { freePort, kubeconfigYaml, poll, type ControlPlane } from '../harness/index.ts';
+import { spawnLogged, stopProcess } from '../harness/process.ts';
 
 export const NAMESPACE = 'persistent-ips-system';
 export type KubeObject = {
@@ -65,9 +66,6 @@ export interface Launched {
   proc: ChildProcess;
   healthPort: number;
   logFile: string;
-  args: string[];
-  /** Resolves when the process has exited. */
-  exited: Promise<void>;
   exitReason(): string | undefined;
   stop(): Promise<void>;
 }
@@ -103,61 +101,18 @@ export async function launch(
         .map((d) => join(d, name))
         .find((p) => existsSync(p));
   if (!bin) throw new Error(`${name} is not on PATH`);
-  const out = createWriteStream(opts.logFile);
-  const proc = spawn(bin, [...pre, ...args], {
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin', ...spec.env, ...opts.extraEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  proc.stdout?.pipe(out, { end: false });
-  proc.stderr?.pipe(out, { end: false });
+  // A process group of its own, in the harness's reaper: nothing outlives the test file.
+  const p = spawnLogged('persistent-ips', bin, [...pre, ...args], opts.logFile, { PATH: '/usr/local/bin:/usr/bin:/bin', ...spec.env, ...opts.extraEnv });
   let reason: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    proc.once('exit', (code, signal) => {
-      reason = `exited (code ${code}, signal ${signal}); log: ${opts.logFile}`;
-      out.end();
-      resolve();
-    });
-    // A process that could not be started emits 'error' and no 'exit'.
-    proc.once('error', (err) => {
-      reason = `could not start ${bin}: ${err.message}`;
-      out.end();
-      resolve();
-    });
-  });
-  return {
-    proc,
-    healthPort,
-    logFile: opts.logFile,
-    args,
-    exited,
-    exitReason: () => reason,
-    async stop() {
-      if (reason) return;
-      proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 15_000);
-      await exited;
-      clearTimeout(t);
-    },
-  };
+  void p.exited.then((how) => (reason = `exited (${how}); log: ${opts.logFile}`));
+  return { proc: p.child, healthPort, logFile: opts.logFile, exitReason: () => reason, stop: () => stopProcess(p, 15_000) };
 }
 
 /** The controller on the host: Node 24 of the repository, the built CLI, a kubeconfig with the ServiceAccount token. */
 export async function launchBuiltCli(cp: ControlPlane, spec: InstalledSpec, dir: string, name: string): Promise<Launched> {
   mkdirSync(join(dir, name, 'certs'), { recursive: true });
   const kubeconfig = join(dir, name, 'kubeconfig');
-  writeFileSync(
-    kubeconfig,
-    [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters: [{ name: local, cluster: { server: "' + cp.server + '", certificate-authority: "' + cp.caFile + '" } }]',
-      'users: [{ name: sa, user: { token: "' + spec.token + '" } }]',
-      'contexts: [{ name: sa, context: { cluster: local, user: sa, namespace: ' + spec.namespace + ' } }]',
-      'current-context: sa',
-      '',
-    ].join('\n'),
-    { mode: 0o600 },
-  );
+  writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, spec.token, spec.namespace), { mode: 0o600 });
   const repo = new URL('../../', import.meta.url).pathname;
   return launch([join(repo, 'node_modules', '.bin', 'node'), join(repo, 'dist', 'cli', 'main.js')], spec, {
     logFile: join(dir, name, 'controller.log'),
@@ -195,14 +150,7 @@ export async function waitReady(l: Launched, timeoutMs = 60_000): Promise<void> 
   await poll(
     `controller ready (/readyz on ${l.healthPort})`,
     timeoutMs,
-    async () => {
-      try {
-        const res = await fetch(`http://127.0.0.1:${l.healthPort}/readyz`);
-        return res.status === 200 ? true : undefined;
-      } catch {
-        return undefined;
-      }
-    },
+    async () => ((await fetch(`http://127.0.0.1:${l.healthPort}/readyz`)).status === 200 ? true : undefined),
     { abort: l.exitReason, intervalMs: 250 },
   );
 }

@@ -54,7 +54,7 @@ describe('operability: the API server stops and comes back', { timeout: 10 * 60_
       await world.api.delete(paths.vms(ns, 'before'));
       // A generous bound only so that a broken controller fails the test instead of hanging it.
       await world.waitForClaims(ns, ['after.red'], 120_000);
-      const [fresh] = await world.claims(ns);
+      const [fresh] = await world.api.claims(ns);
       assert.equal(fresh?.metadata.ownerReferences?.[0]?.name, 'after');
       assert.equal(c.diedReason(), undefined, 'the controller kept running through the outage');
       t.diagnostic(`controller warnings during the outage: ${c.logsMatching((l) => String(l.level) === 'warn', logsBefore).length}`);

@@ -23,6 +23,7 @@ import { sumOf, type ControllerOptions, type ControllerProcess } from '../local/
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, World } from './world.ts';
 import { startLagProxy } from './lag-proxy.ts';
+import type { CoreEvent } from '../suite/kube.ts';
 import { join } from 'node:path';
 
 const world = new World('claim-ownership', { virtController: true });
@@ -44,13 +45,8 @@ async function restartController(name: string, extra: Partial<ControllerOptions>
 const claim = (name: string) => world.api.get<IPAMClaim>(paths.claims(ns, name));
 const vmUid = async (name: string) => (await world.kv.getVM(ns, name))?.metadata?.uid ?? '';
 
-interface KubeEvent {
-  reason?: string;
-  message?: string;
-  involvedObject?: { kind?: string; name?: string; uid?: string };
-}
-const eventsOn = async (uid: string): Promise<KubeEvent[]> =>
-  (await world.api.list<KubeEvent>(`/api/v1/namespaces/${ns}/events`)).items.filter((e) => e.involvedObject?.uid === uid);
+const eventsOn = async (uid: string): Promise<CoreEvent[]> =>
+  (await world.api.list<CoreEvent>(paths.events(ns))).items.filter((e) => e.involvedObject.uid === uid);
 
 /** Launcher pods of the VMI named `vm` whose VMI has uid `vmiUid` (the new incarnation only). */
 async function launcherPodsOf(vm: string, vmiUid: string): Promise<V1Pod[]> {

@@ -34,6 +34,19 @@ function pod(name: string, annotations: Record<string, string>): string {
   });
 }
 
+/** kubectl arguments that merge-patch these annotations into pod `name` (through `extra`, e.g. pods/status). */
+const patchArgs = (name: string, annotations: Record<string, string>, extra: string[] = []): string[] => [
+  'patch',
+  'pod',
+  name,
+  '-n',
+  NS,
+  ...extra,
+  '--type=merge',
+  '-p',
+  JSON.stringify({ metadata: { annotations } }),
+];
+
 const scratch = mkdtempSync(join(tmpdir(), 'pips-claim-policy-'));
 
 describe('claim-reference policy (manifests/claim-reference-policy) on a real API server', { timeout: 5 * 60_000 }, () => {
@@ -156,34 +169,17 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
 
   it('an ordinary user cannot add or change a reference on an existing pod, through pods or pods/status', async () => {
     const before = await annotation('launcher-virt-controller', NETWORKS);
-    const patch = (annotations: Record<string, string>) => JSON.stringify({ metadata: { annotations } });
     const attempts: [string, string[]][] = [
-      [
-        'change the networks reference',
-        ['patch', 'pod', 'launcher-virt-controller', '-n', NS, '--type=merge', '-p', patch({ [NETWORKS]: networks(red('vm2.red')) })],
-      ],
-      [
-        'add a reference',
-        ['patch', 'pod', 'plain-networks', '-n', NS, '--type=merge', '-p', patch({ [NETWORKS]: networks({ name: 'blue', namespace: NS }, red('vm1.red')) })],
-      ],
+      ['change the networks reference', patchArgs('launcher-virt-controller', { [NETWORKS]: networks(red('vm2.red')) })],
+      ['add a reference', patchArgs('plain-networks', { [NETWORKS]: networks({ name: 'blue', namespace: NS }, red('vm1.red')) })],
       ['add the primary-UDN annotation', ['annotate', 'pod', 'plain-no-annotations', '-n', NS, `${PRIMARY_UDN}=vm1.isolated`]],
       [
         'add a default-network reference',
-        [
-          'patch',
-          'pod',
-          'plain-default-network',
-          '-n',
-          NS,
-          '--type=merge',
-          '-p',
-          patch({ [DEFAULT_NETWORK]: networks({ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.isolated' }) }),
-        ],
+        patchArgs('plain-default-network', {
+          [DEFAULT_NETWORK]: networks({ name: 'default', namespace: 'ovn-kubernetes', 'ipam-claim-reference': 'vm1.isolated' }),
+        }),
       ],
-      [
-        'change it through pods/status',
-        ['patch', 'pod', 'launcher-virt-controller', '-n', NS, '--subresource=status', '--type=merge', '-p', patch({ [NETWORKS]: networks(red('vm2.red')) })],
-      ],
+      ['change it through pods/status', patchArgs('launcher-virt-controller', { [NETWORKS]: networks(red('vm2.red')) }, ['--subresource=status'])],
     ];
     for (const [what, args] of attempts) await refused(await as(ALICE, args), ALICE).catch((e: unknown) => assert.fail(`${what}: ${String(e)}`));
     assert.equal(await annotation('launcher-virt-controller', NETWORKS), before, 'the reference is unchanged');
@@ -197,16 +193,7 @@ describe('claim-reference policy (manifests/claim-reference-policy) on a real AP
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await annotation('launcher-virt-controller', NETWORKS), hotplugged);
     const pointed = networks({ name: 'blue', namespace: NS }, red('vm1.red'));
-    r = await as(CONTROLLER, [
-      'patch',
-      'pod',
-      'plain-networks',
-      '-n',
-      NS,
-      '--type=merge',
-      '-p',
-      JSON.stringify({ metadata: { annotations: { [NETWORKS]: pointed } } }),
-    ]);
+    r = await as(CONTROLLER, patchArgs('plain-networks', { [NETWORKS]: pointed }));
     assert.equal(r.code, 0, r.stderr);
     assert.equal(await annotation('plain-networks', NETWORKS), pointed);
   });

@@ -8,7 +8,6 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { kubeconfigYaml } from '../harness/index.ts';
 
 export interface LagProxy {
-  port: number;
   server: string;
   /** Writes a copy of the admin kubeconfig that goes through the proxy. */
   writeKubeconfig(path: string, caFile: string, token: string): string;
@@ -51,7 +50,6 @@ export async function startLagProxy(upstream: string, delayMs: number): Promise<
   const port = typeof addr === 'object' && addr ? addr.port : 0;
   const url = `https://127.0.0.1:${port}`;
   return {
-    port,
     server: url,
     writeKubeconfig(path, caFile, token) {
       writeFileSync(path, kubeconfigYaml(url, caFile, token), { mode: 0o600 });

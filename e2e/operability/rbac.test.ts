@@ -11,6 +11,7 @@ import { kubeconfigYaml, poll, runKubectl } from '../harness/index.ts';
 import { buildVM } from '../kubevirt/launcher-fixture.ts';
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
+import type { CoreEvent } from '../suite/kube.ts';
 import { isWarnOrWorse, REPO_ROOT, sumOf } from '../local/controller-process.ts';
 import { coveredBy, docGrants, grantKey, parseCanIList, parseRbacDoc, type Grant } from './rbac-docs.ts';
 import {
@@ -94,13 +95,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
         // An Event (events create/patch): a VM whose persistent network's NAD does not exist.
         await world.kv.createVM(buildVM({ namespace: ns, name: 'vm-missing-nad', running: false, networks: [{ name: 'blue', nadName: 'nad-missing' }] }));
         const event = await poll('an Event on vm-missing-nad', 30_000, async () => {
-          const { items } = await world.api.list<{
-            involvedObject: { name: string };
-            reason: string;
-            message: string;
-            source?: { component?: string };
-            reportingComponent?: string;
-          }>(`/api/v1/namespaces/${ns}/events`);
+          const { items } = await world.api.list<CoreEvent>(paths.events(ns));
           return items.find((e) => e.involvedObject.name === 'vm-missing-nad');
         });
         t.diagnostic(`Event ${event.reason}: ${event.message}`);
@@ -138,8 +133,7 @@ describe('operability: least privilege (manifests/rbac, a TokenRequest token, do
     // The controller's watch is made to lag (see lag-proxy.ts), so the webhook must GET the VMI.
     const proxy = await startLagProxy(world.cp.server, 500);
     const token = (await world.cp.kubectl(['create', 'token', SA_NAME, '-n', CONTROLLER_NAMESPACE, '--duration', '1h'])).stdout.trim();
-    const kubeconfig = join(world.dir, 'kubeconfig-serviceaccount-lagging');
-    writeFileSync(kubeconfig, kubeconfigYaml(proxy.server, world.cp.caFile, token), { mode: 0o600 });
+    const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-serviceaccount-lagging'), world.cp.caFile, token);
     const c = await world.startController({ name: 'serviceaccount-lagging', kubeconfig });
     try {
       const direct = await world.namespace('rbac-direct');

@@ -3,15 +3,13 @@
 // metrics settings (HTTPS, the default --metrics-secure). A token the cluster does not know gets 401, a
 // ServiceAccount without rights 403, one bound to ClusterRole persistent-ips-metrics-reader the metrics.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { freePort, kubeconfigYaml, poll, startControlPlane, type ControlPlane } from '../harness/index.ts';
-import { track, untrack } from '../harness/reaper.ts';
-import { CLI, NODE, parsePrometheus, REPO_ROOT } from '../local/controller-process.ts';
+import { kubeconfigYaml, startControlPlane, type ControlPlane } from '../harness/index.ts';
+import { CLI, ControllerProcess, parsePrometheus, REPO_ROOT } from '../local/controller-process.ts';
 
 const NS = 'persistent-ips-system';
 const scratch = mkdtempSync(join(tmpdir(), 'pips-secure-metrics-'));
@@ -44,8 +42,7 @@ function scrape(port: number, token?: string): Promise<{ status: number; body: s
 
 describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { timeout: 5 * 60_000 }, () => {
   let cp: ControlPlane;
-  let controller: ChildProcess | undefined;
-  let output = '';
+  let controller: ControllerProcess;
   let metricsPort = 0;
   const tokens: Record<string, string> = {};
 
@@ -72,52 +69,40 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
       const kubeconfig = join(scratch, 'kubeconfig-controller');
       writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, controllerToken), { mode: 0o600 });
 
-      metricsPort = await freePort();
-      const probePort = await freePort();
-      controller = spawn(
-        NODE,
-        [
-          CLI,
-          'run',
-          '--kubeconfig',
-          kubeconfig,
-          '--controller-namespace',
-          NS,
-          '--feature-gates',
-          'PersistentIPs=true',
-          '--metrics-bind-address',
-          `127.0.0.1:${metricsPort}`,
-          '--health-probe-bind-address',
-          `127.0.0.1:${probePort}`,
-          '--webhook-bind-address',
-          '0',
-        ],
-        { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      // Killed by the harness's reaper if this file ends without reaching after().
-      const pid = controller.pid!;
-      track(pid);
-      controller.once('exit', () => untrack(pid));
-      controller.stdout!.on('data', (d: Buffer) => (output += d.toString('utf8')));
-      controller.stderr!.on('data', (d: Buffer) => (output += d.toString('utf8')));
-      await poll('controller /readyz', 60_000, async () => {
-        if (controller!.exitCode !== null) throw new Error(`the controller exited (${controller!.exitCode}):\n${output.slice(-3000)}`);
-        const res = await fetch(`http://127.0.0.1:${probePort}/readyz`).catch(() => undefined);
-        return res?.status === 200 ? true : undefined;
+      // The Deployment's metrics settings: HTTPS with the default --metrics-secure (not the suites' plain HTTP).
+      controller = await ControllerProcess.start({
+        name: 'secure-metrics',
+        kubeconfig,
+        logDir: scratch,
+        webhookPort: 0,
+        command: (probePort, port) => ({
+          args: [
+            CLI,
+            'run',
+            '--kubeconfig',
+            kubeconfig,
+            '--controller-namespace',
+            NS,
+            '--feature-gates',
+            'PersistentIPs=true',
+            '--metrics-bind-address',
+            `127.0.0.1:${port}`,
+            '--health-probe-bind-address',
+            `127.0.0.1:${probePort}`,
+            '--webhook-bind-address',
+            '0',
+          ],
+          env: process.env,
+        }),
       });
+      metricsPort = controller.metricsPort;
     },
     { timeout: 180_000 },
   );
 
   after(
     async () => {
-      if (controller && controller.exitCode === null) {
-        const exited = new Promise((r) => controller!.once('exit', r));
-        controller.kill('SIGTERM');
-        const timer = setTimeout(() => controller!.kill('SIGKILL'), 15_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await controller?.stop(15_000);
       await cp?.stop();
       rmSync(scratch, { recursive: true, force: true });
     },
@@ -164,9 +149,9 @@ describe('operability: secure metrics (TokenReview + SubjectAccessReview)', { ti
   });
 
   it('the feature gate is in the start-up log at info, and in the metrics', async () => {
-    const line = output.split('\n').find((l) => l.includes('"msg":"feature gate PersistentIPs is on (set by --feature-gates)"'));
-    assert.ok(line, output.slice(-2000));
-    assert.equal((JSON.parse(line) as { level: string }).level, 'info');
+    const line = controller.logs.find((l) => l.msg === 'feature gate PersistentIPs is on (set by --feature-gates)');
+    assert.ok(line, controller.tail(20));
+    assert.equal(line.level, 'info');
   });
 
   it('plain HTTP is not served', async () => {

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { NetworkSelectionElement } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
@@ -18,17 +19,7 @@ import { setGateInCR } from '../kubevirt/kubevirt.ts';
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
-import {
-  claimReferences,
-  expectedReferences,
-  networkElements,
-  paths,
-  verifiedHandshake,
-  World,
-  WEBHOOK_SECRET,
-  CONTROLLER_NAMESPACE,
-  type Secret,
-} from './world.ts';
+import { claimReferences, expectedReferences, networkElements, paths, handshake, World, WEBHOOK_SECRET, CONTROLLER_NAMESPACE, type Secret } from './world.ts';
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World('webhook', { virtController: true });
@@ -112,6 +103,24 @@ function assertVmPodAdmitted(pod: V1Pod, vmi: Vmi, refs: Record<string, string |
   assert.deepEqual(claimReferences(pod), refs);
 }
 
+/** A bounded observation window (NO_CLAIM_WINDOW_MS): no claim of the VM or VMI `owner` appears in `ns`. */
+async function assertNoClaimAppears(ns: string, owner: string, message: string): Promise<void> {
+  for (const deadline = Date.now() + NO_CLAIM_WINDOW_MS; Date.now() < deadline; await sleep(250)) {
+    const names = (await world.api.claims(ns)).map((x) => x.metadata.name).filter((n) => n.startsWith(`${owner}.`));
+    assert.deepEqual(names, [], message);
+  }
+}
+
+/** Admissions the webhook declined (gate off). */
+const skipped = (c: ControllerProcess) => c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
+
+/** Where the webhook found the VMIs of the pods it admitted: its cache, or a GET from the API. */
+async function vmiLookups(c: ControllerProcess): Promise<{ cache: number; api: number }> {
+  const m = await c.metrics();
+  const of = (source: string) => sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source });
+  return { cache: of('cache'), api: of('api') };
+}
+
 const gateLog = (enabled: boolean) => (l: LogLine) => l.msg === 'feature gate changed; reconciling every VM' && l['enabled'] === enabled;
 
 describe('operability: the launcher-pod webhook through the real API server over TLS', { timeout: 15 * 60_000 }, () => {
@@ -137,7 +146,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     async (t) => {
       const c = running();
       const bundle = await world.waitForCaBundle();
-      const tls = await verifiedHandshake(world.webhookPort, bundle);
+      const tls = await handshake(world.webhookPort, bundle);
       assert.ok(tls.authorized, `the webhook's certificate verifies against the caBundle for 127.0.0.1 (${tls.error ?? 'ok'})`);
       const before = await c.metrics();
 
@@ -221,21 +230,12 @@ describe('operability: the launcher-pod webhook through the real API server over
     await setGateInCR(world.api, false);
     await c.waitForLog('the gate turning off', gateLog(false), { from });
     try {
-      const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
+      const skippedBefore = await skipped(c);
       await world.kv.createVM(buildVM({ namespace: vmNs, name: 'vm-gate-off', networks: NETWORKS }));
       const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-gate-off', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, noRefs);
-      assert.ok(
-        (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
-        'the webhook was called and declined (gate off)',
-      );
-      // Bounded observation window (see NO_CLAIM_WINDOW_MS): no claim for this VM.
-      const deadline = Date.now() + NO_CLAIM_WINDOW_MS;
-      while (Date.now() < deadline) {
-        const names = (await world.claims(vmNs)).map((x) => x.metadata.name).filter((n) => n.startsWith('vm-gate-off.'));
-        assert.deepEqual(names, [], 'no claim while the gate is off');
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      assert.ok((await skipped(c)) > skippedBefore, 'the webhook was called and declined (gate off)');
+      await assertNoClaimAppears(vmNs, 'vm-gate-off', 'no claim while the gate is off');
       t.diagnostic(`pod ${pod.metadata!.name} admitted unchanged; no claim in ${NO_CLAIM_WINDOW_MS} ms`);
     } finally {
       const back = c.logs.length;
@@ -250,15 +250,12 @@ describe('operability: the launcher-pod webhook through the real API server over
       const c = await restartController('gate-flag-off', { featureGates: 'PersistentIPs=false' });
       const synced = await c.waitForLog('caches synced', (l) => l.msg === 'caches synced');
       assert.deepEqual(synced['gate'], { enabled: false, source: 'flag' }, 'the flag decides');
-      const skippedBefore = await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' });
+      const skippedBefore = await skipped(c);
       const vmi = await world.createVmi(directNs, 'vmi-flag-off', NETWORKS);
       const created = await world.createLauncherPod(vmi, 'create');
       assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : created.message}`);
       assertAdmittedAs(created.pod, renderLauncherPod(vmi, { name: created.pod.metadata!.name! }), noRefs);
-      assert.ok(
-        (await c.metric('persistent_ips_webhook_admissions_total', { result: 'skipped' })) > skippedBefore,
-        'the webhook was called and declined (gate off)',
-      );
+      assert.ok((await skipped(c)) > skippedBefore, 'the webhook was called and declined (gate off)');
       await world.api.delete(paths.vmis(directNs, 'vmi-flag-off'));
       await restartController('main-2');
     });
@@ -278,14 +275,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         try {
           const kubeconfig = proxy.writeKubeconfig(join(world.dir, 'kubeconfig-lagging'), world.cp.caFile, world.cp.token);
           const c = await restartController('main-lagging-watch', { kubeconfig });
-          const source = async () => {
-            const m = await c.metrics();
-            return {
-              cache: sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'cache' }),
-              api: sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' }),
-            };
-          };
-          const start = await source();
+          const start = await vmiLookups(c);
           const names = ['race-1', 'race-2', 'race-3'];
           for (const name of names) {
             const vmi = await world.createVmi(directNs, name, NETWORKS);
@@ -294,7 +284,7 @@ describe('operability: the launcher-pod webhook through the real API server over
             assertAdmittedAs(created.pod, renderLauncherPod(vmi, { name: created.pod.metadata!.name! }), wantedRefs(name));
             t.diagnostic(`${name}: VMI created, launcher pod admitted ${created.ms} ms later with its references`);
           }
-          const end = await source();
+          const end = await vmiLookups(c);
           t.diagnostic(`vmi lookups: source="api" +${end.api - start.api}, source="cache" +${end.cache - start.cache}`);
           assert.equal(end.api - start.api, names.length, 'persistent_ips_webhook_vmi_lookups_total{source="api"} grew by one per pod');
           // The controller makes the claims the references name.
@@ -325,13 +315,11 @@ describe('operability: the launcher-pod webhook through the real API server over
       const { vmi, pod } = await world.kv.waitForVMIRunning(vmNs, 'vm-late', { timeoutMs: 30_000 });
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm-late'));
       await poll('claims vm-late.red and vm-late.blue', 30_000, async () => {
-        const names = (await world.claims(vmNs)).map((x) => x.metadata.name);
+        const names = (await world.api.claims(vmNs)).map((x) => x.metadata.name);
         return names.includes('vm-late.red') && names.includes('vm-late.blue') ? true : undefined;
       });
-      const m = await c.metrics();
-      t.diagnostic(
-        `vm-late admitted after restart; vmi lookups: cache ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'cache' })}, api ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' })}`,
-      );
+      const lookups = await vmiLookups(c);
+      t.diagnostic(`vm-late admitted after restart; vmi lookups: cache ${lookups.cache}, api ${lookups.api}`);
     },
   );
 
@@ -348,17 +336,10 @@ describe('operability: the launcher-pod webhook through the real API server over
           const vmi = await world.createVmi(directNs, 'vmi-other-ns', NETWORKS);
           const created = await world.createLauncherPod(vmi, 'create');
           assert.ok(created.ok, `launcher pod admitted: ${created.ok ? '' : `HTTP ${created.status} ${created.message}`}`);
-          const m = await c.metrics();
           t.diagnostic(
-            `pod in ${directNs} (not watched) stored with ${JSON.stringify(claimReferences(created.pod))}; vmi lookups api ${sumOf(m, 'persistent_ips_webhook_vmi_lookups_total', { source: 'api' })}`,
+            `pod in ${directNs} (not watched) stored with ${JSON.stringify(claimReferences(created.pod))}; vmi lookups api ${(await vmiLookups(c)).api}`,
           );
-          // Bounded observation window (see NO_CLAIM_WINDOW_MS): the namespaced controller makes no claim there.
-          const deadline = Date.now() + NO_CLAIM_WINDOW_MS;
-          while (Date.now() < deadline) {
-            const names = (await world.claims(directNs)).map((x) => x.metadata.name).filter((n) => n.startsWith('vmi-other-ns.'));
-            assert.deepEqual(names, [], 'no claim outside the watched namespace');
-            await new Promise((r) => setTimeout(r, 250));
-          }
+          await assertNoClaimAppears(directNs, 'vmi-other-ns', 'no claim outside the watched namespace');
           assert.deepEqual(claimReferences(created.pod), noRefs, 'no reference to a claim this controller will never create');
         } finally {
           await world.api.delete(paths.vmis(directNs, 'vmi-other-ns'));

@@ -24,7 +24,7 @@ import {
 } from '../kubevirt/launcher-fixture.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
-import { paths } from '../suite/kube.ts';
+import { type CoreEvent, paths } from '../suite/kube.ts';
 import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
@@ -116,10 +116,8 @@ export class World extends KubeVirtWorld {
 
   /** Launcher pods virt-controller could not create (its FailedCreate Events), in `namespace` or everywhere. */
   async rejectedLauncherPods(namespace?: string): Promise<RefusedLauncherPod[]> {
-    const path = namespace ? `/api/v1/namespaces/${encodeURIComponent(namespace)}/events` : '/api/v1/events';
-    const events = await this.api.list<{ metadata: { namespace: string }; reason?: string; message?: string; involvedObject: { kind?: string; name: string } }>(
-      `${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`,
-    );
+    const path = namespace ? paths.events(namespace) : '/api/v1/events';
+    const events = await this.api.list<CoreEvent>(`${path}?fieldSelector=${encodeURIComponent('reason=FailedCreate')}`);
     return events.items
       .filter((e) => e.involvedObject.kind === 'VirtualMachineInstance')
       .map((e) => ({ namespace: e.metadata.namespace, vmi: e.involvedObject.name, message: e.message ?? '' }));
@@ -204,15 +202,11 @@ export class World extends KubeVirtWorld {
     return { ok: false, status: res.status, message, ms };
   }
 
-  async claims(namespace: string): Promise<IPAMClaim[]> {
-    return (await this.api.list<IPAMClaim>(paths.claims(namespace))).items;
-  }
-
   /** Waits until the namespace holds exactly the claims `names` (and returns them). */
   async waitForClaims(namespace: string, names: string[], timeoutMs = 30_000): Promise<IPAMClaim[]> {
     const want = [...names].sort().join(',');
     return poll(`claims ${want} in ${namespace}`, timeoutMs, async () => {
-      const claims = await this.claims(namespace);
+      const claims = await this.api.claims(namespace);
       return claims
         .map((c) => c.metadata.name)
         .sort()
@@ -242,20 +236,6 @@ export function expectedReferences(byNetwork: Record<string, string | undefined>
   return out;
 }
 
-/** The serving certificate a TLS server on 127.0.0.1:port presents (not verified: we only read it). */
-export function peerCertificate(port: number): Promise<{ serial: string; fingerprint: string; validTo: string; issuer: string }> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
-      const raw = socket.getPeerX509Certificate();
-      socket.end();
-      if (!raw) return reject(new Error(`no certificate from 127.0.0.1:${port}`));
-      resolve({ serial: raw.serialNumber, fingerprint: raw.fingerprint256, validTo: raw.validTo, issuer: raw.issuer });
-    });
-    socket.setTimeout(3000, () => socket.destroy(new Error(`TLS handshake with 127.0.0.1:${port} timed out`)));
-    socket.on('error', reject);
-  });
-}
-
 /** The serving certificate and CA the Secret holds now (serial numbers and fingerprints). */
 export function secretCertificates(secret: Secret | undefined): { servingSerial?: string; caFingerprint?: string } {
   const pem = (k: string) => (secret?.data?.[k] ? Buffer.from(secret.data[k]!, 'base64').toString('utf8') : undefined);
@@ -267,8 +247,11 @@ export function secretCertificates(secret: Secret | undefined): { servingSerial?
   return out;
 }
 
-/** A TLS handshake with 127.0.0.1:port that verifies the server's certificate against `ca` (for the IP 127.0.0.1). */
-export function verifiedHandshake(port: number, ca: string): Promise<{ authorized: boolean; error?: string; serial?: string }> {
+/**
+ * A TLS handshake with 127.0.0.1:port: the certificate the server presents, and whether it verifies against `ca` (for
+ * the IP 127.0.0.1). The connection is accepted either way, so that an untrusted certificate can still be read.
+ */
+export function handshake(port: number, ca: string): Promise<{ authorized: boolean; error?: string; serial?: string }> {
   return new Promise((resolve) => {
     const socket = connect({ host: '127.0.0.1', port, ca, rejectUnauthorized: false }, () => {
       const serial = socket.getPeerX509Certificate()?.serialNumber;
@@ -280,7 +263,7 @@ export function verifiedHandshake(port: number, ca: string): Promise<{ authorize
       socket.end();
       resolve(out);
     });
-    socket.setTimeout(3000, () => socket.destroy(new Error('TLS handshake timed out')));
+    socket.setTimeout(3000, () => socket.destroy(new Error(`TLS handshake with 127.0.0.1:${port} timed out`)));
     socket.on('error', (err) => resolve({ authorized: false, error: err.message }));
   });
 }
