@@ -46,7 +46,6 @@ import {
   type ModeRun,
   type ChurnResult,
   type ColdStartResult,
-  type ConvergenceResult,
   type LimitResult,
   type SetupResult,
   type SteadyStepResult,
@@ -244,7 +243,7 @@ const cpuRow = (c: Record<string, number>): string =>
 const msPair = (a: number, b: number): string => `${a.toFixed(2)} ms / ${b.toFixed(2)} ms`;
 
 /** A convergence's write phase and its rate, e.g. "4.21 s (950 claims/s)", with `more` inside the parentheses. */
-const writePhase = (r: ConvergenceResult, more = ''): string => `${fmtS(r.writePhaseS)} (${Math.round(r.claims / r.writePhaseS)} claims/s${more})`;
+const writePhase = (r: ColdStartResult | LimitResult, more = ''): string => `${fmtS(r.writePhaseS)} (${Math.round(r.claims / r.writePhaseS)} claims/s${more})`;
 
 function coldStartSection(
   cold: ColdStartResult,

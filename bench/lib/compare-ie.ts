@@ -15,19 +15,10 @@ import { round } from './stats.ts';
 import { freePort } from '../../e2e/harness/index.ts';
 import type { BenchContext } from './scenarios.ts';
 
-export interface IeResult {
-  vms: number;
-  claims: number;
-  peakRssMiB: number;
-  steadyRssMiB: number;
-  spawnToAllClaimsS: number;
-  cpuSeconds: number;
-  cpuPerClaimMs: number;
-  exited: boolean;
-}
+export type IeResult = Awaited<ReturnType<typeof ieColdStart>>;
 
 /** Its manager (`binary`) started against the context's control plane, whose `namespace` holds `vms` VMs. */
-export async function ieColdStart(ctx: BenchContext, binary: string, namespace: string, vms: number): Promise<IeResult> {
+export async function ieColdStart(ctx: BenchContext, binary: string, namespace: string, vms: number) {
   const probePort = await freePort();
   const certDir = join(ctx.dir, `ie-certs-${vms}`);
   mkdirSync(certDir, { recursive: true });

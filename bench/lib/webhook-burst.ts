@@ -12,19 +12,7 @@ import type { Sample } from '../../e2e/local/controller-process.ts';
 import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
 import { percentile, round } from './stats.ts';
 
-export interface WebhookBurstResult {
-  pods: number;
-  /** controller_runtime_webhook_latency_seconds over the burst, interpolated in its buckets, ms. */
-  serverMs: { p50: number; p99: number };
-  /** Request sent → answer read, as the sender saw it, ms. */
-  clientMs: { p50: number; p99: number; max: number };
-  /** persistent_ips_webhook_admissions_total by result, over the burst. */
-  outcomes: Record<string, number>;
-  /** VMI and claim reads that went to the API server during the burst (cache hits are not counted here). */
-  apiReads: { vmi: number; claim: number };
-  seconds: number;
-  loadavgBefore: number;
-}
+export type WebhookBurstResult = Awaited<ReturnType<typeof webhookBurst>>;
 
 const HIST = 'controller_runtime_webhook_latency_seconds';
 
@@ -40,7 +28,7 @@ function delta(after: Record<string, number>, before: Record<string, number>): R
   return out;
 }
 
-export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number): Promise<WebhookBurstResult> {
+export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number) {
   const list = await kube.json<{ items: Vmi[] }>('GET', `${paths.vmis(namespace)}?limit=${pods}`, [200]);
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);
@@ -113,9 +101,12 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
   clientMs.sort((a, b) => a - b);
   return {
     pods,
+    /** controller_runtime_webhook_latency_seconds over the burst, interpolated in its buckets. */
     serverMs: { p50: round(1000 * histogramQuantile(0.5, hist), 2), p99: round(1000 * histogramQuantile(0.99, hist), 2) },
+    /** Request sent → answer read, as the sender saw it. */
     clientMs: { p50: round(percentile(clientMs, 50), 2), p99: round(percentile(clientMs, 99), 2), max: round(clientMs[clientMs.length - 1] ?? NaN, 2) },
     outcomes: counted('persistent_ips_webhook_admissions_total', 'result'),
+    /** VMI and claim reads that went to the API server during the burst (cache hits are not counted here). */
     apiReads: { vmi: apiSources('persistent_ips_webhook_vmi_lookups_total'), claim: apiSources('persistent_ips_webhook_claim_lookups_total') },
     seconds: round(seconds, 2),
     loadavgBefore: round(loadavgBefore, 2),
