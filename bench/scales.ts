@@ -34,30 +34,13 @@ export const INFO_LINES_TARGET_1K = 50;
 export const CHURN_P99_TARGET_MS = 200;
 export const OUTAGE_RECOVERY_TARGET_S = 5;
 
-interface OutageResult {
-  outageSeconds: number;
-  /** API server /readyz again → both claims of a VM created right then seen on a watch. */
-  readyToClaimsS: number;
-  /** The VM's POST itself, after the restart. */
-  vmPostS: number;
-  /** Controller warnings logged during the outage and recovery. */
-  warnings: number;
-  /** Times the controller exited (lost its Lease, or found no API server at start-up) and was started again. */
-  controllerRestarts: number;
-}
-
 /**
  * Stops kube-apiserver for `seconds`, starts it again, and times how soon a VM created right then gets its claims.
  * With --leader-elect (the Deployment's) the controller cannot renew its Lease during the outage and exits, as a
  * controller-runtime manager does; like the kubelet (restartPolicy Always) the benchmark starts it again whenever it
  * exits, at once (the kubelet's first restart; later ones back off). Returns the controller running at the end.
  */
-async function outage(
-  ctx: BenchContext,
-  controller: ControllerProcess,
-  seconds: number,
-  log: (line: string) => void,
-): Promise<{ result: OutageResult; controller: ControllerProcess }> {
+async function outage(ctx: BenchContext, controller: ControllerProcess, seconds: number, log: (line: string) => void) {
   const ns = 'bench-outage';
   await createNamespace(ctx.kube, ns);
   let current = controller;
@@ -117,9 +100,13 @@ async function outage(
     controller: current,
     result: {
       outageSeconds: seconds,
+      /** API server /readyz again → both claims of a VM created right then seen on a watch. */
       readyToClaimsS: round((seen - readyAt) / 1000, 3),
+      /** The VM's POST itself, after the restart. */
       vmPostS: round((posted - postAt) / 1000, 3),
+      /** Controller warnings logged during the outage and recovery. */
       warnings,
+      /** Times the controller exited (lost its Lease, or found no API server at start-up) and was started again. */
       controllerRestarts: restarts,
     },
   };
@@ -139,7 +126,7 @@ interface ScaleEntry {
   exitedEarly: boolean;
   churn?: ChurnResult;
   peakRssAfterChurnMiB?: number;
-  outage?: OutageResult;
+  outage?: Awaited<ReturnType<typeof outage>>['result'];
   burst?: WebhookBurstResult;
   ie?: IeResult;
 }

@@ -55,17 +55,7 @@ export interface RuntimeStats {
   eventLoopLagMaxMs: number | null;
 }
 
-export interface MemorySummary {
-  /** Peak RSS (VmHWM, kernel's high-water mark), MiB. */
-  peakRssMiB: number;
-  /** Largest process_resident_memory_bytes seen, MiB. */
-  peakResidentMetricMiB: number | null;
-  /** Largest nodejs_heap_size_used_bytes seen, MiB. */
-  peakHeapUsedMiB: number | null;
-  /** Largest nodejs_heap_size_total_bytes seen, MiB. */
-  peakHeapTotalMiB: number | null;
-  samples: MemorySample[];
-}
+export type MemorySummary = ReturnType<ControllerProcess['memory']>;
 
 /** Every controller started and not stopped yet: stopControllers() stops them when a run ends or fails. */
 const live = new Set<ControllerProcess>();
@@ -318,14 +308,16 @@ export class ControllerProcess {
     return this.memory();
   }
 
-  memory(): MemorySummary {
+  memory() {
     const max = (xs: (number | undefined)[]): number | null => {
       const v = xs.filter((x): x is number => x !== undefined && x > 0);
       return v.length ? round(Math.max(...v) / 2 ** 20) : null;
     };
     const hwm = Math.max(this.#lastHwmKb, ...this.#samples.map((s) => s.hwmKb));
     return {
+      /** Peak RSS (VmHWM, kernel's high-water mark), MiB. */
       peakRssMiB: round(hwm / 1024),
+      /** The largest process_resident_memory_bytes, nodejs_heap_size_used_bytes and nodejs_heap_size_total_bytes seen, MiB. */
       peakResidentMetricMiB: max(this.#samples.map((s) => s.residentBytes)),
       peakHeapUsedMiB: max(this.#samples.map((s) => s.heapUsedBytes)),
       peakHeapTotalMiB: max(this.#samples.map((s) => s.heapTotalBytes)),
