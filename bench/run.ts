@@ -195,21 +195,9 @@ const dirtySrcAtStart = git(['status', '--porcelain', '--', 'src']) !== '';
 // ---------------------------------------------------------------------------------------------------------------
 // Sections
 
-interface RatioRound {
-  round: number;
-  how: string;
-  controllerS: number;
-  limitS: number;
-  ratio: number;
-  writePhaseRatio: number;
-  controllerReadyS: number;
-  loadavg1: number;
-  /** CPU per claim from spawn to the last claim, ms: the controller, and the limit client doing the same writes. */
-  controllerCpuPerClaimMs: number;
-  limitCpuPerClaimMs: number;
-}
+type RatioRound = ReturnType<typeof ratioRound>;
 
-function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult): RatioRound {
+function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult) {
   return {
     round: k,
     how,
@@ -217,8 +205,9 @@ function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult):
     limitS: l.spawnToAllClaimsS,
     ratio: round3(c.spawnToAllClaimsS / l.spawnToAllClaimsS),
     writePhaseRatio: round3(c.writePhaseS / l.writePhaseS),
-    controllerReadyS: c.spawnToReadyS ?? NaN,
+    controllerReadyS: c.spawnToReadyS,
     loadavg1: round((c.loadavgBefore[0]! + l.loadavgBefore[0]!) / 2, 2),
+    /** CPU per claim from spawn to the last claim, ms: the controller, and the limit client doing the same writes. */
     controllerCpuPerClaimMs: round3((1000 * (c.cpuSeconds.controller ?? NaN)) / c.claims),
     limitCpuPerClaimMs: round3((1000 * (l.cpuSeconds['limit-writer'] ?? NaN)) / l.claims),
   };
@@ -252,7 +241,7 @@ function coldStartSection(
   viaProject: LimitResult | undefined,
   rounds: RatioRound[],
 ): Section {
-  const ratio = round(cold.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3);
+  const [first] = rounds as [RatioRound];
   const medianRatio = round3(median(rounds.map((r) => r.ratio)));
   const medianWriteRatio = round3(median(rounds.map((r) => r.writePhaseRatio)));
   // One cold start's CPU moves by ±15 % with the load other jobs put on this machine; the median of the rounds less.
@@ -270,8 +259,8 @@ function coldStartSection(
     ['limit client: spawn → first claim', fmtS(lim.spawnToFirstClaimS)],
     ['limit client: spawn → all claims', fmtS(lim.spawnToAllClaimsS)],
     ['limit client: write phase (first → last claim)', writePhase(lim)],
-    ['convergence / limit, this pair (round 1)', ratio.toFixed(3)],
-    ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
+    ['convergence / limit, this pair (round 1)', first.ratio.toFixed(3)],
+    ['write phase alone: controller / limit, round 1', first.writePhaseRatio.toFixed(3)],
     [
       `convergence / limit, MEDIAN of ${rounds.length} paired rounds`,
       `${medianRatio.toFixed(3)} (target ≤ ${RATIO_TARGET}: ${verdict(medianRatio <= RATIO_TARGET)})`,
@@ -286,7 +275,7 @@ function coldStartSection(
     [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, msPair(medianCpu, medianLimitCpu)],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
-    ['controller CPU per claim / limit client CPU per claim, round 1', msPair(rounds[0]!.controllerCpuPerClaimMs, rounds[0]!.limitCpuPerClaimMs)],
+    ['controller CPU per claim / limit client CPU per claim, round 1', msPair(first.controllerCpuPerClaimMs, first.limitCpuPerClaimMs)],
     ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ...(viaProject
       ? ([
@@ -313,7 +302,7 @@ function coldStartSection(
     ],
     json: {
       ratio: medianRatio,
-      ratioRound1: ratio,
+      ratioRound1: first.ratio,
       medianWritePhaseRatio: medianWriteRatio,
       medianControllerCpuPerClaimMs: medianCpu,
       medianLimitCpuPerClaimMs: medianLimitCpu,
