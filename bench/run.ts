@@ -325,17 +325,15 @@ function coldStartSection(
   };
 }
 
-function writesSection(
-  entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[],
-): Section {
-  const json = entries.map((e) => ({
-    scenario: e.label,
-    claimsCreated: e.claims,
-    claimWrites: e.w.claimWrites,
-    claimWritesBy: e.w.claimWritesBy,
-    claimWritesPerClaim: round(e.w.claimWrites / Math.max(1, e.claims), 4),
-    eventWrites: e.w.eventWrites,
-    eventWritesPerClaim: round(e.w.eventWrites / Math.max(1, e.claims), 4),
+function writesSection(entries: [string, Pick<ColdStartResult, 'claims' | 'writes' | 'claimWritesPerClaim' | 'eventWritesPerClaim'>][]): Section {
+  const json = entries.map(([scenario, r]) => ({
+    scenario,
+    claimsCreated: r.claims,
+    claimWrites: r.writes.claimWrites,
+    claimWritesBy: r.writes.claimWritesBy,
+    claimWritesPerClaim: r.claimWritesPerClaim,
+    eventWrites: r.writes.eventWrites,
+    eventWritesPerClaim: r.eventWritesPerClaim,
   }));
   const rows = json.flatMap((j): Row[] => {
     const by = Object.entries(j.claimWritesBy).map(([k, v]) => `${k}: ${v}`);
@@ -587,9 +585,9 @@ async function runScenarios(o: Options, settings: ControllerSettings, tmp: strin
   h.show(coldStartSection(cold, lim, settings, viaProject, rounds));
   h.show(
     writesSection([
-      { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
-      { label: 'limit client', claims: lim.claims, w: lim.writes },
-      { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
+      ['cold start (controller)', cold],
+      ['limit client', lim],
+      ['churn (controller)', ch],
     ]),
   );
   h.show(steadySection([resyncStep, statusStep, restartStep]));
