@@ -67,21 +67,10 @@ function perClaim(w: WriteSummary, claims: number): { claimWritesPerClaim: numbe
 // ---------------------------------------------------------------------------------------------------------------
 // Setup
 
-export interface SetupResult {
-  namespace: string;
-  vms: number;
-  seconds: number;
-  objectsPerSecond: number;
-}
+export type SetupResult = Awaited<ReturnType<typeof createVms>>['result'];
 
 /** `n` VMs, each with its VMI, in a fresh namespace with the two persistent NADs. */
-export async function createVms(
-  ctx: BenchContext,
-  namespace: string,
-  prefix: string,
-  n: number,
-  withVmis = true,
-): Promise<{ result: SetupResult; owners: { name: string; uid: string }[] }> {
+export async function createVms(ctx: BenchContext, namespace: string, prefix: string, n: number, withVmis = true) {
   await createNamespace(ctx.kube, namespace);
   const t0 = performance.now();
   const owners: { name: string; uid: string }[] = new Array(n);
@@ -287,17 +276,7 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
 // ---------------------------------------------------------------------------------------------------------------
 // 4. Steady state
 
-export interface SteadyStepResult {
-  step: string;
-  description: string;
-  claimWrites: number;
-  eventWrites: number;
-  /** Reconciles the controller ran during the step (shows the step reached it). */
-  reconciles: number;
-  seconds: number;
-  writes: WriteSummary;
-  detail: Record<string, unknown>;
-}
+export type SteadyStepResult = ReturnType<typeof steadyStep>;
 
 /** (b) A status change on every VMI of `namespace` (phase, launcher pod, interfaces, a condition). */
 export async function vmiStatusUpdates(ctx: BenchContext, controller: ControllerProcess, namespace: string, vms: number): Promise<SteadyStepResult> {
@@ -321,8 +300,8 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
   });
 }
 
-/** A step's result: the API server's count of writes in it, its reconciles, its duration since `t0`. */
-function steadyStep(step: string, description: string, writes: WriteSummary, t0: number, r: Pick<SteadyStepResult, 'reconciles' | 'detail'>): SteadyStepResult {
+/** A step's result: the API server's count of writes in it, the reconciles it caused (shows it reached the controller), its duration since `t0`. */
+function steadyStep(step: string, description: string, writes: WriteSummary, t0: number, r: { reconciles: number; detail: Record<string, unknown> }) {
   const { claimWrites, eventWrites } = writes;
   return { step, description, claimWrites, eventWrites, reconciles: r.reconciles, seconds: round((performance.now() - t0) / 1000), writes, detail: r.detail };
 }
@@ -356,24 +335,21 @@ export async function restart(
   const readyAt = await controller.waitReady();
   const idle = await controller.waitIdle({ minReconciles: keys, quietMs: 2000 });
   const writes = await window.end();
+  // Timed from the shutdown's start, and its writes count too.
+  const description = `controller stopped (SIGTERM), later a new process started; counted over the shutdown and until the new one had reconciled all ${keys} keys`;
+  const result = steadyStep('restart', description, writes, t0 - stopped.seconds * 1000, {
+    reconciles: idle.reconciles,
+    detail: {
+      shutdownSeconds: stopped.seconds,
+      shutdownClaimWrites: stopped.writes.claimWrites,
+      spawnToReadyS: round((readyAt - controller.spawnAt) / 1000, 3),
+      spawnToIdleS: round((performance.now() - controller.spawnAt) / 1000, 3),
+      controllerCommand: controller.commandLine,
+    },
+  });
   return {
     controller,
-    result: {
-      step: 'restart',
-      description: `controller stopped (SIGTERM), later a new process started; counted over the shutdown and until the new one had reconciled all ${keys} keys`,
-      claimWrites: stopped.writes.claimWrites + writes.claimWrites,
-      eventWrites: stopped.writes.eventWrites + writes.eventWrites,
-      reconciles: idle.reconciles,
-      seconds: round(stopped.seconds + (performance.now() - t0) / 1000),
-      writes,
-      detail: {
-        shutdownSeconds: stopped.seconds,
-        shutdownClaimWrites: stopped.writes.claimWrites,
-        spawnToReadyS: round((readyAt - controller.spawnAt) / 1000, 3),
-        spawnToIdleS: round((performance.now() - controller.spawnAt) / 1000, 3),
-        controllerCommand: controller.commandLine,
-      },
-    },
+    result: { ...result, claimWrites: stopped.writes.claimWrites + writes.claimWrites, eventWrites: stopped.writes.eventWrites + writes.eventWrites },
   };
 }
 
