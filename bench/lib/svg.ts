@@ -56,25 +56,16 @@ function frame(f: Frame, title: string, yLabel: string, yMax: number, yStep: num
   return out;
 }
 
-export function lineChart(o: {
-  title: string;
-  xLabel: string;
-  yLabel: string;
-  series: Series[];
-  width?: number;
-  height?: number;
-  yMax?: number;
-  hLines?: { y: number; label: string }[];
-}): string {
-  const width = o.width ?? 720;
+export function lineChart(o: { title: string; xLabel: string; yLabel: string; series: Series[]; hLines?: { y: number; label: string }[] }): string {
+  const width = 720;
   const perRow = Math.max(1, Math.floor((width - 70) / 230));
   const legendRows = Math.ceil(o.series.length / perRow);
-  const f: Frame = { width, height: (o.height ?? 400) + (legendRows - 1) * 18, left: 70, right: 20, top: 40, bottom: 52 + legendRows * 18 };
+  const f: Frame = { width, height: 400 + (legendRows - 1) * 18, left: 70, right: 20, top: 40, bottom: 52 + legendRows * 18 };
   const pw = f.width - f.left - f.right;
   const ph = f.height - f.top - f.bottom;
   const all = o.series.flatMap((s) => s.points);
   const xMaxRaw = Math.max(1e-9, ...all.map((p) => p[0]));
-  const yMaxRaw = Math.max(1e-9, o.yMax ?? 0, ...all.map((p) => p[1]), ...(o.hLines ?? []).map((h) => h.y));
+  const yMaxRaw = Math.max(1e-9, ...all.map((p) => p[1]), ...(o.hLines ?? []).map((h) => h.y));
   const xStep = niceStep(xMaxRaw);
   const yStep = niceStep(yMaxRaw);
   const xMax = Math.ceil(xMaxRaw / xStep) * xStep;
@@ -109,13 +100,12 @@ export function lineChart(o: {
 export interface Bar {
   label: string;
   value: number;
-  color?: string;
   /** Printed above the bar instead of the value. */
   text?: string;
 }
 
-export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?: number; height?: number; target?: { y: number; label: string } }): string {
-  const f: Frame = { width: o.width ?? Math.max(480, 90 * o.bars.length + 120), height: o.height ?? 380, left: 70, right: 20, top: 40, bottom: 80 };
+export function barChart(o: { title: string; yLabel: string; bars: Bar[]; target?: { y: number; label: string } }): string {
+  const f: Frame = { width: Math.max(480, 90 * o.bars.length + 120), height: 380, left: 70, right: 20, top: 40, bottom: 80 };
   const pw = f.width - f.left - f.right;
   const ph = f.height - f.top - f.bottom;
   const yMaxRaw = Math.max(1e-9, ...o.bars.map((b) => b.value), o.target?.y ?? 0);
@@ -127,7 +117,7 @@ export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?
   const bw = Math.min(60, slot * 0.6);
   o.bars.forEach((b, i) => {
     const cx = f.left + slot * (i + 0.5);
-    const color = b.color ?? PALETTE[i % PALETTE.length]!;
+    const color = PALETTE[i % PALETTE.length]!;
     const y = Y(Math.max(0, b.value));
     out.push(`<rect x="${(cx - bw / 2).toFixed(1)}" y="${y.toFixed(1)}" width="${bw.toFixed(1)}" height="${(f.top + ph - y).toFixed(1)}" fill="${color}"/>`);
     out.push(`<text x="${cx.toFixed(1)}" y="${(y - 5).toFixed(1)}" text-anchor="middle">${esc(b.text ?? fmtTick(b.value))}</text>`);
