@@ -112,25 +112,6 @@ async function outage(ctx: BenchContext, controller: ControllerProcess, seconds:
   };
 }
 
-interface ScaleEntry {
-  vms: number;
-  setup: SetupResult;
-  cold: ColdStartResult;
-  peakRssMiB: number;
-  steadyRssMiB: number;
-  peakHeapUsedMiB: number | null;
-  /** Lines at info and above in the controller's log, spawn → settled. */
-  infoLines: number;
-  logBytes: number;
-  cpuPerClaimMs: number;
-  exitedEarly: boolean;
-  churn?: ChurnResult;
-  peakRssAfterChurnMiB?: number;
-  outage?: Awaited<ReturnType<typeof outage>>['result'];
-  burst?: WebhookBurstResult;
-  ie?: IeResult;
-}
-
 const LEVELS_INFO_UP = new Set(['info', 'warn', 'error', 'fatal', 30, 40, 50, 60]);
 
 function logStats(c: ControllerProcess): { infoLines: number; bytes: number } {
@@ -148,6 +129,33 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
     .sort((a, b) => a - b);
   return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
 }
+
+/** A cold start's figures once its controller has settled. */
+function settled(controller: ControllerProcess, setup: SetupResult, cold: ColdStartResult) {
+  const mem = controller.memoryNow();
+  const logs = logStats(controller);
+  return {
+    vms: cold.vms,
+    setup,
+    cold,
+    peakRssMiB: mem.peakRssMiB,
+    steadyRssMiB: recentRssMiB(controller, 15),
+    peakHeapUsedMiB: mem.peakHeapUsedMiB,
+    /** Lines at info and above in the controller's log, spawn → settled. */
+    infoLines: logs.infoLines,
+    logBytes: logs.bytes,
+    cpuPerClaimMs: round((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims, 3),
+    exitedEarly: controller.exited,
+  };
+}
+
+type ScaleEntry = ReturnType<typeof settled> & {
+  churn?: ChurnResult;
+  peakRssAfterChurnMiB?: number;
+  outage?: Awaited<ReturnType<typeof outage>>['result'];
+  burst?: WebhookBurstResult;
+  ie?: IeResult;
+};
 
 export async function runScales(o: Options, { startCp, stopCp, show, log }: Harness): Promise<ModeRun> {
   const shipped = shippedController();
@@ -183,20 +191,7 @@ export async function runScales(o: Options, { startCp, stopCp, show, log }: Harn
     commands[`cold start ${n}`] = cold.controllerCommand;
     log(`scale ${n}: converged in ${cold.spawnToAllClaimsS} s; settling 30 s`);
     await sleep(30_000);
-    const mem = controller.memoryNow();
-    const logs = logStats(controller);
-    const entry: ScaleEntry = {
-      vms: n,
-      setup,
-      cold,
-      peakRssMiB: mem.peakRssMiB,
-      steadyRssMiB: recentRssMiB(controller, 15),
-      peakHeapUsedMiB: mem.peakHeapUsedMiB,
-      infoLines: logs.infoLines,
-      logBytes: logs.bytes,
-      cpuPerClaimMs: round((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims, 3),
-      exitedEarly: controller.exited,
-    };
+    const entry: ScaleEntry = settled(controller, setup, cold);
     log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
     if (o.webhookBurst > 0) {
       // After the memory figures: the burst's own allocations are not part of a cold start.
