@@ -8,19 +8,12 @@ import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt
 import type { ControllerProcess } from './controller.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { paths } from '../../e2e/suite/kube.ts';
-import type { Sample } from '../../e2e/local/controller-process.ts';
-import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
+import { bucketDelta, buckets, countBy, histogramQuantile } from './prom.ts';
 import { percentile, round } from './stats.ts';
 
 export type WebhookBurstResult = Awaited<ReturnType<typeof webhookBurst>>;
 
 const HIST = 'controller_runtime_webhook_latency_seconds';
-
-function counterBy(samples: readonly Sample[], name: string, label: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const s of samples) if (s.name === name) out[s.labels[label] ?? ''] = (out[s.labels[label] ?? ''] ?? 0) + s.value;
-  return out;
-}
 
 function delta(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
@@ -93,7 +86,11 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
   const after = await controller.metrics();
   const hist = bucketDelta(buckets(after, HIST), buckets(before, HIST));
   // A counter's increase over the burst by one of its labels.
-  const counted = (name: string, label: string) => delta(counterBy(after, name, label), counterBy(before, name, label));
+  const counted = (name: string, label: string) =>
+    delta(
+      countBy(after, name, (l) => l[label] ?? ''),
+      countBy(before, name, (l) => l[label] ?? ''),
+    );
   const apiSources = (name: string) =>
     Object.entries(counted(name, 'source'))
       .filter(([k]) => k.startsWith('api'))
