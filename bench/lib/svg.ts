@@ -1,11 +1,5 @@
 // Two small chart kinds as plain SVG text (no dependency): lines over a numeric x axis, and labelled bars.
 
-export interface Series {
-  name: string;
-  points: [number, number][];
-  color?: string;
-}
-
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#17becf'];
 const FONT = 'font-family="Helvetica, Arial, sans-serif"';
 
@@ -56,7 +50,13 @@ function frame(f: Frame, title: string, yLabel: string, yMax: number, yStep: num
   return out;
 }
 
-export function lineChart(o: { title: string; xLabel: string; yLabel: string; series: Series[]; hLines?: { y: number; label: string }[] }): string {
+export function lineChart(o: {
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  series: { name: string; points: [number, number][]; color?: string }[];
+  hLines?: { y: number; label: string }[];
+}): string {
   const width = 720;
   const perRow = Math.max(1, Math.floor((width - 70) / 230));
   const legendRows = Math.ceil(o.series.length / perRow);
@@ -97,14 +97,12 @@ export function lineChart(o: { title: string; xLabel: string; yLabel: string; se
   return `${out.join('\n')}\n`;
 }
 
-export interface Bar {
-  label: string;
-  value: number;
-  /** Printed above the bar instead of the value. */
-  text?: string;
-}
-
-export function barChart(o: { title: string; yLabel: string; bars: Bar[]; target?: { y: number; label: string } }): string {
+export function barChart(o: {
+  title: string;
+  yLabel: string /** `text`: printed above the bar instead of the value. */;
+  bars: { label: string; value: number; text?: string }[];
+  target?: { y: number; label: string };
+}): string {
   const f: Frame = { width: Math.max(480, 90 * o.bars.length + 120), height: 380, left: 70, right: 20, top: 40, bottom: 80 };
   const pw = f.width - f.left - f.right;
   const ph = f.height - f.top - f.bottom;
