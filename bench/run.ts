@@ -729,7 +729,6 @@ async function main(): Promise<void> {
     print(`wrote:\n${files.map((f) => `  ${relative(REPO, f)}`).join('\n')}`);
     success = true;
   } finally {
-    await stopControllers();
     await cleanup().catch((err: unknown) => log(`cleanup: ${(err as Error).message}`));
     if (success && !o.keepTemp && !o.cpuProf) rmSync(tmp, { recursive: true, force: true });
     else log(`temp dir kept: ${tmp}`);

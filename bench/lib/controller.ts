@@ -183,10 +183,6 @@ export class ControllerProcess {
     return !this.#p.alive;
   }
 
-  get logFile(): string {
-    return this.#p.logFile;
-  }
-
   /** Rejects as soon as the process exits (for racing against a wait). Call `cancel` once the wait is over. */
   deathWatch(): { died: Promise<never>; cancel(): void } {
     let active = true;
@@ -200,7 +196,7 @@ export class ControllerProcess {
 
   #check(): void {
     const died = this.#p.diedReason();
-    if (died) throw new Error(`${died}\nits log: ${this.logFile}`);
+    if (died) throw new Error(`${died}\nits log: ${this.#p.logFile}`);
   }
 
   /** Polls /readyz (a local HTTP call to the controller, not the API server) every 50 ms; returns performance.now(). */
