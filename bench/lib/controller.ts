@@ -48,13 +48,7 @@ export interface MemorySample {
   eventLoopLagMaxMs?: number;
 }
 
-export interface RuntimeStats {
-  /** Garbage collections by kind: count, total seconds, and how many paused longer than 0.1 s and 1 s. */
-  gc: Record<string, { count: number; seconds: number; over100ms: number; over1s: number }>;
-  /** Largest event-loop delay seen by the once-a-second samples, ms. */
-  eventLoopLagMaxMs: number | null;
-}
-
+export type RuntimeStats = Awaited<ReturnType<ControllerProcess['runtimeStats']>>;
 export type MemorySummary = ReturnType<ControllerProcess['memory']>;
 
 /** Every controller started and not stopped yet: stopControllers() stops them when a run ends or fails. */
@@ -278,10 +272,13 @@ export class ControllerProcess {
     return procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
   }
 
-  /** GC pauses (cumulative since start, or since `since`) and the worst event-loop delay sampled after `fromT`. */
-  async runtimeStats(since: Sample[] = [], fromT = 0): Promise<RuntimeStats> {
+  /**
+   * Garbage collections by kind (count, total seconds, how many paused longer than 0.1 s and 1 s; cumulative since
+   * start, or since `since`) and the largest event-loop delay the once-a-second samples saw after `fromT`, ms.
+   */
+  async runtimeStats(since: Sample[] = [], fromT = 0) {
     const now = await this.metrics();
-    const gc: RuntimeStats['gc'] = {};
+    const gc: Record<string, { count: number; seconds: number; over100ms: number; over1s: number }> = {};
     const kinds = new Set(now.filter((s) => s.name === 'nodejs_gc_duration_seconds_count').map((s) => s.labels.kind ?? ''));
     for (const kind of kinds) {
       const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), buckets(since, 'nodejs_gc_duration_seconds', { kind }));
