@@ -19,7 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { PoolAllocator, type ClaimAddresses } from '../src/allocator/allocator.ts';
 import { formatAddress } from '../src/allocator/address.ts';
 import { type Pool, parsePool } from '../src/allocator/pool.ts';
-import { fmtN, type Row } from './lib/report.ts';
+import { fmtN, textTable, type Row } from './lib/report.ts';
 import { median, round } from './lib/stats.ts';
 
 export interface AllocatorBenchOptions {
@@ -35,43 +35,9 @@ export interface AllocatorBenchOptions {
   churnOps?: number;
 }
 
-export interface AllocatorBenchResult {
-  node: string;
-  runs: number;
-  slash16: {
-    pool: string;
-    usable: number;
-    inUse: number;
-    freeIntervals: number;
-    /** Allocations until exhaustion. */
-    allocations: number;
-    allocationsPerSecond: number;
-    /** Mean time per allocation, microseconds. */
-    allocationMicros: number;
-    churnOps: number;
-    churnOpsPerSecond: number;
-    /** Time to build the 60,000-address state (itself a rebuild), milliseconds. */
-    setupMs: number;
-  };
-  rebuild: {
-    pool: string;
-    claims: number;
-    addresses: number;
-    ms: number;
-    claimsPerSecond: number;
-  };
-  ipv6_64: {
-    pool: string;
-    /** parsePool + new PoolAllocator + first allocate, microseconds. */
-    firstAllocationMicros: number;
-    /** Request of fd00::ffff:ffff:ffff:fffe in a fresh allocator, microseconds. */
-    requestFarEndMicros: number;
-    /** Rebuild from `rebuildClaims` claims scattered across the /64, then one allocation, milliseconds. */
-    rebuildThenAllocateMs: number;
-  };
-}
+export type AllocatorBenchResult = ReturnType<typeof runAllocatorBench>;
 
-export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBenchResult {
+export function runAllocatorBench(opts: AllocatorBenchOptions = {}) {
   const runs = Math.max(1, opts.runs ?? 5);
   const seed = opts.seed ?? 42;
   const inUse = opts.inUse ?? 60_000;
@@ -164,11 +130,14 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
       usable: usable16,
       inUse,
       freeIntervals: s16[0]!.intervals,
+      /** Allocations until exhaustion. */
       allocations: allocs,
       allocationsPerSecond: Math.round(allocs / (allocMs / 1000)),
+      /** Mean time per allocation, µs. */
       allocationMicros: round((allocMs * 1000) / allocs, 2),
       churnOps,
       churnOpsPerSecond: Math.round(churnOps / (median(s16.map((s) => s.churn)) / 1000)),
+      /** Time to build the 60,000-address state (itself a rebuild). */
       setupMs: round(median(s16.map((s) => s.setup)), 1),
     },
     rebuild: {
@@ -180,8 +149,11 @@ export function runAllocatorBench(opts: AllocatorBenchOptions = {}): AllocatorBe
     },
     ipv6_64: {
       pool: 'fd00::/64',
+      /** parsePool + new PoolAllocator + first allocate. */
       firstAllocationMicros: round(median(first), 1),
+      /** Request of fd00::ffff:ffff:ffff:fffe in a fresh allocator. */
       requestFarEndMicros: round(median(far), 1),
+      /** Rebuild from `rebuildClaims` claims scattered across the /64, then one allocation. */
       rebuildThenAllocateMs: round(median(rebuild64), 1),
     },
   };
@@ -205,9 +177,7 @@ export function allocatorRows(r: AllocatorBenchResult): Row[] {
 }
 
 export function formatAllocatorBenchTable(r: AllocatorBenchResult): string {
-  const rows = allocatorRows(r);
-  const width = Math.max(...rows.map(([k]) => k.length));
-  return [`allocator benchmark (node ${r.node}, median of ${r.runs} runs)`, ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`)].join('\n');
+  return textTable(`allocator benchmark (node ${r.node}, median of ${r.runs} runs)`, allocatorRows(r));
 }
 
 function pool(subnets: string): Pool {
@@ -270,9 +240,9 @@ if (import.meta.main) {
   const json = `${JSON.stringify(result, null, 2)}\n`;
   if (values.out !== undefined) {
     writeFileSync(values.out, json);
-    process.stdout.write(`${table}\nwrote ${values.out}\n`);
+    process.stdout.write(`${table}wrote ${values.out}\n`);
   } else {
-    process.stderr.write(`${table}\n`);
+    process.stderr.write(table);
     process.stdout.write(json);
   }
 }

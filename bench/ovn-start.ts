@@ -6,12 +6,13 @@
 // network each, one /16 for all) are created at a fixed rate; per VM: VM POST sent → first watch event of its claim
 // with status.ips, p50/p95/p99/max. The binaries are built (with progress) when missing, like npm start.
 import { writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { World } from '../e2e/kubevirt/world.ts';
 import { nadConfig } from '../e2e/suite/fixtures.ts';
 import { paths } from '../e2e/suite/kube.ts';
+import { vmName } from './lib/objects.ts';
 import { paced } from './lib/pool.ts';
 import { pcts, round } from './lib/stats.ts';
 
@@ -50,12 +51,11 @@ try {
   });
   void ctrl.done.then(() => say('claim watch ended'));
   const load0 = loadavg();
-  const vmName = (i: number): string => `vm-${String(i).padStart(5, '0')}`;
   const { t0, sentAt: sent } = await paced(N, RATE, async (i) => {
     await world.api.create(paths.vms(ns), {
       apiVersion: 'kubevirt.io/v1',
       kind: 'VirtualMachine',
-      metadata: { name: vmName(i), namespace: ns },
+      metadata: { name: vmName('vm', i), namespace: ns },
       spec: {
         runStrategy: 'Always',
         template: {
@@ -69,7 +69,7 @@ try {
     });
   });
   const genS = (performance.now() - t0) / 1000;
-  const sentAt = new Map(sent.map((at, i) => [`${vmName(i)}.tenant`, at]));
+  const sentAt = new Map(sent.map((at, i) => [`${vmName('vm', i)}.tenant`, at]));
   say(`${N} VMs created in ${genS.toFixed(1)} s (target ${RATE}/s); waiting for their addresses`);
   const deadline = Date.now() + Number(values['timeout-s']) * 1000;
   let last = -1;
@@ -101,7 +101,7 @@ try {
     claimToAddressMs: q(claimToAddress),
     loadavgBefore: load0.map((x) => round(x, 1)),
     loadavgAfter: loadavg().map((x) => round(x, 1)),
-    cpus: (await import('node:os')).cpus().length,
+    cpus: cpus().length,
   };
   say(JSON.stringify(result));
   if (values.out) writeFileSync(values.out, `${JSON.stringify(result, null, 2)}\n`);

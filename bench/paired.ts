@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { shippedClientSettings } from './lib/deployment.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Sample as PromSample } from '../e2e/local/controller-process.ts';
+import { countBy } from './lib/prom.ts';
 import { procCpuTimes, procMemory, procThreadCpuSeconds } from './lib/proc.ts';
 import { killAllSync, stopAll } from './lib/processes.ts';
 import { ControllerProcess, stopControllers } from './lib/controller.ts';
@@ -225,17 +225,6 @@ async function main(): Promise<void> {
   process.stdout.write(`\n\`\`\`json\n${JSON.stringify({ vms, rounds, settleSeconds: settleMs / 1000, samples }, null, 1)}\n\`\`\`\n`);
 }
 
-/** The controller's API requests so far by `verb resource`. */
-function requestsByVerb(metrics: PromSample[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const m of metrics) {
-    if (m.name !== 'persistent_ips_api_requests_total') continue;
-    const key = `${m.labels.verb} ${m.labels.resource}`;
-    out[key] = (out[key] ?? 0) + m.value;
-  }
-  return out;
-}
-
 /** The controller's /proc figures now: memory, CPU seconds by thread, in the kernel and of its reaped children. */
 function procFigures(pid: number, digits: number) {
   const mem = procMemory(pid);
@@ -254,7 +243,7 @@ async function pairedColdStart(ctx: BenchContext, arm: Arm, r: number, vms: numb
   const { result, controller } = await coldStart(ctx, ns, vms, `${arm.name}-${r}`, arm.flags);
   if (settleMs > 0) await sleep(settleMs);
   const { mem, ...proc } = procFigures(controller.pid, 2);
-  const apiRequests = requestsByVerb(await controller.metrics());
+  const apiRequests = countBy(await controller.metrics(), 'persistent_ips_api_requests_total', (l) => `${l.verb} ${l.resource}`);
   await controller.stop();
   const s: Sample = {
     arm: arm.name,

@@ -46,7 +46,6 @@ import {
   type ModeRun,
   type ChurnResult,
   type ColdStartResult,
-  type ConvergenceResult,
   type LimitResult,
   type SetupResult,
   type SteadyStepResult,
@@ -196,21 +195,9 @@ const dirtySrcAtStart = git(['status', '--porcelain', '--', 'src']) !== '';
 // ---------------------------------------------------------------------------------------------------------------
 // Sections
 
-interface RatioRound {
-  round: number;
-  how: string;
-  controllerS: number;
-  limitS: number;
-  ratio: number;
-  writePhaseRatio: number;
-  controllerReadyS: number;
-  loadavg1: number;
-  /** CPU per claim from spawn to the last claim, ms: the controller, and the limit client doing the same writes. */
-  controllerCpuPerClaimMs: number;
-  limitCpuPerClaimMs: number;
-}
+type RatioRound = ReturnType<typeof ratioRound>;
 
-function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult): RatioRound {
+function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult) {
   return {
     round: k,
     how,
@@ -218,8 +205,9 @@ function ratioRound(k: number, how: string, c: ColdStartResult, l: LimitResult):
     limitS: l.spawnToAllClaimsS,
     ratio: round3(c.spawnToAllClaimsS / l.spawnToAllClaimsS),
     writePhaseRatio: round3(c.writePhaseS / l.writePhaseS),
-    controllerReadyS: c.spawnToReadyS ?? NaN,
+    controllerReadyS: c.spawnToReadyS,
     loadavg1: round((c.loadavgBefore[0]! + l.loadavgBefore[0]!) / 2, 2),
+    /** CPU per claim from spawn to the last claim, ms: the controller, and the limit client doing the same writes. */
     controllerCpuPerClaimMs: round3((1000 * (c.cpuSeconds.controller ?? NaN)) / c.claims),
     limitCpuPerClaimMs: round3((1000 * (l.cpuSeconds['limit-writer'] ?? NaN)) / l.claims),
   };
@@ -244,7 +232,7 @@ const cpuRow = (c: Record<string, number>): string =>
 const msPair = (a: number, b: number): string => `${a.toFixed(2)} ms / ${b.toFixed(2)} ms`;
 
 /** A convergence's write phase and its rate, e.g. "4.21 s (950 claims/s)", with `more` inside the parentheses. */
-const writePhase = (r: ConvergenceResult, more = ''): string => `${fmtS(r.writePhaseS)} (${Math.round(r.claims / r.writePhaseS)} claims/s${more})`;
+const writePhase = (r: ColdStartResult | LimitResult, more = ''): string => `${fmtS(r.writePhaseS)} (${Math.round(r.claims / r.writePhaseS)} claims/s${more})`;
 
 function coldStartSection(
   cold: ColdStartResult,
@@ -253,7 +241,7 @@ function coldStartSection(
   viaProject: LimitResult | undefined,
   rounds: RatioRound[],
 ): Section {
-  const ratio = round(cold.spawnToAllClaimsS / lim.spawnToAllClaimsS, 3);
+  const [first] = rounds as [RatioRound];
   const medianRatio = round3(median(rounds.map((r) => r.ratio)));
   const medianWriteRatio = round3(median(rounds.map((r) => r.writePhaseRatio)));
   // One cold start's CPU moves by ±15 % with the load other jobs put on this machine; the median of the rounds less.
@@ -271,8 +259,8 @@ function coldStartSection(
     ['limit client: spawn → first claim', fmtS(lim.spawnToFirstClaimS)],
     ['limit client: spawn → all claims', fmtS(lim.spawnToAllClaimsS)],
     ['limit client: write phase (first → last claim)', writePhase(lim)],
-    ['convergence / limit, this pair (round 1)', ratio.toFixed(3)],
-    ['write phase alone: controller / limit, round 1', (cold.writePhaseS / lim.writePhaseS).toFixed(3)],
+    ['convergence / limit, this pair (round 1)', first.ratio.toFixed(3)],
+    ['write phase alone: controller / limit, round 1', first.writePhaseRatio.toFixed(3)],
     [
       `convergence / limit, MEDIAN of ${rounds.length} paired rounds`,
       `${medianRatio.toFixed(3)} (target ≤ ${RATIO_TARGET}: ${verdict(medianRatio <= RATIO_TARGET)})`,
@@ -287,7 +275,7 @@ function coldStartSection(
     [`controller CPU per claim (spawn → last claim), MEDIAN of ${rounds.length} rounds / limit client's`, msPair(medianCpu, medianLimitCpu)],
     ['CPU seconds during convergence', cpuRow(cold.cpuSeconds)],
     ['CPU seconds during the limit run', cpuRow(lim.cpuSeconds)],
-    ['controller CPU per claim / limit client CPU per claim, round 1', msPair(rounds[0]!.controllerCpuPerClaimMs, rounds[0]!.limitCpuPerClaimMs)],
+    ['controller CPU per claim / limit client CPU per claim, round 1', msPair(first.controllerCpuPerClaimMs, first.limitCpuPerClaimMs)],
     ['controller GC and event loop (spawn → idle)', gcRow(cold.runtime)],
     ...(viaProject
       ? ([
@@ -314,7 +302,7 @@ function coldStartSection(
     ],
     json: {
       ratio: medianRatio,
-      ratioRound1: ratio,
+      ratioRound1: first.ratio,
       medianWritePhaseRatio: medianWriteRatio,
       medianControllerCpuPerClaimMs: medianCpu,
       medianLimitCpuPerClaimMs: medianLimitCpu,
@@ -337,17 +325,15 @@ function coldStartSection(
   };
 }
 
-function writesSection(
-  entries: { label: string; claims: number; w: { claimWrites: number; eventWrites: number; claimWritesBy: Record<string, number> } }[],
-): Section {
-  const json = entries.map((e) => ({
-    scenario: e.label,
-    claimsCreated: e.claims,
-    claimWrites: e.w.claimWrites,
-    claimWritesBy: e.w.claimWritesBy,
-    claimWritesPerClaim: round(e.w.claimWrites / Math.max(1, e.claims), 4),
-    eventWrites: e.w.eventWrites,
-    eventWritesPerClaim: round(e.w.eventWrites / Math.max(1, e.claims), 4),
+function writesSection(entries: [string, Pick<ColdStartResult, 'claims' | 'writes' | 'claimWritesPerClaim' | 'eventWritesPerClaim'>][]): Section {
+  const json = entries.map(([scenario, r]) => ({
+    scenario,
+    claimsCreated: r.claims,
+    claimWrites: r.writes.claimWrites,
+    claimWritesBy: r.writes.claimWritesBy,
+    claimWritesPerClaim: r.claimWritesPerClaim,
+    eventWrites: r.writes.eventWrites,
+    eventWritesPerClaim: r.eventWritesPerClaim,
   }));
   const rows = json.flatMap((j): Row[] => {
     const by = Object.entries(j.claimWritesBy).map(([k, v]) => `${k}: ${v}`);
@@ -599,9 +585,9 @@ async function runScenarios(o: Options, settings: ControllerSettings, tmp: strin
   h.show(coldStartSection(cold, lim, settings, viaProject, rounds));
   h.show(
     writesSection([
-      { label: 'cold start (controller)', claims: cold.claims, w: cold.writes },
-      { label: 'limit client', claims: lim.claims, w: lim.writes },
-      { label: 'churn (controller)', claims: ch.claims, w: ch.writes },
+      ['cold start (controller)', cold],
+      ['limit client', lim],
+      ['churn (controller)', ch],
     ]),
   );
   h.show(steadySection([resyncStep, statusStep, restartStep]));
@@ -743,7 +729,6 @@ async function main(): Promise<void> {
     print(`wrote:\n${files.map((f) => `  ${relative(REPO, f)}`).join('\n')}`);
     success = true;
   } finally {
-    await stopControllers();
     await cleanup().catch((err: unknown) => log(`cleanup: ${(err as Error).message}`));
     if (success && !o.keepTemp && !o.cpuProf) rmSync(tmp, { recursive: true, force: true });
     else log(`temp dir kept: ${tmp}`);

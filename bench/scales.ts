@@ -34,30 +34,13 @@ export const INFO_LINES_TARGET_1K = 50;
 export const CHURN_P99_TARGET_MS = 200;
 export const OUTAGE_RECOVERY_TARGET_S = 5;
 
-interface OutageResult {
-  outageSeconds: number;
-  /** API server /readyz again → both claims of a VM created right then seen on a watch. */
-  readyToClaimsS: number;
-  /** The VM's POST itself, after the restart. */
-  vmPostS: number;
-  /** Controller warnings logged during the outage and recovery. */
-  warnings: number;
-  /** Times the controller exited (lost its Lease, or found no API server at start-up) and was started again. */
-  controllerRestarts: number;
-}
-
 /**
  * Stops kube-apiserver for `seconds`, starts it again, and times how soon a VM created right then gets its claims.
  * With --leader-elect (the Deployment's) the controller cannot renew its Lease during the outage and exits, as a
  * controller-runtime manager does; like the kubelet (restartPolicy Always) the benchmark starts it again whenever it
  * exits, at once (the kubelet's first restart; later ones back off). Returns the controller running at the end.
  */
-async function outage(
-  ctx: BenchContext,
-  controller: ControllerProcess,
-  seconds: number,
-  log: (line: string) => void,
-): Promise<{ result: OutageResult; controller: ControllerProcess }> {
+async function outage(ctx: BenchContext, controller: ControllerProcess, seconds: number, log: (line: string) => void) {
   const ns = 'bench-outage';
   await createNamespace(ctx.kube, ns);
   let current = controller;
@@ -117,31 +100,16 @@ async function outage(
     controller: current,
     result: {
       outageSeconds: seconds,
+      /** API server /readyz again → both claims of a VM created right then seen on a watch. */
       readyToClaimsS: round((seen - readyAt) / 1000, 3),
+      /** The VM's POST itself, after the restart. */
       vmPostS: round((posted - postAt) / 1000, 3),
+      /** Controller warnings logged during the outage and recovery. */
       warnings,
+      /** Times the controller exited (lost its Lease, or found no API server at start-up) and was started again. */
       controllerRestarts: restarts,
     },
   };
-}
-
-interface ScaleEntry {
-  vms: number;
-  setup: SetupResult;
-  cold: ColdStartResult;
-  peakRssMiB: number;
-  steadyRssMiB: number;
-  peakHeapUsedMiB: number | null;
-  /** Lines at info and above in the controller's log, spawn → settled. */
-  infoLines: number;
-  logBytes: number;
-  cpuPerClaimMs: number;
-  exitedEarly: boolean;
-  churn?: ChurnResult;
-  peakRssAfterChurnMiB?: number;
-  outage?: OutageResult;
-  burst?: WebhookBurstResult;
-  ie?: IeResult;
 }
 
 const LEVELS_INFO_UP = new Set(['info', 'warn', 'error', 'fatal', 30, 40, 50, 60]);
@@ -161,6 +129,33 @@ function recentRssMiB(c: ControllerProcess, seconds: number): number {
     .sort((a, b) => a - b);
   return round(xs.length ? xs[xs.length >> 1]! : NaN, 1);
 }
+
+/** A cold start's figures once its controller has settled. */
+function settled(controller: ControllerProcess, setup: SetupResult, cold: ColdStartResult) {
+  const mem = controller.memoryNow();
+  const logs = logStats(controller);
+  return {
+    vms: cold.vms,
+    setup,
+    cold,
+    peakRssMiB: mem.peakRssMiB,
+    steadyRssMiB: recentRssMiB(controller, 15),
+    peakHeapUsedMiB: mem.peakHeapUsedMiB,
+    /** Lines at info and above in the controller's log, spawn → settled. */
+    infoLines: logs.infoLines,
+    logBytes: logs.bytes,
+    cpuPerClaimMs: round((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims, 3),
+    exitedEarly: controller.exited,
+  };
+}
+
+type ScaleEntry = ReturnType<typeof settled> & {
+  churn?: ChurnResult;
+  peakRssAfterChurnMiB?: number;
+  outage?: Awaited<ReturnType<typeof outage>>['result'];
+  burst?: WebhookBurstResult;
+  ie?: IeResult;
+};
 
 export async function runScales(o: Options, { startCp, stopCp, show, log }: Harness): Promise<ModeRun> {
   const shipped = shippedController();
@@ -196,20 +191,7 @@ export async function runScales(o: Options, { startCp, stopCp, show, log }: Harn
     commands[`cold start ${n}`] = cold.controllerCommand;
     log(`scale ${n}: converged in ${cold.spawnToAllClaimsS} s; settling 30 s`);
     await sleep(30_000);
-    const mem = controller.memoryNow();
-    const logs = logStats(controller);
-    const entry: ScaleEntry = {
-      vms: n,
-      setup,
-      cold,
-      peakRssMiB: mem.peakRssMiB,
-      steadyRssMiB: recentRssMiB(controller, 15),
-      peakHeapUsedMiB: mem.peakHeapUsedMiB,
-      infoLines: logs.infoLines,
-      logBytes: logs.bytes,
-      cpuPerClaimMs: round((1000 * (cold.cpuSeconds.controller ?? NaN)) / cold.claims, 3),
-      exitedEarly: controller.exited,
-    };
+    const entry: ScaleEntry = settled(controller, setup, cold);
     log(`scale ${n}: peak ${entry.peakRssMiB} MiB, steady ${entry.steadyRssMiB} MiB, ${entry.cpuPerClaimMs} ms CPU per claim, ${entry.infoLines} info lines`);
     if (o.webhookBurst > 0) {
       // After the memory figures: the burst's own allocations are not part of a cold start.

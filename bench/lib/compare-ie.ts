@@ -15,36 +15,27 @@ import { round } from './stats.ts';
 import { freePort } from '../../e2e/harness/index.ts';
 import type { BenchContext } from './scenarios.ts';
 
-export interface IeResult {
-  vms: number;
-  claims: number;
-  peakRssMiB: number;
-  steadyRssMiB: number;
-  spawnToAllClaimsS: number;
-  cpuSeconds: number;
-  cpuPerClaimMs: number;
-  exited: boolean;
-}
+export type IeResult = Awaited<ReturnType<typeof ieColdStart>>;
 
 /** Its manager (`binary`) started against the context's control plane, whose `namespace` holds `vms` VMs. */
-export async function ieColdStart(ctx: BenchContext, binary: string, namespace: string, vms: number): Promise<IeResult> {
-  const opts = { kube: ctx.kube, kubeconfig: ctx.cp.kubeconfigPath, dir: ctx.dir, namespace, vms, probePort: await freePort(), log: ctx.log };
-  const certDir = join(opts.dir, `ie-certs-${opts.vms}`);
+export async function ieColdStart(ctx: BenchContext, binary: string, namespace: string, vms: number) {
+  const probePort = await freePort();
+  const certDir = join(ctx.dir, `ie-certs-${vms}`);
   mkdirSync(certDir, { recursive: true });
   const now = Date.now();
   const ca = await generateCa(now, 24 * 3600 * 1000, 'ie-bench-ca');
   const serving = await generateServing(ca, now, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], servingValidityMs: 24 * 3600 * 1000 });
   writeFileSync(join(certDir, 'tls.crt'), serving.certPem);
   writeFileSync(join(certDir, 'tls.key'), serving.keyPem);
-  const claims = opts.vms * 2;
-  const watch = new ClaimWatch(opts.kube, opts.namespace);
+  const claims = vms * 2;
+  const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
   const spawnAt = performance.now();
   const p = spawnTracked(
-    `ipam-extensions-${opts.vms}`,
+    `ipam-extensions-${vms}`,
     binary,
-    [`--kubeconfig=${opts.kubeconfig}`, `--certificates-dir=${certDir}`, `--health-probe-bind-address=127.0.0.1:${opts.probePort}`],
-    join(opts.dir, `ipam-extensions-${opts.vms}.log`),
+    [`--kubeconfig=${ctx.cp.kubeconfigPath}`, `--certificates-dir=${certDir}`, `--health-probe-bind-address=127.0.0.1:${probePort}`],
+    join(ctx.dir, `ipam-extensions-${vms}.log`),
   );
   const rss: { t: number; kb: number }[] = [];
   let hwmKb = 0;
@@ -59,7 +50,7 @@ export async function ieColdStart(ctx: BenchContext, binary: string, namespace: 
     const doneAt = await watch.waitForCount(claims, Math.max(120_000, (claims / 15) * 1000));
     const cpuSeconds = procCpuSeconds(p.pid) ?? NaN;
     const spawnToAllClaimsS = (doneAt - spawnAt) / 1000;
-    opts.log(`ipam-extensions ${opts.vms}: all ${claims} claims after ${round(spawnToAllClaimsS, 1)} s; settling 30 s`);
+    ctx.log(`ipam-extensions ${vms}: all ${claims} claims after ${round(spawnToAllClaimsS, 1)} s; settling 30 s`);
     await sleep(30_000);
     const since = performance.now() - 15_000;
     const tail = rss
@@ -67,7 +58,7 @@ export async function ieColdStart(ctx: BenchContext, binary: string, namespace: 
       .map((s) => s.kb / 1024)
       .sort((a, b) => a - b);
     return {
-      vms: opts.vms,
+      vms,
       claims,
       peakRssMiB: round(Math.max(hwmKb, procMemory(p.pid)?.hwmKb ?? 0) / 1024, 1),
       steadyRssMiB: round(tail[tail.length >> 1] ?? NaN, 1),

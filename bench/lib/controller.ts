@@ -48,24 +48,8 @@ export interface MemorySample {
   eventLoopLagMaxMs?: number;
 }
 
-export interface RuntimeStats {
-  /** Garbage collections by kind: count, total seconds, and how many paused longer than 0.1 s and 1 s. */
-  gc: Record<string, { count: number; seconds: number; over100ms: number; over1s: number }>;
-  /** Largest event-loop delay seen by the once-a-second samples, ms. */
-  eventLoopLagMaxMs: number | null;
-}
-
-export interface MemorySummary {
-  /** Peak RSS (VmHWM, kernel's high-water mark), MiB. */
-  peakRssMiB: number;
-  /** Largest process_resident_memory_bytes seen, MiB. */
-  peakResidentMetricMiB: number | null;
-  /** Largest nodejs_heap_size_used_bytes seen, MiB. */
-  peakHeapUsedMiB: number | null;
-  /** Largest nodejs_heap_size_total_bytes seen, MiB. */
-  peakHeapTotalMiB: number | null;
-  samples: MemorySample[];
-}
+export type RuntimeStats = Awaited<ReturnType<ControllerProcess['runtimeStats']>>;
+export type MemorySummary = ReturnType<ControllerProcess['memory']>;
 
 /** Every controller started and not stopped yet: stopControllers() stops them when a run ends or fails. */
 const live = new Set<ControllerProcess>();
@@ -193,10 +177,6 @@ export class ControllerProcess {
     return !this.#p.alive;
   }
 
-  get logFile(): string {
-    return this.#p.logFile;
-  }
-
   /** Rejects as soon as the process exits (for racing against a wait). Call `cancel` once the wait is over. */
   deathWatch(): { died: Promise<never>; cancel(): void } {
     let active = true;
@@ -210,7 +190,7 @@ export class ControllerProcess {
 
   #check(): void {
     const died = this.#p.diedReason();
-    if (died) throw new Error(`${died}\nits log: ${this.logFile}`);
+    if (died) throw new Error(`${died}\nits log: ${this.#p.logFile}`);
   }
 
   /** Polls /readyz (a local HTTP call to the controller, not the API server) every 50 ms; returns performance.now(). */
@@ -292,10 +272,13 @@ export class ControllerProcess {
     return procCpuSeconds(this.#p.pid) ?? this.#lastCpu;
   }
 
-  /** GC pauses (cumulative since start, or since `since`) and the worst event-loop delay sampled after `fromT`. */
-  async runtimeStats(since: Sample[] = [], fromT = 0): Promise<RuntimeStats> {
+  /**
+   * Garbage collections by kind (count, total seconds, how many paused longer than 0.1 s and 1 s; cumulative since
+   * start, or since `since`) and the largest event-loop delay the once-a-second samples saw after `fromT`, ms.
+   */
+  async runtimeStats(since: Sample[] = [], fromT = 0) {
     const now = await this.metrics();
-    const gc: RuntimeStats['gc'] = {};
+    const gc: Record<string, { count: number; seconds: number; over100ms: number; over1s: number }> = {};
     const kinds = new Set(now.filter((s) => s.name === 'nodejs_gc_duration_seconds_count').map((s) => s.labels.kind ?? ''));
     for (const kind of kinds) {
       const d = bucketDelta(buckets(now, 'nodejs_gc_duration_seconds', { kind }), buckets(since, 'nodejs_gc_duration_seconds', { kind }));
@@ -318,14 +301,16 @@ export class ControllerProcess {
     return this.memory();
   }
 
-  memory(): MemorySummary {
+  memory() {
     const max = (xs: (number | undefined)[]): number | null => {
       const v = xs.filter((x): x is number => x !== undefined && x > 0);
       return v.length ? round(Math.max(...v) / 2 ** 20) : null;
     };
     const hwm = Math.max(this.#lastHwmKb, ...this.#samples.map((s) => s.hwmKb));
     return {
+      /** Peak RSS (VmHWM, kernel's high-water mark), MiB. */
       peakRssMiB: round(hwm / 1024),
+      /** The largest process_resident_memory_bytes, nodejs_heap_size_used_bytes and nodejs_heap_size_total_bytes seen, MiB. */
       peakResidentMetricMiB: max(this.#samples.map((s) => s.residentBytes)),
       peakHeapUsedMiB: max(this.#samples.map((s) => s.heapUsedBytes)),
       peakHeapTotalMiB: max(this.#samples.map((s) => s.heapTotalBytes)),

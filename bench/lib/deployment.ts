@@ -8,18 +8,6 @@ import { parseCommandLine } from '../../src/cli/parser.ts';
 
 export const DEPLOYMENT_FILE = fileURLToPath(new URL('../../manifests/controller/deployment.yaml', import.meta.url));
 
-export interface ShippedController {
-  /** The container's args, e.g. ['run', '--leader-elect', '--metrics-bind-address=:8080', ...]. */
-  args: string[];
-  /** The container's NODE_OPTIONS value ('' when unset). */
-  nodeOptions: string;
-  /** Every env entry of the container with a literal value (NODE_OPTIONS included); fieldRefs are left out. */
-  env: Record<string, string>;
-  /** resources.requests / limits as written, e.g. { memory: '256Mi' }. */
-  requests: Record<string, string>;
-  limits: Record<string, string>;
-}
-
 interface Container {
   name: string;
   args?: string[];
@@ -27,14 +15,18 @@ interface Container {
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
 }
 
-export function shippedController(file = DEPLOYMENT_FILE): ShippedController {
+export function shippedController(file = DEPLOYMENT_FILE) {
   const doc = load(readFileSync(file, 'utf8')) as { spec: { template: { spec: { containers: Container[] } } } };
   const c = doc.spec.template.spec.containers.find((x) => x.name === 'controller');
   if (!c) throw new Error(`${file}: no container named controller`);
   return {
+    /** The container's args, e.g. ['run', '--leader-elect', '--metrics-bind-address=:8080', ...]. */
     args: c.args ?? [],
+    /** The container's NODE_OPTIONS value ('' when unset). */
     nodeOptions: c.env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '',
+    /** Every env entry of the container with a literal value (NODE_OPTIONS included); fieldRefs are left out. */
     env: Object.fromEntries((c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!])),
+    /** resources.requests / limits as written, e.g. { memory: '256Mi' }. */
     requests: c.resources?.requests ?? {},
     limits: c.resources?.limits ?? {},
   };

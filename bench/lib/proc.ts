@@ -20,25 +20,20 @@ export function procMemory(pid: number): ProcMemory | undefined {
   }
 }
 
-/** User and system CPU seconds of a /proc/.../stat line. */
-function statTimes(stat: string): CpuTimes {
+/**
+ * User and system (in the kernel: system calls, page faults) CPU seconds of a /proc/.../stat line, and `children`: user +
+ * system CPU of the child processes it has waited for (the controller's command-line parser and certificate minting
+ * run in short-lived children), which user and system leave out.
+ */
+function statTimes(stat: string) {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After "pid (comm) ": state is field 3 → index 0; utime is field 14 → index 11, stime index 12, then the reaped
   // children's cutime and cstime.
   return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK, children: (Number(fields[13]) + Number(fields[14])) / CLK_TCK };
 }
 
-export interface CpuTimes {
-  user: number;
-  /** In the kernel: system calls, page faults. */
-  system: number;
-  /** User + system CPU of the child processes it has waited for (the controller's command-line parser and certificate
-   * minting run in short-lived children), which user and system leave out. */
-  children: number;
-}
-
 /** User and system CPU seconds the process has used so far (undefined once it is gone). */
-export function procCpuTimes(pid: number): CpuTimes | undefined {
+export function procCpuTimes(pid: number): ReturnType<typeof statTimes> | undefined {
   try {
     return statTimes(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {

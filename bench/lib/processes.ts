@@ -1,6 +1,6 @@
 // Every process the benchmark starts (controllers, the limit client) is registered here, so that a failure, Ctrl-C
 // or an exit stops all of them: stopAll() (orderly: SIGTERM, then SIGKILL) and killAllSync() (last resort).
-import { spawnLogged, stopProcess, type ManagedProcess } from '../../e2e/harness/process.ts';
+import { signalGroup, spawnLogged, stopProcess, type ManagedProcess } from '../../e2e/harness/process.ts';
 
 const live = new Set<ManagedProcess>();
 /** Processes someone else started for us (the control plane's), killed on exit if still there. */
@@ -31,19 +31,9 @@ export async function stopAll(): Promise<void> {
   await Promise.all([...live].map((p) => stopTracked(p, 5_000)));
 }
 
-/** SIGKILL to the process group and the process; either may be gone already. */
-function kill(pid: number): void {
-  for (const target of [-pid, pid]) {
-    try {
-      process.kill(target, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
-}
-
 export function killAllSync(): void {
-  for (const pid of external) kill(pid);
+  // Each was spawned as its group's leader: the group signal reaches the process and what it started.
+  for (const pid of external) signalGroup(pid, 'SIGKILL');
   external.clear();
-  for (const p of live) if (!p.hasExited()) kill(p.pid);
+  for (const p of live) if (!p.hasExited()) signalGroup(p.pid, 'SIGKILL');
 }

@@ -38,3 +38,10 @@ export function histogramQuantile(q: number, cumulative: Map<number, number>): n
   }
   return prevLe;
 }
+
+/** Counter `name` summed by the key `by` makes of each sample's labels. */
+export function countBy(samples: readonly Sample[], name: string, by: (labels: Record<string, string>) => string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const s of samples) if (s.name === name) out[by(s.labels)] = (out[by(s.labels)] ?? 0) + s.value;
+  return out;
+}

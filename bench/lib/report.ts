@@ -25,14 +25,13 @@ function mdEscape(s: string): string {
   return s.replace(/\|/g, '\\|');
 }
 
-export function markdownTable(rows: Row[]): string {
+function markdownTable(rows: Row[]): string {
   return ['| | |', '|---|---|', ...rows.map(([k, v]) => (v === '' ? `| **${mdEscape(k)}** | |` : `| ${mdEscape(k)} | ${mdEscape(v)} |`))].join('\n');
 }
 
-export function sectionMarkdown(s: Section, level = 2): string {
-  const h = '#'.repeat(level);
+function sectionMarkdown(s: Section): string {
   return [
-    `${h} ${s.title}`,
+    `## ${s.title}`,
     '',
     markdownTable(s.rows),
     '',

@@ -67,21 +67,10 @@ function perClaim(w: WriteSummary, claims: number): { claimWritesPerClaim: numbe
 // ---------------------------------------------------------------------------------------------------------------
 // Setup
 
-export interface SetupResult {
-  namespace: string;
-  vms: number;
-  seconds: number;
-  objectsPerSecond: number;
-}
+export type SetupResult = Awaited<ReturnType<typeof createVms>>['result'];
 
 /** `n` VMs, each with its VMI, in a fresh namespace with the two persistent NADs. */
-export async function createVms(
-  ctx: BenchContext,
-  namespace: string,
-  prefix: string,
-  n: number,
-  withVmis = true,
-): Promise<{ result: SetupResult; owners: { name: string; uid: string }[] }> {
+export async function createVms(ctx: BenchContext, namespace: string, prefix: string, n: number, withVmis = true) {
   await createNamespace(ctx.kube, namespace);
   const t0 = performance.now();
   const owners: { name: string; uid: string }[] = new Array(n);
@@ -140,27 +129,6 @@ export async function warmUp(ctx: BenchContext, count: number): Promise<number> 
 // ---------------------------------------------------------------------------------------------------------------
 // 1. Cold start, and 2. the limit
 
-export interface ConvergenceResult {
-  namespace: string;
-  claims: number;
-  /** Seconds from process spawn. */
-  spawnToReadyS?: number;
-  spawnToFirstClaimS: number;
-  spawnToAllClaimsS: number;
-  /** First claim → last claim: the write phase alone. */
-  writePhaseS: number;
-  claimsPerSecond: number;
-  /** CPU seconds per process from spawn to the last claim. */
-  cpuSeconds: Record<string, number>;
-  writes: WriteSummary;
-  claimWritesPerClaim: number;
-  eventWritesPerClaim: number;
-  /** Cumulative claims seen by the watch, [seconds since spawn, count]. */
-  series: [number, number][];
-  loadavgBefore: number[];
-  loadavgAfter: number[];
-}
-
 /** What a convergence run measures from before its process is spawned: load, API requests, control-plane CPU. */
 async function measuring(ctx: BenchContext): Promise<{ loadavgBefore: number[]; window: { end(): Promise<WriteSummary> }; cpu: CpuWindow }> {
   return { loadavgBefore: load(), window: await requestWindow(ctx.kube), cpu: new CpuWindow(cpPids(ctx.cp)) };
@@ -172,37 +140,24 @@ function convergence(watch: ClaimWatch, claims: number, spawnAt: number, lastAt:
   const total = (lastAt - spawnAt) / 1000;
   return {
     claims,
+    /** Seconds from process spawn. */
     spawnToFirstClaimS: round((first - spawnAt) / 1000, 3),
     spawnToAllClaimsS: round(total, 3),
+    /** First claim → last claim: the write phase alone. */
     writePhaseS: round((lastAt - first) / 1000, 3),
     claimsPerSecond: round(claims / total, 1),
+    /** Cumulative claims seen by the watch, [seconds since spawn, count]. */
     series: cumulative(watch.added.values(), spawnAt),
   };
 }
 
-export interface ColdStartResult extends ConvergenceResult {
-  vms: number;
-  /** Spawn → the probe server answers at all (Node started, modules loaded, API server reached). */
-  spawnToProcessUpS: number | null;
-  controllerCommand: string;
-  /** The controller's own count of API requests and reconciles up to idle. */
-  controllerApiRequests: number;
-  reconciles: number;
-  /** GC pauses and event-loop delay of the controller from spawn to idle. */
-  runtime: RuntimeStats;
-}
+export type ColdStartResult = Awaited<ReturnType<typeof coldStart>>['result'];
 
 /**
  * Starts the controller with the VMs already there and times it until the watch has seen all 2N claims. Returns
  * the controller still running.
  */
-export async function coldStart(
-  ctx: BenchContext,
-  namespace: string,
-  vms: number,
-  name: string,
-  nodeArgs: string[] = [],
-): Promise<{ result: ColdStartResult; controller: ControllerProcess }> {
+export async function coldStart(ctx: BenchContext, namespace: string, vms: number, name: string, nodeArgs: string[] = []) {
   const expected = vms * NETWORKS.length;
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
@@ -239,14 +194,18 @@ export async function coldStart(
         namespace,
         vms,
         controllerCommand: controller.commandLine,
+        /** Spawn → the probe server answers at all (Node started, modules loaded, API server reached). */
         spawnToProcessUpS: controller.firstProbeAnswerAt === undefined ? null : round((controller.firstProbeAnswerAt - spawnAt) / 1000, 3),
         spawnToReadyS: round((readyAt - spawnAt) / 1000, 3),
         ...convergence(watch, expected, spawnAt, lastAt),
+        /** CPU seconds per process from spawn to the last claim. */
         cpuSeconds,
         writes,
         ...perClaim(writes, expected),
+        /** The controller's own count of API requests and reconciles up to idle. */
         controllerApiRequests: idle.apiRequests,
         reconciles: idle.reconciles,
+        /** GC pauses and event-loop delay of the controller from spawn to idle. */
         runtime,
         loadavgBefore,
         loadavgAfter,
@@ -259,21 +218,14 @@ export async function coldStart(
   }
 }
 
-export interface LimitResult extends ConvergenceResult {
-  /** `https`: the bare node:https client (the limit). `project`: the controller's own KubeClient (a diagnostic). */
-  client: 'https' | 'project';
-  concurrency: number;
-  qps: number;
-  burst: number;
-  ownersSetupSeconds: number;
-}
+export type LimitResult = Awaited<ReturnType<typeof limit>>;
 
 /**
  * The fastest this API server absorbs the same 2N creates: a bare client process with the controller's
  * concurrency and QPS/burst, in a fresh namespace, with real owner VMs (so that the garbage collector treats the
  * claims exactly as the controller's). No controller may run meanwhile.
  */
-export async function limit(ctx: BenchContext, namespace: string, vms: number, client: 'https' | 'project' = 'https'): Promise<LimitResult> {
+export async function limit(ctx: BenchContext, namespace: string, vms: number, client: 'https' | 'project' = 'https') {
   const { result: setup, owners } = await createVms(ctx, namespace, 'limit', vms, false);
   const bodies = owners.flatMap((o) => claimBodies(namespace, o));
   const jobFile = join(ctx.dir, `limit-${namespace}.json`);
@@ -303,6 +255,7 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
     const writes = await window.end();
     return {
       namespace,
+      /** `https`: the bare node:https client (the limit). `project`: the controller's own KubeClient (a diagnostic). */
       client,
       concurrency,
       qps,
@@ -323,17 +276,7 @@ export async function limit(ctx: BenchContext, namespace: string, vms: number, c
 // ---------------------------------------------------------------------------------------------------------------
 // 4. Steady state
 
-export interface SteadyStepResult {
-  step: string;
-  description: string;
-  claimWrites: number;
-  eventWrites: number;
-  /** Reconciles the controller ran during the step (shows the step reached it). */
-  reconciles: number;
-  seconds: number;
-  writes: WriteSummary;
-  detail: Record<string, unknown>;
-}
+export type SteadyStepResult = ReturnType<typeof steadyStep>;
 
 /** (b) A status change on every VMI of `namespace` (phase, launcher pod, interfaces, a condition). */
 export async function vmiStatusUpdates(ctx: BenchContext, controller: ControllerProcess, namespace: string, vms: number): Promise<SteadyStepResult> {
@@ -357,8 +300,8 @@ export async function vmiStatusUpdates(ctx: BenchContext, controller: Controller
   });
 }
 
-/** A step's result: the API server's count of writes in it, its reconciles, its duration since `t0`. */
-function steadyStep(step: string, description: string, writes: WriteSummary, t0: number, r: Pick<SteadyStepResult, 'reconciles' | 'detail'>): SteadyStepResult {
+/** A step's result: the API server's count of writes in it, the reconciles it caused (shows it reached the controller), its duration since `t0`. */
+function steadyStep(step: string, description: string, writes: WriteSummary, t0: number, r: { reconciles: number; detail: Record<string, unknown> }) {
   const { claimWrites, eventWrites } = writes;
   return { step, description, claimWrites, eventWrites, reconciles: r.reconciles, seconds: round((performance.now() - t0) / 1000), writes, detail: r.detail };
 }
@@ -392,24 +335,21 @@ export async function restart(
   const readyAt = await controller.waitReady();
   const idle = await controller.waitIdle({ minReconciles: keys, quietMs: 2000 });
   const writes = await window.end();
+  // Timed from the shutdown's start, and its writes count too.
+  const description = `controller stopped (SIGTERM), later a new process started; counted over the shutdown and until the new one had reconciled all ${keys} keys`;
+  const result = steadyStep('restart', description, writes, t0 - stopped.seconds * 1000, {
+    reconciles: idle.reconciles,
+    detail: {
+      shutdownSeconds: stopped.seconds,
+      shutdownClaimWrites: stopped.writes.claimWrites,
+      spawnToReadyS: round((readyAt - controller.spawnAt) / 1000, 3),
+      spawnToIdleS: round((performance.now() - controller.spawnAt) / 1000, 3),
+      controllerCommand: controller.commandLine,
+    },
+  });
   return {
     controller,
-    result: {
-      step: 'restart',
-      description: `controller stopped (SIGTERM), later a new process started; counted over the shutdown and until the new one had reconciled all ${keys} keys`,
-      claimWrites: stopped.writes.claimWrites + writes.claimWrites,
-      eventWrites: stopped.writes.eventWrites + writes.eventWrites,
-      reconciles: idle.reconciles,
-      seconds: round(stopped.seconds + (performance.now() - t0) / 1000),
-      writes,
-      detail: {
-        shutdownSeconds: stopped.seconds,
-        shutdownClaimWrites: stopped.writes.claimWrites,
-        spawnToReadyS: round((readyAt - controller.spawnAt) / 1000, 3),
-        spawnToIdleS: round((performance.now() - controller.spawnAt) / 1000, 3),
-        controllerCommand: controller.commandLine,
-      },
-    },
+    result: { ...result, claimWrites: stopped.writes.claimWrites + writes.claimWrites, eventWrites: stopped.writes.eventWrites + writes.eventWrites },
   };
 }
 
@@ -444,38 +384,9 @@ export async function resync(ctx: BenchContext, controller: ControllerProcess, k
 // ---------------------------------------------------------------------------------------------------------------
 // 5. Churn
 
-export interface ChurnResult {
-  namespace: string;
-  targetRate: number;
-  seconds: number;
-  vms: number;
-  claims: number;
-  achievedRate: number;
-  /** Largest delay of a scheduled VM creation behind its slot, ms (the generator's own lateness). */
-  maxScheduleLagMs: number;
-  /** Per claim: VM POST sent → claim ADDED received, ms. */
-  latencyMs: { p50: number; p95: number; p99: number; max: number; mean: number; min: number };
-  /** Per VM: until both of its claims existed. */
-  perVmLatencyMs: { p50: number; p95: number; p99: number; max: number };
-  histogram: { le: string; count: number }[];
-  /** The API server's answer time to the benchmark's own VM POSTs and VMI POSTs, ms: what any client saw. */
-  vmPostMs: { p50: number; p95: number; p99: number; max: number };
-  vmiPostMs: { p50: number; p95: number; p99: number; max: number };
-  /** From the controller's histograms over the churn (interpolated in buckets): time in the work queue, reconcile time. */
-  controller: { queueWaitP50Ms: number; queueWaitP99Ms: number; reconcileP50Ms: number; reconcileP99Ms: number; runtime: RuntimeStats };
-  writes: WriteSummary;
-  claimWritesPerClaim: number;
-  eventWritesPerClaim: number;
-  /** Claims seen per second over the run, [seconds since start, count]. */
-  series: [number, number][];
-  /** Worst per-VM latency (both claims) and worst VM POST time per half second, [seconds since start, ms]. */
-  latencySeries: [number, number][];
-  vmPostSeries: [number, number][];
-  loadavgBefore: number[];
-  loadavgAfter: number[];
-}
+export type ChurnResult = Awaited<ReturnType<typeof churn>>;
 
-export async function churn(ctx: BenchContext, controller: ControllerProcess, namespace: string, rate: number, seconds: number): Promise<ChurnResult> {
+export async function churn(ctx: BenchContext, controller: ControllerProcess, namespace: string, rate: number, seconds: number) {
   await createNamespace(ctx.kube, namespace);
   const watch = new ClaimWatch(ctx.kube, namespace);
   await watch.start();
@@ -537,12 +448,17 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
     vms: total,
     claims: perClaimMs.length,
     achievedRate: round(total / genSeconds, 2),
+    /** Largest delay of a scheduled VM creation behind its slot (the generator's own lateness). */
     maxScheduleLagMs: r(maxLag),
+    /** Per claim: VM POST sent → claim ADDED received. */
     latencyMs: { ...pcts(perClaimMs, 1), mean: r(mean(perClaimMs)), min: r(Math.min(...perClaimMs)) },
+    /** Per VM: until both of its claims existed. */
     perVmLatencyMs: pcts(perVmMs, 1),
     histogram: histogram(perClaimMs, [10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000]),
+    /** The API server's answer time to the benchmark's own VM POSTs and VMI POSTs: what any client saw. */
     vmPostMs: pcts(vmPost, 1),
     vmiPostMs: pcts(vmiPost, 1),
+    /** From the controller's histograms over the churn (interpolated in buckets): time in the work queue, reconcile time. */
     controller: {
       queueWaitP50Ms: hq('workqueue_queue_duration_seconds', 0.5),
       queueWaitP99Ms: hq('workqueue_queue_duration_seconds', 0.99),
@@ -550,10 +466,12 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
       reconcileP99Ms: hq('controller_runtime_reconcile_time_seconds', 0.99),
       runtime,
     },
+    /** Worst per-VM latency (both claims) and worst VM POST time per half second, [seconds since start, ms]. */
     latencySeries: worstPerBucket(perVmMs),
     vmPostSeries: worstPerBucket(vmPost),
     writes,
     ...perClaim(writes, perClaimMs.length),
+    /** Claims seen over the run, [seconds since start, count]. */
     series: cumulative(watch.added.values(), t0),
     loadavgBefore,
     loadavgAfter,
@@ -561,7 +479,7 @@ export async function churn(ctx: BenchContext, controller: ControllerProcess, na
 }
 
 /** A report row: the controller's collections by kind (with how many took over 0.1 s) and its worst event-loop delay. */
-export function gcRow(r: ColdStartResult['runtime']): string {
+export function gcRow(r: RuntimeStats): string {
   const gc = Object.entries(r.gc)
     .filter(([, v]) => v.count > 0)
     .map(([k, v]) => `${k} ${v.count}× ${v.seconds.toFixed(2)} s${v.over100ms ? ` (${v.over100ms} > 0.1 s)` : ''}`)

@@ -1,11 +1,5 @@
 // Two small chart kinds as plain SVG text (no dependency): lines over a numeric x axis, and labelled bars.
 
-export interface Series {
-  name: string;
-  points: [number, number][];
-  color?: string;
-}
-
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#17becf'];
 const FONT = 'font-family="Helvetica, Arial, sans-serif"';
 
@@ -60,21 +54,18 @@ export function lineChart(o: {
   title: string;
   xLabel: string;
   yLabel: string;
-  series: Series[];
-  width?: number;
-  height?: number;
-  yMax?: number;
+  series: { name: string; points: [number, number][]; color?: string }[];
   hLines?: { y: number; label: string }[];
 }): string {
-  const width = o.width ?? 720;
+  const width = 720;
   const perRow = Math.max(1, Math.floor((width - 70) / 230));
   const legendRows = Math.ceil(o.series.length / perRow);
-  const f: Frame = { width, height: (o.height ?? 400) + (legendRows - 1) * 18, left: 70, right: 20, top: 40, bottom: 52 + legendRows * 18 };
+  const f: Frame = { width, height: 400 + (legendRows - 1) * 18, left: 70, right: 20, top: 40, bottom: 52 + legendRows * 18 };
   const pw = f.width - f.left - f.right;
   const ph = f.height - f.top - f.bottom;
   const all = o.series.flatMap((s) => s.points);
   const xMaxRaw = Math.max(1e-9, ...all.map((p) => p[0]));
-  const yMaxRaw = Math.max(1e-9, o.yMax ?? 0, ...all.map((p) => p[1]), ...(o.hLines ?? []).map((h) => h.y));
+  const yMaxRaw = Math.max(1e-9, ...all.map((p) => p[1]), ...(o.hLines ?? []).map((h) => h.y));
   const xStep = niceStep(xMaxRaw);
   const yStep = niceStep(yMaxRaw);
   const xMax = Math.ceil(xMaxRaw / xStep) * xStep;
@@ -106,16 +97,13 @@ export function lineChart(o: {
   return `${out.join('\n')}\n`;
 }
 
-export interface Bar {
-  label: string;
-  value: number;
-  color?: string;
-  /** Printed above the bar instead of the value. */
-  text?: string;
-}
-
-export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?: number; height?: number; target?: { y: number; label: string } }): string {
-  const f: Frame = { width: o.width ?? Math.max(480, 90 * o.bars.length + 120), height: o.height ?? 380, left: 70, right: 20, top: 40, bottom: 80 };
+export function barChart(o: {
+  title: string;
+  yLabel: string /** `text`: printed above the bar instead of the value. */;
+  bars: { label: string; value: number; text?: string }[];
+  target?: { y: number; label: string };
+}): string {
+  const f: Frame = { width: Math.max(480, 90 * o.bars.length + 120), height: 380, left: 70, right: 20, top: 40, bottom: 80 };
   const pw = f.width - f.left - f.right;
   const ph = f.height - f.top - f.bottom;
   const yMaxRaw = Math.max(1e-9, ...o.bars.map((b) => b.value), o.target?.y ?? 0);
@@ -127,7 +115,7 @@ export function barChart(o: { title: string; yLabel: string; bars: Bar[]; width?
   const bw = Math.min(60, slot * 0.6);
   o.bars.forEach((b, i) => {
     const cx = f.left + slot * (i + 0.5);
-    const color = b.color ?? PALETTE[i % PALETTE.length]!;
+    const color = PALETTE[i % PALETTE.length]!;
     const y = Y(Math.max(0, b.value));
     out.push(`<rect x="${(cx - bw / 2).toFixed(1)}" y="${y.toFixed(1)}" width="${bw.toFixed(1)}" height="${(f.top + ph - y).toFixed(1)}" fill="${color}"/>`);
     out.push(`<text x="${cx.toFixed(1)}" y="${(y - 5).toFixed(1)}" text-anchor="middle">${esc(b.text ?? fmtTick(b.value))}</text>`);

@@ -8,31 +8,12 @@ import { renderLauncherPod, launcherPodName, type Vmi } from '../../e2e/kubevirt
 import type { ControllerProcess } from './controller.ts';
 import type { KubeHttp } from '../../e2e/harness/kubehttp.ts';
 import { paths } from '../../e2e/suite/kube.ts';
-import type { Sample } from '../../e2e/local/controller-process.ts';
-import { bucketDelta, buckets, histogramQuantile } from './prom.ts';
+import { bucketDelta, buckets, countBy, histogramQuantile } from './prom.ts';
 import { percentile, round } from './stats.ts';
 
-export interface WebhookBurstResult {
-  pods: number;
-  /** controller_runtime_webhook_latency_seconds over the burst, interpolated in its buckets, ms. */
-  serverMs: { p50: number; p99: number };
-  /** Request sent → answer read, as the sender saw it, ms. */
-  clientMs: { p50: number; p99: number; max: number };
-  /** persistent_ips_webhook_admissions_total by result, over the burst. */
-  outcomes: Record<string, number>;
-  /** VMI and claim reads that went to the API server during the burst (cache hits are not counted here). */
-  apiReads: { vmi: number; claim: number };
-  seconds: number;
-  loadavgBefore: number;
-}
+export type WebhookBurstResult = Awaited<ReturnType<typeof webhookBurst>>;
 
 const HIST = 'controller_runtime_webhook_latency_seconds';
-
-function counterBy(samples: readonly Sample[], name: string, label: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const s of samples) if (s.name === name) out[s.labels[label] ?? ''] = (out[s.labels[label] ?? ''] ?? 0) + s.value;
-  return out;
-}
 
 function delta(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
@@ -40,7 +21,7 @@ function delta(after: Record<string, number>, before: Record<string, number>): R
   return out;
 }
 
-export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number): Promise<WebhookBurstResult> {
+export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess, namespace: string, pods: number) {
   const list = await kube.json<{ items: Vmi[] }>('GET', `${paths.vmis(namespace)}?limit=${pods}`, [200]);
   const vmis = list.items.slice(0, pods);
   if (vmis.length < pods) throw new Error(`webhook burst: only ${vmis.length} VMIs in ${namespace}, ${pods} wanted`);
@@ -105,7 +86,11 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
   const after = await controller.metrics();
   const hist = bucketDelta(buckets(after, HIST), buckets(before, HIST));
   // A counter's increase over the burst by one of its labels.
-  const counted = (name: string, label: string) => delta(counterBy(after, name, label), counterBy(before, name, label));
+  const counted = (name: string, label: string) =>
+    delta(
+      countBy(after, name, (l) => l[label] ?? ''),
+      countBy(before, name, (l) => l[label] ?? ''),
+    );
   const apiSources = (name: string) =>
     Object.entries(counted(name, 'source'))
       .filter(([k]) => k.startsWith('api'))
@@ -113,9 +98,12 @@ export async function webhookBurst(kube: KubeHttp, controller: ControllerProcess
   clientMs.sort((a, b) => a - b);
   return {
     pods,
+    /** controller_runtime_webhook_latency_seconds over the burst, interpolated in its buckets. */
     serverMs: { p50: round(1000 * histogramQuantile(0.5, hist), 2), p99: round(1000 * histogramQuantile(0.99, hist), 2) },
+    /** Request sent → answer read, as the sender saw it. */
     clientMs: { p50: round(percentile(clientMs, 50), 2), p99: round(percentile(clientMs, 99), 2), max: round(clientMs[clientMs.length - 1] ?? NaN, 2) },
     outcomes: counted('persistent_ips_webhook_admissions_total', 'result'),
+    /** VMI and claim reads that went to the API server during the burst (cache hits are not counted here). */
     apiReads: { vmi: apiSources('persistent_ips_webhook_vmi_lookups_total'), claim: apiSources('persistent_ips_webhook_claim_lookups_total') },
     seconds: round(seconds, 2),
     loadavgBefore: round(loadavgBefore, 2),
