@@ -6,7 +6,6 @@ import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { splitSuites, tlsProfile } from '../telemetry/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
-import type { RunOptions } from './run-options.ts';
 
 /** A flag's value is wrong: thrown by the checks, reported as a usage error. */
 export class BadValue extends Error {}
@@ -258,36 +257,28 @@ export function checkRunArgs(a: RunArgs): void {
   for (const host of a['webhook-cert-host']) bad(String(host).trim() === '', '--webhook-cert-host must not be empty');
 }
 
-/** The options `run` gets from checked flags. */
-export function toRunOptions(a: RunArgs): RunOptions {
+/** `webhook-cert-dir` → `webhookCertDir`. */
+type Camel<S extends string> = S extends `${infer H}-${infer T}` ? `${H}${Capitalize<Camel<T>>}` : S;
+
+/** The flags `names` of parsed `argv`, named in camelCase; a flag without a value is left out. */
+export function camelOptions<A, N extends keyof A & string>(argv: A, names: readonly N[]): { [K in N as Camel<K>]: A[K] } {
+  const given = names.filter((name) => argv[name] !== undefined);
+  return Object.fromEntries(given.map((name) => [name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase()), argv[name]])) as never;
+}
+
+/** The options `run` gets from checked flags: every flag in camelCase, and the values it parses. */
+export function toRunOptions(a: RunArgs) {
+  const { featureGates, webhookCertHost, ...options } = camelOptions(a, Object.keys(runFlags({})) as (keyof RunArgs & string)[]);
   return {
-    ...(a.kubeconfig !== undefined ? { kubeconfig: a.kubeconfig } : {}),
-    ...(a.context !== undefined ? { context: a.context } : {}),
-    ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
-    ...(a['feature-gates'] ? { featureGates: a['feature-gates'] } : {}),
-    ...(a['controller-namespace'] !== undefined ? { controllerNamespace: a['controller-namespace'] } : {}),
-    concurrency: a.concurrency,
-    logLevel: a['log-level'],
-    leaderElect: a['leader-elect'],
-    metricsBindAddress: a['metrics-bind-address'],
-    healthProbeBindAddress: a['health-probe-bind-address'],
-    qps: a.qps,
-    burst: a.burst,
-    resyncPeriod: a['resync-period'],
-    gracefulShutdownTimeout: a['graceful-shutdown-timeout'],
-    webhookBindAddress: a['webhook-bind-address'],
-    webhookCertProvisioning: a['webhook-cert-provisioning'] as RunOptions['webhookCertProvisioning'],
-    webhookCertDir: a['webhook-cert-dir'],
-    webhookServiceName: a['webhook-service-name'],
-    webhookConfigurationName: a['webhook-configuration-name'],
-    webhookCertHosts: a['webhook-cert-host'].map(String),
-    ...(a['webhook-cert-validity'] !== undefined ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
-    ...(a['webhook-ca-validity'] !== undefined ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
-    allocator: a.allocator,
+    ...options,
+    ...(featureGates ? { featureGates } : {}),
+    /** `self`: the controller keeps its own CA and serving certificate in a Secret; `external`: files (cert-manager). */
+    webhookCertProvisioning: a['webhook-cert-provisioning'] as 'self' | 'external',
+    webhookCertHosts: webhookCertHost.map(String),
     defaultNetworkNad: defaultNetworkNad(a['default-network-nad'])!,
-    metricsSecure: a['metrics-secure'],
-    ...(a['metrics-cert-dir'] !== undefined ? { metricsCertDir: a['metrics-cert-dir'] } : {}),
-    tlsMinVersion: a['tls-min-version'],
     tlsCipherSuites: splitSuites(a['tls-cipher-suites'].map(String)),
   };
 }
+
+/** What `run` is told; run.ts and run-servers.ts share it without importing each other. */
+export type RunOptions = ReturnType<typeof toRunOptions>;

@@ -19,7 +19,7 @@ import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
 import { tlsProfile } from '../telemetry/tls-profile.ts';
 import { parseBindAddress } from './addresses.ts';
 import { CliError, EXIT } from './exit-codes.ts';
-import type { RunOptions } from './run-options.ts';
+import type { RunOptions } from './run-flags.ts';
 
 const LISTEN_ERRORS: Record<string, string> = {
   EADDRINUSE: 'address already in use',

@@ -16,7 +16,7 @@ import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
-import type { RunOptions } from './run-options.ts';
+import type { RunOptions } from './run-flags.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { loadKubeConfigOrExplain } from './kubeconfig.ts';
 import { type Process, startTelemetry, startWebhook } from './run-servers.ts';
