@@ -28,6 +28,15 @@ export function rejectRepeats(argv: Record<string, unknown>, singles: readonly s
   for (const name of singles) bad(Array.isArray(argv[name]), `--${name} given more than once`);
 }
 
+/** What `parse` throws, as a BadValue whose message starts with `prefix`. */
+function asBadValue(parse: () => unknown, prefix = ''): void {
+  try {
+    parse();
+  } catch (err) {
+    throw new BadValue(prefix + (err as Error).message);
+  }
+}
+
 const positive = (n: number) => Number.isFinite(n) && n > 0;
 
 /** The flags of `run`, in the order of `--help`; `env` decides the default bind addresses (in a pod or not). */
@@ -214,11 +223,7 @@ export function checkRunArgs(a: RunArgs): void {
   rejectRepeats(a as unknown as Record<string, unknown>, singles);
   bad(!defaultNetworkNad(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
   bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
-  try {
-    tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String)));
-  } catch (err) {
-    throw new BadValue((err as Error).message);
-  }
+  asBadValue(() => tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String))));
   for (const name of [
     'kubeconfig',
     'context',
@@ -243,17 +248,9 @@ export function checkRunArgs(a: RunArgs): void {
     if (a[name] !== undefined) bad(!positive(a[name]), `--${name} must be a positive number of seconds (got ${a[name]})`);
   }
   for (const name of ['metrics-bind-address', 'health-probe-bind-address', 'webhook-bind-address'] as const) {
-    try {
-      parseBindAddress(a[name]);
-    } catch (err) {
-      throw new BadValue(`--${name}: ${(err as Error).message}`);
-    }
+    asBadValue(() => parseBindAddress(a[name]), `--${name}: `);
   }
-  try {
-    parseFeatureGatesFlag(a['feature-gates']);
-  } catch (err) {
-    throw new BadValue((err as Error).message);
-  }
+  asBadValue(() => parseFeatureGatesFlag(a['feature-gates']));
   for (const host of a['webhook-cert-host']) bad(String(host).trim() === '', '--webhook-cert-host must not be empty');
 }
 
