@@ -64,12 +64,13 @@ export async function startTelemetry({
 }: Process): Promise<{ probes: TelemetryServer | undefined; servers: TelemetryServer[]; metricsCertificates: CertificateSource | undefined }> {
   const probeAddr = parseBindAddress(options.healthProbeBindAddress);
   const metricsAddr = parseBindAddress(options.metricsBindAddress);
-  const servers: TelemetryServer[] = [];
-  let probesServer: TelemetryServer | undefined;
+  // Each server with the flag and the address it listens on.
+  const serving: [TelemetryServer, string, string][] = [];
+  let probes: TelemetryServer | undefined;
   if (probeAddr) {
-    probesServer = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
-    probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
-    servers.push(probesServer);
+    probes = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
+    probes.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
+    serving.push([probes, 'health-probe', options.healthProbeBindAddress]);
   }
   let metricsCertificates: CertificateSource | undefined;
   if (metricsAddr) {
@@ -85,17 +86,13 @@ export async function startTelemetry({
         : {}),
     });
     if (secure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
-    servers.push(metricsServer);
+    serving.push([metricsServer, 'metrics', options.metricsBindAddress]);
   }
-  for (const server of servers) {
-    const addr = await listenOrExplain(
-      server.listen(),
-      server === probesServer ? 'health-probe' : 'metrics',
-      server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress,
-    );
+  for (const [server, flag, address] of serving) {
+    const addr = await listenOrExplain(server.listen(), flag, address);
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
-  return { probes: probesServer, servers, metricsCertificates };
+  return { probes, servers: serving.map(([server]) => server), metricsCertificates };
 }
 
 /**
