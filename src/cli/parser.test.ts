@@ -36,6 +36,7 @@ describe('command line', () => {
         metricsSecure: true,
         healthProbeBindAddress: '127.0.0.1:8081',
         webhookBindAddress: '127.0.0.1:9443',
+        defaultNetworkNad: { namespace: 'ovn-kubernetes', name: 'default' },
       },
     },
     {
@@ -55,6 +56,12 @@ describe('command line', () => {
       argv: 'run --tls-min-version VersionTLS13 --tls-cipher-suites TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384 --tls-cipher-suites TLS_CHACHA20_POLY1305_SHA256',
       env: outside,
       options: { tlsMinVersion: 'VersionTLS13', tlsCipherSuites: ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256'] },
+    },
+    {
+      name: '--default-network-nad sets the cluster default network NAD',
+      argv: 'run --default-network-nad openshift-ovn-kubernetes/default',
+      env: outside,
+      options: { defaultNetworkNad: { namespace: 'openshift-ovn-kubernetes', name: 'default' } },
     },
     { name: '--metrics-secure=false asks for plain HTTP', argv: 'run --metrics-secure=false', env: outside, options: { metricsSecure: false } },
   ];
@@ -104,6 +111,7 @@ describe('command line', () => {
     [['run', '--kubeconfig', ''], /--kubeconfig must not be empty/],
     [['status', '-n', 'a', '-A'], /--namespace and --all-namespaces exclude each other/],
     [['status', '-o', 'yaml'], /output/],
+    [['run', '--default-network-nad', 'default'], /NAMESPACE\/NAME/],
     [['run', '--metrics-secure=false', '--metrics-cert-dir', '/certs'], /--metrics-cert-dir goes with --metrics-secure/],
     [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
     [
