@@ -23,13 +23,6 @@ export type ParsedCommand =
 
 export { UsageError };
 
-function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
-  return y.options(runFlags(env)).check((a) => {
-    checkRunArgs(a);
-    return true;
-  });
-}
-
 function statusBuilder(y: Argv) {
   return y
     .positional('vm', { type: 'string', describe: 'Only this VM (or standalone VMI)' })
@@ -89,7 +82,11 @@ export async function parseCommandLine(
     .command(
       'run',
       'Run the controller against a cluster (until SIGINT/SIGTERM)',
-      (y) => runBuilder(y, env),
+      (y) =>
+        y.options(runFlags(env)).check((a) => {
+          checkRunArgs(a);
+          return true;
+        }),
       (a) => {
         chosen = { command: 'run', options: toRunOptions(a) };
       },

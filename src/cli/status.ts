@@ -269,14 +269,11 @@ export function stateOf(row: StatusRow): string {
   return row.allocator ? 'Waiting for the allocator' : 'Waiting for the IPAM plugin';
 }
 
-/** The first line of the table: the gate, because with it off every other line is moot. */
-export function gateLine(gate: GateState | undefined): string {
-  return gate ? `PersistentIPs feature gate: ${describeGate(gate)}` : 'PersistentIPs feature gate: unknown (the KubeVirt CR could not be read)';
-}
-
 /** The table, and below it the messages behind every row that is not fine. */
 export function renderTable(rows: readonly StatusRow[], options: { showNamespace: boolean; gate?: GateState | undefined }): string {
-  const header = 'gate' in options ? `${gateLine(options.gate)}\n\n` : '';
+  // First the gate, because with it off every other line is moot.
+  const gate = options.gate ? describeGate(options.gate) : 'unknown (the KubeVirt CR could not be read)';
+  const header = 'gate' in options ? `PersistentIPs feature gate: ${gate}\n\n` : '';
   if (rows.length === 0) return `${header}No VMs, VMIs or IPAMClaims found.\n`;
   const headers = [...(options.showNamespace ? ['NAMESPACE'] : []), 'VM', 'STATUS', 'NETWORK', 'NAD', 'CLAIM', 'ADDRESSES', 'CONDITION', 'OWNER'];
   const notes: string[] = [];

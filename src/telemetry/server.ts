@@ -104,7 +104,15 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       return;
     }
     if (options.registry && url.pathname === '/metrics') {
-      await serveMetrics(req, res, options.registry, options.authorize, log);
+      const decision = await options.authorize?.(req.headers.authorization, 'get', '/metrics');
+      if (decision && decision.status !== 200) {
+        if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
+        else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
+        if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
+        reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
+        return;
+      }
+      reply(res, 200, await options.registry.metrics(), options.registry.contentType);
       return;
     }
     reply(res, 404, 'not found\n');
@@ -152,26 +160,4 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
 function reply(res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void {
   res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
   res.end(res.req.method === 'HEAD' ? undefined : body);
-}
-
-/** GET /metrics, behind the authorisation check when there is one. */
-async function serveMetrics(
-  req: IncomingMessage,
-  res: ServerResponse,
-  registry: NonNullable<TelemetryServerOptions['registry']>,
-  authorize: TelemetryServerOptions['authorize'],
-  log: Logger,
-): Promise<void> {
-  if (authorize) {
-    const decision = await authorize(req.headers.authorization, 'get', '/metrics');
-    if (decision.status !== 200) {
-      if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
-      else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
-      if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
-      reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
-      return;
-    }
-  }
-  const text = await registry.metrics();
-  reply(res, 200, text, registry.contentType);
 }
