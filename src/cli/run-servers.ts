@@ -74,18 +74,17 @@ export async function startTelemetry({
   }
   let metricsCertificates: CertificateSource | undefined;
   if (metricsAddr) {
-    const secure = options.metricsSecure !== false;
     const metricsServer = createTelemetryServer({
       logger: log,
       port: metricsAddr.port,
       host: metricsAddr.host,
       registry: metrics.registry,
       health: false,
-      ...(secure
+      ...(options.metricsSecure
         ? { tls: tlsProfile(options.tlsMinVersion, options.tlsCipherSuites), authorize: createMetricsAuthorizer({ reviews: kubeReviewClient(client) }) }
         : {}),
     });
-    if (secure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
+    if (options.metricsSecure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
     serving.push([metricsServer, 'metrics', options.metricsBindAddress]);
   }
   for (const [server, flag, address] of serving) {
@@ -145,7 +144,7 @@ export async function startWebhook(
     nads: sources.nads,
     claims: sources.claims,
     claimEvents: sources.claims.events$,
-    ...(options.defaultNetworkNad ? { clusterDefaultNetwork: options.defaultNetworkNad } : {}),
+    clusterDefaultNetwork: options.defaultNetworkNad,
     reportDenials: (target, causes) => void denialEvents.report(target, causes),
     ...apiFetchers(client),
     metrics: webhookMetrics,
