@@ -74,12 +74,9 @@ class ExpiringCache<V> {
   }
   get(key: string): V | undefined {
     const hit = this.#entries.get(key);
-    if (!hit) return undefined;
-    if (hit.until <= this.#now()) {
-      this.#entries.delete(key);
-      return undefined;
-    }
-    return hit.value;
+    if (hit && hit.until > this.#now()) return hit.value;
+    this.#entries.delete(key); // expired (or absent)
+    return undefined;
   }
   set(key: string, value: V, ttlMs: number): void {
     this.#entries.delete(key);
