@@ -104,31 +104,20 @@ interface Owner {
 }
 
 function ownersOf(input: StatusInput, vmis: Map<string, VirtualMachineInstance>): Owner[] {
-  const owners: Owner[] = [];
-  for (const vm of input.vms) {
-    const ns = vm.metadata.namespace ?? '';
-    const vmi = vmis.get(keyString({ namespace: ns, name: vm.metadata.name }));
-    owners.push({
-      namespace: ns,
-      name: vm.metadata.name,
-      kind: 'VirtualMachine',
-      uid: vm.metadata.uid,
-      status: vm.metadata.deletionTimestamp ? 'Terminating' : (vm.status?.printableStatus ?? (vmi ? (vmi.status?.phase ?? 'Pending') : 'Stopped')),
-      spec: vm.spec?.template?.spec,
-    });
-  }
-  for (const vmi of input.vmis) {
-    if (controllerRef(vmi, 'VirtualMachine')) continue;
-    owners.push({
-      namespace: vmi.metadata.namespace ?? '',
-      name: vmi.metadata.name,
-      kind: 'VirtualMachineInstance',
-      uid: vmi.metadata.uid,
-      status: vmi.status?.phase ?? 'Pending',
-      spec: vmi.spec,
-    });
-  }
-  return owners;
+  const owner = (o: KubeObject, kind: Owner['kind'], status: string, spec: VmiSpecLike | undefined): Owner => {
+    return { namespace: o.metadata.namespace ?? '', name: o.metadata.name, kind, uid: o.metadata.uid, status, spec };
+  };
+  const vmStatus = (vm: VirtualMachine): string => {
+    const vmi = vmis.get(keyString({ namespace: vm.metadata.namespace ?? '', name: vm.metadata.name }));
+    return vm.metadata.deletionTimestamp ? 'Terminating' : (vm.status?.printableStatus ?? (vmi ? (vmi.status?.phase ?? 'Pending') : 'Stopped'));
+  };
+  return [
+    ...input.vms.map((vm) => owner(vm, 'VirtualMachine', vmStatus(vm), vm.spec?.template?.spec)),
+    // A VMI no VM controls is an owner of its own.
+    ...input.vmis
+      .filter((vmi) => !controllerRef(vmi, 'VirtualMachine'))
+      .map((vmi) => owner(vmi, 'VirtualMachineInstance', vmi.status?.phase ?? 'Pending', vmi.spec)),
+  ];
 }
 
 /** The rows of one owner's networks, but the cluster default network when it is not kept persistent. */
