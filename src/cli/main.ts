@@ -40,12 +40,8 @@ async function parseInChild(request: ParseRequest): Promise<ParsedCommand> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    if (err instanceof UsageError) {
-      process.stderr.write(`persistent-ips: ${err.message}\n\n${err.usage}\n`);
-      process.exit(err.exitCode);
-    }
     if (err instanceof CliError) {
-      process.stderr.write(`persistent-ips: ${err.message}\n`);
+      process.stderr.write(`persistent-ips: ${err.message}\n${err instanceof UsageError ? `\n${err.usage}\n` : ''}`);
       process.exit(err.exitCode);
     }
     process.stderr.write(

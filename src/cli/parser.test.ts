@@ -22,54 +22,57 @@ async function usageError(argv: string[]): Promise<UsageError> {
 }
 
 describe('command line', () => {
-  it('run: defaults, and loopback addresses outside a pod', async () => {
-    const parsed = await parseCommandLine(['run'], { env: outside });
-    assert.equal(parsed.command, 'run');
-    if (parsed.command !== 'run') return;
-    assert.equal(parsed.options.concurrency, 16);
-    assert.deepEqual([parsed.options.qps, parsed.options.burst], [200, 400]);
-    assert.equal(parsed.options.leaderElect, false);
-    assert.equal(parsed.options.metricsBindAddress, '127.0.0.1:8443');
-    assert.equal(parsed.options.metricsSecure, true, 'metrics over HTTPS with authn/authz unless asked otherwise');
-    assert.equal(parsed.options.healthProbeBindAddress, '127.0.0.1:8081');
-    assert.equal(parsed.options.webhookBindAddress, '127.0.0.1:9443');
-  });
-
-  it('run in a pod listens on all interfaces by default', async () => {
-    const parsed = await parseCommandLine(['run'], { env: inPod });
-    assert.ok(parsed.command === 'run');
-    assert.deepEqual(
-      [parsed.options.metricsBindAddress, parsed.options.healthProbeBindAddress, parsed.options.webhookBindAddress],
-      [':8443', ':8081', ':9443'],
-    );
-  });
-
-  it('run: flags as given, repeatable --webhook-cert-host collected', async () => {
-    const argv =
-      'run --leader-elect --concurrency 8 --webhook-cert-host a.example --webhook-cert-host 127.0.0.1 --no-allocator --feature-gates PersistentIPs=true';
-    const parsed = await parseCommandLine(argv.split(' '), { env: outside });
-    assert.ok(parsed.command === 'run');
-    assert.equal(parsed.options.leaderElect, true);
-    assert.equal(parsed.options.concurrency, 8);
-    assert.deepEqual(parsed.options.webhookCertHosts, ['a.example', '127.0.0.1']);
-    assert.equal(parsed.options.allocator, false);
-    assert.equal(parsed.options.featureGates, 'PersistentIPs=true');
-  });
-
-  it('run: TLS flags in the Kubernetes spelling, suites comma-separated or repeated', async () => {
-    const argv =
-      'run --tls-min-version VersionTLS13 --tls-cipher-suites TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384 --tls-cipher-suites TLS_CHACHA20_POLY1305_SHA256';
-    const parsed = await parseCommandLine(argv.split(' '), { env: outside });
-    assert.ok(parsed.command === 'run');
-    assert.equal(parsed.options.tlsMinVersion, 'VersionTLS13');
-    assert.deepEqual(parsed.options.tlsCipherSuites, ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256']);
-  });
-
-  it('run: --metrics-secure=false asks for plain HTTP', async () => {
-    const parsed = await parseCommandLine(['run', '--metrics-secure=false'], { env: outside });
-    assert.ok(parsed.command === 'run');
-    assert.equal(parsed.options.metricsSecure, false);
-  });
+  const runs: { name: string; argv: string; env: NodeJS.ProcessEnv; options: Record<string, unknown> }[] = [
+    {
+      name: 'defaults, and loopback addresses outside a pod; metrics over HTTPS with authn/authz unless asked otherwise',
+      argv: 'run',
+      env: outside,
+      options: {
+        concurrency: 16,
+        qps: 200,
+        burst: 400,
+        leaderElect: false,
+        metricsBindAddress: '127.0.0.1:8443',
+        metricsSecure: true,
+        healthProbeBindAddress: '127.0.0.1:8081',
+        webhookBindAddress: '127.0.0.1:9443',
+        defaultNetworkNad: { namespace: 'ovn-kubernetes', name: 'default' },
+      },
+    },
+    {
+      name: 'in a pod listens on all interfaces by default',
+      argv: 'run',
+      env: inPod,
+      options: { metricsBindAddress: ':8443', healthProbeBindAddress: ':8081', webhookBindAddress: ':9443' },
+    },
+    {
+      name: 'flags as given, repeatable --webhook-cert-host collected',
+      argv: 'run --leader-elect --concurrency 8 --webhook-cert-host a.example --webhook-cert-host 127.0.0.1 --no-allocator --feature-gates PersistentIPs=true',
+      env: outside,
+      options: { leaderElect: true, concurrency: 8, webhookCertHosts: ['a.example', '127.0.0.1'], allocator: false, featureGates: 'PersistentIPs=true' },
+    },
+    {
+      name: 'TLS flags in the Kubernetes spelling, suites comma-separated or repeated',
+      argv: 'run --tls-min-version VersionTLS13 --tls-cipher-suites TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384 --tls-cipher-suites TLS_CHACHA20_POLY1305_SHA256',
+      env: outside,
+      options: { tlsMinVersion: 'VersionTLS13', tlsCipherSuites: ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256'] },
+    },
+    {
+      name: '--default-network-nad sets the cluster default network NAD',
+      argv: 'run --default-network-nad openshift-ovn-kubernetes/default',
+      env: outside,
+      options: { defaultNetworkNad: { namespace: 'openshift-ovn-kubernetes', name: 'default' } },
+    },
+    { name: '--metrics-secure=false asks for plain HTTP', argv: 'run --metrics-secure=false', env: outside, options: { metricsSecure: false } },
+  ];
+  for (const row of runs) {
+    it(`run: ${row.name}`, async () => {
+      const parsed = await parseCommandLine(row.argv.split(' '), { env: row.env });
+      assert.ok(parsed.command === 'run');
+      const picked = Object.fromEntries(Object.keys(row.options).map((key) => [key, parsed.options[key as keyof typeof parsed.options]]));
+      assert.deepEqual(picked, row.options);
+    });
+  }
 
   it('status: positional VM and short flags', async () => {
     const parsed = await parseCommandLine(['status', 'vm1', '-n', 'ns', '-o', 'json'], { env: outside });
@@ -108,6 +111,7 @@ describe('command line', () => {
     [['run', '--kubeconfig', ''], /--kubeconfig must not be empty/],
     [['status', '-n', 'a', '-A'], /--namespace and --all-namespaces exclude each other/],
     [['status', '-o', 'yaml'], /output/],
+    [['run', '--default-network-nad', 'default'], /NAMESPACE\/NAME/],
     [['run', '--metrics-secure=false', '--metrics-cert-dir', '/certs'], /--metrics-cert-dir goes with --metrics-secure/],
     [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
     [

@@ -6,8 +6,8 @@
 import { createRequire } from 'node:module';
 import yargs, { type Argv } from 'yargs';
 import { UsageError } from './exit-codes.ts';
-import { bad, BadValue, checkRunArgs, rejectRepeats, runFlags, toRunOptions } from './run-flags.ts';
-import type { RunOptions } from './run-options.ts';
+import { bad, BadValue, camelOptions, checkRunArgs, rejectRepeats, runFlags, toRunOptions } from './run-flags.ts';
+import type { RunOptions } from './run-flags.ts';
 import type { StatusOptions } from './status.ts';
 
 export const EPILOG = `Exit codes: 0 ok, 1 failure, 2 bad flags, 3 no kubeconfig found, 4 cluster unreachable, 5 credentials rejected.
@@ -22,13 +22,6 @@ export type ParsedCommand =
   | { command: 'none' };
 
 export { UsageError };
-
-function runBuilder(y: Argv, env: NodeJS.ProcessEnv) {
-  return y.options(runFlags(env)).check((a) => {
-    checkRunArgs(a);
-    return true;
-  });
-}
 
 function statusBuilder(y: Argv) {
   return y
@@ -89,7 +82,11 @@ export async function parseCommandLine(
     .command(
       'run',
       'Run the controller against a cluster (until SIGINT/SIGTERM)',
-      (y) => runBuilder(y, env),
+      (y) =>
+        y.options(runFlags(env)).check((a) => {
+          checkRunArgs(a);
+          return true;
+        }),
       (a) => {
         chosen = { command: 'run', options: toRunOptions(a) };
       },
@@ -99,17 +96,8 @@ export async function parseCommandLine(
       "Show each VM's networks with their IPAMClaim, addresses, IPsAllocated condition and owner (docs/status.md)",
       statusBuilder,
       (a) => {
-        chosen = {
-          command: 'status',
-          options: {
-            ...(a.kubeconfig !== undefined ? { kubeconfig: a.kubeconfig } : {}),
-            ...(a.context !== undefined ? { context: a.context } : {}),
-            ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
-            ...(a.vm !== undefined ? { vm: a.vm } : {}),
-            allNamespaces: a['all-namespaces'],
-            output: a.output as 'table' | 'json',
-          },
-        };
+        const options = camelOptions(a, ['kubeconfig', 'context', 'namespace', 'vm', 'all-namespaces']);
+        chosen = { command: 'status', options: { ...options, output: a.output as 'table' | 'json' } };
       },
     )
     .demandCommand(1, 'name a command: run or status')

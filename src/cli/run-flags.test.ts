@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { load } from 'js-yaml';
 import { parseCommandLine } from './parser.ts';
+import { defaultNetworkNad } from './run-flags.ts';
 
 const outside: NodeJS.ProcessEnv = {};
 const inPod: NodeJS.ProcessEnv = { KUBERNETES_SERVICE_HOST: '10.96.0.1' };
@@ -104,5 +105,15 @@ describe('run flags', () => {
       { numRuns: 300 },
     );
     assert.ok(accepted > runs / 10, `${accepted} of ${runs} command lines were accepted: the property says little`);
+  });
+});
+
+describe('--default-network-nad', () => {
+  it('NAMESPACE/NAME', () => {
+    assert.deepEqual(defaultNetworkNad('ovn-kubernetes/default'), { namespace: 'ovn-kubernetes', name: 'default' });
+    assert.deepEqual(defaultNetworkNad('openshift-ovn-kubernetes/default'), { namespace: 'openshift-ovn-kubernetes', name: 'default' });
+  });
+  it('anything else is refused', () => {
+    for (const bad of ['default', 'a/b/c', '/default', 'ns/', 'NS/default', 'ns/Default', '']) assert.equal(defaultNetworkNad(bad), undefined, bad);
   });
 });

@@ -6,7 +6,6 @@ import { isDns1123Label, isDns1123Subdomain, parseNadReference } from '../claims
 import { parseFeatureGatesFlag } from '../controller/feature-gate.ts';
 import { splitSuites, tlsProfile } from '../telemetry/tls-profile.ts';
 import { defaultBindAddress, parseBindAddress } from './addresses.ts';
-import type { RunOptions } from './run-options.ts';
 
 /** A flag's value is wrong: thrown by the checks, reported as a usage error. */
 export class BadValue extends Error {}
@@ -27,6 +26,15 @@ export function bad(condition: boolean, message: string): void {
 /** Options that take exactly one value: given twice, yargs makes an array of them. */
 export function rejectRepeats(argv: Record<string, unknown>, singles: readonly string[]): void {
   for (const name of singles) bad(Array.isArray(argv[name]), `--${name} given more than once`);
+}
+
+/** What `parse` throws, as a BadValue whose message starts with `prefix`. */
+function asBadValue(parse: () => unknown, prefix = ''): void {
+  try {
+    parse();
+  } catch (err) {
+    throw new BadValue(prefix + (err as Error).message);
+  }
 }
 
 const positive = (n: number) => Number.isFinite(n) && n > 0;
@@ -215,11 +223,7 @@ export function checkRunArgs(a: RunArgs): void {
   rejectRepeats(a as unknown as Record<string, unknown>, singles);
   bad(!defaultNetworkNad(a['default-network-nad']), `--default-network-nad must be NAMESPACE/NAME (got "${a['default-network-nad']}")`);
   bad(a['metrics-cert-dir'] !== undefined && !a['metrics-secure'], '--metrics-cert-dir goes with --metrics-secure (the default), not --metrics-secure=false');
-  try {
-    tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String)));
-  } catch (err) {
-    throw new BadValue((err as Error).message);
-  }
+  asBadValue(() => tlsProfile(a['tls-min-version'], splitSuites(a['tls-cipher-suites'].map(String))));
   for (const name of [
     'kubeconfig',
     'context',
@@ -244,50 +248,34 @@ export function checkRunArgs(a: RunArgs): void {
     if (a[name] !== undefined) bad(!positive(a[name]), `--${name} must be a positive number of seconds (got ${a[name]})`);
   }
   for (const name of ['metrics-bind-address', 'health-probe-bind-address', 'webhook-bind-address'] as const) {
-    try {
-      parseBindAddress(a[name]);
-    } catch (err) {
-      throw new BadValue(`--${name}: ${(err as Error).message}`);
-    }
+    asBadValue(() => parseBindAddress(a[name]), `--${name}: `);
   }
-  try {
-    parseFeatureGatesFlag(a['feature-gates']);
-  } catch (err) {
-    throw new BadValue((err as Error).message);
-  }
+  asBadValue(() => parseFeatureGatesFlag(a['feature-gates']));
   for (const host of a['webhook-cert-host']) bad(String(host).trim() === '', '--webhook-cert-host must not be empty');
 }
 
-/** The options `run` gets from checked flags. */
-export function toRunOptions(a: RunArgs): RunOptions {
+/** `webhook-cert-dir` → `webhookCertDir`. */
+type Camel<S extends string> = S extends `${infer H}-${infer T}` ? `${H}${Capitalize<Camel<T>>}` : S;
+
+/** The flags `names` of parsed `argv`, named in camelCase; a flag without a value is left out. */
+export function camelOptions<A, N extends keyof A & string>(argv: A, names: readonly N[]): { [K in N as Camel<K>]: A[K] } {
+  const given = names.filter((name) => argv[name] !== undefined);
+  return Object.fromEntries(given.map((name) => [name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase()), argv[name]])) as never;
+}
+
+/** The options `run` gets from checked flags: every flag in camelCase, and the values it parses. */
+export function toRunOptions(a: RunArgs) {
+  const { featureGates, webhookCertHost, ...options } = camelOptions(a, Object.keys(runFlags({})) as (keyof RunArgs & string)[]);
   return {
-    ...(a.kubeconfig !== undefined ? { kubeconfig: a.kubeconfig } : {}),
-    ...(a.context !== undefined ? { context: a.context } : {}),
-    ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
-    ...(a['feature-gates'] ? { featureGates: a['feature-gates'] } : {}),
-    ...(a['controller-namespace'] !== undefined ? { controllerNamespace: a['controller-namespace'] } : {}),
-    concurrency: a.concurrency,
-    logLevel: a['log-level'],
-    leaderElect: a['leader-elect'],
-    metricsBindAddress: a['metrics-bind-address'],
-    healthProbeBindAddress: a['health-probe-bind-address'],
-    qps: a.qps,
-    burst: a.burst,
-    resyncPeriod: a['resync-period'],
-    gracefulShutdownTimeout: a['graceful-shutdown-timeout'],
-    webhookBindAddress: a['webhook-bind-address'],
-    webhookCertProvisioning: a['webhook-cert-provisioning'] as RunOptions['webhookCertProvisioning'],
-    webhookCertDir: a['webhook-cert-dir'],
-    webhookServiceName: a['webhook-service-name'],
-    webhookConfigurationName: a['webhook-configuration-name'],
-    webhookCertHosts: a['webhook-cert-host'].map(String),
-    ...(a['webhook-cert-validity'] !== undefined ? { webhookCertValidity: a['webhook-cert-validity'] } : {}),
-    ...(a['webhook-ca-validity'] !== undefined ? { webhookCaValidity: a['webhook-ca-validity'] } : {}),
-    allocator: a.allocator,
+    ...options,
+    ...(featureGates ? { featureGates } : {}),
+    /** `self`: the controller keeps its own CA and serving certificate in a Secret; `external`: files (cert-manager). */
+    webhookCertProvisioning: a['webhook-cert-provisioning'] as 'self' | 'external',
+    webhookCertHosts: webhookCertHost.map(String),
     defaultNetworkNad: defaultNetworkNad(a['default-network-nad'])!,
-    metricsSecure: a['metrics-secure'],
-    ...(a['metrics-cert-dir'] !== undefined ? { metricsCertDir: a['metrics-cert-dir'] } : {}),
-    tlsMinVersion: a['tls-min-version'],
     tlsCipherSuites: splitSuites(a['tls-cipher-suites'].map(String)),
   };
 }
+
+/** What `run` is told; run.ts and run-servers.ts share it without importing each other. */
+export type RunOptions = ReturnType<typeof toRunOptions>;

@@ -19,7 +19,7 @@ import { createWebhookServer, type WebhookServer } from '../webhook/server.ts';
 import { tlsProfile } from '../telemetry/tls-profile.ts';
 import { parseBindAddress } from './addresses.ts';
 import { CliError, EXIT } from './exit-codes.ts';
-import type { RunOptions } from './run-options.ts';
+import type { RunOptions } from './run-flags.ts';
 
 const LISTEN_ERRORS: Record<string, string> = {
   EADDRINUSE: 'address already in use',
@@ -64,38 +64,34 @@ export async function startTelemetry({
 }: Process): Promise<{ probes: TelemetryServer | undefined; servers: TelemetryServer[]; metricsCertificates: CertificateSource | undefined }> {
   const probeAddr = parseBindAddress(options.healthProbeBindAddress);
   const metricsAddr = parseBindAddress(options.metricsBindAddress);
-  const servers: TelemetryServer[] = [];
-  let probesServer: TelemetryServer | undefined;
+  // Each server with the flag and the address it listens on.
+  const serving: [TelemetryServer, string, string][] = [];
+  let probes: TelemetryServer | undefined;
   if (probeAddr) {
-    probesServer = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
-    probesServer.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
-    servers.push(probesServer);
+    probes = createTelemetryServer({ logger: log, port: probeAddr.port, host: probeAddr.host, health: true });
+    probes.addReadinessCheck('informers-synced', () => sources.all.every((i) => i.hasSynced));
+    serving.push([probes, 'health-probe', options.healthProbeBindAddress]);
   }
   let metricsCertificates: CertificateSource | undefined;
   if (metricsAddr) {
-    const secure = options.metricsSecure !== false;
     const metricsServer = createTelemetryServer({
       logger: log,
       port: metricsAddr.port,
       host: metricsAddr.host,
       registry: metrics.registry,
       health: false,
-      ...(secure
+      ...(options.metricsSecure
         ? { tls: tlsProfile(options.tlsMinVersion, options.tlsCipherSuites), authorize: createMetricsAuthorizer({ reviews: kubeReviewClient(client) }) }
         : {}),
     });
-    if (secure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
-    servers.push(metricsServer);
+    if (options.metricsSecure) metricsCertificates = await metricsCertificate(options, metricsServer, log);
+    serving.push([metricsServer, 'metrics', options.metricsBindAddress]);
   }
-  for (const server of servers) {
-    const addr = await listenOrExplain(
-      server.listen(),
-      server === probesServer ? 'health-probe' : 'metrics',
-      server === probesServer ? options.healthProbeBindAddress : options.metricsBindAddress,
-    );
+  for (const [server, flag, address] of serving) {
+    const addr = await listenOrExplain(server.listen(), flag, address);
     log.info({ address: `${addr.address}:${addr.port}` }, 'serving');
   }
-  return { probes: probesServer, servers, metricsCertificates };
+  return { probes, servers: serving.map(([server]) => server), metricsCertificates };
 }
 
 /**
@@ -148,7 +144,7 @@ export async function startWebhook(
     nads: sources.nads,
     claims: sources.claims,
     claimEvents: sources.claims.events$,
-    ...(options.defaultNetworkNad ? { clusterDefaultNetwork: options.defaultNetworkNad } : {}),
+    clusterDefaultNetwork: options.defaultNetworkNad,
     reportDenials: (target, causes) => void denialEvents.report(target, causes),
     ...apiFetchers(client),
     metrics: webhookMetrics,

@@ -16,13 +16,11 @@ import { kubeLeaseClient } from '../leader/kube-lease-client.ts';
 import { createSources } from '../sources/index.ts';
 import { createLogger } from '../telemetry/logger.ts';
 import { createMetrics } from '../telemetry/metrics.ts';
-import type { RunOptions } from './run-options.ts';
+import type { RunOptions } from './run-flags.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { loadKubeConfigOrExplain } from './kubeconfig.ts';
 import { type Process, startTelemetry, startWebhook } from './run-servers.ts';
 import { sizeV8ForMemory, whenSteady } from './v8-sizing.ts';
-
-export { CliError };
 
 function connect(options: RunOptions, log: Logger): { loaded: LoadedKubeConfig; client: KubeClient; metrics: ReturnType<typeof createMetrics> } {
   const loaded = loadKubeConfigOrExplain(
@@ -76,7 +74,8 @@ async function checkCluster(client: KubeClient, server: string, log: Logger): Pr
 /** Runs until SIGINT/SIGTERM; resolves with the exit code. */
 export async function run(options: RunOptions): Promise<number> {
   const log = createLogger(options.logLevel as Parameters<typeof createLogger>[0]);
-  const gateOverride = featureGates(options);
+  // Checked with the other flags (run-flags.ts): it parses.
+  const gateOverride = parseFeatureGatesFlag(options.featureGates);
   const { loaded, client, metrics } = connect(options, log);
   await checkCluster(client, loaded.server, log);
 
@@ -141,14 +140,6 @@ export async function run(options: RunOptions): Promise<number> {
   offSignals();
   log.info('stopped');
   return exitCode;
-}
-
-function featureGates(options: RunOptions): ReturnType<typeof parseFeatureGatesFlag> {
-  try {
-    return parseFeatureGatesFlag(options.featureGates);
-  } catch (err) {
-    throw new CliError((err as Error).message, EXIT.usage);
-  }
 }
 
 const aborted = (signal: AbortSignal) => new Promise((r) => signal.addEventListener('abort', r, { once: true }));

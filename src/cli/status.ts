@@ -104,31 +104,20 @@ interface Owner {
 }
 
 function ownersOf(input: StatusInput, vmis: Map<string, VirtualMachineInstance>): Owner[] {
-  const owners: Owner[] = [];
-  for (const vm of input.vms) {
-    const ns = vm.metadata.namespace ?? '';
-    const vmi = vmis.get(keyString({ namespace: ns, name: vm.metadata.name }));
-    owners.push({
-      namespace: ns,
-      name: vm.metadata.name,
-      kind: 'VirtualMachine',
-      uid: vm.metadata.uid,
-      status: vm.metadata.deletionTimestamp ? 'Terminating' : (vm.status?.printableStatus ?? (vmi ? (vmi.status?.phase ?? 'Pending') : 'Stopped')),
-      spec: vm.spec?.template?.spec,
-    });
-  }
-  for (const vmi of input.vmis) {
-    if (controllerRef(vmi, 'VirtualMachine')) continue;
-    owners.push({
-      namespace: vmi.metadata.namespace ?? '',
-      name: vmi.metadata.name,
-      kind: 'VirtualMachineInstance',
-      uid: vmi.metadata.uid,
-      status: vmi.status?.phase ?? 'Pending',
-      spec: vmi.spec,
-    });
-  }
-  return owners;
+  const owner = (o: KubeObject, kind: Owner['kind'], status: string, spec: VmiSpecLike | undefined): Owner => {
+    return { namespace: o.metadata.namespace ?? '', name: o.metadata.name, kind, uid: o.metadata.uid, status, spec };
+  };
+  const vmStatus = (vm: VirtualMachine): string => {
+    const vmi = vmis.get(keyString({ namespace: vm.metadata.namespace ?? '', name: vm.metadata.name }));
+    return vm.metadata.deletionTimestamp ? 'Terminating' : (vm.status?.printableStatus ?? (vmi ? (vmi.status?.phase ?? 'Pending') : 'Stopped'));
+  };
+  return [
+    ...input.vms.map((vm) => owner(vm, 'VirtualMachine', vmStatus(vm), vm.spec?.template?.spec)),
+    // A VMI no VM controls is an owner of its own.
+    ...input.vmis
+      .filter((vmi) => !controllerRef(vmi, 'VirtualMachine'))
+      .map((vmi) => owner(vmi, 'VirtualMachineInstance', vmi.status?.phase ?? 'Pending', vmi.spec)),
+  ];
 }
 
 /** The rows of one owner's networks, but the cluster default network when it is not kept persistent. */
@@ -269,14 +258,11 @@ export function stateOf(row: StatusRow): string {
   return row.allocator ? 'Waiting for the allocator' : 'Waiting for the IPAM plugin';
 }
 
-/** The first line of the table: the gate, because with it off every other line is moot. */
-export function gateLine(gate: GateState | undefined): string {
-  return gate ? `PersistentIPs feature gate: ${describeGate(gate)}` : 'PersistentIPs feature gate: unknown (the KubeVirt CR could not be read)';
-}
-
 /** The table, and below it the messages behind every row that is not fine. */
 export function renderTable(rows: readonly StatusRow[], options: { showNamespace: boolean; gate?: GateState | undefined }): string {
-  const header = 'gate' in options ? `${gateLine(options.gate)}\n\n` : '';
+  // First the gate, because with it off every other line is moot.
+  const gate = options.gate ? describeGate(options.gate) : 'unknown (the KubeVirt CR could not be read)';
+  const header = 'gate' in options ? `PersistentIPs feature gate: ${gate}\n\n` : '';
   if (rows.length === 0) return `${header}No VMs, VMIs or IPAMClaims found.\n`;
   const headers = [...(options.showNamespace ? ['NAMESPACE'] : []), 'VM', 'STATUS', 'NETWORK', 'NAD', 'CLAIM', 'ADDRESSES', 'CONDITION', 'OWNER'];
   const notes: string[] = [];

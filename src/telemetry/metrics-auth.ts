@@ -22,59 +22,33 @@ export interface ReviewClient {
 
 export type AuthDecision = { status: 200; user: string } | { status: 401 | 403 | 500; message: string };
 
-const tokenReviews: ResourceDescriptor = { group: 'authentication.k8s.io', version: 'v1', plural: 'tokenreviews', kind: 'TokenReview', namespaced: false };
-const subjectAccessReviews: ResourceDescriptor = {
-  group: 'authorization.k8s.io',
-  version: 'v1',
-  plural: 'subjectaccessreviews',
-  kind: 'SubjectAccessReview',
-  namespaced: false,
-};
+type Review<S> = { apiVersion: string; kind: string; metadata?: never; spec: object; status?: S };
 
-interface TokenReview {
-  apiVersion: string;
-  kind: string;
-  metadata?: Record<string, never>;
-  spec: { token: string };
-  status?: { authenticated?: boolean; user?: UserInfo; error?: string };
-}
-
-interface SubjectAccessReview {
-  apiVersion: string;
-  kind: string;
-  metadata?: Record<string, never>;
-  spec: { user: string; uid?: string; groups?: string[]; extra?: Record<string, string[]>; nonResourceAttributes: { path: string; verb: string } };
-  status?: { allowed?: boolean; denied?: boolean; reason?: string };
+/** Creates a review (cluster-scoped, v1) of `kind` in `group` and returns the status the API server filled in. */
+async function review<S>(client: KubeClient, group: string, kind: string, spec: object, signal: AbortSignal): Promise<S | undefined> {
+  const resource: ResourceDescriptor = { group, version: 'v1', plural: `${kind.toLowerCase()}s`, kind, namespaced: false };
+  const created = await client.create<Review<S>>(resource, { apiVersion: `${group}/v1`, kind, spec }, { signal });
+  return created.status;
 }
 
 /** TokenReview and SubjectAccessReview through the controller's own client (RBAC: create on both). */
 export function kubeReviewClient(client: KubeClient): ReviewClient {
   return {
     async authenticate(token, signal) {
-      const review = await client.create<TokenReview>(
-        tokenReviews,
-        { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } },
-        { signal },
-      );
-      return review.status?.authenticated && review.status.user?.username ? review.status.user : undefined;
+      type Status = { authenticated?: boolean; user?: UserInfo; error?: string };
+      const status = await review<Status>(client, 'authentication.k8s.io', 'TokenReview', { token }, signal);
+      return status?.authenticated && status.user?.username ? status.user : undefined;
     },
     async authorize(user, verb, path, signal) {
-      const review = await client.create<SubjectAccessReview>(
-        subjectAccessReviews,
-        {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SubjectAccessReview',
-          spec: {
-            user: user.username,
-            ...(user.uid ? { uid: user.uid } : {}),
-            ...(user.groups ? { groups: user.groups } : {}),
-            ...(user.extra ? { extra: user.extra } : {}),
-            nonResourceAttributes: { path, verb },
-          },
-        },
-        { signal },
-      );
-      return { allowed: review.status?.allowed === true, ...(review.status?.reason ? { reason: review.status.reason } : {}) };
+      const spec = {
+        user: user.username,
+        ...(user.uid ? { uid: user.uid } : {}),
+        ...(user.groups ? { groups: user.groups } : {}),
+        ...(user.extra ? { extra: user.extra } : {}),
+        nonResourceAttributes: { path, verb },
+      };
+      const status = await review<{ allowed?: boolean; reason?: string }>(client, 'authorization.k8s.io', 'SubjectAccessReview', spec, signal);
+      return { allowed: status?.allowed === true, ...(status?.reason ? { reason: status.reason } : {}) };
     },
   };
 }
@@ -87,8 +61,6 @@ export interface MetricsAuthOptions {
   deniedTtlMs?: number;
   /** Most answers kept per cache (default 1024); the oldest go first. */
   maxEntries?: number;
-  /** Budget for the reviews of one request (default 10 s). */
-  timeoutMs?: number;
   now?: () => number;
 }
 
@@ -102,12 +74,9 @@ class ExpiringCache<V> {
   }
   get(key: string): V | undefined {
     const hit = this.#entries.get(key);
-    if (!hit) return undefined;
-    if (hit.until <= this.#now()) {
-      this.#entries.delete(key);
-      return undefined;
-    }
-    return hit.value;
+    if (hit && hit.until > this.#now()) return hit.value;
+    this.#entries.delete(key); // expired (or absent)
+    return undefined;
   }
   set(key: string, value: V, ttlMs: number): void {
     this.#entries.delete(key);
@@ -131,7 +100,7 @@ export function createMetricsAuthorizer(options: MetricsAuthOptions): MetricsAut
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!match) return { status: 401, message: 'Unauthorized: a bearer token is required' };
     const token = match[1]!;
-    const signal = AbortSignal.timeout(options.timeoutMs ?? 10_000);
+    const signal = AbortSignal.timeout(10_000); // for the reviews of this one request
     try {
       let user = users.get(token);
       if (user === undefined) {

@@ -28,8 +28,6 @@ export interface TelemetryServerOptions {
   registry?: Registry;
   /** Serve /healthz and /readyz (default true). A metrics-only server sets false. */
   health?: boolean;
-  /** How long close() lets in-flight requests finish before it cuts their connections (default 5 s). */
-  closeTimeoutMs?: number;
   /** Serve HTTPS with these settings; the certificate comes through setCertificate(). */
   tls?: TlsProfile;
   /** Decides every /metrics request (401/403 when it says no). Without it, /metrics is open. */
@@ -43,7 +41,7 @@ export interface TelemetryServer {
   addHealthCheck(name: string, check: Check): void;
   /** Start listening; resolves with the bound address (useful with port 0). */
   listen(): Promise<AddressInfo>;
-  /** Stop accepting connections, let in-flight requests finish (bounded by closeTimeoutMs) and resolve when closed. */
+  /** Stop accepting connections, let in-flight requests finish (for up to 5 s) and resolve when closed. */
   close(): Promise<void>;
   /** With `tls`: installs (or rotates to) the serving certificate. Throws, keeping the current one, if invalid. */
   setCertificate(pair: CertKeyPair): void;
@@ -89,7 +87,6 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
   const readiness: NamedCheck[] = [];
   const liveness: NamedCheck[] = [];
   const serveHealth = options.health ?? true;
-  const closeTimeoutMs = options.closeTimeoutMs ?? 5000;
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://localhost');
@@ -98,21 +95,24 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       reply(res, 405, 'method not allowed\n');
       return;
     }
-    const verbose = url.searchParams.has('verbose');
-    if (serveHealth && (url.pathname === '/healthz' || url.pathname === '/livez')) {
-      const { status, body } = renderChecks(url.pathname, await Promise.all(liveness.map(runCheck)), verbose);
-      reply(res, status, body);
-      return;
-    }
-    if (serveHealth && url.pathname === '/readyz') {
-      const outcomes = await Promise.all(readiness.map(runCheck));
-      const { status, body } = renderChecks(url.pathname, outcomes, verbose);
-      if (status !== 200) log.debug({ failed: outcomes.filter((o) => !o.ok) }, 'readiness check failed');
+    const probe = url.pathname === '/readyz' ? readiness : url.pathname === '/healthz' || url.pathname === '/livez' ? liveness : undefined;
+    if (serveHealth && probe) {
+      const outcomes = await Promise.all(probe.map(runCheck));
+      const { status, body } = renderChecks(url.pathname, outcomes, url.searchParams.has('verbose'));
+      if (status !== 200 && probe === readiness) log.debug({ failed: outcomes.filter((o) => !o.ok) }, 'readiness check failed');
       reply(res, status, body);
       return;
     }
     if (options.registry && url.pathname === '/metrics') {
-      await serveMetrics(req, res, options.registry, options.authorize, log);
+      const decision = await options.authorize?.(req.headers.authorization, 'get', '/metrics');
+      if (decision && decision.status !== 200) {
+        if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
+        else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
+        if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
+        reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
+        return;
+      }
+      reply(res, 200, await options.registry.metrics(), options.registry.contentType);
       return;
     }
     reply(res, 404, 'not found\n');
@@ -147,7 +147,7 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       return address;
     },
     close() {
-      return closeGracefully(server, closeTimeoutMs);
+      return closeGracefully(server, 5000);
     },
     setCertificate(pair) {
       if (!httpsServer || !tlsSettings) throw new Error('setCertificate on a plain HTTP server');
@@ -160,26 +160,4 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
 function reply(res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void {
   res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
   res.end(res.req.method === 'HEAD' ? undefined : body);
-}
-
-/** GET /metrics, behind the authorisation check when there is one. */
-async function serveMetrics(
-  req: IncomingMessage,
-  res: ServerResponse,
-  registry: NonNullable<TelemetryServerOptions['registry']>,
-  authorize: TelemetryServerOptions['authorize'],
-  log: Logger,
-): Promise<void> {
-  if (authorize) {
-    const decision = await authorize(req.headers.authorization, 'get', '/metrics');
-    if (decision.status !== 200) {
-      if (decision.status === 500) log.warn({ reason: decision.message }, 'could not authorise a metrics request');
-      else log.debug({ status: decision.status, reason: decision.message }, 'metrics request refused');
-      if (decision.status === 401) res.setHeader('www-authenticate', 'Bearer');
-      reply(res, decision.status, `${decision.status === 500 ? 'Internal Server Error' : decision.message}\n`);
-      return;
-    }
-  }
-  const text = await registry.metrics();
-  reply(res, 200, text, registry.contentType);
 }

@@ -14,8 +14,11 @@ export interface CertKeyPair {
   keyPem: string;
 }
 
-/** IANA name → OpenSSL name. TLS 1.3 suites have the same name in both. */
-const SUITES: Record<string, { openssl: string; tls13?: true; weak?: string }> = {
+/**
+ * IANA name → OpenSSL name. TLS 1.3 suites have the same name in both. The default is every suite neither weak nor
+ * an older spelling, in this order.
+ */
+const SUITES: Record<string, { openssl: string; tls13?: true; weak?: string; older?: true }> = {
   TLS_AES_128_GCM_SHA256: { openssl: 'TLS_AES_128_GCM_SHA256', tls13: true },
   TLS_AES_256_GCM_SHA384: { openssl: 'TLS_AES_256_GCM_SHA384', tls13: true },
   TLS_CHACHA20_POLY1305_SHA256: { openssl: 'TLS_CHACHA20_POLY1305_SHA256', tls13: true },
@@ -26,8 +29,8 @@ const SUITES: Record<string, { openssl: string; tls13?: true; weak?: string }> =
   TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: { openssl: 'ECDHE-ECDSA-CHACHA20-POLY1305' },
   TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256: { openssl: 'ECDHE-RSA-CHACHA20-POLY1305' },
   // Go's older spellings, accepted by Kubernetes components too.
-  TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305: { openssl: 'ECDHE-ECDSA-CHACHA20-POLY1305' },
-  TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305: { openssl: 'ECDHE-RSA-CHACHA20-POLY1305' },
+  TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305: { openssl: 'ECDHE-ECDSA-CHACHA20-POLY1305', older: true },
+  TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305: { openssl: 'ECDHE-RSA-CHACHA20-POLY1305', older: true },
   // Accepted when named, never by default.
   TLS_RSA_WITH_AES_128_GCM_SHA256: { openssl: 'AES128-GCM-SHA256', weak: 'no forward secrecy' },
   TLS_RSA_WITH_AES_256_GCM_SHA384: { openssl: 'AES256-GCM-SHA384', weak: 'no forward secrecy' },
@@ -44,18 +47,6 @@ const SUITES: Record<string, { openssl: string; tls13?: true; weak?: string }> =
 
 export const TLS_VERSIONS: Record<string, SecureVersion> = { VersionTLS12: 'TLSv1.2', VersionTLS13: 'TLSv1.3' };
 
-export const DEFAULT_CIPHER_SUITES: readonly string[] = [
-  'TLS_AES_128_GCM_SHA256',
-  'TLS_AES_256_GCM_SHA384',
-  'TLS_CHACHA20_POLY1305_SHA256',
-  'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
-  'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
-  'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
-  'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
-  'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256',
-  'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256',
-];
-
 /** What node:tls needs: the minimum version and an OpenSSL cipher list (TLS 1.3 and 1.2 suites together). */
 export interface TlsProfile {
   minVersion: SecureVersion;
@@ -67,6 +58,7 @@ export interface TlsProfile {
 }
 
 export const SUPPORTED_CIPHER_SUITES: readonly string[] = Object.keys(SUITES);
+export const DEFAULT_CIPHER_SUITES = SUPPORTED_CIPHER_SUITES.filter((s) => !SUITES[s]!.weak && !SUITES[s]!.older);
 
 /**
  * `minVersion`: VersionTLS12 (default) or VersionTLS13. `cipherSuites`: IANA names; as with Go's crypto/tls, naming
