@@ -28,6 +28,8 @@ export interface NadConfig {
   /** Entries of the comma-separated `subnets`, trimmed, empties dropped, otherwise as written (OVN's `a/16/24` too). */
   subnets: string[];
   excludeSubnets: string[];
+  /** OVN-Kubernetes primary layer2: the addresses kept for its gateway and management port (address-space.ts). */
+  infrastructureSubnets: string[];
   type?: string;
   problems: NadConfigProblem[];
 }
@@ -40,7 +42,7 @@ export function isObject(value: unknown): value is JsonObject {
 }
 
 function emptyConfig(): NadConfig {
-  return { allowPersistentIPs: false, subnets: [], excludeSubnets: [], problems: [] };
+  return { allowPersistentIPs: false, subnets: [], excludeSubnets: [], infrastructureSubnets: [], problems: [] };
 }
 
 // Every reconcile and admission reads the NADs of its namespace; parsing their JSON each time was a measurable
@@ -62,6 +64,7 @@ export function parseNadConfig(nad: NetworkAttachmentDefinition): Readonly<NadCo
   }
   Object.freeze(parsed.subnets);
   Object.freeze(parsed.excludeSubnets);
+  Object.freeze(parsed.infrastructureSubnets);
   Object.freeze(parsed.problems);
   parsed.problems.forEach(Object.freeze);
   Object.freeze(parsed);
@@ -140,6 +143,7 @@ export function parseCniConfig(text: unknown): NadConfig {
   if (type !== undefined) result.type = type;
   result.subnets = listField('subnets');
   result.excludeSubnets = listField('excludeSubnets');
+  result.infrastructureSubnets = listField('infrastructureSubnets');
   return result;
 }
 
