@@ -105,7 +105,12 @@ const rows: Row[] = [
     name: 'subnets that do not parse: a problem, capacity unknown (never a negative free)',
     nads: [ovnNad('bad', { networkName: 'bad', subnets: '10.0.0.300/24' })],
     claims: [held('vm1.bad', 'bad', ['10.0.0.1/24'])],
-    want: [{ families: { ipv4: { held: 1 } }, problems: ['NetworkAttachmentDefinition vms/bad: subnets: "10.0.0.300/24" is not a valid IP address (Invalid IPv4 address)'] }],
+    want: [
+      {
+        families: { ipv4: { held: 1 } },
+        problems: ['NetworkAttachmentDefinition vms/bad: subnets: "10.0.0.300/24" is not a valid IP address (Invalid IPv4 address)'],
+      },
+    ],
   },
   {
     name: 'overlapping subnets: a problem, capacity unknown',
@@ -119,20 +124,33 @@ const rows: Row[] = [
     want: [
       {
         families: { ipv4: { capacity: 2n, held: 0, free: 2n } },
-        problems: ['IPAMClaim vms/vm1.out holds 10.7.0.1, which the pool does not hand out', 'IPAMClaim vms/vm2.out holds "not-an-ip", which is not an IP address'],
+        problems: [
+          'IPAMClaim vms/vm1.out holds 10.7.0.1, which the pool does not hand out',
+          'IPAMClaim vms/vm2.out holds "not-an-ip", which is not an IP address',
+        ],
       },
     ],
   },
   {
     name: 'one network, two NADs in two namespaces: one pool, both NADs listed; an address held twice counts once',
-    nads: [ovnNad('blue', { networkName: 'shared', subnets: '10.5.0.0/29' }), ovnNad('blue', { networkName: 'shared', subnets: '10.5.0.0/29', namespace: 'other' })],
+    nads: [
+      ovnNad('blue', { networkName: 'shared', subnets: '10.5.0.0/29' }),
+      ovnNad('blue', { networkName: 'shared', subnets: '10.5.0.0/29', namespace: 'other' }),
+    ],
     claims: [held('a.blue', 'shared', ['10.5.0.1/29']), held('b.blue', 'shared', ['10.5.0.1/29'])],
     want: [{ nads: ['other/blue', 'vms/blue'], families: { ipv4: { capacity: 6n, held: 1, free: 5n } } }],
   },
   {
     name: 'two NADs of one network describing different pools: unknown, and a problem',
     nads: [ovnNad('a', { networkName: 'split', subnets: '10.5.0.0/29' }), ovnNad('b', { networkName: 'split', subnets: '10.6.0.0/29' })],
-    want: [{ families: {}, problems: ['the NetworkAttachmentDefinitions of the network describe different pools: subnets=10.5.0.0/29;excludeSubnets= | subnets=10.6.0.0/29;excludeSubnets='] }],
+    want: [
+      {
+        families: {},
+        problems: [
+          'the NetworkAttachmentDefinitions of the network describe different pools: subnets=10.5.0.0/29;excludeSubnets= | subnets=10.6.0.0/29;excludeSubnets=',
+        ],
+      },
+    ],
   },
   {
     name: 'a NAD that does not allow persistent IPs is not a persistent network',

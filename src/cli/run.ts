@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { createAllocator, type Allocator } from '../allocator/loop.ts';
+import { registerNetworkMetrics } from '../allocator/network-metrics.ts';
 import { createController, type Controller } from '../controller/controller.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, parseFeatureGatesFlag } from '../controller/feature-gate.ts';
@@ -81,6 +82,7 @@ export async function run(options: RunOptions): Promise<number> {
   await checkCluster(client, loaded.server, log);
 
   const sources = createSources(client, { logger: log, ...(options.namespace ? { namespace: options.namespace } : {}) });
+  registerNetworkMetrics(metrics.registry, { nads: () => sources.nads.list(), claims: () => sources.claims.list() }, log);
   const controller = createController({
     client,
     sources,
