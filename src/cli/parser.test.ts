@@ -74,6 +74,8 @@ describe('command line', () => {
   it('status: positional VM and short flags', async () => {
     const parsed = await parseCommandLine(['status', 'vm1', '-n', 'ns', '-o', 'json'], { env: outside });
     assert.deepEqual(parsed, { command: 'status', options: { namespace: 'ns', vm: 'vm1', allNamespaces: false, output: 'json' } });
+    const networks = await parseCommandLine(['status', '--networks', '-A'], { env: outside });
+    assert.deepEqual(networks, { command: 'status', options: { networks: true, allNamespaces: true, output: 'table' } });
   });
 
   it('--help prints the usage and runs nothing', async () => {
@@ -108,6 +110,7 @@ describe('command line', () => {
     [['run', '--kubeconfig', ''], /--kubeconfig must not be empty/],
     [['status', '-n', 'a', '-A'], /--namespace and --all-namespaces exclude each other/],
     [['status', '-o', 'yaml'], /output/],
+    [['status', 'vm1', '--networks'], /--networks shows networks, not one VM/],
     [['run', '--metrics-secure=false', '--metrics-cert-dir', '/certs'], /--metrics-cert-dir goes with --metrics-secure/],
     [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
     [

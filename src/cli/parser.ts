@@ -37,6 +37,11 @@ function statusBuilder(y: Argv) {
     .option('context', { type: 'string', requiresArg: true, describe: 'Kubeconfig context to use instead of the current one' })
     .option('namespace', { alias: 'n', type: 'string', requiresArg: true, describe: "Namespace to show. Default: the context's namespace, then default" })
     .option('all-namespaces', { alias: 'A', type: 'boolean', default: false, describe: 'Show every namespace' })
+    .option('networks', {
+      type: 'boolean',
+      default: false,
+      describe: "One line per persistent network: subnets, capacity, held, free, pending and refused claims (the namespace's networks, or every one with -A)",
+    })
     .option('output', {
       alias: 'o',
       type: 'string',
@@ -46,7 +51,8 @@ function statusBuilder(y: Argv) {
       describe: 'table for people, json for scripts',
     })
     .check((a) => {
-      rejectRepeats(a, ['kubeconfig', 'context', 'namespace', 'all-namespaces', 'output', 'vm']);
+      rejectRepeats(a, ['kubeconfig', 'context', 'namespace', 'all-namespaces', 'output', 'vm', 'networks']);
+      bad(a.networks && a.vm !== undefined, '--networks shows networks, not one VM: leave out the VM name');
       for (const name of ['kubeconfig', 'context', 'namespace'] as const) bad(a[name] === '', `--${name} must not be empty`);
       bad(a.namespace !== undefined && a['all-namespaces'], '--namespace and --all-namespaces exclude each other');
       return true;
@@ -106,6 +112,7 @@ export async function parseCommandLine(
             ...(a.context !== undefined ? { context: a.context } : {}),
             ...(a.namespace !== undefined ? { namespace: a.namespace } : {}),
             ...(a.vm !== undefined ? { vm: a.vm } : {}),
+            ...(a.networks ? { networks: true } : {}),
             allNamespaces: a['all-namespaces'],
             output: a.output as 'table' | 'json',
           },
