@@ -46,6 +46,29 @@ describe('persistent-ips status --networks', () => {
     assert.equal(renderNetworks(networksOf(NADS, CLAIMS, 'empty')), 'No network that allows persistent IPs found.\n');
   });
 
+  it('bad input is shown as such, never as a negative free: subnets that do not parse, overlapping subnets, an address outside the pool', () => {
+    const nads = [
+      ovnNad('bad', { networkName: 'bad', subnets: '10.0.0.300/24' }),
+      ovnNad('overlap', { networkName: 'overlap', subnets: '10.1.0.0/24,10.1.0.0/25' }),
+      ovnNad('small', { networkName: 'small', subnets: '10.2.0.0/30' }),
+    ];
+    const claims = [claim({ name: 'a.small', network: 'small', ips: ['10.2.0.1/30'] }), claim({ name: 'b.small', network: 'small', ips: ['10.9.9.9/30'] })];
+    const lines = renderNetworks(networksOf(nads, claims, 'vms'))
+      .trimEnd()
+      .split('\n');
+    assert.match(lines[1] ?? '', /^bad \[1\]\s+ovn-kubernetes\s+vms\/bad\s+-\s+\?\s+0\s+\?\s+0\s+0$/);
+    assert.match(lines[2] ?? '', /^overlap \[2\]\s+ovn-kubernetes\s+vms\/overlap\s+-\s+\?\s+0\s+\?/);
+    assert.match(lines[3] ?? '', /^small \[3\]\s+ovn-kubernetes\s+vms\/small\s+10\.2\.0\.0\/30\s+2\s+1\s+1\s+0\s+0$/);
+    assert.deepEqual(
+      lines.filter((l) => l.startsWith('[')),
+      [
+        '[1] bad: NetworkAttachmentDefinition vms/bad: subnets: "10.0.0.300/24" is not a valid IP address (Invalid IPv4 address)',
+        '[2] overlap: NetworkAttachmentDefinition vms/overlap: subnets: 10.1.0.0/24 and 10.1.0.0/25 overlap',
+        '[3] small: IPAMClaim vms/b.small holds 10.9.9.9, which the pool does not hand out',
+      ],
+    );
+  });
+
   it('JSON: the figures, capacity and free as strings (an IPv6 /64 is beyond a JSON number)', () => {
     const doc = JSON.parse(renderNetworksJson(networksOf(NADS, CLAIMS, 'other'), ['a note']));
     assert.equal(doc.kind, 'NetworkList');
