@@ -175,17 +175,35 @@ function countClaims(figures: NetworkFigures, claims: readonly IPAMClaim[]): voi
   figures.refusedClaims.sort((a, b) => (a.claim < b.claim ? -1 : a.claim > b.claim ? 1 : 0));
 }
 
+type HeldAddress = { family: IPFamily; value: bigint } | { invalid: string };
+
+// A scrape computes the figures anew (the metrics are read once a second in the benchmark, every 30 s by a usual
+// Prometheus); parsing every claim's addresses each time was most of its cost. A cached claim is replaced, never
+// mutated, when it changes, so the object keys its parsed addresses, and the entry goes with the object.
+const heldByClaim = new WeakMap<IPAMClaim, readonly HeldAddress[]>();
+
+function heldAddresses(claim: IPAMClaim): readonly HeldAddress[] {
+  let held = heldByClaim.get(claim);
+  if (!held) {
+    held = (claim.status?.ips ?? []).map((ip) => {
+      const parsed = parseAddress(ip, { allowPrefix: true });
+      return parsed.ok ? { family: parsed.value.family, value: parsed.value.value } : { invalid: String(ip) };
+    });
+    heldByClaim.set(claim, held);
+  }
+  return held;
+}
+
 /** Distinct held addresses per family; one that the pool would not hand out is a problem, never a negative "free". */
 function countHeld(figures: NetworkFigures, pool: Pool | undefined, claims: readonly IPAMClaim[]): void {
   const held: Record<IPFamily, Set<bigint>> = { 4: new Set(), 6: new Set() };
   for (const claim of claims) {
-    for (const ip of claim.status?.ips ?? []) {
-      const parsed = parseAddress(ip, { allowPrefix: true });
-      if (!parsed.ok) {
-        figures.problems.push(`IPAMClaim ${keyString(claim.metadata)} holds "${ip}", which is not an IP address`);
+    for (const address of heldAddresses(claim)) {
+      if ('invalid' in address) {
+        figures.problems.push(`IPAMClaim ${keyString(claim.metadata)} holds "${address.invalid}", which is not an IP address`);
         continue;
       }
-      const { family, value } = parsed.value;
+      const { family, value } = address;
       if (pool && !pool.usable[family]?.has(value)) {
         figures.problems.push(`IPAMClaim ${keyString(claim.metadata)} holds ${formatAddress(family, value)}, which the pool does not hand out`);
         continue;

@@ -3,17 +3,17 @@ import { describe, it } from 'node:test';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
 import { Registry } from '../telemetry/prom.ts';
 import { claim, ovnNad } from '../../test/objects.ts';
-import { registerNetworkMetrics } from './network-metrics.ts';
+import { REFRESH_MS, registerNetworkMetrics } from './network-metrics.ts';
 
 function setup(nads: NetworkAttachmentDefinition[], claims: IPAMClaim[]) {
   const registry = new Registry();
   const warnings: string[] = [];
   let clock = 0;
   registerNetworkMetrics(registry, { nads: () => nads, claims: () => claims }, { warn: (_: object, msg: string) => warnings.push(msg) } as never, () => clock);
-  /** One scrape, then time moves past the window in which two collectors share one computation. */
+  /** One scrape, then time moves past the window in which scrapes show the last figures. */
   const lines = async () => {
     const text = await registry.metrics();
-    clock += 1000;
+    clock += REFRESH_MS;
     return text.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
   };
   return { lines, warnings };
@@ -46,6 +46,26 @@ describe('registerNetworkMetrics', () => {
     );
     nads.length = 0;
     assert.deepEqual(await lines(), []);
+  });
+
+  it('a scrape within REFRESH_MS of the last computation shows its figures; the next one computes afresh', async () => {
+    const registry = new Registry();
+    const claims: IPAMClaim[] = [];
+    let clock = 0;
+    registerNetworkMetrics(
+      registry,
+      { nads: () => [ovnNad('blue', { networkName: 'blue', subnets: '10.100.0.0/29' })], claims: () => claims },
+      { warn: () => undefined },
+      () => clock,
+    );
+    const held = async () =>
+      (await registry.getSingleMetric('persistent_ips_network_addresses')?.get())?.values.find((v) => v.labels['state'] === 'held')?.value;
+    assert.equal(await held(), 0);
+    claims.push(claim({ name: 'vm1.blue', network: 'blue', ips: ['10.100.0.1/29'] }));
+    clock += REFRESH_MS - 1;
+    assert.equal(await held(), 0, 'within the window: the last figures');
+    clock += 1;
+    assert.equal(await held(), 1, 'past it: computed afresh');
   });
 
   it('logs a problem once while it lasts, and again when it comes back', async () => {
