@@ -1,7 +1,8 @@
 // Issue 41: an operator sees each network's address space, and why a VM waits. On the real OVN-Kubernetes cluster
 // manager and on the built-in allocator, a small subnet is filled by VMs: the metrics and `status --networks` show
 // capacity and held exactly; the next VM's claim is refused (SubnetExhausted) and that VM carries an
-// IPAllocationRefused Warning; deleting a VM frees a place, the waiting VM gets the address and its claim's
+// Warning (IPAllocationRefused from the controller on OVN-K networks; the allocator's own, SubnetExhausted, on its
+// networks, and then not both); deleting a VM frees a place, the waiting VM gets the address and its claim's
 // condition turns True. And two VMs asking for one address on an allocator network: the refused VM's Event names the
 // claim that holds it.
 import assert from 'node:assert/strict';
@@ -104,21 +105,31 @@ async function statusNetworks(ns: string, network: string): Promise<NetworkItem>
   return item;
 }
 
-/** The VM's IPAllocationRefused Warnings, once there is one. */
-async function refusalEvents(ns: string, vm: string): Promise<string[]> {
+/** The VM's Warnings of `reason`, once there is one. */
+async function warnings(ns: string, vm: string, reason: string): Promise<string[]> {
   const uid = (await world.kv.getVM(ns, vm))?.metadata.uid ?? '';
   return waitFor(
-    `an IPAllocationRefused Event on VirtualMachine ${ns}/${vm}`,
+    `a ${reason} Event on VirtualMachine ${ns}/${vm}`,
     async () => {
-      const events = await eventsFor(world.cp, ns, uid, 'IPAllocationRefused');
+      const events = await eventsFor(world.cp, ns, uid, reason);
       return events.length > 0 ? events.map((e) => `${e.type} ${e.message}`) : undefined;
     },
     { timeoutMs: 60_000, intervalMs: 500 },
   );
 }
 
+/** Who tells a refused VM, on each IPAM's networks, and how the message starts. */
+const REFUSAL = {
+  'ovn-kubernetes': {
+    reason: 'IPAllocationRefused',
+    message: /^Warning the IPAM refused addresses for IPAMClaim vm-c\.data \(network "data"\): SubnetExhausted/,
+  },
+  allocator: { reason: 'SubnetExhausted', message: /^Warning IPAMClaim .*\/vm-c\.data on network ".*": / },
+};
+
 /** Fills a two-address network with vm-a and vm-b, then shows vm-c refused, then freed by deleting vm-a. */
-async function fillAndFree(ns: string, nad: string, network: string, ipam: string): Promise<void> {
+async function fillAndFree(ns: string, nad: string, network: string, ipam: keyof typeof REFUSAL): Promise<void> {
+  const refusal = REFUSAL[ipam];
   for (const name of ['vm-a', 'vm-b']) await createVM(ns, name, nad);
   for (const name of ['vm-a', 'vm-b']) await waitForCondition(ns, `${name}.data`, 'True');
   await metricsShow(network, { capacity: 2, held: 2, free: 0, refused: {} });
@@ -130,9 +141,13 @@ async function fillAndFree(ns: string, nad: string, network: string, ipam: strin
   await createVM(ns, 'vm-c', nad);
   const refused = await waitForCondition(ns, 'vm-c.data', 'False');
   assert.equal(condition(refused)?.reason, 'SubnetExhausted');
-  const events = await refusalEvents(ns, 'vm-c');
+  const events = await warnings(ns, 'vm-c', refusal.reason);
   assert.equal(events.length, 1, `one Event while the refusal lasts: ${events.join('\n')}`);
-  assert.match(events[0] ?? '', /^Warning the IPAM refused addresses for IPAMClaim vm-c\.data \(network "data"\): SubnetExhausted/);
+  assert.match(events[0] ?? '', refusal.message);
+  if (ipam === 'allocator') {
+    const uid = (await world.kv.getVM(ns, 'vm-c'))?.metadata.uid ?? '';
+    assert.deepEqual(await eventsFor(world.cp, ns, uid, 'IPAllocationRefused'), [], 'the allocator tells the VM itself: not twice');
+  }
   await metricsShow(network, { capacity: 2, held: 2, free: 0, refused: { SubnetExhausted: 1 } });
   assert.deepEqual(
     (await statusNetworks(ns, network)).refusedClaims.map((r) => [r.claim, r.reason]),
@@ -145,7 +160,7 @@ async function fillAndFree(ns: string, nad: string, network: string, ipam: strin
   assert.equal(allocated.status?.ips?.length, 1, 'the waiting VM got the freed address');
   await world.kv.waitForVMIRunning(ns, 'vm-c', { timeoutMs: 60_000 });
   await metricsShow(network, { capacity: 2, held: 2, free: 0, refused: {} });
-  assert.equal((await refusalEvents(ns, 'vm-c')).length, 1, 'no new Event once allocated');
+  assert.equal((await warnings(ns, 'vm-c', refusal.reason)).length, 1, 'no new Event once allocated');
 }
 
 describe('the address space of each network, and why a VM waits (issue 41)', { timeout: 20 * 60_000 }, () => {
@@ -176,8 +191,8 @@ describe('the address space of each network, and why a VM waits (issue 41)', { t
     await createVM(ns, 'vm-y', 'red', ['10.207.0.5']);
     const refused = await waitForCondition(ns, 'vm-y.data', 'False');
     assert.equal(condition(refused)?.reason, 'IPAddressConflict');
-    const events = await refusalEvents(ns, 'vm-y');
-    assert.match(events[0] ?? '', new RegExp(`IPAddressConflict: .*10\\.207\\.0\\.5 is already held by ${ns}/vm-x\\.data`));
+    const events = await warnings(ns, 'vm-y', 'AddressInUse');
+    assert.match(events[0] ?? '', new RegExp(`10\\.207\\.0\\.5 is already held by ${ns}/vm-x\\.data`));
     assert.deepEqual((await statusNetworks(ns, network)).claims.refused, { IPAddressConflict: 1 });
   });
 });

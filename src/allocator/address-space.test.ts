@@ -65,7 +65,7 @@ const rows: Row[] = [
     want: [{ families: { ipv4: { capacity: 4n, held: 0, free: 4n } } }],
   },
   {
-    name: 'OVN-K primary layer2 with infrastructureSubnets: those are kept instead of .1 and .2',
+    name: 'OVN-K primary layer2: infrastructureSubnets and reservedSubnets are not read (PreconfiguredUDNAddresses off, its default)',
     nads: [
       nad('prim', {
         name: 'prim',
@@ -74,16 +74,42 @@ const rows: Row[] = [
         role: 'primary',
         subnets: '10.0.0.0/29',
         infrastructureSubnets: '10.0.0.6/32',
+        reservedSubnets: '10.0.0.5/32',
         allowPersistentIPs: true,
       }),
     ],
-    want: [{ families: { ipv4: { capacity: 5n, held: 0, free: 5n } } }],
+    want: [{ families: { ipv4: { capacity: 4n, held: 0, free: 4n } } }],
+  },
+  {
+    name: "OVN-K's range limits: at most 65,536 addresses per subnet (an IPv6 /64 gives 65,535, an IPv4 /8 65,534); none in a /31, /32, /127 or /128",
+    nads: [
+      ovnNad('v6', { networkName: 'v6', subnets: 'fd00:2::/64' }),
+      ovnNad('v4', { networkName: 'v4', subnets: '10.0.0.0/8' }),
+      ovnNad('p2p', { networkName: 'p2p', subnets: '192.0.2.0/31,fd00:3::/127' }),
+    ],
+    want: [
+      { network: 'p2p', families: { ipv4: { capacity: 0n, held: 0, free: 0n }, ipv6: { capacity: 0n, held: 0, free: 0n } } },
+      { network: 'v4', families: { ipv4: { capacity: 65_534n, held: 0, free: 65_534n } } },
+      { network: 'v6', families: { ipv6: { capacity: 65_535n, held: 0, free: 65_535n } } },
+    ],
   },
   {
     name: 'the built-in allocator: its pool from the annotations',
     nads: [allocatorNad('green', 'green', '10.1.0.0/30', '10.1.0.1')],
     claims: [held('vm1.green', 'green', ['10.1.0.2/30'], allocated)],
     want: [{ ipam: 'allocator', families: { ipv4: { capacity: 1n, held: 1, free: 0n } }, claims: { allocated: 1, pending: 0, refused: {} } }],
+  },
+  {
+    name: 'an allocator network whose NADs disagree: the allocator hands out nothing, so capacity is unknown, and why is a problem',
+    nads: [allocatorNad('green', 'green', '10.1.0.0/30'), allocatorNad('green', 'green', '10.2.0.0/30', undefined, 'other')],
+    want: [
+      {
+        ipam: 'allocator',
+        families: {},
+        unknownBecause:
+          'the built-in allocator hands out no new address on it: the NADs of network "green" declare different pools (other/green: subnets=10.2.0.0/30;excludeSubnets=; vms/green: subnets=10.1.0.0/30;excludeSubnets=); no new address is handed out until they agree',
+      },
+    ],
   },
   {
     name: 'a NAD naming no subnet: capacity unknown, said so; held still counted',
@@ -125,20 +151,38 @@ const rows: Row[] = [
       {
         families: { ipv4: { capacity: 2n, held: 0, free: 2n } },
         problems: [
-          'IPAMClaim vms/vm1.out holds 10.7.0.1, which the pool does not hand out',
-          'IPAMClaim vms/vm2.out holds "not-an-ip", which is not an IP address',
+          '1 address(es) in IPAMClaims that the pool does not hand out: vms/vm1.out holds 10.7.0.1',
+          '1 IPAMClaim address(es) that are not IP addresses: vms/vm2.out holds "not-an-ip"',
         ],
       },
     ],
   },
   {
-    name: 'one network, two NADs in two namespaces: one pool, both NADs listed; an address held twice counts once',
+    name: 'one network, two NADs in two namespaces: one pool, both NADs listed; an address held by two claims counts once and is a problem',
     nads: [
       ovnNad('blue', { networkName: 'shared', subnets: '10.5.0.0/29' }),
       ovnNad('blue', { networkName: 'shared', subnets: '10.5.0.0/29', namespace: 'other' }),
     ],
     claims: [held('a.blue', 'shared', ['10.5.0.1/29']), held('b.blue', 'shared', ['10.5.0.1/29'])],
-    want: [{ nads: ['other/blue', 'vms/blue'], families: { ipv4: { capacity: 6n, held: 1, free: 5n } } }],
+    want: [
+      {
+        nads: ['other/blue', 'vms/blue'],
+        families: { ipv4: { capacity: 6n, held: 1, free: 5n } },
+        problems: ['1 address(es) held by more than one IPAMClaim: 10.5.0.1 by vms/a.blue, vms/b.blue'],
+      },
+    ],
+  },
+  {
+    name: 'many claims outside a shrunk subnet: one problem with three examples, not one per claim',
+    nads: [ovnNad('shrunk', { networkName: 'shrunk', subnets: '10.0.0.0/30' })],
+    claims: [1, 2, 3, 4, 5].map((i) => held(`vm${i}.shrunk`, 'shrunk', [`10.0.1.${i}/24`])),
+    want: [
+      {
+        problems: [
+          '5 address(es) in IPAMClaims that the pool does not hand out: vms/vm1.shrunk holds 10.0.1.1; vms/vm2.shrunk holds 10.0.1.2; vms/vm3.shrunk holds 10.0.1.3, and 2 more',
+        ],
+      },
+    ],
   },
   {
     name: 'two NADs of one network describing different pools: unknown, and a problem',

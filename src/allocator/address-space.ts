@@ -5,22 +5,24 @@
 //
 // What "capacity" counts, per IPAM
 // --------------------------------
-// - Built-in allocator: its pool (pool.ts), from the same keys it allocates from.
-// - OVN-Kubernetes (v1.3 cluster manager): `subnets` minus `excludeSubnets`, without the network/broadcast (IPv4) or
-//   anycast (IPv6) address, as its range allocator hands them out. On a primary layer2 network it also keeps the
-//   infrastructure addresses: `infrastructureSubnets` when given, else each subnet's .1 (gateway) and .2
-//   (management port). Layer3 gives each node its own subnet and has no cluster-wide figure.
+// - Built-in allocator: its pool (pool.ts), and only while it serves the network (nad.ts resolveNetwork: NADs that
+//   disagree get no new address, so their capacity is unknown).
+// - OVN-Kubernetes (v1.3 cluster manager, PreconfiguredUDNAddresses off, its default): per subnet the addresses after
+//   the network address, at most 65,536 of them (its bitmap's limit), without the IPv4 broadcast address; none in an
+//   IPv4 /31 or /32 or an IPv6 /127 or /128; minus `excludeSubnets`, and on a primary layer2 network minus each
+//   subnet's .1 and .2 (gateway, management port). Layer3 gives each node its own subnet: no network-wide figure.
 // - Any other IPAM, or a NAD that names no subnet: unknown, and said so rather than guessed.
 // "Held" is what claims' `status.ips` record. On OVN-Kubernetes, pods on the same network that name no claim hold
 // addresses too; no claim shows them, so "free" is an upper bound there (docs/metrics.md).
 
-import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
+import { IPS_ALLOCATED_CONDITION } from '../claims/constants.ts';
 import { type NadConfig, isOvnKubernetes, parseNadConfig } from '../claims/nad-config.ts';
 import { keyString } from '../kube/key.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
-import { type IPFamily, formatAddress, parseAddress } from './address.ts';
-import { CONDITION_TYPE } from './plan.ts';
-import { type Pool, type PoolSpec, parsePool } from './pool.ts';
+import { FAMILY_BITS, type IPFamily, formatAddress, parseAddress } from './address.ts';
+import { IntervalSet } from './intervals.ts';
+import { resolveNetwork } from './nad.ts';
+import { type Cidr, type Pool, parsePool } from './pool.ts';
 
 export type Ipam = 'ovn-kubernetes' | 'allocator' | 'other';
 export type FamilyName = 'ipv4' | 'ipv6';
@@ -54,114 +56,116 @@ export interface NetworkFigures {
 
 const FAMILY: Record<IPFamily, FamilyName> = { 4: 'ipv4', 6: 'ipv6' };
 
+/** What may be handed out, per family; undefined when unknown (then `unknownBecause` is set). */
+type Usable = Partial<Record<IPFamily, IntervalSet>>;
+
 /** The figures of every network with a NAD that allows persistent IPs, sorted by network name. */
 export function addressSpace(nads: readonly NetworkAttachmentDefinition[], claims: readonly IPAMClaim[]): NetworkFigures[] {
-  const byNetwork = new Map<string, NetworkAttachmentDefinition[]>();
-  for (const nad of nads) {
-    const config = parseNadConfig(nad);
-    if (!config.allowPersistentIPs || config.networkName === undefined) continue;
-    const list = byNetwork.get(config.networkName) ?? [];
-    list.push(nad);
-    byNetwork.set(config.networkName, list);
-  }
-  const claimsByNetwork = new Map<string, IPAMClaim[]>();
-  for (const claim of claims) {
-    const network = claim.spec?.network;
-    if (typeof network !== 'string' || !byNetwork.has(network)) continue;
-    const list = claimsByNetwork.get(network) ?? [];
-    list.push(claim);
-    claimsByNetwork.set(network, list);
-  }
-  return [...byNetwork.keys()].sort().map((network) => networkFigures(network, byNetwork.get(network)!, claimsByNetwork.get(network) ?? []));
+  // Every NAD of a network counts for its IPAM (the allocator refuses a network whose NADs disagree), but only
+  // those that allow persistent IPs make it a persistent network.
+  const byNetwork = Map.groupBy(
+    nads.filter((nad) => parseNadConfig(nad).networkName !== undefined),
+    (nad) => parseNadConfig(nad).networkName!,
+  );
+  const claimsByNetwork = Map.groupBy(
+    claims.filter((claim) => typeof claim.spec?.network === 'string'),
+    (claim) => claim.spec.network,
+  );
+  return [...byNetwork]
+    .filter(([, of]) => of.some((nad) => parseNadConfig(nad).allowPersistentIPs))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([network, of]) => networkFigures(network, of, claimsByNetwork.get(network) ?? []));
 }
 
 function networkFigures(network: string, nads: readonly NetworkAttachmentDefinition[], claims: readonly IPAMClaim[]): NetworkFigures {
+  const ovn = nads.some((nad) => isOvnKubernetes(parseNadConfig(nad)));
+  const allocator = ovn ? undefined : resolveNetwork(network, nads);
   const figures: NetworkFigures = {
     network,
-    ipam: ipamOf(nads),
-    nads: nads.map((nad) => keyString(nad.metadata)).sort(),
+    ipam: ovn ? 'ovn-kubernetes' : allocator?.kind !== 'unmanaged' ? 'allocator' : 'other',
+    nads: nads
+      .filter((nad) => parseNadConfig(nad).allowPersistentIPs)
+      .map((nad) => keyString(nad.metadata))
+      .sort(),
     subnets: [],
     families: {},
     claims: { allocated: 0, pending: 0, refused: {} },
     refusedClaims: [],
     problems: [],
   };
-  const pool = poolOf(figures, nads);
-  if (pool) figures.subnets = pool.subnets.map((s) => s.text);
+  let usable: Usable | undefined;
+  if (allocator?.kind === 'ready') {
+    figures.subnets = allocator.pool.subnets.map((s) => s.text);
+    usable = allocator.pool.usable;
+  } else if (allocator?.kind === 'invalid') {
+    unknown(figures, `the built-in allocator hands out no new address on it: ${[...new Set([...allocator.problems.values()].flat())].join('; ')}`, true);
+  } else if (ovn) {
+    usable = ovnUsable(figures, nads);
+  } else {
+    unknown(figures, 'the IPAM of this network is neither OVN-Kubernetes nor the built-in allocator');
+  }
   countClaims(figures, claims);
-  countHeld(figures, pool, claims);
+  countHeld(figures, usable, claims);
   return figures;
 }
 
-function ipamOf(nads: readonly NetworkAttachmentDefinition[]): Ipam {
-  if (nads.some((nad) => isOvnKubernetes(parseNadConfig(nad)))) return 'ovn-kubernetes';
-  const allocator = nads.some((nad) => nad.metadata.annotations?.[ALLOCATOR_ANNOTATION]?.trim().toLowerCase() === 'true');
-  return allocator ? 'allocator' : 'other';
+function unknown(figures: NetworkFigures, why: string, problem = false): undefined {
+  figures.unknownBecause = why;
+  if (problem) figures.problems.push(why);
+  return undefined;
 }
 
-/** The one pool every NAD of the network describes, or undefined with `unknownBecause` set. */
-function poolOf(figures: NetworkFigures, nads: readonly NetworkAttachmentDefinition[]): Pool | undefined {
-  if (figures.ipam === 'other') {
-    figures.unknownBecause = 'the IPAM of this network is neither OVN-Kubernetes nor the built-in allocator';
-    return undefined;
-  }
+/** OVN-Kubernetes' allocatable addresses: the one pool every NAD of the network describes, by its range rules. */
+function ovnUsable(figures: NetworkFigures, nads: readonly NetworkAttachmentDefinition[]): Usable | undefined {
   const pools = new Map<string, Pool>();
   for (const nad of nads) {
     const config = parseNadConfig(nad);
-    const spec = poolSpec(figures.ipam, nad, config);
-    if (!spec.subnets) {
-      figures.unknownBecause = `NetworkAttachmentDefinition ${keyString(nad.metadata)} names no subnet`;
-      return undefined;
-    }
-    if (config.topology?.toLowerCase() === 'layer3') {
-      figures.unknownBecause = 'topology layer3 gives every node its own subnet: there is no network-wide figure';
-      return undefined;
-    }
-    const parsed = parsePool(spec);
-    if (!parsed.ok) {
-      figures.unknownBecause = `NetworkAttachmentDefinition ${keyString(nad.metadata)}: ${parsed.problems.map((p) => p.message).join('; ')}`;
-      figures.problems.push(figures.unknownBecause);
-      return undefined;
-    }
+    if (!isOvnKubernetes(config)) continue;
+    const where = `NetworkAttachmentDefinition ${keyString(nad.metadata)}`;
+    if (config.topology?.toLowerCase() === 'layer3')
+      return unknown(figures, 'topology layer3 gives every node its own subnet: there is no network-wide figure');
+    if (config.subnets.length === 0) return unknown(figures, `${where} names no subnet`);
+    const parsed = parsePool({ subnets: config.subnets.join(','), excludeSubnets: ovnExcludes(config).join(',') });
+    if (!parsed.ok) return unknown(figures, `${where}: ${parsed.problems.map((p) => p.message).join('; ')}`, true);
     pools.set(parsed.pool.canonical, parsed.pool);
   }
-  if (pools.size > 1) {
-    figures.unknownBecause = `the NetworkAttachmentDefinitions of the network describe different pools: ${[...pools.keys()].join(' | ')}`;
-    figures.problems.push(figures.unknownBecause);
-    return undefined;
+  if (pools.size > 1)
+    return unknown(figures, `the NetworkAttachmentDefinitions of the network describe different pools: ${[...pools.keys()].join(' | ')}`, true);
+  const pool = pools.values().next().value!;
+  figures.subnets = pool.subnets.map((s) => s.text);
+  const usable: Usable = {};
+  for (const family of pool.families) {
+    const removed = IntervalSet.from(pool.excludes.filter((e) => e.family === family).map((e) => ({ start: e.first, end: e.last })));
+    usable[family] = IntervalSet.from(pool.subnets.filter((s) => s.family === family).map(ovnRange)).minus(removed);
   }
-  return pools.values().next().value;
+  return usable;
 }
 
-/** The keys the IPAM reads its pool from; OVN-Kubernetes' infrastructure addresses become excludes. */
-function poolSpec(ipam: Ipam, nad: NetworkAttachmentDefinition, config: Readonly<NadConfig>): PoolSpec {
-  const annotations = nad.metadata.annotations ?? {};
-  if (ipam === 'allocator') {
-    return {
-      subnets: annotations[SUBNETS_ANNOTATION] ?? config.subnets.join(','),
-      excludeSubnets: annotations[EXCLUDE_SUBNETS_ANNOTATION] ?? config.excludeSubnets.join(','),
-    };
-  }
-  const excludes = [...config.excludeSubnets];
-  if (config.role === 'primary' && config.topology?.toLowerCase() === 'layer2') {
-    excludes.push(...(config.infrastructureSubnets.length > 0 ? config.infrastructureSubnets : config.subnets.flatMap(gatewayAndManagement)));
-  }
-  return { subnets: config.subnets.join(','), excludeSubnets: excludes.join(','), ...(config.topology ? { topology: config.topology } : {}) };
+/** What OVN-Kubernetes' range allocator hands out of one subnet (pkg/allocator/ip NewAllocatorCIDRRange). */
+function ovnRange(s: Cidr): { start: bigint; end: bigint } {
+  const hostBits = FAMILY_BITS[s.family] - s.prefix;
+  const size = hostBits <= 1 ? 0n : 1n << BigInt(hostBits);
+  const count = (size < 65_536n ? size : 65_536n) - 1n - (s.family === 4 ? 1n : 0n);
+  return { start: s.first + 1n, end: s.first + count };
 }
 
-/** A primary layer2 subnet's first two host addresses: OVN-Kubernetes' gateway and management port. */
-function gatewayAndManagement(subnet: string): string[] {
-  const parsed = parseAddress(subnet.split('/').slice(0, 2).join('/'), { allowPrefix: true });
-  if (!parsed.ok || parsed.value.prefix === undefined) return [];
-  const { family, value, prefix } = parsed.value;
-  const bits = family === 4 ? 32n : 128n;
-  const network = (value >> (bits - BigInt(prefix))) << (bits - BigInt(prefix));
-  return [network + 1n, network + 2n].map((a) => formatAddress(family, a));
+/** `excludeSubnets`, and on a primary layer2 network each subnet's gateway (.1) and management port (.2). */
+function ovnExcludes(config: Readonly<NadConfig>): string[] {
+  if (config.role !== 'primary' || config.topology?.toLowerCase() !== 'layer2') return [...config.excludeSubnets];
+  const infrastructure = config.subnets.flatMap((subnet) => {
+    const parsed = parseAddress(subnet.split('/').slice(0, 2).join('/'), { allowPrefix: true });
+    if (!parsed.ok || parsed.value.prefix === undefined) return [];
+    const { family, value, prefix } = parsed.value;
+    const hostBits = BigInt(FAMILY_BITS[family] - prefix);
+    const network = (value >> hostBits) << hostBits;
+    return [network + 1n, network + 2n].map((a) => formatAddress(family, a));
+  });
+  return [...config.excludeSubnets, ...infrastructure];
 }
 
 function countClaims(figures: NetworkFigures, claims: readonly IPAMClaim[]): void {
   for (const claim of claims) {
-    const condition = claim.status?.conditions?.find((c) => c.type === CONDITION_TYPE);
+    const condition = claim.status?.conditions?.find((c) => c.type === IPS_ALLOCATED_CONDITION);
     if (condition?.status === 'False') {
       const reason = condition.reason || 'Unknown';
       figures.claims.refused[reason] = (figures.claims.refused[reason] ?? 0) + 1;
@@ -194,27 +198,55 @@ function heldAddresses(claim: IPAMClaim): readonly HeldAddress[] {
   return held;
 }
 
-/** Distinct held addresses per family; one that the pool would not hand out is a problem, never a negative "free". */
-function countHeld(figures: NetworkFigures, pool: Pool | undefined, claims: readonly IPAMClaim[]): void {
-  const held: Record<IPFamily, Set<bigint>> = { 4: new Set(), 6: new Set() };
+/** At most this many examples in a problem: a shrunk subnet under 3,000 claims is one line, not 3,000. */
+const EXAMPLES = 3;
+
+function summary(count: number, what: string, examples: readonly string[]): string[] {
+  if (count === 0) return [];
+  const more = count > EXAMPLES ? `, and ${count - EXAMPLES} more` : '';
+  return [`${what}: ${examples.slice(0, EXAMPLES).join('; ')}${more}`];
+}
+
+/**
+ * Distinct held addresses per family. An address the pool does not hand out, or one held by two claims (the failure
+ * this project exists to prevent), is a problem, never hidden in a count and never a negative "free".
+ */
+function countHeld(figures: NetworkFigures, usable: Usable | undefined, claims: readonly IPAMClaim[]): void {
+  const holder: Record<IPFamily, Map<bigint, string>> = { 4: new Map(), 6: new Map() };
+  const outside: string[] = [];
+  const invalid: string[] = [];
+  const twice = new Map<string, Set<string>>();
   for (const claim of claims) {
+    const key = keyString(claim.metadata);
     for (const address of heldAddresses(claim)) {
       if ('invalid' in address) {
-        figures.problems.push(`IPAMClaim ${keyString(claim.metadata)} holds "${address.invalid}", which is not an IP address`);
+        invalid.push(`${key} holds "${address.invalid}"`);
         continue;
       }
       const { family, value } = address;
-      if (pool && !pool.usable[family]?.has(value)) {
-        figures.problems.push(`IPAMClaim ${keyString(claim.metadata)} holds ${formatAddress(family, value)}, which the pool does not hand out`);
+      const text = formatAddress(family, value);
+      if (usable && !usable[family]?.has(value)) {
+        outside.push(`${key} holds ${text}`);
         continue;
       }
-      held[family].add(value);
+      const first = holder[family].get(value);
+      if (first === undefined) holder[family].set(value, key);
+      else if (first !== key) twice.set(text, (twice.get(text) ?? new Set([first])).add(key));
     }
   }
+  figures.problems.push(
+    ...summary(
+      twice.size,
+      `${twice.size} address(es) held by more than one IPAMClaim`,
+      [...twice].map(([text, keys]) => `${text} by ${[...keys].join(', ')}`),
+    ),
+    ...summary(outside.length, `${outside.length} address(es) in IPAMClaims that the pool does not hand out`, outside),
+    ...summary(invalid.length, `${invalid.length} IPAMClaim address(es) that are not IP addresses`, invalid),
+  );
   for (const family of [4, 6] as const) {
-    const capacity = pool?.usable[family]?.size;
-    if (capacity === undefined && held[family].size === 0) continue;
-    const count = held[family].size;
+    const capacity = usable?.[family]?.size;
+    const count = holder[family].size;
+    if (capacity === undefined && count === 0) continue;
     figures.families[FAMILY[family]] =
       capacity === undefined ? { held: count } : { capacity, held: count, free: capacity > BigInt(count) ? capacity - BigInt(count) : 0n };
   }

@@ -1199,7 +1199,12 @@ describe('EXISTING-REFUSED: the IPAM refused our claim (IPsAllocated False)', ()
   it('the VM is told, naming the network, the claim and the reason; no write, no retry (the claim status change brings the key back)', () => {
     const theVm = vm();
     const [blueClaim, greenClaim] = both(theVm);
-    const plan = run({ vm: theVm, nads: NADS, claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!] });
+    const plan = run({
+      vm: theVm,
+      vmi: vmiOf(theVm),
+      nads: NADS,
+      claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!],
+    });
     check(plan, { writes: {}, retry: false });
     assert.deepEqual(plan.problems, [
       {
@@ -1219,7 +1224,36 @@ describe('EXISTING-REFUSED: the IPAM refused our claim (IPsAllocated False)', ()
   it('a claim allocated again (True), or never judged, is no problem', () => {
     const theVm = vm();
     const [blueClaim, greenClaim] = both(theVm);
-    check(run({ vm: theVm, nads: NADS, claims: [withCondition(blueClaim!, 'True', 'SuccessfulAllocation', ''), greenClaim!] }), { writes: {}, reasons: [] });
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [withCondition(blueClaim!, 'True', 'SuccessfulAllocation', ''), greenClaim!] }), {
+      writes: {},
+      reasons: [],
+    });
+  });
+
+  it('a stopped VM (no VMI) is not told: OVN-Kubernetes judges a claim only when a pod names it, so the refusal is stale', () => {
+    const theVm = vm({ running: false });
+    const [blueClaim, greenClaim] = both(theVm);
+    check(run({ vm: theVm, nads: NADS, claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!] }), {
+      writes: {},
+      reasons: [],
+    });
+  });
+
+  it('a network the built-in allocator serves is left to the allocator, which tells the VM itself', () => {
+    const alloc = nad(
+      'alloc',
+      { cniVersion: '0.4.0', name: 'net-alloc', type: 'bridge' },
+      {
+        annotations: {
+          'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
+          'persistent-ips.kubevirt.io/allocator': 'true',
+          'persistent-ips.kubevirt.io/subnets': '10.9.0.0/30',
+        },
+      },
+    );
+    const theVm = vmOn('alloc');
+    const refusedClaim = withCondition(claimOf(theVm, 'alloc', { network: 'net-alloc' }), 'False', 'SubnetExhausted', 'full');
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: nadMap(alloc), claims: [refusedClaim] }), { writes: {}, reasons: [] });
   });
 
   it("another owner's refused claim is not this VM's refusal: the ownership problem is reported instead", () => {

@@ -21,7 +21,6 @@ describe('parseNadConfig', () => {
         topology: 'layer2',
         subnets: '10.0.0.0/24, fd00::/64',
         excludeSubnets: '10.0.0.0/30',
-        infrastructureSubnets: '10.0.0.4/31',
         allowPersistentIPs: true,
         netAttachDefName: 'ns/blue',
       }),
@@ -33,7 +32,6 @@ describe('parseNadConfig', () => {
       type: 'ovn-k8s-cni-overlay',
       subnets: ['10.0.0.0/24', 'fd00::/64'],
       excludeSubnets: ['10.0.0.0/30'],
-      infrastructureSubnets: ['10.0.0.4/31'],
       problems: [],
     });
     assert.equal(isOvnKubernetes(config), true);

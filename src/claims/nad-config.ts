@@ -3,7 +3,7 @@
 // not use instead of throwing: one broken NAD must never stop the controller from serving the others.
 
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
-import { NAD_PERSISTENT_IPS_ANNOTATION } from './constants.ts';
+import { ALLOCATOR_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION } from './constants.ts';
 
 export const OVN_K8S_CNI_TYPE = 'ovn-k8s-cni-overlay';
 
@@ -28,8 +28,6 @@ export interface NadConfig {
   /** Entries of the comma-separated `subnets`, trimmed, empties dropped, otherwise as written (OVN's `a/16/24` too). */
   subnets: string[];
   excludeSubnets: string[];
-  /** OVN-Kubernetes primary layer2: the addresses kept for its gateway and management port (address-space.ts). */
-  infrastructureSubnets: string[];
   type?: string;
   problems: NadConfigProblem[];
 }
@@ -42,7 +40,7 @@ export function isObject(value: unknown): value is JsonObject {
 }
 
 function emptyConfig(): NadConfig {
-  return { allowPersistentIPs: false, subnets: [], excludeSubnets: [], infrastructureSubnets: [], problems: [] };
+  return { allowPersistentIPs: false, subnets: [], excludeSubnets: [], problems: [] };
 }
 
 // Every reconcile and admission reads the NADs of its namespace; parsing their JSON each time was a measurable
@@ -64,7 +62,6 @@ export function parseNadConfig(nad: NetworkAttachmentDefinition): Readonly<NadCo
   }
   Object.freeze(parsed.subnets);
   Object.freeze(parsed.excludeSubnets);
-  Object.freeze(parsed.infrastructureSubnets);
   Object.freeze(parsed.problems);
   parsed.problems.forEach(Object.freeze);
   Object.freeze(parsed);
@@ -143,7 +140,6 @@ export function parseCniConfig(text: unknown): NadConfig {
   if (type !== undefined) result.type = type;
   result.subnets = listField('subnets');
   result.excludeSubnets = listField('excludeSubnets');
-  result.infrastructureSubnets = listField('infrastructureSubnets');
   return result;
 }
 
@@ -158,4 +154,15 @@ export function splitList(raw: string): string[] {
 /** Whether a parsed NAD belongs to OVN-Kubernetes, whose layer2 networks cannot allocate without subnets. */
 export function isOvnKubernetes(config: NadConfig): boolean {
   return config.type === OVN_K8S_CNI_TYPE;
+}
+
+/** Whether the built-in allocator's switch is on; cheap (no config parsing), for filters. */
+export function isAllocatorNad(nad: NetworkAttachmentDefinition | undefined): boolean {
+  const value: unknown = nad?.metadata?.annotations?.[ALLOCATOR_ANNOTATION];
+  return typeof value === 'string' && value.trim().toLowerCase() === 'true';
+}
+
+/** Whether the built-in allocator serves this NAD itself: the switch is on and the NAD is not OVN-Kubernetes'. */
+export function allocatorServes(nad: NetworkAttachmentDefinition | undefined): boolean {
+  return nad !== undefined && isAllocatorNad(nad) && !isOvnKubernetes(parseNadConfig(nad));
 }

@@ -82,7 +82,7 @@ export async function run(options: RunOptions): Promise<number> {
   await checkCluster(client, loaded.server, log);
 
   const sources = createSources(client, { logger: log, ...(options.namespace ? { namespace: options.namespace } : {}) });
-  registerNetworkMetrics(metrics.registry, { nads: () => sources.nads.list(), claims: () => sources.claims.list() }, log);
+  const networkMetrics = registerNetworkMetrics(metrics.registry, { nads: () => sources.nads.list(), claims: () => sources.claims.list() }, log);
   const controller = createController({
     client,
     sources,
@@ -118,6 +118,7 @@ export async function run(options: RunOptions): Promise<number> {
   if (!stopping.signal.aborted) {
     const gate = controller.gate();
     log.info({ gate }, 'caches synced');
+    networkMetrics.start();
     log.info({ featureGate: FEATURE_GATE, enabled: gate.enabled, source: gate.source }, `feature gate ${FEATURE_GATE} is ${describeGate(gate)}`);
     // Start-up runs with V8's defaults, the steady state sized for memory (v8-sizing.ts says why).
     stopSizing = whenSteady({
@@ -131,6 +132,7 @@ export async function run(options: RunOptions): Promise<number> {
   }
 
   stopSizing();
+  networkMetrics.stop();
   await sources.stop();
   await allocator?.stop();
   controller.dispose();

@@ -1,21 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { IPAMClaim } from '../kube/types.ts';
-import { claim, nad, ovnNad } from '../../test/objects.ts';
+import { claim, ovnNad } from '../../test/objects.ts';
+import { allocatorNad } from '../../test/allocator-world.ts';
 import { networksOf, renderNetworks, renderNetworksJson } from './status-networks.ts';
 
 const refused: IPAMClaim = {
   ...claim({ name: 'vm7.blue', network: 'blue' }),
   status: { ips: [], conditions: [{ type: 'IPsAllocated', status: 'False', reason: 'SubnetExhausted', message: 'range is full' }] },
 };
-const NADS = [
-  ovnNad('blue', { networkName: 'blue', subnets: '10.100.0.0/29' }),
-  nad(
-    'dual',
-    { name: 'dual', type: 'ovn-k8s-cni-overlay', topology: 'layer2', subnets: '10.0.0.0/30,fd00::/64', allowPersistentIPs: true },
-    { namespace: 'other' },
-  ),
-];
+const NADS = [ovnNad('blue', { networkName: 'blue', subnets: '10.100.0.0/29' }), allocatorNad('dual', 'dual', '10.0.0.0/30,fd00::/64', undefined, 'other')];
 const CLAIMS = [claim({ name: 'vm1.blue', network: 'blue', ips: ['10.100.0.1/29'] }), claim({ name: 'vm2.blue', network: 'blue' }), refused];
 
 describe('persistent-ips status --networks', () => {
@@ -35,7 +29,7 @@ describe('persistent-ips status --networks', () => {
     assert.match(lines[1] ?? '', /^blue /);
     assert.match(
       lines[2] ?? '',
-      /^dual\s+ovn-kubernetes\s+other\/dual\s+10\.0\.0\.0\/30,fd00::\/64\s+ipv4 2, ipv6 18446744073709551615\s+ipv4 0, ipv6 0\s+ipv4 2, ipv6 18446744073709551615\s+0\s+0$/,
+      /^dual\s+allocator\s+other\/dual\s+10\.0\.0\.0\/30,fd00::\/64\s+ipv4 2, ipv6 18446744073709551615\s+ipv4 0, ipv6 0\s+ipv4 2, ipv6 18446744073709551615\s+0\s+0$/,
     );
   });
 
@@ -64,7 +58,7 @@ describe('persistent-ips status --networks', () => {
       [
         '[1] bad: NetworkAttachmentDefinition vms/bad: subnets: "10.0.0.300/24" is not a valid IP address (Invalid IPv4 address)',
         '[2] overlap: NetworkAttachmentDefinition vms/overlap: subnets: 10.1.0.0/24 and 10.1.0.0/25 overlap',
-        '[3] small: IPAMClaim vms/b.small holds 10.9.9.9, which the pool does not hand out',
+        '[3] small: 1 address(es) in IPAMClaims that the pool does not hand out: vms/b.small holds 10.9.9.9',
       ],
     );
   });

@@ -5,7 +5,7 @@
 // The joining rules are pure (buildStatus), so they are tested without a cluster.
 
 import { keyString } from '../kube/key.ts';
-import { allocatorServes } from '../allocator/nad.ts';
+import { allocatorServes } from '../claims/nad-config.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
@@ -346,7 +346,7 @@ export async function status(options: StatusOptions, out: { write(text: string):
       if (err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
       if (isUnauthorized(err)) throw new CliError(`the API server at ${loaded.server} rejected our credentials (401)`, EXIT.notAuthorized, { cause: err });
       if (isForbidden(err))
-        throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
+        throw new CliError(`not allowed to list ${r.plural}${scope ? ` in ${scope}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
           cause: err,
         });
       if (err instanceof KubeApiError && err.code === undefined)
