@@ -13,6 +13,7 @@ import { after, describe, it } from 'node:test';
 import { loadYaml } from '@kubernetes/client-node';
 import { createMetrics } from '../../src/telemetry/metrics.ts';
 import { createWebhookMetrics } from '../../src/webhook/metrics.ts';
+import { registerNetworkMetrics } from '../../src/allocator/network-metrics.ts';
 import { preparedTool } from '../harness/prepare.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
 
@@ -52,7 +53,7 @@ describe('manifests/prometheus', () => {
     const file = join(scratch, 'rules.yaml');
     writeFileSync(file, JSON.stringify(ruleSpec));
     const out = await promtool(['check', 'rules', file]);
-    assert.match(out, /SUCCESS: 7 rules found/);
+    assert.match(out, /SUCCESS: 9 rules found/);
     const alerts = ruleSpec.groups.flatMap((g) => g.rules.map((r) => r.alert));
     for (const wanted of [
       'PersistentIPsClaimsBlocked',
@@ -80,6 +81,7 @@ describe('manifests/prometheus', () => {
   it('the rules and the dashboard query only metrics that exist', () => {
     const metrics = createMetrics();
     createWebhookMetrics(metrics.registry);
+    registerNetworkMetrics(metrics.registry, { nads: () => [], claims: () => [] }, { warn: () => undefined });
     const exported = new Set<string>();
     for (const m of metrics.registry.getMetricsAsArray()) {
       exported.add(m.name);

@@ -37,7 +37,8 @@ import { trimIPAMClaim, trimNetworkAttachmentDefinition } from '../sources/trim.
 import type { Metrics } from '../telemetry/metrics.ts';
 import { EventRecorder } from '../controller/events.ts';
 import { createAllocatorMetrics } from './metrics.ts';
-import { ALLOCATOR_ANNOTATION, isAllocatorNad } from './nad.ts';
+import { isAllocatorNad } from '../claims/nad-config.ts';
+import { ALLOCATOR_ANNOTATION } from './nad.ts';
 import { WriteOverlay, resourceVersionAtLeast } from '../controller/write-overlay.ts';
 import { createPodAddressLookup, type PodAddressLookup } from './pod-addresses.ts';
 import { gatherNetwork } from './gather.ts';

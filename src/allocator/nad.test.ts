@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { allocatorServes, readAllocatorNad, resolveNetwork } from './nad.ts';
+import { allocatorServes } from '../claims/nad-config.ts';
+import { readAllocatorNad, resolveNetwork } from './nad.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { allocatorNad, nad } from '../../test/allocator-world.ts';
 

@@ -29,7 +29,7 @@
 
 import { keyString } from '../kube/key.ts';
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
-import { isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
+import { isAllocatorNad, isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
 import { cmp } from './intervals.ts';
 import { type Pool, parsePool } from './pool.ts';
@@ -64,16 +64,6 @@ const describeNad = (n: Pick<AllocatorNad, 'key' | 'generation'>): string =>
 function annotation(nad: NetworkAttachmentDefinition, key: string): string | undefined {
   const value: unknown = nad?.metadata?.annotations?.[key];
   return typeof value === 'string' ? value : undefined;
-}
-
-/** Whether the switch is on; cheap (no config parsing), for filters. */
-export function isAllocatorNad(nad: NetworkAttachmentDefinition | undefined): boolean {
-  return nad !== undefined && annotation(nad, ALLOCATOR_ANNOTATION)?.trim().toLowerCase() === 'true';
-}
-
-/** Whether the allocator serves this NAD itself: the switch is on and the NAD is not OVN-Kubernetes'. */
-export function allocatorServes(nad: NetworkAttachmentDefinition | undefined): boolean {
-  return nad !== undefined && isAllocatorNad(nad) && !isOvnKubernetes(parseNadConfig(nad));
 }
 
 /** Reads one NAD. Never throws. */

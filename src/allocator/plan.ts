@@ -26,8 +26,9 @@ import { cmp } from './intervals.ts';
 import type { Pool } from './pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
 import type { RunningAddresses } from './running-address.ts';
+import { IPS_ALLOCATED_CONDITION } from '../claims/constants.ts';
 
-export const CONDITION_TYPE = 'IPsAllocated';
+export const CONDITION_TYPE = IPS_ALLOCATED_CONDITION;
 
 /**
  * The IPAMClaim condition `IPsAllocated` reason for each outcome. The claim API knows four reasons; refusals that

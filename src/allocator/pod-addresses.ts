@@ -25,7 +25,8 @@ import type { NetworkVerdict } from '../claims/decide.ts';
 import { parseNadReference } from '../claims/nad-reference.ts';
 import { claimStanding, ownerUidsOf } from '../claims/standing.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
-import { isAllocatorNad, readAllocatorNad } from './nad.ts';
+import { isAllocatorNad } from '../claims/nad-config.ts';
+import { readAllocatorNad } from './nad.ts';
 import { currentCondition } from './plan.ts';
 
 export type PodAddresses =

@@ -5,6 +5,8 @@ export const CLAIM_FINALIZER = 'kubevirt.io/persistent-ipam';
 export const VM_LABEL = 'kubevirt.io/vm';
 export const KUBEVIRT_VM_FINALIZER = 'kubevirt.io/virtualMachineControllerFinalize';
 export const FEATURE_GATE = 'PersistentIPs';
+/** The claim condition through which the IPAM plugin (OVN-Kubernetes, the built-in allocator) says how allocation went. */
+export const IPS_ALLOCATED_CONDITION = 'IPsAllocated';
 
 /** Opt-in for CNIs whose config cannot carry `allowPersistentIPs` (value "true"). */
 export const NAD_PERSISTENT_IPS_ANNOTATION = 'persistent-ips.kubevirt.io/allow-persistent-ips';

@@ -1183,3 +1183,90 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     }
   });
 });
+
+describe('EXISTING-REFUSED: the IPAM refused our claim (IPsAllocated False)', () => {
+  const withCondition = (c: IPAMClaim, status: string, reason: string, message: string): IPAMClaim => ({
+    ...c,
+    status: { ips: [], conditions: [{ type: 'IPsAllocated', status, reason, message }] },
+  });
+
+  it('the VM is told, naming the network, the claim and the reason; no write, no retry (the claim status change brings the key back)', () => {
+    const theVm = vm();
+    const [blueClaim, greenClaim] = both(theVm);
+    const plan = run({
+      vm: theVm,
+      vmi: vmiOf(theVm),
+      nads: NADS,
+      claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!],
+    });
+    check(plan, { writes: {}, retry: false });
+    assert.deepEqual(plan.problems, [
+      {
+        reason: 'IPAllocationRefused',
+        message: 'the IPAM refused addresses for IPAMClaim vm1.blue (network "blue"): SubnetExhausted: range is full',
+        network: 'blue',
+        claim: 'vm1.blue',
+      },
+    ]);
+    assert.deepEqual(
+      plan.wanted.map((w) => w.status),
+      ['created', 'created'],
+      'the claim is right and stays',
+    );
+  });
+
+  it('a claim allocated again (True), or never judged, is no problem', () => {
+    const theVm = vm();
+    const [blueClaim, greenClaim] = both(theVm);
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [withCondition(blueClaim!, 'True', 'SuccessfulAllocation', ''), greenClaim!] }), {
+      writes: {},
+      reasons: [],
+    });
+  });
+
+  it('a stopped VM (no VMI) is not told: OVN-Kubernetes judges a claim only when a pod names it, so the refusal is stale', () => {
+    const theVm = vm({ running: false });
+    const [blueClaim, greenClaim] = both(theVm);
+    check(run({ vm: theVm, nads: NADS, claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!] }), {
+      writes: {},
+      reasons: [],
+    });
+  });
+
+  it('a network the built-in allocator serves is left to the allocator, which tells the VM itself', () => {
+    const alloc = nad(
+      'alloc',
+      { cniVersion: '0.4.0', name: 'net-alloc', type: 'bridge' },
+      {
+        annotations: {
+          'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
+          'persistent-ips.kubevirt.io/allocator': 'true',
+          'persistent-ips.kubevirt.io/subnets': '10.9.0.0/30',
+        },
+      },
+    );
+    const theVm = vmOn('alloc');
+    const refusedClaim = withCondition(claimOf(theVm, 'alloc', { network: 'net-alloc' }), 'False', 'SubnetExhausted', 'full');
+    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: nadMap(alloc), claims: [refusedClaim] }), { writes: {}, reasons: [] });
+  });
+
+  it("another owner's refused claim is not this VM's refusal: the ownership problem is reported instead", () => {
+    const theVm = vm();
+    const stranger = withCondition(
+      claim({ name: 'vm1.blue', network: 'net-blue', owners: [{ ...ownerRefTo(theVm), uid: 'other-uid' }] }),
+      'False',
+      'SubnetExhausted',
+      'full',
+    );
+    check(run({ vm: theVm, nads: NADS, claims: [stranger, both(theVm)[1]!] }), { reasons: ['ClaimOwnedByAnotherObject'] });
+  });
+
+  it('a standalone VMI is told too', () => {
+    const vmi = standaloneVmi({ networks: nets });
+    const [blueClaim, greenClaim] = both(vmi);
+    check(run({ vmi, nads: NADS, claims: [withCondition(blueClaim!, 'False', 'IPAddressConflict', 'provided IP is already allocated'), greenClaim!] }), {
+      writes: {},
+      reasons: ['IPAllocationRefused'],
+    });
+  });
+});

@@ -22,7 +22,8 @@
 
 import type { IPAMClaim, OwnerReference, VmiSpecLike } from '../kube/types.ts';
 import { apiVersionOf, resources } from '../kube/resources.ts';
-import { CLAIM_FINALIZER, VM_LABEL } from './constants.ts';
+import { CLAIM_FINALIZER, IPS_ALLOCATED_CONDITION, VM_LABEL } from './constants.ts';
+import { allocatorServes, parseNadConfig } from './nad-config.ts';
 import { swapClaimName } from './names.ts';
 import { hasFinalizer, isOwnedBy, isTerminating } from './facts.ts';
 import type { ObjectKey } from './nad-reference.ts';
@@ -217,10 +218,12 @@ function planExisting(wanted: Wanted, net: PersistentNetwork, found: IPAMClaim):
     // EXISTING-OURS: steady state. Never "fixing" its spec or labels keeps resyncs at zero writes, and the IPAM
     // plugin keys its allocation on the claim as it is.
     plan.wanted.push({ network, claim: name, status: 'created' });
+    reportRefusal(wanted, net, found);
     planSuperseded(wanted, network, name, net.claimSpec.network);
   } else if (isOrphanOfOurs(found, input.key.name)) {
     // ORPHAN (below): ours, owned again by this plan.
     plan.wanted.push({ network, claim: name, status: 'created' });
+    reportRefusal(wanted, net, found);
   } else if (refs.length === 0) {
     // EXISTING-NOT-OWNED: made by hand (or orphaned). Adopting would hand a stranger's addresses to the VM, and
     // deleting would lose them: report, and look again later.
@@ -235,6 +238,26 @@ function planExisting(wanted: Wanted, net: PersistentNetwork, found: IPAMClaim):
     const message = `IPAMClaim ${name} belongs to ${others}, not to this ${owner.ref.kind} (uid ${owner.ref.uid}); waiting for it to be removed`;
     block(plan, net, { reason: 'ClaimOwnedByAnotherObject', message }, true);
   }
+}
+
+/**
+ * EXISTING-REFUSED: the IPAM plugin wrote IPsAllocated False on our claim (a full subnet, a requested address or MAC
+ * another claim holds), so the VM waits in Starting. The claim is right and stays; the VM's Event says why while the
+ * condition lasts and a VMI waits on it (OVN-Kubernetes judges a claim only when a pod names it, so a stopped VM's
+ * claim keeps its last refusal, which tells nobody anything). The built-in allocator reports its refusals on the VM
+ * itself, with their own reasons, so its networks are left to it. A status change brings the key back: no retry.
+ */
+function reportRefusal({ input, plan }: Wanted, { network, claim, claimSpec }: PersistentNetwork, found: IPAMClaim): void {
+  const condition = found.status?.conditions?.find((c) => c.type === IPS_ALLOCATED_CONDITION);
+  if (condition?.status !== 'False' || !input.vmi || isTerminating(input.vmi)) return;
+  if ([...input.nads.values()].some((nad) => parseNadConfig(nad).networkName === claimSpec.network && allocatorServes(nad))) return;
+  const why = [condition.reason || 'no reason given', condition.message].filter(Boolean).join(': ');
+  plan.problems.push({
+    reason: 'IPAllocationRefused',
+    message: `the IPAM refused addresses for IPAMClaim ${claim} (network "${network}"): ${why}`,
+    network,
+    claim,
+  });
 }
 
 /**

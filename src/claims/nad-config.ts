@@ -3,7 +3,7 @@
 // not use instead of throwing: one broken NAD must never stop the controller from serving the others.
 
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
-import { NAD_PERSISTENT_IPS_ANNOTATION } from './constants.ts';
+import { ALLOCATOR_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION } from './constants.ts';
 
 export const OVN_K8S_CNI_TYPE = 'ovn-k8s-cni-overlay';
 
@@ -152,4 +152,15 @@ export function splitList(raw: string): string[] {
 /** Whether a parsed NAD belongs to OVN-Kubernetes, whose layer2 networks cannot allocate without subnets. */
 export function isOvnKubernetes(config: NadConfig): boolean {
   return config.type === OVN_K8S_CNI_TYPE;
+}
+
+/** Whether the built-in allocator's switch is on; cheap (no config parsing), for filters. */
+export function isAllocatorNad(nad: NetworkAttachmentDefinition | undefined): boolean {
+  const value: unknown = nad?.metadata?.annotations?.[ALLOCATOR_ANNOTATION];
+  return typeof value === 'string' && value.trim().toLowerCase() === 'true';
+}
+
+/** Whether the built-in allocator serves this NAD itself: the switch is on and the NAD is not OVN-Kubernetes'. */
+export function allocatorServes(nad: NetworkAttachmentDefinition | undefined): boolean {
+  return nad !== undefined && isAllocatorNad(nad) && !isOvnKubernetes(parseNadConfig(nad));
 }

@@ -65,6 +65,7 @@ export type ProblemReason =
   | 'ClaimNotOwned'
   | 'ClaimNetworkMismatch'
   | 'ClaimAwaitingAddresses'
+  | 'IPAllocationRefused'
   | 'DuplicateNetworkName'
   | 'InvalidNetwork';
 

@@ -77,6 +77,8 @@ describe('command line', () => {
   it('status: positional VM and short flags', async () => {
     const parsed = await parseCommandLine(['status', 'vm1', '-n', 'ns', '-o', 'json'], { env: outside });
     assert.deepEqual(parsed, { command: 'status', options: { namespace: 'ns', vm: 'vm1', allNamespaces: false, output: 'json' } });
+    const networks = await parseCommandLine(['status', '--networks', '-A'], { env: outside });
+    assert.deepEqual(networks, { command: 'status', options: { networks: true, allNamespaces: true, output: 'table' } });
   });
 
   it('--help prints the usage and runs nothing', async () => {
@@ -112,6 +114,7 @@ describe('command line', () => {
     [['status', '-n', 'a', '-A'], /--namespace and --all-namespaces exclude each other/],
     [['status', '-o', 'yaml'], /output/],
     [['run', '--default-network-nad', 'default'], /NAMESPACE\/NAME/],
+    [['status', 'vm1', '--networks'], /--networks shows networks, not one VM/],
     [['run', '--metrics-secure=false', '--metrics-cert-dir', '/certs'], /--metrics-cert-dir goes with --metrics-secure/],
     [['run', '--tls-min-version', 'VersionTLS10'], /--tls-min-version: unknown version "VersionTLS10"/],
     [

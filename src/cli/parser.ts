@@ -30,6 +30,11 @@ function statusBuilder(y: Argv) {
     .option('context', { type: 'string', requiresArg: true, describe: 'Kubeconfig context to use instead of the current one' })
     .option('namespace', { alias: 'n', type: 'string', requiresArg: true, describe: "Namespace to show. Default: the context's namespace, then default" })
     .option('all-namespaces', { alias: 'A', type: 'boolean', default: false, describe: 'Show every namespace' })
+    .option('networks', {
+      type: 'boolean',
+      default: false,
+      describe: "One line per persistent network: subnets, capacity, held, free, pending and refused claims (the namespace's networks, or every one with -A)",
+    })
     .option('output', {
       alias: 'o',
       type: 'string',
@@ -39,7 +44,8 @@ function statusBuilder(y: Argv) {
       describe: 'table for people, json for scripts',
     })
     .check((a) => {
-      rejectRepeats(a, ['kubeconfig', 'context', 'namespace', 'all-namespaces', 'output', 'vm']);
+      rejectRepeats(a, ['kubeconfig', 'context', 'namespace', 'all-namespaces', 'output', 'vm', 'networks']);
+      bad(a.networks && a.vm !== undefined, '--networks shows networks, not one VM: leave out the VM name');
       for (const name of ['kubeconfig', 'context', 'namespace'] as const) bad(a[name] === '', `--${name} must not be empty`);
       bad(a.namespace !== undefined && a['all-namespaces'], '--namespace and --all-namespaces exclude each other');
       return true;
@@ -97,7 +103,7 @@ export async function parseCommandLine(
       statusBuilder,
       (a) => {
         const options = camelOptions(a, ['kubeconfig', 'context', 'namespace', 'vm', 'all-namespaces']);
-        chosen = { command: 'status', options: { ...options, output: a.output as 'table' | 'json' } };
+        chosen = { command: 'status', options: { ...options, ...(a.networks ? { networks: true } : {}), output: a.output as 'table' | 'json' } };
       },
     )
     .demandCommand(1, 'name a command: run or status')

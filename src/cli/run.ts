@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { createAllocator, type Allocator } from '../allocator/loop.ts';
+import { registerNetworkMetrics } from '../allocator/network-metrics.ts';
 import { createController, type Controller } from '../controller/controller.ts';
 import { FEATURE_GATE } from '../claims/constants.ts';
 import { describeGate, parseFeatureGatesFlag } from '../controller/feature-gate.ts';
@@ -80,6 +81,7 @@ export async function run(options: RunOptions): Promise<number> {
   await checkCluster(client, loaded.server, log);
 
   const sources = createSources(client, { logger: log, ...(options.namespace ? { namespace: options.namespace } : {}) });
+  const networkMetrics = registerNetworkMetrics(metrics.registry, { nads: () => sources.nads.list(), claims: () => sources.claims.list() }, log);
   const controller = createController({
     client,
     sources,
@@ -115,6 +117,7 @@ export async function run(options: RunOptions): Promise<number> {
   if (!stopping.signal.aborted) {
     const gate = controller.gate();
     log.info({ gate }, 'caches synced');
+    networkMetrics.start();
     log.info({ featureGate: FEATURE_GATE, enabled: gate.enabled, source: gate.source }, `feature gate ${FEATURE_GATE} is ${describeGate(gate)}`);
     // Start-up runs with V8's defaults, the steady state sized for memory (v8-sizing.ts says why).
     stopSizing = whenSteady({
@@ -128,6 +131,7 @@ export async function run(options: RunOptions): Promise<number> {
   }
 
   stopSizing();
+  networkMetrics.stop();
   await sources.stop();
   await allocator?.stop();
   controller.dispose();

@@ -5,7 +5,7 @@
 // The joining rules are pure (buildStatus), so they are tested without a cluster.
 
 import { keyString } from '../kube/key.ts';
-import { allocatorServes } from '../allocator/nad.ts';
+import { allocatorServes } from '../claims/nad-config.ts';
 import { CONDITION_TYPE } from '../allocator/plan.ts';
 import { trimNetworkAttachmentDefinition } from '../sources/trim.ts';
 import { persistentNetworks } from '../claims/decide.ts';
@@ -21,6 +21,7 @@ import { describeGate, resolveGate, type GateState } from '../controller/feature
 import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { loadKubeConfigOrExplain } from './kubeconfig.ts';
+import { networksOf, renderNetworks, renderNetworksJson } from './status-networks.ts';
 
 export interface StatusRow {
   namespace: string;
@@ -313,6 +314,8 @@ export interface StatusOptions {
   namespace?: string;
   allNamespaces: boolean;
   vm?: string;
+  /** One line per persistent network with its address space instead of one per VM network (status-networks.ts). */
+  networks?: boolean;
   output: 'table' | 'json';
 }
 
@@ -321,15 +324,15 @@ export async function status(options: StatusOptions, out: { write(text: string):
   const loaded = loadKubeConfigOrExplain(options, 'Tell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.');
   const client = KubeClient.fromKubeConfig(loaded.connection, { timeoutMs: 30_000 });
   const namespace = options.allNamespaces ? undefined : (options.namespace ?? loaded.namespace ?? 'default');
-  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T): Promise<T[]> => {
+  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, scope = namespace): Promise<T[]> => {
     try {
-      const { items } = await client.listAll<unknown>(r, namespace ? { namespace } : {});
+      const { items } = await client.listAll<unknown>(r, scope ? { namespace: scope } : {});
       return items.map(trim);
     } catch (err) {
       if (err instanceof KubeApiError && err.code === 404) return []; // e.g. KubeVirt not installed
       if (isUnauthorized(err)) throw new CliError(`the API server at ${loaded.server} rejected our credentials (401)`, EXIT.notAuthorized, { cause: err });
       if (isForbidden(err))
-        throw new CliError(`not allowed to list ${r.plural}${namespace ? ` in ${namespace}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
+        throw new CliError(`not allowed to list ${r.plural}${scope ? ` in ${scope}` : ''}: ${(err as Error).message}`, EXIT.notAuthorized, {
           cause: err,
         });
       if (err instanceof KubeApiError && err.code === undefined)
@@ -337,6 +340,7 @@ export async function status(options: StatusOptions, out: { write(text: string):
       throw err;
     }
   };
+  if (options.networks) return printNetworks(options.output, namespace, list, out);
   // The KubeVirt CR may live in a namespace the user cannot read: then the gate is shown as unknown.
   const kubeVirts = client.listAll<unknown>(resources.kubeVirts, {}).then(
     ({ items }) => items.map(trimKubeVirt),
@@ -359,5 +363,36 @@ export async function status(options: StatusOptions, out: { write(text: string):
     }
     out.write(renderTable(rows, { showNamespace: namespace === undefined, gate }));
   }
+  return EXIT.ok;
+}
+
+type Lister = <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, scope?: string) => Promise<T[]>;
+
+/**
+ * A network and its pool span namespaces (its NADs share one name), so its claims are listed in every namespace; a
+ * user who may list them only in their own namespace sees that namespace's claims, and is told so.
+ */
+async function printNetworks(
+  output: StatusOptions['output'],
+  namespace: string | undefined,
+  list: Lister,
+  out: { write(text: string): unknown },
+): Promise<number> {
+  const notes: string[] = [];
+  const everywhere = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T): Promise<T[]> => {
+    try {
+      return await list(r, trim, '');
+    } catch (err) {
+      if (namespace === undefined || !(err instanceof CliError) || err.exitCode !== EXIT.notAuthorized) throw err;
+      notes.push(`not allowed to list ${r.plural} in every namespace: the figures count only those of namespace ${namespace}`);
+      return list(r, trim, namespace);
+    }
+  };
+  const [nads, claims] = await Promise.all([
+    everywhere(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition),
+    everywhere(resources.ipamClaims, trimIPAMClaim),
+  ]);
+  const figures = networksOf(nads, claims, namespace);
+  out.write(output === 'json' ? renderNetworksJson(figures, notes) : renderNetworks(figures, notes));
   return EXIT.ok;
 }
