@@ -10,6 +10,7 @@
 //   npm run build && node_modules/.bin/node --test --test-concurrency=1 e2e/kubevirt/lifecycle.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, type TestContext } from 'node:test';
+import type { V1ObjectMeta, V1Pod } from '@kubernetes/client-node';
 import {
   ADDRESSES_ANNOTATION,
   MULTUS_DEFAULT_NETWORK_ANNOTATION,
@@ -20,54 +21,24 @@ import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, 
 import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
+import type { VmInterface, VmNetwork } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
+import { isControlledBy, type Vm, type Vmi } from './launcher-fixture.ts';
 import { assertPodReferences, podElements } from './flows.ts';
 import { EVENTUALLY_MS, waitFor, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
 
-interface Meta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  deletionTimestamp?: string;
-  ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[];
-}
-interface Obj {
-  metadata: Meta;
-}
-interface Network {
-  name: string;
-  pod?: object;
-  multus?: { networkName: string };
-}
-interface Iface {
-  name: string;
-  bridge?: object;
-  binding?: { name: string };
-  macAddress?: string;
-}
-interface Vmi extends Obj {
-  spec: { networks?: Network[]; domain: { devices: { interfaces?: Iface[] } } };
-  status?: { phase?: string; nodeName?: string };
-}
-interface Vm extends Obj {
-  spec: { template: { spec: Vmi['spec'] } };
-}
-interface Pod extends Obj {
-  spec: { nodeName?: string };
-  status?: { phase?: string };
-}
+/** A pod read back from the API server: it has a name. */
+type Pod = V1Pod & { metadata: V1ObjectMeta & { name: string } };
+
 // -- objects ------------------------------------------------------------------------------------------------------
 
 interface VmOptions {
   /** Secondary networks: logical name → NAD name. */
   secondary?: Record<string, string>;
   /** The pod network, with this interface (default: none). */
-  pod?: Iface;
+  pod?: VmInterface;
   /** No networks and no interfaces at all (KubeVirt's default network applies). */
   bare?: boolean;
   /** Annotations of the VM template (virt-controller copies them to the VMI). */
@@ -76,8 +47,11 @@ interface VmOptions {
 
 async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
   const secondary = Object.entries(o.secondary ?? {});
-  const networks: Network[] = [...(o.pod ? [{ name: o.pod.name, pod: {} }] : []), ...secondary.map(([name, nad]) => ({ name, multus: { networkName: nad } }))];
-  const interfaces: Iface[] = [...(o.pod ? [o.pod] : []), ...secondary.map(([name]) => ({ name, bridge: {} }))];
+  const networks: VmNetwork[] = [
+    ...(o.pod ? [{ name: o.pod.name, pod: {} }] : []),
+    ...secondary.map(([name, nad]) => ({ name, multus: { networkName: nad } })),
+  ];
+  const interfaces: VmInterface[] = [...(o.pod ? [o.pod] : []), ...secondary.map(([name]) => ({ name, bridge: {} }))];
   const spec = {
     domain: { devices: o.bare ? {} : { interfaces }, resources: { requests: { memory: '128Mi' } } },
     ...(o.bare ? {} : { networks }),
@@ -110,27 +84,14 @@ async function stopVm1(ns: string, pod: Pod): Promise<void> {
 
 // -- reads and waits ----------------------------------------------------------------------------------------------
 
-const controlledBy = (o: Obj, uid: string | undefined) => o.metadata.ownerReferences?.some((r) => r.controller && r.uid === uid) ?? false;
-
 async function launcherPods(ns: string, vmi: Vmi): Promise<Pod[]> {
   const pods = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
-  return pods.filter((p) => controlledBy(p, vmi.metadata.uid));
+  return pods.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
 }
 
-/** The VMI once virt-controller and the node stand-in have it Running, with its current (running) launcher pod. */
-async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: Pod) => boolean = () => true): Promise<{ vmi: Vmi; pod: Pod }> {
-  return waitFor(
-    `VMI ${ns}/${name} Running in a launcher pod`,
-    async () => {
-      const vmi = await world.api.get<Vmi>(paths.vmis(ns, name));
-      if (vmi?.status?.phase !== 'Running' || vmi.metadata.deletionTimestamp) return undefined;
-      const pod = (await launcherPods(ns, vmi)).find(
-        (p) => p.spec.nodeName === vmi.status?.nodeName && p.status?.phase === 'Running' && !p.metadata.deletionTimestamp,
-      );
-      return pod && pred(vmi, pod) ? { vmi, pod } : undefined;
-    },
-    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-  );
+/** The VMI once virt-controller and the node stand-in have it Running (and settled), with its current launcher pod. */
+async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: V1Pod) => boolean = () => true): Promise<{ vmi: Vmi; pod: Pod }> {
+  return (await world.kv.waitForVMIRunning(ns, name, { timeoutMs: EVENTUALLY_MS, intervalMs: 200, pred })) as { vmi: Vmi; pod: Pod };
 }
 
 async function waitGone(what: string, path: string): Promise<void> {
@@ -182,7 +143,7 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
 
 /** Starts a migration of `vmi` (VirtualMachineInstanceMigration `mig1`); resolves with the target pod virt-controller creates. */
 async function startMigration(ns: string, vmi: Vmi): Promise<Pod> {
-  const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, {
+  const migration = await world.api.create<KubeObject>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, {
     apiVersion: 'kubevirt.io/v1',
     kind: 'VirtualMachineInstanceMigration',
     metadata: { name: 'mig1', namespace: ns },
@@ -200,7 +161,9 @@ async function waitMigrated(ns: string): Promise<void> {
   const done = await waitFor(
     'the migration to succeed',
     async () => {
-      const m = await world.api.get<Obj & { status?: { phase?: string } }>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`);
+      const m = await world.api.get<KubeObject & { status?: { phase?: string } }>(
+        `/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`,
+      );
       return m?.status?.phase === 'Succeeded' ? m : m?.status?.phase === 'Failed' ? false : undefined;
     },
     { timeoutMs: EVENTUALLY_MS },
@@ -354,8 +317,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await createVM(ns, 'vm1', { bare: true });
       const vmi = await waitFor('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')), { timeoutMs: EVENTUALLY_MS });
       // what virt-controller put on the VMI (no virt-api here: this is the VM controller's own defaulting)
-      t.diagnostic(`VMI networks: ${JSON.stringify(vmi.spec.networks)}; interfaces: ${JSON.stringify(vmi.spec.domain.devices.interfaces)}`);
-      assert.deepEqual(vmi.spec.networks, [{ name: 'default', pod: {} }]);
+      t.diagnostic(`VMI networks: ${JSON.stringify(vmi.spec!.networks)}; interfaces: ${JSON.stringify(vmi.spec!.domain!.devices!.interfaces)}`);
+      assert.deepEqual(vmi.spec!.networks, [{ name: 'default', pod: {} }]);
       const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
       assert.equal(claim.spec.network, 'tenant-primary');
       const { pod } = await waitRunning(ns, 'vm1');
@@ -483,7 +446,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await world.api.mergePatch(paths.vms(ns, 'vm1'), {
         spec: {
           template: {
-            spec: { networks: vm.spec.template.spec.networks!.map((n) => (n.name === 'red' ? { name: 'red', multus: { networkName: 'nad-b' } } : n)) },
+            spec: { networks: vm.spec!.template!.spec!.networks!.map((n) => (n.name === 'red' ? { name: 'red', multus: { networkName: 'nad-b' } } : n)) },
           },
         },
       });
@@ -500,7 +463,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       );
       assert.deepEqual(swapped.metadata.finalizers, [CLAIM_FINALIZER]);
       assert.deepEqual(swapped.spec, { network: 'net-b', interface: expectedPodInterface('red') });
-      const { pod: target } = await waitRunning(ns, 'vm1', (_v, p) => p.metadata.name !== source.metadata.name);
+      const { pod: target } = await waitRunning(ns, 'vm1', (_v, p) => p.metadata?.name !== source.metadata.name);
       t.diagnostic(`target pod ${target.metadata.name}: ${target.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
       const el = podElements(target).find((e) => e.interface === expectedPodInterface('red'));
       assert.equal(el?.name, 'nad-b', 'the target pod is on the new NAD');
@@ -570,7 +533,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
 
       const target = await startMigration(ns, vmi);
       await waitMigrated(ns);
-      const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
+      const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec?.nodeName);
       assert.equal(now.metadata.name, target.metadata.name, 'the VMI runs in the target pod');
       const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
       assert.deepEqual(targetNet?.ip_addresses, ips, 'the target pod gets the same address');

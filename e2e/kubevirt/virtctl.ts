@@ -262,16 +262,17 @@ export class VirtCtl {
 
   /**
    * A VMI in phase Running, not terminating, not migrating, with the launcher pod it runs in (listed in its
-   * activePods).
+   * activePods), both as `pred` wants them.
    */
-  waitForVMIRunning(ns: string, name: string, opts: WaitOptions = {}): Promise<{ vmi: Vmi; pod: V1Pod }> {
+  waitForVMIRunning(ns: string, name: string, opts: WaitOptions & { pred?: (vmi: Vmi, pod: V1Pod) => boolean } = {}): Promise<{ vmi: Vmi; pod: V1Pod }> {
+    const { pred = () => true } = opts;
     return waitFor(
       `VMI ${ns}/${name} to be running`,
       async () => {
         const vmi = await this.getVMI(ns, name);
         if (!vmi || vmi.metadata.deletionTimestamp || vmi.status?.phase !== 'Running' || isMigrationInProgress(vmi.status.migrationState)) return undefined;
         const pod = currentPod(vmi, await this.listLauncherPods(ns, name));
-        return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined ? { vmi, pod } : undefined;
+        return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined && pred(vmi, pod) ? { vmi, pod } : undefined;
       },
       opts,
     );
