@@ -15,7 +15,7 @@ import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks } from '../ovn-kubernet
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { STANDIN_NODES } from './node-standin.ts';
-import { EVENTUALLY_MS, waitFor, World } from './world.ts';
+import { eventually, World } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
 const ALICE = 'alice';
@@ -100,14 +100,10 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
           },
         },
       });
-      const claims = await waitFor(
-        "OVN-K to fill vm1's claims",
-        async () => {
-          const all = await Promise.all(['vm1.default', 'vm1.red'].map((n) => world.api.claim(ns, n)));
-          return all.every((c) => c?.status?.ips?.length) ? (all as IPAMClaim[]) : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-      );
+      const claims = await eventually("OVN-K to fill vm1's claims", async () => {
+        const all = await Promise.all(['vm1.default', 'vm1.red'].map((n) => world.api.claim(ns, n)));
+        return all.every((c) => c?.status?.ips?.length) ? (all as IPAMClaim[]) : undefined;
+      });
       vmIps = claims.flatMap((c) => c.status?.ips ?? []);
       pods = await WatchLog.start<Pod>(world.api, paths.pods(ns));
     },
@@ -152,14 +148,10 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
     const created = await as(['create', '-f', '-'], plainPod('web', { [MULTUS_NETWORKS_ANNOTATION]: red() }, STANDIN_NODES[0]));
     assert.equal(created.code, 0, `a plain pod without a reference is admitted: ${created.stderr}`);
     await world.api.mergePatch(`${paths.pods(ns, 'web')}/status`, { status: { phase: 'Running' } });
-    const own = await waitFor(
-      "OVN-K's addresses for the plain pod",
-      async () => {
-        const nets = ovnPodNetworks((await world.api.get<Pod>(paths.pods(ns, 'web')))?.metadata.annotations);
-        return nets[`${ns}/nad-red`]?.ip_addresses?.length && nets[`${ns}/primary`]?.ip_addresses?.length ? nets : undefined;
-      },
-      { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-    );
+    const own = await eventually("OVN-K's addresses for the plain pod", async () => {
+      const nets = ovnPodNetworks((await world.api.get<Pod>(paths.pods(ns, 'web')))?.metadata.annotations);
+      return nets[`${ns}/nad-red`]?.ip_addresses?.length && nets[`${ns}/primary`]?.ip_addresses?.length ? nets : undefined;
+    });
     const patch = (annotations: Record<string, string>) => JSON.stringify({ metadata: { annotations } });
     refused(
       await as(['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
