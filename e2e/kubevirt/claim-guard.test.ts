@@ -153,21 +153,15 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       return nets[`${ns}/nad-red`]?.ip_addresses?.length && nets[`${ns}/primary`]?.ip_addresses?.length ? nets : undefined;
     });
     const patch = (annotations: Record<string, string>) => JSON.stringify({ metadata: { annotations } });
-    refused(
-      await as(['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
-      NOT_A_LAUNCHER,
-      '(d) pods',
-    );
-    refused(
-      await as(['patch', 'pod', 'web', '-n', ns, '--subresource=status', '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
-      NOT_A_LAUNCHER,
-      '(d) pods/status',
-    );
-    refused(
-      await as(['annotate', 'pod', 'web', '-n', ns, `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION}=vm1.default`]),
-      NOT_A_LAUNCHER,
-      '(d) primary-UDN annotation',
-    );
+    const attempts: [string, string[]][] = [
+      ['(d) pods', ['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]],
+      [
+        '(d) pods/status',
+        ['patch', 'pod', 'web', '-n', ns, '--subresource=status', '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })],
+      ],
+      ['(d) primary-UDN annotation', ['annotate', 'pod', 'web', '-n', ns, `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION}=vm1.default`]],
+    ];
+    for (const [what, args] of attempts) refused(await as(args), NOT_A_LAUNCHER, what);
     const web = (await world.api.get<Pod>(paths.pods(ns, 'web')))!;
     assert.equal(web.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION], red(), 'the annotation is unchanged');
     assert.equal(web.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], undefined);
@@ -207,22 +201,14 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
 
   it("through all of it, no pod but vm1's launcher pods ever had one of vm1's addresses (OVN-K's pod-networks)", async () => {
     // The VM still runs on its claims' addresses, from its launcher pod.
-    const launchers = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
-    assert.ok(
-      launchers.some((p) =>
-        Object.values(ovnPodNetworks(p.metadata.annotations))
-          .flatMap((n) => n.ip_addresses ?? [])
-          .some((ip) => vmIps.includes(ip)),
-      ),
-      'the running launcher pod has the VM addresses',
-    );
-    pods.check();
-    const seen = [...pods.initial.values(), ...pods.events.map((e) => e.obj)];
-    const holders = seen.filter((p) =>
+    const hasVmAddress = (p: Pod) =>
       Object.values(ovnPodNetworks(p.metadata.annotations))
         .flatMap((n) => n.ip_addresses ?? [])
-        .some((ip) => vmIps.includes(ip)),
-    );
+        .some((ip) => vmIps.includes(ip));
+    const launchers = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
+    assert.ok(launchers.some(hasVmAddress), 'the running launcher pod has the VM addresses');
+    pods.check();
+    const holders = [...pods.initial.values(), ...pods.events.map((e) => e.obj)].filter(hasVmAddress);
     assert.ok(holders.length > 0, 'the record shows the launcher pod with the VM addresses');
     for (const p of holders) assert.equal(p.metadata.labels?.['kubevirt.io'], 'virt-launcher', `pod ${p.metadata.name} had one of ${vmIps.join(', ')}`);
   });
