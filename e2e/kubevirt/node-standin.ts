@@ -311,15 +311,14 @@ export class NodeStandIn {
     }
     await this.#api.mergePatch(paths.pods(ns, pod.metadata.name), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: JSON.stringify(status) } } });
     const started = now();
-    const running = (c: { name: string; image: string }) => ({
+    const containerStatus = (c: { name: string; image: string }, state: object, more: object = {}) => ({
       name: c.name,
       image: c.image,
       imageID: '',
-      containerID: `standin://${pod.metadata.uid}/${c.name}`,
+      ...more,
       ready: true,
-      started: true,
       restartCount: 0,
-      state: { running: { startedAt: started } },
+      state,
     });
     const cond = (type: string) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: started });
     await this.#api.mergePatch(`${paths.pods(ns, pod.metadata.name)}/status`, {
@@ -330,15 +329,12 @@ export class NodeStandIn {
         podIPs: [{ ip: podIP }],
         startTime: started,
         conditions: ['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map(cond),
-        containerStatuses: pod.spec.containers.map(running),
-        initContainerStatuses: (pod.spec.initContainers ?? []).map((c) => ({
-          name: c.name,
-          image: c.image,
-          imageID: '',
-          ready: true,
-          restartCount: 0,
-          state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: started, finishedAt: started } },
-        })),
+        containerStatuses: pod.spec.containers.map((c) =>
+          containerStatus(c, { running: { startedAt: started } }, { containerID: `standin://${pod.metadata.uid}/${c.name}`, started: true }),
+        ),
+        initContainerStatuses: (pod.spec.initContainers ?? []).map((c) =>
+          containerStatus(c, { terminated: { exitCode: 0, reason: 'Completed', startedAt: started, finishedAt: started } }),
+        ),
       },
     });
     this.#log(
