@@ -14,6 +14,7 @@ import { localWebhookConfiguration } from '../local/webhook-config.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks } from '../ovn-kubernetes/cluster-manager.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { buildVM } from './launcher-fixture.ts';
 import { STANDIN_NODES } from './node-standin.ts';
 import { eventually, World } from './world.ts';
 
@@ -74,32 +75,14 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       for (const role of ['pod-writer', 'pod-binder']) await world.cp.kubectl(['create', 'rolebinding', role, '-n', ns, `--role=${role}`, `--user=${ALICE}`]);
       await createPersistentNad(world, ns, 'primary', { network: `guard-primary-${world.runId}`, role: 'primary', subnets: '10.204.0.0/28' });
       await createPersistentNad(world, ns, 'nad-red', { network: `guard-red-${world.runId}`, subnets: '10.204.1.0/28' });
-      await world.api.create(paths.vms(ns), {
-        apiVersion: 'kubevirt.io/v1',
-        kind: 'VirtualMachine',
-        metadata: { name: 'vm1', namespace: ns },
-        spec: {
-          runStrategy: 'Always',
-          template: {
-            spec: {
-              networks: [
-                { name: 'default', pod: {} },
-                { name: 'red', multus: { networkName: 'nad-red' } },
-              ],
-              domain: {
-                devices: {
-                  interfaces: [
-                    { name: 'default', binding: { name: 'l2bridge' } },
-                    { name: 'red', bridge: {} },
-                  ],
-                },
-                resources: { requests: { memory: '128Mi' } },
-              },
-              terminationGracePeriodSeconds: 0,
-            },
-          },
-        },
-      });
+      await world.kv.createVM(
+        buildVM({
+          namespace: ns,
+          name: 'vm1',
+          podNetwork: { name: 'default', binding: { name: 'l2bridge' } },
+          networks: [{ name: 'red', nadName: 'nad-red' }],
+        }),
+      );
       const claims = await eventually("OVN-K to fill vm1's claims", async () => {
         const all = await Promise.all(['vm1.default', 'vm1.red'].map((n) => world.api.claim(ns, n)));
         return all.every((c) => c?.status?.ips?.length) ? (all as IPAMClaim[]) : undefined;

@@ -273,7 +273,8 @@ export interface VMNetworkRequest {
 }
 
 /**
- * A small VirtualMachine: pod network (masquerade) plus one bridge interface per Multus secondary network.
+ * A small VirtualMachine: pod network (`podNetwork`, default masquerade; false: none) plus one bridge interface per
+ * Multus secondary network; `bare`: no networks and no interfaces at all (KubeVirt then adds the pod network).
  * `running` (default true) sets `spec.runStrategy` Always or Halted; `runStrategy` sets another one.
  */
 export function buildVM(opts: {
@@ -282,15 +283,15 @@ export function buildVM(opts: {
   running?: boolean;
   runStrategy?: string;
   networks?: VMNetworkRequest[];
-  podNetwork?: boolean;
+  podNetwork?: VmInterface | false;
+  bare?: boolean;
   labels?: Record<string, string>;
+  /** The template's (virt-controller copies them to the VMI). */
+  annotations?: Record<string, string>;
 }): Vm {
-  const networks: VmNetwork[] = [];
-  const interfaces: VmInterface[] = [];
-  if (opts.podNetwork !== false) {
-    networks.push({ name: 'default', pod: {} });
-    interfaces.push({ name: 'default', masquerade: {} });
-  }
+  const pod = opts.podNetwork ?? { name: 'default', masquerade: {} };
+  const networks: VmNetwork[] = pod ? [{ name: pod.name, pod: {} }] : [];
+  const interfaces: VmInterface[] = pod ? [pod] : [];
   for (const n of opts.networks ?? []) {
     networks.push({ name: n.name, multus: { networkName: n.nadName } });
     interfaces.push({ name: n.name, bridge: {}, ...(n.macAddress ? { macAddress: n.macAddress } : {}), ...(n.state ? { state: n.state } : {}) });
@@ -302,10 +303,10 @@ export function buildVM(opts: {
     spec: {
       runStrategy: opts.runStrategy ?? (opts.running === false ? 'Halted' : 'Always'),
       template: {
-        metadata: { labels: { 'kubevirt.io/domain': opts.name, ...(opts.labels ?? {}) } },
+        metadata: { labels: { 'kubevirt.io/domain': opts.name, ...(opts.labels ?? {}) }, ...(opts.annotations ? { annotations: opts.annotations } : {}) },
         spec: {
-          domain: { devices: { interfaces }, resources: { requests: { memory: '64Mi' } } },
-          networks,
+          domain: { devices: opts.bare ? {} : { interfaces }, resources: { requests: { memory: '64Mi' } } },
+          ...(opts.bare ? {} : { networks }),
           terminationGracePeriodSeconds: 0,
         },
       },

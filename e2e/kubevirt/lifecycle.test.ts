@@ -21,9 +21,9 @@ import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, 
 import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
-import type { VmInterface, VmNetwork } from '../../src/kube/types.ts';
+import type { VmInterface } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
-import { isControlledBy, type Vm, type Vmi } from './launcher-fixture.ts';
+import { buildVM, isControlledBy, type Vm, type Vmi } from './launcher-fixture.ts';
 import { assertPodReferences, podElements } from './flows.ts';
 import { EVENTUALLY_MS, eventually, World, worldCase } from './world.ts';
 
@@ -45,24 +45,11 @@ interface VmOptions {
   annotations?: Record<string, string>;
 }
 
-async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
-  const secondary = Object.entries(o.secondary ?? {});
-  const networks: VmNetwork[] = [
-    ...(o.pod ? [{ name: o.pod.name, pod: {} }] : []),
-    ...secondary.map(([name, nad]) => ({ name, multus: { networkName: nad } })),
-  ];
-  const interfaces: VmInterface[] = [...(o.pod ? [o.pod] : []), ...secondary.map(([name]) => ({ name, bridge: {} }))];
-  const spec = {
-    domain: { devices: o.bare ? {} : { interfaces }, resources: { requests: { memory: '128Mi' } } },
-    ...(o.bare ? {} : { networks }),
-    terminationGracePeriodSeconds: 0,
-  };
-  return world.api.create<Vm>(paths.vms(ns), {
-    apiVersion: 'kubevirt.io/v1',
-    kind: 'VirtualMachine',
-    metadata: { name, namespace: ns },
-    spec: { runStrategy: 'Always', template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec } },
-  });
+function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
+  const networks = Object.entries(o.secondary ?? {}).map(([network, nadName]) => ({ name: network, nadName }));
+  return world.kv.createVM(
+    buildVM({ namespace: ns, name, podNetwork: o.pod ?? false, networks, bare: o.bare, annotations: o.annotations, labels: { app: name } }),
+  );
 }
 
 async function setRunStrategy(ns: string, name: string, runStrategy: 'Always' | 'Halted'): Promise<void> {
