@@ -23,7 +23,7 @@ import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } f
 import { runCli } from '../local/controller-process.ts';
 import type { VmInterface } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
-import { buildVM, isControlledBy, type Vm, type Vmi } from './launcher-fixture.ts';
+import { buildVM, MIGRATION_JOB_LABEL, type Vm, type Vmi } from './launcher-fixture.ts';
 import { assertPodReferences, podElements } from './flows.ts';
 import { EVENTUALLY_MS, eventually, World, worldCase } from './world.ts';
 
@@ -70,11 +70,6 @@ async function stopVm1(ns: string, pod: Pod): Promise<void> {
 }
 
 // -- reads and waits ----------------------------------------------------------------------------------------------
-
-async function launcherPods(ns: string, vmi: Vmi): Promise<Pod[]> {
-  const pods = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
-  return pods.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
-}
 
 /** The VMI once virt-controller and the node stand-in have it Running (and settled), with its current launcher pod. */
 async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: V1Pod) => boolean = () => true): Promise<{ vmi: Vmi; pod: Pod }> {
@@ -132,8 +127,9 @@ async function startMigration(ns: string, vmi: Vmi): Promise<Pod> {
     metadata: { name: 'mig1', namespace: ns },
     spec: { vmiName: vmi.metadata.name },
   });
-  return eventually('the migration target pod', async () =>
-    (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid),
+  return eventually(
+    'the migration target pod',
+    async () => (await world.kv.launcherPodsOf(vmi)).find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === migration.metadata.uid) as Pod | undefined,
   );
 }
 
@@ -648,7 +644,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         /webhook/i,
       );
       t.diagnostic(`while the controller was down: ${refusal.message}`);
-      assert.deepEqual(await launcherPods(ns, vmi), [], 'no launcher pod while the webhook is down');
+      assert.deepEqual(await world.kv.launcherPodsOf(vmi), [], 'no launcher pod while the webhook is down');
 
       world.controller = await world.startController('kubevirt-e2e-restarted');
       down = false;

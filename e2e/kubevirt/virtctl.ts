@@ -77,10 +77,13 @@ export class VirtCtl {
   /** The launcher pods of the VMI `vmiName` (controlled by its current UID): terminating and completed ones too. */
   async listLauncherPods(ns: string, vmiName: string): Promise<V1Pod[]> {
     const vmi = await this.getVMI(ns, vmiName);
-    if (!vmi) return [];
-    return (await this.api.list<V1Pod>(`${paths.pods(ns)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`)).items.filter((p) =>
-      isControlledBy(p.metadata, vmi.metadata.uid),
-    );
+    return vmi ? this.launcherPodsOf(vmi) : [];
+  }
+
+  /** The launcher pods `vmi` (that UID) controls: terminating and completed ones too. */
+  async launcherPodsOf(vmi: Vmi): Promise<V1Pod[]> {
+    const pods = await this.api.list<V1Pod>(`${paths.pods(vmi.metadata.namespace!)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`);
+    return pods.items.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
   }
 
   /** The launcher pod the VMI runs in: the running one on the VMI's node (the target once a migration completed). */
