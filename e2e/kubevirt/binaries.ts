@@ -9,27 +9,22 @@ import { buildForbiddenHere, runBuildScript } from '../harness/binaries.ts';
 export const KUBEVIRT_BUILD_SCRIPT = fileURLToPath(new URL('./build.sh', import.meta.url));
 
 export interface KubeVirtBinaries {
-  binDir: string;
   virtController: string;
   /** Every CRD virt-operator installs, as KubeVirt v1.9.0 generates them (multi-document YAML). */
   crdsYaml: string;
 }
 
-export function kubeVirtBinariesIn(binDir: string): KubeVirtBinaries {
-  return { binDir, virtController: join(binDir, 'virt-controller'), crdsYaml: join(binDir, 'kubevirt-crds.yaml') };
-}
+const binariesIn = (binDir: string): KubeVirtBinaries => ({ virtController: join(binDir, 'virt-controller'), crdsYaml: join(binDir, 'kubevirt-crds.yaml') });
 
 /**
  * Runs build.sh (with `--check` where a build is forbidden: inside a test file or with PERSISTENT_IPS_NO_BUILD=1) and
  * returns what it built. `PERSISTENT_IPS_KUBEVIRT_BIN` short-cuts everything: a directory holding virt-controller
  * and kubevirt-crds.yaml.
  */
-export async function ensureKubeVirtBinaries(onLog: (line: string) => void = () => {}, opts: { build?: boolean } = {}): Promise<KubeVirtBinaries> {
+export async function ensureKubeVirtBinaries(onLog: (line: string) => void = () => {}): Promise<KubeVirtBinaries> {
   const override = process.env['PERSISTENT_IPS_KUBEVIRT_BIN'];
-  if (override) return kubeVirtBinariesIn(override);
-  const build = opts.build ?? !buildForbiddenHere();
-  const binDir = await runBuildScript(KUBEVIRT_BUILD_SCRIPT, "KubeVirt's virt-controller", build, onLog);
-  const bins = kubeVirtBinariesIn(binDir);
+  if (override) return binariesIn(override);
+  const bins = binariesIn(await runBuildScript(KUBEVIRT_BUILD_SCRIPT, "KubeVirt's virt-controller", !buildForbiddenHere(), onLog));
   for (const p of [bins.virtController, bins.crdsYaml]) {
     try {
       accessSync(p, constants.R_OK);

@@ -14,8 +14,9 @@ import { localWebhookConfiguration } from '../local/webhook-config.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks } from '../ovn-kubernetes/cluster-manager.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { buildVM } from './launcher-fixture.ts';
 import { STANDIN_NODES } from './node-standin.ts';
-import { EVENTUALLY_MS, waitFor, World } from './world.ts';
+import { eventually, World } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
 const ALICE = 'alice';
@@ -74,40 +75,18 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
       for (const role of ['pod-writer', 'pod-binder']) await world.cp.kubectl(['create', 'rolebinding', role, '-n', ns, `--role=${role}`, `--user=${ALICE}`]);
       await createPersistentNad(world, ns, 'primary', { network: `guard-primary-${world.runId}`, role: 'primary', subnets: '10.204.0.0/28' });
       await createPersistentNad(world, ns, 'nad-red', { network: `guard-red-${world.runId}`, subnets: '10.204.1.0/28' });
-      await world.api.create(paths.vms(ns), {
-        apiVersion: 'kubevirt.io/v1',
-        kind: 'VirtualMachine',
-        metadata: { name: 'vm1', namespace: ns },
-        spec: {
-          runStrategy: 'Always',
-          template: {
-            spec: {
-              networks: [
-                { name: 'default', pod: {} },
-                { name: 'red', multus: { networkName: 'nad-red' } },
-              ],
-              domain: {
-                devices: {
-                  interfaces: [
-                    { name: 'default', binding: { name: 'l2bridge' } },
-                    { name: 'red', bridge: {} },
-                  ],
-                },
-                resources: { requests: { memory: '128Mi' } },
-              },
-              terminationGracePeriodSeconds: 0,
-            },
-          },
-        },
-      });
-      const claims = await waitFor(
-        "OVN-K to fill vm1's claims",
-        async () => {
-          const all = await Promise.all(['vm1.default', 'vm1.red'].map((n) => world.api.claim(ns, n)));
-          return all.every((c) => c?.status?.ips?.length) ? (all as IPAMClaim[]) : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
+      await world.kv.createVM(
+        buildVM({
+          namespace: ns,
+          name: 'vm1',
+          podNetwork: { name: 'default', binding: { name: 'l2bridge' } },
+          networks: [{ name: 'red', nadName: 'nad-red' }],
+        }),
       );
+      const claims = await eventually("OVN-K to fill vm1's claims", async () => {
+        const all = await Promise.all(['vm1.default', 'vm1.red'].map((n) => world.api.claim(ns, n)));
+        return all.every((c) => c?.status?.ips?.length) ? (all as IPAMClaim[]) : undefined;
+      });
       vmIps = claims.flatMap((c) => c.status?.ips ?? []);
       pods = await WatchLog.start<Pod>(world.api, paths.pods(ns));
     },
@@ -152,30 +131,20 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
     const created = await as(['create', '-f', '-'], plainPod('web', { [MULTUS_NETWORKS_ANNOTATION]: red() }, STANDIN_NODES[0]));
     assert.equal(created.code, 0, `a plain pod without a reference is admitted: ${created.stderr}`);
     await world.api.mergePatch(`${paths.pods(ns, 'web')}/status`, { status: { phase: 'Running' } });
-    const own = await waitFor(
-      "OVN-K's addresses for the plain pod",
-      async () => {
-        const nets = ovnPodNetworks((await world.api.get<Pod>(paths.pods(ns, 'web')))?.metadata.annotations);
-        return nets[`${ns}/nad-red`]?.ip_addresses?.length && nets[`${ns}/primary`]?.ip_addresses?.length ? nets : undefined;
-      },
-      { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-    );
+    const own = await eventually("OVN-K's addresses for the plain pod", async () => {
+      const nets = ovnPodNetworks((await world.api.get<Pod>(paths.pods(ns, 'web')))?.metadata.annotations);
+      return nets[`${ns}/nad-red`]?.ip_addresses?.length && nets[`${ns}/primary`]?.ip_addresses?.length ? nets : undefined;
+    });
     const patch = (annotations: Record<string, string>) => JSON.stringify({ metadata: { annotations } });
-    refused(
-      await as(['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
-      NOT_A_LAUNCHER,
-      '(d) pods',
-    );
-    refused(
-      await as(['patch', 'pod', 'web', '-n', ns, '--subresource=status', '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]),
-      NOT_A_LAUNCHER,
-      '(d) pods/status',
-    );
-    refused(
-      await as(['annotate', 'pod', 'web', '-n', ns, `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION}=vm1.default`]),
-      NOT_A_LAUNCHER,
-      '(d) primary-UDN annotation',
-    );
+    const attempts: [string, string[]][] = [
+      ['(d) pods', ['patch', 'pod', 'web', '-n', ns, '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })]],
+      [
+        '(d) pods/status',
+        ['patch', 'pod', 'web', '-n', ns, '--subresource=status', '--type=merge', '-p', patch({ [MULTUS_NETWORKS_ANNOTATION]: red('vm1.red') })],
+      ],
+      ['(d) primary-UDN annotation', ['annotate', 'pod', 'web', '-n', ns, `${OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION}=vm1.default`]],
+    ];
+    for (const [what, args] of attempts) refused(await as(args), NOT_A_LAUNCHER, what);
     const web = (await world.api.get<Pod>(paths.pods(ns, 'web')))!;
     assert.equal(web.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION], red(), 'the annotation is unchanged');
     assert.equal(web.metadata.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION], undefined);
@@ -215,22 +184,14 @@ describe('secure by default: only a VM launcher pod may name its claim (default 
 
   it("through all of it, no pod but vm1's launcher pods ever had one of vm1's addresses (OVN-K's pod-networks)", async () => {
     // The VM still runs on its claims' addresses, from its launcher pod.
-    const launchers = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
-    assert.ok(
-      launchers.some((p) =>
-        Object.values(ovnPodNetworks(p.metadata.annotations))
-          .flatMap((n) => n.ip_addresses ?? [])
-          .some((ip) => vmIps.includes(ip)),
-      ),
-      'the running launcher pod has the VM addresses',
-    );
-    pods.check();
-    const seen = [...pods.initial.values(), ...pods.events.map((e) => e.obj)];
-    const holders = seen.filter((p) =>
+    const hasVmAddress = (p: Pod) =>
       Object.values(ovnPodNetworks(p.metadata.annotations))
         .flatMap((n) => n.ip_addresses ?? [])
-        .some((ip) => vmIps.includes(ip)),
-    );
+        .some((ip) => vmIps.includes(ip));
+    const launchers = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
+    assert.ok(launchers.some(hasVmAddress), 'the running launcher pod has the VM addresses');
+    pods.check();
+    const holders = [...pods.initial.values(), ...pods.events.map((e) => e.obj)].filter(hasVmAddress);
     assert.ok(holders.length > 0, 'the record shows the launcher pod with the VM addresses');
     for (const p of holders) assert.equal(p.metadata.labels?.['kubevirt.io'], 'virt-launcher', `pod ${p.metadata.name} had one of ${vmIps.join(', ')}`);
   });

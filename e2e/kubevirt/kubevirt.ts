@@ -18,7 +18,7 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { CRDS_DIR, IPAMCLAIM_CRD } from '../harness/paths.ts';
 import { freePort, poll, type Cluster } from '../harness/index.ts';
-import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from '../harness/process.ts';
+import { spawnLogged, stopProcess, tailFile } from '../harness/process.ts';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import type { KubeVirtCR } from '../../src/kube/types.ts';
 import { type Api, paths } from '../suite/kube.ts';
@@ -64,11 +64,6 @@ export function kubevirtCrdDocuments(yaml: string, names: readonly string[]): st
   return kept.map((d) => `---${d}`).join('');
 }
 
-export interface KubeVirtCROptions {
-  /** spec.configuration.developerConfiguration.featureGates. */
-  featureGates: string[];
-}
-
 /** Adds or removes PersistentIPs in the KubeVirt CR's developerConfiguration.featureGates (other gates kept). */
 export async function setGateInCR(api: Api, on: boolean): Promise<void> {
   const path = paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME);
@@ -84,7 +79,7 @@ export async function setGateInCR(api: Api, on: boolean): Promise<void> {
 }
 
 /** The namespace `kubevirt` and the KubeVirt CR virt-controller reads its configuration from. */
-export async function installKubeVirtCR(cluster: Cluster, opts: KubeVirtCROptions): Promise<void> {
+export async function installKubeVirtCR(cluster: Cluster, opts: { featureGates: string[] }): Promise<void> {
   const list = {
     apiVersion: 'v1',
     kind: 'List',
@@ -126,11 +121,6 @@ export async function installKubeVirtCR(cluster: Cluster, opts: KubeVirtCROption
 }
 
 export interface VirtController {
-  process: ManagedProcess;
-  port: number;
-  logFile: string;
-  /** True once GET /leader answers 200 (it holds the Lease and runs its controllers). */
-  isLeader(): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -150,12 +140,7 @@ function getTls(port: number, path: string, ca: Buffer): Promise<number> {
  * Starts virt-controller (tracked by the reaper through spawnLogged) and waits until it is the leader, i.e. runs its
  * VM, VMI, migration and workload-updater controllers.
  */
-export async function startVirtController(
-  cluster: Cluster & { kubeconfigPath: string },
-  bins: KubeVirtBinaries,
-  dir: string,
-  opts: { readyTimeoutMs?: number } = {},
-): Promise<VirtController> {
+export async function startVirtController(cluster: Cluster & { kubeconfigPath: string }, bins: KubeVirtBinaries, dir: string): Promise<VirtController> {
   mkdirSync(dir, { recursive: true });
   // standing for the Secret kubevirt-controller-certs
   const { cert, key } = selfSignedCertificate(join(dir, 'certificates'), 'virt-controller.kubevirt.pod.cluster.local');
@@ -182,10 +167,10 @@ export async function startVirtController(
   // HOSTNAME is its leader-election identity (the pod name in a cluster)
   const env = { ...process.env, POD_NAMESPACE: KUBEVIRT_NAMESPACE, NODE_NAME: 'e2e-host' };
   const p = spawnLogged('virt-controller', bins.virtController, args, logFile, env);
-  const isLeader = async () => (await getTls(port, '/leader', ca)) === 200;
-  const vc: VirtController = { process: p, port, logFile, isLeader, stop: () => stopProcess(p, 10_000) };
+  const vc: VirtController = { stop: () => stopProcess(p, 10_000) };
   try {
-    await poll('virt-controller to lead (GET /leader = 200)', opts.readyTimeoutMs ?? 90_000, async () => ((await isLeader()) ? true : undefined), {
+    // GET /leader answers 200 once it holds the Lease and runs its controllers
+    await poll('virt-controller to lead (GET /leader = 200)', 90_000, async () => ((await getTls(port, '/leader', ca)) === 200 ? true : undefined), {
       intervalMs: 250,
       abort: () => (p.hasExited() ? `virt-controller exited; last lines of ${logFile}:\n${tailFile(logFile, 30)}` : undefined),
     });

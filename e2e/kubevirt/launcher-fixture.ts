@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import {
+  CREATED_BY_LABEL,
   DOMAIN_ANNOTATION,
   KUBEVIRT_VM_FINALIZER,
   LAUNCHER_LABEL,
@@ -39,11 +40,9 @@ export const VM_CONTROLLER_FINALIZER = KUBEVIRT_VM_FINALIZER;
 export const VMI_FINALIZER = 'kubevirt.io/foregroundDeleteVirtualMachine';
 /** The same finalizer under its name before KubeVirt 1.7; still recognised (and removed) like KubeVirt does. */
 export const LEGACY_VMI_FINALIZER = 'foregroundDeleteVirtualMachine';
-export const CREATED_BY_LABEL = 'kubevirt.io/created-by';
 export const VM_NAME_LABEL = 'vm.kubevirt.io/name';
 export const MIGRATION_JOB_LABEL = 'kubevirt.io/migrationJobUID';
 export const VM_GENERATION_ANNOTATION = 'kubevirt.io/vm-generation';
-export const PRIMARY_POD_INTERFACE = 'eth0';
 /** The label selector of every launcher pod. */
 export const LAUNCHER_SELECTOR = `${LAUNCHER_LABEL}=${LAUNCHER_LABEL_VALUE}`;
 
@@ -126,46 +125,22 @@ export function podInterfaceName(networkName: string): string {
   return `pod${createHash('sha256').update(networkName, 'utf8').digest('hex').slice(0, 11)}`;
 }
 
-export const isMultusSecondary = (net: VmNetwork): boolean => net.multus !== undefined && net.multus.default !== true;
-
-/** `name` or `namespace/name` of a NAD, the namespace defaulting to the VMI's (KubeVirt's rule). */
-export function nadNamespacedName(vmiNamespace: string, networkName: string): { namespace: string; name: string } {
-  const slash = networkName.indexOf('/');
-  if (slash < 0) return { namespace: vmiNamespace, name: networkName };
-  return { namespace: networkName.slice(0, slash), name: networkName.slice(slash + 1) };
-}
-
-export function specInterfaces(spec: VmiSpecLike | undefined): VmInterface[] {
-  return spec?.domain?.devices?.interfaces ?? [];
-}
-
-/**
- * The networks a launcher pod is made with: KubeVirt drops interfaces marked `state: absent` and every network
- * that is left without an interface of the same name.
- */
-export function nonAbsentNetworks(spec: VmiSpecLike | undefined): { networks: VmNetwork[]; interfaces: VmInterface[] } {
-  const interfaces = specInterfaces(spec).filter((i) => i.state !== 'absent');
-  const names = new Set(interfaces.map((i) => i.name));
-  return { networks: (spec?.networks ?? []).filter((n) => names.has(n.name)), interfaces };
-}
-
 /**
  * The elements of `k8s.v1.cni.cncf.io/networks` KubeVirt writes on a launcher pod: one per Multus secondary network
- * (not `default`) that has a non-absent interface, in the VMI's network order, with `mac` when the interface asks
- * for one. (Network binding plugins' own NADs are not reproduced.)
+ * (not `default`) in the VMI's network order, with `mac` when the interface asks for one. KubeVirt drops interfaces
+ * marked `state: absent` and every network left without an interface of the same name. The NAD is `name` or
+ * `namespace/name`, the namespace defaulting to the VMI's. (Network binding plugins' own NADs are not reproduced.)
  */
 export function launcherNetworkElements(vmiNamespace: string, spec: VmiSpecLike | undefined): NetworkSelectionElement[] {
-  const { networks, interfaces } = nonAbsentNetworks(spec);
-  const out: NetworkSelectionElement[] = [];
-  for (const net of networks) {
-    if (!isMultusSecondary(net)) continue;
-    const { namespace, name } = nadNamespacedName(vmiNamespace, net.multus!.networkName);
+  const interfaces = (spec?.domain?.devices?.interfaces ?? []).filter((i) => i.state !== 'absent');
+  return (spec?.networks ?? []).flatMap((net) => {
     const iface = interfaces.find((i) => i.name === net.name);
-    const el: NetworkSelectionElement = { name, namespace, interface: podInterfaceName(net.name) };
-    if (iface?.macAddress) el.mac = iface.macAddress;
-    out.push(el);
-  }
-  return out;
+    if (!iface || net.multus === undefined || net.multus.default === true) return [];
+    const nad = net.multus.networkName;
+    const slash = nad.indexOf('/');
+    const [namespace, name] = slash < 0 ? [vmiNamespace, nad] : [nad.slice(0, slash), nad.slice(slash + 1)];
+    return [{ name, namespace, interface: podInterfaceName(net.name), ...(iface.macAddress ? { mac: iface.macAddress } : {}) }];
+  });
 }
 
 /** The launcher pod's network annotations: the Multus networks list (when not empty) and the default network. */
@@ -264,8 +239,6 @@ export function renderLauncherPod(vmi: Vmi, opts: { name: string; migrationUid?:
   };
 }
 
-export const isTerminating = (obj: { metadata?: { deletionTimestamp?: unknown } }): boolean => obj.metadata?.deletionTimestamp != null;
-
 export const isMigrationInProgress = (ms: MigrationState | undefined): boolean => !!ms && !ms.completed && !ms.failed;
 
 /** The VMI virt-controller makes for a VM: its template (metadata and spec), the VM as controller, both finalizers. */
@@ -300,7 +273,8 @@ export interface VMNetworkRequest {
 }
 
 /**
- * A small VirtualMachine: pod network (masquerade) plus one bridge interface per Multus secondary network.
+ * A small VirtualMachine: pod network (`podNetwork`, default masquerade; false: none) plus one bridge interface per
+ * Multus secondary network; `bare`: no networks and no interfaces at all (KubeVirt then adds the pod network).
  * `running` (default true) sets `spec.runStrategy` Always or Halted; `runStrategy` sets another one.
  */
 export function buildVM(opts: {
@@ -309,15 +283,15 @@ export function buildVM(opts: {
   running?: boolean;
   runStrategy?: string;
   networks?: VMNetworkRequest[];
-  podNetwork?: boolean;
+  podNetwork?: VmInterface | false;
+  bare?: boolean;
   labels?: Record<string, string>;
+  /** The template's (virt-controller copies them to the VMI). */
+  annotations?: Record<string, string>;
 }): Vm {
-  const networks: VmNetwork[] = [];
-  const interfaces: VmInterface[] = [];
-  if (opts.podNetwork !== false) {
-    networks.push({ name: 'default', pod: {} });
-    interfaces.push({ name: 'default', masquerade: {} });
-  }
+  const pod = opts.podNetwork ?? { name: 'default', masquerade: {} };
+  const networks: VmNetwork[] = pod ? [{ name: pod.name, pod: {} }] : [];
+  const interfaces: VmInterface[] = pod ? [pod] : [];
   for (const n of opts.networks ?? []) {
     networks.push({ name: n.name, multus: { networkName: n.nadName } });
     interfaces.push({ name: n.name, bridge: {}, ...(n.macAddress ? { macAddress: n.macAddress } : {}), ...(n.state ? { state: n.state } : {}) });
@@ -329,10 +303,10 @@ export function buildVM(opts: {
     spec: {
       runStrategy: opts.runStrategy ?? (opts.running === false ? 'Halted' : 'Always'),
       template: {
-        metadata: { labels: { 'kubevirt.io/domain': opts.name, ...(opts.labels ?? {}) } },
+        metadata: { labels: { 'kubevirt.io/domain': opts.name, ...(opts.labels ?? {}) }, ...(opts.annotations ? { annotations: opts.annotations } : {}) },
         spec: {
-          domain: { devices: { interfaces }, resources: { requests: { memory: '64Mi' } } },
-          networks,
+          domain: { devices: opts.bare ? {} : { interfaces }, resources: { requests: { memory: '64Mi' } } },
+          ...(opts.bare ? {} : { networks }),
           terminationGracePeriodSeconds: 0,
         },
       },

@@ -10,6 +10,7 @@
 //   npm run build && node_modules/.bin/node --test --test-concurrency=1 e2e/kubevirt/lifecycle.test.ts
 import assert from 'node:assert/strict';
 import { after, before, describe, type TestContext } from 'node:test';
+import type { V1ObjectMeta, V1Pod } from '@kubernetes/client-node';
 import {
   ADDRESSES_ANNOTATION,
   MULTUS_DEFAULT_NETWORK_ANNOTATION,
@@ -20,75 +21,35 @@ import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, 
 import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import { runCli } from '../local/controller-process.ts';
+import type { VmInterface } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
+import { buildVM, MIGRATION_JOB_LABEL, type Vm, type Vmi } from './launcher-fixture.ts';
 import { assertPodReferences, podElements } from './flows.ts';
-import { EVENTUALLY_MS, waitFor, World, worldCase } from './world.ts';
+import { EVENTUALLY_MS, eventually, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
 
-interface Meta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  deletionTimestamp?: string;
-  ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[];
-}
-interface Obj {
-  metadata: Meta;
-}
-interface Network {
-  name: string;
-  pod?: object;
-  multus?: { networkName: string };
-}
-interface Iface {
-  name: string;
-  bridge?: object;
-  binding?: { name: string };
-  macAddress?: string;
-}
-interface Vmi extends Obj {
-  spec: { networks?: Network[]; domain: { devices: { interfaces?: Iface[] } } };
-  status?: { phase?: string; nodeName?: string };
-}
-interface Vm extends Obj {
-  spec: { template: { spec: Vmi['spec'] } };
-}
-interface Pod extends Obj {
-  spec: { nodeName?: string };
-  status?: { phase?: string };
-}
+/** A pod read back from the API server: it has a name. */
+type Pod = V1Pod & { metadata: V1ObjectMeta & { name: string } };
+
 // -- objects ------------------------------------------------------------------------------------------------------
 
 interface VmOptions {
   /** Secondary networks: logical name → NAD name. */
   secondary?: Record<string, string>;
   /** The pod network, with this interface (default: none). */
-  pod?: Iface;
+  pod?: VmInterface;
   /** No networks and no interfaces at all (KubeVirt's default network applies). */
   bare?: boolean;
   /** Annotations of the VM template (virt-controller copies them to the VMI). */
   annotations?: Record<string, string>;
 }
 
-async function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
-  const secondary = Object.entries(o.secondary ?? {});
-  const networks: Network[] = [...(o.pod ? [{ name: o.pod.name, pod: {} }] : []), ...secondary.map(([name, nad]) => ({ name, multus: { networkName: nad } }))];
-  const interfaces: Iface[] = [...(o.pod ? [o.pod] : []), ...secondary.map(([name]) => ({ name, bridge: {} }))];
-  const spec = {
-    domain: { devices: o.bare ? {} : { interfaces }, resources: { requests: { memory: '128Mi' } } },
-    ...(o.bare ? {} : { networks }),
-    terminationGracePeriodSeconds: 0,
-  };
-  return world.api.create<Vm>(paths.vms(ns), {
-    apiVersion: 'kubevirt.io/v1',
-    kind: 'VirtualMachine',
-    metadata: { name, namespace: ns },
-    spec: { runStrategy: 'Always', template: { metadata: { labels: { app: name }, ...(o.annotations ? { annotations: o.annotations } : {}) }, spec } },
-  });
+function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
+  const networks = Object.entries(o.secondary ?? {}).map(([network, nadName]) => ({ name: network, nadName }));
+  return world.kv.createVM(
+    buildVM({ namespace: ns, name, podNetwork: o.pod ?? false, networks, bare: o.bare, annotations: o.annotations, labels: { app: name } }),
+  );
 }
 
 async function setRunStrategy(ns: string, name: string, runStrategy: 'Always' | 'Halted'): Promise<void> {
@@ -110,31 +71,13 @@ async function stopVm1(ns: string, pod: Pod): Promise<void> {
 
 // -- reads and waits ----------------------------------------------------------------------------------------------
 
-const controlledBy = (o: Obj, uid: string | undefined) => o.metadata.ownerReferences?.some((r) => r.controller && r.uid === uid) ?? false;
-
-async function launcherPods(ns: string, vmi: Vmi): Promise<Pod[]> {
-  const pods = (await world.api.list<Pod>(`${paths.pods(ns)}?labelSelector=kubevirt.io%3Dvirt-launcher`)).items;
-  return pods.filter((p) => controlledBy(p, vmi.metadata.uid));
-}
-
-/** The VMI once virt-controller and the node stand-in have it Running, with its current (running) launcher pod. */
-async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: Pod) => boolean = () => true): Promise<{ vmi: Vmi; pod: Pod }> {
-  return waitFor(
-    `VMI ${ns}/${name} Running in a launcher pod`,
-    async () => {
-      const vmi = await world.api.get<Vmi>(paths.vmis(ns, name));
-      if (vmi?.status?.phase !== 'Running' || vmi.metadata.deletionTimestamp) return undefined;
-      const pod = (await launcherPods(ns, vmi)).find(
-        (p) => p.spec.nodeName === vmi.status?.nodeName && p.status?.phase === 'Running' && !p.metadata.deletionTimestamp,
-      );
-      return pod && pred(vmi, pod) ? { vmi, pod } : undefined;
-    },
-    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-  );
+/** The VMI once virt-controller and the node stand-in have it Running (and settled), with its current launcher pod. */
+async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: V1Pod) => boolean = () => true): Promise<{ vmi: Vmi; pod: Pod }> {
+  return (await world.kv.waitForVMIRunning(ns, name, { timeoutMs: EVENTUALLY_MS, intervalMs: 200, pred })) as { vmi: Vmi; pod: Pod };
 }
 
 async function waitGone(what: string, path: string): Promise<void> {
-  await waitFor(`${what} to be gone`, async () => (await world.api.get(path)) === undefined, { timeoutMs: EVENTUALLY_MS, intervalMs: 200 });
+  await eventually(`${what} to be gone`, async () => (await world.api.get(path)) === undefined);
 }
 
 /** Waits for an Event with `reason` (and a message matching `message`) about the object `uid`; returns it. */
@@ -145,14 +88,10 @@ async function waitForEvent(
   what: string,
   message = /(?:)/,
 ): Promise<{ reason?: string; message?: string }> {
-  return waitFor(
-    what,
-    async () => {
-      const events = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(paths.events(ns))).items;
-      return events.find((e) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? ''));
-    },
-    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-  );
+  return eventually(what, async () => {
+    const events = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(paths.events(ns))).items;
+    return events.find((e) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? ''));
+  });
 }
 
 /** Records every change of a collection from now on (stopped when the case ends). */
@@ -182,29 +121,24 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
 
 /** Starts a migration of `vmi` (VirtualMachineInstanceMigration `mig1`); resolves with the target pod virt-controller creates. */
 async function startMigration(ns: string, vmi: Vmi): Promise<Pod> {
-  const migration = await world.api.create<Obj>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, {
+  const migration = await world.api.create<KubeObject>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, {
     apiVersion: 'kubevirt.io/v1',
     kind: 'VirtualMachineInstanceMigration',
     metadata: { name: 'mig1', namespace: ns },
     spec: { vmiName: vmi.metadata.name },
   });
-  return waitFor(
+  return eventually(
     'the migration target pod',
-    async () => (await launcherPods(ns, vmi)).find((p) => p.metadata.labels?.['kubevirt.io/migrationJobUID'] === migration.metadata.uid),
-    { timeoutMs: EVENTUALLY_MS },
+    async () => (await world.kv.launcherPodsOf(vmi)).find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === migration.metadata.uid) as Pod | undefined,
   );
 }
 
 /** Waits for migration `mig1` to succeed (fails at once when it failed). */
 async function waitMigrated(ns: string): Promise<void> {
-  const done = await waitFor(
-    'the migration to succeed',
-    async () => {
-      const m = await world.api.get<Obj & { status?: { phase?: string } }>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`);
-      return m?.status?.phase === 'Succeeded' ? m : m?.status?.phase === 'Failed' ? false : undefined;
-    },
-    { timeoutMs: EVENTUALLY_MS },
-  );
+  const done = await eventually('the migration to succeed', async () => {
+    const m = await world.api.get<KubeObject & { status?: { phase?: string } }>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`);
+    return m?.status?.phase === 'Succeeded' ? m : m?.status?.phase === 'Failed' ? false : undefined;
+  });
   assert.ok(done, 'the migration succeeded');
 }
 
@@ -229,13 +163,13 @@ const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((
 
 /** The claim once OVN-K filled it: status.ips, with the condition IPsAllocated True / SuccessfulAllocation. */
 async function allocatedClaim(ns: string, name: string, timeoutMs = EVENTUALLY_MS): Promise<IPAMClaim & { status: { ips: string[] } }> {
-  const claim = await waitFor(
+  const claim = await eventually(
     `OVN-K to fill IPAMClaim ${ns}/${name}`,
     async () => {
       const c = await world.api.claim(ns, name);
       return c?.status?.ips?.length && ipsAllocated(c)?.status === 'True' ? c : undefined;
     },
-    { timeoutMs, intervalMs: 200 },
+    timeoutMs,
   );
   assert.equal(ipsAllocated(claim)?.reason, 'SuccessfulAllocation', `${name}: IPsAllocated reason`);
   return claim as IPAMClaim & { status: { ips: string[] } };
@@ -243,14 +177,10 @@ async function allocatedClaim(ns: string, name: string, timeoutMs = EVENTUALLY_M
 
 /** The claim once OVN-K found the network's range full for its pod: IPsAllocated False / SubnetExhausted, no address. */
 async function exhaustedClaim(ns: string, name: string): Promise<IPAMClaim> {
-  const claim = await waitFor(
-    `OVN-K to find the range full for IPAMClaim ${ns}/${name}`,
-    async () => {
-      const c = await world.api.claim(ns, name);
-      return ipsAllocated(c)?.reason === 'SubnetExhausted' ? c : undefined;
-    },
-    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-  );
+  const claim = await eventually(`OVN-K to find the range full for IPAMClaim ${ns}/${name}`, async () => {
+    const c = await world.api.claim(ns, name);
+    return ipsAllocated(c)?.reason === 'SubnetExhausted' ? c : undefined;
+  });
   assert.equal(ipsAllocated(claim)?.status, 'False');
   assert.deepEqual(claim.status?.ips ?? [], [], `${name} holds no address`);
   return claim;
@@ -288,14 +218,10 @@ async function statusOf(ns: string): Promise<{
 
 /** OVN-K's entry of the pod's primary network (NAD `ns/nad`), once the cluster manager has written it. */
 async function primaryPodNetwork(ns: string, podName: string, nad: string): Promise<OvnPodNetwork> {
-  return waitFor(
-    `OVN-K's primary-network entry of pod ${ns}/${podName}`,
-    async () => {
-      const net = await podNetwork(ns, podName, nad);
-      return net?.ip_addresses?.length ? net : undefined;
-    },
-    { timeoutMs: EVENTUALLY_MS, intervalMs: 200 },
-  );
+  return eventually(`OVN-K's primary-network entry of pod ${ns}/${podName}`, async () => {
+    const net = await podNetwork(ns, podName, nad);
+    return net?.ip_addresses?.length ? net : undefined;
+  });
 }
 
 /**
@@ -307,14 +233,10 @@ async function primaryPodNetwork(ns: string, podName: string, nad: string): Prom
 async function hotplugWithGateOff(ns: string, pod: Pod): Promise<Pod> {
   await setGate(false);
   await world.kv.hotplugInterface(ns, 'vm1', { networkName: 'plain', nadName: 'nad-plain' }, { wait: false });
-  return waitFor(
-    'virt-controller to add the hotplugged element to the running pod',
-    async () => {
-      const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-      return p && podElements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
-    },
-    { timeoutMs: EVENTUALLY_MS },
-  );
+  return eventually('virt-controller to add the hotplugged element to the running pod', async () => {
+    const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+    return p && podElements(p).some((e) => e.interface === expectedPodInterface('plain')) ? p : undefined;
+  });
 }
 
 /** Sets the gate in the KubeVirt CR and waits until the controller under test has seen it. */
@@ -352,10 +274,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const ns = await namespace('udn-bare');
       await createPersistentNad(world, ns, 'primary', { network: 'tenant-primary', role: 'primary' });
       await createVM(ns, 'vm1', { bare: true });
-      const vmi = await waitFor('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')), { timeoutMs: EVENTUALLY_MS });
+      const vmi = await eventually('the VMI', () => world.api.get<Vmi>(paths.vmis(ns, 'vm1')));
       // what virt-controller put on the VMI (no virt-api here: this is the VM controller's own defaulting)
-      t.diagnostic(`VMI networks: ${JSON.stringify(vmi.spec.networks)}; interfaces: ${JSON.stringify(vmi.spec.domain.devices.interfaces)}`);
-      assert.deepEqual(vmi.spec.networks, [{ name: 'default', pod: {} }]);
+      t.diagnostic(`VMI networks: ${JSON.stringify(vmi.spec!.networks)}; interfaces: ${JSON.stringify(vmi.spec!.domain!.devices!.interfaces)}`);
+      assert.deepEqual(vmi.spec!.networks, [{ name: 'default', pod: {} }]);
       const claim = (await waitForClaims(world, ns, ['vm1.default'])).get('vm1.default')!;
       assert.equal(claim.spec.network, 'tenant-primary');
       const { pod } = await waitRunning(ns, 'vm1');
@@ -386,17 +308,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       // the garbage collector orphans the claims (drops the VM's ownerReference) and the controller makes the VMI their
       // owner; a claim deleted here would give the running VM's address back to OVN-K's pool
       const ownedByVmi = (name: string) =>
-        waitFor(
-          `${name} owned by the VMI, no longer by the VM`,
-          async () => {
-            const c = await world.api.claim(ns, name);
-            const refs = c?.metadata.ownerReferences ?? [];
-            return refs.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') && !refs.some((r) => r.uid === vm.metadata.uid)
-              ? c
-              : undefined;
-          },
-          { timeoutMs: EVENTUALLY_MS },
-        );
+        eventually(`${name} owned by the VMI, no longer by the VM`, async () => {
+          const c = await world.api.claim(ns, name);
+          const refs = c?.metadata.ownerReferences ?? [];
+          return refs.some((r) => r.uid === vmi.metadata.uid && r.kind === 'VirtualMachineInstance') && !refs.some((r) => r.uid === vm.metadata.uid)
+            ? c
+            : undefined;
+        });
       const adopted = await ownedByVmi('vm1.t');
       assert.deepEqual(adopted.metadata.finalizers, [CLAIM_FINALIZER]);
       const shared = await ownedByVmi('vm1.blue');
@@ -423,14 +341,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await waitGone('the VMI', paths.vmis(ns, 'vm1'));
       await waitGone('the claim (released, then removed by garbage collection)', paths.claims(ns, 'vm1.t'));
       // vm1.blue is released, not deleted: its other owner still holds it, and garbage collection removes it with it.
-      await waitFor(
-        'vm1.blue released, still owned by the ConfigMap',
-        async () => {
-          const c = await world.api.claim(ns, 'vm1.blue');
-          return c && !c.metadata.deletionTimestamp && (c.metadata.finalizers ?? []).length === 0 ? c : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      await eventually('vm1.blue released, still owned by the ConfigMap', async () => {
+        const c = await world.api.claim(ns, 'vm1.blue');
+        return c && !c.metadata.deletionTimestamp && (c.metadata.finalizers ?? []).length === 0 ? c : undefined;
+      });
       await world.api.delete(paths.configMaps(ns, 'keeper'));
       await waitGone('vm1.blue, with its other owner', paths.claims(ns, 'vm1.blue'));
     },
@@ -483,15 +397,13 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await world.api.mergePatch(paths.vms(ns, 'vm1'), {
         spec: {
           template: {
-            spec: { networks: vm.spec.template.spec.networks!.map((n) => (n.name === 'red' ? { name: 'red', multus: { networkName: 'nad-b' } } : n)) },
+            spec: { networks: vm.spec!.template!.spec!.networks!.map((n) => (n.name === 'red' ? { name: 'red', multus: { networkName: 'nad-b' } } : n)) },
           },
         },
       });
       // virt-controller updates the VMI's NAD reference and migrates the VM to a pod on the new NAD
-      const swapped = await waitFor(
-        'the claim of the new network',
-        async () => (await world.api.claims(ns)).find((c) => c.spec.network === 'net-b' && !c.metadata.deletionTimestamp),
-        { timeoutMs: EVENTUALLY_MS },
+      const swapped = await eventually('the claim of the new network', async () =>
+        (await world.api.claims(ns)).find((c) => c.spec.network === 'net-b' && !c.metadata.deletionTimestamp),
       );
       assert.notEqual(swapped.metadata.name, 'vm1.red');
       assert.deepEqual(
@@ -500,7 +412,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       );
       assert.deepEqual(swapped.metadata.finalizers, [CLAIM_FINALIZER]);
       assert.deepEqual(swapped.spec, { network: 'net-b', interface: expectedPodInterface('red') });
-      const { pod: target } = await waitRunning(ns, 'vm1', (_v, p) => p.metadata.name !== source.metadata.name);
+      const { pod: target } = await waitRunning(ns, 'vm1', (_v, p) => p.metadata?.name !== source.metadata.name);
       t.diagnostic(`target pod ${target.metadata.name}: ${target.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]}`);
       const el = podElements(target).find((e) => e.interface === expectedPodInterface('red'));
       assert.equal(el?.name, 'nad-b', 'the target pod is on the new NAD');
@@ -570,7 +482,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
 
       const target = await startMigration(ns, vmi);
       await waitMigrated(ns);
-      const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec.nodeName);
+      const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec?.nodeName);
       assert.equal(now.metadata.name, target.metadata.name, 'the VMI runs in the target pod');
       const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
       assert.deepEqual(targetNet?.ip_addresses, ips, 'the target pod gets the same address');
@@ -672,14 +584,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await world.api.mergePatch(paths.nads(ns, 'nad-t'), { spec: { config: nadConfig(ns, 'nad-t', nad) } });
       // our controller makes the claim and points the running pod's element at it; OVN-K then records in the claim the
       // address that pod already has (instead of a new one for the next pod)
-      const pointed = await waitFor(
-        'the running pod to name the claim made after it started',
-        async () => {
-          const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
-          return p && podElements(p).find((e) => e.interface === expectedPodInterface('t'))?.['ipam-claim-reference'] === 'vm1.t' ? p : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      const pointed = await eventually('the running pod to name the claim made after it started', async () => {
+        const p = await world.api.get<Pod>(paths.pods(ns, pod.metadata.name));
+        return p && podElements(p).find((e) => e.interface === expectedPodInterface('t'))?.['ipam-claim-reference'] === 'vm1.t' ? p : undefined;
+      });
       assertPodReferences(pointed, { t: 'vm1.t' });
       const event = await waitForEvent(ns, vm.metadata.uid, 'ClaimAwaitingAddresses', 'an Event on the VM while the claim waits for its address');
       t.diagnostic(`event: ${event.message}`);
@@ -724,14 +632,10 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       await setRunStrategy(ns, 'vm1', 'Always');
       // virt-controller makes the new VMI, but the API server refuses its launcher pod: the webhook does not answer
       // and its failurePolicy is Fail, so no pod can start without the reference that keeps its address
-      const vmi = await waitFor(
-        'the new VMI',
-        async () => {
-          const v = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
-          return v && v.metadata.uid !== firstVmi.metadata.uid ? v : undefined;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      const vmi = await eventually('the new VMI', async () => {
+        const v = await world.api.get<Vmi>(paths.vmis(ns, 'vm1'));
+        return v && v.metadata.uid !== firstVmi.metadata.uid ? v : undefined;
+      });
       const refusal = await waitForEvent(
         ns,
         vmi.metadata.uid,
@@ -740,7 +644,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         /webhook/i,
       );
       t.diagnostic(`while the controller was down: ${refusal.message}`);
-      assert.deepEqual(await launcherPods(ns, vmi), [], 'no launcher pod while the webhook is down');
+      assert.deepEqual(await world.kv.launcherPodsOf(vmi), [], 'no launcher pod while the webhook is down');
 
       world.controller = await world.startController('kubevirt-e2e-restarted');
       down = false;
@@ -753,10 +657,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       // queued, nothing in progress, and it has reconciled
       const idle = async () =>
         (await world.controller.metric('workqueue_depth')) === 0 && (await world.controller.metric('controller_runtime_active_workers')) === 0;
-      await waitFor(
-        'the restarted controller to work off its queue',
-        async () => ((await idle()) && (await world.controller.metric('controller_runtime_reconcile_total')) > 0 ? true : undefined),
-        { timeoutMs: EVENTUALLY_MS },
+      await eventually('the restarted controller to work off its queue', async () =>
+        (await idle()) && (await world.controller.metric('controller_runtime_reconcile_total')) > 0 ? true : undefined,
       );
       const after = (await world.api.claim(ns, 'vm1.t'))!;
       assert.equal(

@@ -38,7 +38,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../harness/index.ts';
 import type { WatchHandle } from '../harness/kubehttp.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
-import { Api, paths } from '../suite/kube.ts';
+import type { NetworkSelectionElement, ObjectMeta } from '../../src/kube/types.ts';
+import { Api, paths, type IPAMClaim } from '../suite/kube.ts';
+import type { MigrationState, Vmi, VmiInterfaceStatus } from './launcher-fixture.ts';
 
 export const STANDIN_NODES = ['node-standin-1', 'node-standin-2'] as const;
 const NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
@@ -57,77 +59,13 @@ const NODE_RESOURCES = {
 const MIGRATION_JOB_LABEL = 'kubevirt.io/migrationJobUID';
 const NODE_NAME_LABEL = 'kubevirt.io/nodeName';
 
-interface Meta {
-  name: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  deletionTimestamp?: string;
-  ownerReferences?: { kind: string; name: string; uid: string; controller?: boolean }[];
-}
-
 interface Pod {
-  metadata: Meta;
+  metadata: ObjectMeta;
   spec: { nodeName?: string; containers: { name: string; image: string }[]; initContainers?: { name: string; image: string }[] };
   status?: { phase?: string; podIP?: string };
 }
 
-interface Element {
-  name: string;
-  namespace?: string;
-  interface?: string;
-  'ipam-claim-reference'?: string;
-  mac?: string;
-  ips?: string[];
-}
-
-interface IfaceStatus {
-  name?: string;
-  infoSource?: string;
-  podInterfaceName?: string;
-  interfaceName?: string;
-  mac?: string;
-  ipAddress?: string;
-  ipAddresses?: string[];
-}
-
-interface MigrationState {
-  migrationUid?: string;
-  targetPod?: string;
-  targetNode?: string;
-  sourceNode?: string;
-  targetNodeAddress?: string;
-  targetNodeDomainDetected?: boolean;
-  targetNodeDomainReadyTimestamp?: string;
-  startTimestamp?: string;
-  endTimestamp?: string;
-  completed?: boolean;
-  failed?: boolean;
-}
-
-interface Vmi {
-  metadata: Meta;
-  spec: {
-    networks?: { name: string; pod?: object; multus?: { networkName: string; default?: boolean } }[];
-    domain?: { devices?: { interfaces?: { name: string; state?: string }[] } };
-  };
-  status?: {
-    phase?: string;
-    nodeName?: string;
-    interfaces?: IfaceStatus[];
-    conditions?: { type: string; status: string; reason?: string; message?: string; lastProbeTime?: string | null; lastTransitionTime?: string | null }[];
-    migrationState?: MigrationState;
-    selinuxContext?: string;
-    activePods?: Record<string, string>;
-  };
-}
-
-interface Claim {
-  metadata: Meta;
-  status?: { ips?: string[] };
-}
+type Element = NetworkSelectionElement;
 
 const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 
@@ -180,6 +118,15 @@ export interface NodeStandInOptions {
 interface NadObject {
   metadata?: { name?: string };
   spec?: { config?: string };
+}
+
+/** The NAD's CNI config, the fields OVN-K decides by; undefined when there is none or it is not JSON. */
+function ovnkConfig(nad: NadObject | undefined): { type?: string; topology?: string; subnets?: string; role?: string } | undefined {
+  try {
+    return JSON.parse(nad?.spec?.config ?? '') as { type?: string; topology?: string; subnets?: string; role?: string };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Runs the node stand-in against `cluster` until stop(). */
@@ -364,15 +311,14 @@ export class NodeStandIn {
     }
     await this.#api.mergePatch(paths.pods(ns, pod.metadata.name), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: JSON.stringify(status) } } });
     const started = now();
-    const running = (c: { name: string; image: string }) => ({
+    const containerStatus = (c: { name: string; image: string }, state: object, more: object = {}) => ({
       name: c.name,
       image: c.image,
       imageID: '',
-      containerID: `standin://${pod.metadata.uid}/${c.name}`,
+      ...more,
       ready: true,
-      started: true,
       restartCount: 0,
-      state: { running: { startedAt: started } },
+      state,
     });
     const cond = (type: string) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: started });
     await this.#api.mergePatch(`${paths.pods(ns, pod.metadata.name)}/status`, {
@@ -383,15 +329,12 @@ export class NodeStandIn {
         podIPs: [{ ip: podIP }],
         startTime: started,
         conditions: ['PodScheduled', 'Initialized', 'ContainersReady', 'Ready'].map(cond),
-        containerStatuses: pod.spec.containers.map(running),
-        initContainerStatuses: (pod.spec.initContainers ?? []).map((c) => ({
-          name: c.name,
-          image: c.image,
-          imageID: '',
-          ready: true,
-          restartCount: 0,
-          state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: started, finishedAt: started } },
-        })),
+        containerStatuses: pod.spec.containers.map((c) =>
+          containerStatus(c, { running: { startedAt: started } }, { containerID: `standin://${pod.metadata.uid}/${c.name}`, started: true }),
+        ),
+        initContainerStatuses: (pod.spec.initContainers ?? []).map((c) =>
+          containerStatus(c, { terminated: { exitCode: 0, reason: 'Completed', startedAt: started, finishedAt: started } }),
+        ),
       },
     });
     this.#log(
@@ -435,13 +378,8 @@ export class NodeStandIn {
    */
   async #ovnkAllocates(nadKey: string): Promise<boolean> {
     const [nadNs, nadName] = nadKey.split('/') as [string, string];
-    const nad = await this.#api.get<NadObject>(paths.nads(nadNs, nadName));
-    let config: { type?: string; topology?: string; subnets?: string; role?: string };
-    try {
-      config = JSON.parse(nad?.spec?.config ?? '') as typeof config;
-    } catch {
-      return false;
-    }
+    const config = ovnkConfig(await this.#api.get<NadObject>(paths.nads(nadNs, nadName)));
+    if (!config) return false;
     if (config.type !== 'ovn-k8s-cni-overlay' || (config.role !== undefined && config.role !== 'secondary')) return false;
     return config.topology === 'layer2' || (config.topology === 'localnet' && Boolean(config.subnets));
   }
@@ -455,13 +393,8 @@ export class NodeStandIn {
     const namespace = await this.#api.get<{ metadata: { labels?: Record<string, string> } }>(paths.namespaces(ns));
     if (namespace?.metadata.labels?.[OVN_PRIMARY_UDN_NAMESPACE_LABEL] === undefined) return undefined;
     for (const nad of (await this.#api.list<NadObject>(paths.nads(ns))).items) {
-      let config: { type?: string; topology?: string; role?: string };
-      try {
-        config = JSON.parse(nad.spec?.config ?? '') as typeof config;
-      } catch {
-        continue;
-      }
-      if (config.type === 'ovn-k8s-cni-overlay' && config.topology === 'layer2' && config.role === 'primary') return `${ns}/${nad.metadata?.name}`;
+      const config = ovnkConfig(nad);
+      if (config?.type === 'ovn-k8s-cni-overlay' && config.topology === 'layer2' && config.role === 'primary') return `${ns}/${nad.metadata?.name}`;
     }
     return undefined;
   }
@@ -470,7 +403,7 @@ export class NodeStandIn {
   async #ipsFor(ns: string, e: Element, fallback?: string): Promise<string[]> {
     const claimName = e['ipam-claim-reference'];
     if (!claimName) return fallback ? [fallback] : [];
-    const claim = await this.#api.get<Claim>(paths.claims(e.namespace ?? ns, claimName));
+    const claim = await this.#api.get<IPAMClaim>(paths.claims(e.namespace ?? ns, claimName));
     if (!claim) return [];
     if (claim.status?.ips?.length) return claim.status.ips;
     const ips = [`10.200.0.${this.#nextAddress++ % 250}/24`];
@@ -498,11 +431,14 @@ export class NodeStandIn {
 
   // -- virt-handler -----------------------------------------------------------------------------------------------
 
+  /** A VMI write as virt-handler makes it: applied only to the version it was computed from. */
+  async #patchVmi(vmi: Vmi, ops: { op: 'replace'; path: string; value: unknown }[]): Promise<void> {
+    const test = { op: 'test' as const, path: '/metadata/resourceVersion', value: vmi.metadata.resourceVersion };
+    await this.#api.jsonPatch(paths.vmis(vmi.metadata.namespace!, vmi.metadata.name), [test, ...ops]);
+  }
+
   async #setVmiPhase(vmi: Vmi, phase: string): Promise<void> {
-    await this.#api.jsonPatch(paths.vmis(vmi.metadata.namespace!, vmi.metadata.name), [
-      { op: 'test', path: '/metadata/resourceVersion', value: vmi.metadata.resourceVersion },
-      { op: 'replace', path: '/status/phase', value: phase },
-    ]);
+    await this.#patchVmi(vmi, [{ op: 'replace', path: '/status/phase', value: phase }]);
     vmi.status!.phase = phase;
     this.#log(`virt-handler: VMI ${vmi.metadata.namespace}/${vmi.metadata.name} ${phase}`);
   }
@@ -513,10 +449,8 @@ export class NodeStandIn {
     if (!vmi.status?.nodeName || (phase !== 'Scheduled' && phase !== 'Running')) return;
     const mine = pods.filter((p) => p.metadata.ownerReferences?.some((r) => r.controller && r.uid === vmi.metadata.uid));
     const current = mine.find((p) => p.spec.nodeName === vmi.status!.nodeName && !p.metadata.deletionTimestamp && p.status?.phase === 'Running');
-    if (vmi.metadata.deletionTimestamp) {
-      if (phase === 'Running' || phase === 'Scheduled') await this.#setVmiPhase(vmi, 'Succeeded');
-      return;
-    }
+    // phase is Scheduled or Running here
+    if (vmi.metadata.deletionTimestamp) return this.#setVmiPhase(vmi, 'Succeeded');
     const ms = vmi.status.migrationState;
     if (ms && !ms.completed && ms.targetPod) {
       await this.#migrate(vmi, ms, mine);
@@ -537,10 +471,7 @@ export class NodeStandIn {
       interfaces: wanted,
       conditions: hasMigratable ? conditions : [...conditions, { type: 'LiveMigratable', status: 'True', lastProbeTime: null, lastTransitionTime: now() }],
     };
-    await this.#api.jsonPatch(paths.vmis(ns, vmi.metadata.name), [
-      { op: 'test', path: '/metadata/resourceVersion', value: vmi.metadata.resourceVersion },
-      { op: 'replace', path: '/status', value: status },
-    ]);
+    await this.#patchVmi(vmi, [{ op: 'replace', path: '/status', value: status }]);
     if (phase !== 'Running') this.#log(`virt-handler: VMI ${ns}/${vmi.metadata.name} Running on ${vmi.status.nodeName}`);
   }
 
@@ -549,14 +480,12 @@ export class NodeStandIn {
    * `domain` for every interface the domain has: those of the spec that are not `absent` and whose network the
    * current pod carries (or the pod network on eth0).
    */
-  #domainInterfaces(vmi: Vmi, pod: Pod): IfaceStatus[] {
-    const statusByPodIface = new Map(
-      parseElements(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]).map((s) => [s.interface, s as Element & { ips?: string[]; mac?: string }]),
-    );
+  #domainInterfaces(vmi: Vmi, pod: Pod): VmiInterfaceStatus[] {
+    const statusByPodIface = new Map(parseElements(pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]).map((s) => [s.interface, s]));
     const existing = vmi.status?.interfaces ?? [];
-    const out: IfaceStatus[] = [];
-    const specIfaces = vmi.spec.domain?.devices?.interfaces ?? [];
-    for (const net of vmi.spec.networks ?? []) {
+    const out: VmiInterfaceStatus[] = [];
+    const specIfaces = vmi.spec?.domain?.devices?.interfaces ?? [];
+    for (const net of vmi.spec?.networks ?? []) {
       const iface = specIfaces.find((i) => i.name === net.name);
       const prev = existing.find((s) => s.name === net.name);
       const primary = net.pod !== undefined || net.multus?.default === true;
@@ -580,39 +509,25 @@ export class NodeStandIn {
 
   async #migrate(vmi: Vmi, ms: MigrationState, pods: Pod[]): Promise<void> {
     const ns = vmi.metadata.namespace!;
-    const path = paths.vmis(ns, vmi.metadata.name);
     const target = pods.find((p) => p.metadata.name === ms.targetPod);
     if (target?.status?.phase !== 'Running' || !ms.targetNode) return;
-    const test = { op: 'test' as const, path: '/metadata/resourceVersion', value: vmi.metadata.resourceVersion };
+    const migrationState = (value: MigrationState) => ({ op: 'replace' as const, path: '/status/migrationState', value });
     if (!ms.targetNodeAddress || !ms.targetNodeDomainDetected) {
       // target virt-handler: the receiving launcher is up and listening
-      await this.#api.jsonPatch(path, [
-        test,
-        {
-          op: 'replace',
-          path: '/status/migrationState',
-          value: {
-            ...ms,
-            targetNodeAddress: '127.0.0.1',
-            targetNodeDomainDetected: true,
-            targetNodeDomainReadyTimestamp: now(),
-            targetDirectMigrationNodePorts: { '49152': 0 },
-          },
-        },
-      ]);
+      const ready = { targetNodeAddress: '127.0.0.1', targetNodeDomainDetected: true, targetNodeDomainReadyTimestamp: now() };
+      await this.#patchVmi(vmi, [migrationState({ ...ms, ...ready, targetDirectMigrationNodePorts: { '49152': 0 } })]);
       this.#log(`virt-handler (target ${ms.targetNode}): ${ns}/${vmi.metadata.name} target ready`);
       return;
     }
     if (!ms.startTimestamp) {
-      await this.#api.jsonPatch(path, [test, { op: 'replace', path: '/status/migrationState', value: { ...ms, startTimestamp: now() } }]);
+      await this.#patchVmi(vmi, [migrationState({ ...ms, startTimestamp: now() })]);
       this.#log(`virt-handler (source ${ms.sourceNode}): ${ns}/${vmi.metadata.name} migration started`);
       return;
     }
     // source virt-handler: the domain is now on the target; the VMI follows it
     const labels = { ...(vmi.metadata.labels ?? {}), [NODE_NAME_LABEL]: ms.targetNode };
-    await this.#api.jsonPatch(path, [
-      test,
-      { op: 'replace', path: '/status/migrationState', value: { ...ms, completed: true, endTimestamp: now() } },
+    await this.#patchVmi(vmi, [
+      migrationState({ ...ms, completed: true, endTimestamp: now() }),
       { op: 'replace', path: '/status/nodeName', value: ms.targetNode },
       { op: 'replace', path: '/metadata/labels', value: labels },
     ]);

@@ -77,10 +77,13 @@ export class VirtCtl {
   /** The launcher pods of the VMI `vmiName` (controlled by its current UID): terminating and completed ones too. */
   async listLauncherPods(ns: string, vmiName: string): Promise<V1Pod[]> {
     const vmi = await this.getVMI(ns, vmiName);
-    if (!vmi) return [];
-    return (await this.api.list<V1Pod>(`${paths.pods(ns)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`)).items.filter((p) =>
-      isControlledBy(p.metadata, vmi.metadata.uid),
-    );
+    return vmi ? this.launcherPodsOf(vmi) : [];
+  }
+
+  /** The launcher pods `vmi` (that UID) controls: terminating and completed ones too. */
+  async launcherPodsOf(vmi: Vmi): Promise<V1Pod[]> {
+    const pods = await this.api.list<V1Pod>(`${paths.pods(vmi.metadata.namespace!)}?labelSelector=${encodeURIComponent(LAUNCHER_SELECTOR)}`);
+    return pods.items.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
   }
 
   /** The launcher pod the VMI runs in: the running one on the VMI's node (the target once a migration completed). */
@@ -262,16 +265,17 @@ export class VirtCtl {
 
   /**
    * A VMI in phase Running, not terminating, not migrating, with the launcher pod it runs in (listed in its
-   * activePods).
+   * activePods), both as `pred` wants them.
    */
-  waitForVMIRunning(ns: string, name: string, opts: WaitOptions = {}): Promise<{ vmi: Vmi; pod: V1Pod }> {
+  waitForVMIRunning(ns: string, name: string, opts: WaitOptions & { pred?: (vmi: Vmi, pod: V1Pod) => boolean } = {}): Promise<{ vmi: Vmi; pod: V1Pod }> {
+    const { pred = () => true } = opts;
     return waitFor(
       `VMI ${ns}/${name} to be running`,
       async () => {
         const vmi = await this.getVMI(ns, name);
         if (!vmi || vmi.metadata.deletionTimestamp || vmi.status?.phase !== 'Running' || isMigrationInProgress(vmi.status.migrationState)) return undefined;
         const pod = currentPod(vmi, await this.listLauncherPods(ns, name));
-        return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined ? { vmi, pod } : undefined;
+        return pod && vmi.status.activePods?.[pod.metadata!.uid!] !== undefined && pred(vmi, pod) ? { vmi, pod } : undefined;
       },
       opts,
     );

@@ -26,6 +26,10 @@ export { waitFor };
 /** Deadline for what must happen (virt-controller and our controller on 2 busy cores). */
 export const EVENTUALLY_MS = 60_000;
 
+/** waitFor with that deadline (or `timeoutMs`), looking every 200 ms. */
+export const eventually = <T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = EVENTUALLY_MS): Promise<T> =>
+  waitFor(what, probe, { timeoutMs, intervalMs: 200 });
+
 export interface WorldOptions {
   /**
    * Run OVN-Kubernetes' cluster manager, which then hands out the addresses of OVN-K networks (the node stand-in

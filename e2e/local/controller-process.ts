@@ -7,12 +7,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { freePort, poll } from '../harness/index.ts';
+import { REPO_ROOT } from '../harness/paths.ts';
 import { track, untrack } from '../harness/reaper.ts';
 import { localWebhookFlags } from './webhook-config.ts';
 
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { REPO_ROOT };
 const cliFromEnv = process.env['PERSISTENT_IPS_E2E_CLI'];
 export const CLI = cliFromEnv ? (isAbsolute(cliFromEnv) ? cliFromEnv : join(REPO_ROOT, cliFromEnv)) : join(REPO_ROOT, 'dist', 'cli', 'main.js');
 /** Node 24 from the `node` devDependency (the machine's Node 20 cannot run @kubernetes/client-node 2.x). */

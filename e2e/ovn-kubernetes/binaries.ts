@@ -12,9 +12,9 @@ export const OVNK_BUILD_SCRIPT = fileURLToPath(new URL('./build.sh', import.meta
  * Runs build.sh (`--check` where a build is forbidden: inside a test file or with PERSISTENT_IPS_NO_BUILD=1) and
  * returns the path of ovnkube. `PERSISTENT_IPS_OVNKUBE` short-cuts everything: the path of an ovnkube binary.
  */
-export async function ensureOvnkube(onLog: (line: string) => void = () => {}, opts: { build?: boolean } = {}): Promise<string> {
+export async function ensureOvnkube(onLog: (line: string) => void = () => {}): Promise<string> {
   const override = process.env['PERSISTENT_IPS_OVNKUBE'];
-  const path = override || join(await runBuildScript(OVNK_BUILD_SCRIPT, "OVN-Kubernetes' ovnkube", opts.build ?? !buildForbiddenHere(), onLog), 'ovnkube');
+  const path = override || join(await runBuildScript(OVNK_BUILD_SCRIPT, "OVN-Kubernetes' ovnkube", !buildForbiddenHere(), onLog), 'ovnkube');
   try {
     accessSync(path, constants.X_OK);
   } catch {

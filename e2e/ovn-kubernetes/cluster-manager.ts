@@ -21,7 +21,7 @@
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { poll, type Cluster } from '../harness/index.ts';
-import { spawnLogged, stopProcess, tailFile, type ManagedProcess } from '../harness/process.ts';
+import { spawnLogged, stopProcess, tailFile } from '../harness/process.ts';
 
 export const OVNK_NAMESPACE = 'ovn-kubernetes';
 /** The pod annotation the cluster manager writes: NAD key (`ns/name`) → the interface's addresses and MAC. */
@@ -85,22 +85,13 @@ export function ovnPodNetworks(annotations: Record<string, string> | undefined):
 }
 
 export interface ClusterManager {
-  process: ManagedProcess;
-  /** Its output (klog at level 5): the allocations ("Allocated IP addresses ..."), releases ("Released IPs"). */
-  logFile: string;
-  /** Lines of the log so far. */
+  /** Lines of its log so far (klog at level 5): the allocations ("Allocated IP addresses ..."), releases ("Released IPs"). */
   lines(): string[];
   stop(): Promise<void>;
 }
 
-export interface ClusterManagerOptions {
-  /** The leader-election identity (the pod name in a cluster): the same one after a restart takes the Lease at once. */
-  identity?: string;
-  readyTimeoutMs?: number;
-}
-
 /** Creates the namespace it needs (when missing), starts the cluster manager and waits for its ready line. */
-export async function startClusterManager(cluster: Cluster, ovnkube: string, dir: string, opts: ClusterManagerOptions = {}): Promise<ClusterManager> {
+export async function startClusterManager(cluster: Cluster, ovnkube: string, dir: string): Promise<ClusterManager> {
   mkdirSync(dir, { recursive: true });
   await cluster.kubectl(['apply', '-f', '-'], {
     input: JSON.stringify({
@@ -123,8 +114,9 @@ export async function startClusterManager(cluster: Cluster, ovnkube: string, dir
   const logFile = join(dir, 'ovnkube.log');
   writeFileSync(logFile, '');
   const args = [
+    // the leader-election identity (the pod name in a cluster)
     '--init-cluster-manager',
-    opts.identity ?? 'e2e-cluster-manager',
+    'e2e-cluster-manager',
     '--k8s-kubeconfig',
     cluster.kubeconfigPath,
     '--enable-interconnect',
@@ -147,17 +139,12 @@ export async function startClusterManager(cluster: Cluster, ovnkube: string, dir
   const env = { ...process.env, PATH: `${stubs}:${process.env['PATH'] ?? '/usr/bin:/bin'}` };
   const p = spawnLogged('ovnkube-cluster-manager', ovnkube, args, logFile, env);
   const lines = () => readFileSync(logFile, 'utf8').split('\n');
-  const cm: ClusterManager = { process: p, logFile, lines, stop: () => stopProcess(p, 10_000) };
+  const cm: ClusterManager = { lines, stop: () => stopProcess(p, 10_000) };
   try {
-    await poll(
-      `ovnkube's cluster manager to start ("${READY_LINE}")`,
-      opts.readyTimeoutMs ?? 60_000,
-      async () => (lines().some((l) => l.includes(READY_LINE)) ? true : undefined),
-      {
-        intervalMs: 200,
-        abort: () => (p.hasExited() ? `ovnkube exited; last lines of ${logFile}:\n${tailFile(logFile, 30)}` : undefined),
-      },
-    );
+    await poll(`ovnkube's cluster manager to start ("${READY_LINE}")`, 60_000, async () => (lines().some((l) => l.includes(READY_LINE)) ? true : undefined), {
+      intervalMs: 200,
+      abort: () => (p.hasExited() ? `ovnkube exited; last lines of ${logFile}:\n${tailFile(logFile, 30)}` : undefined),
+    });
   } catch (err) {
     await cm.stop();
     throw err;
