@@ -27,9 +27,8 @@ interface NetworkItem {
 }
 
 function createVM(ns: string, name: string, nad: string, addresses?: string[]): Promise<Vm> {
-  const vm = buildVM({ namespace: ns, name, podNetwork: false, networks: [{ name: 'data', nadName: nad }] });
-  if (addresses) vm.spec!.template!.metadata = { ...vm.spec!.template!.metadata, annotations: { [ADDRESSES_ANNOTATION]: JSON.stringify({ data: addresses }) } };
-  return world.kv.createVM(vm);
+  const annotations = addresses ? { annotations: { [ADDRESSES_ANNOTATION]: JSON.stringify({ data: addresses }) } } : {};
+  return world.kv.createVM(buildVM({ namespace: ns, name, podNetwork: false, networks: [{ name: 'data', nadName: nad }], ...annotations }));
 }
 
 /** A bridge + static IPAM NAD that opts into the built-in allocator, its pool in annotations. */
