@@ -4,6 +4,7 @@
 
 import { type NetworkFigures, addressSpace } from '../allocator/address-space.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
+import { textTable } from './table.ts';
 
 const OVN_HELD_NOTE =
   'held counts the addresses recorded in IPAMClaims; on OVN-Kubernetes, pods on the network that name no claim hold addresses too, so free is at most what is shown';
@@ -55,15 +56,9 @@ export function renderNetworks(figures: readonly NetworkFigures[], notes: readon
       refused || '0',
     ];
   });
-  const widths = headers.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const fmt = (cells: readonly string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('   ')
-      .trimEnd();
   const ovn = figures.some((f) => f.ipam === 'ovn-kubernetes') ? [OVN_HELD_NOTE] : [];
   const footer = [...below, ...[...notes, ...ovn].map((n) => `Note: ${n}`)];
-  return `${[fmt(headers), ...lines.map(fmt), ...(footer.length > 0 ? ['', ...footer] : [])].join('\n')}\n`;
+  return textTable(headers, lines, footer);
 }
 
 /** Capacity and free as strings: an IPv6 /64 holds more addresses than a JSON number can say exactly. */

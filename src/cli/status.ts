@@ -22,6 +22,7 @@ import { NAD_PERSISTENT_IPS_ANNOTATION } from '../claims/constants.ts';
 import { CliError, EXIT } from './exit-codes.ts';
 import { loadKubeConfigOrExplain } from './kubeconfig.ts';
 import { networksOf, renderNetworks, renderNetworksJson } from './status-networks.ts';
+import { textTable } from './table.ts';
 
 export interface StatusRow {
   namespace: string;
@@ -294,13 +295,7 @@ export function renderTable(rows: readonly StatusRow[], options: { showNamespace
       owner || '-',
     ];
   });
-  const widths = headers.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const fmt = (cells: readonly string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('   ')
-      .trimEnd();
-  return header + [fmt(headers), ...lines.map(fmt), ...(notes.length > 0 ? ['', ...notes] : [])].join('\n') + '\n';
+  return header + textTable(headers, lines, notes);
 }
 
 export function renderJson(rows: readonly StatusRow[], gate?: GateState): string {
