@@ -99,8 +99,9 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
           const bundle = Buffer.from(config?.webhooks[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
           bundleSizes.push(pemCerts(bundle).length);
           const peer = await handshake(world.webhookPort, bundle);
-          served.push({ at: Date.now() - t0, serial: peer.serial ?? '(none)' });
-          if (!peer.authorized) untrusted.push(`+${Date.now() - t0} ms: serial ${peer.serial} not trusted by the caBundle (${peer.error})`);
+          // A failed handshake is no certificate served: it counts as untrusted, never as one more serial.
+          if (peer.serial !== undefined) served.push({ at: Date.now() - t0, serial: peer.serial });
+          if (!peer.authorized) untrusted.push(`+${Date.now() - t0} ms: serial ${peer.serial ?? '(no certificate)'} not trusted by the caBundle (${peer.error})`);
           const fromSecret = secretCertificates(await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
           if (fromSecret.servingSerial && secretSerials.at(-1) !== fromSecret.servingSerial) secretSerials.push(fromSecret.servingSerial);
           if (fromSecret.caFingerprint && caPrints.at(-1) !== fromSecret.caFingerprint) caPrints.push(fromSecret.caFingerprint);
