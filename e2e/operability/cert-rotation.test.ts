@@ -101,7 +101,8 @@ describe('operability: webhook certificate rotation under load', { timeout: 10 *
           const peer = await handshake(world.webhookPort, bundle);
           // A failed handshake is no certificate served: it counts as untrusted, never as one more serial.
           if (peer.serial !== undefined) served.push({ at: Date.now() - t0, serial: peer.serial });
-          if (!peer.authorized) untrusted.push(`+${Date.now() - t0} ms: serial ${peer.serial ?? '(no certificate)'} not trusted by the caBundle (${peer.error})`);
+          if (!peer.authorized)
+            untrusted.push(`+${Date.now() - t0} ms: serial ${peer.serial ?? '(no certificate)'} not trusted by the caBundle (${peer.error})`);
           const fromSecret = secretCertificates(await world.api.get<Secret>(paths.secrets(CONTROLLER_NAMESPACE, WEBHOOK_SECRET)));
           if (fromSecret.servingSerial && secretSerials.at(-1) !== fromSecret.servingSerial) secretSerials.push(fromSecret.servingSerial);
           if (fromSecret.caFingerprint && caPrints.at(-1) !== fromSecret.caFingerprint) caPrints.push(fromSecret.caFingerprint);
