@@ -17,8 +17,8 @@
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { PoolAllocator, type ClaimAddresses } from '../src/allocator/allocator.ts';
-import { formatAddress } from '../src/allocator/address.ts';
-import { type Pool, parsePool } from '../src/allocator/pool.ts';
+import { formatAddress } from '../src/ip/address.ts';
+import { type Pool, parsePool } from '../src/ip/pool.ts';
 import { fmtN, textTable, type Row } from './lib/report.ts';
 import { median, round } from './lib/stats.ts';
 

@@ -3,8 +3,9 @@
 //     understood together), neither between files nor between the folders of src (src/telemetry and src/webhook
 //     importing each other is a cycle even when no file is in one; test files are left out of the folder graph: a
 //     test may use any room it needs, and the test helpers live in test/, outside src);
-//   - src/kube is a leaf: its production files import nothing of the project outside src/kube. Its *.test.ts files
-//     may use the helpers of test/;
+//   - src/kube and src/ip are leaves: their production files import nothing of the project outside their own folder
+//     (address, interval and pool maths stand alone, like CAPI's poolutil). Their *.test.ts files may use the helpers
+//     of test/;
 //   - the two loops (src/controller, src/allocator) do not import src/webhook: what they share with it (the pod
 //     annotations' parsing, claim names) lives in a lower room, src/claims.
 // Specifiers are read by scripts/imports.ts (regular expressions: free of dependencies, well under a second).
@@ -16,7 +17,7 @@ import { resolveSpecifier, specifiers } from './imports.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const SRC = join(ROOT, 'src');
-const LEAF = 'src/kube/';
+const LEAVES = ['src/kube/', 'src/ip/'];
 
 /** src-relative file → the src-relative files it imports. */
 export function importGraph(): Map<string, string[]> {
@@ -108,7 +109,11 @@ interface Rule {
 
 const LOOPS_BESIDE_WEBHOOK = 'a loop imports the webhook; move what both need to src/claims';
 const FORBIDDEN: readonly Rule[] = [
-  { from: LEAF, banned: (target) => !target.startsWith(LEAF), why: 'src/kube must import nothing of the project outside src/kube' },
+  ...LEAVES.map((leaf) => ({
+    from: leaf,
+    banned: (target: string) => !target.startsWith(leaf),
+    why: `${leaf} is a leaf: it imports nothing of the project outside it`,
+  })),
   { from: 'src/controller/', banned: (target) => target.startsWith('src/webhook/'), why: LOOPS_BESIDE_WEBHOOK },
   { from: 'src/allocator/', banned: (target) => target.startsWith('src/webhook/'), why: LOOPS_BESIDE_WEBHOOK },
 ];
@@ -153,10 +158,11 @@ describe('import graph of src', () => {
 
   it('sees the files of src', () => {
     assert.ok(graph.size > 50, `only ${graph.size} files found under src`);
-    assert.ok(
-      [...graph.keys()].some((f) => f.startsWith(LEAF)),
-      `no file under ${LEAF}`,
-    );
+    for (const leaf of LEAVES)
+      assert.ok(
+        [...graph.keys()].some((f) => f.startsWith(leaf)),
+        `no file under ${leaf}`,
+      );
   });
 
   it('has no import cycle', () => {
@@ -187,14 +193,18 @@ describe('import graph of src', () => {
     const g = new Map([
       ['src/kube/k.ts', ['src/kube/l.ts']],
       ['src/kube/k.test.ts', ['src/claims/c.ts']],
+      ['src/ip/p.ts', ['src/claims/c.ts']],
       ['src/controller/a.ts', ['src/webhook/b.ts', 'src/claims/c.ts']],
       ['src/controller/a.test.ts', ['src/webhook/b.ts']],
       ['src/webhook/b.ts', ['src/allocator/d.ts']],
     ]);
-    assert.deepEqual(forbiddenImports(g), [`src/controller/a.ts → src/webhook/b.ts (${LOOPS_BESIDE_WEBHOOK})`]);
+    assert.deepEqual(forbiddenImports(g), [
+      'src/ip/p.ts → src/claims/c.ts (src/ip/ is a leaf: it imports nothing of the project outside it)',
+      `src/controller/a.ts → src/webhook/b.ts (${LOOPS_BESIDE_WEBHOOK})`,
+    ]);
   });
 
-  it('keeps src/kube a leaf and the loops from importing the webhook', () => {
+  it('keeps src/kube and src/ip leaves and the loops from importing the webhook', () => {
     const found = forbiddenImports(graph);
     assert.equal(found.length, 0, `forbidden imports:\n${found.map((v) => `  ${v}`).join('\n')}`);
   });

@@ -19,10 +19,10 @@ import { IPS_ALLOCATED_CONDITION } from '../claims/constants.ts';
 import { type NadConfig, isOvnKubernetes, parseNadConfig } from '../claims/nad-config.ts';
 import { keyString } from '../kube/key.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
-import { FAMILY_BITS, type IPFamily, formatAddress, parseAddress } from './address.ts';
-import { IntervalSet } from './intervals.ts';
+import { FAMILY_BITS, type IPFamily, formatAddress, parseAddress } from '../ip/address.ts';
+import { IntervalSet } from '../ip/intervals.ts';
 import { resolveNetwork } from './nad.ts';
-import { type Cidr, type Pool, parsePool } from './pool.ts';
+import { type Cidr, type Pool, parsePool } from '../ip/pool.ts';
 
 export type Ipam = 'ovn-kubernetes' | 'allocator' | 'other';
 export type FamilyName = 'ipv4' | 'ipv6';

@@ -6,9 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { type AllocateResult, type ClaimAddresses, PoolAllocator } from './allocator.ts';
-import { type IPFamily, FAMILY_BITS, formatAddress, parseAddress } from './address.ts';
-import { cmp } from './intervals.ts';
-import { type Pool, parsePool } from './pool.ts';
+import { type IPFamily, FAMILY_BITS, formatAddress, parseAddress } from '../ip/address.ts';
+import { cmp } from '../ip/intervals.ts';
+import { type Pool, parsePool } from '../ip/pool.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Generated pools: per family 1–2 small subnets (1..64 addresses) and 0–3 aligned excludes inside them.

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
-import { parseAddressesAnnotation } from './addresses-annotation.ts';
+import { parseAddressesAnnotation } from '../claims/addresses-annotation.ts';
 import { type AllocateResult, type AllocationErrorCode, PoolAllocator } from './allocator.ts';
 import { ALLOCATION_CONDITION_REASON } from './plan.ts';
-import { type PoolSpec, parsePool } from './pool.ts';
+import { type PoolSpec, parsePool } from '../ip/pool.ts';
 
 function allocator(spec: PoolSpec): PoolAllocator {
   const r = parsePool(spec);

@@ -19,9 +19,9 @@
 //   pool, not excluded/reserved, and not held by another key; otherwise it is refused with the reason. A request
 //   covering only some families gets the others allocated dynamically.
 
-import { type IPFamily, familyName, formatAddress, formatCidr, parseAddress } from './address.ts';
-import { IntervalSet, cmp } from './intervals.ts';
-import { type Pool, classifyAddress, subnetOf } from './pool.ts';
+import { type IPFamily, familyName, formatAddress, formatCidr, parseAddress } from '../ip/address.ts';
+import { IntervalSet, cmp } from '../ip/intervals.ts';
+import { type Pool, classifyAddress, subnetOf } from '../ip/pool.ts';
 
 /** What a claim holds, as written in `IPAMClaim.status.ips` ("10.0.0.5/24"; a bare address is accepted). */
 export interface ClaimAddresses {

@@ -7,7 +7,7 @@ import { hasActivePods, interfacesOfNetwork, ownerUidsOf } from '../claims/index
 import { CLAIMS_BY_NETWORK, NADS_BY_NETWORK } from '../sources/indexes.ts';
 import { resolveNetwork } from './nad.ts';
 import { emptyClaimExit, lacksFamily, type PlanClaim } from './plan.ts';
-import type { Pool } from './pool.ts';
+import type { Pool } from '../ip/pool.ts';
 import { ownerRequest, type OwnerLookup } from './requests.ts';
 import { addressesInUse, runningAddresses, type RunningAddresses, type VmiOnNetwork, vmisOnNetwork } from './running-address.ts';
 import { mapLimit, settlePending } from './apply.ts';

@@ -31,8 +31,8 @@ import { keyString } from '../kube/key.ts';
 import { ALLOCATOR_ANNOTATION, EXCLUDE_SUBNETS_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION, SUBNETS_ANNOTATION } from '../claims/constants.ts';
 import { isAllocatorNad, isOvnKubernetes, OVN_K8S_CNI_TYPE, parseNadConfig } from '../claims/nad-config.ts';
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
-import { cmp } from './intervals.ts';
-import { type Pool, parsePool } from './pool.ts';
+import { cmp } from '../ip/intervals.ts';
+import { type Pool, parsePool } from '../ip/pool.ts';
 
 export { ALLOCATOR_ANNOTATION } from '../claims/constants.ts';
 

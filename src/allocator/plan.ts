@@ -20,10 +20,10 @@
 //   a steady state costs no write.
 
 import type { IPAMClaim, IPAMClaimCondition } from '../kube/types.ts';
-import { bareAddress, familyOfAddress, parseAddress } from './address.ts';
+import { bareAddress, familyOfAddress, parseAddress } from '../ip/address.ts';
 import { type AllocationErrorCode, PoolAllocator, type RebuildReport } from './allocator.ts';
-import { cmp } from './intervals.ts';
-import type { Pool } from './pool.ts';
+import { cmp } from '../ip/intervals.ts';
+import type { Pool } from '../ip/pool.ts';
 import type { OwnerRequest, OwnerTarget } from './requests.ts';
 import type { RunningAddresses } from './running-address.ts';
 import { IPS_ALLOCATED_CONDITION } from '../claims/constants.ts';

@@ -9,7 +9,7 @@ import { claimName, collisionClaimName, podInterfaceName, PRIMARY_POD_INTERFACE 
 import { controllerRef, kubevirtOwner } from '../claims/owners.ts';
 import type { IPAMClaim, VirtualMachine, VirtualMachineInstance, VmiSpecLike, VmNetwork } from '../kube/types.ts';
 import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
-import { parseAddressesAnnotation } from './addresses-annotation.ts';
+import { parseAddressesAnnotation } from '../claims/addresses-annotation.ts';
 
 export interface ReadCache<T> {
   get(namespace: string | undefined, name: string): T | undefined;

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { podInterfaceName } from '../claims/names.ts';
 import type { IPAMClaim, Pod } from '../kube/types.ts';
 import { planNetwork, type PlanClaim } from './plan.ts';
-import { parsePool } from './pool.ts';
+import { parsePool } from '../ip/pool.ts';
 import { interfacesOfNetwork } from '../claims/index.ts';
 import { parseNetworkStatus, runningAddresses, type RunningAddresses } from './running-address.ts';
 import { FakeWorld, NS, allocatorNad, claim, launcherPod, runningVmi, vm } from '../../test/allocator-world.ts';

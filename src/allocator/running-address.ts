@@ -17,7 +17,7 @@ import { hasActivePods, interfacesOfNetwork, isUnfinishedLauncherPod, type Netwo
 import type { NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { VMIS_BY_NAD } from '../sources/indexes.ts';
 import { nadKeyOfNetworkName } from '../claims/nad-reference.ts';
-import { bareAddress } from './address.ts';
+import { bareAddress } from '../ip/address.ts';
 
 export const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
 

@@ -3,6 +3,7 @@
 // not use instead of throwing: one broken NAD must never stop the controller from serving the others.
 
 import type { NetworkAttachmentDefinition } from '../kube/types.ts';
+import { splitList } from '../ip/pool.ts';
 import { ALLOCATOR_ANNOTATION, NAD_PERSISTENT_IPS_ANNOTATION } from './constants.ts';
 
 export const OVN_K8S_CNI_TYPE = 'ovn-k8s-cni-overlay';
@@ -139,14 +140,6 @@ export function parseCniConfig(text: unknown): NadConfig {
   result.subnets = listField('subnets');
   result.excludeSubnets = listField('excludeSubnets');
   return result;
-}
-
-/** A comma-separated list, each entry trimmed, empty entries dropped. */
-export function splitList(raw: string): string[] {
-  return raw
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter((entry) => entry !== '');
 }
 
 /** Whether a parsed NAD belongs to OVN-Kubernetes, whose layer2 networks cannot allocate without subnets. */

@@ -5,7 +5,7 @@
 import { keyString } from '../kube/key.ts';
 import { isIP } from 'node:net';
 import { ADDRESSES_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../claims/constants.ts';
-import { parseAddressesAnnotation } from '../allocator/addresses-annotation.ts';
+import { parseAddressesAnnotation } from '../claims/addresses-annotation.ts';
 import { nadKeyOfNetworkName, parseNadConfig, podInterfaceName } from '../claims/index.ts';
 import type { NetworkAttachmentDefinition, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 import { elementNamespace, isBindingPluginElement, parseNetworkSelection } from '../claims/network-selection.ts';

@@ -1,10 +1,9 @@
 // KubeVirt's VMI annotation asking for specific addresses (ADDRESSES_ANNOTATION, src/claims/constants.ts), on a VMI
 // or the VM template: JSON object, KubeVirt interface name → list of addresses (bare or CIDR). Read by the allocator
-// (requests.ts) and by the webhook (pod-mutation.ts). It lives here rather than in src/claims because it reads the
-// addresses with address.ts: src/claims importing src/allocator would close a cycle between the two folders.
+// (requests.ts) and by the webhook (pod-networks.ts); the addresses are read with the leaf src/ip.
 
-import { ADDRESSES_ANNOTATION } from '../claims/constants.ts';
-import { type IPFamily, familyName, parseAddress } from './address.ts';
+import { ADDRESSES_ANNOTATION } from './constants.ts';
+import { type IPFamily, familyName, parseAddress } from '../ip/address.ts';
 
 export interface AddressesAnnotation {
   /** Interface name → requested addresses, for interfaces whose entry is valid. */

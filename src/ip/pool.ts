@@ -21,7 +21,6 @@
 // protecting the real router. Users of bridge + static IPAM therefore list their gateway in `excludeSubnets`
 // ("192.0.2.1" or "192.0.2.1/32").
 
-import { splitList } from '../claims/nad-config.ts';
 import { type IPFamily, type ParseResult, FAMILY_BITS, familyName, formatAddress, formatCidr, parseAddress } from './address.ts';
 import { IntervalSet, cmp } from './intervals.ts';
 
@@ -267,4 +266,12 @@ function parseCidrOrAddress(text: string, warn: (warning: string) => void): Pars
   const cidr: Cidr = { family, prefix, first, last: first + size - 1n, text: formatCidr(family, first, prefix) };
   if (value !== first) warn(`"${text}" has host bits set; it is read as ${cidr.text}`);
   return { ok: true, value: cidr };
+}
+
+/** A comma-separated list, each entry trimmed, empty entries dropped. */
+export function splitList(raw: string): string[] {
+  return raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
 }
