@@ -96,6 +96,7 @@ describe('npm start: where to look next, once the demo VM has its claim', () => 
     assert.deepEqual(argvOf(command('the claims')), words('kubectl get ipamclaims -n vm-demo -o wide'));
     assert.deepEqual(argvOf(command('one claim')), words('kubectl get ipamclaim -n vm-demo vm-a.tenantblue -o yaml'));
     assert.deepEqual(argvOf(command('status')), words('kubectl persistent-ips status -n vm-demo'));
+    assert.deepEqual(argvOf(command('networks')), words('kubectl persistent-ips status -n vm-demo --networks'));
     for (const line of lines.filter((l) => /^\s+kubectl /.test(l))) assert.doesNotMatch(line, /--kubeconfig|\/bin\//, line);
   });
 

@@ -123,6 +123,7 @@ export function localNextSteps(d: LocalDemo): string[] {
     `  the claims:   kubectl get ipamclaims -n ${ns} -o wide`,
     `  one claim:    kubectl get ipamclaim -n ${ns} ${shellWord(d.claim)} -o yaml`,
     `  status:       kubectl persistent-ips status -n ${ns}`,
+    `  networks:     kubectl persistent-ips status -n ${ns} --networks   # each network's capacity, held, free, pending and refused claims`,
     `  the webhook:  kubectl get pods -n ${ns} -o jsonpath='{.items[*].metadata.annotations.k8s\\.v1\\.cni\\.cncf\\.io/networks}'   # ipam-claim-reference, added by the webhook`,
     `  metrics:      ${d.metricsUrl}   (curl -s ${d.metricsUrl} | grep '^persistent_ips_')`,
     `  logs:         ${d.logDir} (${d.controllerLog}, kubevirt/virt-controller.log, ovn-kubernetes/ovnkube.log, node-standin.log, controlplane/logs/)`,
