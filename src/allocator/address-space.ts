@@ -16,7 +16,7 @@
 // addresses too; no claim shows them, so "free" is an upper bound there (docs/metrics.md).
 
 import { IPS_ALLOCATED_CONDITION } from '../claims/constants.ts';
-import { type NadConfig, isOvnKubernetes, parseNadConfig } from '../claims/nad-config.ts';
+import { isOvnKubernetes, parseNadConfig } from '../claims/nad-config.ts';
 import { keyString } from '../kube/key.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition } from '../kube/types.ts';
 import { FAMILY_BITS, type IPFamily, formatAddress, parseAddress } from '../ip/address.ts';
@@ -117,7 +117,7 @@ function unknown(figures: NetworkFigures, why: string, problem = false): undefin
 
 /** OVN-Kubernetes' allocatable addresses: the one pool every NAD of the network describes, by its range rules. */
 function ovnUsable(figures: NetworkFigures, nads: readonly NetworkAttachmentDefinition[]): Usable | undefined {
-  const pools = new Map<string, Pool>();
+  const pools = new Map<string, { pool: Pool; primary: boolean }>();
   for (const nad of nads) {
     const config = parseNadConfig(nad);
     if (!isOvnKubernetes(config)) continue;
@@ -125,18 +125,22 @@ function ovnUsable(figures: NetworkFigures, nads: readonly NetworkAttachmentDefi
     if (config.topology?.toLowerCase() === 'layer3')
       return unknown(figures, 'topology layer3 gives every node its own subnet: there is no network-wide figure');
     if (config.subnets.length === 0) return unknown(figures, `${where} names no subnet`);
-    const parsed = parsePool({ subnets: config.subnets.join(','), excludeSubnets: ovnExcludes(config).join(',') });
+    const parsed = parsePool({ subnets: config.subnets.join(','), excludeSubnets: config.excludeSubnets.join(',') });
     if (!parsed.ok) return unknown(figures, `${where}: ${parsed.problems.map((p) => p.message).join('; ')}`, true);
-    pools.set(parsed.pool.canonical, parsed.pool);
+    const primary = config.role === 'primary' && config.topology?.toLowerCase() === 'layer2';
+    pools.set(`${parsed.pool.canonical}${primary ? ';primary layer2' : ''}`, { pool: parsed.pool, primary });
   }
   if (pools.size > 1)
     return unknown(figures, `the NetworkAttachmentDefinitions of the network describe different pools: ${[...pools.keys()].join(' | ')}`, true);
-  const pool = pools.values().next().value!;
+  const { pool, primary } = pools.values().next().value!;
   figures.subnets = pool.subnets.map((s) => s.text);
   const usable: Usable = {};
   for (const family of pool.families) {
-    const removed = IntervalSet.from(pool.excludes.filter((e) => e.family === family).map((e) => ({ start: e.first, end: e.last })));
-    usable[family] = IntervalSet.from(pool.subnets.filter((s) => s.family === family).map(ovnRange)).minus(removed);
+    const subnets = pool.subnets.filter((s) => s.family === family);
+    // On a primary layer2 network each subnet's .1 and .2 are the gateway's and the management port's.
+    const infrastructure = primary ? subnets.map((s) => ({ start: s.first + 1n, end: s.first + 2n })) : [];
+    const excludes = pool.excludes.filter((e) => e.family === family).map((e) => ({ start: e.first, end: e.last }));
+    usable[family] = IntervalSet.from(subnets.map(ovnRange)).minus(IntervalSet.from([...excludes, ...infrastructure]));
   }
   return usable;
 }
@@ -147,20 +151,6 @@ function ovnRange(s: Cidr): { start: bigint; end: bigint } {
   const size = hostBits <= 1 ? 0n : 1n << BigInt(hostBits);
   const count = (size < 65_536n ? size : 65_536n) - 1n - (s.family === 4 ? 1n : 0n);
   return { start: s.first + 1n, end: s.first + count };
-}
-
-/** `excludeSubnets`, and on a primary layer2 network each subnet's gateway (.1) and management port (.2). */
-function ovnExcludes(config: Readonly<NadConfig>): string[] {
-  if (config.role !== 'primary' || config.topology?.toLowerCase() !== 'layer2') return [...config.excludeSubnets];
-  const infrastructure = config.subnets.flatMap((subnet) => {
-    const parsed = parseAddress(subnet.split('/').slice(0, 2).join('/'), { allowPrefix: true });
-    if (!parsed.ok || parsed.value.prefix === undefined) return [];
-    const { family, value, prefix } = parsed.value;
-    const hostBits = BigInt(FAMILY_BITS[family] - prefix);
-    const network = (value >> hostBits) << hostBits;
-    return [network + 1n, network + 2n].map((a) => formatAddress(family, a));
-  });
-  return [...config.excludeSubnets, ...infrastructure];
 }
 
 function countClaims(figures: NetworkFigures, claims: readonly IPAMClaim[]): void {

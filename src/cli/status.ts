@@ -378,7 +378,8 @@ async function printNetworks(
     try {
       return await list(r, trim, '');
     } catch (err) {
-      if (namespace === undefined || !(err instanceof CliError) || err.exitCode !== EXIT.notAuthorized) throw err;
+      // Only a refusal to list (403) narrows the view; rejected credentials (401) fail here as everywhere.
+      if (namespace === undefined || !(err instanceof CliError) || !isForbidden(err.cause)) throw err;
       notes.push(`not allowed to list ${r.plural} in every namespace: the figures count only those of namespace ${namespace}`);
       return list(r, trim, namespace);
     }
