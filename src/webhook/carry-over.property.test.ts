@@ -106,15 +106,15 @@ const VMI: VirtualMachineInstance = {
   },
 };
 
-/** `namespace/name@iface` or `namespace/name#k`, as an element is matched between the two objects. */
+/** `namespace/name@iface` (`…#k` for a repeat) or `namespace/name#k`, as an element is matched between the two objects. */
 function ids(elements: NetworkSelectionElement[]): string[] {
   const seen = new Map<string, number>();
   return elements.map((e) => {
     const nad = `${e.namespace || NS}/${e.name}`;
-    if (e.interface) return `${nad}@${e.interface}`;
-    const k = seen.get(nad) ?? 0;
-    seen.set(nad, k + 1);
-    return `${nad}#${k}`;
+    const base = e.interface ? `${nad}@${e.interface}` : nad;
+    const k = seen.get(base) ?? 0;
+    seen.set(base, k + 1);
+    return e.interface && k === 0 ? base : `${base}#${k}`;
   });
 }
 
@@ -145,25 +145,25 @@ describe('carry-over at UPDATE (property)', () => {
         const oldIds = ids(old);
         const newIds = ids(requested.elements);
         const gone = new Map(old.flatMap((e, i) => (isHashedPodInterfaceName(e.interface) && !newIds.includes(oldIds[i]!) ? [[e.interface, i] as const] : [])));
-        const oldRefs = new Map<string, string>();
-        newIds.forEach((id, i) => {
+        // Compared by position, not identity: two new elements may share one (same NAD and interface), and an old
+        // reference goes to the one the match picks, never to both (one claim on two attachments of a pod).
+        const oldRefs: (string | undefined)[] = newIds.map((id, i) => {
           const iface = requested.elements[i]!.interface;
-          const j = oldIds.includes(id) ? oldIds.lastIndexOf(id) : iface ? gone.get(iface) : undefined;
+          const j = oldIds.includes(id) ? oldIds.indexOf(id) : iface ? gone.get(iface) : undefined;
           if (iface && !oldIds.includes(id)) gone.delete(iface);
-          const ref = j === undefined ? undefined : old[j]![IPAM_CLAIM_REFERENCE];
-          if (ref) oldRefs.set(id, ref);
+          return j === undefined ? undefined : old[j]![IPAM_CLAIM_REFERENCE];
         });
-        const changed = ids(requested.elements).some((id, i) => {
-          const now = requested.elements[i]![IPAM_CLAIM_REFERENCE];
-          return oldRefs.has(id) && now !== undefined && now !== oldRefs.get(id);
-        });
+        const changed = requested.elements.some(
+          (e, i) => oldRefs[i] !== undefined && e[IPAM_CLAIM_REFERENCE] !== undefined && e[IPAM_CLAIM_REFERENCE] !== oldRefs[i],
+        );
         if (changed) assert.equal(out.response?.allowed, false, 'an UPDATE that changes a reference is refused');
         if (!out.response?.allowed) return;
         const ops = out.response.patch ? JSON.parse(Buffer.from(out.response.patch, 'base64').toString('utf8')) : [];
         const after = parseNetworkSelection(applyJsonPatch(newPod, ops).metadata.annotations![NETWORKS]);
         assert.ok(after.ok);
-        ids(after.elements).forEach((id, i) => {
-          if (oldRefs.has(id)) assert.equal(after.elements[i]![IPAM_CLAIM_REFERENCE], oldRefs.get(id), `element ${id} keeps its reference`);
+        assert.equal(after.elements.length, requested.elements.length, 'the carry-over adds and drops no element');
+        oldRefs.forEach((ref, i) => {
+          if (ref !== undefined) assert.equal(after.elements[i]![IPAM_CLAIM_REFERENCE], ref, `element ${newIds[i]} (#${i}) keeps its reference`);
         });
       }),
       { numRuns: 500 },

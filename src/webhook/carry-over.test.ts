@@ -82,4 +82,24 @@ describe('carry-over of what the webhook wrote at CREATE', () => {
     assert.deepEqual(result.carried, []);
     assert.deepEqual(result.fresh, [0]);
   });
+  // Found by the property test: a repeated NAD and interface (invalid for Multus, yet text anyone may write) once let
+  // the last old reference win for every repeat, copying one claim onto two elements and losing the other.
+  it('repeats of one NAD and interface are matched in order: each keeps its own reference, none gains another', () => {
+    const twice = pod([
+      { name: 'red', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.a' },
+      { name: 'red', namespace: 'vms', interface: 'pod16367aacb67', 'ipam-claim-reference': 'vm1.b' },
+    ]);
+    const rebuilt = pod([
+      { name: 'red', namespace: 'vms', interface: 'pod16367aacb67' },
+      { name: 'red', namespace: 'vms', interface: 'pod16367aacb67' },
+      { name: 'red', namespace: 'vms', interface: 'pod16367aacb67' },
+    ]);
+    const result = carryOverReferences(twice, rebuilt, 'vms');
+    assert.deepEqual(result.refusals, []);
+    assert.deepEqual(
+      elementsOf(result.pod).map((e) => e['ipam-claim-reference']),
+      ['vm1.a', 'vm1.b', undefined],
+    );
+    assert.deepEqual(result.fresh, [2]);
+  });
 });

@@ -49,15 +49,19 @@ export interface CarryOver {
 
 const path = (annotation: string): string => `/metadata/annotations/${escapeJsonPointer(annotation)}`;
 
-/** `namespace/name@interface`, or `namespace/name#k` for the k-th element of that NAD without an interface. */
+/**
+ * `namespace/name@interface`, or `namespace/name#k` for the k-th element of that NAD without an interface; a repeat
+ * of the same NAD and interface (invalid for Multus, but text anyone may write) is `…@interface#k`, so that no two
+ * elements share an identity and no reference is copied onto a second element or lost to one.
+ */
 function identities(elements: readonly NetworkSelectionElement[], namespace: string): string[] {
   const seen = new Map<string, number>();
   return elements.map((element) => {
     const nad = keyString({ namespace: elementNamespace(element, namespace), name: element.name });
-    if (typeof element.interface === 'string' && element.interface !== '') return `${nad}@${element.interface}`;
-    const k = seen.get(nad) ?? 0;
-    seen.set(nad, k + 1);
-    return `${nad}#${k}`;
+    const base = typeof element.interface === 'string' && element.interface !== '' ? `${nad}@${element.interface}` : nad;
+    const k = seen.get(base) ?? 0;
+    seen.set(base, k + 1);
+    return base === nad ? `${nad}#${k}` : k === 0 ? base : `${base}#${k}`;
   });
 }
 
