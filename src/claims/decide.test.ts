@@ -25,6 +25,7 @@ import {
   vmiOf,
   type NetSpec,
 } from '../../test/objects.ts';
+import { allocatorNad } from '../../test/allocator-world.ts';
 import { claimName, collisionClaimName, podInterfaceName, referenceClaimName, swapClaimName } from './names.ts';
 
 const KEY = { namespace: NS, name: VM_NAME };
@@ -1073,9 +1074,6 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     const stripped = claims.map(orphaned);
     const plan = run({ nads: NADS, claims: stripped });
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue', 'vm1.green'] });
-    // the same VM, deleted in the background, lets go at once as before
-    const background = vm({ deleting: true });
-    assert.deepEqual(writes(run({ vm: background, nads: NADS, claims: both(background) })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
   });
 
   it('a VM of that name that adopted the VMI owns them', () => {
@@ -1189,17 +1187,14 @@ describe('EXISTING-REFUSED: the IPAM refused our claim (IPsAllocated False)', ()
     ...c,
     status: { ips: [], conditions: [{ type: 'IPsAllocated', status, reason, message }] },
   });
+  const refusedBlue = (owner: VirtualMachine | VirtualMachineInstance, status: string, reason: string, message: string): IPAMClaim[] => {
+    const [blueClaim, greenClaim] = both(owner);
+    return [withCondition(blueClaim!, status, reason, message), greenClaim!];
+  };
 
   it('the VM is told, naming the network, the claim and the reason; no write, no retry (the claim status change brings the key back)', () => {
-    const theVm = vm();
-    const [blueClaim, greenClaim] = both(theVm);
-    const plan = run({
-      vm: theVm,
-      vmi: vmiOf(theVm),
-      nads: NADS,
-      claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!],
-    });
-    check(plan, { writes: {}, retry: false });
+    const plan = run({ vm: vm(), vmi: vmiOf(vm()), nads: NADS, claims: refusedBlue(vm(), 'False', 'SubnetExhausted', 'range is full') });
+    check(plan, { writes: {}, retry: false, statuses: ['created', 'created'] });
     assert.deepEqual(plan.problems, [
       {
         reason: 'IPAllocationRefused',
@@ -1208,65 +1203,44 @@ describe('EXISTING-REFUSED: the IPAM refused our claim (IPsAllocated False)', ()
         claim: 'vm1.blue',
       },
     ]);
-    assert.deepEqual(
-      plan.wanted.map((w) => w.status),
-      ['created', 'created'],
-      'the claim is right and stays',
-    );
   });
 
-  it('a claim allocated again (True), or never judged, is no problem', () => {
-    const theVm = vm();
-    const [blueClaim, greenClaim] = both(theVm);
-    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: NADS, claims: [withCondition(blueClaim!, 'True', 'SuccessfulAllocation', ''), greenClaim!] }), {
-      writes: {},
-      reasons: [],
-    });
-  });
-
-  it('a stopped VM (no VMI) is not told: OVN-Kubernetes judges a claim only when a pod names it, so the refusal is stale', () => {
-    const theVm = vm({ running: false });
-    const [blueClaim, greenClaim] = both(theVm);
-    check(run({ vm: theVm, nads: NADS, claims: [withCondition(blueClaim!, 'False', 'SubnetExhausted', 'range is full'), greenClaim!] }), {
-      writes: {},
-      reasons: [],
-    });
-  });
-
-  it('a network the built-in allocator serves is left to the allocator, which tells the VM itself', () => {
-    const alloc = nad(
-      'alloc',
-      { cniVersion: '0.4.0', name: 'net-alloc', type: 'bridge' },
-      {
-        annotations: {
-          'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
-          'persistent-ips.kubevirt.io/allocator': 'true',
-          'persistent-ips.kubevirt.io/subnets': '10.9.0.0/30',
-        },
+  decisions([
+    [
+      'a claim allocated again (True), or never judged, is no problem',
+      () => ({ vm: vm(), vmi: vmiOf(vm()), nads: NADS, claims: refusedBlue(vm(), 'True', 'SuccessfulAllocation', '') }),
+      { writes: {}, reasons: [] },
+    ],
+    [
+      'a stopped VM (no VMI) is not told: OVN-Kubernetes judges a claim only when a pod names it, so the refusal is stale',
+      () => ({ vm: vm({ running: false }), nads: NADS, claims: refusedBlue(vm({ running: false }), 'False', 'SubnetExhausted', 'range is full') }),
+      { writes: {}, reasons: [] },
+    ],
+    [
+      'a network the built-in allocator serves is left to the allocator, which tells the VM itself',
+      () => {
+        const theVm = vmOn('alloc');
+        const refusedClaim = withCondition(claimOf(theVm, 'alloc', { network: 'net-alloc' }), 'False', 'SubnetExhausted', 'full');
+        return { vm: theVm, vmi: vmiOf(theVm), nads: nadMap(allocatorNad('alloc', 'net-alloc', '10.9.0.0/30')), claims: [refusedClaim] };
       },
-    );
-    const theVm = vmOn('alloc');
-    const refusedClaim = withCondition(claimOf(theVm, 'alloc', { network: 'net-alloc' }), 'False', 'SubnetExhausted', 'full');
-    check(run({ vm: theVm, vmi: vmiOf(theVm), nads: nadMap(alloc), claims: [refusedClaim] }), { writes: {}, reasons: [] });
-  });
-
-  it("another owner's refused claim is not this VM's refusal: the ownership problem is reported instead", () => {
-    const theVm = vm();
-    const stranger = withCondition(
-      claim({ name: 'vm1.blue', network: 'net-blue', owners: [{ ...ownerRefTo(theVm), uid: 'other-uid' }] }),
-      'False',
-      'SubnetExhausted',
-      'full',
-    );
-    check(run({ vm: theVm, nads: NADS, claims: [stranger, both(theVm)[1]!] }), { reasons: ['ClaimOwnedByAnotherObject'] });
-  });
-
-  it('a standalone VMI is told too', () => {
-    const vmi = standaloneVmi({ networks: nets });
-    const [blueClaim, greenClaim] = both(vmi);
-    check(run({ vmi, nads: NADS, claims: [withCondition(blueClaim!, 'False', 'IPAddressConflict', 'provided IP is already allocated'), greenClaim!] }), {
-      writes: {},
-      reasons: ['IPAllocationRefused'],
-    });
-  });
+      { writes: {}, reasons: [] },
+    ],
+    [
+      "another owner's refused claim is not this VM's refusal: the ownership problem is reported instead",
+      () => {
+        const owners = [{ ...ownerRefTo(vm()), uid: 'other-uid' }];
+        const stranger = withCondition(claim({ name: 'vm1.blue', network: 'net-blue', owners }), 'False', 'SubnetExhausted', 'full');
+        return { vm: vm(), nads: NADS, claims: [stranger, both(vm())[1]!] };
+      },
+      { reasons: ['ClaimOwnedByAnotherObject'] },
+    ],
+    [
+      'a standalone VMI is told too',
+      () => {
+        const vmi = standaloneVmi({ networks: nets });
+        return { vmi, nads: NADS, claims: refusedBlue(vmi, 'False', 'IPAddressConflict', 'provided IP is already allocated') };
+      },
+      { writes: {}, reasons: ['IPAllocationRefused'] },
+    ],
+  ]);
 });
