@@ -1,12 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeGate, parseFeatureGatesFlag, resolveGate } from './feature-gate.ts';
-import type { KubeVirtCR } from '../kube/types.ts';
-
-const cr = (gates?: string[]): KubeVirtCR => ({
-  metadata: { name: 'kubevirt', namespace: 'kubevirt' },
-  spec: gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {},
-});
+import { kubeVirtCR as cr } from '../../test/objects.ts';
 
 describe('feature gate', () => {
   const flagCases: [string | undefined, boolean | undefined][] = [
