@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { buildStatus, gateOf, renderJson, renderTable, stateOf } from './status.ts';
 import { nad as worldNad } from '../../test/allocator-world.ts';
 import { kubeVirtCR as kubeVirt } from '../../test/objects.ts';
