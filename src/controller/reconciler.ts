@@ -84,9 +84,7 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   const networks = new Set<string>();
   for (const spec of specs) for (const net of effectiveVmiSpec(spec)?.networks ?? []) networks.add(net.name);
   for (const network of networks) {
-    claimKeys.add(keyString({ namespace: namespace, name: claimName(name, network) }));
-    claimKeys.add(keyString({ namespace: namespace, name: collisionClaimName(name, network) }));
-    claimKeys.add(keyString({ namespace: namespace, name: referenceClaimName(name, network) }));
+    for (const named of [claimName, collisionClaimName, referenceClaimName]) claimKeys.add(keyString({ namespace, name: named(name, network) }));
   }
   const claims: IPAMClaim[] = [];
   for (const claimKey of claimKeys) {
