@@ -1,26 +1,12 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
+import { inScratch } from '../test/scratch.ts';
 import { bundle, controllerEntries, renamedOwnClasses } from './bundle.ts';
 import { NOTICES_FILE, noticesPackageIds, SBOM_FILE, sbomPackageIds } from './third-party-notices.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
-
-/** Runs `body` with a fresh scratch folder and a writer of files under it, then removes the folder. */
-async function inScratch(prefix: string, body: (root: string, file: (path: string, text: string) => void) => Promise<void>): Promise<void> {
-  const root = mkdtempSync(join(tmpdir(), prefix));
-  const file = (path: string, text: string): void => {
-    mkdirSync(dirname(join(root, path)), { recursive: true });
-    writeFileSync(join(root, path), text);
-  };
-  try {
-    await body(root, file);
-  } finally {
-    rmSync(root, { recursive: true, force: true });
-  }
-}
 
 /** The package lists of a bundle's two files, read back from disk. */
 function lists(dir: string): { notices: string[]; sbom: string[] } {

@@ -3,46 +3,44 @@
 // of src/kube (tests may use the project's test helpers).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
+import { inScratch } from '../test/scratch.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const BIOME = join(ROOT, 'node_modules', '.bin', 'biome');
-const dir = mkdtempSync(join(tmpdir(), 'persistent-ips-lint-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** `biome lint` of one file at `path` (relative to a copy of the repository's configuration): exit code and output. */
-function lint(path: string, source: string): { code: number | null; output: string } {
-  const root = mkdtempSync(join(dir, 'case-'));
-  copyFileSync(join(ROOT, 'biome.jsonc'), join(root, 'biome.jsonc'));
-  mkdirSync(join(root, path, '..'), { recursive: true });
-  writeFileSync(join(root, path), source);
-  // No git repository in the copy: the configuration's vcs settings are turned off for this run.
-  const res = spawnSync(BIOME, ['lint', '--vcs-enabled=false', '--colors=off', path], { cwd: root, encoding: 'utf8' });
-  return { code: res.status, output: `${res.stdout}${res.stderr}` };
+function lint(path: string, source: string): Promise<{ code: number | null; output: string }> {
+  return inScratch('persistent-ips-lint-', (root, file) => {
+    file('biome.jsonc', readFileSync(join(ROOT, 'biome.jsonc'), 'utf8'));
+    file(path, source);
+    // No git repository in the copy: the configuration's vcs settings are turned off for this run.
+    const res = spawnSync(BIOME, ['lint', '--vcs-enabled=false', '--colors=off', path], { cwd: root, encoding: 'utf8' });
+    return { code: res.status, output: `${res.stdout}${res.stderr}` };
+  });
 }
 
 describe('lint: src/kube imports nothing else of the project', () => {
-  it('fails on a src/kube module that imports another folder', () => {
-    const { code, output } = lint('src/kube/leaky.ts', "import { systemClock } from '../queue/clock.ts';\nexport const clock = systemClock;\n");
+  it('fails on a src/kube module that imports another folder', async () => {
+    const { code, output } = await lint('src/kube/leaky.ts', "import { systemClock } from '../queue/clock.ts';\nexport const clock = systemClock;\n");
     assert.notEqual(code, 0, output);
     assert.match(output, /lint\/style\/noRestrictedImports/);
     assert.match(output, /src\/kube is a leaf/);
   });
 
-  it('passes imports inside src/kube and of packages', () => {
-    const { code, output } = lint(
+  it('passes imports inside src/kube and of packages', async () => {
+    const { code, output } = await lint(
       'src/kube/fine.ts',
       "import { load } from 'js-yaml';\nimport { resources } from './resources.ts';\nexport const x = [load, resources];\n",
     );
     assert.equal(code, 0, output);
   });
 
-  it('leaves the tests of src/kube and other folders alone', () => {
+  it('leaves the tests of src/kube and other folders alone', async () => {
     for (const path of ['src/kube/leaky.test.ts', 'src/sources/other.ts']) {
-      const { code, output } = lint(path, "import { systemClock } from '../queue/clock.ts';\nexport const clock = systemClock;\n");
+      const { code, output } = await lint(path, "import { systemClock } from '../queue/clock.ts';\nexport const clock = systemClock;\n");
       assert.equal(code, 0, `${path}: ${output}`);
     }
   });

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { inScratch } from '../test/scratch.ts';
 import {
   authorLine,
   bundledPackages,
@@ -76,16 +75,14 @@ describe('third-party notices', () => {
     assert.deepEqual([...noticesPackageIds(text)], ['@a/alpha@2.1.0', 'bare@0.1.0-rc.1']);
   });
 
-  it('reads one package per folder, with its licence files, and writes them sorted', () => {
-    const root = mkdtempSync(join(tmpdir(), 'notices-'));
-    try {
+  it('reads one package per folder, with its licence files, and writes them sorted', () =>
+    inScratch('notices-', (root, file) => {
       // What the bundle took from each package: its index.js (and one more file of zeta), besides the project's own.
       const inputs = [join(root, 'node_modules/zeta/lib/other.js'), join(root, 'build/tsc-1/cli/main.js')];
       const pkg = (dir: string, manifest: object, files: Record<string, string>): void => {
         inputs.push(join(root, dir, 'index.js'));
-        mkdirSync(join(root, dir), { recursive: true });
-        writeFileSync(join(root, dir, 'package.json'), JSON.stringify(manifest));
-        for (const [name, text] of Object.entries(files)) writeFileSync(join(root, dir, name), text);
+        file(`${dir}/package.json`, JSON.stringify(manifest));
+        for (const [name, text] of Object.entries(files)) file(`${dir}/${name}`, text);
       };
       pkg('node_modules/zeta', { name: 'zeta', version: '1.0.0', license: 'MIT' }, { LICENSE: 'MIT licence of zeta\n', 'index.js': '' });
       pkg(
@@ -139,8 +136,5 @@ describe('third-party notices', () => {
       assert.ok(text.indexOf('dup@10.0.0 ') < text.indexOf('dup@7.2.0 '), 'versions in code-point order, whatever the locale');
       assert.doesNotMatch(text, /not a licence/);
       assert.equal(noticesText([...packages].reverse()), text, 'the same packages in any order give the same bytes');
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
-  });
+    }));
 });

@@ -137,14 +137,14 @@ export function sbomPackageIds(bom: { components?: CdxComponent[] }, type = 'npm
  * once per folder. A file that is neither the project's own (under `ownDir`) nor inside a package folder would be
  * code of unknown origin: an error, not a silent omission.
  */
-export function bundledPackages(files: Iterable<string>, ownDir: string, read: (dir: string) => BundledPackage = readPackage): BundledPackage[] {
+export function bundledPackages(files: Iterable<string>, ownDir: string): BundledPackage[] {
   const dirs = new Set<string>();
   for (const file of files) {
     const dir = packageDirOf(file);
     if (dir) dirs.add(dir);
     else if (!file.startsWith(ownDir + sep)) throw new Error(`third-party notices: ${file} is bundled but belongs to no package`);
   }
-  return [...dirs].map(read);
+  return [...dirs].map(readPackage);
 }
 
 /**

@@ -2,6 +2,7 @@
 // writes. Shared by the unit tests here and, later, the e2e suite, so fixtures mean the same thing everywhere.
 
 import type { IPAMClaim, NetworkAttachmentDefinition, OwnerReference, Pod, VirtualMachine, VirtualMachineInstance, VmiSpecLike } from '../src/kube/types.ts';
+import type { KubeVirtCR } from '../src/kube/types.ts';
 import type { AdmissionReview } from '../src/webhook/admission.ts';
 import { apiVersionOf, resources } from '../src/kube/resources.ts';
 import { CLAIM_FINALIZER, KUBEVIRT_VM_FINALIZER, NAD_PERSISTENT_IPS_ANNOTATION, VM_LABEL } from '../src/claims/constants.ts';
@@ -290,6 +291,12 @@ export function applyPlan(claims: readonly IPAMClaim[], plan: Plan): IPAMClaim[]
   }
   return [...byName.values()];
 }
+
+/** The KubeVirt CR, its developer configuration listing `gates` (none given: no configuration at all). */
+export const kubeVirtCR = (gates?: string[]): KubeVirtCR => ({
+  metadata: { name: 'kubevirt', namespace: 'kubevirt' },
+  spec: gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {},
+});
 
 /** The AdmissionReview the API server sends for a pod in NS; an UPDATE's `oldObject` defaults to the pod itself (no annotation changed). */
 export function admissionReview(pod: Pod, operation = 'CREATE', oldObject: Pod | undefined = operation === 'UPDATE' ? pod : undefined): AdmissionReview {

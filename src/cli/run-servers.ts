@@ -51,17 +51,11 @@ export interface Process {
   namespace: string;
 }
 
-/**
- * The health-probe and metrics servers, listening (probes first). Returns the probes server, for the readiness checks
- * added later, and what shutdown closes.
- */
-export async function startTelemetry({
-  options,
-  client,
-  sources,
-  log,
-  metrics,
-}: Process): Promise<{ probes: TelemetryServer | undefined; servers: TelemetryServer[]; metricsCertificates: CertificateSource | undefined }> {
+/** The probes server, for the readiness checks added later, and what shutdown closes. */
+type Telemetry = { probes: TelemetryServer | undefined; servers: TelemetryServer[]; metricsCertificates: CertificateSource | undefined };
+
+/** The health-probe and metrics servers, listening (probes first). */
+export async function startTelemetry({ options, client, sources, log, metrics }: Process): Promise<Telemetry> {
   const probeAddr = parseBindAddress(options.healthProbeBindAddress);
   const metricsAddr = parseBindAddress(options.metricsBindAddress);
   // Each server with the flag and the address it listens on.

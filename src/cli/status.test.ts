@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
+import type { IPAMClaim, VirtualMachine, VirtualMachineInstance } from '../kube/types.ts';
 import { buildStatus, gateOf, renderJson, renderTable, stateOf } from './status.ts';
-import type { KubeVirtCR } from '../kube/types.ts';
+import { nad as worldNad } from '../../test/allocator-world.ts';
+import { kubeVirtCR as kubeVirt } from '../../test/objects.ts';
 
 const NS = 'demo';
-const nad = (name: string, network: string, annotations: Record<string, string> = {}, extra: Record<string, unknown> = {}): NetworkAttachmentDefinition => ({
-  metadata: { name, namespace: NS, annotations },
-  spec: { config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', ...extra }) },
-});
+const nad = (name: string, network: string, annotations: Record<string, string> = {}, extra: Record<string, unknown> = {}) =>
+  worldNad(name, network, annotations, extra, NS);
 const NADS = [
   nad('bridge-static', 'bridge-static', {
     'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
@@ -150,10 +149,6 @@ describe('persistent-ips status', () => {
     assert.equal(doc.items.find((i) => i.claim === 'vm-a.data')?.ownerPod, undefined, 'absent when the claim has none');
   });
 
-  const kubeVirt = (gates: string[]): KubeVirtCR => ({
-    metadata: { name: 'kubevirt', namespace: 'kubevirt' },
-    spec: { configuration: { developerConfiguration: { featureGates: gates } } },
-  });
   const missing = {
     ...input,
     vms: [

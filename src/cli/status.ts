@@ -319,7 +319,7 @@ export async function status(options: StatusOptions, out: { write(text: string):
   const loaded = loadKubeConfigOrExplain(options, 'Tell persistent-ips which cluster to use: --kubeconfig PATH, or set KUBECONFIG.');
   const client = KubeClient.fromKubeConfig(loaded.connection, { timeoutMs: 30_000 });
   const namespace = options.allNamespaces ? undefined : (options.namespace ?? loaded.namespace ?? 'default');
-  const list = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T, scope = namespace): Promise<T[]> => {
+  const list: Lister = async (r, trim, scope = namespace) => {
     try {
       const { items } = await client.listAll<unknown>(r, scope ? { namespace: scope } : {});
       return items.map(trim);
@@ -374,7 +374,7 @@ async function printNetworks(
   out: { write(text: string): unknown },
 ): Promise<number> {
   const notes: string[] = [];
-  const everywhere = async <T>(r: (typeof resources)[keyof typeof resources], trim: (raw: unknown) => T): Promise<T[]> => {
+  const everywhere: Lister = async (r, trim) => {
     try {
       return await list(r, trim, '');
     } catch (err) {

@@ -46,14 +46,30 @@ export function createController(options: ControllerOptions): Controller {
   const { client, sources, log, metrics } = options;
   const overlay = new WriteOverlay();
   const recorder = new EventRecorder((event) => client.createEvent(event), log.child({ component: 'events' }), metrics);
-  const gate = new FeatureGate(options.gateOverride, sources.kubeVirts, metrics);
-  const summary = new WorkerSummary(sources, log);
-  const gateEnabled = (): boolean => gate.state.enabled;
+  // The feature gate as the KubeVirt CRs (or the override) set it, and its metric.
+  let gate = resolveGate(options.gateOverride, sources.kubeVirts.list());
+  const publishGate = () => metrics?.featureGate.set({ name: FEATURE_GATE }, gate.enabled ? 1 : 0);
+  publishGate();
+  /** Resolves the gate again after a KubeVirt CR changed: every key when that switched it on or off. */
+  const onKubeVirtChange = (): Iterable<string> => {
+    const next = resolveGate(options.gateOverride, sources.kubeVirts.list());
+    const changed = next.enabled !== gate.enabled;
+    gate = next;
+    if (!changed) return [];
+    publishGate();
+    // While the KubeVirt CRs are first listed the gate is being learnt, not changed: the state is logged once,
+    // at info, when the caches have synced (run.ts).
+    const level = sources.kubeVirts.hasSynced ? 'info' : 'debug';
+    log[level]({ gate: FEATURE_GATE, enabled: next.enabled, source: next.source, state: describeGate(next) }, 'feature gate changed; reconciling every VM');
+    return allKeys(sources);
+  };
+  const summary = workerSummary(sources, log);
+  const gateEnabled = (): boolean => gate.enabled;
   const loop = createLoop({
     name: CONTROLLER_NAME,
     reconciler: createReconciler({ sources, client, gateEnabled, recorder, overlay, log, tally: summary.tally, ...(metrics ? { metrics } : {}) }),
     keys: () => allKeys(sources),
-    watches: [...watchesOf(sources, overlay, recorder), watch(sources.kubeVirts.events$, () => (gate.refresh(log) ? allKeys(sources) : []))],
+    watches: [...watchesOf(sources, overlay, recorder), watch(sources.kubeVirts.events$, onKubeVirtChange)],
     log,
     ...(metrics ? { metrics } : {}),
   });
@@ -61,9 +77,9 @@ export function createController(options: ControllerOptions): Controller {
 
   return {
     queue,
-    gate: () => gate.state,
+    gate: () => gate,
     async lead(signal: AbortSignal, drainTimeoutMs = 30_000): Promise<void> {
-      log.info({ concurrency: options.concurrency, gate: gate.state }, 'starting workers');
+      log.info({ concurrency: options.concurrency, gate }, 'starting workers');
       const summaries = setInterval(() => summary.report(queue), SUMMARY_INTERVAL_MS);
       summaries.unref();
       // Keys enqueued before we led (while a standby, or before the caches synced) are already in the queue.
@@ -117,77 +133,39 @@ function watchesOf(sources: Sources, overlay: WriteOverlay, recorder: EventRecor
   ];
 }
 
-/** The feature gate as the KubeVirt CRs (or the override) set it, and its metric. */
-class FeatureGate {
-  state: GateState;
-  readonly #override: GateOverride;
-  readonly #kubeVirts: Sources['kubeVirts'];
-  readonly #metrics: Metrics | undefined;
-
-  constructor(override: GateOverride, kubeVirts: Sources['kubeVirts'], metrics: Metrics | undefined) {
-    this.#override = override;
-    this.#kubeVirts = kubeVirts;
-    this.#metrics = metrics;
-    this.state = resolveGate(override, kubeVirts.list());
-    metrics?.featureGate.set({ name: FEATURE_GATE }, this.state.enabled ? 1 : 0);
-  }
-
-  /** Resolves the gate again after a KubeVirt CR changed. True when that switched it on or off. */
-  refresh(log: Logger): boolean {
-    const next = resolveGate(this.#override, this.#kubeVirts.list());
-    const changed = next.enabled !== this.state.enabled;
-    this.state = next;
-    if (!changed) return false;
-    this.#metrics?.featureGate.set({ name: FEATURE_GATE }, next.enabled ? 1 : 0);
-    // While the KubeVirt CRs are first listed the gate is being learnt, not changed: the state is logged once,
-    // at info, when the caches have synced (run.ts).
-    const level = this.#kubeVirts.hasSynced ? 'info' : 'debug';
-    log[level]({ gate: FEATURE_GATE, enabled: next.enabled, source: next.source, state: describeGate(next) }, 'feature gate changed; reconciling every VM');
-    return true;
-  }
-}
-
 /** The workers' running totals, and the info line that sums up what they did since the last one. */
-class WorkerSummary {
-  readonly tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
-  #reported = { ...this.tally };
-  readonly #sources: Sources;
-  readonly #log: Logger;
-
-  constructor(sources: Sources, log: Logger) {
-    this.#sources = sources;
-    this.#log = log;
-  }
-
-  async count(reconcile: () => Promise<ReconcileResult>): Promise<ReconcileResult> {
-    this.tally.reconciles++;
-    try {
-      return await reconcile();
-    } catch (err) {
-      this.tally.errors++;
-      throw err;
-    }
-  }
-
-  report(queue: WorkQueue): void {
-    const { tally } = this;
-    if (tally.reconciles === this.#reported.reconciles) return;
-    const since = (k: keyof typeof tally): number => tally[k] - this.#reported[k];
-    const sources = this.#sources;
-    this.#log.info(
-      {
-        reconciles: since('reconciles'),
-        claimsCreated: since('created'),
-        finalizersRemoved: since('finalizersRemoved'),
-        claimsDeleted: since('deleted'),
-        errors: since('errors'),
-        queueDepth: queue.len(),
-        vms: sources.vms.size,
-        vmis: sources.vmis.size,
-        claims: sources.claims.size,
-      },
-      'summary since the last one',
-    );
-    this.#reported = { ...tally };
-  }
+function workerSummary(sources: Sources, log: Logger) {
+  const tally: ReconcileTally & { reconciles: number; errors: number } = { reconciles: 0, errors: 0, created: 0, finalizersRemoved: 0, deleted: 0 };
+  let reported = { ...tally };
+  return {
+    tally,
+    async count(reconcile: () => Promise<ReconcileResult>): Promise<ReconcileResult> {
+      tally.reconciles++;
+      try {
+        return await reconcile();
+      } catch (err) {
+        tally.errors++;
+        throw err;
+      }
+    },
+    report(queue: WorkQueue): void {
+      if (tally.reconciles === reported.reconciles) return;
+      const since = (k: keyof typeof tally): number => tally[k] - reported[k];
+      log.info(
+        {
+          reconciles: since('reconciles'),
+          claimsCreated: since('created'),
+          finalizersRemoved: since('finalizersRemoved'),
+          claimsDeleted: since('deleted'),
+          errors: since('errors'),
+          queueDepth: queue.len(),
+          vms: sources.vms.size,
+          vmis: sources.vmis.size,
+          claims: sources.claims.size,
+        },
+        'summary since the last one',
+      );
+      reported = { ...tally };
+    },
+  };
 }

@@ -1,12 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { describeGate, parseFeatureGatesFlag, resolveGate } from './feature-gate.ts';
-import type { KubeVirtCR } from '../kube/types.ts';
-
-const cr = (gates?: string[]): KubeVirtCR => ({
-  metadata: { name: 'kubevirt', namespace: 'kubevirt' },
-  spec: gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {},
-});
+import { kubeVirtCR as cr } from '../../test/objects.ts';
 
 describe('feature gate', () => {
   const flagCases: [string | undefined, boolean | undefined][] = [
@@ -28,20 +23,15 @@ describe('feature gate', () => {
     assert.throws(() => parseFeatureGatesFlag('PersistentIPs=yes'), /invalid/);
   });
 
-  it('the flag overrides the KubeVirt CR in both directions', () => {
-    assert.deepEqual(resolveGate(false, [cr(['PersistentIPs'])]), { enabled: false, source: 'flag' });
-    assert.deepEqual(resolveGate(true, [cr([])]), { enabled: true, source: 'flag' });
-  });
-
-  it('without a flag the KubeVirt CR decides', () => {
-    assert.deepEqual(resolveGate(undefined, [cr(['LiveMigration', 'PersistentIPs'])]), { enabled: true, source: 'kubevirt-cr' });
-    assert.deepEqual(resolveGate(undefined, [cr(['LiveMigration'])]), { enabled: false, source: 'kubevirt-cr' });
-    assert.deepEqual(resolveGate(undefined, [cr()]), { enabled: false, source: 'kubevirt-cr' });
-  });
-
-  it('with neither flag nor CR the gate is off, as in KubeVirt', () => {
-    assert.deepEqual(resolveGate(undefined, []), { enabled: false, source: 'default' });
-  });
+  const resolved: [string, Parameters<typeof resolveGate>, ReturnType<typeof resolveGate>][] = [
+    ['the flag overrides the KubeVirt CR: off', [false, [cr(['PersistentIPs'])]], { enabled: false, source: 'flag' }],
+    ['the flag overrides the KubeVirt CR: on', [true, [cr([])]], { enabled: true, source: 'flag' }],
+    ['without a flag the KubeVirt CR decides: listed', [undefined, [cr(['LiveMigration', 'PersistentIPs'])]], { enabled: true, source: 'kubevirt-cr' }],
+    ['without a flag the KubeVirt CR decides: not listed', [undefined, [cr(['LiveMigration'])]], { enabled: false, source: 'kubevirt-cr' }],
+    ['without a flag the KubeVirt CR decides: no configuration', [undefined, [cr()]], { enabled: false, source: 'kubevirt-cr' }],
+    ['with neither flag nor CR the gate is off, as in KubeVirt', [undefined, []], { enabled: false, source: 'default' }],
+  ];
+  for (const [name, args, expected] of resolved) it(name, () => assert.deepEqual(resolveGate(...args), expected));
 
   it('describes the gate for a person: state, who decided, and what off means', () => {
     assert.equal(describeGate({ enabled: true, source: 'flag' }), 'on (set by --feature-gates)');

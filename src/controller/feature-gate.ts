@@ -27,19 +27,15 @@ export function parseFeatureGatesFlag(value: string | undefined): GateOverride {
   return result;
 }
 
-/** True when any KubeVirt CR lists the gate; KubeVirt installs one CR per cluster, but we do not rely on that. */
-export function gateInKubeVirtCRs(crs: readonly KubeVirtCR[]): boolean {
-  return crs.some((cr) => cr.spec?.configuration?.developerConfiguration?.featureGates?.includes(FEATURE_GATE) ?? false);
-}
-
 /**
  * Precedence: an explicit flag wins (for clusters where the controller may not read the KubeVirt CR, or for an
- * operator who wants to force it); otherwise the KubeVirt CR decides, live; with neither, the gate is off, as it is
- * in KubeVirt itself.
+ * operator who wants to force it); otherwise the KubeVirt CR decides, live (any CR listing the gate: KubeVirt installs
+ * one per cluster, but we do not rely on that); with neither, the gate is off, as it is in KubeVirt itself.
  */
 export function resolveGate(override: GateOverride, crs: readonly KubeVirtCR[]): GateState {
   if (override !== undefined) return { enabled: override, source: 'flag' };
-  if (crs.length > 0) return { enabled: gateInKubeVirtCRs(crs), source: 'kubevirt-cr' };
+  const listed = (cr: KubeVirtCR) => cr.spec?.configuration?.developerConfiguration?.featureGates?.includes(FEATURE_GATE) ?? false;
+  if (crs.length > 0) return { enabled: crs.some(listed), source: 'kubevirt-cr' };
   return { enabled: false, source: 'default' };
 }
 

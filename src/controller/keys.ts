@@ -17,11 +17,6 @@ export function keysOfClaim(claim: IPAMClaim): string[] {
   return [...out];
 }
 
-/** A primary user-defined network is used by every `pod: {}` network in its namespace, so it concerns all keys there. */
-export function isPrimaryNad(nad: NetworkAttachmentDefinition | undefined): boolean {
-  return nad !== undefined && parseNadConfig(nad).role === 'primary';
-}
-
 export interface NadKeyLookup {
   /** Keys of VMs and VMIs that reference the NAD `namespace/name`. */
   referencing(nadKey: string): Iterable<string>;
@@ -29,8 +24,12 @@ export interface NadKeyLookup {
   inNamespace(namespace: string): Iterable<string>;
 }
 
-/** Keys a NAD change concerns: what references it, and, if it is (or was) a primary network, its whole namespace. */
+/**
+ * Keys a NAD change concerns: what references it, and, if it is (or was) a primary network, its whole namespace (a
+ * primary user-defined network is used by every `pod: {}` network there).
+ */
 export function keysOfNadChange(current: NetworkAttachmentDefinition, old: NetworkAttachmentDefinition | undefined, lookup: NadKeyLookup): Set<string> {
+  const isPrimaryNad = (nad: NetworkAttachmentDefinition | undefined) => nad !== undefined && parseNadConfig(nad).role === 'primary';
   const out = new Set(lookup.referencing(keyString(current.metadata)));
   if (isPrimaryNad(current) || isPrimaryNad(old)) {
     for (const key of lookup.inNamespace(current.metadata.namespace ?? '')) out.add(key);

@@ -33,7 +33,7 @@ import type { Metrics } from '../telemetry/metrics.ts';
 import type { EventRecorder } from './events.ts';
 import type { LoopReconciler, Request } from './loop.ts';
 import type { WriteOverlay } from './write-overlay.ts';
-import { pointRunningPods } from './running-pods.ts';
+import { type Api, pointRunningPods } from './running-pods.ts';
 
 export interface ReconcilerDeps {
   sources: Pick<Sources, 'vms' | 'vmis' | 'nads' | 'claims'>;
@@ -84,9 +84,7 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   const networks = new Set<string>();
   for (const spec of specs) for (const net of effectiveVmiSpec(spec)?.networks ?? []) networks.add(net.name);
   for (const network of networks) {
-    claimKeys.add(keyString({ namespace: namespace, name: claimName(name, network) }));
-    claimKeys.add(keyString({ namespace: namespace, name: collisionClaimName(name, network) }));
-    claimKeys.add(keyString({ namespace: namespace, name: referenceClaimName(name, network) }));
+    for (const named of [claimName, collisionClaimName, referenceClaimName]) claimKeys.add(keyString({ namespace, name: named(name, network) }));
   }
   const claims: IPAMClaim[] = [];
   for (const claimKey of claimKeys) {
@@ -95,13 +93,6 @@ export function gatherInput({ namespace, name }: Request, deps: Pick<ReconcilerD
   }
 
   return { key: { namespace, name }, vm, vmi, nads, claims, gateEnabled: deps.gateEnabled() };
-}
-
-/** The API reads of one reconcile: its client, logger and signal. */
-interface Api {
-  client: KubeClient;
-  log: Logger;
-  signal: AbortSignal;
 }
 
 /** What gather asks the API for, beyond the caches: the NADs they miss, and whether a VMI's launcher pods are gone. */
@@ -359,7 +350,7 @@ export function createReconciler(deps: ReconcilerDeps): LoopReconciler<Gathered,
   };
   const applyPlan = async ({ namespace }: Request, { input, log }: Gathered, plan: Plan, ctx: ReconcileContext): Promise<ReconcileResult> => {
     const raced = await apply(plan, namespace, deps, log, ctx.signal);
-    const running = await pointRunningPods(input, plan, deps.client, checkedPods, log, ctx.signal);
+    const running = await pointRunningPods(input, plan, checkedPods, { client: deps.client, log, signal: ctx.signal });
     const problems = [...plan.problems, ...running.problems];
     if (plan.owner) {
       const kind = plan.owner.kind === 'VirtualMachine' ? resources.virtualMachines : resources.virtualMachineInstances;

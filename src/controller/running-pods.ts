@@ -29,8 +29,17 @@ import { escapeJsonPointer, type JsonPatchOp } from '../kube/patch.ts';
 import { resources } from '../kube/resources.ts';
 import type { IPAMClaim, NetworkSelectionElement, Pod, VirtualMachineInstance } from '../kube/types.ts';
 
+/** The API reads and writes of one reconcile: its client, logger and signal. */
+export interface Api {
+  client: KubeClient;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+type EmptyClaim = { network: string; claim: IPAMClaim };
+
 /** The claims of this plan that exist, are ours, hold no address yet, and belong to a secondary network of a running VMI. */
-export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): { network: string; claim: IPAMClaim }[] {
+export function emptyClaimsOfRunningVmi(input: DecideInput, plan: Plan): EmptyClaim[] {
   const { vmi } = input;
   if (!input.gateEnabled || !plan.owner || !vmi?.metadata.uid || vmi.metadata.deletionTimestamp) return [];
   if (!hasActivePods(vmi)) return [];
@@ -70,10 +79,8 @@ function madeAfter(claim: IPAMClaim, vmi: VirtualMachineInstance): boolean {
 export async function pointRunningPods(
   input: DecideInput,
   plan: Plan,
-  client: KubeClient,
   checked: Map<string, boolean>,
-  log: Logger,
-  signal: AbortSignal,
+  api: Api,
 ): Promise<{ problems: Problem[]; retry: boolean }> {
   const empty = emptyClaimsOfRunningVmi(input, plan);
   if (empty.length === 0) return { problems: [], retry: false };
@@ -85,18 +92,18 @@ export async function pointRunningPods(
   if (!checked.has(memo)) {
     // From the API server's watch cache (resourceVersion 0), not etcd: this read follows most VM starts (a claim and its
     // VMI are usually made in the same second). A stale answer costs nothing: the patch tests the annotation it read.
-    const pods = await client.list<Pod>(resources.pods, {
+    const pods = await api.client.list<Pod>(resources.pods, {
       namespace: input.key.namespace,
       labelSelector: launcherPodSelector(vmi.metadata.uid!),
       resourceVersion: '0',
-      signal,
+      signal: api.signal,
     });
     let complete = true;
     let pointed = false;
     for (const pod of pods.items) {
       // Only the VMI's own pods, by controller owner uid: the same rule as the webhook's.
       if (!isRunningLauncherPod(pod, vmi.metadata.uid!)) continue;
-      const outcome = await pointPod(pod, vmi, empty, input.key.namespace, client, log, signal);
+      const outcome = await pointPod(pod, vmi, empty, input.key.namespace, api);
       if (outcome === 'failed') complete = false;
       if (outcome === 'pointed') pointed = true;
     }
@@ -120,15 +127,8 @@ export async function pointRunningPods(
 }
 
 /** Whether the pod had to be pointed at the claims, already named them, or could not be patched. */
-async function pointPod(
-  pod: Pod,
-  vmi: VirtualMachineInstance,
-  empty: { network: string; claim: IPAMClaim }[],
-  namespace: string,
-  client: KubeClient,
-  log: Logger,
-  signal: AbortSignal,
-): Promise<'pointed' | 'already' | 'failed'> {
+async function pointPod(pod: Pod, vmi: VirtualMachineInstance, empty: EmptyClaim[], namespace: string, api: Api): Promise<'pointed' | 'already' | 'failed'> {
+  const { client, log, signal } = api;
   const text = pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION];
   const selection = parseNetworkSelection(text ?? '');
   if (text === undefined || !selection.ok) return 'already';

@@ -3,9 +3,11 @@ import assert from 'node:assert/strict';
 import { resourceVersionAtLeast, WriteOverlay } from './write-overlay.ts';
 import type { IPAMClaim } from '../kube/types.ts';
 
-const claim = (rv: string, uid = 'c1'): IPAMClaim => ({
+/** The overlay reads a claim's uid, resourceVersion and status only. */
+const claim = (rv: string, uid = 'c1', ips?: string[]): IPAMClaim => ({
   metadata: { name: 'vm-a.blue', namespace: 'ns', uid, resourceVersion: rv },
   spec: { network: 'blue', interface: 'pod1' },
+  ...(ips ? { status: { ips } } : {}),
 });
 
 describe('WriteOverlay', () => {
@@ -119,11 +121,7 @@ describe('WriteOverlay', () => {
   });
 });
 
-const sclaim = (rv: string, ips?: string[], uid = 'u1'): IPAMClaim => ({
-  metadata: { name: 'c', namespace: 'ns', uid, resourceVersion: rv },
-  spec: { network: 'n', interface: 'pod0' },
-  ...(ips ? { status: { ips } } : {}),
-});
+const sclaim = (rv: string, ips?: string[], uid = 'u1'): IPAMClaim => claim(rv, uid, ips);
 
 describe("WriteOverlay: the allocator's entries", () => {
   it('a write is shown until the cache reaches its resourceVersion, through older events', () => {
