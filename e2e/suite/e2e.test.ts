@@ -40,5 +40,5 @@ describe('persistent-ips end to end (spec §5 lifecycle rules)', { timeout: 30 *
 after((t) => {
   const { ran, passed, failed } = env.tally;
   const wall = env.startedAt ? ` in ${((Date.now() - env.startedAt) / 1000).toFixed(0)} s` : '';
-  t.diagnostic(`e2e: ${ran} cases against Kubernetes ${env.cluster?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed)${wall}`);
+  t.diagnostic(`e2e: ${ran} cases against Kubernetes ${env.cp?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed)${wall}`);
 });

@@ -144,7 +144,7 @@ export async function waitForEvent(env: SuiteEnv, namespace: string, uid: string
   return waitFor(
     `a ${reason} Event on ${uid} in ${namespace}`,
     async () => {
-      const events = await eventsFor(env.cluster, namespace, uid, reason);
+      const events = await eventsFor(env.cp, namespace, uid, reason);
       return events.length > 0 ? events : undefined;
     },
     { timeoutMs, intervalMs: 250 },

@@ -36,7 +36,7 @@ export function registerCreateVm(env: SuiteEnv): void {
         assert.equal(pod.metadata?.labels?.['kubevirt.io'], 'virt-launcher');
 
         // read back with kubectl, an independent client
-        const out = await env.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
+        const out = await env.cp.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
         const listed = new Map((JSON.parse(out.stdout) as { items: IPAMClaim[] }).items.map((x) => [x.metadata.name, x]));
         assert.deepEqual([...listed.keys()].sort(), ['vm1.blue', 'vm1.red'], 'exactly the persistent networks have claims');
         const owner = ownerOf(vm, 'VirtualMachine');
@@ -63,7 +63,7 @@ export function registerCreateVm(env: SuiteEnv): void {
         c.t.diagnostic(`webhook on virt-controller's rewrite: ${JSON.stringify(update)}`);
         assertPodReferences((await env.api.get<V1Pod>(paths.pods(ns, pod.metadata!.name!)))!, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
 
-        const warnings = (await namespaceEvents(env.cluster, ns)).filter((e) => e.type === 'Warning');
+        const warnings = (await namespaceEvents(env.cp, ns)).filter((e) => e.type === 'Warning');
         c.t.diagnostic(
           `Warning Events in ${ns}: ${warnings.map((e) => `${e.reason} on ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('; ') || 'none'}`,
         );

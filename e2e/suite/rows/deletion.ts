@@ -56,12 +56,12 @@ async function deleteWithVmiLingering(
     vmLog: await watchLog<Vm>(c, paths.vms(ns)),
   };
   const logFrom = env.shared.logs.length;
-  await env.world.stopVirtController();
+  await env.stopVirtController();
   try {
-    await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, `--cascade=${cascade}`, '--wait=false']);
+    await env.cp.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, `--cascade=${cascade}`, '--wait=false']);
     await meanwhile(ns, logs.claimLog);
   } finally {
-    await env.world.startVirtController();
+    await env.startVirtController();
   }
   for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
   await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
@@ -149,7 +149,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
       const podLog = await watchLog(c, paths.pods(ns));
 
-      await env.world.stopVirtController();
+      await env.stopVirtController();
       try {
         await env.api.delete(paths.vmis(ns, 'vmi1'));
         const terminating = await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS });
@@ -157,7 +157,7 @@ export function registerDeletion(env: SuiteEnv): void {
         await assertQuiet(claimLog, 'the claim while its VMI is terminating with an active pod');
         assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held');
       } finally {
-        await env.world.startVirtController();
+        await env.startVirtController();
       }
 
       await waitForClaimGone(env, ns, 'vmi1.red');
@@ -187,7 +187,7 @@ export function registerDeletion(env: SuiteEnv): void {
         const ns = await c.namespace('standalone-starting');
         await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
         const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
-        await env.world.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+        await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
         try {
           const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
             apiVersion: 'kubevirt.io/v1',
@@ -235,11 +235,11 @@ export function registerDeletion(env: SuiteEnv): void {
           await assertQuiet(claimLog, "the marked claim while its VMI's launcher pod exists", undefined, [(await env.api.claim(ns, 'vmi1.red'))!]);
           assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held while the launcher pod exists');
           // the pod goes (what the kubelet would finish): then, and only then, the claim is released
-          await env.cluster.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
+          await env.cp.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
           await waitForClaimGone(env, ns, 'vmi1.red');
           await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
         } finally {
-          await env.world.startVirtController();
+          await env.startVirtController();
         }
       },
     );

@@ -92,7 +92,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
         const now = await env.api.claim(ns, 'vm1.red');
         assert.equal(now?.metadata.uid, foreign.metadata.uid);
         assert.equal(now?.metadata.resourceVersion, foreign.metadata.resourceVersion, 'resourceVersion unchanged');
-        const events = await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
+        const events = await eventsFor(env.cp, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
         assert.equal(events.length, 1, `exactly one Event after ${RESYNCS} resyncs (got ${events.length})`);
         assert.equal(events[0]!.count ?? 1, 1);
         assert.ok(
@@ -187,7 +187,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
       await assertRefused(env, ns, vm, /\(ClaimNotOwned\): IPAMClaim vm1\.red has no owner/);
       assert.equal(first[0]!.type, 'Warning');
       await waitForResyncs(ctl, RESYNCS, ctl.logs.length);
-      assert.equal((await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimNotOwned')).length, 1, 'exactly one Event');
+      assert.equal((await eventsFor(env.cp, ns, vm.metadata.uid!, 'ClaimNotOwned')).length, 1, 'exactly one Event');
       claimLog.check();
       assert.deepEqual(claimLog.events, [], 'never written (not adopted)');
 

@@ -48,9 +48,9 @@ export function registerSteadyState(env: SuiteEnv): void {
         const settled = await waitFor(
           'no write on ipamclaims for a quiet window (convergence of every case so far)',
           async () => {
-            const a = await apiserverClaimWrites(env.cluster);
+            const a = await apiserverClaimWrites(env.cp);
             await sleep(QUIET_WINDOW_MS); // a bounded observation window, see QUIET_WINDOW_MS
-            const b = await apiserverClaimWrites(env.cluster);
+            const b = await apiserverClaimWrites(env.cp);
             return a.total === b.total ? b : undefined;
           },
           { timeoutMs: SETTLE_DEADLINE_MS, intervalMs: 0 },
@@ -89,7 +89,7 @@ export function registerSteadyState(env: SuiteEnv): void {
         await sleep(QUIET_WINDOW_MS); // a bounded observation window, see QUIET_WINDOW_MS
 
         phase('window end');
-        const after = await apiserverClaimWrites(env.cluster);
+        const after = await apiserverClaimWrites(env.cp);
         assert.deepEqual(diff(before.series, after.series), [], 'no POST/PUT/PATCH/DELETE on ipamclaims during the window');
         assert.equal(after.total - before.total, 0, 'zero writes on ipamclaims');
         const claimsAfter = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x.metadata.resourceVersion]));
