@@ -25,7 +25,6 @@ import {
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { type CoreEvent, paths } from '../suite/kube.ts';
-import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -66,8 +65,8 @@ export class World extends KubeVirtWorld {
   readonly #directVmis: { namespace: string; name: string }[] = [];
   #silent: boolean;
   readonly #controllerNamespace: boolean;
-  /** The file's cases: counted by operabilityCase, printed by summaryAtEnd (its area is the label). */
-  override readonly tally: Tally;
+  /** The file's area, in its progress lines and its summary line (summaryAtEnd). */
+  readonly label: string;
 
   /**
    * This file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller does not
@@ -88,7 +87,7 @@ export class World extends KubeVirtWorld {
     });
     this.#silent = opts.virtController !== true;
     this.#controllerNamespace = opts.controllerNamespace !== false;
-    this.tally = tally(label);
+    this.label = label;
   }
 
   override async setUp(): Promise<void> {

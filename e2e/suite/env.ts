@@ -22,7 +22,6 @@ export const inNamespace =
 
 /** The world with the suite's controllers: the shared one, or (withoutSharedController) a case's dedicated ones. */
 export class SuiteEnv extends World {
-  startedAt = 0;
   #shared: ControllerProcess | undefined;
   readonly #dedicated = new Set<ControllerProcess>();
 
@@ -32,7 +31,6 @@ export class SuiteEnv extends World {
   }
 
   override async setUp(): Promise<void> {
-    this.startedAt = Date.now();
     await super.setUp();
     this.#shared = await this.#startShared();
   }
