@@ -11,7 +11,6 @@ import {
   assertClaim,
   assertQuiet,
   backgroundDeletionViolations,
-  createPersistentNad,
   createRunningVM,
   deletedRv,
   deletionStartRv,
@@ -25,6 +24,9 @@ import {
   watchLog,
   expectedPodInterface,
   EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
@@ -42,13 +44,8 @@ async function deleteWithVmiLingering(
   meanwhile: (ns: string, claimLog: WatchLog<IPAMClaim>) => Promise<void>,
 ) {
   const env = c.world;
-  const ns = await c.namespace(`delete-${cascade}`);
-  await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-  await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-  await createRunningVM(env, ns, 'vm1', [
-    { name: 'red', nadName: 'nad-red' },
-    { name: 'blue', nadName: 'nad-blue' },
-  ]);
+  const ns = await nadNamespace(c, `delete-${cascade}`, 'red', 'blue');
+  await createRunningVM(env, ns, 'vm1', [RED, BLUE]);
   await waitForClaims(env, ns, CLAIMS);
   const logs = {
     claimLog: await watchLog<IPAMClaim>(c, paths.claims(ns)),
@@ -132,9 +129,8 @@ export function registerDeletion(env: SuiteEnv): void {
 
   describe('standalone VMI', () => {
     e2eCase(env, 'standalone VMI: the claim is owned by the VMI and loses its finalizer once the VMI is terminating with no active pod', async (c) => {
-      const ns = await c.namespace('standalone-vmi');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
+      const ns = await nadNamespace(c, 'standalone-vmi', 'red');
+      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [RED] }).spec!.template!;
       await env.api.create(paths.vmis(ns), {
         apiVersion: 'kubevirt.io/v1',
         kind: 'VirtualMachineInstance',
@@ -184,9 +180,8 @@ export function registerDeletion(env: SuiteEnv): void {
       env,
       'standalone VMI deleted in the foreground while its launcher pod is starting (activePods still empty): the claim keeps its finalizer while the pod exists (issue 26, 6)',
       async (c) => {
-        const ns = await c.namespace('standalone-starting');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
+        const ns = await nadNamespace(c, 'standalone-starting', 'red');
+        const template = buildVM({ namespace: ns, name: 'vmi1', networks: [RED] }).spec!.template!;
         await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
         try {
           const vmi = await env.api.create<Vmi>(paths.vmis(ns), {

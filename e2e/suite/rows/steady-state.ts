@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import { createPersistentNad, createRunningVM, waitForClaims, waitForResyncs, writeClaimIps, EVENTUALLY_MS, QUIET_WINDOW_MS } from '../fixtures.ts';
+import { createRunningVM, waitForClaims, waitForResyncs, writeClaimIps, EVENTUALLY_MS, QUIET_WINDOW_MS, nadNamespace, RED, BLUE } from '../fixtures.ts';
 import { apiserverClaimWrites, paths, type Sample } from '../kube.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
 
@@ -29,15 +29,9 @@ export function registerSteadyState(env: SuiteEnv): void {
       async (c) => {
         const t0 = Date.now();
         const phase = (what: string) => c.t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${what}`);
-        const ns = await c.namespace('steady-state');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+        const ns = await nadNamespace(c, 'steady-state', 'red', 'blue');
         const names = Array.from({ length: VMS }, (_, i) => `vm${i}`);
-        for (const n of names)
-          await createRunningVM(env, ns, n, [
-            { name: 'red', nadName: 'nad-red' },
-            { name: 'blue', nadName: 'nad-blue' },
-          ]);
+        for (const n of names) await createRunningVM(env, ns, n, [RED, BLUE]);
         const claimNames = names.flatMap((n) => [`${n}.red`, `${n}.blue`]);
         await waitForClaims(env, ns, claimNames);
         // what the IPAM plugin writes (before the measurement: those are its writes, not the controller's)
