@@ -206,6 +206,13 @@ export class World {
     return c;
   }
 
+  /** Stops `controller` and starts a new one (startController's `o`), which becomes `controller`. */
+  async restartController(o: string | Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
+    await this.controller?.stop();
+    this.controller = await this.startController(o);
+    return this.controller;
+  }
+
   async namespace(slug: string, labels?: Record<string, string>): Promise<string> {
     const name = `kv-${slug}-${this.runId}`;
     await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(labels ? { labels } : {}) } });

@@ -40,26 +40,17 @@ const NETWORKS: VMNetworkRequest[] = [
 const wantedRefs = (vm: string) => expectedReferences({ red: `${vm}.red`, blue: `${vm}.blue`, plain: undefined });
 const noRefs = expectedReferences({ red: undefined, blue: undefined, plain: undefined });
 
-let controller: ControllerProcess | undefined;
 /** Namespace driven by virt-controller (VMs → VMIs → launcher pods). */
 let vmNs = '';
 /** Namespace where VMIs and launcher pods are created directly through the API (virt-controller silent). */
 let directNs = '';
 
-async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
-  await controller?.stop();
-  controller = await world.startController({ name, ...extra });
-  return controller;
-}
-
-async function stopController(): Promise<void> {
-  await controller?.stop();
-  controller = undefined;
-}
+const restartController = (name: string, extra: Partial<ControllerOptions> = {}) => world.restartController({ name, ...extra });
+const stopController = () => world.controller?.stop();
 
 const running = (): ControllerProcess => {
-  if (!controller) throw new Error('no controller is running');
-  return controller;
+  if (!world.controller?.alive) throw new Error('no controller is running');
+  return world.controller;
 };
 
 async function createNads(ns: string): Promise<void> {
@@ -128,7 +119,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     async () => {
       await world.setUp();
       await world.installWebhookConfiguration(world.webhookPort);
-      controller = await world.startController({ name: 'main' });
+      world.controller = await world.startController({ name: 'main' });
       await world.waitForCaBundle();
       vmNs = await world.namespace('wh-vms');
       directNs = await world.namespace('wh-direct');
@@ -374,7 +365,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
         const c = await world.startController({ name: 'main-startup-probe', waitReady: false, kubeconfig });
-        controller = c;
+        world.controller = c;
         t.after(async () => {
           await stopController();
           await proxy.close();
