@@ -15,11 +15,12 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { NetworkSelectionElement } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import { podElements } from '../kubevirt/flows.ts';
 import { setGateInCR } from '../kubevirt/kubevirt.ts';
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
-import { claimReferences, expectedReferences, networkElements, paths, handshake, World, WEBHOOK_SECRET, CONTROLLER_NAMESPACE, type Secret } from './world.ts';
+import { claimReferences, expectedReferences, paths, handshake, World, WEBHOOK_SECRET, CONTROLLER_NAMESPACE, type Secret } from './world.ts';
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World('webhook', { virtController: true });
@@ -69,8 +70,8 @@ const withRefs = (elements: NetworkSelectionElement[], refs: Record<string, stri
  */
 function assertAdmittedAs(pod: V1Pod, rendered: V1Pod, refs: Record<string, string | undefined>): void {
   assert.deepEqual(
-    networkElements(pod),
-    withRefs(networkElements(rendered), refs),
+    podElements(pod),
+    withRefs(podElements(rendered), refs),
     'network-selection elements: the rendered ones, in order, with exactly the expected ipam-claim-reference values',
   );
   assert.deepEqual(claimReferences(pod), refs);
@@ -87,7 +88,7 @@ function assertAdmittedAs(pod: V1Pod, rendered: V1Pod, refs: Record<string, stri
  */
 function assertVmPodAdmitted(pod: V1Pod, vmi: Vmi, refs: Record<string, string | undefined>): void {
   assert.deepEqual(
-    networkElements(pod),
+    podElements(pod),
     withRefs(launcherNetworkElements(vmi.metadata.namespace!, vmi.spec), refs),
     "network-selection elements: KubeVirt's, in order, with exactly the expected ipam-claim-reference values",
   );
@@ -150,7 +151,7 @@ describe('operability: the launcher-pod webhook through the real API server over
 
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm1'));
       // The ordinary network's element is exactly what KubeVirt asked for.
-      const plain = networkElements(pod).find((e) => e.name === 'nad-plain');
+      const plain = podElements(pod).find((e) => e.name === 'nad-plain');
       assert.deepEqual(
         plain,
         launcherNetworkElements(vmNs, vmi.spec).find((e) => e.name === 'nad-plain'),

@@ -8,13 +8,11 @@
 import { X509Certificate } from 'node:crypto';
 import { connect } from 'node:tls';
 import type { V1Pod } from '@kubernetes/client-node';
-import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
-import type { IPAMClaim, NetworkSelectionElement } from '../../src/kube/types.ts';
+import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll, type KubeResponse } from '../harness/index.ts';
 import {
   buildVM,
   launcherPodName,
-  parseNetworksAnnotation,
   podInterfaceName,
   renderLauncherPod,
   renderVmiFromVm,
@@ -22,6 +20,7 @@ import {
   type Vm,
   type Vmi,
 } from '../kubevirt/launcher-fixture.ts';
+import { podElements } from '../kubevirt/flows.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { type CoreEvent, paths } from '../suite/kube.ts';
@@ -216,15 +215,10 @@ export class World extends KubeVirtWorld {
   }
 }
 
-/** The network-selection elements of a pod, as admitted. */
-export function networkElements(pod: V1Pod): NetworkSelectionElement[] {
-  return parseNetworksAnnotation(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION]) ?? [];
-}
-
 /** pod interface name → ipam-claim-reference (undefined when the element has none), for every element. */
 export function claimReferences(pod: V1Pod): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  for (const e of networkElements(pod)) out[e.interface ?? e.name] = e['ipam-claim-reference'] as string | undefined;
+  for (const e of podElements(pod)) out[e.interface ?? e.name] = e['ipam-claim-reference'] as string | undefined;
   return out;
 }
 
