@@ -9,7 +9,19 @@ import { localWebhookConfiguration } from '../../local/webhook-config.ts';
 import { renderLauncherPod, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import { assertClaim, createVM, deletedRv, finalizerReleaseRv, hasOurFinalizer, ownerOf, watchLog, EVENTUALLY_MS, nadNamespace, RED } from '../fixtures.ts';
+import {
+  assertClaim,
+  createVM,
+  deletedRv,
+  finalizerReleaseRv,
+  hasOurFinalizer,
+  ownerOf,
+  watchLog,
+  EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
+} from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
 
@@ -118,17 +130,7 @@ export function registerRestart(env: SuiteEnv): void {
         await env.withoutSharedController(async () => {
           // Phase 1: the VMs exist before the controller starts, so that it starts with a burst of 60 creates.
           const vms = new Map<string, Vm>();
-          await inBatches(names, 10, async (n) =>
-            vms.set(
-              n,
-              await createVM(
-                env,
-                ns,
-                n,
-                NETWORKS.map((net) => ({ name: net, nadName: `nad-${net}` })),
-              ),
-            ),
-          );
+          await inBatches(names, 10, async (n) => vms.set(n, await createVM(env, ns, n, [RED, BLUE])));
           // --qps 20: the 60 creates take a few seconds instead of a few hundred milliseconds, so that the kill lands
           // in the middle of the burst even on a loaded machine (the point is where the kill lands, not the speed)
           const first = await env.startController({ name: 'restart-1', namespace: ns, extraArgs: ['--qps', '20', '--burst', '5'] });
