@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { it, type TestContext } from 'node:test';
+import { after, it, type TestContext } from 'node:test';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import { freePort, startControlPlane, type ControlPlane } from '../harness/index.ts';
 import { ControllerProcess, type ControllerOptions } from '../local/controller-process.ts';
@@ -88,8 +88,8 @@ export class World {
   ovnk: ClusterManager | undefined;
   webhookPort = 0;
   failed = false;
-  /** The cases worldCase counted, for a file's summary line. */
-  readonly tally = { ran: 0, passed: 0, failed: 0 };
+  /** The cases worldCase counted, for a file's summary line (summaryAtEnd). */
+  readonly tally = { ran: 0, passed: 0, failed: 0, startedAt: Date.now() };
   readonly runId = randomBytes(3).toString('hex');
   #nodeLog: WriteStream | undefined;
   readonly #withOvnk: boolean;
@@ -206,6 +206,13 @@ export class World {
     return c;
   }
 
+  /** Stops `controller` and starts a new one (startController's `o`), which becomes `controller`. */
+  async restartController(o: string | Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
+    await this.controller?.stop();
+    this.controller = await this.startController(o);
+    return this.controller;
+  }
+
   async namespace(slug: string, labels?: Record<string, string>): Promise<string> {
     const name = `kv-${slug}-${this.runId}`;
     await this.api.create(paths.namespaces(), { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(labels ? { labels } : {}) } });
@@ -283,5 +290,17 @@ export function worldCase<W extends CaseWorld>(world: W, name: string, fn: (c: C
     } finally {
       t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
     }
+  });
+}
+
+/**
+ * Registers the file's summary line (a root-level after hook: printed once every case has run):
+ *   <title>: N cases against Kubernetes v1.34.2 (P passed, F failed) in S s
+ */
+export function summaryAtEnd(world: World, title: string): void {
+  after((ctx) => {
+    const { ran, passed, failed, startedAt } = world.tally;
+    const wall = ((Date.now() - startedAt) / 1000).toFixed(0);
+    ctx.diagnostic(`${title}: ${ran} cases against Kubernetes ${world.cp?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed) in ${wall} s`);
   });
 }

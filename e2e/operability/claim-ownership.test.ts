@@ -19,7 +19,7 @@ import { collisionClaimName } from '../../src/claims/names.ts';
 import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, type VMNetworkRequest } from '../kubevirt/launcher-fixture.ts';
-import { sumOf, type ControllerOptions, type ControllerProcess } from '../local/controller-process.ts';
+import { sumOf, type ControllerOptions } from '../local/controller-process.ts';
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { claimReferences, CONTROLLER_NAMESPACE, LEASE_NAME, paths, World } from './world.ts';
 import { startLagProxy } from './lag-proxy.ts';
@@ -32,15 +32,9 @@ const HOLD = 'e2e.persistent-ips.test/hold';
 /** How long the refused state is watched for: virt-controller retries a refused pod within milliseconds to seconds. */
 const REFUSED_WINDOW_MS = 6_000;
 
-let controller: ControllerProcess | undefined;
 let ns = '';
 
-async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
-  await controller?.stop();
-  controller = undefined;
-  controller = await world.startController({ name, ...extra });
-  return controller;
-}
+const restartController = (name: string, extra: Partial<ControllerOptions> = {}) => world.restartController({ name, ...extra });
 
 const claim = (name: string) => world.api.get<IPAMClaim>(paths.claims(ns, name));
 const vmUid = async (name: string) => (await world.kv.getVM(ns, name))?.metadata?.uid ?? '';
@@ -132,7 +126,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
     async () => {
       await world.setUp();
       await world.installWebhookConfiguration(world.webhookPort);
-      controller = await world.startController({ name: 'main' });
+      world.controller = await world.startController({ name: 'main' });
       await world.waitForCaBundle();
       ns = await world.namespace('own');
       await world.createNad(ns, 'nad-red', { network: 'red' });
@@ -143,7 +137,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
   after(() => world.tearDown(), { timeout: 120_000 });
 
   operabilityCase(world, 'ordinary starts: VM → claim → launcher pod admitted, timed (not slowed by the ownership check)', async (t) => {
-    const c = controller!;
+    const c = world.controller;
     const before = await c.metrics();
     const N = 10;
     const rows: { claimMs: number; podMs: number }[] = [];
@@ -223,8 +217,7 @@ describe('operability: a launcher pod is only ever pointed at a claim of its own
       await poll('vm-b.red', 30_000, async () => claim('vm-b.red'));
 
       // Someone else holds the Lease for an hour: this replica stays a standby, serving admissions from its caches.
-      await controller?.stop();
-      controller = undefined;
+      await world.controller.stop();
       await world.api.delete(paths.leases(CONTROLLER_NAMESPACE, LEASE_NAME));
       const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
       await world.api.create(paths.leases(CONTROLLER_NAMESPACE), {

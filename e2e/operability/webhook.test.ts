@@ -15,11 +15,12 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { NetworkSelectionElement } from '../../src/kube/types.ts';
 import { poll } from '../harness/index.ts';
 import { buildVM, launcherNetworkElements, launcherPodName, renderLauncherPod, type VMNetworkRequest, type Vmi } from '../kubevirt/launcher-fixture.ts';
+import { podElements } from '../kubevirt/flows.ts';
 import { setGateInCR } from '../kubevirt/kubevirt.ts';
 import { operabilityCase, summaryAtEnd } from './cases.ts';
 import { startLagProxy } from './lag-proxy.ts';
 import { sumOf, type ControllerOptions, type ControllerProcess, type LogLine } from '../local/controller-process.ts';
-import { claimReferences, expectedReferences, networkElements, paths, handshake, World, WEBHOOK_SECRET, CONTROLLER_NAMESPACE, type Secret } from './world.ts';
+import { claimReferences, expectedReferences, paths, handshake, World, WEBHOOK_SECRET, CONTROLLER_NAMESPACE, type Secret } from './world.ts';
 import { admitDirectly, applyPatch } from '../local/admission.ts';
 
 const world = new World('webhook', { virtController: true });
@@ -40,26 +41,17 @@ const NETWORKS: VMNetworkRequest[] = [
 const wantedRefs = (vm: string) => expectedReferences({ red: `${vm}.red`, blue: `${vm}.blue`, plain: undefined });
 const noRefs = expectedReferences({ red: undefined, blue: undefined, plain: undefined });
 
-let controller: ControllerProcess | undefined;
 /** Namespace driven by virt-controller (VMs → VMIs → launcher pods). */
 let vmNs = '';
 /** Namespace where VMIs and launcher pods are created directly through the API (virt-controller silent). */
 let directNs = '';
 
-async function restartController(name: string, extra: Partial<ControllerOptions> = {}): Promise<ControllerProcess> {
-  await controller?.stop();
-  controller = await world.startController({ name, ...extra });
-  return controller;
-}
-
-async function stopController(): Promise<void> {
-  await controller?.stop();
-  controller = undefined;
-}
+const restartController = (name: string, extra: Partial<ControllerOptions> = {}) => world.restartController({ name, ...extra });
+const stopController = () => world.controller?.stop();
 
 const running = (): ControllerProcess => {
-  if (!controller) throw new Error('no controller is running');
-  return controller;
+  if (!world.controller?.alive) throw new Error('no controller is running');
+  return world.controller;
 };
 
 async function createNads(ns: string): Promise<void> {
@@ -78,8 +70,8 @@ const withRefs = (elements: NetworkSelectionElement[], refs: Record<string, stri
  */
 function assertAdmittedAs(pod: V1Pod, rendered: V1Pod, refs: Record<string, string | undefined>): void {
   assert.deepEqual(
-    networkElements(pod),
-    withRefs(networkElements(rendered), refs),
+    podElements(pod),
+    withRefs(podElements(rendered), refs),
     'network-selection elements: the rendered ones, in order, with exactly the expected ipam-claim-reference values',
   );
   assert.deepEqual(claimReferences(pod), refs);
@@ -96,7 +88,7 @@ function assertAdmittedAs(pod: V1Pod, rendered: V1Pod, refs: Record<string, stri
  */
 function assertVmPodAdmitted(pod: V1Pod, vmi: Vmi, refs: Record<string, string | undefined>): void {
   assert.deepEqual(
-    networkElements(pod),
+    podElements(pod),
     withRefs(launcherNetworkElements(vmi.metadata.namespace!, vmi.spec), refs),
     "network-selection elements: KubeVirt's, in order, with exactly the expected ipam-claim-reference values",
   );
@@ -128,7 +120,7 @@ describe('operability: the launcher-pod webhook through the real API server over
     async () => {
       await world.setUp();
       await world.installWebhookConfiguration(world.webhookPort);
-      controller = await world.startController({ name: 'main' });
+      world.controller = await world.startController({ name: 'main' });
       await world.waitForCaBundle();
       vmNs = await world.namespace('wh-vms');
       directNs = await world.namespace('wh-direct');
@@ -159,7 +151,7 @@ describe('operability: the launcher-pod webhook through the real API server over
 
       assertVmPodAdmitted(pod, vmi, wantedRefs('vm1'));
       // The ordinary network's element is exactly what KubeVirt asked for.
-      const plain = networkElements(pod).find((e) => e.name === 'nad-plain');
+      const plain = podElements(pod).find((e) => e.name === 'nad-plain');
       assert.deepEqual(
         plain,
         launcherNetworkElements(vmNs, vmi.spec).find((e) => e.name === 'nad-plain'),
@@ -374,7 +366,7 @@ describe('operability: the launcher-pod webhook through the real API server over
         const ca = Buffer.from(secret!.data!['ca-bundle.crt']!, 'base64').toString('utf8');
         const wanted = wantedRefs('vmi-startup');
         const c = await world.startController({ name: 'main-startup-probe', waitReady: false, kubeconfig });
-        controller = c;
+        world.controller = c;
         t.after(async () => {
           await stopController();
           await proxy.close();

@@ -8,13 +8,11 @@
 import { X509Certificate } from 'node:crypto';
 import { connect } from 'node:tls';
 import type { V1Pod } from '@kubernetes/client-node';
-import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
-import type { IPAMClaim, NetworkSelectionElement } from '../../src/kube/types.ts';
+import type { IPAMClaim } from '../../src/kube/types.ts';
 import { poll, type KubeResponse } from '../harness/index.ts';
 import {
   buildVM,
   launcherPodName,
-  parseNetworksAnnotation,
   podInterfaceName,
   renderLauncherPod,
   renderVmiFromVm,
@@ -22,10 +20,10 @@ import {
   type Vm,
   type Vmi,
 } from '../kubevirt/launcher-fixture.ts';
+import { podElements } from '../kubevirt/flows.ts';
 import { World as KubeVirtWorld } from '../kubevirt/world.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { type CoreEvent, paths } from '../suite/kube.ts';
-import { tally, type Tally } from './cases.ts';
 import { CONTROLLER_NAMESPACE, controllerNamespace, localWebhookConfiguration } from '../local/webhook-config.ts';
 
 export { CONTROLLER_NAMESPACE };
@@ -66,8 +64,8 @@ export class World extends KubeVirtWorld {
   readonly #directVmis: { namespace: string; name: string }[] = [];
   #silent: boolean;
   readonly #controllerNamespace: boolean;
-  /** The file's cases: counted by operabilityCase, printed by summaryAtEnd (its area is the label). */
-  override readonly tally: Tally;
+  /** The file's area, in its progress lines and its summary line (summaryAtEnd). */
+  readonly label: string;
 
   /**
    * This file's world: control plane, KubeVirt's CRDs (only those the controller reads when virt-controller does not
@@ -88,7 +86,7 @@ export class World extends KubeVirtWorld {
     });
     this.#silent = opts.virtController !== true;
     this.#controllerNamespace = opts.controllerNamespace !== false;
-    this.tally = tally(label);
+    this.label = label;
   }
 
   override async setUp(): Promise<void> {
@@ -217,15 +215,10 @@ export class World extends KubeVirtWorld {
   }
 }
 
-/** The network-selection elements of a pod, as admitted. */
-export function networkElements(pod: V1Pod): NetworkSelectionElement[] {
-  return parseNetworksAnnotation(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION]) ?? [];
-}
-
 /** pod interface name → ipam-claim-reference (undefined when the element has none), for every element. */
 export function claimReferences(pod: V1Pod): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  for (const e of networkElements(pod)) out[e.interface ?? e.name] = e['ipam-claim-reference'] as string | undefined;
+  for (const e of podElements(pod)) out[e.interface ?? e.name] = e['ipam-claim-reference'] as string | undefined;
   return out;
 }
 

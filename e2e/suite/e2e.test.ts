@@ -6,6 +6,7 @@
 // ONE world for the whole suite (this file's `before`); one namespace per case. Run after `npm run build`:
 //   node_modules/.bin/node --test --test-reporter=spec --test-concurrency=1 "e2e/suite/**/*.test.ts"
 import { after, before, describe } from 'node:test';
+import { summaryAtEnd } from '../kubevirt/world.ts';
 import { SuiteEnv } from './env.ts';
 import { registerCreateVm } from './rows/create-vm.ts';
 import { registerSteadyState } from './rows/steady-state.ts';
@@ -37,8 +38,4 @@ describe('persistent-ips end to end (spec §5 lifecycle rules)', { timeout: 30 *
 });
 
 // The acceptance line: how many end-to-end cases ran, against which Kubernetes version (printed in the summary).
-after((t) => {
-  const { ran, passed, failed } = env.tally;
-  const wall = env.startedAt ? ` in ${((Date.now() - env.startedAt) / 1000).toFixed(0)} s` : '';
-  t.diagnostic(`e2e: ${ran} cases against Kubernetes ${env.cluster?.version ?? '(no cluster)'} (${passed} passed, ${failed} failed)${wall}`);
-});
+summaryAtEnd(env, 'e2e');

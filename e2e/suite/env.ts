@@ -4,12 +4,9 @@
 // most cases, dedicated ones (after stopping the shared one) where a case needs its own flags or kills it. The IPAM
 // plugin is the node stand-in (`ovnKubernetes: false`): the cases write the claims' addresses themselves where they
 // need them, and several stage NADs OVN-Kubernetes would refuse (invalid, layer3, edited configs).
-import { randomBytes } from 'node:crypto';
-import type { Cluster } from '../harness/index.ts';
-import { VirtCtl } from '../kubevirt/virtctl.ts';
-import { type CaseContext as WorldCaseContext, type CaseWorld, World, worldCase } from '../kubevirt/world.ts';
-import { ControllerProcess, type ControllerOptions, type LogLine } from '../local/controller-process.ts';
-import { type Api, namespaceEvents, paths } from './kube.ts';
+import { type CaseContext as WorldCaseContext, World, worldCase } from '../kubevirt/world.ts';
+import type { ControllerOptions, ControllerProcess, LogLine } from '../local/controller-process.ts';
+import { namespaceEvents, paths } from './kube.ts';
 
 /**
  * The shared controller's --resync-period (seconds). Short on purpose: cases that must hold "after several
@@ -23,39 +20,22 @@ export const inNamespace =
   (l: LogLine): boolean =>
     l['namespace'] === ns;
 
-export class SuiteEnv implements CaseWorld {
-  readonly world = new World({ ovnKubernetes: false, controller: false, onLog: (l) => console.log(`[e2e] ${l}`) });
-  cluster!: Cluster;
-  api!: Api;
-  /** virtctl-like operations and waits on real KubeVirt. */
-  kv!: VirtCtl;
-  /** Where every controller of the suite serves the launcher-pod webhook (the MutatingWebhookConfiguration's URL). */
-  webhookPort = 0;
-  failed = false;
-  readonly runId = randomBytes(3).toString('hex');
-  readonly tally = { ran: 0, passed: 0, failed: 0 };
-  startedAt = 0;
+/** The world with the suite's controllers: the shared one, or (withoutSharedController) a case's dedicated ones. */
+export class SuiteEnv extends World {
   #shared: ControllerProcess | undefined;
   readonly #dedicated = new Set<ControllerProcess>();
 
-  async setUp(): Promise<void> {
-    this.startedAt = Date.now();
-    await this.world.setUp();
-    this.cluster = this.world.cp;
-    this.webhookPort = this.world.webhookPort;
-    this.api = this.world.api;
-    this.kv = new VirtCtl(this.api);
+  constructor() {
+    // dedicated controllers keep the controller's own --resync-period unless a case passes one
+    super({ ovnKubernetes: false, controller: false, resyncPeriodS: undefined, onLog: (l) => console.log(`[e2e] ${l}`) });
+  }
+
+  override async setUp(): Promise<void> {
+    await super.setUp();
     this.#shared = await this.#startShared();
   }
 
-  async tearDown(): Promise<void> {
-    for (const c of this.#dedicated) await c.stop().catch(() => undefined);
-    await this.#shared?.stop().catch(() => undefined);
-    this.world.failed ||= this.failed;
-    await this.world.tearDown();
-  }
-
-  // -- controllers ------------------------------------------------------------------------------------------------
+  // -- controllers (World.tearDown stops every one of them) --------------------------------------------------------
 
   get shared(): ControllerProcess {
     if (!this.#shared) throw new Error('the shared controller is not running (a case that stopped it must start it again)');
@@ -63,13 +43,7 @@ export class SuiteEnv implements CaseWorld {
   }
 
   #startShared(): Promise<ControllerProcess> {
-    return ControllerProcess.start({
-      name: `shared-${Date.now().toString(36)}`,
-      kubeconfig: this.cluster.kubeconfigPath,
-      logDir: this.world.dir,
-      webhookPort: this.webhookPort,
-      resyncPeriodS: SHARED_RESYNC_PERIOD_S,
-    });
+    return super.startController({ name: `shared-${Date.now().toString(36)}`, resyncPeriodS: SHARED_RESYNC_PERIOD_S });
   }
 
   /** SIGTERM the shared controller and start a new one (waits for /readyz). */
@@ -96,9 +70,9 @@ export class SuiteEnv implements CaseWorld {
     }
   }
 
-  async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
+  override async startController(opts: Omit<ControllerOptions, 'kubeconfig' | 'logDir' | 'webhookPort'>): Promise<ControllerProcess> {
     if (this.#shared) throw new Error('a dedicated controller runs only inside withoutSharedController()');
-    const c = await ControllerProcess.start({ ...opts, kubeconfig: this.cluster.kubeconfigPath, logDir: this.world.dir, webhookPort: this.webhookPort });
+    const c = await super.startController(opts);
     this.#dedicated.add(c);
     return c;
   }
@@ -116,7 +90,7 @@ export class SuiteEnv implements CaseWorld {
   // -- namespaces -------------------------------------------------------------------------------------------------
 
   /** A fresh namespace for one case. */
-  async namespace(slug: string): Promise<string> {
+  override async namespace(slug: string): Promise<string> {
     const name = `e2e-${slug}`.slice(0, 55).replace(/-+$/, '') + `-${this.runId}`;
     await this.api.create(paths.namespaces(), {
       apiVersion: 'v1',
@@ -127,15 +101,15 @@ export class SuiteEnv implements CaseWorld {
   }
 
   /** What a person needs to see when a case failed in `ns`: objects, Events, the controllers' lines about it. */
-  async describe(ns: string): Promise<string> {
+  override async describe(ns: string): Promise<string> {
     const parts: string[] = [];
-    const get = await this.cluster
+    const get = await this.cp
       .kubectl(['get', 'virtualmachines,virtualmachineinstances,ipamclaims,pods,network-attachment-definitions', '-n', ns, '-o', 'wide'], { check: false })
       .catch((e: unknown) => ({ stdout: '', stderr: String(e) }));
     parts.push(`kubectl get ... -n ${ns}:\n${get.stdout}${get.stderr}`);
-    const claims = await this.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'yaml'], { check: false }).catch(() => undefined);
+    const claims = await this.cp.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'yaml'], { check: false }).catch(() => undefined);
     if (claims) parts.push(`ipamclaims:\n${claims.stdout}`);
-    const events = await namespaceEvents(this.cluster, ns).catch(() => []);
+    const events = await namespaceEvents(this.cp, ns).catch(() => []);
     parts.push(`events:\n${events.map((e) => `  ${e.type} ${e.reason} ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('\n')}`);
     for (const c of this.controllers()) {
       const lines = c.logsMatching(inNamespace(ns)).slice(-40);

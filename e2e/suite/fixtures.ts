@@ -66,6 +66,19 @@ export async function createPersistentNad(env: Pick<SuiteEnv, 'api'>, namespace:
   return createNad(env, namespace, name, nadConfig(namespace, name, o));
 }
 
+/** The persistent NADs most cases use, by network: nad-red (network red) and nad-blue (network blue, subnet of its own). */
+const NADS = { red: { network: 'red' }, blue: { network: 'blue', subnets: '10.201.0.0/24' } } as const;
+/** A VM's networks on those NADs. */
+export const RED: VMNetworkRequest = { name: 'red', nadName: 'nad-red' };
+export const BLUE: VMNetworkRequest = { name: 'blue', nadName: 'nad-blue' };
+
+/** A fresh namespace for case `c` with the persistent NADs of `networks` (nad-red, nad-blue). */
+export async function nadNamespace(c: CaseContext, slug: string, ...networks: (keyof typeof NADS)[]): Promise<string> {
+  const ns = await c.namespace(slug);
+  for (const n of networks) await createPersistentNad(c.world, ns, `nad-${n}`, NADS[n]);
+  return ns;
+}
+
 /** Replaces a NAD's spec.config. */
 export async function setNadConfig(env: SuiteEnv, namespace: string, name: string, config: string): Promise<void> {
   await env.api.mergePatch(paths.nads(namespace, name), { spec: { config } });
@@ -144,7 +157,7 @@ export async function waitForEvent(env: SuiteEnv, namespace: string, uid: string
   return waitFor(
     `a ${reason} Event on ${uid} in ${namespace}`,
     async () => {
-      const events = await eventsFor(env.cluster, namespace, uid, reason);
+      const events = await eventsFor(env.cp, namespace, uid, reason);
       return events.length > 0 ? events : undefined;
     },
     { timeoutMs, intervalMs: 250 },

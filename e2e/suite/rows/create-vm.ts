@@ -5,7 +5,20 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
 import { isControlledBy } from '../../kubevirt/launcher-fixture.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import { assertClaim, createPersistentNad, createNad, createVM, nadConfig, ownerOf, waitForClaims, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
+import {
+  assertClaim,
+  createPersistentNad,
+  createNad,
+  createVM,
+  nadConfig,
+  ownerOf,
+  waitForClaims,
+  watchLog,
+  EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
+} from '../fixtures.ts';
 import { namespaceEvents, paths, type IPAMClaim } from '../kube.ts';
 
 export function registerCreateVm(env: SuiteEnv): void {
@@ -14,8 +27,7 @@ export function registerCreateVm(env: SuiteEnv): void {
       env,
       'create VM (running): one claim per persistent network (owner reference, finalizer, label, network, interface); the launcher pod refers to them',
       async (c) => {
-        const ns = await c.namespace('create-vm');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const ns = await nadNamespace(c, 'create-vm', 'red');
         await createPersistentNad(env, ns, 'nad-blue', { network: 'tenant-blue', topology: 'localnet' });
         // an ordinary network (no allowPersistentIPs): no claim
         await createNad(env, ns, 'nad-plain', nadConfig(ns, 'nad-plain', { network: 'plain', allowPersistentIPs: false }));
@@ -23,11 +35,7 @@ export function registerCreateVm(env: SuiteEnv): void {
         const pods = await watchLog(c, paths.pods(ns));
 
         const t0 = Date.now();
-        const vm = await createVM(env, ns, 'vm1', [
-          { name: 'red', nadName: 'nad-red' },
-          { name: 'blue', nadName: 'nad-blue' },
-          { name: 'plain', nadName: 'nad-plain' },
-        ]);
+        const vm = await createVM(env, ns, 'vm1', [RED, BLUE, { name: 'plain', nadName: 'nad-plain' }]);
         const found = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
         const tClaims = Date.now() - t0;
         const { vmi, pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
@@ -36,7 +44,7 @@ export function registerCreateVm(env: SuiteEnv): void {
         assert.equal(pod.metadata?.labels?.['kubevirt.io'], 'virt-launcher');
 
         // read back with kubectl, an independent client
-        const out = await env.cluster.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
+        const out = await env.cp.kubectl(['get', 'ipamclaims', '-n', ns, '-o', 'json']);
         const listed = new Map((JSON.parse(out.stdout) as { items: IPAMClaim[] }).items.map((x) => [x.metadata.name, x]));
         assert.deepEqual([...listed.keys()].sort(), ['vm1.blue', 'vm1.red'], 'exactly the persistent networks have claims');
         const owner = ownerOf(vm, 'VirtualMachine');
@@ -63,7 +71,7 @@ export function registerCreateVm(env: SuiteEnv): void {
         c.t.diagnostic(`webhook on virt-controller's rewrite: ${JSON.stringify(update)}`);
         assertPodReferences((await env.api.get<V1Pod>(paths.pods(ns, pod.metadata!.name!)))!, { red: 'vm1.red', blue: 'vm1.blue', plain: undefined });
 
-        const warnings = (await namespaceEvents(env.cluster, ns)).filter((e) => e.type === 'Warning');
+        const warnings = (await namespaceEvents(env.cp, ns)).filter((e) => e.type === 'Warning');
         c.t.diagnostic(
           `Warning Events in ${ns}: ${warnings.map((e) => `${e.reason} on ${e.involvedObject.kind}/${e.involvedObject.name}: ${e.message}`).join('; ') || 'none'}`,
         );

@@ -11,7 +11,6 @@ import {
   assertClaim,
   assertQuiet,
   backgroundDeletionViolations,
-  createPersistentNad,
   createRunningVM,
   deletedRv,
   deletionStartRv,
@@ -25,6 +24,9 @@ import {
   watchLog,
   expectedPodInterface,
   EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
@@ -42,13 +44,8 @@ async function deleteWithVmiLingering(
   meanwhile: (ns: string, claimLog: WatchLog<IPAMClaim>) => Promise<void>,
 ) {
   const env = c.world;
-  const ns = await c.namespace(`delete-${cascade}`);
-  await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-  await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-  await createRunningVM(env, ns, 'vm1', [
-    { name: 'red', nadName: 'nad-red' },
-    { name: 'blue', nadName: 'nad-blue' },
-  ]);
+  const ns = await nadNamespace(c, `delete-${cascade}`, 'red', 'blue');
+  await createRunningVM(env, ns, 'vm1', [RED, BLUE]);
   await waitForClaims(env, ns, CLAIMS);
   const logs = {
     claimLog: await watchLog<IPAMClaim>(c, paths.claims(ns)),
@@ -56,12 +53,12 @@ async function deleteWithVmiLingering(
     vmLog: await watchLog<Vm>(c, paths.vms(ns)),
   };
   const logFrom = env.shared.logs.length;
-  await env.world.stopVirtController();
+  await env.stopVirtController();
   try {
-    await env.cluster.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, `--cascade=${cascade}`, '--wait=false']);
+    await env.cp.kubectl(['delete', 'virtualmachines.kubevirt.io', 'vm1', '-n', ns, `--cascade=${cascade}`, '--wait=false']);
     await meanwhile(ns, logs.claimLog);
   } finally {
-    await env.world.startVirtController();
+    await env.startVirtController();
   }
   for (const name of CLAIMS) await waitForClaimGone(env, ns, name);
   await env.kv.waitForVMGone(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
@@ -132,9 +129,8 @@ export function registerDeletion(env: SuiteEnv): void {
 
   describe('standalone VMI', () => {
     e2eCase(env, 'standalone VMI: the claim is owned by the VMI and loses its finalizer once the VMI is terminating with no active pod', async (c) => {
-      const ns = await c.namespace('standalone-vmi');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
+      const ns = await nadNamespace(c, 'standalone-vmi', 'red');
+      const template = buildVM({ namespace: ns, name: 'vmi1', networks: [RED] }).spec!.template!;
       await env.api.create(paths.vmis(ns), {
         apiVersion: 'kubevirt.io/v1',
         kind: 'VirtualMachineInstance',
@@ -149,7 +145,7 @@ export function registerDeletion(env: SuiteEnv): void {
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
       const podLog = await watchLog(c, paths.pods(ns));
 
-      await env.world.stopVirtController();
+      await env.stopVirtController();
       try {
         await env.api.delete(paths.vmis(ns, 'vmi1'));
         const terminating = await env.kv.waitForVMI(ns, 'vmi1', (v) => !!v.metadata.deletionTimestamp, { timeoutMs: EVENTUALLY_MS });
@@ -157,7 +153,7 @@ export function registerDeletion(env: SuiteEnv): void {
         await assertQuiet(claimLog, 'the claim while its VMI is terminating with an active pod');
         assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held');
       } finally {
-        await env.world.startVirtController();
+        await env.startVirtController();
       }
 
       await waitForClaimGone(env, ns, 'vmi1.red');
@@ -184,10 +180,9 @@ export function registerDeletion(env: SuiteEnv): void {
       env,
       'standalone VMI deleted in the foreground while its launcher pod is starting (activePods still empty): the claim keeps its finalizer while the pod exists (issue 26, 6)',
       async (c) => {
-        const ns = await c.namespace('standalone-starting');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        const template = buildVM({ namespace: ns, name: 'vmi1', networks: [{ name: 'red', nadName: 'nad-red' }] }).spec!.template!;
-        await env.world.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
+        const ns = await nadNamespace(c, 'standalone-starting', 'red');
+        const template = buildVM({ namespace: ns, name: 'vmi1', networks: [RED] }).spec!.template!;
+        await env.stopVirtController(); // KubeVirt silent: nobody fills activePods, as in the moment after the pod's creation
         try {
           const vmi = await env.api.create<Vmi>(paths.vmis(ns), {
             apiVersion: 'kubevirt.io/v1',
@@ -235,11 +230,11 @@ export function registerDeletion(env: SuiteEnv): void {
           await assertQuiet(claimLog, "the marked claim while its VMI's launcher pod exists", undefined, [(await env.api.claim(ns, 'vmi1.red'))!]);
           assert.ok(hasOurFinalizer((await env.api.claim(ns, 'vmi1.red'))!), 'finalizer held while the launcher pod exists');
           // the pod goes (what the kubelet would finish): then, and only then, the claim is released
-          await env.cluster.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
+          await env.cp.kubectl(['delete', 'pod', '-n', ns, pod.metadata.name, '--grace-period=0', '--force', '--wait=false']);
           await waitForClaimGone(env, ns, 'vmi1.red');
           await env.api.mergePatch(paths.vmis(ns, 'vmi1'), { metadata: { finalizers: null } });
         } finally {
-          await env.world.startVirtController();
+          await env.startVirtController();
         }
       },
     );

@@ -6,7 +6,6 @@ import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,
-  createPersistentNad,
   createRunningVM,
   createVM,
   expectedPodInterface,
@@ -19,6 +18,8 @@ import {
   EVENTUALLY_MS,
   FOREIGN_FINALIZER,
   VM_LABEL,
+  nadNamespace,
+  RED,
 } from '../fixtures.ts';
 import { eventsFor, paths, type IPAMClaim, type KubeObject } from '../kube.ts';
 import { podElements } from '../../kubevirt/flows.ts';
@@ -58,8 +59,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
       env,
       'claim with the same name but another owner UID: never touched, one ClaimOwnedByAnotherObject Event (also after several resyncs), log and metric; the right claim once GC removed it',
       async (c) => {
-        const ns = await c.namespace('other-owner');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const ns = await nadNamespace(c, 'other-owner', 'red');
         // The other owner is a live object, so garbage collection keeps the claim for as long as the case needs it; the
         // claim otherwise looks like ours (name, label, spec).
         const owner = await env.api.create<KubeObject>(paths.configMaps(ns), { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'previous-owner' } });
@@ -81,7 +81,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
         const blockedBefore = await ctl.metric('persistent_ips_persistence_blocked_total', { reason: 'ClaimOwnedByAnotherObject' });
 
         // The VM does not start on a claim that is not its own: its launcher pod is refused (docs/webhook-behaviour.md).
-        const vm = await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        const vm = await createVM(env, ns, 'vm1', [RED]);
         const first = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
         await assertRefused(env, ns, vm, /\(ClaimOwnedByAnotherObject\): IPAMClaim vm1\.red belongs to ConfigMap previous-owner/);
         assert.equal(first[0]!.type, 'Warning');
@@ -92,7 +92,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
         const now = await env.api.claim(ns, 'vm1.red');
         assert.equal(now?.metadata.uid, foreign.metadata.uid);
         assert.equal(now?.metadata.resourceVersion, foreign.metadata.resourceVersion, 'resourceVersion unchanged');
-        const events = await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
+        const events = await eventsFor(env.cp, ns, vm.metadata.uid!, 'ClaimOwnedByAnotherObject');
         assert.equal(events.length, 1, `exactly one Event after ${RESYNCS} resyncs (got ${events.length})`);
         assert.equal(events[0]!.count ?? 1, 1);
         assert.ok(
@@ -126,10 +126,9 @@ export function registerExistingClaims(env: SuiteEnv): void {
       env,
       'claim terminating (deletionTimestamp): a new VM of the same name waits (ClaimTerminating) until the foreign finalizer goes, then gets its claim',
       async (c) => {
-        const ns = await c.namespace('claim-terminating');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const ns = await nadNamespace(c, 'claim-terminating', 'red');
         // an earlier VM vm1 whose claim someone else also holds with a finalizer
-        const { vm: earlier } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        const { vm: earlier } = await createRunningVM(env, ns, 'vm1', [RED]);
         await waitForClaims(env, ns, ['vm1.red']);
         await env.api.jsonPatch(paths.claims(ns, 'vm1.red'), [{ op: 'add', path: '/metadata/finalizers/-', value: FOREIGN_FINALIZER }]);
         await env.kv.deleteVM(ns, 'vm1');
@@ -146,7 +145,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
         assert.equal(terminating.metadata.ownerReferences?.[0]?.uid, earlier.metadata.uid);
 
         const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-        const vm = await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        const vm = await createVM(env, ns, 'vm1', [RED]);
         assert.notEqual(vm.metadata.uid, earlier.metadata.uid);
         const events = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimTerminating');
         // Its launcher pod is never pointed at the earlier VM's claim (that would be the earlier VM's address).
@@ -171,8 +170,7 @@ export function registerExistingClaims(env: SuiteEnv): void {
 
   describe('claim created by hand, no owner', () => {
     e2eCase(env, 'claim created by hand, no owner: never adopted or deleted (not even when the VM goes); one ClaimNotOwned Event', async (c) => {
-      const ns = await c.namespace('claim-by-hand');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+      const ns = await nadNamespace(c, 'claim-by-hand', 'red');
       const byHand = await env.api.create<IPAMClaim>(paths.claims(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1alpha1',
         kind: 'IPAMClaim',
@@ -182,12 +180,12 @@ export function registerExistingClaims(env: SuiteEnv): void {
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
       const ctl = env.shared;
 
-      const vm = await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const vm = await createVM(env, ns, 'vm1', [RED]);
       const first = await waitForEvent(env, ns, vm.metadata.uid!, 'ClaimNotOwned');
       await assertRefused(env, ns, vm, /\(ClaimNotOwned\): IPAMClaim vm1\.red has no owner/);
       assert.equal(first[0]!.type, 'Warning');
       await waitForResyncs(ctl, RESYNCS, ctl.logs.length);
-      assert.equal((await eventsFor(env.cluster, ns, vm.metadata.uid!, 'ClaimNotOwned')).length, 1, 'exactly one Event');
+      assert.equal((await eventsFor(env.cp, ns, vm.metadata.uid!, 'ClaimNotOwned')).length, 1, 'exactly one Event');
       claimLog.check();
       assert.deepEqual(claimLog.events, [], 'never written (not adopted)');
 

@@ -9,7 +9,6 @@ import { e2eCase, type SuiteEnv } from '../env.ts';
 import {
   assertClaim,
   assertQuiet,
-  createPersistentNad,
   createRunningVM,
   deletedRv,
   finalizerReleaseRv,
@@ -19,6 +18,8 @@ import {
   waitForDeletedEvents,
   watchLog,
   EVENTUALLY_MS,
+  nadNamespace,
+  RED,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
@@ -38,9 +39,8 @@ export function registerFeatureGate(env: SuiteEnv): void {
       env,
       'feature gate turned off, then on in the KubeVirt CR while the controller runs: no claim and no pod mutation for a new VM while off (deleting an existing VM still releases its claims); once on, its claims appear without a restart',
       async (c) => {
-        const ns = await c.namespace('gate-off');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        const ns = await nadNamespace(c, 'gate-off', 'red');
+        await createRunningVM(env, ns, 'vm1', [RED]);
         await waitForClaims(env, ns, ['vm1.red']);
         const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
         const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
@@ -48,7 +48,7 @@ export function registerFeatureGate(env: SuiteEnv): void {
 
         await setGate(env, false);
         try {
-          const { pod } = await createRunningVM(env, ns, 'vm2', [{ name: 'red', nadName: 'nad-red' }]);
+          const { pod } = await createRunningVM(env, ns, 'vm2', [RED]);
           await assertQuiet(claimLog, 'claims with the gate off');
           assert.deepEqual(
             (await env.api.claims(ns)).map((x) => x.metadata.name),
@@ -82,15 +82,14 @@ export function registerFeatureGate(env: SuiteEnv): void {
       env,
       'feature gate turned off by --feature-gates=PersistentIPs=false although the KubeVirt CR enables it (and =true wins over a CR without it)',
       async (c) => {
-        const ns = await c.namespace('gate-flag');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const ns = await nadNamespace(c, 'gate-flag', 'red');
         const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
         await env.withoutSharedController(async () => {
           // the CR says on (the suite's default); the flag says off
           const off = await env.startController({ name: 'gate-flag-false', namespace: ns, featureGates: 'PersistentIPs=false' });
           const synced = await off.waitForLog('caches synced', (l) => l.msg === 'caches synced');
           assert.deepEqual(synced['gate'], { enabled: false, source: 'flag' });
-          const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+          const { vm } = await createRunningVM(env, ns, 'vm1', [RED]);
           await assertQuiet(claimLog, 'claims with --feature-gates=PersistentIPs=false');
           assert.deepEqual(await env.api.claims(ns), []);
           await off.stop();

@@ -17,6 +17,9 @@ import {
   waitForDeletedEvents,
   watchLog,
   EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
@@ -24,10 +27,8 @@ import { assertPodReferences } from '../../kubevirt/flows.ts';
 export function registerHotplug(env: SuiteEnv): void {
   describe('hotplug an interface', () => {
     e2eCase(env, 'hotplug an interface: a claim appears for the new interface; the existing claim is not touched', async (c) => {
-      const ns = await c.namespace('hotplug');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const ns = await nadNamespace(c, 'hotplug', 'red', 'blue');
+      const { vm } = await createRunningVM(env, ns, 'vm1', [RED]);
       const red = (await waitForClaims(env, ns, ['vm1.red'])).get('vm1.red')!;
 
       const vmi = await env.kv.hotplugInterface(ns, 'vm1', { networkName: 'blue', nadName: 'nad-blue' }, { timeoutMs: EVENTUALLY_MS });
@@ -49,13 +50,8 @@ export function registerHotplug(env: SuiteEnv): void {
 
   describe('hot-unplug (state: absent)', () => {
     e2eCase(env, 'hot-unplug (state: absent): once the interface is gone from the VMI, its claim is deleted; the other claim stays', async (c) => {
-      const ns = await c.namespace('hot-unplug');
-      await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-      await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-      await createRunningVM(env, ns, 'vm1', [
-        { name: 'red', nadName: 'nad-red' },
-        { name: 'blue', nadName: 'nad-blue' },
-      ]);
+      const ns = await nadNamespace(c, 'hot-unplug', 'red', 'blue');
+      await createRunningVM(env, ns, 'vm1', [RED, BLUE]);
       const before = await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
       const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));

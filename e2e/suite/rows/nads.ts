@@ -17,6 +17,8 @@ import {
   watchLog,
   writeClaimIps,
   EVENTUALLY_MS,
+  nadNamespace,
+  RED,
 } from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
 
@@ -45,7 +47,7 @@ async function brokenNadCase(
   const pid = env.shared.pid;
   await breakIt(ns);
   const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-  const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+  const { vm } = await createRunningVM(env, ns, 'vm1', [RED]);
   const events = await waitForEvent(env, ns, vm.metadata.uid!, reason);
   assert.equal(events[0]!.type, 'Warning');
   assert.equal(events[0]!.involvedObject.kind, 'VirtualMachine');
@@ -66,15 +68,14 @@ export function registerNads(env: SuiteEnv): void {
       env,
       'NAD edited to drop allowPersistentIPs: no claim for a new VM; the existing claim is kept, also across a stop/start (KEEP-NOT-PERSISTENT)',
       async (c) => {
-        const ns = await c.namespace('nad-not-persistent');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+        const ns = await nadNamespace(c, 'nad-not-persistent', 'red');
+        await createRunningVM(env, ns, 'vm1', [RED]);
         await waitForClaims(env, ns, ['vm1.red']);
         const kept = await writeClaimIps(env, ns, 'vm1.red', ['10.200.0.9/24']);
         const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
 
         await setNadConfig(env, ns, 'nad-red', nadConfig(ns, 'nad-red', { network: 'red', allowPersistentIPs: false }));
-        await createRunningVM(env, ns, 'vm2', [{ name: 'red', nadName: 'nad-red' }]);
+        await createRunningVM(env, ns, 'vm2', [RED]);
         await env.kv.stopVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
         await env.kv.startVM(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
         await assertQuiet(claimLog, 'claims after the NAD stopped allowing persistent IPs');
@@ -148,7 +149,7 @@ export function registerNads(env: SuiteEnv): void {
       const ns = await c.namespace('layer3');
       await createPersistentNad(env, ns, 'nad-red', { network: 'red', topology: 'layer3', subnets: '10.128.0.0/16/24' });
       const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
-      const { vm } = await createRunningVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+      const { vm } = await createRunningVM(env, ns, 'vm1', [RED]);
       const events = await waitForEvent(env, ns, vm.metadata.uid!, 'UnsupportedTopology');
       assert.match(events[0]!.message, /layer3/);
       await assertQuiet(claimLog, 'claims of a layer3 network');

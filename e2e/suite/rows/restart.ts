@@ -9,7 +9,19 @@ import { localWebhookConfiguration } from '../../local/webhook-config.ts';
 import { renderLauncherPod, type Vm, type Vmi } from '../../kubevirt/launcher-fixture.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import { assertClaim, createPersistentNad, createVM, deletedRv, finalizerReleaseRv, hasOurFinalizer, ownerOf, watchLog, EVENTUALLY_MS } from '../fixtures.ts';
+import {
+  assertClaim,
+  createVM,
+  deletedRv,
+  finalizerReleaseRv,
+  hasOurFinalizer,
+  ownerOf,
+  watchLog,
+  EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
+} from '../fixtures.ts';
 import { paths, type IPAMClaim, type WatchLog } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
 
@@ -53,11 +65,10 @@ export function registerRestart(env: SuiteEnv): void {
       env,
       'controller restarted at any moment: the webhook never admits a launcher pod without its claim reference, not even in the first moments after a restart',
       async (c) => {
-        const ns = await c.namespace('restart-webhook');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
+        const ns = await nadNamespace(c, 'restart-webhook', 'red');
         await env.withoutSharedController(async () => {
           const first = await env.startController({ name: 'webhook-startup-1', namespace: ns });
-          await createVM(env, ns, 'vm1', [{ name: 'red', nadName: 'nad-red' }]);
+          await createVM(env, ns, 'vm1', [RED]);
           const { vmi, pod } = await env.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
           assertPodReferences(pod, { red: 'vm1.red' });
           await first.stop();
@@ -110,9 +121,7 @@ export function registerRestart(env: SuiteEnv): void {
       env,
       `controller restarted at any moment: SIGKILLed while creating the claims of ${VMS} VMs × ${NETWORKS.length} networks, and while releasing finalizers; converges with no duplicate, lost or stray claim and no early finalizer release`,
       async (c) => {
-        const ns = await c.namespace('restart');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+        const ns = await nadNamespace(c, 'restart', 'red', 'blue');
         const claimLog = await watchLog<IPAMClaim>(c, paths.claims(ns));
         const vmiLog = await watchLog<Vmi>(c, paths.vmis(ns));
         const names = Array.from({ length: VMS }, (_, i) => vmName(i));
@@ -121,17 +130,7 @@ export function registerRestart(env: SuiteEnv): void {
         await env.withoutSharedController(async () => {
           // Phase 1: the VMs exist before the controller starts, so that it starts with a burst of 60 creates.
           const vms = new Map<string, Vm>();
-          await inBatches(names, 10, async (n) =>
-            vms.set(
-              n,
-              await createVM(
-                env,
-                ns,
-                n,
-                NETWORKS.map((net) => ({ name: net, nadName: `nad-${net}` })),
-              ),
-            ),
-          );
+          await inBatches(names, 10, async (n) => vms.set(n, await createVM(env, ns, n, [RED, BLUE])));
           // --qps 20: the 60 creates take a few seconds instead of a few hundred milliseconds, so that the kill lands
           // in the middle of the burst even on a loaded machine (the point is where the kill lands, not the speed)
           const first = await env.startController({ name: 'restart-1', namespace: ns, extraArgs: ['--qps', '20', '--burst', '5'] });

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { e2eCase, type SuiteEnv } from '../env.ts';
-import { createPersistentNad, createRunningVM, waitForClaims, waitForResyncs, writeClaimIps, EVENTUALLY_MS, QUIET_WINDOW_MS } from '../fixtures.ts';
+import { createRunningVM, waitForClaims, waitForResyncs, writeClaimIps, EVENTUALLY_MS, QUIET_WINDOW_MS, nadNamespace, RED, BLUE } from '../fixtures.ts';
 import { apiserverClaimWrites, paths, type Sample } from '../kube.ts';
 import { waitFor } from '../../kubevirt/virtctl.ts';
 
@@ -29,15 +29,9 @@ export function registerSteadyState(env: SuiteEnv): void {
       async (c) => {
         const t0 = Date.now();
         const phase = (what: string) => c.t.diagnostic(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${what}`);
-        const ns = await c.namespace('steady-state');
-        await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-        await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
+        const ns = await nadNamespace(c, 'steady-state', 'red', 'blue');
         const names = Array.from({ length: VMS }, (_, i) => `vm${i}`);
-        for (const n of names)
-          await createRunningVM(env, ns, n, [
-            { name: 'red', nadName: 'nad-red' },
-            { name: 'blue', nadName: 'nad-blue' },
-          ]);
+        for (const n of names) await createRunningVM(env, ns, n, [RED, BLUE]);
         const claimNames = names.flatMap((n) => [`${n}.red`, `${n}.blue`]);
         await waitForClaims(env, ns, claimNames);
         // what the IPAM plugin writes (before the measurement: those are its writes, not the controller's)
@@ -48,9 +42,9 @@ export function registerSteadyState(env: SuiteEnv): void {
         const settled = await waitFor(
           'no write on ipamclaims for a quiet window (convergence of every case so far)',
           async () => {
-            const a = await apiserverClaimWrites(env.cluster);
+            const a = await apiserverClaimWrites(env.cp);
             await sleep(QUIET_WINDOW_MS); // a bounded observation window, see QUIET_WINDOW_MS
-            const b = await apiserverClaimWrites(env.cluster);
+            const b = await apiserverClaimWrites(env.cp);
             return a.total === b.total ? b : undefined;
           },
           { timeoutMs: SETTLE_DEADLINE_MS, intervalMs: 0 },
@@ -89,7 +83,7 @@ export function registerSteadyState(env: SuiteEnv): void {
         await sleep(QUIET_WINDOW_MS); // a bounded observation window, see QUIET_WINDOW_MS
 
         phase('window end');
-        const after = await apiserverClaimWrites(env.cluster);
+        const after = await apiserverClaimWrites(env.cp);
         assert.deepEqual(diff(before.series, after.series), [], 'no POST/PUT/PATCH/DELETE on ipamclaims during the window');
         assert.equal(after.total - before.total, 0, 'zero writes on ipamclaims');
         const claimsAfter = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x.metadata.resourceVersion]));

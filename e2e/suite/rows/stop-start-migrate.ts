@@ -2,7 +2,19 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { e2eCase, type CaseContext, type SuiteEnv } from '../env.ts';
-import { assertClaim, assertQuiet, createPersistentNad, createRunningVM, ownerOf, waitForClaims, watchLog, writeClaimIps, EVENTUALLY_MS } from '../fixtures.ts';
+import {
+  assertClaim,
+  assertQuiet,
+  createRunningVM,
+  ownerOf,
+  waitForClaims,
+  watchLog,
+  writeClaimIps,
+  EVENTUALLY_MS,
+  nadNamespace,
+  RED,
+  BLUE,
+} from '../fixtures.ts';
 import { paths, type IPAMClaim } from '../kube.ts';
 import { assertPodReferences } from '../../kubevirt/flows.ts';
 
@@ -11,13 +23,8 @@ const IPS = { 'vm1.red': ['10.200.0.17/24', 'fd00:200::17/64'], 'vm1.blue': ['10
 /** A running VM on two persistent networks whose claims carry addresses (as the IPAM plugin would write them). */
 async function runningVmWithAddresses(c: CaseContext, slug: string) {
   const env = c.world;
-  const ns = await c.namespace(slug);
-  await createPersistentNad(env, ns, 'nad-red', { network: 'red' });
-  await createPersistentNad(env, ns, 'nad-blue', { network: 'blue', subnets: '10.201.0.0/24' });
-  const { vm, vmi } = await createRunningVM(env, ns, 'vm1', [
-    { name: 'red', nadName: 'nad-red' },
-    { name: 'blue', nadName: 'nad-blue' },
-  ]);
+  const ns = await nadNamespace(c, slug, 'red', 'blue');
+  const { vm, vmi } = await createRunningVM(env, ns, 'vm1', [RED, BLUE]);
   await waitForClaims(env, ns, ['vm1.red', 'vm1.blue']);
   for (const [name, ips] of Object.entries(IPS)) await writeClaimIps(env, ns, name, [...ips]);
   const claims = new Map((await env.api.claims(ns)).map((x) => [x.metadata.name, x]));
