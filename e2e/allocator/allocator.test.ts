@@ -12,16 +12,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput } from '../kubevirt/flows.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
-import { type ControllerProcess, runCli } from '../local/controller-process.ts';
+import type { ControllerProcess } from '../local/controller-process.ts';
 import { type CoreEvent, paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
-const ALLOW = 'persistent-ips.kubevirt.io/allow-persistent-ips';
-const SUBNETS = 'persistent-ips.kubevirt.io/subnets';
-const EXCLUDE = 'persistent-ips.kubevirt.io/exclude-subnets';
 const ADDRESSES = 'network.kubevirt.io/addresses';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const EVENTUALLY_MS = 30_000;
@@ -48,37 +46,14 @@ let restarts = 0;
 const startAllocatorController = (o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<ControllerProcess> =>
   world.startController({ name: `allocator-${++restarts}${o.leaderElect ? '-elected' : ''}`, extraArgs: ['--qps', '200', '--burst', '400'], ...o });
 
-/** A bridge + static IPAM NAD with these annotations. */
-async function bridgeNad(ns: string, name: string, network: string, annotations: Record<string, string> = {}): Promise<void> {
-  await world.api.create(paths.nads(ns), {
-    apiVersion: 'k8s.cni.cncf.io/v1',
-    kind: 'NetworkAttachmentDefinition',
-    metadata: { name, namespace: ns, annotations },
-    spec: {
-      config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
-    },
-  });
-}
-
-/** The annotations by which a NAD opts into the allocator, its pool in them. */
-const allocatorAnnotations = (subnets: string, exclude?: string): Record<string, string> => ({
-  [ALLOW]: 'true',
-  [ALLOCATOR]: 'true',
-  [SUBNETS]: subnets,
-  ...(exclude ? { [EXCLUDE]: exclude } : {}),
-});
-
 /** A bridge + static IPAM NAD that opts into the allocator. */
 const allocatorNad = (ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> =>
-  bridgeNad(ns, name, network, allocatorAnnotations(subnets, exclude));
+  bridgeNad(world.api, ns, name, network, allocatorAnnotations(subnets, exclude));
 
 /** A VM with one secondary network `data` on `nad`, optionally asking for addresses. */
 function createVM(ns: string, name: string, nad: string, o: { addresses?: string[]; running?: boolean } = {}): Promise<Vm> {
-  const vm = buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }] });
-  if (o.addresses) {
-    vm.spec!.template!.metadata = { ...(vm.spec!.template!.metadata ?? {}), annotations: { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } };
-  }
-  return world.kv.createVM(vm);
+  const annotations = o.addresses ? { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } : undefined;
+  return world.kv.createVM(buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }], annotations }));
 }
 
 const claimsIn = async (ns: string): Promise<Claim[]> => (await world.api.list<Claim>(paths.claims(ns))).items;
@@ -86,7 +61,7 @@ const claimsIn = async (ns: string): Promise<Claim[]> => (await world.api.list<C
 const withIps = async (ns: string): Promise<number> => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
 const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world.api.get<Claim>(paths.claims(ns, name));
 
-const isAllocated = (c: Claim | undefined, status = 'True'): boolean => !!c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status);
+const isAllocated = (c: Claim | undefined, status = 'True'): boolean => ipsAllocated(c)?.status === status;
 
 /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
 function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
@@ -172,19 +147,18 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await createVM(ns, 'vm1', 'br-static');
       const claim = await waitForCondition(ns, 'vm1.data', 'True');
       assert.deepEqual(claim.status?.ips, ['10.61.0.2/24'], 'lowest free address after the excluded gateway, pool prefix length');
-      const cond = claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
-      assert.equal(cond.reason, 'SuccessfulAllocation');
+      assert.equal(ipsAllocated(claim)?.reason, 'SuccessfulAllocation');
       const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       assert.deepEqual(startedWith(pod), ['10.61.0.2/24'], 'the launcher pod asked static IPAM for the claim address');
       assert.equal(dataElement(pod)['ipam-claim-reference'], 'vm1.data');
 
-      const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
-      assert.equal(table.code, 0, table.stderr);
-      t.diagnostic(`persistent-ips status -n ${ns}:\n${table.stdout}`);
-      assert.match(table.stdout, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
-      assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
-      const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
-      const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
+      const table = await statusOutput(world.cp.kubeconfigPath, ns);
+      t.diagnostic(`persistent-ips status -n ${ns}:\n${table}`);
+      assert.match(table, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
+      assert.match(table, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
+      const doc = JSON.parse(await statusOutput(world.cp.kubeconfigPath, ns, '-o', 'json', 'vm1')) as {
+        items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[];
+      };
       assert.deepEqual(
         doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]),
         [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']],
@@ -199,7 +173,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     async ({ namespace }) => {
       const ns = await namespace('running');
       // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.2 from some IPAM.
-      await bridgeNad(ns, 'br-static', 'e2e-running');
+      await bridgeNad(world.api, ns, 'br-static', 'e2e-running');
       await createVM(ns, 'vm1', 'br-static');
       const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       const networkStatus = [
@@ -235,7 +209,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
         { timeoutMs: EVENTUALLY_MS },
       );
       assert.deepEqual(claim.status?.ips, ['10.69.0.2/24'], 'the address the running VM has, with the pool prefix');
-      assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
+      assert.match(ipsAllocated(claim)!.message, /the address the VM has/);
     },
     { timeoutMs: 180_000 },
   );
@@ -308,7 +282,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
 
       const vmB = await createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
       const b = await waitForCondition(ns, 'vm-b.data', 'False');
-      const cond = b.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
+      const cond = ipsAllocated(b)!;
       assert.equal(cond.reason, 'IPAddressConflict');
       assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
       assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
