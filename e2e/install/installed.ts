@@ -3,12 +3,16 @@
 // install's RBAC is what it gets), against a local control plane that has no kubelet to run the Deployment itself.
 // Used by install.test.ts (the kustomize and Helm installs, built CLI) and image-smoke.ts (the image's rootfs under
 // chroot, with the in-cluster service-account files a pod would have).
-import type { ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { freePort, kubeconfigYaml, poll, type ControlPlane } from '../harness/index.ts';
 import { spawnLogged, stopProcess } from '../harness/process.ts';
+import { REPO_ROOT } from '../local/controller-process.ts';
+
+export const exec = promisify(execFile);
 
 export const NAMESPACE = 'persistent-ips-system';
 export type KubeObject = {
@@ -19,6 +23,11 @@ export type KubeObject = {
 
 export function parseYaml(text: string): KubeObject[] {
   return (loadAllYaml(text) as (KubeObject | null)[]).filter((o): o is KubeObject => o !== null && typeof o === 'object');
+}
+
+/** `kubectl kustomize manifests/<overlay>` with the control plane's kubectl: the YAML that install applies. */
+export async function kustomize(cp: ControlPlane, overlay: string): Promise<string> {
+  return (await exec(join(cp.binDir, 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', overlay)], { maxBuffer: 1 << 24 })).stdout;
 }
 
 interface Container {
@@ -113,8 +122,7 @@ export async function launchBuiltCli(cp: ControlPlane, spec: InstalledSpec, dir:
   mkdirSync(join(dir, name, 'certs'), { recursive: true });
   const kubeconfig = join(dir, name, 'kubeconfig');
   writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, spec.token, spec.namespace), { mode: 0o600 });
-  const repo = new URL('../../', import.meta.url).pathname;
-  return launch([join(repo, 'node_modules', '.bin', 'node'), join(repo, 'dist', 'cli', 'main.js')], spec, {
+  return launch([join(REPO_ROOT, 'node_modules', '.bin', 'node'), join(REPO_ROOT, 'dist', 'cli', 'main.js')], spec, {
     logFile: join(dir, name, 'controller.log'),
     certDir: join(dir, name, 'certs'),
     extraArgs: [`--kubeconfig=${kubeconfig}`],
