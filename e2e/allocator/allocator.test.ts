@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
-import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput } from '../kubevirt/flows.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForEvents } from '../kubevirt/flows.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
 import type { ControllerProcess } from '../local/controller-process.ts';
@@ -86,13 +86,11 @@ async function eventsOf(ns: string, reason: string, involved: string): Promise<C
 }
 
 /** Waits until at least `min` Events `reason` are on `involved`, and returns them. */
-function waitForEvents(ns: string, reason: string, involved: string, min = 1): Promise<CoreEvent[]> {
-  const probe = async () => {
-    const found = await eventsOf(ns, reason, involved);
-    return found.length >= min && found;
-  };
-  return waitFor(`${min} ${reason} Event(s) on ${involved}`, probe, { timeoutMs: EVENTUALLY_MS });
-}
+const eventsOn = (ns: string, reason: string, involved: string, min = 1): Promise<CoreEvent[]> =>
+  waitForEvents(world.api, ns, `${min} ${reason} Event(s) on ${involved}`, (e) => e.reason === reason && e.involvedObject.name === involved, {
+    min,
+    timeoutMs: EVENTUALLY_MS,
+  });
 
 /** Creates `n` stopped VMs on `nad`, ten at a time, named `vm-<i>` padded to `digits`; `created` counts them. */
 async function burstOfVMs(ns: string, nad: string, n: number, digits: number, created = { count: 0 }): Promise<void> {
@@ -286,7 +284,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(cond.reason, 'IPAddressConflict');
       assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
       assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
-      const events = await waitForEvents(ns, 'AddressInUse', 'vm-b');
+      const events = await eventsOn(ns, 'AddressInUse', 'vm-b');
       assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
       t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
       // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
@@ -309,7 +307,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const ns = await namespace('invalid');
       await allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
       await createVM(ns, 'vm1', 'br-bad', { running: false });
-      const events = await waitForEvents(ns, 'InvalidAllocatorPool', 'br-bad');
+      const events = await eventsOn(ns, 'InvalidAllocatorPool', 'br-bad');
       assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
       await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
       await sleep(QUIET_MS);
@@ -343,7 +341,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const nadUid = created.metadata.uid;
       await createVM(ns, 'vm1', 'ovn-l2');
       const refusedEvents = () => eventsOf(ns, 'AllocatorRefused', 'ovn-l2');
-      const [first] = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2');
+      const [first] = await eventsOn(ns, 'AllocatorRefused', 'ovn-l2');
       assert.equal(first!.involvedObject.kind, 'NetworkAttachmentDefinition');
       assert.equal(first!.involvedObject.uid, nadUid);
       assert.match(first!.message, new RegExp(`^NetworkAttachmentDefinition ${ns}/ovn-l2 \\(generation 1\\) has CNI type "ovn-k8s-cni-overlay"`));
@@ -373,7 +371,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
 
       // An edit of the NAD's spec is a new generation: told once more, once.
       await world.api.mergePatch(paths.nads(ns, 'ovn-l2'), { spec: { config: config('10.68.0.0/23') } });
-      const both = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2', 2); // the second, for generation 2
+      const both = await eventsOn(ns, 'AllocatorRefused', 'ovn-l2', 2); // the second, for generation 2
       await sleep(QUIET_MS);
       const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
       assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);

@@ -4,8 +4,9 @@
 import assert from 'node:assert/strict';
 import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import { runCli } from '../local/controller-process.ts';
-import { type Api, paths } from '../suite/kube.ts';
+import { type Api, type CoreEvent, paths } from '../suite/kube.ts';
 import { parseNetworksAnnotation, podInterfaceName } from './launcher-fixture.ts';
+import { waitFor } from './virtctl.ts';
 
 type PodLike = { metadata?: { name?: string; annotations?: Record<string, string> } };
 
@@ -50,6 +51,21 @@ export async function bridgeNad(api: Api, ns: string, name: string, network: str
       config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
     },
   });
+}
+
+/** Waits until at least `min` (default 1) Events of namespace `ns` match, and returns those that do. */
+export function waitForEvents(
+  api: Api,
+  ns: string,
+  what: string,
+  match: (e: CoreEvent) => boolean,
+  o: { min?: number; timeoutMs: number },
+): Promise<CoreEvent[]> {
+  const probe = async () => {
+    const found = (await api.list<CoreEvent>(paths.events(ns))).items.filter(match);
+    return found.length >= (o.min ?? 1) && found;
+  };
+  return waitFor(what, probe, { timeoutMs: o.timeoutMs, intervalMs: 200 });
 }
 
 /** `persistent-ips status -n ns ...args` against `kubeconfig`, as a person runs it; it must succeed. Returns its output. */

@@ -18,12 +18,12 @@ import {
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
 import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, firstRv, nadConfig, waitForClaims } from '../suite/fixtures.ts';
-import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { paths, WatchLog, type CoreEvent, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
 import type { VmInterface } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
 import { buildVM, type Vm, type Vmi } from './launcher-fixture.ts';
-import { assertPodReferences, ipsAllocated, podElements, statusOutput } from './flows.ts';
+import { assertPodReferences, ipsAllocated, podElements, statusOutput, waitForEvents } from './flows.ts';
 import { EVENTUALLY_MS, eventually, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
@@ -77,17 +77,9 @@ async function waitGone(what: string, path: string): Promise<void> {
 }
 
 /** Waits for an Event with `reason` (and a message matching `message`) about the object `uid`; returns it. */
-async function waitForEvent(
-  ns: string,
-  uid: string | undefined,
-  reason: string,
-  what: string,
-  message = /(?:)/,
-): Promise<{ reason?: string; message?: string }> {
-  return eventually(what, async () => {
-    const events = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(paths.events(ns))).items;
-    return events.find((e) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? ''));
-  });
+async function waitForEvent(ns: string, uid: string | undefined, reason: string, what: string, message = /(?:)/): Promise<CoreEvent> {
+  const match = (e: CoreEvent) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? '');
+  return (await waitForEvents(world.api, ns, what, match, { timeoutMs: EVENTUALLY_MS }))[0]!;
 }
 
 /** Records every change of a collection from now on (stopped when the case ends). */
