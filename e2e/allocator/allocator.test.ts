@@ -63,14 +63,29 @@ const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world
 
 const isAllocated = (c: Claim | undefined, status = 'True'): boolean => ipsAllocated(c)?.status === status;
 
-/** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
-function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
+/** Waits until claim `name` exists and `pred` holds for it (`what`, for the message), and returns it. */
+function claimWhen(ns: string, name: string, what: string, pred: (c: Claim) => boolean = () => true): Promise<Claim> {
   const probe = async () => {
     const c = await getClaim(ns, name);
-    return isAllocated(c, status) && c;
+    return c && pred(c) && c;
   };
-  return waitFor(`IPAMClaim ${ns}/${name} with IPsAllocated=${status}`, probe, { timeoutMs, intervalMs: 100 });
+  return waitFor(`IPAMClaim ${ns}/${name} ${what}`, probe, { timeoutMs: EVENTUALLY_MS, intervalMs: 100 });
 }
+
+/** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
+const waitForCondition = (ns: string, name: string, status: 'True' | 'False'): Promise<Claim> =>
+  claimWhen(ns, name, `with IPsAllocated=${status}`, (c) => isAllocated(c, status));
+
+/** Waits until at least a third of the `n` VMs' claims have addresses; returns how many have. */
+const aThirdAllocated = (ns: string, n: number, timeoutMs: number): Promise<number> =>
+  waitFor(
+    'a third of the burst allocated',
+    async () => {
+      const k = await withIps(ns);
+      return k >= n / 3 && k;
+    },
+    { timeoutMs, intervalMs: 20 },
+  );
 
 /** Waits until `ns` holds exactly `n` claims, every one allocated, and returns them. */
 function waitForAllAllocated(ns: string, n: number, how: string, timeoutMs: number): Promise<Claim[]> {
@@ -198,14 +213,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.deepEqual(vm2.status?.ips, ['10.69.0.3/24'], 'vm2 is not given 10.69.0.2, the address vm1 runs with although no claim records it');
 
       await world.api.delete(paths.claims(ns, 'vm1.data'));
-      const claim = await waitFor(
-        `IPAMClaim ${ns}/vm1.data of vm1 with its address`,
-        async () => {
-          const c = await getClaim(ns, 'vm1.data');
-          return c?.spec.network === 'e2e-running' && isAllocated(c) && c;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      const claim = await claimWhen(ns, 'vm1.data', 'of vm1 with its address', (c) => c.spec.network === 'e2e-running' && isAllocated(c));
       assert.deepEqual(claim.status?.ips, ['10.69.0.2/24'], 'the address the running VM has, with the pool prefix');
       assert.match(ipsAllocated(claim)!.message, /the address the VM has/);
     },
@@ -309,7 +317,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await createVM(ns, 'vm1', 'br-bad', { running: false });
       const events = await eventsOn(ns, 'InvalidAllocatorPool', 'br-bad');
       assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
-      await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
+      await claimWhen(ns, 'vm1.data', 'to exist');
       await sleep(QUIET_MS);
       assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
       assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
@@ -354,7 +362,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(element['ipam-claim-reference'], 'vm1.data');
       assert.equal(element['ips'], undefined, 'no ips on an OVN-Kubernetes element');
       assert.deepEqual(startedWith(pod), [], 'nor did the pod start with any');
-      const claim = await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
+      const claim = await claimWhen(ns, 'vm1.data', 'to exist');
       assert.equal(claim.status, undefined, 'the allocator wrote no status');
 
       // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
@@ -389,14 +397,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       // VMs that do not run: the claims come from the VMs alone, and no launcher pod is needed.
       const created = { count: 0 };
       const burst = burstOfVMs(ns, 'br-burst', N, 3, created);
-      const atKill = await waitFor(
-        'a third of the burst allocated',
-        async () => {
-          const n = await withIps(ns);
-          return n >= N / 3 ? n : undefined;
-        },
-        { timeoutMs: 120_000, intervalMs: 20 },
-      );
+      const atKill = await aThirdAllocated(ns, N, 120_000);
       await world.controller.kill();
       const killedAt = { created: created.count, allocated: await withIps(ns) };
       t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
@@ -443,7 +444,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await first.waitForLog('leadership', (l) => l.msg === 'starting allocator workers');
       const standby = await startAllocatorController({ leaderElect: true, webhookPort: await freePort() });
       const burst = burstOfVMs(ns, 'br-leader', N, 2);
-      await waitFor('a third of the burst allocated', async () => ((await withIps(ns)) >= N / 3 ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });
+      await aThirdAllocated(ns, N, 60_000);
       await first.kill();
       t.diagnostic(`leader killed with ${await withIps(ns)}/${N} claims allocated`);
       await burst;
