@@ -41,7 +41,7 @@ import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } f
 import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { NetworkSelectionElement, ObjectMeta } from '../../src/kube/types.ts';
 import { Api, paths, type IPAMClaim } from '../suite/kube.ts';
-import { MIGRATION_JOB_LABEL, type MigrationState, type Vmi, type VmiInterfaceStatus } from './launcher-fixture.ts';
+import { isControlledBy, MIGRATION_JOB_LABEL, type MigrationState, type Vmi, type VmiInterfaceStatus } from './launcher-fixture.ts';
 
 export const STANDIN_NODES = ['node-standin-1', 'node-standin-2'] as const;
 const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
@@ -246,14 +246,10 @@ export class NodeStandIn {
     if (Date.now() - this.#lastHeartbeat > 30_000) await this.#heartbeat();
     const pods = (await this.#api.list<Pod>('/api/v1/pods?labelSelector=kubevirt.io%3Dvirt-launcher')).items;
     const vmis = (await this.#api.list<Vmi>('/apis/kubevirt.io/v1/virtualmachineinstances')).items;
-    const vmiOf = (pod: Pod): Vmi | undefined => {
-      const ref = pod.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'VirtualMachineInstance');
-      return ref ? vmis.find((v) => v.metadata.uid === ref.uid) : undefined;
-    };
     for (const pod of pods) {
       // a kubelet runs only its own node's pods: a pod bound elsewhere (a case's node without a kubelet) is left alone
       if (pod.spec.nodeName && !(STANDIN_NODES as readonly string[]).includes(pod.spec.nodeName)) continue;
-      const vmi = vmiOf(pod);
+      const vmi = vmis.find((v) => isControlledBy(pod.metadata, v.metadata.uid));
       if (pod.metadata.deletionTimestamp) await this.#podGoing(pod, vmi);
       else if (!pod.spec.nodeName) await this.#schedule(pod, vmi);
       else if (pod.status?.phase === 'Pending') await this.#podStarts(pod);
@@ -445,7 +441,7 @@ export class NodeStandIn {
     const ns = vmi.metadata.namespace!;
     const phase = vmi.status?.phase;
     if (!vmi.status?.nodeName || (phase !== 'Scheduled' && phase !== 'Running')) return;
-    const mine = pods.filter((p) => p.metadata.ownerReferences?.some((r) => r.controller && r.uid === vmi.metadata.uid));
+    const mine = pods.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
     const current = mine.find((p) => p.spec.nodeName === vmi.status!.nodeName && !p.metadata.deletionTimestamp && p.status?.phase === 'Running');
     // phase is Scheduled or Running here
     if (vmi.metadata.deletionTimestamp) return this.#setVmiPhase(vmi, 'Succeeded');
