@@ -10,8 +10,8 @@ import { after, before, describe } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import { ADDRESSES_ANNOTATION } from '../../src/claims/constants.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
-import { eventsFor, type IPAMClaim } from '../suite/kube.ts';
-import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput } from './flows.ts';
+import { type CoreEvent, eventsFor, type IPAMClaim } from '../suite/kube.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForEvents } from './flows.ts';
 import { buildVM, type Vm } from './launcher-fixture.ts';
 import { waitFor, World, worldCase } from './world.ts';
 
@@ -76,14 +76,9 @@ async function statusNetworks(ns: string, network: string): Promise<NetworkItem>
 /** The VM's Warnings of `reason`, once there is one. */
 async function warnings(ns: string, vm: string, reason: string): Promise<string[]> {
   const uid = (await world.kv.getVM(ns, vm))?.metadata.uid ?? '';
-  return waitFor(
-    `a ${reason} Event on VirtualMachine ${ns}/${vm}`,
-    async () => {
-      const events = await eventsFor(world.cp, ns, uid, reason);
-      return events.length > 0 ? events.map((e) => `${e.type} ${e.message}`) : undefined;
-    },
-    { timeoutMs: 60_000, intervalMs: 500 },
-  );
+  const on = (e: CoreEvent) => e.involvedObject.uid === uid && e.reason === reason;
+  const events = await waitForEvents(world.api, ns, `a ${reason} Event on VirtualMachine ${ns}/${vm}`, on, { timeoutMs: 60_000 });
+  return events.map((e) => `${e.type} ${e.message}`);
 }
 
 /** Who tells a refused VM, on each IPAM's networks, and how the message starts. */
