@@ -16,6 +16,7 @@ import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForEve
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
 import type { ControllerProcess } from '../local/controller-process.ts';
+import { nadConfig } from '../suite/fixtures.ts';
 import { type CoreEvent, paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
@@ -330,16 +331,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     'an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod',
     async ({ t, namespace }) => {
       const ns = await namespace('ovn');
-      const config = (subnets: string) =>
-        JSON.stringify({
-          cniVersion: '0.4.0',
-          name: 'e2e-ovn',
-          type: 'ovn-k8s-cni-overlay',
-          topology: 'layer2',
-          subnets,
-          allowPersistentIPs: true,
-          netAttachDefName: `${ns}/ovn-l2`,
-        });
+      const config = (subnets: string) => nadConfig(ns, 'ovn-l2', { network: 'e2e-ovn', subnets });
       const created = await world.api.create<{ metadata: { uid: string } }>(paths.nads(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1',
         kind: 'NetworkAttachmentDefinition',

@@ -168,6 +168,10 @@ async function assertStillHeld(ns: string, nad: string, ips: string[], what: str
   await exhaustedClaim(ns, 'third.t');
 }
 
+/** The recorded changes (`name@rv`) of claims other than vm1.t that held `ip`, those before resourceVersion `before`. */
+const otherHolders = (claims: WatchLog<IPAMClaim>, ip: string, before = Number.POSITIVE_INFINITY): string[] =>
+  claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.rv < before && e.obj.status?.ips?.includes(ip)).map((e) => `${e.obj.metadata.name}@${e.rv}`);
+
 /** OVN-K's `k8s.ovn.org/pod-networks` entry of the pod for NAD `ns/nad` (read again from the API). */
 async function podNetwork(ns: string, podName: string, nad: string): Promise<OvnPodNetwork | undefined> {
   const pod = await world.api.get<Pod>(paths.pods(ns, podName));
@@ -501,12 +505,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         released !== undefined && given !== undefined && given > released,
         `late.t got ${ips[0]} (rv ${given}) after vm1.t was deleted (rv ${released})`,
       );
-      const early = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.rv < released && e.obj.status?.ips?.includes(ips[0]!));
-      assert.deepEqual(
-        early.map((e) => `${e.obj.metadata.name}@${e.rv}`),
-        [],
-        'no other claim held the address before',
-      );
+      assert.deepEqual(otherHolders(claims, ips[0]!, released), [], 'no other claim held the address before');
     },
   );
 
@@ -644,12 +643,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         [],
         'no event on the claim from before the stop to now',
       );
-      const elsewhere = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.obj.status?.ips?.includes(ips[0]!));
-      assert.deepEqual(
-        elsewhere.map((e) => `${e.obj.metadata.name}@${e.rv}`),
-        [],
-        'no other claim ever held the address',
-      );
+      assert.deepEqual(otherHolders(claims, ips[0]!), [], 'no other claim ever held the address');
     },
   );
 
