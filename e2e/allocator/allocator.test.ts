@@ -12,12 +12,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
 import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
-import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForEvents } from '../kubevirt/flows.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForClaim, waitForEvents } from '../kubevirt/flows.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
 import type { ControllerProcess } from '../local/controller-process.ts';
 import { nadConfig } from '../suite/fixtures.ts';
-import { type CoreEvent, paths } from '../suite/kube.ts';
+import { type CoreEvent, type IPAMClaim as Claim, paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
@@ -26,12 +26,6 @@ const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const EVENTUALLY_MS = 30_000;
 /** How long a case watches for something that must not happen (a write, an admitted pod): many reaction times. */
 const QUIET_MS = 3_000;
-
-interface Claim {
-  metadata: { name: string; namespace: string; uid: string; resourceVersion: string; deletionTimestamp?: string };
-  spec: { network: string; interface: string };
-  status?: { ips?: string[]; conditions?: { type: string; status: string; reason: string; message: string }[] };
-}
 
 const world = new World({
   ovnKubernetes: false,
@@ -65,13 +59,8 @@ const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world
 const isAllocated = (c: Claim | undefined, status = 'True'): boolean => ipsAllocated(c)?.status === status;
 
 /** Waits until claim `name` exists and `pred` holds for it (`what`, for the message), and returns it. */
-function claimWhen(ns: string, name: string, what: string, pred: (c: Claim) => boolean = () => true): Promise<Claim> {
-  const probe = async () => {
-    const c = await getClaim(ns, name);
-    return c && pred(c) && c;
-  };
-  return waitFor(`IPAMClaim ${ns}/${name} ${what}`, probe, { timeoutMs: EVENTUALLY_MS, intervalMs: 100 });
-}
+const claimWhen = (ns: string, name: string, what: string, pred: (c: Claim) => boolean = () => true): Promise<Claim> =>
+  waitForClaim(world.api, ns, name, what, pred, EVENTUALLY_MS);
 
 /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
 const waitForCondition = (ns: string, name: string, status: 'True' | 'False'): Promise<Claim> =>
@@ -216,7 +205,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await world.api.delete(paths.claims(ns, 'vm1.data'));
       const claim = await claimWhen(ns, 'vm1.data', 'of vm1 with its address', (c) => c.spec.network === 'e2e-running' && isAllocated(c));
       assert.deepEqual(claim.status?.ips, ['10.69.0.2/24'], 'the address the running VM has, with the pool prefix');
-      assert.match(ipsAllocated(claim)!.message, /the address the VM has/);
+      assert.match(ipsAllocated(claim)!.message!, /the address the VM has/);
     },
     { timeoutMs: 180_000 },
   );
@@ -291,7 +280,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const b = await waitForCondition(ns, 'vm-b.data', 'False');
       const cond = ipsAllocated(b)!;
       assert.equal(cond.reason, 'IPAddressConflict');
-      assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
+      assert.match(cond.message!, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
       assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
       const events = await eventsOn(ns, 'AddressInUse', 'vm-b');
       assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);

@@ -11,7 +11,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { ADDRESSES_ANNOTATION } from '../../src/claims/constants.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
 import { type CoreEvent, eventsFor, type IPAMClaim } from '../suite/kube.ts';
-import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForEvents } from './flows.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForClaim, waitForEvents } from './flows.ts';
 import { buildVM, type Vm } from './launcher-fixture.ts';
 import { waitFor, World, worldCase } from './world.ts';
 
@@ -32,15 +32,10 @@ function createVM(ns: string, name: string, nad: string, addresses?: string[]): 
   return world.kv.createVM(buildVM({ namespace: ns, name, podNetwork: false, networks: [{ name: 'data', nadName: nad }], ...annotations }));
 }
 
+/** Waits until the claim's IPsAllocated condition has `status` (True: with addresses), and returns it. */
 function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = 90_000): Promise<IPAMClaim> {
-  return waitFor(
-    `IPAMClaim ${ns}/${name} IPsAllocated ${status}`,
-    async () => {
-      const claim = await world.api.claim(ns, name);
-      return ipsAllocated(claim)?.status === status && (status === 'False' || (claim?.status?.ips?.length ?? 0) > 0) ? claim : undefined;
-    },
-    { timeoutMs, intervalMs: 500 },
-  );
+  const reached = (c: IPAMClaim) => ipsAllocated(c)?.status === status && (status === 'False' || !!c.status?.ips?.length);
+  return waitForClaim(world.api, ns, name, `IPsAllocated ${status}`, reached, timeoutMs);
 }
 
 /** The controller's figures for `network`, once they equal `want` (its caches follow the API within moments). */

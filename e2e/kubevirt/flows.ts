@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import { runCli } from '../local/controller-process.ts';
-import { type Api, type CoreEvent, paths } from '../suite/kube.ts';
+import { type Api, type CoreEvent, type IPAMClaim, paths } from '../suite/kube.ts';
 import { parseNetworksAnnotation, podInterfaceName } from './launcher-fixture.ts';
 import { waitFor } from './virtctl.ts';
 
@@ -51,6 +51,15 @@ export async function bridgeNad(api: Api, ns: string, name: string, network: str
       config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
     },
   });
+}
+
+/** Waits until claim `ns/name` exists and `pred` holds for it (`what`: what is awaited), and returns it. */
+export function waitForClaim(api: Api, ns: string, name: string, what: string, pred: (c: IPAMClaim) => boolean, timeoutMs: number): Promise<IPAMClaim> {
+  const probe = async () => {
+    const c = await api.claim(ns, name);
+    return c && pred(c) && c;
+  };
+  return waitFor(`IPAMClaim ${ns}/${name} ${what}`, probe, { timeoutMs, intervalMs: 200 });
 }
 
 /** Waits until at least `min` (default 1) Events of namespace `ns` match, and returns those that do. */

@@ -23,7 +23,7 @@ import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } f
 import type { VmInterface } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
 import { buildVM, type Vm, type Vmi } from './launcher-fixture.ts';
-import { assertPodReferences, ipsAllocated, podElements, statusOutput, waitForEvents } from './flows.ts';
+import { assertPodReferences, ipsAllocated, podElements, statusOutput, waitForClaim, waitForEvents } from './flows.ts';
 import { EVENTUALLY_MS, eventually, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
@@ -133,24 +133,15 @@ async function vm1OnTinyNetwork(ns: string, network: string, subnet: string, als
 
 /** The claim once OVN-K filled it: status.ips, with the condition IPsAllocated True / SuccessfulAllocation. */
 async function allocatedClaim(ns: string, name: string, timeoutMs = EVENTUALLY_MS): Promise<IPAMClaim & { status: { ips: string[] } }> {
-  const claim = await eventually(
-    `OVN-K to fill IPAMClaim ${ns}/${name}`,
-    async () => {
-      const c = await world.api.claim(ns, name);
-      return c?.status?.ips?.length && ipsAllocated(c)?.status === 'True' ? c : undefined;
-    },
-    timeoutMs,
-  );
+  const filled = (c: IPAMClaim) => !!c.status?.ips?.length && ipsAllocated(c)?.status === 'True';
+  const claim = await waitForClaim(world.api, ns, name, 'filled by OVN-K', filled, timeoutMs);
   assert.equal(ipsAllocated(claim)?.reason, 'SuccessfulAllocation', `${name}: IPsAllocated reason`);
   return claim as IPAMClaim & { status: { ips: string[] } };
 }
 
 /** The claim once OVN-K found the network's range full for its pod: IPsAllocated False / SubnetExhausted, no address. */
 async function exhaustedClaim(ns: string, name: string): Promise<IPAMClaim> {
-  const claim = await eventually(`OVN-K to find the range full for IPAMClaim ${ns}/${name}`, async () => {
-    const c = await world.api.claim(ns, name);
-    return ipsAllocated(c)?.reason === 'SubnetExhausted' ? c : undefined;
-  });
+  const claim = await waitForClaim(world.api, ns, name, 'found full by OVN-K', (c) => ipsAllocated(c)?.reason === 'SubnetExhausted', EVENTUALLY_MS);
   assert.equal(ipsAllocated(claim)?.status, 'False');
   assert.deepEqual(claim.status?.ips ?? [], [], `${name} holds no address`);
   return claim;
