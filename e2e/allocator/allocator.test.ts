@@ -11,8 +11,8 @@ import { after, before, describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
-import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
-import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForClaim, waitForEvents } from '../kubevirt/flows.ts';
+import { buildVM, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, podElements, statusOutput, waitForClaim, waitForEvents } from '../kubevirt/flows.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
 import type { ControllerProcess } from '../local/controller-process.ts';
@@ -51,10 +51,8 @@ function createVM(ns: string, name: string, nad: string, o: { addresses?: string
   return world.kv.createVM(buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }], annotations }));
 }
 
-const claimsIn = async (ns: string): Promise<Claim[]> => (await world.api.list<Claim>(paths.claims(ns))).items;
 /** How many claims in `ns` have addresses. */
-const withIps = async (ns: string): Promise<number> => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
-const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world.api.get<Claim>(paths.claims(ns, name));
+const withIps = async (ns: string): Promise<number> => (await world.api.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
 
 const isAllocated = (c: Claim | undefined, status = 'True'): boolean => ipsAllocated(c)?.status === status;
 
@@ -80,7 +78,7 @@ const aThirdAllocated = (ns: string, n: number, timeoutMs: number): Promise<numb
 /** Waits until `ns` holds exactly `n` claims, every one allocated, and returns them. */
 function waitForAllAllocated(ns: string, n: number, how: string, timeoutMs: number): Promise<Claim[]> {
   const probe = async () => {
-    const all = await claimsIn(ns);
+    const all = await world.api.claims(ns);
     return all.length === n && all.every((c) => isAllocated(c)) ? all : undefined;
   };
   return waitFor(`${n} claims allocated ${how}`, probe, { timeoutMs, intervalMs: 250 });
@@ -124,8 +122,7 @@ function startedWith(pod: V1Pod): unknown {
 
 /** The launcher pod's element for the `data` network. */
 function dataElement(pod: V1Pod): Record<string, unknown> {
-  const elements = parseNetworksAnnotation(pod.metadata?.annotations?.[NETWORKS]) ?? [];
-  const element = elements.find((e) => e.interface === podInterfaceName('data'));
+  const element = podElements(pod).find((e) => e.interface === podInterfaceName('data'));
   assert.ok(element, `launcher pod ${pod.metadata?.name} has an element for network data: ${pod.metadata?.annotations?.[NETWORKS]}`);
   return element as Record<string, unknown>;
 }
@@ -186,7 +183,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await world.api.mergePatch(paths.pods(ns, pod.metadata!.name!), {
         metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } },
       });
-      assert.equal(await getClaim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
+      assert.equal(await world.api.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
       // vm1's claim cannot be made for now: a hand-made object holds its name (on another network, so the allocator
       // leaves it alone; its label brings vm1 back to the controller when it goes). A stopped VM on the same NAD gets
       // its claim at once.
@@ -233,7 +230,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(migrated.pod.metadata?.name, migration.targetPod);
       assert.deepEqual(startedWith(migrated.pod), claim.status?.ips, 'the migration target keeps the addresses');
 
-      const after = await getClaim(ns, 'vm1.data');
+      const after = await world.api.claim(ns, 'vm1.data');
       assert.equal(after?.metadata.uid, claim.metadata.uid, 'the same claim object');
       assert.equal(after?.metadata.resourceVersion, claim.metadata.resourceVersion, 'never written since the allocation');
       t.diagnostic(`addresses ${claim.status?.ips?.join(', ')} kept through stop/start and migration`);
@@ -253,7 +250,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.deepEqual((await waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
 
       await world.kv.deleteVM(ns, 'first');
-      await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await getClaim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
+      await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await world.api.claim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
       await createVM(ns, 'third', 'br-static');
       const third = await waitForCondition(ns, 'third.data', 'True');
       assert.deepEqual(third.status?.ips, ['10.63.0.2/24'], 'the freed address is the lowest free one again');
@@ -309,7 +306,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
       await claimWhen(ns, 'vm1.data', 'to exist');
       await sleep(QUIET_MS);
-      assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
+      assert.equal((await world.api.claim(ns, 'vm1.data'))?.status, undefined, 'no status written');
       assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
     },
     { timeoutMs: 120_000 },
@@ -353,7 +350,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const from = world.controller.logs.length;
       await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
       await sleep(QUIET_MS);
-      const after = await getClaim(ns, 'vm1.data');
+      const after = await world.api.claim(ns, 'vm1.data');
       assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
       assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
       assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
@@ -364,7 +361,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await sleep(QUIET_MS);
       const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
       assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
-      assert.equal((await getClaim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
+      assert.equal((await world.api.claim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
     },
   );
 
@@ -399,7 +396,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       // The commit point is a conditional write: the API server refuses a status write made against an older
       // resourceVersion (what keeps a controller that chose from a stale view from recording its choice).
       const stale = claims[0]!;
-      const fresh = await getClaim(ns, stale.metadata.name);
+      const fresh = await world.api.claim(ns, stale.metadata.name);
       const older = String(Number(fresh!.metadata.resourceVersion) - 1);
       const res = await world.cp.http.request(
         'PATCH',
