@@ -12,26 +12,18 @@
 // There is no kubelet: the controller runs as a local process (the built CLI). e2e/install/image-smoke.ts does the
 // same with the container image's own root filesystem.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { pinnedVersions, startControlPlane, type ControlPlane } from '../harness/index.ts';
 import { preparedTool } from '../harness/prepare.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
-import {
-  exec,
-  expectClaimFor,
-  kustomize,
-  launchBuiltCli,
-  NAMESPACE,
-  parseYaml,
-  readInstalled,
-  waitReady,
-  type KubeObject,
-  type Launched,
-} from './installed.ts';
+import { expectClaimFor, kustomize, launchBuiltCli, NAMESPACE, parseYaml, readInstalled, waitReady, type KubeObject, type Launched } from './installed.ts';
 
+const exec = promisify(execFile);
 const CHART = join(REPO_ROOT, 'charts', 'persistent-ips');
 
 /** The helm binary built by scripts/helm/build.sh (before the tests: a build never runs under a test timeout). */

@@ -3,16 +3,13 @@
 // install's RBAC is what it gets), against a local control plane that has no kubelet to run the Deployment itself.
 // Used by install.test.ts (the kustomize and Helm installs, built CLI) and image-smoke.ts (the image's rootfs under
 // chroot, with the in-cluster service-account files a pod would have).
-import { type ChildProcess, execFile } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { freePort, kubeconfigYaml, poll, type ControlPlane } from '../harness/index.ts';
 import { spawnLogged, stopProcess } from '../harness/process.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
-
-export const exec = promisify(execFile);
 
 export const NAMESPACE = 'persistent-ips-system';
 export type KubeObject = {
@@ -27,7 +24,7 @@ export function parseYaml(text: string): KubeObject[] {
 
 /** `kubectl kustomize manifests/<overlay>` with the control plane's kubectl: the YAML that install applies. */
 export async function kustomize(cp: ControlPlane, overlay: string): Promise<string> {
-  return (await exec(join(cp.binDir, 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', overlay)], { maxBuffer: 1 << 24 })).stdout;
+  return (await cp.kubectl(['kustomize', join(REPO_ROOT, 'manifests', overlay)])).stdout;
 }
 
 interface Container {
