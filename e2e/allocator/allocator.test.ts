@@ -11,28 +11,21 @@ import { after, before, describe } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { freePort } from '../harness/index.ts';
-import { buildVM, parseNetworksAnnotation, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
+import { buildVM, podInterfaceName, type Vm } from '../kubevirt/launcher-fixture.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, podElements, statusOutput, waitForClaim, waitForEvents } from '../kubevirt/flows.ts';
 import { waitFor } from '../kubevirt/virtctl.ts';
 import { World, worldCase } from '../kubevirt/world.ts';
-import { type ControllerProcess, runCli } from '../local/controller-process.ts';
-import { type CoreEvent, paths } from '../suite/kube.ts';
+import type { ControllerProcess } from '../local/controller-process.ts';
+import { nadConfig } from '../suite/fixtures.ts';
+import { type CoreEvent, type IPAMClaim as Claim, paths } from '../suite/kube.ts';
 
 // Written out here, not imported from src/: the test checks the controller against the documented names.
 const ALLOCATOR = 'persistent-ips.kubevirt.io/allocator';
-const ALLOW = 'persistent-ips.kubevirt.io/allow-persistent-ips';
-const SUBNETS = 'persistent-ips.kubevirt.io/subnets';
-const EXCLUDE = 'persistent-ips.kubevirt.io/exclude-subnets';
 const ADDRESSES = 'network.kubevirt.io/addresses';
 const NETWORKS = 'k8s.v1.cni.cncf.io/networks';
 const EVENTUALLY_MS = 30_000;
 /** How long a case watches for something that must not happen (a write, an admitted pod): many reaction times. */
 const QUIET_MS = 3_000;
-
-interface Claim {
-  metadata: { name: string; namespace: string; uid: string; resourceVersion: string; deletionTimestamp?: string };
-  spec: { network: string; interface: string };
-  status?: { ips?: string[]; conditions?: { type: string; status: string; reason: string; message: string }[] };
-}
 
 const world = new World({
   ovnKubernetes: false,
@@ -48,59 +41,44 @@ let restarts = 0;
 const startAllocatorController = (o: { webhookPort?: number; leaderElect?: boolean } = {}): Promise<ControllerProcess> =>
   world.startController({ name: `allocator-${++restarts}${o.leaderElect ? '-elected' : ''}`, extraArgs: ['--qps', '200', '--burst', '400'], ...o });
 
-/** A bridge + static IPAM NAD with these annotations. */
-async function bridgeNad(ns: string, name: string, network: string, annotations: Record<string, string> = {}): Promise<void> {
-  await world.api.create(paths.nads(ns), {
-    apiVersion: 'k8s.cni.cncf.io/v1',
-    kind: 'NetworkAttachmentDefinition',
-    metadata: { name, namespace: ns, annotations },
-    spec: {
-      config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
-    },
-  });
-}
-
-/** The annotations by which a NAD opts into the allocator, its pool in them. */
-const allocatorAnnotations = (subnets: string, exclude?: string): Record<string, string> => ({
-  [ALLOW]: 'true',
-  [ALLOCATOR]: 'true',
-  [SUBNETS]: subnets,
-  ...(exclude ? { [EXCLUDE]: exclude } : {}),
-});
-
 /** A bridge + static IPAM NAD that opts into the allocator. */
 const allocatorNad = (ns: string, name: string, network: string, subnets: string, exclude?: string): Promise<void> =>
-  bridgeNad(ns, name, network, allocatorAnnotations(subnets, exclude));
+  bridgeNad(world.api, ns, name, network, allocatorAnnotations(subnets, exclude));
 
 /** A VM with one secondary network `data` on `nad`, optionally asking for addresses. */
 function createVM(ns: string, name: string, nad: string, o: { addresses?: string[]; running?: boolean } = {}): Promise<Vm> {
-  const vm = buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }] });
-  if (o.addresses) {
-    vm.spec!.template!.metadata = { ...(vm.spec!.template!.metadata ?? {}), annotations: { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } };
-  }
-  return world.kv.createVM(vm);
+  const annotations = o.addresses ? { [ADDRESSES]: JSON.stringify({ data: o.addresses }) } : undefined;
+  return world.kv.createVM(buildVM({ namespace: ns, name, running: o.running ?? true, networks: [{ name: 'data', nadName: nad }], annotations }));
 }
 
-const claimsIn = async (ns: string): Promise<Claim[]> => (await world.api.list<Claim>(paths.claims(ns))).items;
 /** How many claims in `ns` have addresses. */
-const withIps = async (ns: string): Promise<number> => (await claimsIn(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
-const getClaim = (ns: string, name: string): Promise<Claim | undefined> => world.api.get<Claim>(paths.claims(ns, name));
+const withIps = async (ns: string): Promise<number> => (await world.api.claims(ns)).filter((c) => (c.status?.ips?.length ?? 0) > 0).length;
 
-const isAllocated = (c: Claim | undefined, status = 'True'): boolean => !!c?.status?.conditions?.some((x) => x.type === 'IPsAllocated' && x.status === status);
+const isAllocated = (c: Claim | undefined, status = 'True'): boolean => ipsAllocated(c)?.status === status;
+
+/** Waits until claim `name` exists and `pred` holds for it (`what`, for the message), and returns it. */
+const claimWhen = (ns: string, name: string, what: string, pred: (c: Claim) => boolean = () => true): Promise<Claim> =>
+  waitForClaim(world.api, ns, name, what, pred, EVENTUALLY_MS);
 
 /** Waits until the claim's IPsAllocated condition has `status` (and returns the claim). */
-function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = EVENTUALLY_MS): Promise<Claim> {
-  const probe = async () => {
-    const c = await getClaim(ns, name);
-    return isAllocated(c, status) && c;
-  };
-  return waitFor(`IPAMClaim ${ns}/${name} with IPsAllocated=${status}`, probe, { timeoutMs, intervalMs: 100 });
-}
+const waitForCondition = (ns: string, name: string, status: 'True' | 'False'): Promise<Claim> =>
+  claimWhen(ns, name, `with IPsAllocated=${status}`, (c) => isAllocated(c, status));
+
+/** Waits until at least a third of the `n` VMs' claims have addresses; returns how many have. */
+const aThirdAllocated = (ns: string, n: number, timeoutMs: number): Promise<number> =>
+  waitFor(
+    'a third of the burst allocated',
+    async () => {
+      const k = await withIps(ns);
+      return k >= n / 3 && k;
+    },
+    { timeoutMs, intervalMs: 20 },
+  );
 
 /** Waits until `ns` holds exactly `n` claims, every one allocated, and returns them. */
 function waitForAllAllocated(ns: string, n: number, how: string, timeoutMs: number): Promise<Claim[]> {
   const probe = async () => {
-    const all = await claimsIn(ns);
+    const all = await world.api.claims(ns);
     return all.length === n && all.every((c) => isAllocated(c)) ? all : undefined;
   };
   return waitFor(`${n} claims allocated ${how}`, probe, { timeoutMs, intervalMs: 250 });
@@ -111,13 +89,11 @@ async function eventsOf(ns: string, reason: string, involved: string): Promise<C
 }
 
 /** Waits until at least `min` Events `reason` are on `involved`, and returns them. */
-function waitForEvents(ns: string, reason: string, involved: string, min = 1): Promise<CoreEvent[]> {
-  const probe = async () => {
-    const found = await eventsOf(ns, reason, involved);
-    return found.length >= min && found;
-  };
-  return waitFor(`${min} ${reason} Event(s) on ${involved}`, probe, { timeoutMs: EVENTUALLY_MS });
-}
+const eventsOn = (ns: string, reason: string, involved: string, min = 1): Promise<CoreEvent[]> =>
+  waitForEvents(world.api, ns, `${min} ${reason} Event(s) on ${involved}`, (e) => e.reason === reason && e.involvedObject.name === involved, {
+    min,
+    timeoutMs: EVENTUALLY_MS,
+  });
 
 /** Creates `n` stopped VMs on `nad`, ten at a time, named `vm-<i>` padded to `digits`; `created` counts them. */
 async function burstOfVMs(ns: string, nad: string, n: number, digits: number, created = { count: 0 }): Promise<void> {
@@ -146,8 +122,7 @@ function startedWith(pod: V1Pod): unknown {
 
 /** The launcher pod's element for the `data` network. */
 function dataElement(pod: V1Pod): Record<string, unknown> {
-  const elements = parseNetworksAnnotation(pod.metadata?.annotations?.[NETWORKS]) ?? [];
-  const element = elements.find((e) => e.interface === podInterfaceName('data'));
+  const element = podElements(pod).find((e) => e.interface === podInterfaceName('data'));
   assert.ok(element, `launcher pod ${pod.metadata?.name} has an element for network data: ${pod.metadata?.annotations?.[NETWORKS]}`);
   return element as Record<string, unknown>;
 }
@@ -172,19 +147,18 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await createVM(ns, 'vm1', 'br-static');
       const claim = await waitForCondition(ns, 'vm1.data', 'True');
       assert.deepEqual(claim.status?.ips, ['10.61.0.2/24'], 'lowest free address after the excluded gateway, pool prefix length');
-      const cond = claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
-      assert.equal(cond.reason, 'SuccessfulAllocation');
+      assert.equal(ipsAllocated(claim)?.reason, 'SuccessfulAllocation');
       const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       assert.deepEqual(startedWith(pod), ['10.61.0.2/24'], 'the launcher pod asked static IPAM for the claim address');
       assert.equal(dataElement(pod)['ipam-claim-reference'], 'vm1.data');
 
-      const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
-      assert.equal(table.code, 0, table.stderr);
-      t.diagnostic(`persistent-ips status -n ${ns}:\n${table.stdout}`);
-      assert.match(table.stdout, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
-      assert.match(table.stdout, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
-      const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json', 'vm1']);
-      const doc = JSON.parse(json.stdout) as { items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[] };
+      const table = await statusOutput(world.cp.kubeconfigPath, ns);
+      t.diagnostic(`persistent-ips status -n ${ns}:\n${table}`);
+      assert.match(table, /^VM\s+STATUS\s+NETWORK\s+NAD\s+CLAIM\s+ADDRESSES\s+CONDITION\s+OWNER/m);
+      assert.match(table, /vm1\s+\S+\s+data\s+br-static \(allocator\)\s+vm1\.data\s+10\.61\.0\.2\/24\s+Allocated\s+VirtualMachine vm1/);
+      const doc = JSON.parse(await statusOutput(world.cp.kubeconfigPath, ns, '-o', 'json', 'vm1')) as {
+        items: { vm: string; claim: string; ips: string[]; condition: { reason: string } }[];
+      };
       assert.deepEqual(
         doc.items.map((i) => [i.vm, i.claim, i.ips, i.condition.reason]),
         [['vm1', 'vm1.data', ['10.61.0.2/24'], 'SuccessfulAllocation']],
@@ -199,7 +173,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     async ({ namespace }) => {
       const ns = await namespace('running');
       // Not persistent and no allocator yet: the VM starts without a claim, its pod got 10.69.0.2 from some IPAM.
-      await bridgeNad(ns, 'br-static', 'e2e-running');
+      await bridgeNad(world.api, ns, 'br-static', 'e2e-running');
       await createVM(ns, 'vm1', 'br-static');
       const { pod } = await world.kv.waitForVMIRunning(ns, 'vm1', { timeoutMs: EVENTUALLY_MS });
       const networkStatus = [
@@ -209,7 +183,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await world.api.mergePatch(paths.pods(ns, pod.metadata!.name!), {
         metadata: { annotations: { 'k8s.v1.cni.cncf.io/network-status': JSON.stringify(networkStatus) } },
       });
-      assert.equal(await getClaim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
+      assert.equal(await world.api.claim(ns, 'vm1.data'), undefined, 'no claim while the NAD is not persistent');
       // vm1's claim cannot be made for now: a hand-made object holds its name (on another network, so the allocator
       // leaves it alone; its label brings vm1 back to the controller when it goes). A stopped VM on the same NAD gets
       // its claim at once.
@@ -226,16 +200,9 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.deepEqual(vm2.status?.ips, ['10.69.0.3/24'], 'vm2 is not given 10.69.0.2, the address vm1 runs with although no claim records it');
 
       await world.api.delete(paths.claims(ns, 'vm1.data'));
-      const claim = await waitFor(
-        `IPAMClaim ${ns}/vm1.data of vm1 with its address`,
-        async () => {
-          const c = await getClaim(ns, 'vm1.data');
-          return c?.spec.network === 'e2e-running' && isAllocated(c) && c;
-        },
-        { timeoutMs: EVENTUALLY_MS },
-      );
+      const claim = await claimWhen(ns, 'vm1.data', 'of vm1 with its address', (c) => c.spec.network === 'e2e-running' && isAllocated(c));
       assert.deepEqual(claim.status?.ips, ['10.69.0.2/24'], 'the address the running VM has, with the pool prefix');
-      assert.match(claim.status!.conditions!.find((c) => c.type === 'IPsAllocated')!.message, /the address the VM has/);
+      assert.match(ipsAllocated(claim)!.message!, /the address the VM has/);
     },
     { timeoutMs: 180_000 },
   );
@@ -263,7 +230,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(migrated.pod.metadata?.name, migration.targetPod);
       assert.deepEqual(startedWith(migrated.pod), claim.status?.ips, 'the migration target keeps the addresses');
 
-      const after = await getClaim(ns, 'vm1.data');
+      const after = await world.api.claim(ns, 'vm1.data');
       assert.equal(after?.metadata.uid, claim.metadata.uid, 'the same claim object');
       assert.equal(after?.metadata.resourceVersion, claim.metadata.resourceVersion, 'never written since the allocation');
       t.diagnostic(`addresses ${claim.status?.ips?.join(', ')} kept through stop/start and migration`);
@@ -283,7 +250,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.deepEqual((await waitForCondition(ns, 'second.data', 'True')).status?.ips, ['10.63.0.3/24']);
 
       await world.kv.deleteVM(ns, 'first');
-      await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await getClaim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
+      await waitFor(`IPAMClaim ${ns}/first.data to be gone`, async () => (await world.api.claim(ns, 'first.data')) === undefined, { timeoutMs: EVENTUALLY_MS });
       await createVM(ns, 'third', 'br-static');
       const third = await waitForCondition(ns, 'third.data', 'True');
       assert.deepEqual(third.status?.ips, ['10.63.0.2/24'], 'the freed address is the lowest free one again');
@@ -308,11 +275,11 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
 
       const vmB = await createVM(ns, 'vm-b', 'br-static', { addresses: ['10.64.0.50/24'] });
       const b = await waitForCondition(ns, 'vm-b.data', 'False');
-      const cond = b.status!.conditions!.find((c) => c.type === 'IPsAllocated')!;
+      const cond = ipsAllocated(b)!;
       assert.equal(cond.reason, 'IPAddressConflict');
-      assert.match(cond.message, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
+      assert.match(cond.message!, new RegExp(`requested 10\\.64\\.0\\.50 is already held by ${ns}/vm-a\\.data`));
       assert.deepEqual(b.status?.ips ?? [], [], 'no other address handed out instead');
-      const events = await waitForEvents(ns, 'AddressInUse', 'vm-b');
+      const events = await eventsOn(ns, 'AddressInUse', 'vm-b');
       assert.equal(events[0]!.involvedObject.uid, vmB.metadata.uid);
       t.diagnostic(`vm-b refused: ${cond.reason}: ${cond.message}`);
       // The webhook keeps vm-b's launcher pod out (KubeVirt retries) rather than start it without its address.
@@ -335,11 +302,11 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const ns = await namespace('invalid');
       await allocatorNad(ns, 'br-bad', 'e2e-invalid', '10.65.0.0/33');
       await createVM(ns, 'vm1', 'br-bad', { running: false });
-      const events = await waitForEvents(ns, 'InvalidAllocatorPool', 'br-bad');
+      const events = await eventsOn(ns, 'InvalidAllocatorPool', 'br-bad');
       assert.match(events[0]!.message, /10\.65\.0\.0\/33" has an invalid prefix length/);
-      await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
+      await claimWhen(ns, 'vm1.data', 'to exist');
       await sleep(QUIET_MS);
-      assert.equal((await getClaim(ns, 'vm1.data'))?.status, undefined, 'no status written');
+      assert.equal((await world.api.claim(ns, 'vm1.data'))?.status, undefined, 'no status written');
       assert.equal((await fetch(`http://127.0.0.1:${world.controller.probePort}/healthz`)).status, 200, 'the controller is healthy');
     },
     { timeoutMs: 120_000 },
@@ -350,16 +317,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
     'an OVN-Kubernetes NAD with the switch is refused: one AllocatorRefused Event per NAD generation, its claim never written by us, no ips on its pod',
     async ({ t, namespace }) => {
       const ns = await namespace('ovn');
-      const config = (subnets: string) =>
-        JSON.stringify({
-          cniVersion: '0.4.0',
-          name: 'e2e-ovn',
-          type: 'ovn-k8s-cni-overlay',
-          topology: 'layer2',
-          subnets,
-          allowPersistentIPs: true,
-          netAttachDefName: `${ns}/ovn-l2`,
-        });
+      const config = (subnets: string) => nadConfig(ns, 'ovn-l2', { network: 'e2e-ovn', subnets });
       const created = await world.api.create<{ metadata: { uid: string } }>(paths.nads(ns), {
         apiVersion: 'k8s.cni.cncf.io/v1',
         kind: 'NetworkAttachmentDefinition',
@@ -369,7 +327,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const nadUid = created.metadata.uid;
       await createVM(ns, 'vm1', 'ovn-l2');
       const refusedEvents = () => eventsOf(ns, 'AllocatorRefused', 'ovn-l2');
-      const [first] = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2');
+      const [first] = await eventsOn(ns, 'AllocatorRefused', 'ovn-l2');
       assert.equal(first!.involvedObject.kind, 'NetworkAttachmentDefinition');
       assert.equal(first!.involvedObject.uid, nadUid);
       assert.match(first!.message, new RegExp(`^NetworkAttachmentDefinition ${ns}/ovn-l2 \\(generation 1\\) has CNI type "ovn-k8s-cni-overlay"`));
@@ -382,7 +340,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       assert.equal(element['ipam-claim-reference'], 'vm1.data');
       assert.equal(element['ips'], undefined, 'no ips on an OVN-Kubernetes element');
       assert.deepEqual(startedWith(pod), [], 'nor did the pod start with any');
-      const claim = await waitFor('claim vm1.data', async () => getClaim(ns, 'vm1.data'));
+      const claim = await claimWhen(ns, 'vm1.data', 'to exist');
       assert.equal(claim.status, undefined, 'the allocator wrote no status');
 
       // Playing OVN-Kubernetes: it records the address. Every pass after that (the claim event, then a full resync)
@@ -392,18 +350,18 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       const from = world.controller.logs.length;
       await world.controller.waitForLog('a full allocator resync', (l) => l.msg === 'resync' && l['component'] === 'allocator', { from, timeoutMs: 45_000 });
       await sleep(QUIET_MS);
-      const after = await getClaim(ns, 'vm1.data');
+      const after = await world.api.claim(ns, 'vm1.data');
       assert.equal(after?.metadata.resourceVersion, rv, 'not written since OVN-Kubernetes wrote it (no ips, no condition of ours)');
       assert.deepEqual(after?.status, { ips: ['10.68.0.5/24'] });
       assert.equal((await refusedEvents()).length, 1, 'not posted again by later passes or the resync');
 
       // An edit of the NAD's spec is a new generation: told once more, once.
       await world.api.mergePatch(paths.nads(ns, 'ovn-l2'), { spec: { config: config('10.68.0.0/23') } });
-      const both = await waitForEvents(ns, 'AllocatorRefused', 'ovn-l2', 2); // the second, for generation 2
+      const both = await eventsOn(ns, 'AllocatorRefused', 'ovn-l2', 2); // the second, for generation 2
       await sleep(QUIET_MS);
       const generations = (await refusedEvents()).map((e) => /\(generation (\d+)\)/.exec(e.message)?.[1]).sort();
       assert.deepEqual(generations, ['1', '2'], `one Event per generation: ${both.map((e) => e.message).join(' | ')}`);
-      assert.equal((await getClaim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
+      assert.equal((await world.api.claim(ns, 'vm1.data'))?.metadata.resourceVersion, rv, 'still not written');
     },
   );
 
@@ -417,14 +375,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       // VMs that do not run: the claims come from the VMs alone, and no launcher pod is needed.
       const created = { count: 0 };
       const burst = burstOfVMs(ns, 'br-burst', N, 3, created);
-      const atKill = await waitFor(
-        'a third of the burst allocated',
-        async () => {
-          const n = await withIps(ns);
-          return n >= N / 3 ? n : undefined;
-        },
-        { timeoutMs: 120_000, intervalMs: 20 },
-      );
+      const atKill = await aThirdAllocated(ns, N, 120_000);
       await world.controller.kill();
       const killedAt = { created: created.count, allocated: await withIps(ns) };
       t.diagnostic(`SIGKILL with ${killedAt.created}/${N} VMs created and ${atKill}..${killedAt.allocated} claims allocated`);
@@ -445,7 +396,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       // The commit point is a conditional write: the API server refuses a status write made against an older
       // resourceVersion (what keeps a controller that chose from a stale view from recording its choice).
       const stale = claims[0]!;
-      const fresh = await getClaim(ns, stale.metadata.name);
+      const fresh = await world.api.claim(ns, stale.metadata.name);
       const older = String(Number(fresh!.metadata.resourceVersion) - 1);
       const res = await world.cp.http.request(
         'PATCH',
@@ -471,7 +422,7 @@ describe('built-in allocator end to end (issue 5)', { timeout: 20 * 60_000 }, ()
       await first.waitForLog('leadership', (l) => l.msg === 'starting allocator workers');
       const standby = await startAllocatorController({ leaderElect: true, webhookPort: await freePort() });
       const burst = burstOfVMs(ns, 'br-leader', N, 2);
-      await waitFor('a third of the burst allocated', async () => ((await withIps(ns)) >= N / 3 ? true : undefined), { timeoutMs: 60_000, intervalMs: 20 });
+      await aThirdAllocated(ns, N, 60_000);
       await first.kill();
       t.diagnostic(`leader killed with ${await withIps(ns)}/${N} claims allocated`);
       await burst;

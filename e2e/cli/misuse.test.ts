@@ -14,7 +14,9 @@ import { runCli } from '../local/controller-process.ts';
 const scratch = mkdtempSync(join(tmpdir(), 'pips-cli-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
-function assertOneLine(stderr: string, pattern: RegExp): void {
+/** The first line of stderr names the mistake (`only`: and nothing follows it). */
+function assertOneLine(stderr: string, pattern: RegExp, only = false): void {
+  if (only) assert.equal(stderr.trimEnd().split('\n').length, 1, stderr);
   const first = stderr.split('\n')[0] ?? '';
   assert.match(first, pattern);
   assert.match(first, /^persistent-ips: /);
@@ -60,8 +62,7 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
     for (const command of ['run', 'status']) {
       const r = await runCli([command, '--kubeconfig', missing]);
       assert.equal(r.code, EXIT.noKubeconfig, r.stderr);
-      assertOneLine(r.stderr, new RegExp(`kubeconfig ${missing} does not exist`));
-      assert.equal(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
+      assertOneLine(r.stderr, new RegExp(`kubeconfig ${missing} does not exist`), true);
     }
   });
 
@@ -70,8 +71,7 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
     writeFileSync(garbage, 'clusters: [this is: not\n  - yaml: {');
     const r = await runCli(['run', '--kubeconfig', garbage]);
     assert.equal(r.code, EXIT.noKubeconfig, r.stderr);
-    assertOneLine(r.stderr, new RegExp(garbage));
-    assert.equal(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
+    assertOneLine(r.stderr, new RegExp(garbage), true);
   });
 
   describe('with a cluster', () => {
@@ -94,12 +94,8 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
 
     for (const flag of ['metrics-bind-address', 'health-probe-bind-address', 'webhook-bind-address']) {
       it(`--${flag} on a busy port: exit 1, one line naming the address`, async () => {
-        const addresses: Record<string, string> = {
-          'metrics-bind-address': '127.0.0.1:0',
-          'health-probe-bind-address': '127.0.0.1:0',
-          'webhook-bind-address': '0',
-        };
-        addresses[flag] = `127.0.0.1:${busyPort}`;
+        const free = { 'metrics-bind-address': '127.0.0.1:0', 'health-probe-bind-address': '127.0.0.1:0', 'webhook-bind-address': '0' };
+        const addresses = { ...free, [flag]: `127.0.0.1:${busyPort}` };
         const r = await runCli([
           'run',
           '--kubeconfig',
@@ -111,8 +107,7 @@ describe('persistent-ips CLI misuse', { timeout: 120_000 }, () => {
           ...Object.entries(addresses).flatMap(([k, v]) => [`--${k}`, v]),
         ]);
         assert.equal(r.code, EXIT.failure, r.stderr);
-        assertOneLine(r.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${busyPort} \\(--${flag}\\): address already in use`));
-        assert.equal(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
+        assertOneLine(r.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${busyPort} \\(--${flag}\\): address already in use`), true);
       });
     }
   });

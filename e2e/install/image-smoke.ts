@@ -8,17 +8,13 @@
 //   PERSISTENT_IPS_IMAGE_DIR      the unpack directory (rootfs/ and config.json)
 //   PERSISTENT_IPS_INSTALL_YAML   optional: the install.yaml to apply (default: kubectl kustomize manifests/default)
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { startControlPlane, type ControlPlane } from '../harness/index.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
-import { expectClaimFor, launchChroot, readInstalled, waitReady, type Launched } from './installed.ts';
-
-const exec = promisify(execFile);
+import { expectClaimFor, kustomize, launchChroot, readInstalled, waitReady, type Launched } from './installed.ts';
 
 interface ImageConfig {
   config: {
@@ -89,9 +85,7 @@ describe('container image: the unpacked rootfs runs under chroot against a local
     assert.ok(cp && imageDir);
     const cfg = JSON.parse(readFileSync(join(imageDir, 'config.json'), 'utf8')) as ImageConfig;
     const installYaml = process.env['PERSISTENT_IPS_INSTALL_YAML'];
-    const manifest = installYaml
-      ? readFileSync(installYaml, 'utf8')
-      : (await exec(join(cp.binDir, 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', 'default')], { maxBuffer: 1 << 24 })).stdout;
+    const manifest = installYaml ? readFileSync(installYaml, 'utf8') : await kustomize(cp, 'default');
     await cp.kubectl(['apply', '--server-side', '-f', '-'], { input: manifest });
     const spec = await readInstalled(cp);
     const labels = cfg.config.Labels ?? {};

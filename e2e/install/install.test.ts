@@ -21,13 +21,15 @@ import { after, before, describe, it } from 'node:test';
 import { pinnedVersions, startControlPlane, type ControlPlane } from '../harness/index.ts';
 import { preparedTool } from '../harness/prepare.ts';
 import { REPO_ROOT } from '../local/controller-process.ts';
-import { expectClaimFor, launchBuiltCli, NAMESPACE, parseYaml, readInstalled, waitReady, type KubeObject, type Launched } from './installed.ts';
+import { expectClaimFor, kustomize, launchBuiltCli, NAMESPACE, parseYaml, readInstalled, waitReady, type KubeObject, type Launched } from './installed.ts';
 
 const exec = promisify(execFile);
 const CHART = join(REPO_ROOT, 'charts', 'persistent-ips');
 
 /** The helm binary built by scripts/helm/build.sh (before the tests: a build never runs under a test timeout). */
 const helmBinary = async (): Promise<string> => process.env['HELM'] || (await preparedTool('helm'));
+/** `--set` for each value. */
+const sets = (values: readonly string[]): string[] => values.flatMap((s) => ['--set', s]);
 
 // Labels and annotations that say who rendered an object, not what it is.
 const BOOKKEEPING_LABELS = ['app.kubernetes.io/managed-by', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'helm.sh/chart'];
@@ -53,15 +55,11 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
   const launched: Launched[] = [];
   const kubeVersion = pinnedVersions().kubernetes;
 
-  const kustomize = async (overlay: string) =>
-    parseYaml((await exec(join(cp?.binDir ?? '', 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', overlay)], { maxBuffer: 1 << 24 })).stdout);
+  const kustomized = async (overlay: string) => parseYaml(await kustomize(cp!, overlay));
   const helmTemplate = async (...set: string[]) =>
     parseYaml(
-      (
-        await exec(helm, ['template', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])], {
-          maxBuffer: 1 << 24,
-        })
-      ).stdout,
+      (await exec(helm, ['template', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kube-version', kubeVersion, ...sets(set)], { maxBuffer: 1 << 24 }))
+        .stdout,
     );
 
   before(
@@ -114,7 +112,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
 
   it('helm lint --strict passes for the default values and with every option set', async () => {
     for (const set of [[], everyOption]) {
-      const { stdout } = await exec(helm, ['lint', '--strict', CHART, '--kube-version', kubeVersion, ...set.flatMap((s) => ['--set', s])]);
+      const { stdout } = await exec(helm, ['lint', '--strict', CHART, '--kube-version', kubeVersion, ...sets(set)]);
       assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
     }
     assert.ok((await helmTemplate(...everyOption)).length > 0);
@@ -143,8 +141,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     }
     // Without the schema (--skip-schema-validation) the templates still refuse what would break the install: an
     // unknown TLS mode, and names that would end up inside the claim-reference policy's CEL expression.
-    const unchecked = (...set: string[]) =>
-      exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--skip-schema-validation', ...set.flatMap((s) => ['--set', s])]);
+    const unchecked = (...set: string[]) => exec(helm, ['template', 'x', CHART, '--kube-version', kubeVersion, '--skip-schema-validation', ...sets(set)]);
     await assert.rejects(unchecked('tls.mode=none'), /tls.mode must be self-managed or cert-manager/);
     await assert.rejects(
       unchecked(
@@ -162,7 +159,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     ['with-crds', ['ipamClaimCrd.install=true']],
   ] as const) {
     it(`helm template ${set.join(' ') || '(defaults)'} renders the objects of manifests/${overlay}`, async () => {
-      const k = normalize(await kustomize(overlay));
+      const k = normalize(await kustomized(overlay));
       const h = normalize(await helmTemplate(...set));
       // The chart leaves the namespace to Helm (--create-namespace); everything else must match.
       const ns = [...k.keys()].filter((key) => key.startsWith('Namespace '));
@@ -189,7 +186,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
 
   it('serviceMonitor, prometheusRule and grafanaDashboard each add exactly their object of manifests/prometheus', async () => {
     const without = normalize(await helmTemplate());
-    const fromKustomize = normalize(await kustomize('prometheus'));
+    const fromKustomize = normalize(await kustomized('prometheus'));
     const added: string[] = [];
     for (const [value, key] of [
       ['serviceMonitor.enabled=true', `ServiceMonitor ${NAMESPACE}/persistent-ips-controller`],
@@ -225,7 +222,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
     const withPolicy = normalize(await helmTemplate('claimReferencePolicy.enabled=true'));
     const without = normalize(await helmTemplate());
     const added = [...withPolicy.keys()].filter((k) => !without.has(k)).sort();
-    const fromKustomize = normalize(await kustomize('claim-reference-policy'));
+    const fromKustomize = normalize(await kustomized('claim-reference-policy'));
     assert.deepEqual(added, [...fromKustomize.keys()].sort());
     for (const key of added) assert.deepEqual(withPolicy.get(key), fromKustomize.get(key), `${key} is the same`);
     // Other virt-controller ServiceAccounts (OpenShift's); the controller's own is always allowed.
@@ -288,7 +285,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
 
   it('kustomize: kubectl apply of manifests/default gives a controller that becomes ready and creates a claim', async () => {
     assert.ok(cp);
-    const render = (await exec(join(cp.binDir, 'kubectl'), ['kustomize', join(REPO_ROOT, 'manifests', 'default')], { maxBuffer: 1 << 24 })).stdout;
+    const render = await kustomize(cp, 'default');
     await cp.kubectl(['apply', '--server-side', '-f', '-'], { input: render });
     await expectWorkingController('kustomize', 'vm-kustomize');
     // Make room for the chart: the same names, cluster-scoped ones included. The namespace stays (Helm's to reuse).
@@ -312,7 +309,7 @@ describe('install paths: kustomize and the Helm chart', { timeout: 10 * 60_000 }
       'crd/prometheusrules.monitoring.coreos.com',
     ]);
     assert.equal(established.code, 0, established.stderr);
-    const monitoring = ['serviceMonitor.enabled=true', 'prometheusRule.enabled=true', 'grafanaDashboard.enabled=true'].flatMap((s) => ['--set', s]);
+    const monitoring = sets(['serviceMonitor.enabled=true', 'prometheusRule.enabled=true', 'grafanaDashboard.enabled=true']);
     const { stdout } = await exec(helm, ['install', 'persistent-ips', CHART, '--namespace', NAMESPACE, '--kubeconfig', cp.kubeconfigPath, ...monitoring]);
     assert.match(stdout, /STATUS: deployed/);
     // What the cluster holds is what manifests/prometheus holds.

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { freePort, kubeconfigYaml, poll, type ControlPlane } from '../harness/index.ts';
 import { spawnLogged, stopProcess } from '../harness/process.ts';
+import { REPO_ROOT } from '../local/controller-process.ts';
 
 export const NAMESPACE = 'persistent-ips-system';
 export type KubeObject = {
@@ -19,6 +20,11 @@ export type KubeObject = {
 
 export function parseYaml(text: string): KubeObject[] {
   return (loadAllYaml(text) as (KubeObject | null)[]).filter((o): o is KubeObject => o !== null && typeof o === 'object');
+}
+
+/** `kubectl kustomize manifests/<overlay>` with the control plane's kubectl: the YAML that install applies. */
+export async function kustomize(cp: ControlPlane, overlay: string): Promise<string> {
+  return (await cp.kubectl(['kustomize', join(REPO_ROOT, 'manifests', overlay)])).stdout;
 }
 
 interface Container {
@@ -113,8 +119,7 @@ export async function launchBuiltCli(cp: ControlPlane, spec: InstalledSpec, dir:
   mkdirSync(join(dir, name, 'certs'), { recursive: true });
   const kubeconfig = join(dir, name, 'kubeconfig');
   writeFileSync(kubeconfig, kubeconfigYaml(cp.server, cp.caFile, spec.token, spec.namespace), { mode: 0o600 });
-  const repo = new URL('../../', import.meta.url).pathname;
-  return launch([join(repo, 'node_modules', '.bin', 'node'), join(repo, 'dist', 'cli', 'main.js')], spec, {
+  return launch([join(REPO_ROOT, 'node_modules', '.bin', 'node'), join(REPO_ROOT, 'dist', 'cli', 'main.js')], spec, {
     logFile: join(dir, name, 'controller.log'),
     certDir: join(dir, name, 'certs'),
     extraArgs: [`--kubeconfig=${kubeconfig}`],

@@ -7,10 +7,11 @@
 // claim that holds it.
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
+import { isDeepStrictEqual } from 'node:util';
 import { ADDRESSES_ANNOTATION } from '../../src/claims/constants.ts';
-import { runCli } from '../local/controller-process.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
-import { eventsFor, paths, type IPAMClaim } from '../suite/kube.ts';
+import { type CoreEvent, eventsFor, type IPAMClaim } from '../suite/kube.ts';
+import { allocatorAnnotations, bridgeNad, ipsAllocated, statusOutput, waitForClaim, waitForEvents } from './flows.ts';
 import { buildVM, type Vm } from './launcher-fixture.ts';
 import { waitFor, World, worldCase } from './world.ts';
 
@@ -31,37 +32,10 @@ function createVM(ns: string, name: string, nad: string, addresses?: string[]): 
   return world.kv.createVM(buildVM({ namespace: ns, name, podNetwork: false, networks: [{ name: 'data', nadName: nad }], ...annotations }));
 }
 
-/** A bridge + static IPAM NAD that opts into the built-in allocator, its pool in annotations. */
-async function allocatorNad(ns: string, name: string, network: string, subnets: string): Promise<void> {
-  await world.api.create(paths.nads(ns), {
-    apiVersion: 'k8s.cni.cncf.io/v1',
-    kind: 'NetworkAttachmentDefinition',
-    metadata: {
-      name,
-      namespace: ns,
-      annotations: {
-        'persistent-ips.kubevirt.io/allow-persistent-ips': 'true',
-        'persistent-ips.kubevirt.io/allocator': 'true',
-        'persistent-ips.kubevirt.io/subnets': subnets,
-      },
-    },
-    spec: {
-      config: JSON.stringify({ cniVersion: '0.4.0', name: network, type: 'bridge', bridge: 'br-e2e', capabilities: { ips: true }, ipam: { type: 'static' } }),
-    },
-  });
-}
-
-const condition = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
-
+/** Waits until the claim's IPsAllocated condition has `status` (True: with addresses), and returns it. */
 function waitForCondition(ns: string, name: string, status: 'True' | 'False', timeoutMs = 90_000): Promise<IPAMClaim> {
-  return waitFor(
-    `IPAMClaim ${ns}/${name} IPsAllocated ${status}`,
-    async () => {
-      const claim = await world.api.claim(ns, name);
-      return condition(claim)?.status === status && (status === 'False' || (claim?.status?.ips?.length ?? 0) > 0) ? claim : undefined;
-    },
-    { timeoutMs, intervalMs: 500 },
-  );
+  const reached = (c: IPAMClaim) => ipsAllocated(c)?.status === status && (status === 'False' || !!c.status?.ips?.length);
+  return waitForClaim(world.api, ns, name, `IPsAllocated ${status}`, reached, timeoutMs);
 }
 
 /** The controller's figures for `network`, once they equal `want` (its caches follow the API within moments). */
@@ -79,42 +53,27 @@ async function metricsShow(network: string, want: { capacity: number; held: numb
     return { capacity: figure('capacity'), held: figure('held'), free: figure('free'), refused };
   };
   let last: unknown;
-  await waitFor(
-    `metrics of network ${network} to show ${JSON.stringify(want)}`,
-    async () => {
-      last = await read();
-      try {
-        assert.deepEqual(last, want);
-        return true;
-      } catch {
-        return undefined;
-      }
-    },
-    { timeoutMs: 30_000, intervalMs: 500 },
-  ).catch((err: unknown) => {
+  await waitFor(`metrics of network ${network} to show ${JSON.stringify(want)}`, async () => isDeepStrictEqual((last = await read()), want), {
+    timeoutMs: 30_000,
+    intervalMs: 500,
+  }).catch((err: unknown) => {
     throw new Error(`${(err as Error).message}; last seen ${JSON.stringify(last)}`);
   });
 }
 
 async function statusNetworks(ns: string, network: string): Promise<NetworkItem> {
-  const out = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '--networks', '-o', 'json']);
-  assert.equal(out.code, 0, out.stderr);
-  const item = (JSON.parse(out.stdout) as { items: NetworkItem[] }).items.find((i) => i.network === network);
-  assert.ok(item, `status --networks lists network ${network}: ${out.stdout}`);
+  const out = await statusOutput(world.cp.kubeconfigPath, ns, '--networks', '-o', 'json');
+  const item = (JSON.parse(out) as { items: NetworkItem[] }).items.find((i) => i.network === network);
+  assert.ok(item, `status --networks lists network ${network}: ${out}`);
   return item;
 }
 
 /** The VM's Warnings of `reason`, once there is one. */
 async function warnings(ns: string, vm: string, reason: string): Promise<string[]> {
   const uid = (await world.kv.getVM(ns, vm))?.metadata.uid ?? '';
-  return waitFor(
-    `a ${reason} Event on VirtualMachine ${ns}/${vm}`,
-    async () => {
-      const events = await eventsFor(world.cp, ns, uid, reason);
-      return events.length > 0 ? events.map((e) => `${e.type} ${e.message}`) : undefined;
-    },
-    { timeoutMs: 60_000, intervalMs: 500 },
-  );
+  const on = (e: CoreEvent) => e.involvedObject.uid === uid && e.reason === reason;
+  const events = await waitForEvents(world.api, ns, `a ${reason} Event on VirtualMachine ${ns}/${vm}`, on, { timeoutMs: 60_000 });
+  return events.map((e) => `${e.type} ${e.message}`);
 }
 
 /** Who tells a refused VM, on each IPAM's networks, and how the message starts. */
@@ -139,7 +98,7 @@ async function fillAndFree(ns: string, nad: string, network: string, ipam: keyof
 
   await createVM(ns, 'vm-c', nad);
   const refused = await waitForCondition(ns, 'vm-c.data', 'False');
-  assert.equal(condition(refused)?.reason, 'SubnetExhausted');
+  assert.equal(ipsAllocated(refused)?.reason, 'SubnetExhausted');
   const events = await warnings(ns, 'vm-c', refusal.reason);
   assert.equal(events.length, 1, `one Event while the refusal lasts: ${events.join('\n')}`);
   assert.match(events[0] ?? '', refusal.message);
@@ -176,20 +135,20 @@ describe('the address space of each network, and why a VM waits (issue 41)', { t
   worldCase(world, 'built-in allocator /30: two VMs fill it, the third is refused (SubnetExhausted) until one is deleted', async ({ namespace }) => {
     const ns = await namespace('space-alloc');
     const network = `space-alloc-${world.runId}`;
-    await allocatorNad(ns, 'green', network, '10.206.0.0/30');
+    await bridgeNad(world.api, ns, 'green', network, allocatorAnnotations('10.206.0.0/30'));
     await fillAndFree(ns, 'green', network, 'allocator');
   });
 
   worldCase(world, 'allocator network: two VMs ask for one address; the refused VM is told which claim holds it', async ({ namespace }) => {
     const ns = await namespace('space-static');
     const network = `space-static-${world.runId}`;
-    await allocatorNad(ns, 'red', network, '10.207.0.0/28');
+    await bridgeNad(world.api, ns, 'red', network, allocatorAnnotations('10.207.0.0/28'));
     await createVM(ns, 'vm-x', 'red', ['10.207.0.5']);
     const held = await waitForCondition(ns, 'vm-x.data', 'True');
     assert.deepEqual(held.status?.ips, ['10.207.0.5/28']);
     await createVM(ns, 'vm-y', 'red', ['10.207.0.5']);
     const refused = await waitForCondition(ns, 'vm-y.data', 'False');
-    assert.equal(condition(refused)?.reason, 'IPAddressConflict');
+    assert.equal(ipsAllocated(refused)?.reason, 'IPAddressConflict');
     const events = await warnings(ns, 'vm-y', 'AddressInUse');
     assert.match(events[0] ?? '', new RegExp(`10\\.207\\.0\\.5 is already held by ${ns}/vm-x\\.data`));
     assert.deepEqual((await statusNetworks(ns, network)).claims.refused, { IPAddressConflict: 1 });

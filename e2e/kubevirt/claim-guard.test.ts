@@ -13,7 +13,8 @@ import { parsePrometheus, sumOf } from '../local/controller-process.ts';
 import { localWebhookConfiguration } from '../local/webhook-config.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks } from '../ovn-kubernetes/cluster-manager.ts';
 import { createPersistentNad } from '../suite/fixtures.ts';
-import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { paths, WatchLog, type IPAMClaim } from '../suite/kube.ts';
+import type { Pod } from '../../src/kube/types.ts';
 import { buildVM } from './launcher-fixture.ts';
 import { STANDIN_NODES } from './node-standin.ts';
 import { eventually, World } from './world.ts';
@@ -21,16 +22,6 @@ import { eventually, World } from './world.ts';
 const world = new World({ ovnKubernetes: true });
 const ALICE = 'alice';
 const NOT_A_LAUNCHER = /admission webhook "claim-references\.persistent-ips\.kubevirt\.io" denied the request: persistent-ips: pod .* not a virt-launcher pod/;
-
-interface Pod extends KubeObject {
-  metadata: KubeObject['metadata'] & {
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    ownerReferences?: { kind: string; uid: string; controller?: boolean }[];
-  };
-  spec?: { nodeName?: string };
-  status?: { phase?: string };
-}
 
 const WEBHOOKS = ['launcher-pods-create', 'launcher-pods-hotplug', 'claim-references', 'pod-bindings'].map((w) => `${w}.persistent-ips.kubevirt.io`);
 

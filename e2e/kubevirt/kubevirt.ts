@@ -21,7 +21,7 @@ import { freePort, poll, type Cluster } from '../harness/index.ts';
 import { spawnLogged, stopProcess, tailFile } from '../harness/process.ts';
 import { FEATURE_GATE } from '../../src/claims/constants.ts';
 import type { KubeVirtCR } from '../../src/kube/types.ts';
-import { type Api, paths } from '../suite/kube.ts';
+import { Api, paths } from '../suite/kube.ts';
 import type { KubeVirtBinaries } from './binaries.ts';
 import { selfSignedCertificate } from './certificate.ts';
 
@@ -109,15 +109,9 @@ export async function installKubeVirtCR(cluster: Cluster, opts: { featureGates: 
   await cluster.kubectl(['apply', '--server-side', '--field-manager=persistent-ips-e2e', '-f', '-'], { input: JSON.stringify(list) });
   // virt-operator's part: virt-controller reads the CR's configuration only once the operator has given it a phase
   // (virt-config's GetConfigFromKubeVirtCR skips a CR whose status.phase is empty and uses the defaults instead)
-  await cluster.http.expect(
-    'PATCH',
-    `/apis/kubevirt.io/v1/namespaces/${KUBEVIRT_NAMESPACE}/kubevirts/${KUBEVIRT_CR_NAME}/status`,
-    [200],
-    {
-      status: { phase: 'Deployed', observedKubeVirtVersion: KUBEVIRT_VERSION, targetKubeVirtVersion: KUBEVIRT_VERSION },
-    },
-    'application/merge-patch+json',
-  );
+  await new Api(cluster.http).mergePatch(`${paths.kubeVirts(KUBEVIRT_NAMESPACE, KUBEVIRT_CR_NAME)}/status`, {
+    status: { phase: 'Deployed', observedKubeVirtVersion: KUBEVIRT_VERSION, targetKubeVirtVersion: KUBEVIRT_VERSION },
+  });
 }
 
 export interface VirtController {

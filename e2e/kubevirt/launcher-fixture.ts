@@ -52,17 +52,14 @@ export const VM_API_VERSION = apiVersionOf(resources.virtualMachines);
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes: the shared types, plus the few KubeVirt fields the cases read and the shared types leave out.
 
+/** status.migrationState: the fields the node stand-in and the waits read or write; the rest is kept as it is. */
 export interface MigrationState {
-  migrationUid: string;
-  startTimestamp?: string;
-  endTimestamp?: string;
-  sourcePod?: string;
   sourceNode?: string;
   targetPod?: string;
   targetNode?: string;
+  startTimestamp?: string;
   completed?: boolean;
   failed?: boolean;
-  mode?: string;
   [key: string]: unknown;
 }
 
@@ -73,22 +70,13 @@ export interface VmiInterfaceStatus {
   [key: string]: unknown;
 }
 
-export interface VmiCondition {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-  lastProbeTime?: string | null;
-  lastTransitionTime?: string | null;
-}
-
 export interface VmiStatus {
   phase?: string;
   activePods?: Record<string, string>;
   nodeName?: string;
   interfaces?: VmiInterfaceStatus[];
   migrationState?: MigrationState;
-  conditions?: VmiCondition[];
+  conditions?: { type: string; status: string; [key: string]: unknown }[];
   [key: string]: unknown;
 }
 
@@ -100,13 +88,6 @@ export type VmiSpec = VmiSpecLike & { domain?: { devices?: { interfaces?: VmInte
 
 export type Vmi = Omit<VirtualMachineInstance, 'spec' | 'status'> & { spec?: VmiSpec; status?: VmiStatus };
 
-export interface VmStatus {
-  printableStatus?: string;
-  ready?: boolean;
-  created?: boolean;
-  [key: string]: unknown;
-}
-
 export type Vm = Omit<VirtualMachine, 'spec' | 'status'> & {
   spec?: {
     running?: boolean;
@@ -114,7 +95,7 @@ export type Vm = Omit<VirtualMachine, 'spec' | 'status'> & {
     template?: { metadata?: Partial<ObjectMeta>; spec?: VmiSpec };
     [key: string]: unknown;
   };
-  status?: VmStatus;
+  status?: Record<string, unknown>;
 };
 
 // ---------------------------------------------------------------------------------------------------------------

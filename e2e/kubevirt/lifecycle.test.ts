@@ -18,16 +18,17 @@ import {
   OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION,
 } from '../../src/claims/constants.ts';
 import { CLAIM_FINALIZER, createPersistentNad, deletedRv, expectedPodInterface, firstRv, nadConfig, waitForClaims } from '../suite/fixtures.ts';
-import { paths, WatchLog, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
+import { paths, WatchLog, type CoreEvent, type IPAMClaim, type KubeObject } from '../suite/kube.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
-import { runCli } from '../local/controller-process.ts';
 import type { VmInterface } from '../../src/kube/types.ts';
 import { setGateInCR } from './kubevirt.ts';
-import { buildVM, MIGRATION_JOB_LABEL, type Vm, type Vmi } from './launcher-fixture.ts';
-import { assertPodReferences, podElements } from './flows.ts';
+import { buildVM, type Vm, type Vmi } from './launcher-fixture.ts';
+import { assertPodReferences, ipsAllocated, podElements, statusOutput, waitForClaim, waitForEvents } from './flows.ts';
 import { EVENTUALLY_MS, eventually, World, worldCase } from './world.ts';
 
 const world = new World({ ovnKubernetes: true });
+/** How the waits of VirtCtl look here: as `eventually` does. */
+const WAIT = { timeoutMs: EVENTUALLY_MS, intervalMs: 200 };
 
 /** A pod read back from the API server: it has a name. */
 type Pod = V1Pod & { metadata: V1ObjectMeta & { name: string } };
@@ -52,20 +53,15 @@ function createVM(ns: string, name: string, o: VmOptions): Promise<Vm> {
   );
 }
 
-async function setRunStrategy(ns: string, name: string, runStrategy: 'Always' | 'Halted'): Promise<void> {
-  await world.api.mergePatch(paths.vms(ns, name), { spec: { runStrategy } });
-}
-
 /** Starts VM vm1 again and waits until a new VMI (not `first`) runs in its launcher pod. */
 async function startVm1(ns: string, first: Vmi): Promise<{ vmi: Vmi; pod: Pod }> {
-  await setRunStrategy(ns, 'vm1', 'Always');
+  await world.kv.startVM(ns, 'vm1', { wait: false });
   return waitRunning(ns, 'vm1', (v) => v.metadata.uid !== first.metadata.uid);
 }
 
 /** Stops VM vm1 and waits until its VMI and its launcher pod `pod` are gone. */
 async function stopVm1(ns: string, pod: Pod): Promise<void> {
-  await setRunStrategy(ns, 'vm1', 'Halted');
-  await waitGone('the VMI', paths.vmis(ns, 'vm1'));
+  await world.kv.stopVM(ns, 'vm1', WAIT);
   await waitGone('the launcher pod', paths.pods(ns, pod.metadata.name));
 }
 
@@ -73,7 +69,7 @@ async function stopVm1(ns: string, pod: Pod): Promise<void> {
 
 /** The VMI once virt-controller and the node stand-in have it Running (and settled), with its current launcher pod. */
 async function waitRunning(ns: string, name: string, pred: (vmi: Vmi, pod: V1Pod) => boolean = () => true): Promise<{ vmi: Vmi; pod: Pod }> {
-  return (await world.kv.waitForVMIRunning(ns, name, { timeoutMs: EVENTUALLY_MS, intervalMs: 200, pred })) as { vmi: Vmi; pod: Pod };
+  return (await world.kv.waitForVMIRunning(ns, name, { ...WAIT, pred })) as { vmi: Vmi; pod: Pod };
 }
 
 async function waitGone(what: string, path: string): Promise<void> {
@@ -81,17 +77,9 @@ async function waitGone(what: string, path: string): Promise<void> {
 }
 
 /** Waits for an Event with `reason` (and a message matching `message`) about the object `uid`; returns it. */
-async function waitForEvent(
-  ns: string,
-  uid: string | undefined,
-  reason: string,
-  what: string,
-  message = /(?:)/,
-): Promise<{ reason?: string; message?: string }> {
-  return eventually(what, async () => {
-    const events = (await world.api.list<{ reason?: string; message?: string; involvedObject?: { uid?: string } }>(paths.events(ns))).items;
-    return events.find((e) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? ''));
-  });
+async function waitForEvent(ns: string, uid: string | undefined, reason: string, what: string, message = /(?:)/): Promise<CoreEvent> {
+  const match = (e: CoreEvent) => e.reason === reason && e.involvedObject?.uid === uid && message.test(e.message ?? '');
+  return (await waitForEvents(world.api, ns, what, match, { timeoutMs: EVENTUALLY_MS }))[0]!;
 }
 
 /** Records every change of a collection from now on (stopped when the case ends). */
@@ -119,27 +107,11 @@ function assertPrimaryReference(pod: Pod, claim: string): void {
   );
 }
 
-/** Starts a migration of `vmi` (VirtualMachineInstanceMigration `mig1`); resolves with the target pod virt-controller creates. */
-async function startMigration(ns: string, vmi: Vmi): Promise<Pod> {
-  const migration = await world.api.create<KubeObject>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations`, {
-    apiVersion: 'kubevirt.io/v1',
-    kind: 'VirtualMachineInstanceMigration',
-    metadata: { name: 'mig1', namespace: ns },
-    spec: { vmiName: vmi.metadata.name },
-  });
-  return eventually(
-    'the migration target pod',
-    async () => (await world.kv.launcherPodsOf(vmi)).find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === migration.metadata.uid) as Pod | undefined,
-  );
-}
-
-/** Waits for migration `mig1` to succeed (fails at once when it failed). */
-async function waitMigrated(ns: string): Promise<void> {
-  const done = await eventually('the migration to finish', async () => {
-    const m = await world.api.get<KubeObject & { status?: { phase?: string } }>(`/apis/kubevirt.io/v1/namespaces/${ns}/virtualmachineinstancemigrations/mig1`);
-    return m?.status?.phase === 'Succeeded' || m?.status?.phase === 'Failed' ? m : undefined;
-  });
-  assert.equal(done.status?.phase, 'Succeeded', 'the migration succeeded');
+/** Starts a migration of `vmi`; resolves with its name and the target pod virt-controller creates. */
+async function startMigration(ns: string, vmi: Vmi): Promise<{ migration: string; target: Pod }> {
+  const migration = await world.kv.startMigration(ns, vmi.metadata.name);
+  const target = await eventually('the migration target pod', async () => (await world.kv.migrationTarget(vmi, migration.metadata.uid!)) as Pod | undefined);
+  return { migration: migration.metadata.name, target };
 }
 
 // -- addresses, as OVN-Kubernetes' cluster manager hands them out (world.ts) --------------------------------------
@@ -159,28 +131,17 @@ async function vm1OnTinyNetwork(ns: string, network: string, subnet: string, als
   return { vm, vmi, pod, claim, ips: claim.status.ips };
 }
 
-const ipsAllocated = (c: IPAMClaim | undefined) => c?.status?.conditions?.find((x) => x.type === 'IPsAllocated');
-
 /** The claim once OVN-K filled it: status.ips, with the condition IPsAllocated True / SuccessfulAllocation. */
 async function allocatedClaim(ns: string, name: string, timeoutMs = EVENTUALLY_MS): Promise<IPAMClaim & { status: { ips: string[] } }> {
-  const claim = await eventually(
-    `OVN-K to fill IPAMClaim ${ns}/${name}`,
-    async () => {
-      const c = await world.api.claim(ns, name);
-      return c?.status?.ips?.length && ipsAllocated(c)?.status === 'True' ? c : undefined;
-    },
-    timeoutMs,
-  );
+  const filled = (c: IPAMClaim) => !!c.status?.ips?.length && ipsAllocated(c)?.status === 'True';
+  const claim = await waitForClaim(world.api, ns, name, 'filled by OVN-K', filled, timeoutMs);
   assert.equal(ipsAllocated(claim)?.reason, 'SuccessfulAllocation', `${name}: IPsAllocated reason`);
   return claim as IPAMClaim & { status: { ips: string[] } };
 }
 
 /** The claim once OVN-K found the network's range full for its pod: IPsAllocated False / SubnetExhausted, no address. */
 async function exhaustedClaim(ns: string, name: string): Promise<IPAMClaim> {
-  const claim = await eventually(`OVN-K to find the range full for IPAMClaim ${ns}/${name}`, async () => {
-    const c = await world.api.claim(ns, name);
-    return ipsAllocated(c)?.reason === 'SubnetExhausted' ? c : undefined;
-  });
+  const claim = await waitForClaim(world.api, ns, name, 'found full by OVN-K', (c) => ipsAllocated(c)?.reason === 'SubnetExhausted', EVENTUALLY_MS);
   assert.equal(ipsAllocated(claim)?.status, 'False');
   assert.deepEqual(claim.status?.ips ?? [], [], `${name} holds no address`);
   return claim;
@@ -198,6 +159,10 @@ async function assertStillHeld(ns: string, nad: string, ips: string[], what: str
   await exhaustedClaim(ns, 'third.t');
 }
 
+/** The recorded changes (`name@rv`) of claims other than vm1.t that held `ip`, those before resourceVersion `before`. */
+const otherHolders = (claims: WatchLog<IPAMClaim>, ip: string, before = Number.POSITIVE_INFINITY): string[] =>
+  claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.rv < before && e.obj.status?.ips?.includes(ip)).map((e) => `${e.obj.metadata.name}@${e.rv}`);
+
 /** OVN-K's `k8s.ovn.org/pod-networks` entry of the pod for NAD `ns/nad` (read again from the API). */
 async function podNetwork(ns: string, podName: string, nad: string): Promise<OvnPodNetwork | undefined> {
   const pod = await world.api.get<Pod>(paths.pods(ns, podName));
@@ -209,11 +174,11 @@ async function statusOf(ns: string): Promise<{
   table: string;
   rows: { vm: string; network: string; claim?: string; ips: string[]; condition?: { status: string; reason?: string }; ownerPod?: string }[];
 }> {
-  const table = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns]);
-  assert.equal(table.code, 0, table.stderr);
-  const json = await runCli(['status', '--kubeconfig', world.cp.kubeconfigPath, '-n', ns, '-o', 'json']);
-  assert.equal(json.code, 0, json.stderr);
-  return { table: table.stdout, rows: (JSON.parse(json.stdout) as { items: Awaited<ReturnType<typeof statusOf>>['rows'] }).items };
+  const table = await statusOutput(world.cp.kubeconfigPath, ns);
+  return {
+    table,
+    rows: (JSON.parse(await statusOutput(world.cp.kubeconfigPath, ns, '-o', 'json')) as { items: Awaited<ReturnType<typeof statusOf>>['rows'] }).items,
+  };
 }
 
 /** OVN-K's entry of the pod's primary network (NAD `ns/nad`), once the cluster manager has written it. */
@@ -303,7 +268,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       });
       const keeperRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'keeper', uid: keeper.metadata.uid };
       await world.api.jsonPatch(paths.claims(ns, 'vm1.blue'), [{ op: 'add', path: '/metadata/ownerReferences/-', value: keeperRef }]);
-      await world.api.delete(paths.vms(ns, 'vm1'), { propagationPolicy: 'Orphan' });
+      await world.kv.deleteVM(ns, 'vm1', { propagationPolicy: 'Orphan' });
       await waitGone('the VM', paths.vms(ns, 'vm1'));
       // the garbage collector orphans the claims (drops the VM's ownerReference) and the controller makes the VMI their
       // owner; a claim deleted here would give the running VM's address back to OVN-K's pool
@@ -334,7 +299,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       assert.deepEqual(claim.status?.ips, ips);
       assert.deepEqual((await podNetwork(ns, pod.metadata.name, 'nad-t'))?.ip_addresses, ips, 'the running pod keeps its address');
       // a migration (a node drain would do the same): its target pod must be admitted, with the claim
-      const target = await startMigration(ns, vmi);
+      const { target } = await startMigration(ns, vmi);
       assertPodReferences(target, { t: 'vm1.t', blue: 'vm1.blue' });
       t.diagnostic(`target pod ${target.metadata.name} admitted with vm1.t and vm1.blue`);
       await world.api.delete(paths.vmis(ns, 'vm1'));
@@ -480,8 +445,8 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const sourceNet = await podNetwork(ns, source.metadata.name, 'nad-t');
       assert.deepEqual(sourceNet?.ip_addresses, ips, "the source pod has the claim's address");
 
-      const target = await startMigration(ns, vmi);
-      await waitMigrated(ns);
+      const { migration, target } = await startMigration(ns, vmi);
+      assert.equal(await world.kv.migrationEnd(ns, migration, WAIT), 'Succeeded', 'the migration succeeded');
       const { pod: now } = await waitRunning(ns, 'vm1', (v) => v.status?.nodeName !== source.spec?.nodeName);
       assert.equal(now.metadata.name, target.metadata.name, 'the VMI runs in the target pod');
       const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
@@ -531,12 +496,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         released !== undefined && given !== undefined && given > released,
         `late.t got ${ips[0]} (rv ${given}) after vm1.t was deleted (rv ${released})`,
       );
-      const early = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.rv < released && e.obj.status?.ips?.includes(ips[0]!));
-      assert.deepEqual(
-        early.map((e) => `${e.obj.metadata.name}@${e.rv}`),
-        [],
-        'no other claim held the address before',
-      );
+      assert.deepEqual(otherHolders(claims, ips[0]!, released), [], 'no other claim held the address before');
     },
   );
 
@@ -594,9 +554,9 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const claim = await allocatedClaim(ns, 'vm1.t');
       assert.deepEqual(claim.status.ips, ips, "the claim is filled with the running pod's address");
       assert.equal(claim.status.ownerPod?.name, pod.metadata.name);
-      const target = await startMigration(ns, vmi);
+      const { migration, target } = await startMigration(ns, vmi);
       assertPodReferences(target, { t: 'vm1.t' });
-      await waitMigrated(ns);
+      assert.equal(await world.kv.migrationEnd(ns, migration, WAIT), 'Succeeded', 'the migration succeeded');
       const targetNet = await podNetwork(ns, target.metadata.name, 'nad-t');
       assert.deepEqual(targetNet?.ip_addresses, ips, 'the migration target gets the same address');
       assert.equal(targetNet?.mac_address, running?.mac_address, 'and the same MAC');
@@ -629,7 +589,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
       const stopped = await world.controller.stop();
       t.diagnostic(`controller stopped: ${JSON.stringify(stopped)}`);
       await stopVm1(ns, first);
-      await setRunStrategy(ns, 'vm1', 'Always');
+      await world.kv.startVM(ns, 'vm1', { wait: false });
       // virt-controller makes the new VMI, but the API server refuses its launcher pod: the webhook does not answer
       // and its failurePolicy is Fail, so no pod can start without the reference that keeps its address
       const vmi = await eventually('the new VMI', async () => {
@@ -674,12 +634,7 @@ describe('real KubeVirt (virt-controller v1.9.0)', { timeout: 1_500_000 }, () =>
         [],
         'no event on the claim from before the stop to now',
       );
-      const elsewhere = claims.events.filter((e) => e.obj.metadata.name !== 'vm1.t' && e.obj.status?.ips?.includes(ips[0]!));
-      assert.deepEqual(
-        elsewhere.map((e) => `${e.obj.metadata.name}@${e.rv}`),
-        [],
-        'no other claim ever held the address',
-      );
+      assert.deepEqual(otherHolders(claims, ips[0]!), [], 'no other claim ever held the address');
     },
   );
 

@@ -38,14 +38,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../harness/index.ts';
 import type { WatchHandle } from '../harness/kubehttp.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
+import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { NetworkSelectionElement, ObjectMeta } from '../../src/kube/types.ts';
 import { Api, paths, type IPAMClaim } from '../suite/kube.ts';
-import type { MigrationState, Vmi, VmiInterfaceStatus } from './launcher-fixture.ts';
+import { isControlledBy, MIGRATION_JOB_LABEL, type MigrationState, type Vmi, type VmiInterfaceStatus } from './launcher-fixture.ts';
 
 export const STANDIN_NODES = ['node-standin-1', 'node-standin-2'] as const;
-const NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
 const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
-const DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-network';
 const HEARTBEAT_ANNOTATION = 'kubevirt.io/heartbeat';
 /** What each stand-in node offers: enough for every VM a test makes, with the device plugins virt-handler would register. */
 const NODE_RESOURCES = {
@@ -56,7 +55,6 @@ const NODE_RESOURCES = {
   'devices.kubevirt.io/tun': '1000',
   'devices.kubevirt.io/vhost-net': '1000',
 };
-const MIGRATION_JOB_LABEL = 'kubevirt.io/migrationJobUID';
 const NODE_NAME_LABEL = 'kubevirt.io/nodeName';
 
 interface Pod {
@@ -248,14 +246,10 @@ export class NodeStandIn {
     if (Date.now() - this.#lastHeartbeat > 30_000) await this.#heartbeat();
     const pods = (await this.#api.list<Pod>('/api/v1/pods?labelSelector=kubevirt.io%3Dvirt-launcher')).items;
     const vmis = (await this.#api.list<Vmi>('/apis/kubevirt.io/v1/virtualmachineinstances')).items;
-    const vmiOf = (pod: Pod): Vmi | undefined => {
-      const ref = pod.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'VirtualMachineInstance');
-      return ref ? vmis.find((v) => v.metadata.uid === ref.uid) : undefined;
-    };
     for (const pod of pods) {
       // a kubelet runs only its own node's pods: a pod bound elsewhere (a case's node without a kubelet) is left alone
       if (pod.spec.nodeName && !(STANDIN_NODES as readonly string[]).includes(pod.spec.nodeName)) continue;
-      const vmi = vmiOf(pod);
+      const vmi = vmis.find((v) => isControlledBy(pod.metadata, v.metadata.uid));
       if (pod.metadata.deletionTimestamp) await this.#podGoing(pod, vmi);
       else if (!pod.spec.nodeName) await this.#schedule(pod, vmi);
       else if (pod.status?.phase === 'Pending') await this.#podStarts(pod);
@@ -282,8 +276,8 @@ export class NodeStandIn {
 
   async #podStarts(pod: Pod): Promise<void> {
     const ns = pod.metadata.namespace!;
-    const elements = parseElements(pod.metadata.annotations?.[NETWORKS_ANNOTATION]);
-    const defaultElement = parseElements(pod.metadata.annotations?.[DEFAULT_NETWORK_ANNOTATION])[0];
+    const elements = parseElements(pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]);
+    const defaultElement = parseElements(pod.metadata.annotations?.[MULTUS_DEFAULT_NETWORK_ANNOTATION])[0];
     // OVN-K's CNI answers for an interface only once the cluster manager has written its entry: until every
     // element it allocates for has one, the pod's sandbox is not up (the pod stays Pending; next pass looks again)
     const fromOvnk = this.#ipam === 'ovn-kubernetes' ? await this.#ovnkEntries(pod, elements) : new Map<Element, OvnPodNetwork>();
@@ -447,7 +441,7 @@ export class NodeStandIn {
     const ns = vmi.metadata.namespace!;
     const phase = vmi.status?.phase;
     if (!vmi.status?.nodeName || (phase !== 'Scheduled' && phase !== 'Running')) return;
-    const mine = pods.filter((p) => p.metadata.ownerReferences?.some((r) => r.controller && r.uid === vmi.metadata.uid));
+    const mine = pods.filter((p) => isControlledBy(p.metadata, vmi.metadata.uid));
     const current = mine.find((p) => p.spec.nodeName === vmi.status!.nodeName && !p.metadata.deletionTimestamp && p.status?.phase === 'Running');
     // phase is Scheduled or Running here
     if (vmi.metadata.deletionTimestamp) return this.#setVmiPhase(vmi, 'Succeeded');

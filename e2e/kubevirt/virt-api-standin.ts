@@ -12,8 +12,8 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Cluster } from '../harness/index.ts';
 import { selfSignedCertificate } from './certificate.ts';
+import { VMI_FINALIZER } from './launcher-fixture.ts';
 
-export const VMI_FINALIZER = 'kubevirt.io/foregroundDeleteVirtualMachine';
 const CONFIG_NAME = 'virt-api-standin-mutator';
 
 interface Review {

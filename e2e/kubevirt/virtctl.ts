@@ -120,39 +120,37 @@ export class VirtCtl {
 
   /**
    * `virtctl migrate`: a VirtualMachineInstanceMigration for the VMI. virt-controller creates the target pod, the
-   * node stand-in plays both virt-handlers; KubeVirt keeps the (completed) source pod until the VMI goes. Waits (by
-   * default) for the migration to succeed; throws when it failed.
+   * node stand-in plays both virt-handlers; KubeVirt keeps the (completed) source pod until the VMI goes. Waits for
+   * the migration to succeed; throws when it failed.
    */
-  async migrate(ns: string, name: string, opts: OpOptions = {}): Promise<MigrationResult> {
+  async migrate(ns: string, name: string, opts: WaitOptions = {}): Promise<MigrationResult> {
     const source = await this.currentLauncherPod(ns, name);
-    const m = await this.api.create<Migration>(migrationsPath(ns), {
+    const m = await this.startMigration(ns, name);
+    if ((await this.migrationEnd(ns, m.metadata.name, opts)) === 'Failed') throw new Error(`migration ${ns}/${m.metadata.name} of VMI ${name} failed`);
+    const vmi = (await this.getVMI(ns, name))!;
+    const target = await this.migrationTarget(vmi, m.metadata.uid!);
+    return { migration: m.metadata.name, migrationUid: m.metadata.uid!, sourcePod: source?.metadata?.name, targetPod: target?.metadata?.name, vmi };
+  }
+
+  /** The VirtualMachineInstanceMigration of `migrate`, created without waiting for anything. */
+  startMigration(ns: string, name: string): Promise<Migration> {
+    return this.api.create<Migration>(migrationsPath(ns), {
       apiVersion: 'kubevirt.io/v1',
       kind: 'VirtualMachineInstanceMigration',
       metadata: { generateName: `${name}-migration-`, namespace: ns },
       spec: { vmiName: name },
     });
-    const result = (vmi: Vmi, target: V1Pod | undefined): MigrationResult => ({
-      migration: m.metadata.name,
-      migrationUid: m.metadata.uid!,
-      sourcePod: source?.metadata?.name,
-      targetPod: target?.metadata?.name,
-      vmi,
-    });
-    if (opts.wait === false) return result((await this.getVMI(ns, name))!, undefined);
-    const done = await waitFor(
-      `migration ${ns}/${m.metadata.name} of VMI ${name} to end`,
-      async () => {
-        const phase = (await this.api.get<Migration>(migrationsPath(ns, m.metadata.name)))?.status?.phase;
-        return phase === 'Succeeded' || phase === 'Failed' ? phase : undefined;
-      },
-      opts,
-    );
-    if (done === 'Failed') throw new Error(`migration ${ns}/${m.metadata.name} of VMI ${name} failed`);
-    const pods = await this.listLauncherPods(ns, name);
-    return result(
-      (await this.getVMI(ns, name))!,
-      pods.find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === m.metadata.uid),
-    );
+  }
+
+  /** Waits until the migration has ended; returns its final phase, Succeeded or Failed. */
+  migrationEnd(ns: string, migration: string, opts: WaitOptions = {}): Promise<string> {
+    const phase = async () => (await this.api.get<Migration>(migrationsPath(ns, migration)))?.status?.phase;
+    return this.#until(`migration ${ns}/${migration} to end`, phase, (p) => p === 'Succeeded' || p === 'Failed', opts);
+  }
+
+  /** The target pod virt-controller made for the migration with this uid, among `vmi`'s launcher pods. */
+  async migrationTarget(vmi: Vmi, migrationUid: string): Promise<V1Pod | undefined> {
+    return (await this.launcherPodsOf(vmi)).find((p) => p.metadata?.labels?.[MIGRATION_JOB_LABEL] === migrationUid);
   }
 
   /**
