@@ -2,21 +2,17 @@
 // AEAD suites only unless configured otherwise (telemetry/tls-profile.ts).
 //
 // Every replica serves it, leader or not: the handler only reads caches (and the API as a fallback) and returns a
-// patch; it never writes. The certificate is swapped with setSecureContext: new connections get the new one,
-// connections already established (the API server keeps them alive) and requests in flight continue undisturbed.
-// Until a certificate is set, handshakes fail and hasCertificate() is false (readiness: "webhook certificate
-// loaded"), so the Service does not route to this replica yet.
+// patch; it never writes. Certificate rotation leaves connections the API server keeps alive undisturbed
+// (telemetry/server-shell.ts). Until a certificate is set, handshakes fail and hasCertificate() is false (readiness:
+// "webhook certificate loaded"), so the Service does not route to this replica yet.
 
-import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createSecureContext } from 'node:tls';
 import type { Logger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, type PodAdmissionHandler } from './admission.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { tlsProfile, type TlsProfile } from '../telemetry/tls-profile.ts';
-import { closeGracefully, listenOn } from '../telemetry/server-lifecycle.ts';
+import { createServerShell, type Serving } from '../telemetry/server-shell.ts';
 
 export const MUTATE_POD_PATH = '/mutate-v1-pod';
 
@@ -37,12 +33,8 @@ export interface WebhookServerOptions {
   tls?: TlsProfile;
 }
 
-export interface WebhookServer {
-  /** Installs (or rotates to) a certificate for new connections. Throws, keeping the current one, if invalid. */
-  setCertificate(pair: CertKeyPair): void;
+export interface WebhookServer extends Serving {
   hasCertificate(): boolean;
-  listen(): Promise<AddressInfo>;
-  close(): Promise<void>;
 }
 
 class HttpError extends Error {
@@ -101,13 +93,11 @@ function readBody(req: IncomingMessage, limit: number, drainLimit = 4 * limit): 
 export function createWebhookServer(options: WebhookServerOptions): WebhookServer {
   const log = options.logger.child({ server: 'webhook' });
   const maxBodyBytes = options.maxBodyBytes ?? 8 * 1024 * 1024;
-  const closeTimeoutMs = options.closeTimeoutMs ?? 10_000;
   const metrics = options.metrics;
-  const tls = options.tls ?? tlsProfile();
-  const tlsSettings = { minVersion: tls.minVersion, ciphers: tls.ciphers, honorCipherOrder: true };
   let certificate: CertKeyPair | undefined;
 
-  const server: Server = createServer(tlsSettings, (req, res) => {
+  const shellOptions = { ...options, name: 'webhook', log, tls: options.tls ?? tlsProfile(), closeTimeoutMs: options.closeTimeoutMs ?? 10_000 };
+  const shell = createServerShell({ ...shellOptions, fields: { path: MUTATE_POD_PATH } }, (req, res) => {
     const started = process.hrtime.bigint();
     metrics?.inFlight.inc({ webhook: MUTATE_POD_PATH });
     const done = (status: number): void => {
@@ -126,28 +116,19 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       done(status);
     });
   });
-  server.headersTimeout = 30_000;
-  server.requestTimeout = 60_000;
-  server.on('tlsClientError', (error) => log.debug({ err: error }, 'TLS handshake failed'));
+  shell.server.headersTimeout = 30_000;
+  shell.server.requestTimeout = 60_000;
 
   return {
     setCertificate(pair) {
-      // Validate first (mismatched key, bad PEM): a broken pair must never replace a working one.
-      createSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
-      server.setSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
+      shell.setCertificate(pair);
       const first = certificate === undefined;
       certificate = pair;
       log.info(first ? 'webhook certificate loaded' : 'webhook certificate rotated; new connections use it');
     },
     hasCertificate: () => certificate !== undefined,
-    async listen() {
-      const address = await listenOn(server, options.port, options.host);
-      log.info({ address: address.address, port: address.port, path: MUTATE_POD_PATH }, 'webhook server listening');
-      return address;
-    },
-    close() {
-      return closeGracefully(server, closeTimeoutMs);
-    },
+    listen: shell.listen,
+    close: shell.close,
   };
 }
 
