@@ -3,10 +3,10 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../test/fake-clock.ts';
 import { createLogger, type Logger } from '../telemetry/logger.ts';
+import { capturingLogger } from '../../test/log-lines.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, RETRY_MAX_MS, type CertStoreClient } from './cert-provisioning.ts';
@@ -132,25 +132,6 @@ function replica(cluster: FakeCluster, clock: FakeClock, log = logger) {
     onCertificate: (pair) => served.push(pair),
   });
   return { source, served };
-}
-
-interface LogLine {
-  level: string;
-  msg: string;
-  err?: unknown;
-  [key: string]: unknown;
-}
-
-/** A debug-level logger whose JSON lines are kept, parsed. */
-function capturingLogger() {
-  const lines: LogLine[] = [];
-  const sink = new Writable({
-    write: (chunk: Buffer, _e, done) => {
-      for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as LogLine);
-      done();
-    },
-  });
-  return { log: createLogger('debug', sink), lines };
 }
 
 /**
