@@ -15,6 +15,8 @@ import { tlsProfile, type TlsProfile } from '../telemetry/tls-profile.ts';
 import { createServerShell, type Serving } from '../telemetry/server-shell.ts';
 
 export const MUTATE_POD_PATH = '/mutate-v1-pod';
+/** How long close() lets in-flight admissions finish before cutting their connections. */
+const CLOSE_TIMEOUT_MS = 10_000;
 
 export interface WebhookServerOptions {
   logger: Logger;
@@ -27,8 +29,6 @@ export interface WebhookServerOptions {
   metrics?: WebhookMetrics;
   /** Largest accepted body; an AdmissionReview carries the pod (and on UPDATE the old pod too). Default 8 MiB. */
   maxBodyBytes?: number;
-  /** How long close() lets in-flight admissions finish before cutting their connections (default 10 s). */
-  closeTimeoutMs?: number;
   /** Minimum TLS version and cipher suites (default: TLS 1.2 with ECDHE and AEAD suites only, and TLS 1.3). */
   tls?: TlsProfile;
 }
@@ -47,10 +47,11 @@ class HttpError extends Error {
 
 /**
  * Reads the body up to `limit` bytes. A larger body is answered 413, also when it comes chunked without a
- * Content-Length: the rest is read and discarded (up to `drainLimit`) so that the client, still sending, gets the
- * answer instead of a reset connection; beyond that the connection is closed after the answer.
+ * Content-Length: the rest is read and discarded (up to four times the limit) so that the client, still sending, gets
+ * the answer instead of a reset connection; beyond that the connection is closed after the answer.
  */
-function readBody(req: IncomingMessage, limit: number, drainLimit = 4 * limit): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const drainLimit = 4 * limit;
   return new Promise((resolve, reject) => {
     const tooLarge = () => new HttpError(413, `body larger than ${limit} bytes`);
     const declared = Number(req.headers['content-length']);
@@ -96,7 +97,7 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
   const metrics = options.metrics;
   let certificate: CertKeyPair | undefined;
 
-  const shellOptions = { ...options, name: 'webhook', log, tls: options.tls ?? tlsProfile(), closeTimeoutMs: options.closeTimeoutMs ?? 10_000 };
+  const shellOptions = { ...options, name: 'webhook', log, tls: options.tls ?? tlsProfile(), closeTimeoutMs: CLOSE_TIMEOUT_MS };
   const shell = createServerShell({ ...shellOptions, fields: { path: MUTATE_POD_PATH } }, (req, res) => {
     const started = process.hrtime.bigint();
     metrics?.inFlight.inc({ webhook: MUTATE_POD_PATH });
