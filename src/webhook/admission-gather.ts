@@ -19,7 +19,7 @@ import {
 } from '../claims/index.ts';
 import { elementNamespace, parseNetworkSelection } from '../claims/network-selection.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
-import type { NetworkFacts, Owner } from './admission-decide.ts';
+import type { AdmissionFacts, NetworkFacts, Owner } from './admission-decide.ts';
 import type { Fetch, PodAdmissionDeps } from './admission-types.ts';
 
 /** A GET from the API; a failure (or the admission's deadline) is a TransientLookupError naming the object. */
@@ -41,12 +41,7 @@ export async function fetchVmi(deps: PodAdmissionDeps, namespace: string, name: 
 }
 
 /** The VMI the owner reference names: the cache's when it has that incarnation, else the API's. */
-export async function readVmi(
-  deps: PodAdmissionDeps,
-  namespace: string,
-  owner: Owner,
-  signal: AbortSignal,
-): Promise<{ value: VirtualMachineInstance | undefined; fromApi: boolean }> {
+export async function readVmi(deps: PodAdmissionDeps, namespace: string, owner: Owner, signal: AbortSignal): Promise<NonNullable<AdmissionFacts['vmi']>> {
   const cached = deps.vmis.get(namespace, owner.name);
   if (cached && cached.metadata.uid === owner.uid) {
     deps.metrics?.vmiLookups.inc({ source: 'cache' });
