@@ -51,17 +51,8 @@ import { claimsToProve, decideAdmission, type AdmissionFacts } from './admission
 import { fetchVmi, nadsForPod, readNetworks, readVmi, TransientLookupError } from './admission-gather.ts';
 import { allow, deny, refusal, respond, type Verdict } from './admission-verdicts.ts';
 
-export { LAUNCHER_POD_REFUSED, vmiOf } from './admission-decide.ts';
-export type {
-  AdmissionRequest,
-  AdmissionResponse,
-  AdmissionReview,
-  ClaimEvents,
-  DenialTarget,
-  Fetch,
-  ObjectCache,
-  PodAdmissionDeps,
-} from './admission-types.ts';
+export { vmiOf } from './admission-decide.ts';
+export type { AdmissionReview, Fetch, ObjectCache, PodAdmissionDeps } from './admission-types.ts';
 
 export function denialTargetOf(vmi: VirtualMachineInstance, namespace: string): DenialTarget | undefined {
   const vmRef = controllerRef(vmi, 'VirtualMachine');
