@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { createLogger } from './logger.ts';
+import { capturingLogger } from '../../test/log-lines.ts';
 
 /** Top-level keys of a JSON object text, in order, duplicates kept (JSON.parse would silently keep the last). */
 function topLevelKeys(text: string): string[] {
@@ -22,14 +21,7 @@ function topLevelKeys(text: string): string[] {
 
 describe('logger', () => {
   it('a line about an object carries one `name` key: the object, not the logger', async () => {
-    const lines: string[] = [];
-    const sink = new Writable({
-      write: (chunk: Buffer, _enc, done) => {
-        lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
-        done();
-      },
-    });
-    const log = createLogger('info', sink);
+    const { log, texts: lines } = capturingLogger('info');
     log.info({ namespace: 'ns', name: 'vm-a', kind: 'VirtualMachine' }, 'hello');
     log.child({ component: 'events' }).warn({ namespace: 'ns', name: 'vm-b' }, 'child');
     await new Promise((r) => setImmediate(r));

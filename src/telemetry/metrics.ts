@@ -2,21 +2,29 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from './pr
 
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
+/** A metric of a table (METRICS here, the webhook's in webhook/metrics.ts), made when the table is registered. */
 type Make<M> = (registers: Registry[]) => M;
 
-const counter =
+export const counter =
   <L extends string = never>(name: string, help: string, labelNames: L[] = []): Make<Counter<L>> =>
   (registers) =>
     new Counter({ name, help, labelNames, registers });
-const gauge =
+export const gauge =
   <L extends string = never>(name: string, help: string, labelNames: L[] = []): Make<Gauge<L>> =>
   (registers) =>
     new Gauge({ name, help, labelNames, registers });
 /** Every histogram measures durations. */
-const histogram =
-  <L extends string>(name: string, help: string, labelNames: L[]): Make<Histogram<L>> =>
+export const histogram =
+  <L extends string>(name: string, help: string, labelNames: L[], buckets = durationBuckets): Make<Histogram<L>> =>
   (registers) =>
-    new Histogram({ name, help, labelNames, buckets: durationBuckets, registers });
+    new Histogram({ name, help, labelNames, buckets, registers });
+
+export type Registered<T> = { [K in keyof T]: T[K] extends Make<infer M> ? M : never };
+
+/** Registers every metric of `table` in `registry`, in the table's order (once per registry). */
+export function registerAll<T extends Record<string, Make<unknown>>>(table: T, registry: Registry): Registered<T> {
+  return Object.fromEntries(Object.entries(table).map(([key, make]) => [key, make([registry])])) as Registered<T>;
+}
 
 /**
  * Metric names follow controller-runtime where a metric means the same thing, so dashboards and alerts written for
@@ -64,11 +72,10 @@ const METRICS = {
   isLeader: gauge('leader_election_master_status', 'Whether this replica currently holds the leader lease (1) or not (0).'),
 };
 
-export type Metrics = { registry: Registry } & { [K in keyof typeof METRICS]: ReturnType<(typeof METRICS)[K]> };
+export type Metrics = { registry: Registry } & Registered<typeof METRICS>;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics(registry);
-  const made = Object.entries(METRICS).map(([key, make]) => [key, make([registry])]);
-  return { registry, ...Object.fromEntries(made) } as Metrics;
+  return { registry, ...registerAll(METRICS, registry) };
 }

@@ -3,7 +3,7 @@ import { request, type RequestOptions } from 'node:http';
 import { describe, it } from 'node:test';
 import { createLogger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
-import { createTelemetryServer, renderChecks, type TelemetryServer } from './server.ts';
+import { createTelemetryServer, renderChecks, type TelemetryServer, type TelemetryServerOptions } from './server.ts';
 import { request as httpsRequest } from 'node:https';
 import { generateCa, generateServing } from '../webhook/certs.ts';
 import { tlsProfile } from './tls-profile.ts';
@@ -28,18 +28,12 @@ function send(requestOf: typeof request | typeof httpsRequest, options: RequestO
 
 const get = (port: number, path: string, method = 'GET'): Promise<Answer> => send(request, { port, path, method });
 
+/** A server on a free port (with a registry unless told otherwise), set up by `setup`, for the length of `body`. */
 async function withServer(
+  options: Partial<TelemetryServerOptions> & { setup?: (server: TelemetryServer) => void },
   body: (port: number) => Promise<void>,
-  options: { setup?: (server: TelemetryServer) => void; withRegistry?: boolean; health?: boolean } = {},
 ): Promise<void> {
-  const metrics = createMetrics({ defaultMetrics: false });
-  const server = createTelemetryServer({
-    logger,
-    port: 0,
-    host: '127.0.0.1',
-    ...(options.withRegistry === false ? {} : { registry: metrics.registry }),
-    ...(options.health === undefined ? {} : { health: options.health }),
-  });
+  const server = createTelemetryServer({ logger, port: 0, host: '127.0.0.1', registry: createMetrics({ defaultMetrics: false }).registry, ...options });
   options.setup?.(server);
   const { port } = await server.listen();
   try {
@@ -74,7 +68,7 @@ describe('renderChecks', () => {
 
 describe('telemetry server', () => {
   it('answers /healthz with no checks registered', async () => {
-    await withServer(async (port) => {
+    await withServer({}, async (port) => {
       const res = await get(port, '/healthz');
       assert.equal(res.status, 200);
       assert.equal(res.body, 'ok\n');
@@ -88,21 +82,18 @@ describe('telemetry server', () => {
       server.addReadinessCheck('caches-synced', () => synced);
       server.addReadinessCheck('webhook-certificate', async () => ({ ok: true }));
     };
-    await withServer(
-      async (port) => {
-        const before = await get(port, '/readyz');
-        assert.equal(before.status, 503);
-        assert.match(before.body, /\[-\]caches-synced failed/);
-        assert.match(before.body, /\[\+\]webhook-certificate ok/);
-        synced = true;
-        const after = await get(port, '/readyz');
-        assert.equal(after.status, 200);
-        assert.equal(after.body, 'ok\n');
-        const verbose = await get(port, '/readyz?verbose');
-        assert.match(verbose.body, /\[\+\]caches-synced ok/);
-      },
-      { setup },
-    );
+    await withServer({ setup }, async (port) => {
+      const before = await get(port, '/readyz');
+      assert.equal(before.status, 503);
+      assert.match(before.body, /\[-\]caches-synced failed/);
+      assert.match(before.body, /\[\+\]webhook-certificate ok/);
+      synced = true;
+      const after = await get(port, '/readyz');
+      assert.equal(after.status, 200);
+      assert.equal(after.body, 'ok\n');
+      const verbose = await get(port, '/readyz?verbose');
+      assert.match(verbose.body, /\[\+\]caches-synced ok/);
+    });
   });
 
   it('treats a throwing check as failed and reports its message', async () => {
@@ -112,21 +103,18 @@ describe('telemetry server', () => {
       });
       server.addHealthCheck('loop', () => ({ ok: false, message: 'event loop stuck' }));
     };
-    await withServer(
-      async (port) => {
-        const ready = await get(port, '/readyz');
-        assert.equal(ready.status, 503);
-        assert.match(ready.body, /\[-\]boom failed: informer stopped/);
-        const live = await get(port, '/healthz');
-        assert.equal(live.status, 503);
-        assert.match(live.body, /event loop stuck/);
-      },
-      { setup },
-    );
+    await withServer({ setup }, async (port) => {
+      const ready = await get(port, '/readyz');
+      assert.equal(ready.status, 503);
+      assert.match(ready.body, /\[-\]boom failed: informer stopped/);
+      const live = await get(port, '/healthz');
+      assert.equal(live.status, 503);
+      assert.match(live.body, /event loop stuck/);
+    });
   });
 
   it('serves the prom-client registry in the exposition format', async () => {
-    await withServer(async (port) => {
+    await withServer({}, async (port) => {
       const res = await get(port, '/metrics');
       assert.equal(res.status, 200);
       assert.match(String(res.headers['content-type']), /text\/plain/);
@@ -136,30 +124,24 @@ describe('telemetry server', () => {
   });
 
   it('answers 404 for /metrics without a registry and for unknown paths, 405 for other methods', async () => {
-    await withServer(
-      async (port) => {
-        assert.equal((await get(port, '/metrics')).status, 404);
-        assert.equal((await get(port, '/nope')).status, 404);
-        const post = await get(port, '/readyz', 'POST');
-        assert.equal(post.status, 405);
-        assert.equal(post.headers['allow'], 'GET, HEAD');
-      },
-      { withRegistry: false },
-    );
+    await withServer({ registry: undefined }, async (port) => {
+      assert.equal((await get(port, '/metrics')).status, 404);
+      assert.equal((await get(port, '/nope')).status, 404);
+      const post = await get(port, '/readyz', 'POST');
+      assert.equal(post.status, 405);
+      assert.equal(post.headers['allow'], 'GET, HEAD');
+    });
   });
 
   it('a metrics-only server does not answer probes', async () => {
-    await withServer(
-      async (port) => {
-        assert.equal((await get(port, '/healthz')).status, 404);
-        assert.equal((await get(port, '/metrics')).status, 200);
-      },
-      { health: false },
-    );
+    await withServer({ health: false }, async (port) => {
+      assert.equal((await get(port, '/healthz')).status, 404);
+      assert.equal((await get(port, '/metrics')).status, 200);
+    });
   });
 
   it('HEAD answers with the status and no body', async () => {
-    await withServer(async (port) => {
+    await withServer({}, async (port) => {
       const res = await get(port, '/healthz', 'HEAD');
       assert.equal(res.status, 200);
       assert.equal(res.body, '');
@@ -200,24 +182,13 @@ describe('secure metrics server', () => {
     const now = Date.now();
     const ca = await generateCa(now, 3_600_000);
     const serving = await generateServing(ca, now, { dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], servingValidityMs: 3_600_000 });
-    const metrics = createMetrics({ defaultMetrics: false });
     const asked: string[] = [];
-    const server = createTelemetryServer({
-      logger,
-      port: 0,
-      host: '127.0.0.1',
-      registry: metrics.registry,
-      health: false,
-      tls: tlsProfile(),
-      authorize: async (authorization, verb, path) => {
-        asked.push(`${verb} ${path}`);
-        if (!authorization) return { status: 401, message: 'Unauthorized: a bearer token is required' };
-        return authorization === 'Bearer reader' ? { status: 200, user: 'reader' } : { status: 403, message: 'Forbidden: user "other" may not get /metrics' };
-      },
-    });
-    server.setCertificate(serving);
-    const { port } = await server.listen();
-    try {
+    const authorize: TelemetryServerOptions['authorize'] = async (authorization, verb, path) => {
+      asked.push(`${verb} ${path}`);
+      if (!authorization) return { status: 401, message: 'Unauthorized: a bearer token is required' };
+      return authorization === 'Bearer reader' ? { status: 200, user: 'reader' } : { status: 403, message: 'Forbidden: user "other" may not get /metrics' };
+    };
+    await withServer({ health: false, tls: tlsProfile(), authorize, setup: (server) => server.setCertificate(serving) }, async (port) => {
       const anonymous = await getTls(port, ca.certPem);
       assert.equal(anonymous.status, 401);
       assert.equal(anonymous.headers['www-authenticate'], 'Bearer');
@@ -230,8 +201,6 @@ describe('secure metrics server', () => {
       assert.match(reader.body, /# TYPE controller_runtime_reconcile_total counter/);
       assert.deepEqual(asked, ['get /metrics', 'get /metrics', 'get /metrics']);
       await assert.rejects(get(port, '/metrics'), 'plain HTTP is not answered');
-    } finally {
-      await server.close();
-    }
+    });
   });
 });

@@ -3,16 +3,12 @@
 // for probes (plain HTTP, for the kubelet) and another for metrics: HTTPS with every /metrics request authenticated
 // and authorised by the cluster (metrics-auth.ts), or plain HTTP when asked for (--metrics-secure=false).
 
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { httpModule } from '../kube/http-module.ts';
-import { createServer as createHttpsServer } from 'node:https';
-import { createSecureContext } from 'node:tls';
-import type { CertKeyPair, TlsProfile } from './tls-profile.ts';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TlsProfile } from './tls-profile.ts';
 import type { MetricsAuthorizer } from './metrics-auth.ts';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from './logger.ts';
-import { closeGracefully, listenOn } from './server-lifecycle.ts';
+import { createServerShell, type Serving } from './server-shell.ts';
 
 /** A check passes with `true` or `{ ok: true }`; a failure may say why. A check that throws has failed. */
 export type CheckResult = boolean | { ok: boolean; message?: string };
@@ -34,17 +30,12 @@ export interface TelemetryServerOptions {
   authorize?: MetricsAuthorizer;
 }
 
-export interface TelemetryServer {
+/** close() lets in-flight requests finish for up to 5 s; setCertificate() needs `tls`. */
+export interface TelemetryServer extends Serving {
   /** Register a readiness check: /readyz answers 200 only when every one passes. */
   addReadinessCheck(name: string, check: Check): void;
   /** Register a liveness check: /healthz answers 200 only when every one passes (none by default: alive = answers). */
   addHealthCheck(name: string, check: Check): void;
-  /** Start listening; resolves with the bound address (useful with port 0). */
-  listen(): Promise<AddressInfo>;
-  /** Stop accepting connections, let in-flight requests finish (for up to 5 s) and resolve when closed. */
-  close(): Promise<void>;
-  /** With `tls`: installs (or rotates to) the serving certificate. Throws, keeping the current one, if invalid. */
-  setCertificate(pair: CertKeyPair): void;
 }
 
 interface NamedCheck {
@@ -125,11 +116,7 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
       else res.destroy();
     });
   };
-  const tlsSettings = options.tls ? { minVersion: options.tls.minVersion, ciphers: options.tls.ciphers, honorCipherOrder: true } : undefined;
-  // Until a certificate is set, TLS handshakes fail: nothing is served without one.
-  const httpsServer = tlsSettings ? createHttpsServer(tlsSettings, onRequest) : undefined;
-  const server: Server = httpsServer ?? httpModule().createServer(onRequest);
-  if (httpsServer) httpsServer.on('tlsClientError', (error) => log.debug({ err: error }, 'TLS handshake failed'));
+  const { server, ...serving } = createServerShell({ ...options, name: 'telemetry', log, closeTimeoutMs: 5000 }, onRequest);
   // Probes come from the kubelet every few seconds: keep-alive sockets are fine, but never let one linger forever.
   server.keepAliveTimeout = 5000;
   server.requestTimeout = 10_000;
@@ -141,19 +128,7 @@ export function createTelemetryServer(options: TelemetryServerOptions): Telemetr
     addHealthCheck(name, check) {
       liveness.push({ name, check });
     },
-    async listen() {
-      const address = await listenOn(server, options.port, options.host);
-      log.info({ address: address.address, port: address.port }, 'telemetry server listening');
-      return address;
-    },
-    close() {
-      return closeGracefully(server, 5000);
-    },
-    setCertificate(pair) {
-      if (!httpsServer || !tlsSettings) throw new Error('setCertificate on a plain HTTP server');
-      createSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
-      httpsServer.setSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
-    },
+    ...serving,
   };
 }
 

@@ -19,13 +19,8 @@ import {
 } from '../claims/index.ts';
 import { elementNamespace, parseNetworkSelection } from '../claims/network-selection.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
-import type { NetworkFacts, Owner } from './admission-decide.ts';
+import type { AdmissionFacts, NetworkFacts, Owner } from './admission-decide.ts';
 import type { Fetch, PodAdmissionDeps } from './admission-types.ts';
-
-export type GatherDeps = Pick<
-  PodAdmissionDeps,
-  'vmis' | 'nads' | 'fetchVmi' | 'fetchNad' | 'claims' | 'claimEvents' | 'fetchClaim' | 'metrics' | 'podAddresses'
->;
 
 /** A GET from the API; a failure (or the admission's deadline) is a TransientLookupError naming the object. */
 async function apiRead<T>(kind: string, namespace: string, name: string, signal: AbortSignal, read: Fetch<T>): Promise<T | undefined> {
@@ -36,7 +31,7 @@ async function apiRead<T>(kind: string, namespace: string, name: string, signal:
   }
 }
 
-export async function fetchVmi(deps: GatherDeps, namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> {
+export async function fetchVmi(deps: PodAdmissionDeps, namespace: string, name: string, signal: AbortSignal): Promise<VirtualMachineInstance | undefined> {
   const vmi = await apiRead('VirtualMachineInstance', namespace, name, signal, deps.fetchVmi).catch((error: unknown) => {
     deps.metrics?.vmiLookups.inc({ source: 'api_error' });
     throw error;
@@ -46,12 +41,7 @@ export async function fetchVmi(deps: GatherDeps, namespace: string, name: string
 }
 
 /** The VMI the owner reference names: the cache's when it has that incarnation, else the API's. */
-export async function readVmi(
-  deps: GatherDeps,
-  namespace: string,
-  owner: Owner,
-  signal: AbortSignal,
-): Promise<{ value: VirtualMachineInstance | undefined; fromApi: boolean }> {
+export async function readVmi(deps: PodAdmissionDeps, namespace: string, owner: Owner, signal: AbortSignal): Promise<NonNullable<AdmissionFacts['vmi']>> {
   const cached = deps.vmis.get(namespace, owner.name);
   if (cached && cached.metadata.uid === owner.uid) {
     deps.metrics?.vmiLookups.inc({ source: 'cache' });
@@ -66,7 +56,7 @@ export async function readVmi(
  * has not seen is read from the API; without (mayNeedReferences' quick look), it is taken as missing.
  */
 async function nadsNamed(
-  deps: GatherDeps,
+  deps: PodAdmissionDeps,
   namespace: string,
   named: readonly (ObjectKey | undefined)[],
   signal?: AbortSignal,
@@ -82,7 +72,7 @@ async function nadsNamed(
 }
 
 /** From the caches only: the namespace's NADs and those the pod's elements name (for mayNeedReferences). */
-export function nadsForPod(deps: GatherDeps, pod: Pod, namespace: string): Promise<Map<string, NetworkAttachmentDefinition>> {
+export function nadsForPod(deps: PodAdmissionDeps, pod: Pod, namespace: string): Promise<Map<string, NetworkAttachmentDefinition>> {
   const selection = parseNetworkSelection(pod.metadata?.annotations?.[MULTUS_NETWORKS_ANNOTATION] ?? '');
   const named = (selection.ok ? selection.elements : []).map((element) => ({ namespace: elementNamespace(element, namespace), name: element.name }));
   return nadsNamed(deps, namespace, named);
@@ -90,7 +80,7 @@ export function nadsForPod(deps: GatherDeps, pod: Pod, namespace: string): Promi
 
 /** Everything the mutation of a pod of `vmi` needs read: its NADs, its persistent networks' claims, their addresses. */
 export async function readNetworks(
-  deps: GatherDeps,
+  deps: PodAdmissionDeps,
   operation: string,
   namespace: string,
   vmi: VirtualMachineInstance,
@@ -123,7 +113,7 @@ interface ClaimRead {
  * watched until `waitUntil` (the controller may be creating the claim, or releasing a leftover of an earlier VM of
  * the same name), then the API has the last word.
  */
-async function claimsForVmi(deps: GatherDeps, read: ClaimRead, persistent: readonly NetworkVerdict[]): Promise<Map<string, IPAMClaim>> {
+async function claimsForVmi(deps: PodAdmissionDeps, read: ClaimRead, persistent: readonly NetworkVerdict[]): Promise<Map<string, IPAMClaim>> {
   const owners = ownerUidsOf(read.vmi);
   const out = new Map<string, IPAMClaim>();
   for (const verdict of persistent) {
@@ -139,7 +129,7 @@ function mayCollide(claim: string): boolean {
 }
 
 async function claimsOfNetwork(
-  deps: GatherDeps,
+  deps: PodAdmissionDeps,
   { vmi, namespace, waitUntil, signal }: ClaimRead,
   owners: ReturnType<typeof ownerUidsOf>,
   network: string,
@@ -183,7 +173,7 @@ async function claimsOfNetwork(
   return fromApi ? await fetchClaims(deps, namespace, names, signal) : view;
 }
 
-async function fetchClaims(deps: GatherDeps, namespace: string, names: readonly string[], signal: AbortSignal): Promise<Map<string, IPAMClaim>> {
+async function fetchClaims(deps: PodAdmissionDeps, namespace: string, names: readonly string[], signal: AbortSignal): Promise<Map<string, IPAMClaim>> {
   const fetched = new Map<string, IPAMClaim>();
   for (const name of names) {
     const claim = await apiRead('IPAMClaim', namespace, name, signal, deps.fetchClaim);
@@ -193,7 +183,7 @@ async function fetchClaims(deps: GatherDeps, namespace: string, names: readonly 
 }
 
 /** Settles at the next change of a claim of `keys` in the cache, at `until`, or when `signal` aborts. */
-function nextChange(deps: GatherDeps, keys: ReadonlySet<string>, until: number, signal: AbortSignal): { settled: Promise<void>; cancel(): void } {
+function nextChange(deps: PodAdmissionDeps, keys: ReadonlySet<string>, until: number, signal: AbortSignal): { settled: Promise<void>; cancel(): void } {
   let cancel = (): void => undefined;
   const settled = new Promise<void>((resolve) => {
     let subscription: { unsubscribe(): void } | undefined;

@@ -1,5 +1,5 @@
 // The shapes the webhook's admission modules share: the AdmissionReview v1 envelope, and what the handler is given
-// (admission.ts re-exports them all).
+// (admission.ts re-exports those used outside the webhook's admission modules).
 
 import type { PodAddressLookup } from '../allocator/pod-addresses.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';

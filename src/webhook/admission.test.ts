@@ -6,7 +6,8 @@ import { allocatorNad } from '../../test/allocator-world.ts';
 import { collisionClaimName, podInterfaceName, swapClaimName } from '../claims/index.ts';
 import { admissionReview, claim as claimFixture, ovnNad } from '../../test/objects.ts';
 import type { IPAMClaim, NetworkAttachmentDefinition, Pod, VirtualMachineInstance } from '../kube/types.ts';
-import { createLogger } from '../telemetry/logger.ts';
+import { createLogger, type Logger } from '../telemetry/logger.ts';
+import { capturingLogger } from '../../test/log-lines.ts';
 import { BadAdmissionReviewError, createPodAdmissionHandler, vmiOf, type AdmissionReview, type Fetch, type PodAdmissionDeps } from './admission.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
@@ -80,6 +81,7 @@ interface Setup {
   podAddresses?: PodAddressLookup;
   synced?: boolean;
   watchNamespace?: string;
+  logger?: Logger;
 }
 
 function handler(setup: Setup) {
@@ -101,7 +103,7 @@ function handler(setup: Setup) {
   };
   const events: { target: string; causes: { reason: string; message: string }[] }[] = [];
   const deps: PodAdmissionDeps = {
-    logger,
+    logger: setup.logger ?? logger,
     gateEnabled: () => setup.gate ?? true,
     vmis: new FakeCache(setup.cached ?? []),
     nads: new FakeCache(setup.nads ?? [RED, BLUE]),
@@ -302,6 +304,21 @@ describe('pod admission handler', () => {
       const out = await handle({ ...base, request });
       assert.deepEqual(out.response, { uid: 'req-1', allowed: true });
     }
+  });
+
+  it('many unknown network elements: one warning to the API server and one log line, not one per element (report-aggregation.ts)', async () => {
+    const { log, lines } = capturingLogger();
+    const elements = Array.from({ length: 998 }, (_, i) => ({ name: `ghost-${i}`, namespace: NS, interface: `pod${i}` }));
+    const pod = launcher(['red'], { annotations: { [NETWORKS]: JSON.stringify(elements) } });
+    const { out } = await admit({ cached: [vmi(['red'])], api: vmi(['red']), logger: log }, admissionReview(pod));
+    await new Promise((r) => setImmediate(r));
+    assert.equal(out.response?.allowed, true);
+    const unknownWarnings = (out.response?.warnings ?? []).filter((w) => /UnknownNetworkElement|matches no network/.test(w));
+    assert.equal(unknownWarnings.length, 1, JSON.stringify(out.response?.warnings));
+    assert.match(unknownWarnings[0]!, /^persistent-ips: 998 of the same kind \(UnknownNetworkElement\)/);
+    const logged = lines.filter((l) => l['reason'] === 'UnknownNetworkElement');
+    assert.equal(logged.length, 1);
+    assert.equal(logged[0]!['level'], 'warn');
   });
 
   it('rejects what is not an AdmissionReview v1', async () => {

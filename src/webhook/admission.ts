@@ -39,8 +39,8 @@ import { isObject } from '../claims/nad-config.ts';
 import { controllerRef } from '../claims/index.ts';
 import { ifFound } from '../kube/errors.ts';
 import type { KubeClient } from '../kube/client.ts';
-import { apiVersionOf, resources } from '../kube/resources.ts';
-import type { IPAMClaim, NetworkAttachmentDefinition, VirtualMachineInstance } from '../kube/types.ts';
+import { apiVersionOf, resources, type ResourceDescriptor } from '../kube/resources.ts';
+import type { VirtualMachineInstance } from '../kube/types.ts';
 import type { Logger } from '../telemetry/logger.ts';
 import type { AdmissionRequest, AdmissionResponse, AdmissionReview, DenialTarget, Fetch, PodAdmissionDeps } from './admission-types.ts';
 import { carryOverReferences } from './carry-over.ts';
@@ -51,17 +51,8 @@ import { claimsToProve, decideAdmission, type AdmissionFacts } from './admission
 import { fetchVmi, nadsForPod, readNetworks, readVmi, TransientLookupError } from './admission-gather.ts';
 import { allow, deny, refusal, respond, type Verdict } from './admission-verdicts.ts';
 
-export { LAUNCHER_POD_REFUSED, vmiOf } from './admission-decide.ts';
-export type {
-  AdmissionRequest,
-  AdmissionResponse,
-  AdmissionReview,
-  ClaimEvents,
-  DenialTarget,
-  Fetch,
-  ObjectCache,
-  PodAdmissionDeps,
-} from './admission-types.ts';
+export { vmiOf } from './admission-decide.ts';
+export type { AdmissionReview, Fetch, ObjectCache, PodAdmissionDeps } from './admission-types.ts';
 
 export function denialTargetOf(vmi: VirtualMachineInstance, namespace: string): DenialTarget | undefined {
   const vmRef = controllerRef(vmi, 'VirtualMachine');
@@ -77,13 +68,9 @@ export class BadAdmissionReviewError extends Error {
 }
 
 /** Builds GET functions for the deps from src/kube's client (404 → undefined). */
-export function apiFetchers(client: Pick<KubeClient, 'get'>): {
-  fetchVmi: Fetch<VirtualMachineInstance>;
-  fetchNad: Fetch<NetworkAttachmentDefinition>;
-  fetchClaim: Fetch<IPAMClaim>;
-} {
+export function apiFetchers(client: Pick<KubeClient, 'get'>): Required<Pick<PodAdmissionDeps, 'fetchVmi' | 'fetchNad' | 'fetchClaim'>> {
   const fetcher =
-    <T>(r: (typeof resources)[keyof typeof resources]): Fetch<T> =>
+    <T>(r: ResourceDescriptor): Fetch<T> =>
     (namespace, name, signal) =>
       ifFound(client.get<T>(r, namespace, name, { signal }));
   return {

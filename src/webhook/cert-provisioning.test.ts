@@ -3,12 +3,12 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../test/fake-clock.ts';
 import { createLogger, type Logger } from '../telemetry/logger.ts';
+import { capturingLogger } from '../../test/log-lines.ts';
 import { applyJsonPatch } from '../../test/json-patch.ts';
-import { KubeApiError } from '../kube/errors.ts';
+import { KubeApiError, type ApiErrorReason } from '../kube/errors.ts';
 import { createFileCertificates, createSelfManagedCertificates, kubeCertStoreClient, RETRY_MAX_MS, type CertStoreClient } from './cert-provisioning.ts';
 import { generateCa, generateServing, secretToState, serviceDnsNames, splitPem, type MutatingWebhookConfiguration, type Secret } from './certs.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
@@ -73,13 +73,13 @@ class FakeCluster {
           };
           throw new KubeApiError({ reason: 'notFound', code: 404, status, object: { kind: 'Secret', namespace: ns }, verb: 'create' });
         }
-        if (this.secret) throw new KubeApiError({ reason: 'alreadyExists', code: 409, object: { kind: 'Secret', name: secret.metadata.name }, verb: 'create' });
+        if (this.secret) throw secretError('alreadyExists', 409, 'create', { name: secret.metadata.name });
         return this.#storeSecret(secret);
       },
       updateSecret: async (secret) => {
         if (this.secretWriteError) throw this.secretWriteError;
         if (!this.secret || secret.metadata.resourceVersion !== this.secret.metadata.resourceVersion) {
-          throw new KubeApiError({ reason: 'conflict', code: 409, object: { kind: 'Secret', name: secret.metadata.name }, verb: 'update' });
+          throw secretError('conflict', 409, 'update', { name: secret.metadata.name });
         }
         return this.#storeSecret(secret);
       },
@@ -134,25 +134,6 @@ function replica(cluster: FakeCluster, clock: FakeClock, log = logger) {
   return { source, served };
 }
 
-interface LogLine {
-  level: string;
-  msg: string;
-  err?: unknown;
-  [key: string]: unknown;
-}
-
-/** A debug-level logger whose JSON lines are kept, parsed. */
-function capturingLogger() {
-  const lines: LogLine[] = [];
-  const sink = new Writable({
-    write: (chunk: Buffer, _e, done) => {
-      for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as LogLine);
-      done();
-    },
-  });
-  return { log: createLogger('debug', sink), lines };
-}
-
 /**
  * Waits (for the pass to finish: minting runs in a child process) until the loop has put its next sleep on the fake
  * clock, and returns that sleep's length. The loop is the clock's only user, so one pending timer is that sleep.
@@ -173,13 +154,10 @@ async function step(clock: FakeClock): Promise<number> {
   return nextSleep(clock);
 }
 
-const unavailable = () =>
-  new KubeApiError({
-    reason: 'transient',
-    code: 503,
-    object: { kind: 'Secret', namespace: 'persistent-ips-system', name: 'persistent-ips-webhook-cert' },
-    verb: 'get',
-  });
+/** What the API server answers about the Secret. */
+const secretError = (reason: ApiErrorReason, code: number, verb: string, object: { namespace?: string; name?: string } = {}) =>
+  new KubeApiError({ reason, code, verb, object: { kind: 'Secret', ...object } });
+const unavailable = () => secretError('transient', 503, 'get', { namespace: 'persistent-ips-system', name: 'persistent-ips-webhook-cert' });
 
 function trustedBy(cas: X509Certificate[], certPem: string, now: number): boolean {
   const cert = new X509Certificate(certPem);
@@ -325,12 +303,7 @@ describe('self-managed webhook certificates', () => {
 
   it('a write refused for another reason than a lost race is left to the backoff, not repeated at once', async () => {
     const { cluster, a } = setup();
-    cluster.secretWriteError = new KubeApiError({
-      reason: 'forbidden',
-      code: 403,
-      object: { kind: 'Secret', namespace: 'persistent-ips-system' },
-      verb: 'create',
-    });
+    cluster.secretWriteError = secretError('forbidden', 403, 'create', { namespace: 'persistent-ips-system' });
     await assert.rejects(a.source.reconcile(), (e: unknown) => e === cluster.secretWriteError);
     assert.equal(cluster.secretCreates, 1, 'one create per pass');
   });

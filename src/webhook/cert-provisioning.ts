@@ -4,7 +4,7 @@
 //   publishes the CA in the MutatingWebhookConfiguration's caBundle. Every replica runs this loop: writes carry the
 //   read resourceVersion, so replicas starting together converge on one CA (the loser of a race re-reads and adopts
 //   the winner's). RBAC allows get/create/update on that one Secret (no watch), so other replicas' rotations are
-//   picked up by polling (resyncMs) and at each computed rotation time.
+//   picked up by polling (RESYNC_MS) and at each computed rotation time.
 // - `external` (cert-manager): the files tls.crt/tls.key in --webhook-cert-dir, reloaded when they change.
 // Both hand each new certificate to `onCertificate` (the webhook server's setCertificate).
 
@@ -93,8 +93,6 @@ export interface SelfManagedOptions {
   policy: Pick<CertPolicy, 'dnsNames' | 'ipAddresses'> & Partial<CertPolicy>;
   logger: Logger;
   onCertificate: (pair: CertKeyPair) => void;
-  /** Look again at least this often, for rotations done by another replica (default 60 s). */
-  resyncMs?: number;
   clock?: Clock;
 }
 
@@ -104,6 +102,8 @@ export interface SelfManagedCertificates extends CertificateSource {
 }
 
 const MAX_WRITE_RACES = 5;
+/** Look again at least this often, for rotations done by another replica. */
+const RESYNC_MS = 60_000;
 /** Retries after a failed pass wait 1 s, 2 s, 4 s, ... up to 30 s; a successful pass starts again at 1 s. */
 export const RETRY_INITIAL_MS = 1000;
 export const RETRY_MAX_MS = 30_000;
@@ -138,7 +138,6 @@ class SelfManaged implements SelfManagedCertificates {
   readonly #options: SelfManagedOptions;
   readonly #policy: CertPolicy;
   readonly #clock: Clock;
-  readonly #resyncMs: number;
   readonly #log: Logger;
   readonly #stop = new AbortController();
   #served: CertKeyPair | undefined;
@@ -155,7 +154,6 @@ class SelfManaged implements SelfManagedCertificates {
     this.#options = options;
     this.#policy = { ...DEFAULT_CERT_POLICY, ...options.policy };
     this.#clock = options.clock ?? realClock;
-    this.#resyncMs = options.resyncMs ?? 60_000;
     this.#log = options.logger.child({ component: 'webhook-certificates', secret: `${options.namespace}/${options.secretName}` });
   }
 
@@ -304,7 +302,7 @@ class SelfManaged implements SelfManagedCertificates {
       this.#log.info({ namespace: this.#options.namespace }, 'the controller namespace exists now; the webhook certificate is provisioned');
     }
     this.#retryMs = RETRY_INITIAL_MS;
-    return Math.max(0, Math.min(this.#nextCheckAt - this.#clock.now(), this.#resyncMs));
+    return Math.max(0, Math.min(this.#nextCheckAt - this.#clock.now(), RESYNC_MS));
   }
 
   #reportFailure(error: unknown, delay: number): void {
@@ -341,18 +339,18 @@ export interface FileCertificatesOptions {
   dir: string;
   logger: Logger;
   onCertificate: (pair: CertKeyPair) => void;
-  certFile?: string;
-  keyFile?: string;
-  /** Poll this often too, since file events are unreliable on some volumes (default 10 s). */
-  pollIntervalMs?: number;
   clock?: Clock;
 }
 
-/** Loads a certificate/key pair and checks that they belong together; rejects when the files are not usable (yet). */
-export async function loadCertificateFiles(dir: string, certFile = 'tls.crt', keyFile = 'tls.key'): Promise<CertKeyPair> {
-  const [certPem, keyPem] = await Promise.all([readFile(join(dir, certFile), 'utf8'), readFile(join(dir, keyFile), 'utf8')]);
+/** Poll this often too, since file events are unreliable on some volumes. */
+const POLL_INTERVAL_MS = 10_000;
+
+/** Loads tls.crt and tls.key and checks that they belong together; rejects when the files are not usable (yet). */
+async function loadCertificateFiles(dir: string): Promise<CertKeyPair> {
+  const [certFile, keyFile] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
+  const [certPem, keyPem] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
   const cert = new X509Certificate(certPem);
-  if (!cert.checkPrivateKey(createPrivateKey(keyPem))) throw new Error(`${join(dir, keyFile)} does not match ${join(dir, certFile)}`);
+  if (!cert.checkPrivateKey(createPrivateKey(keyPem))) throw new Error(`${keyFile} does not match ${certFile}`);
   return { certPem, keyPem };
 }
 
@@ -363,7 +361,6 @@ export interface FileCertificates extends CertificateSource {
 
 export function createFileCertificates(options: FileCertificatesOptions): FileCertificates {
   const clock = options.clock ?? realClock;
-  const pollIntervalMs = options.pollIntervalMs ?? 10_000;
   const log = options.logger.child({ component: 'webhook-certificates', dir: options.dir });
   const stopController = new AbortController();
   let served: CertKeyPair | undefined;
@@ -375,7 +372,7 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
 
   const reloadOnce = async (): Promise<void> => {
     try {
-      const pair = await loadCertificateFiles(options.dir, options.certFile, options.keyFile);
+      const pair = await loadCertificateFiles(options.dir);
       lastError = '';
       if (served && served.certPem === pair.certPem && served.keyPem === pair.keyPem) return;
       options.onCertificate(pair);
@@ -411,9 +408,9 @@ export function createFileCertificates(options: FileCertificatesOptions): FileCe
       } catch (error) {
         log.warn({ err: error }, 'cannot watch the certificate directory; polling only');
       }
-      loop = repeat(clock, stopController.signal, pollIntervalMs, async () => {
+      loop = repeat(clock, stopController.signal, POLL_INTERVAL_MS, async () => {
         await reload();
-        return pollIntervalMs;
+        return POLL_INTERVAL_MS;
       });
     },
     async stop() {

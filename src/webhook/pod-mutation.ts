@@ -264,8 +264,7 @@ function decideElement(
 ): boolean {
   const { result, input } = m;
   const key = keyString({ namespace: elementNamespace(element, input.namespace), name: element.name });
-  const existingRef = element[IPAM_CLAIM_REFERENCE];
-  const named = typeof existingRef === 'string' && existingRef !== '' ? existingRef : undefined;
+  const named = referenceOf(element);
   if (!decided(m, i)) {
     // A running pod's element: its reference (if any) was carried over from the old object; only mark which
     // network it serves, so that a network whose element is untouched is not reported as missing.
@@ -342,17 +341,12 @@ function allocatedIps(m: Mutation, element: NetworkSelectionElement, where: stri
 // --default-network-nad), or where the pod already has one (it only gets the reference).
 function mutatePrimaryNetwork(m: Mutation, primary: NetworkVerdict, current: NetworkSelectionElement | undefined, defaultText: string | undefined): void {
   const { input, result } = m;
-  const existing = current?.[IPAM_CLAIM_REFERENCE];
   const legacy = input.pod.metadata?.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
   const requests = primaryRequests(m.vmi, primary.network, input.nads, input.namespace);
-  const foreignElement = typeof existing === 'string' && existing !== '' && existing !== primary.claim;
-  const foreignLegacy = typeof legacy === 'string' && legacy !== '' && legacy !== primary.claim;
-  if (foreignElement || foreignLegacy) {
-    // Either one is enough for some OVN-Kubernetes release to hand the pod another claim's addresses.
-    if (foreignElement) result.denials.push(foreignReference(primary, MULTUS_DEFAULT_NETWORK_ANNOTATION, existing));
-    if (foreignLegacy) result.denials.push(foreignReference(primary, OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy));
-    return;
-  }
+  // Either one is enough for some OVN-Kubernetes release to hand the pod another claim's addresses.
+  const foreign = podNetworkClaims(m, current ? [current] : []).filter(([, claim]) => claim !== primary.claim);
+  for (const [annotation, claim] of foreign) result.denials.push(foreignReference(primary, annotation, claim));
+  if (foreign.length > 0) return;
   if (!usable(m, primary)) return; // Denied: no reference to a claim that is not this VM's.
   if ('problem' in requests) {
     result.denials.push({ network: primary.network, message: requests.problem });
@@ -380,15 +374,18 @@ function mutatePrimaryNetwork(m: Mutation, primary: NetworkVerdict, current: Net
 // annotation virt-controller copied to the pod, another webhook) is vouched for by nothing, and OVN-Kubernetes would
 // hand the pod that claim's addresses.
 function refuseUnvouchedPodNetworkClaims(m: Mutation, defaultElements: readonly NetworkSelectionElement[]): void {
-  const fromElements = defaultElements.map((e) => referenceOf(e)).filter((r): r is string => r !== undefined);
-  const legacy = m.input.pod.metadata?.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
-  const named = [
-    ...fromElements.map((claim) => [MULTUS_DEFAULT_NETWORK_ANNOTATION, claim] as const),
-    ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
-  ];
-  for (const [annotation, claim] of named) {
+  for (const [annotation, claim] of podNetworkClaims(m, defaultElements)) {
     m.result.denials.push(
       unvouched(annotation, claim, `annotation ${annotation} names IPAMClaim ${claim}, but no persistent pod network of this VM gets a claim`),
     );
   }
+}
+
+/** The claims the pod names for its pod network: in default-network elements, then in OVN-Kubernetes' legacy annotation. */
+function podNetworkClaims(m: Mutation, defaultElements: readonly NetworkSelectionElement[]): (readonly [string, string])[] {
+  const legacy = m.input.pod.metadata?.annotations?.[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION];
+  return [
+    ...defaultElements.flatMap((e) => referenceOf(e) ?? []).map((claim) => [MULTUS_DEFAULT_NETWORK_ANNOTATION, claim] as const),
+    ...(typeof legacy === 'string' && legacy !== '' ? [[OVN_PRIMARY_UDN_IPAMCLAIM_ANNOTATION, legacy] as const] : []),
+  ];
 }

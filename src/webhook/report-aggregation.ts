@@ -5,9 +5,9 @@
 import type { PodMutationReport } from './pod-mutation.ts';
 
 /** Reports of one reason kept as they are; more than this become one summary report. */
-export const REPORTS_SHOWN_PER_REASON = 3;
+const shown = 3;
 
-export function aggregateReports(reports: readonly PodMutationReport[], shown = REPORTS_SHOWN_PER_REASON): PodMutationReport[] {
+export function aggregateReports(reports: readonly PodMutationReport[]): PodMutationReport[] {
   return [...Map.groupBy(reports, (report) => report.reason)].flatMap(([reason, group]) => {
     if (group.length <= shown) return group;
     const first = group.slice(0, shown).map((r) => r.message);

@@ -74,12 +74,12 @@ const handshake = (port: number, client: Omit<ConnectionOptions, 'host' | 'port'
   });
 
 /** A server on a free port with the first serving certificate, for the length of `fn`. */
-async function withServer(options: Partial<WebhookServerOptions>, fn: (port: number) => Promise<void>): Promise<void> {
+async function withServer(options: Partial<WebhookServerOptions>, fn: (port: number, server: WebhookServer) => Promise<void>): Promise<void> {
   const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler, ...options });
   server.setCertificate(serving1);
   const { port } = await server.listen();
   try {
-    await fn(port);
+    await fn(port, server);
   } finally {
     await server.close();
   }
@@ -185,17 +185,16 @@ describe('webhook server', () => {
 
 describe('webhook server shutdown', () => {
   it('close() lets an admission in flight finish, then refuses connections', async () => {
-    const server = createWebhookServer({ logger, port: 0, host: '127.0.0.1', mutatePod: stubHandler });
-    server.setCertificate(serving1);
-    const { port } = await server.listen();
-    holdRequests();
-    const inFlight = post(port, reviewBody('last'), { ca: ca1.certPem });
-    await held.entered;
-    const closed = server.close();
-    releaseRequests();
-    assert.equal((await inFlight).status, 200);
-    await closed;
-    await assert.rejects(post(port, reviewBody(), { ca: ca1.certPem }), /ECONNREFUSED/);
+    await withServer({}, async (port, server) => {
+      holdRequests();
+      const inFlight = post(port, reviewBody('last'), { ca: ca1.certPem });
+      await held.entered;
+      const closed = server.close();
+      releaseRequests();
+      assert.equal((await inFlight).status, 200);
+      await closed;
+      await assert.rejects(post(port, reviewBody(), { ca: ca1.certPem }), /ECONNREFUSED/);
+    });
   });
 });
 

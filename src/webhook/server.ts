@@ -2,23 +2,21 @@
 // AEAD suites only unless configured otherwise (telemetry/tls-profile.ts).
 //
 // Every replica serves it, leader or not: the handler only reads caches (and the API as a fallback) and returns a
-// patch; it never writes. The certificate is swapped with setSecureContext: new connections get the new one,
-// connections already established (the API server keeps them alive) and requests in flight continue undisturbed.
-// Until a certificate is set, handshakes fail and hasCertificate() is false (readiness: "webhook certificate
-// loaded"), so the Service does not route to this replica yet.
+// patch; it never writes. Certificate rotation leaves connections the API server keeps alive undisturbed
+// (telemetry/server-shell.ts). Until a certificate is set, handshakes fail and hasCertificate() is false (readiness:
+// "webhook certificate loaded"), so the Service does not route to this replica yet.
 
-import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createSecureContext } from 'node:tls';
 import type { Logger } from '../telemetry/logger.ts';
 import { BadAdmissionReviewError, type PodAdmissionHandler } from './admission.ts';
 import type { CertKeyPair } from '../telemetry/tls-profile.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { tlsProfile, type TlsProfile } from '../telemetry/tls-profile.ts';
-import { closeGracefully, listenOn } from '../telemetry/server-lifecycle.ts';
+import { createServerShell, type Serving } from '../telemetry/server-shell.ts';
 
 export const MUTATE_POD_PATH = '/mutate-v1-pod';
+/** How long close() lets in-flight admissions finish before cutting their connections. */
+const CLOSE_TIMEOUT_MS = 10_000;
 
 export interface WebhookServerOptions {
   logger: Logger;
@@ -31,18 +29,12 @@ export interface WebhookServerOptions {
   metrics?: WebhookMetrics;
   /** Largest accepted body; an AdmissionReview carries the pod (and on UPDATE the old pod too). Default 8 MiB. */
   maxBodyBytes?: number;
-  /** How long close() lets in-flight admissions finish before cutting their connections (default 10 s). */
-  closeTimeoutMs?: number;
   /** Minimum TLS version and cipher suites (default: TLS 1.2 with ECDHE and AEAD suites only, and TLS 1.3). */
   tls?: TlsProfile;
 }
 
-export interface WebhookServer {
-  /** Installs (or rotates to) a certificate for new connections. Throws, keeping the current one, if invalid. */
-  setCertificate(pair: CertKeyPair): void;
+export interface WebhookServer extends Serving {
   hasCertificate(): boolean;
-  listen(): Promise<AddressInfo>;
-  close(): Promise<void>;
 }
 
 class HttpError extends Error {
@@ -55,10 +47,11 @@ class HttpError extends Error {
 
 /**
  * Reads the body up to `limit` bytes. A larger body is answered 413, also when it comes chunked without a
- * Content-Length: the rest is read and discarded (up to `drainLimit`) so that the client, still sending, gets the
- * answer instead of a reset connection; beyond that the connection is closed after the answer.
+ * Content-Length: the rest is read and discarded (up to four times the limit) so that the client, still sending, gets
+ * the answer instead of a reset connection; beyond that the connection is closed after the answer.
  */
-function readBody(req: IncomingMessage, limit: number, drainLimit = 4 * limit): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const drainLimit = 4 * limit;
   return new Promise((resolve, reject) => {
     const tooLarge = () => new HttpError(413, `body larger than ${limit} bytes`);
     const declared = Number(req.headers['content-length']);
@@ -101,13 +94,11 @@ function readBody(req: IncomingMessage, limit: number, drainLimit = 4 * limit): 
 export function createWebhookServer(options: WebhookServerOptions): WebhookServer {
   const log = options.logger.child({ server: 'webhook' });
   const maxBodyBytes = options.maxBodyBytes ?? 8 * 1024 * 1024;
-  const closeTimeoutMs = options.closeTimeoutMs ?? 10_000;
   const metrics = options.metrics;
-  const tls = options.tls ?? tlsProfile();
-  const tlsSettings = { minVersion: tls.minVersion, ciphers: tls.ciphers, honorCipherOrder: true };
   let certificate: CertKeyPair | undefined;
 
-  const server: Server = createServer(tlsSettings, (req, res) => {
+  const shellOptions = { ...options, name: 'webhook', log, tls: options.tls ?? tlsProfile(), closeTimeoutMs: CLOSE_TIMEOUT_MS };
+  const shell = createServerShell({ ...shellOptions, fields: { path: MUTATE_POD_PATH } }, (req, res) => {
     const started = process.hrtime.bigint();
     metrics?.inFlight.inc({ webhook: MUTATE_POD_PATH });
     const done = (status: number): void => {
@@ -126,28 +117,19 @@ export function createWebhookServer(options: WebhookServerOptions): WebhookServe
       done(status);
     });
   });
-  server.headersTimeout = 30_000;
-  server.requestTimeout = 60_000;
-  server.on('tlsClientError', (error) => log.debug({ err: error }, 'TLS handshake failed'));
+  shell.server.headersTimeout = 30_000;
+  shell.server.requestTimeout = 60_000;
 
   return {
     setCertificate(pair) {
-      // Validate first (mismatched key, bad PEM): a broken pair must never replace a working one.
-      createSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
-      server.setSecureContext({ cert: pair.certPem, key: pair.keyPem, ...tlsSettings });
+      shell.setCertificate(pair);
       const first = certificate === undefined;
       certificate = pair;
       log.info(first ? 'webhook certificate loaded' : 'webhook certificate rotated; new connections use it');
     },
     hasCertificate: () => certificate !== undefined,
-    async listen() {
-      const address = await listenOn(server, options.port, options.host);
-      log.info({ address: address.address, port: address.port, path: MUTATE_POD_PATH }, 'webhook server listening');
-      return address;
-    },
-    close() {
-      return closeGracefully(server, closeTimeoutMs);
-    },
+    listen: shell.listen,
+    close: shell.close,
   };
 }
 
