@@ -26,7 +26,6 @@ export interface ListOptions extends Selection {
   continue?: string;
   /** Unset: a consistent (quorum) read. '0': any cached version. */
   resourceVersion?: string;
-  resourceVersionMatch?: 'Exact' | 'NotOlderThan';
   signal?: AbortSignal;
 }
 
@@ -40,9 +39,6 @@ export interface WatchOptions extends Selection {
 }
 
 export interface WriteOptions {
-  dryRun?: boolean;
-  /** Defaults to the client's field manager. */
-  fieldManager?: string;
   signal?: AbortSignal;
 }
 
@@ -55,8 +51,6 @@ export interface DeleteOptions {
   /** The delete only happens if the object still has this uid / resourceVersion (409 otherwise). */
   preconditions?: { uid?: string; resourceVersion?: string };
   propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
-  gracePeriodSeconds?: number;
-  dryRun?: boolean;
   signal?: AbortSignal;
 }
 
@@ -152,7 +146,6 @@ export class KubeClient {
       continue: options.continue,
       // The server rejects a resourceVersion next to a continue token: the token already pins the snapshot.
       resourceVersion: options.continue ? undefined : options.resourceVersion,
-      resourceVersionMatch: options.continue ? undefined : options.resourceVersionMatch,
     };
     const body = await this.#json<{ items?: T[] | null; metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number } }>(
       'list',
@@ -220,14 +213,14 @@ export class KubeClient {
     });
   }
 
-  /** Creates `object` in its metadata.namespace (or `namespace` for objects that only carry generateName). */
+  /** Creates `object` in its metadata.namespace. */
   create<T extends { metadata?: { namespace?: string; name?: string; generateName?: string } }>(
     r: ResourceDescriptor,
     object: T,
-    options: WriteOptions & { namespace?: string } = {},
+    options: WriteOptions = {},
   ): Promise<T> {
-    const namespace = options.namespace ?? object.metadata?.namespace;
-    return this.#write<T>('create', r, namespace, object.metadata?.name ?? object.metadata?.generateName, object, options);
+    const { namespace, name, generateName } = object.metadata ?? {};
+    return this.#write<T>('create', r, namespace, name ?? generateName, object, options);
   }
 
   /** PUT: a full replacement, guarded by the object's metadata.resourceVersion when it carries one. */
@@ -241,9 +234,8 @@ export class KubeClient {
    * the object itself when finalizers (or foreground deletion) keep it for now.
    */
   delete(r: ResourceDescriptor, namespace: string | undefined, name: string, options: DeleteOptions = {}): Promise<unknown> {
-    const { preconditions, propagationPolicy, gracePeriodSeconds, dryRun } = options;
     // JSON.stringify leaves out what is undefined.
-    const body = { apiVersion: 'v1', kind: 'DeleteOptions', preconditions, propagationPolicy, gracePeriodSeconds, dryRun: dryRun ? ['All'] : undefined };
+    const body = { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: options.preconditions, propagationPolicy: options.propagationPolicy };
     return this.#json<unknown>('delete', { kind: r.kind, namespace, name }, r.plural, {
       method: 'DELETE',
       path: resourcePath(r, namespace, name),
@@ -270,7 +262,7 @@ export class KubeClient {
     return this.create(resources.events, { apiVersion: 'v1', kind: 'Event', ...event, metadata }, { signal: options.signal });
   }
 
-  /** A write of `body` as JSON (to a collection for a create), by the client's field manager unless the options name another. */
+  /** A write of `body` as JSON (to a collection for a create), by the client's field manager. */
   #write<T>(
     verb: keyof typeof WRITE_METHODS,
     r: ResourceDescriptor,
@@ -280,8 +272,9 @@ export class KubeClient {
     options: PatchOptions,
     contentType = 'application/json',
   ): Promise<T> {
-    const path = verb === 'create' ? resourcePath(r, namespace) : subresourcePath(r, namespace, name as string, options.subresource);
-    const query: Query = { fieldManager: options.fieldManager ?? this.#fieldManager, dryRun: options.dryRun ? 'All' : undefined };
+    let path = resourcePath(r, namespace, verb === 'create' ? undefined : name);
+    if (options.subresource) path += `/${encodeURIComponent(options.subresource)}`;
+    const query: Query = { fieldManager: this.#fieldManager };
     const headers = { 'Content-Type': contentType };
     const req: HttpRequest = { method: WRITE_METHODS[verb], path, query, headers, body: JSON.stringify(body), signal: options.signal };
     return this.#json<T>(verb, { kind: r.kind, namespace, name }, r.plural, req, { jsonPatch: contentType === JSON_PATCH });
@@ -320,11 +313,6 @@ export class KubeClient {
     this.#onRequest?.(verb, resource, String(resp.status));
     return resp;
   }
-}
-
-function subresourcePath(r: ResourceDescriptor, namespace: string | undefined, name: string, subresource: string | undefined): string {
-  const base = resourcePath(r, namespace, name);
-  return subresource ? `${base}/${encodeURIComponent(subresource)}` : base;
 }
 
 async function safeText(resp: HttpResponse): Promise<string> {
