@@ -155,36 +155,17 @@ export class Informer<T extends KubeObject> {
     return this.#resourceVersion;
   }
 
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.#store.get(namespace, name);
-  }
-
-  getByKey(key: string): T | undefined {
-    return this.#store.getByKey(key);
-  }
-
-  list(namespace?: string): T[] {
-    return this.#store.list(namespace);
-  }
-
-  keys(namespace?: string): string[] {
-    return this.#store.keys(namespace);
-  }
+  // The cache's reads and index registration, as the store answers them.
+  readonly get = (namespace: string | undefined, name: string): T | undefined => this.#store.get(namespace, name);
+  readonly getByKey = (key: string): T | undefined => this.#store.getByKey(key);
+  readonly list = (namespace?: string): T[] => this.#store.list(namespace);
+  readonly keys = (namespace?: string): string[] => this.#store.keys(namespace);
+  readonly addIndex = (name: string, fn: IndexFn<T>): void => this.#store.addIndex(name, fn);
+  readonly byIndex = (name: string, value: string): T[] => this.#store.byIndex(name, value);
+  readonly indexKeys = (name: string, value: string): string[] => this.#store.indexKeys(name, value);
 
   get size(): number {
     return this.#store.size;
-  }
-
-  addIndex(name: string, fn: IndexFn<T>): void {
-    this.#store.addIndex(name, fn);
-  }
-
-  byIndex(name: string, value: string): T[] {
-    return this.#store.byIndex(name, value);
-  }
-
-  indexKeys(name: string, value: string): string[] {
-    return this.#store.indexKeys(name, value);
   }
 
   /** Starts the loop (idempotent). */
