@@ -14,11 +14,10 @@ import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './t
 import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
-/** Which objects of a collection: those of one namespace (undefined = all namespaces) matching the selectors. */
+/** Which objects of a collection: those of one namespace (undefined = all namespaces) matching the label selector. */
 export interface Selection {
   namespace?: string;
   labelSelector?: string;
-  fieldSelector?: string;
 }
 
 export interface ListOptions extends Selection {
@@ -141,7 +140,6 @@ export class KubeClient {
   async list<T>(r: ResourceDescriptor, options: ListOptions = {}): Promise<ListPage<T>> {
     const query: Query = {
       labelSelector: options.labelSelector,
-      fieldSelector: options.fieldSelector,
       limit: options.limit,
       continue: options.continue,
       // The server rejects a resourceVersion next to a continue token: the token already pins the snapshot.
@@ -183,7 +181,6 @@ export class KubeClient {
       resourceVersion: options.resourceVersion,
       timeoutSeconds: options.timeoutSeconds,
       labelSelector: options.labelSelector,
-      fieldSelector: options.fieldSelector,
     };
     const resp = await this.#send('watch', ref, r.plural, {
       method: 'GET',
