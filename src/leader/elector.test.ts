@@ -195,7 +195,7 @@ describe('leader elector', () => {
 
   it('after losing the Lease it competes again and can lead a new term with a fresh signal', async () => {
     const mode: Mode = { down: false };
-    const { clock, api, rec, a } = await withA({ mode });
+    const { clock, rec, a } = await withA({ mode });
     mode.down = 'reject';
     await advance(clock, 12_000);
     assert.equal(a.isLeader(), false);
@@ -225,7 +225,7 @@ describe('leader elector', () => {
 
 describe('leader elector release', () => {
   it('releases even when its last write is stale (someone updated the Lease metadata meanwhile)', async () => {
-    const { clock, api, rec, a } = await withA();
+    const { api, a } = await withA();
     api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '1000', labels: { touched: 'yes' } } };
     await a.stop();
     assert.equal(api.lease?.spec?.holderIdentity, '');
