@@ -119,7 +119,7 @@ export class KubeClient {
 
   /** A client for a loaded kubeconfig's connection (see loadKubeConfig). */
   static fromKubeConfig(connection: ConnectionConfig, options: KubeClientOptions & Pick<TransportOptions, 'timeoutMs'> = {}): KubeClient {
-    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, ...(options.logger ? { logger: options.logger } : {}) }), options);
+    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, logger: options.logger }), options);
   }
 
   get server(): string {

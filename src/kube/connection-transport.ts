@@ -27,7 +27,7 @@ export function connectionTransport(conn: ConnectionConfig, options: TransportOp
     auth: connectionAuth(conn.user),
     timeoutMs: options.timeoutMs ?? 30_000,
     fallback: () => nodeHttpTransport(conn, options),
-    ...(options.logger ? { logger: options.logger } : {}),
+    logger: options.logger,
   });
 }
 
