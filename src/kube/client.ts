@@ -14,11 +14,10 @@ import type { HttpRequest, HttpResponse, Transport, TransportOptions } from './t
 import { connectionTransport } from './connection-transport.ts';
 import { type WatchEvent, parseWatchStream } from './watch-stream.ts';
 
-/** Which objects of a collection: those of one namespace (undefined = all namespaces) matching the selectors. */
+/** Which objects of a collection: those of one namespace (undefined = all namespaces) matching the label selector. */
 export interface Selection {
   namespace?: string;
   labelSelector?: string;
-  fieldSelector?: string;
 }
 
 export interface ListOptions extends Selection {
@@ -26,7 +25,6 @@ export interface ListOptions extends Selection {
   continue?: string;
   /** Unset: a consistent (quorum) read. '0': any cached version. */
   resourceVersion?: string;
-  resourceVersionMatch?: 'Exact' | 'NotOlderThan';
   signal?: AbortSignal;
 }
 
@@ -40,9 +38,6 @@ export interface WatchOptions extends Selection {
 }
 
 export interface WriteOptions {
-  dryRun?: boolean;
-  /** Defaults to the client's field manager. */
-  fieldManager?: string;
   signal?: AbortSignal;
 }
 
@@ -55,8 +50,6 @@ export interface DeleteOptions {
   /** The delete only happens if the object still has this uid / resourceVersion (409 otherwise). */
   preconditions?: { uid?: string; resourceVersion?: string };
   propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
-  gracePeriodSeconds?: number;
-  dryRun?: boolean;
   signal?: AbortSignal;
 }
 
@@ -126,7 +119,7 @@ export class KubeClient {
 
   /** A client for a loaded kubeconfig's connection (see loadKubeConfig). */
   static fromKubeConfig(connection: ConnectionConfig, options: KubeClientOptions & Pick<TransportOptions, 'timeoutMs'> = {}): KubeClient {
-    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, ...(options.logger ? { logger: options.logger } : {}) }), options);
+    return new KubeClient(connectionTransport(connection, { timeoutMs: options.timeoutMs, logger: options.logger }), options);
   }
 
   get server(): string {
@@ -147,12 +140,10 @@ export class KubeClient {
   async list<T>(r: ResourceDescriptor, options: ListOptions = {}): Promise<ListPage<T>> {
     const query: Query = {
       labelSelector: options.labelSelector,
-      fieldSelector: options.fieldSelector,
       limit: options.limit,
       continue: options.continue,
       // The server rejects a resourceVersion next to a continue token: the token already pins the snapshot.
       resourceVersion: options.continue ? undefined : options.resourceVersion,
-      resourceVersionMatch: options.continue ? undefined : options.resourceVersionMatch,
     };
     const body = await this.#json<{ items?: T[] | null; metadata?: { resourceVersion?: string; continue?: string; remainingItemCount?: number } }>(
       'list',
@@ -190,7 +181,6 @@ export class KubeClient {
       resourceVersion: options.resourceVersion,
       timeoutSeconds: options.timeoutSeconds,
       labelSelector: options.labelSelector,
-      fieldSelector: options.fieldSelector,
     };
     const resp = await this.#send('watch', ref, r.plural, {
       method: 'GET',
@@ -220,14 +210,14 @@ export class KubeClient {
     });
   }
 
-  /** Creates `object` in its metadata.namespace (or `namespace` for objects that only carry generateName). */
+  /** Creates `object` in its metadata.namespace. */
   create<T extends { metadata?: { namespace?: string; name?: string; generateName?: string } }>(
     r: ResourceDescriptor,
     object: T,
-    options: WriteOptions & { namespace?: string } = {},
+    options: WriteOptions = {},
   ): Promise<T> {
-    const namespace = options.namespace ?? object.metadata?.namespace;
-    return this.#write<T>('create', r, namespace, object.metadata?.name ?? object.metadata?.generateName, object, options);
+    const { namespace, name, generateName } = object.metadata ?? {};
+    return this.#write<T>('create', r, namespace, name ?? generateName, object, options);
   }
 
   /** PUT: a full replacement, guarded by the object's metadata.resourceVersion when it carries one. */
@@ -241,9 +231,8 @@ export class KubeClient {
    * the object itself when finalizers (or foreground deletion) keep it for now.
    */
   delete(r: ResourceDescriptor, namespace: string | undefined, name: string, options: DeleteOptions = {}): Promise<unknown> {
-    const { preconditions, propagationPolicy, gracePeriodSeconds, dryRun } = options;
     // JSON.stringify leaves out what is undefined.
-    const body = { apiVersion: 'v1', kind: 'DeleteOptions', preconditions, propagationPolicy, gracePeriodSeconds, dryRun: dryRun ? ['All'] : undefined };
+    const body = { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: options.preconditions, propagationPolicy: options.propagationPolicy };
     return this.#json<unknown>('delete', { kind: r.kind, namespace, name }, r.plural, {
       method: 'DELETE',
       path: resourcePath(r, namespace, name),
@@ -270,7 +259,7 @@ export class KubeClient {
     return this.create(resources.events, { apiVersion: 'v1', kind: 'Event', ...event, metadata }, { signal: options.signal });
   }
 
-  /** A write of `body` as JSON (to a collection for a create), by the client's field manager unless the options name another. */
+  /** A write of `body` as JSON (to a collection for a create), by the client's field manager. */
   #write<T>(
     verb: keyof typeof WRITE_METHODS,
     r: ResourceDescriptor,
@@ -280,8 +269,9 @@ export class KubeClient {
     options: PatchOptions,
     contentType = 'application/json',
   ): Promise<T> {
-    const path = verb === 'create' ? resourcePath(r, namespace) : subresourcePath(r, namespace, name as string, options.subresource);
-    const query: Query = { fieldManager: options.fieldManager ?? this.#fieldManager, dryRun: options.dryRun ? 'All' : undefined };
+    let path = resourcePath(r, namespace, verb === 'create' ? undefined : name);
+    if (options.subresource) path += `/${encodeURIComponent(options.subresource)}`;
+    const query: Query = { fieldManager: this.#fieldManager };
     const headers = { 'Content-Type': contentType };
     const req: HttpRequest = { method: WRITE_METHODS[verb], path, query, headers, body: JSON.stringify(body), signal: options.signal };
     return this.#json<T>(verb, { kind: r.kind, namespace, name }, r.plural, req, { jsonPatch: contentType === JSON_PATCH });
@@ -320,11 +310,6 @@ export class KubeClient {
     this.#onRequest?.(verb, resource, String(resp.status));
     return resp;
   }
-}
-
-function subresourcePath(r: ResourceDescriptor, namespace: string | undefined, name: string, subresource: string | undefined): string {
-  const base = resourcePath(r, namespace, name);
-  return subresource ? `${base}/${encodeURIComponent(subresource)}` : base;
 }
 
 async function safeText(resp: HttpResponse): Promise<string> {

@@ -19,15 +19,15 @@ import { connectionAuth, connectionReset, guardRequest, queryString, requestHead
  */
 export function connectionTransport(conn: ConnectionConfig, options: TransportOptions = {}): Transport {
   if (needsClientNode(conn)) return pluginTransport(conn, options);
-  const http2 = options.http2 ?? !process.env.DISABLE_HTTP2;
-  if (!http2 || !conn.cluster.server.startsWith('https:')) return nodeHttpTransport(conn, options);
+  // HTTP/2 when the server offers it, unless DISABLE_HTTP2 is set, as for client-go.
+  if (process.env.DISABLE_HTTP2 || !conn.cluster.server.startsWith('https:')) return nodeHttpTransport(conn, options);
   return http2Transport({
     server: conn.cluster.server,
     tls: tlsMaterial(conn),
     auth: connectionAuth(conn.user),
     timeoutMs: options.timeoutMs ?? 30_000,
     fallback: () => nodeHttpTransport(conn, options),
-    ...(options.logger ? { logger: options.logger } : {}),
+    logger: options.logger,
   });
 }
 

@@ -56,17 +56,31 @@ class H2Peer {
     for (const s of this.sessions) s.destroy();
     await close(this.server);
   }
+}
 
-  /** Runs `test` against this peer, listening on `port`, and closes it afterwards whatever happens. */
-  async serve(test: (port: number) => Promise<void>): Promise<void> {
-    const port = await this.listen();
-    try {
-      await test(port);
-    } finally {
-      await this.close();
-    }
+/** Runs `test` against a new peer (answering with `handler`, if given), and closes it afterwards whatever happens. */
+async function withPeer(handler: Handler | undefined, test: (port: number, peer: H2Peer) => Promise<void>, settings?: Settings): Promise<void> {
+  const peer = new H2Peer(settings);
+  if (handler) peer.handler = handler;
+  const port = await peer.listen();
+  try {
+    await test(port, peer);
+  } finally {
+    await peer.close();
   }
 }
+
+/** Handlers: one that never answers, and one that answers with headers only, as an open watch that stays quiet. */
+const NEVER: Handler = () => undefined;
+const QUIET: Handler = (stream) => stream.respond({ ':status': 200 });
+
+/** A handler that answers every request with `status` and `body`. */
+const answer =
+  (status: number, body: string): Handler =>
+  (stream) => {
+    stream.respond({ ':status': status });
+    stream.end(body);
+  };
 
 async function listen(server: NetServer): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -113,8 +127,7 @@ const rejection = (p: Promise<unknown>, why: string): Promise<unknown> =>
 
 describe('http2Transport', { timeout: 20_000 }, () => {
   it('multiplexes concurrent requests on one connection, with the connection headers, query and body', async () => {
-    const peer = new H2Peer();
-    peer.handler = (stream, headers) => {
+    const echo: Handler = (stream, headers) => {
       let received = '';
       stream.setEncoding('utf8');
       stream.on('data', (c: string) => (received += c));
@@ -123,7 +136,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
         stream.end(JSON.stringify({ path: headers[':path'], received }));
       });
     };
-    await peer.serve(async (port) => {
+    await withPeer(echo, async (port, peer) => {
       const t = transport(port);
       const answers = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
@@ -152,17 +165,16 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('streams a long response as it arrives, and an abort closes the stream on the server', async () => {
-    const peer = new H2Peer();
-    let serverStream: ServerHttp2Stream | undefined;
-    const serverClosed = new Promise<void>((resolve) => {
-      peer.handler = (stream) => {
-        serverStream = stream;
-        stream.on('close', () => resolve());
-        stream.respond({ ':status': 200 });
-        stream.write('{"type":"ADDED"}\n');
-      };
-    });
-    await peer.serve(async (port) => {
+    await withPeer(undefined, async (port, peer) => {
+      let serverStream: ServerHttp2Stream | undefined;
+      const serverClosed = new Promise<void>((resolve) => {
+        peer.handler = (stream) => {
+          serverStream = stream;
+          stream.on('close', () => resolve());
+          stream.respond({ ':status': 200 });
+          stream.write('{"type":"ADDED"}\n');
+        };
+      });
       const ac = new AbortController();
       const resp = await transport(port).request({ method: 'GET', path: '/watch', signal: ac.signal, streaming: true });
       const it = resp.stream()?.[Symbol.asyncIterator]();
@@ -179,9 +191,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('gives up on a request with no answer after its deadline, with a retriable error', async () => {
-    const peer = new H2Peer();
-    peer.handler = () => undefined; // never answers
-    await peer.serve(async (port) => {
+    await withPeer(NEVER, async (port) => {
       const err = await rejection(transport(port, { timeoutMs: 50 }).request({ method: 'GET', path: '/slow' }), 'expected a timeout');
       assert.equal((err as { code?: string }).code, 'ETIMEDOUT');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
@@ -198,42 +208,34 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('fails in-flight requests retriably when the connection drops, and the next request reconnects', async () => {
-    const peer = new H2Peer();
-    await peer.serve(async (port) => {
+    await withPeer(undefined, async (port, peer) => {
       const t = transport(port);
       assert.equal((await t.request({ method: 'GET', path: '/one' })).status, 200);
       peer.handler = (stream) => stream.session?.destroy(); // the connection dies while this request waits
       const err = await rejection(t.request({ method: 'GET', path: '/two' }), 'expected a failure');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'transient');
-      peer.handler = (stream) => {
-        stream.respond({ ':status': 200 });
-        stream.end('{}');
-      };
+      peer.handler = answer(200, '{}');
       assert.equal((await t.request({ method: 'GET', path: '/three' })).status, 200);
       assert.equal(peer.sessions.length, 2, 'a new connection after the old one died');
     });
   });
 
   it('sends new requests on a new connection after GOAWAY, letting open streams finish on the old one', async () => {
-    const peer = new H2Peer();
-    let hold: ServerHttp2Stream | undefined;
-    const held = new Promise<void>((resolve) => {
-      peer.handler = (stream) => {
-        hold = stream;
-        stream.respond({ ':status': 200 });
-        resolve();
-      };
-    });
-    await peer.serve(async (port) => {
+    await withPeer(undefined, async (port, peer) => {
+      let hold: ServerHttp2Stream | undefined;
+      const held = new Promise<void>((resolve) => {
+        peer.handler = (stream) => {
+          hold = stream;
+          stream.respond({ ':status': 200 });
+          resolve();
+        };
+      });
       const t = transport(port);
       const slow = t.request({ method: 'GET', path: '/slow' });
       await held;
       const goawaySeen = new Promise<void>((resolve) => peer.sessions[0]?.once('close', () => resolve()));
       peer.sessions[0]?.goaway(0, hold?.id);
-      peer.handler = (stream) => {
-        stream.respond({ ':status': 201 });
-        stream.end('{"fresh":true}');
-      };
+      peer.handler = answer(201, '{"fresh":true}');
       // Sent before or after the client reads the GOAWAY: either it goes to a new connection, or the old one refuses
       // it unprocessed and it is sent again there. Either way the caller sees one success, even for a POST.
       const fresh = await t.request({ method: 'POST', path: '/fresh', body: '{}' });
@@ -247,13 +249,11 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('keeps pinging a healthy connection, and closes it once a ping goes unanswered, failing its streams retriably', async () => {
-    const peer = new H2Peer();
-    peer.handler = (stream) => stream.respond({ ':status': 200 }); // an open watch that stays quiet
-    let pings = 0;
-    let pinged: () => void = () => undefined;
-    const twoPings = new Promise<void>((resolve) => (pinged = () => void (++pings >= 2 && resolve())));
-    peer.server.on('session', (s) => s.on('ping', () => pinged()));
-    await peer.serve(async (port) => {
+    await withPeer(QUIET, async (port, peer) => {
+      let pings = 0;
+      let pinged: () => void = () => undefined;
+      const twoPings = new Promise<void>((resolve) => (pinged = () => void (++pings >= 2 && resolve())));
+      peer.server.on('session', (s) => s.on('ping', () => pinged()));
       // A relay that can be told to swallow everything, like a network path that silently died.
       let blackhole = false;
       const relay = createNetServer((client) => {
@@ -277,14 +277,13 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('rejects a body cut off by a lost connection or a reset, instead of returning it as complete', async () => {
-    const peer = new H2Peer();
-    peer.handler = (stream, headers) => {
+    const halfThenCut: Handler = (stream, headers) => {
       stream.respond({ ':status': 200 });
       stream.write('{"items":[{"half":');
       // A killed API server, or a load balancer dropping its backend; or the server resetting the stream.
       setImmediate(() => (headers[':path'] === '/reset' ? stream.close(constants.NGHTTP2_CANCEL) : stream.session?.destroy()));
     };
-    await peer.serve(async (port) => {
+    await withPeer(halfThenCut, async (port) => {
       const t = transport(port);
       for (const path of ['/lost', '/reset']) {
         const resp = await t.request({ method: 'GET', path });
@@ -316,36 +315,36 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('opens another connection when every open one is at the server limit of concurrent streams, and closes it when idle', async () => {
-    const peer = new H2Peer({ maxConcurrentStreams: 2 });
     const open: ServerHttp2Stream[] = [];
-    peer.handler = (stream) => {
+    const keepOpen: Handler = (stream) => {
       open.push(stream);
       stream.respond({ ':status': 200 });
     };
-    await peer.serve(async (port) => {
-      const t = transport(port, { spareIdleMs: 50 });
-      // A cold burst: the limit is known only from the server's first SETTINGS, which arrive after the handshake.
-      const watches = await Promise.all([1, 2, 3, 4, 5].map((i) => t.request({ method: 'GET', path: `/watch/${i}`, streaming: true })));
-      assert.deepEqual(
-        watches.map((w) => w.status),
-        [200, 200, 200, 200, 200],
-        'no stream waits for a slot, none is refused',
-      );
-      assert.equal(peer.sessions.length, 3, 'two streams a connection');
-      const sparesClosed = Promise.all(peer.sessions.slice(1).map((s) => new Promise<void>((resolve) => s.once('close', () => resolve()))));
-      for (const s of open) s.end();
-      for (const w of watches) for await (const _ of w.stream() ?? []);
-      await sparesClosed;
-      assert.equal(peer.sessions[0]?.closed, false, 'the first connection stays');
-    });
+    await withPeer(
+      keepOpen,
+      async (port, peer) => {
+        const t = transport(port, { spareIdleMs: 50 });
+        // A cold burst: the limit is known only from the server's first SETTINGS, which arrive after the handshake.
+        const watches = await Promise.all([1, 2, 3, 4, 5].map((i) => t.request({ method: 'GET', path: `/watch/${i}`, streaming: true })));
+        assert.deepEqual(
+          watches.map((w) => w.status),
+          [200, 200, 200, 200, 200],
+          'no stream waits for a slot, none is refused',
+        );
+        assert.equal(peer.sessions.length, 3, 'two streams a connection');
+        const sparesClosed = Promise.all(peer.sessions.slice(1).map((s) => new Promise<void>((resolve) => s.once('close', () => resolve()))));
+        for (const s of open) s.end();
+        for (const w of watches) for await (const _ of w.stream() ?? []);
+        await sparesClosed;
+        assert.equal(peer.sessions[0]?.closed, false, 'the first connection stays');
+      },
+      { maxConcurrentStreams: 2 },
+    );
   });
 
   it('hands over an empty body even when it is read after the stream closed', async () => {
-    const peer = new H2Peer();
-    peer.handler = (stream) => {
-      stream.respond({ ':status': 204 }, { endStream: true });
-    };
-    await peer.serve(async (port) => {
+    const noContent: Handler = (stream) => stream.respond({ ':status': 204 }, { endStream: true });
+    await withPeer(noContent, async (port) => {
       const resp = await transport(port).request({ method: 'DELETE', path: '/things/a' });
       await new Promise((resolve) => setTimeout(resolve, 20)); // end and close have both happened by now
       assert.equal(resp.status, 204);
@@ -354,14 +353,9 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('sends a request the server refused unprocessed once more, even a POST', async () => {
-    const peer = new H2Peer();
     let attempts = 0;
-    peer.handler = (stream) => {
-      if (++attempts === 1) return stream.close(constants.NGHTTP2_REFUSED_STREAM);
-      stream.respond({ ':status': 201 });
-      stream.end('{}');
-    };
-    await peer.serve(async (port) => {
+    const refuseFirst: Handler = (stream) => (++attempts === 1 ? stream.close(constants.NGHTTP2_REFUSED_STREAM) : answer(201, '{}')(stream, {}));
+    await withPeer(refuseFirst, async (port) => {
       const resp = await transport(port).request({ method: 'POST', path: '/things', body: '{}' });
       assert.equal(resp.status, 201);
       assert.equal(attempts, 2);
@@ -369,8 +363,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('rejects a request HTTP/2 cannot carry without giving up its connection', async () => {
-    const peer = new H2Peer();
-    await peer.serve(async (port) => {
+    await withPeer(undefined, async (port, peer) => {
       const t = transport(port);
       assert.equal((await t.request({ method: 'GET', path: '/one' })).status, 200);
       await assert.rejects(t.request({ method: 'GET', path: '/bad', headers: { Connection: 'keep-alive' } }), { code: 'ERR_HTTP2_INVALID_CONNECTION_HEADERS' });
@@ -380,19 +373,17 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('keeps a process alive while a request is in flight, and lets it exit once none is', async () => {
-    const peer = new H2Peer();
-    peer.handler = (stream) => {
+    const late: Handler = (stream) => {
       stream.respond({ ':status': 200 });
       setTimeout(() => stream.end('{"late":true}'), 200); // the child has nothing else to wait for meanwhile
     };
-    const port = await peer.listen();
-    const script = `
+    await withPeer(late, async (port) => {
+      const script = `
       const { http2Transport } = await import(${JSON.stringify(new URL('./http2-transport.ts', import.meta.url).href)});
       const { connectionAuth } = await import(${JSON.stringify(new URL('./wire.ts', import.meta.url).href)});
       const t = http2Transport({ server: 'https://127.0.0.1:${port}', tls: { ca: Buffer.from(process.env.CA) }, auth: connectionAuth({ name: 'u' }), timeoutMs: 60000, fallback: () => { throw new Error('no fallback'); } });
       const r = await t.request({ method: 'GET', path: '/x' });
       process.stdout.write(await r.text());`;
-    try {
       const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, CA: ca }, stdio: ['ignore', 'pipe', 'inherit'] });
       // Only a guard against hanging the suite: the child is expected to exit by itself long before.
       const guard = setTimeout(() => child.kill('SIGKILL'), 15_000);
@@ -402,9 +393,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
       clearTimeout(guard);
       assert.equal(out, '{"late":true}', 'the answer arrived before the process exited');
       assert.deepEqual([code, sig], [0, null], 'the process exited by itself once the request was done');
-    } finally {
-      await peer.close();
-    }
+    });
   });
 
   it('falls back to HTTP/1.1 for good when the server refuses h2 in the handshake', async () => {
@@ -448,8 +437,7 @@ describe('http2Transport', { timeout: 20_000 }, () => {
   });
 
   it('does not retry a server certificate it cannot verify', async () => {
-    const peer = new H2Peer();
-    await peer.serve(async (port) => {
+    await withPeer(undefined, async (port) => {
       const err = await rejection(transport(port, { tls: {} }).request({ method: 'GET', path: '/' }), 'expected a TLS failure');
       assert.equal(errorFromException(err, { kind: 'Thing' }, 'get').reason, 'unknown');
     });

@@ -57,20 +57,18 @@ describe('TokenBucket', () => {
     assert.deepEqual(released.slice(10), [100, 100]);
   });
 
-  it('shrinks the quantum to what burst - 1 tokens take to fall due', () => {
-    const clock = new FakeClock();
-    const b = new TokenBucket({ qps: 100, burst: 3, clock, releaseQuantumMs: 50 });
-    for (let i = 0; i < 7; i++) void b.take();
-    // A quantum of 50 ms would hold 5 tokens; it shrinks to 2 tokens' worth, 20 ms.
-    assert.deepEqual(clock.pendingDelays(), [20, 20, 40, 40]);
-  });
-
-  it('does not group at all with a burst of 1', () => {
-    const clock = new FakeClock();
-    const b = new TokenBucket({ qps: 200, burst: 1, clock, releaseQuantumMs: 50 });
-    for (let i = 0; i < 4; i++) void b.take();
-    assert.deepEqual(clock.pendingDelays(), [5, 10, 15]);
-  });
+  // A quantum of 50 ms would hold 5 tokens at 100 qps; with a burst of 3 it shrinks to 2 tokens' worth, 20 ms.
+  for (const [name, qps, burst, takes, delays] of [
+    ['shrinks the quantum to what burst - 1 tokens take to fall due', 100, 3, 7, [20, 20, 40, 40]],
+    ['does not group at all with a burst of 1', 200, 1, 4, [5, 10, 15]],
+  ] as const) {
+    it(name, () => {
+      const clock = new FakeClock();
+      const b = new TokenBucket({ qps, burst, clock, releaseQuantumMs: 50 });
+      for (let i = 0; i < takes; i++) void b.take();
+      assert.deepEqual(clock.pendingDelays(), delays);
+    });
+  }
 
   it('returns the reserved token when a waiter gives up', async () => {
     const clock = new FakeClock();

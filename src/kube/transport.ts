@@ -37,8 +37,6 @@ export interface Transport {
 export interface TransportOptions {
   /** Deadline for non-streaming requests. Default 30 s. */
   timeoutMs?: number;
-  /** HTTP/2 when the server offers it (default), unless DISABLE_HTTP2 is set, as for client-go. */
-  http2?: boolean;
   /** Told which protocol the connection speaks (a fallback to HTTP/1.1 at info). */
   logger?: Pick<Logger, 'info' | 'debug'>;
 }

@@ -72,9 +72,14 @@ interface Recorder {
 
 type Mode = { down: false | 'reject' | 'hang' };
 
-function setUp(now = 0) {
-  const clock = new FakeClock(now);
-  return { clock, api: new FakeLeaseApi(clock), rec: { events: [], signals: [] } as Recorder };
+/** A Lease API on a fake clock, and elector `a` (in `mode`, doing `work`) once it has had its first go at the Lease. */
+async function withA(options: { now?: number; mode?: Mode; work?: (signal: AbortSignal) => Promise<void> } = {}) {
+  const clock = new FakeClock(options.now ?? 0);
+  const api = new FakeLeaseApi(clock);
+  const rec: Recorder = { events: [], signals: [] };
+  const a = elector(api, 'a', rec, options.mode, options.work);
+  await advance(clock, 0);
+  return { clock, api, rec, a };
 }
 
 /** A running elector; its stop() resolves once its run() has. */
@@ -101,9 +106,7 @@ function elector(api: FakeLeaseApi, who: string, rec: Recorder, mode: Mode = { d
 
 describe('leader elector', () => {
   it('acquires a missing Lease, then renews it every retry period without reading it', async () => {
-    const { clock, api, rec } = setUp(1_000_000);
-    const a = elector(api, 'a', rec);
-    await advance(clock, 0);
+    const { clock, api, rec, a } = await withA({ now: 1_000_000 });
     assert.equal(a.isLeader(), true);
     assert.deepEqual(rec.events, [{ what: 'start', who: 'a', at: 1_000_000 }]);
     assert.equal(api.lease?.spec?.holderIdentity, 'a');
@@ -114,9 +117,7 @@ describe('leader elector', () => {
   });
 
   it('a standby waits while the leader renews, and never leads at the same time', async () => {
-    const { clock, api, rec } = setUp();
-    const a = elector(api, 'a', rec);
-    await advance(clock, 0);
+    const { clock, api, rec, a } = await withA();
     const b = elector(api, 'b', rec);
     await advance(clock, 60_000);
     assert.equal(a.isLeader(), true);
@@ -128,10 +129,8 @@ describe('leader elector', () => {
 
   for (const failure of ['reject', 'hang'] as const) {
     it(`a leader whose renewals ${failure === 'hang' ? 'hang' : 'fail'} stops at the renew deadline, before a standby can take over`, async () => {
-      const { clock, api, rec } = setUp();
       const modeA: Mode = { down: false };
-      const a = elector(api, 'a', rec, modeA);
-      await advance(clock, 0);
+      const { clock, api, rec, a } = await withA({ mode: modeA });
       const b = elector(api, 'b', rec);
       await advance(clock, 3_000);
       const lastRenewal = api.writes.filter((w) => w.by === 'a').at(-1)!.at;
@@ -153,9 +152,7 @@ describe('leader elector', () => {
   }
 
   it('a leader that finds another holder in the Lease stops at once', async () => {
-    const { clock, api, rec } = setUp();
-    const a = elector(api, 'a', rec);
-    await advance(clock, 0);
+    const { clock, api, rec, a } = await withA();
     // Someone overwrites the Lease (e.g. an operator, or a replica with a broken clock).
     api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '999' }, spec: { ...api.lease!.spec, holderIdentity: 'intruder' } };
     await advance(clock, 2_000);
@@ -169,12 +166,10 @@ describe('leader elector', () => {
   });
 
   it('stop() waits for the leader work, renewing meanwhile, then releases so a standby takes over at its next retry', async () => {
-    const { clock, api, rec } = setUp();
     let finishWork!: () => void;
     const work = (signal: AbortSignal): Promise<void> =>
       new Promise<void>((resolve) => signal.addEventListener('abort', () => (finishWork = resolve), { once: true }));
-    const a = elector(api, 'a', rec, { down: false }, work);
-    await advance(clock, 0);
+    const { clock, api, rec, a } = await withA({ work });
     const b = elector(api, 'b', rec);
     await advance(clock, 1_000);
 
@@ -199,10 +194,8 @@ describe('leader elector', () => {
   });
 
   it('after losing the Lease it competes again and can lead a new term with a fresh signal', async () => {
-    const { clock, api, rec } = setUp();
     const mode: Mode = { down: false };
-    const a = elector(api, 'a', rec, mode);
-    await advance(clock, 0);
+    const { clock, rec, a } = await withA({ mode });
     mode.down = 'reject';
     await advance(clock, 12_000);
     assert.equal(a.isLeader(), false);
@@ -219,9 +212,7 @@ describe('leader elector', () => {
   });
 
   it('stop() on a standby does not touch the Lease', async () => {
-    const { clock, api, rec } = setUp();
-    const a = elector(api, 'a', rec);
-    await advance(clock, 0);
+    const { clock, api, rec, a } = await withA();
     const b = elector(api, 'b', rec);
     await advance(clock, 1_000);
     const writes = api.writes.length;
@@ -234,9 +225,7 @@ describe('leader elector', () => {
 
 describe('leader elector release', () => {
   it('releases even when its last write is stale (someone updated the Lease metadata meanwhile)', async () => {
-    const { clock, api, rec } = setUp();
-    const a = elector(api, 'a', rec);
-    await advance(clock, 0);
+    const { api, a } = await withA();
     api.lease = { ...api.lease!, metadata: { ...api.lease!.metadata, resourceVersion: '1000', labels: { touched: 'yes' } } };
     await a.stop();
     assert.equal(api.lease?.spec?.holderIdentity, '');

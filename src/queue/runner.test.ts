@@ -2,21 +2,27 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeClock, flushPromises } from '../../test/fake-clock.ts';
 import { WorkQueue } from './queue.ts';
-import { runWorkers, serverRetryDelayMs, TerminalError, isTerminalError, type ReconcileOutcome, type ReconcileResult } from './runner.ts';
+import { runWorkers, serverRetryDelayMs, TerminalError, isTerminalError, type ReconcileMetrics, type ReconcileResult, type Reconciler } from './runner.ts';
 import { startResync } from './resync.ts';
 
-function setup(): { q: WorkQueue; clock: FakeClock } {
+/** A queue on a fake clock with `concurrency` workers running `reconcile`; stop() shuts the queue down and waits for them. */
+function workers(concurrency: number, reconcile: Reconciler, metrics?: ReconcileMetrics) {
   const clock = new FakeClock();
-  return { q: new WorkQueue({ name: 'test', clock }), clock };
+  const q = new WorkQueue({ name: 'test', clock });
+  const pool = runWorkers(q, concurrency, reconcile, { clock, metrics });
+  const stop = async (): Promise<void> => {
+    await q.shutDown();
+    await pool.done;
+  };
+  return { q, clock, pool, stop };
 }
 
 describe('runWorkers', () => {
   it('runs a key once more, and only once, when it changes during its reconcile', async () => {
-    const { q } = setup();
     const calls: string[] = [];
     const gate = Promise.withResolvers<void>();
     let first = true;
-    const pool = runWorkers(q, 4, async (key) => {
+    const { q, stop } = workers(4, async (key) => {
       calls.push(key);
       if (first) {
         first = false;
@@ -34,16 +40,14 @@ describe('runWorkers', () => {
     gate.resolve();
     await flushPromises();
     assert.deepEqual(calls, ['ns/vm', 'ns/vm']);
-    await q.shutDown();
-    await pool.done;
+    await stop();
   });
 
   it('never runs more reconciles at once than the concurrency', async () => {
-    const { q } = setup();
     let running = 0;
     let peak = 0;
     const gates: PromiseWithResolvers<void>[] = [];
-    const pool = runWorkers(q, 3, async () => {
+    const { q, pool, stop } = workers(3, async () => {
       running++;
       peak = Math.max(peak, running);
       const g = Promise.withResolvers<void>();
@@ -62,24 +66,18 @@ describe('runWorkers', () => {
     }
     assert.equal(peak, 3);
     assert.equal(q.len(), 0);
-    await q.shutDown();
-    await pool.done;
+    await stop();
   });
 
   it('retries a failing key with growing backoff and resets it after a success', async () => {
-    const { q, clock } = setup();
     let failuresLeft = 3;
     const retriesSeen: number[] = [];
-    const outcomes: ReconcileOutcome[] = [];
-    const pool = runWorkers(
-      q,
-      1,
-      async (_key, ctx) => {
-        retriesSeen.push(ctx.retries);
-        if (failuresLeft-- > 0) throw new Error('apiserver unavailable');
-      },
-      { clock, metrics: { reconcileTotal: (r) => outcomes.push(r) } },
-    );
+    const outcomes: string[] = [];
+    const failThrice: Reconciler = async (_key, ctx) => {
+      retriesSeen.push(ctx.retries);
+      if (failuresLeft-- > 0) throw new Error('apiserver unavailable');
+    };
+    const { q, clock, stop } = workers(1, failThrice, { reconcileTotal: (r) => outcomes.push(r) });
     q.add('ns/a');
     const delays: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -98,24 +96,17 @@ describe('runWorkers', () => {
     q.add('ns/a');
     await flushPromises();
     assert.deepEqual(clock.pendingDelays(), [5], 'backoff starts over after a success');
-    await q.shutDown();
-    await pool.done;
+    await stop();
   });
 
   it("retries no sooner than the server's Retry-After, even when the error is wrapped", async () => {
-    const { q, clock } = setup();
     const throttled = Object.assign(new Error('429 Too Many Requests'), { retryAfterSeconds: 3 });
     const failures = [new Error('while reconciling', { cause: throttled }), new Error('connection reset')];
     let calls = 0;
-    const pool = runWorkers(
-      q,
-      1,
-      async () => {
-        const err = failures[calls++];
-        if (err) throw err;
-      },
-      { clock },
-    );
+    const { q, clock, stop } = workers(1, async () => {
+      const err = failures[calls++];
+      if (err) throw err;
+    });
     q.add('ns/a');
     await flushPromises();
     assert.deepEqual(clock.pendingDelays(), [3000], 'the server asked for 3 s; the backoff alone would be 5 ms');
@@ -126,8 +117,7 @@ describe('runWorkers', () => {
     await flushPromises();
     assert.equal(calls, 3);
     assert.equal(clock.pending, 0);
-    await q.shutDown();
-    await pool.done;
+    await stop();
   });
 
   it('serverRetryDelayMs reads retryAfterSeconds along the cause chain', () => {
@@ -141,19 +131,14 @@ describe('runWorkers', () => {
   });
 
   it('does not retry terminal errors, even wrapped ones, and forgets their backoff', async () => {
-    const { q, clock } = setup();
     let calls = 0;
     const metrics = { terminal: 0, errors: 0 };
-    const pool = runWorkers(
-      q,
-      2,
-      async (key) => {
-        calls++;
-        if (key === 'ns/a') throw new TerminalError('claim spec is invalid');
-        throw new Error('while reconciling', { cause: new TerminalError('rejected by the API server') });
-      },
-      { clock, metrics: { terminalReconcileErrors: () => metrics.terminal++, reconcileErrors: () => metrics.errors++ } },
-    );
+    const reject: Reconciler = async (key) => {
+      calls++;
+      if (key === 'ns/a') throw new TerminalError('claim spec is invalid');
+      throw new Error('while reconciling', { cause: new TerminalError('rejected by the API server') });
+    };
+    const { q, clock, stop } = workers(2, reject, { terminalReconcileErrors: () => metrics.terminal++, reconcileErrors: () => metrics.errors++ });
     q.addRateLimited('ns/a');
     clock.runNext();
     q.add('ns/b');
@@ -163,15 +148,13 @@ describe('runWorkers', () => {
     assert.equal(q.len(), 0);
     assert.equal(q.numRequeues('ns/a'), 0);
     assert.deepEqual(metrics, { terminal: 2, errors: 0 });
-    await q.shutDown();
-    await pool.done;
+    await stop();
   });
 
   it('honours requeue and requeueAfter results', async () => {
-    const { q, clock } = setup();
     const results: ReconcileResult[] = [{ requeue: true }, { requeue: true }, { requeueAfter: 30_000, requeue: true }, {}];
     let calls = 0;
-    const pool = runWorkers(q, 1, async () => results[calls++] ?? {}, { clock });
+    const { q, clock, stop } = workers(1, async () => results[calls++] ?? {});
     q.add('ns/a');
     await flushPromises();
     assert.deepEqual(clock.pendingDelays(), [5]);
@@ -186,15 +169,13 @@ describe('runWorkers', () => {
     await flushPromises();
     assert.equal(calls, 4);
     assert.equal(clock.pending, 0);
-    await q.shutDown();
-    await pool.done;
+    await stop();
   });
 
   it('a graceful shutdown with drain finishes in-flight and queued work, then the workers exit', async () => {
-    const { q } = setup();
     const gate = Promise.withResolvers<void>();
     const finished: string[] = [];
-    const pool = runWorkers(q, 1, async (key) => {
+    const { q, pool } = workers(1, async (key) => {
       if (key === 'ns/a') await gate.promise;
       finished.push(key);
     });
@@ -211,10 +192,8 @@ describe('runWorkers', () => {
   });
 
   it('a shutdown deadline aborts the signal handed to reconcilers', async () => {
-    const { q, clock } = setup();
     let aborted = false;
-    const pool = runWorkers(
-      q,
+    const { q, clock, pool } = workers(
       1,
       (_key, ctx) =>
         new Promise<void>((resolve) => {
@@ -234,8 +213,7 @@ describe('runWorkers', () => {
   });
 
   it('rejects a non-positive concurrency', () => {
-    const { q } = setup();
-    assert.throws(() => runWorkers(q, 0, async () => {}), RangeError);
+    assert.throws(() => runWorkers(new WorkQueue({ name: 'test' }), 0, async () => {}), RangeError);
   });
 });
 

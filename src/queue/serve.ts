@@ -29,7 +29,7 @@ export class AbandonInFlight extends Error {
 
 export async function serveQueue(queue: WorkQueue, options: ServeOptions, signal: AbortSignal): Promise<void> {
   const { logger } = options;
-  const pool = runWorkers(queue, options.concurrency, options.reconcile, { logger, ...(options.metrics ? { metrics: options.metrics } : {}) });
+  const pool = runWorkers(queue, options.concurrency, options.reconcile, { logger, metrics: options.metrics });
   const resync = startResync(queue, { intervalMs: options.resyncIntervalMs, keys: options.keys, logger });
   await new Promise<void>((resolve) => {
     if (signal.aborted) resolve();

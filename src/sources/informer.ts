@@ -13,7 +13,7 @@ import { errorFromWatchStatus, isGone, isTransient, KubeApiError, type ApiStatus
 import { type ListPage, type PageRequest, DEFAULT_PAGE_SIZE, listAllPages } from '../kube/pager.ts';
 import type { KubeObject } from '../kube/types.ts';
 import type { WatchEvent } from '../kube/watch-stream.ts';
-import { type BackoffPolicy, DEFAULT_RECONNECT_BACKOFF, reconnectDelay } from './backoff.ts';
+import { DEFAULT_MAX_MS, reconnectDelay } from './backoff.ts';
 import { type ChangeEvent, type ChangeType, type IndexFn, Store } from './store.ts';
 import { type Trim, UntrimmableObjectError } from './trim.ts';
 
@@ -57,7 +57,6 @@ export interface InformerOptions<T extends KubeObject> {
   /** In [0, 1); jitter for backoff and watch timeouts. */
   random?: () => number;
   pageSize?: number;
-  backoff?: BackoffPolicy;
   /** Restart a watch that delivered neither an event nor a bookmark for this long. Default 150 s (the API server
    * sends a bookmark about every minute to watchers that allow them). */
   silentWatchTimeoutMs?: number;
@@ -73,7 +72,7 @@ export class InformerStoppedError extends Error {
 
 // The backoff's ceiling while the API server does not answer at all (connection refused, reset, timeout): such
 // attempts cost the server nothing, and a short ceiling notices within seconds that it is back. Answered failures
-// (5xx, 429) keep `backoff.maxMs`.
+// (5xx, 429) keep the usual ceiling.
 const UNREACHABLE_MAX_MS = 3200;
 // A watch that ends normally sooner than this with no event is a failure (backoff), so that a server or proxy that
 // closes watches at once does not make us spin.
@@ -98,8 +97,6 @@ export class Informer<T extends KubeObject> {
   readonly #clock: Clock;
   readonly #random: () => number;
   readonly #pageSize: number;
-  readonly #backoff: BackoffPolicy;
-  readonly #unreachableBackoff: BackoffPolicy;
   readonly #silentMs: number;
   readonly #watchTimeoutSeconds: number | undefined;
   readonly #metrics: InformerMetrics;
@@ -128,8 +125,6 @@ export class Informer<T extends KubeObject> {
     this.#clock = options.clock ?? realClock;
     this.#random = options.random ?? Math.random;
     this.#pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
-    this.#backoff = options.backoff ?? {};
-    this.#unreachableBackoff = { ...this.#backoff, maxMs: Math.min(this.#backoff.maxMs ?? DEFAULT_RECONNECT_BACKOFF.maxMs, UNREACHABLE_MAX_MS) };
     this.#silentMs = options.silentWatchTimeoutMs ?? 150_000;
     this.#watchTimeoutSeconds = options.watchTimeoutSeconds;
     this.#metrics = options.metrics ?? {};
@@ -155,36 +150,17 @@ export class Informer<T extends KubeObject> {
     return this.#resourceVersion;
   }
 
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.#store.get(namespace, name);
-  }
-
-  getByKey(key: string): T | undefined {
-    return this.#store.getByKey(key);
-  }
-
-  list(namespace?: string): T[] {
-    return this.#store.list(namespace);
-  }
-
-  keys(namespace?: string): string[] {
-    return this.#store.keys(namespace);
-  }
+  // The cache's reads and index registration, as the store answers them.
+  readonly get = (namespace: string | undefined, name: string): T | undefined => this.#store.get(namespace, name);
+  readonly getByKey = (key: string): T | undefined => this.#store.getByKey(key);
+  readonly list = (namespace?: string): T[] => this.#store.list(namespace);
+  readonly keys = (namespace?: string): string[] => this.#store.keys(namespace);
+  readonly addIndex = (name: string, fn: IndexFn<T>): void => this.#store.addIndex(name, fn);
+  readonly byIndex = (name: string, value: string): T[] => this.#store.byIndex(name, value);
+  readonly indexKeys = (name: string, value: string): string[] => this.#store.indexKeys(name, value);
 
   get size(): number {
     return this.#store.size;
-  }
-
-  addIndex(name: string, fn: IndexFn<T>): void {
-    this.#store.addIndex(name, fn);
-  }
-
-  byIndex(name: string, value: string): T[] {
-    return this.#store.byIndex(name, value);
-  }
-
-  indexKeys(name: string, value: string): string[] {
-    return this.#store.indexKeys(name, value);
   }
 
   /** Starts the loop (idempotent). */
@@ -241,7 +217,7 @@ export class Informer<T extends KubeObject> {
           this.#metrics.watchRestart?.(this.kind, 'silent');
         } else if (outcome.events === 0 && outcome.durationMs < MIN_WATCH_MS) {
           failures++;
-          delay = reconnectDelay(failures, this.#backoff, this.#random);
+          delay = reconnectDelay(failures, DEFAULT_MAX_MS, this.#random);
           this.#logger.warn({ durationMs: outcome.durationMs, delayMs: Math.round(delay) }, 'watch closed at once without events; backing off');
           this.#metrics.watchRestart?.(this.kind, 'error');
         } else {
@@ -256,7 +232,7 @@ export class Informer<T extends KubeObject> {
           // server is up: the failures that came before it (an outage, typically) say nothing about now, and the
           // relist goes at once. Only a server that keeps answering 410 gets a backoff.
           failures = 0;
-          delay = reconnectDelay(goneStreak, this.#backoff, this.#random);
+          delay = reconnectDelay(goneStreak, DEFAULT_MAX_MS, this.#random);
           goneStreak++;
           needList = true;
           listReason = 'gone';
@@ -265,7 +241,7 @@ export class Informer<T extends KubeObject> {
         } else {
           failures++;
           const unreachable = isTransient(err) && err instanceof KubeApiError && err.code === undefined;
-          delay = reconnectDelay(failures, unreachable ? this.#unreachableBackoff : this.#backoff, this.#random);
+          delay = reconnectDelay(failures, unreachable ? UNREACHABLE_MAX_MS : DEFAULT_MAX_MS, this.#random);
           if (needList) listReason = 'retry';
           this.#logger.warn(
             { err, failures, delayMs: Math.round(delay), listing: needList },

@@ -15,15 +15,14 @@ export interface KindSpec<T extends KubeObject> {
   trim: Trim<T>;
 }
 
+const kind = <T extends KubeObject>(descriptor: ResourceDescriptor, trim: Trim<T>): KindSpec<T> => ({ descriptor, trim });
+
 export const kinds = {
-  virtualMachines: { descriptor: resources.virtualMachines, trim: trimVirtualMachine } as KindSpec<VirtualMachine>,
-  virtualMachineInstances: { descriptor: resources.virtualMachineInstances, trim: trimVirtualMachineInstance } as KindSpec<VirtualMachineInstance>,
-  networkAttachmentDefinitions: {
-    descriptor: resources.networkAttachmentDefinitions,
-    trim: trimNetworkAttachmentDefinition,
-  } as KindSpec<NetworkAttachmentDefinition>,
-  ipamClaims: { descriptor: resources.ipamClaims, trim: trimIPAMClaim } as KindSpec<IPAMClaim>,
-  kubeVirts: { descriptor: resources.kubeVirts, trim: trimKubeVirt } as KindSpec<KubeVirtCR>,
+  virtualMachines: kind(resources.virtualMachines, trimVirtualMachine),
+  virtualMachineInstances: kind(resources.virtualMachineInstances, trimVirtualMachineInstance),
+  networkAttachmentDefinitions: kind(resources.networkAttachmentDefinitions, trimNetworkAttachmentDefinition),
+  ipamClaims: kind(resources.ipamClaims, trimIPAMClaim),
+  kubeVirts: kind(resources.kubeVirts, trimKubeVirt),
 };
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -155,17 +155,12 @@ function objectOf<T extends KubeObject>(raw: Raw | undefined, metadata: ObjectMe
   if (apiVersion !== undefined && kind !== undefined && spec !== undefined) {
     return (status !== undefined ? { apiVersion, kind, metadata, spec, status } : { apiVersion, kind, metadata, spec }) as unknown as T;
   }
-  const out = head(raw, metadata) as unknown as Record<string, unknown>;
-  if (spec !== undefined) out.spec = spec;
-  if (status !== undefined) out.status = status;
+  const out: Record<string, unknown> = { metadata };
+  put(out, 'apiVersion', apiVersion);
+  put(out, 'kind', kind);
+  put(out, 'spec', spec);
+  put(out, 'status', status);
   return out as unknown as T;
-}
-
-function head(raw: Raw | undefined, meta: ObjectMeta): KubeObject {
-  const out: KubeObject = { metadata: meta };
-  put(out, 'apiVersion', intern(str(raw?.apiVersion)));
-  put(out, 'kind', intern(str(raw?.kind)));
-  return out;
 }
 
 /**
@@ -269,13 +264,10 @@ export const trimVirtualMachineInstance: Trim<VirtualMachineInstance> = (input) 
 export const trimNetworkAttachmentDefinition: Trim<NetworkAttachmentDefinition> = (input) => {
   const raw = rec(input);
   // The generation: the allocator names it in what it reports about a NAD, once per generation (few NADs, small cost).
-  const out: NetworkAttachmentDefinition = head(raw, trimMeta(raw?.metadata, { annotations: NAD_ANNOTATIONS, timestamps: true }));
+  const metadata = trimMeta(raw?.metadata, { annotations: NAD_ANNOTATIONS, timestamps: true });
   const spec = rec(raw?.spec);
-  if (spec) {
-    out.spec = {};
-    put(out.spec, 'config', str(spec.config));
-  }
-  return out;
+  const config = str(spec?.config);
+  return objectOf<NetworkAttachmentDefinition>(raw, metadata, spec && (config === undefined ? {} : { config }), undefined);
 };
 
 function trimCondition(raw: unknown): IPAMClaimCondition | undefined {
@@ -307,9 +299,7 @@ export const trimIPAMClaim: Trim<IPAMClaim> = (input) => {
 
 export const trimKubeVirt: Trim<KubeVirtCR> = (input) => {
   const raw = rec(input);
-  const out: KubeVirtCR = head(raw, trimMeta(raw?.metadata));
   const dev = rec(rec(rec(raw?.spec)?.configuration)?.developerConfiguration);
   const gates = list(dev?.featureGates)?.filter((g): g is string => typeof g === 'string');
-  out.spec = gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {};
-  return out;
+  return objectOf<KubeVirtCR>(raw, trimMeta(raw?.metadata), gates ? { configuration: { developerConfiguration: { featureGates: gates } } } : {}, undefined);
 };
