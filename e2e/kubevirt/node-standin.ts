@@ -38,13 +38,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../harness/index.ts';
 import type { WatchHandle } from '../harness/kubehttp.ts';
 import { OVN_PRIMARY_UDN_NAMESPACE_LABEL, ovnPodNetworks, type OvnPodNetwork } from '../ovn-kubernetes/cluster-manager.ts';
-import { MULTUS_DEFAULT_NETWORK_ANNOTATION, MULTUS_NETWORKS_ANNOTATION } from '../../src/claims/constants.ts';
 import type { NetworkSelectionElement, ObjectMeta } from '../../src/kube/types.ts';
 import { Api, paths, type IPAMClaim } from '../suite/kube.ts';
 import { isControlledBy, MIGRATION_JOB_LABEL, type MigrationState, type Vmi, type VmiInterfaceStatus } from './launcher-fixture.ts';
 
 export const STANDIN_NODES = ['node-standin-1', 'node-standin-2'] as const;
+// Multus' names written out, not imported from src/: the stand-in plays Multus, so a wrong name in src/ must not be
+// agreed with here.
+const NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
 const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
+const DEFAULT_NETWORK_ANNOTATION = 'v1.multus-cni.io/default-network';
 const HEARTBEAT_ANNOTATION = 'kubevirt.io/heartbeat';
 /** What each stand-in node offers: enough for every VM a test makes, with the device plugins virt-handler would register. */
 const NODE_RESOURCES = {
@@ -276,8 +279,8 @@ export class NodeStandIn {
 
   async #podStarts(pod: Pod): Promise<void> {
     const ns = pod.metadata.namespace!;
-    const elements = parseElements(pod.metadata.annotations?.[MULTUS_NETWORKS_ANNOTATION]);
-    const defaultElement = parseElements(pod.metadata.annotations?.[MULTUS_DEFAULT_NETWORK_ANNOTATION])[0];
+    const elements = parseElements(pod.metadata.annotations?.[NETWORKS_ANNOTATION]);
+    const defaultElement = parseElements(pod.metadata.annotations?.[DEFAULT_NETWORK_ANNOTATION])[0];
     // OVN-K's CNI answers for an interface only once the cluster manager has written its entry: until every
     // element it allocates for has one, the pod's sandbox is not up (the pod stays Pending; next pass looks again)
     const fromOvnk = this.#ipam === 'ovn-kubernetes' ? await this.#ovnkEntries(pod, elements) : new Map<Element, OvnPodNetwork>();

@@ -1074,6 +1074,9 @@ describe('decide: ORPHAN (kubectl delete vm --cascade=orphan)', () => {
     const stripped = claims.map(orphaned);
     const plan = run({ nads: NADS, claims: stripped });
     assert.deepEqual(writes(plan), { ...NONE, deletes: ['vm1.blue', 'vm1.green'] });
+    // the same VM, deleted in the background, lets go at once as before
+    const background = vm({ deleting: true });
+    assert.deepEqual(writes(run({ vm: background, nads: NADS, claims: both(background) })), { ...NONE, removeFinalizers: ['vm1.blue', 'vm1.green'] });
   });
 
   it('a VM of that name that adopted the VMI owns them', () => {
