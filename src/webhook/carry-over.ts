@@ -61,7 +61,8 @@ function identities(elements: readonly NetworkSelectionElement[], namespace: str
     const base = typeof element.interface === 'string' && element.interface !== '' ? `${nad}@${element.interface}` : nad;
     const k = seen.get(base) ?? 0;
     seen.set(base, k + 1);
-    return base === nad ? `${nad}#${k}` : k === 0 ? base : `${base}#${k}`;
+    if (base === nad) return `${nad}#${k}`;
+    return k === 0 ? base : `${base}#${k}`;
   });
 }
 
