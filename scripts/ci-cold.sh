@@ -9,10 +9,15 @@
 #                                 without buildah, promtool, helm or kubectl (links to every other command: the
 #                                 tests must build them or do without), then `npm run release` and the image smoke
 #                                 test with the machine's PATH, as .ci/run runs them
+#   scripts/ci-cold.sh --rm [--bare]  as above, then delete the work directory (about 11 GB); the log is
+#                                 moved out first, next to it
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-bare=0
-if [[ ${1:-} == --bare ]]; then bare=1; shift; fi
+bare=0 remove=0
+while [[ ${1:-} == --bare || ${1:-} == --rm ]]; do
+  if [[ $1 == --bare ]]; then bare=1; else remove=1; fi
+  shift
+done
 WORK=${1:-$(mktemp -d /tmp/pips-ci-cold.XXXXXX)}
 mode=warm
 [[ -d $WORK/home ]] || mode=cold
@@ -58,6 +63,13 @@ else
   rc=${PIPESTATUS[0]}
 fi
 set -e
-echo "ci-cold: $mode run ended with $rc after $(( $(date +%s) - start )) s; caches kept in $HOME (rerun: $0 $WORK)" | tee -a "$LOG"
+kept="caches kept in $HOME (rerun: $0 $WORK)"
+[[ $remove == 1 ]] && kept="work directory to be removed"
+echo "ci-cold: $mode run ended with $rc after $(( $(date +%s) - start )) s; $kept" | tee -a "$LOG"
 grep -E '^(ci: |=== test: |binaries|typecheck|lint|unit|build|e2e|runtime|  e2e/|  \[[0-9]+ s\] \[controlplane-build\] .*(built in|done in|modules ready))' "$LOG" || true
+if [[ $remove == 1 ]]; then
+  # The Go module cache is read-only by design; make it writable so that rm can remove it.
+  mv "$LOG" "$WORK.log"
+  cd / && chmod -R u+w "$WORK" && rm -rf "$WORK" && echo "ci-cold: removed $WORK; log $WORK.log"
+fi
 exit "$rc"
